@@ -1,0 +1,458 @@
+"""The implicit-matrix algebra: the abstract ``Matrix`` and the generic combinators.
+
+A ``Matrix`` is a linear map known through its products with dense arrays. Structured
+kinds (Kronecker, AllRange, Marginals, ...) override the operations they can do in closed
+form; the generic fallbacks here are correct and dense, and every dense fallback is guarded
+by :data:`MAX_DENSE_ENTRIES` so a 10^8-cell domain never meets an N x N array.
+
+Conventions (HDMM, McKenna et al. 2018, App. A.1): data vectors are flattened in C order
+(row-major, first attribute most significant), so ``(A1 ⊗ A2) vec(X) = vec(A1 X A2ᵀ)``.
+"""
+
+from __future__ import annotations
+
+import math
+from abc import ABC, abstractmethod
+from functools import reduce
+from numbers import Number
+
+import numpy as np
+from scipy.sparse.linalg import LinearOperator
+
+#: Largest number of entries a dense fallback may allocate (float64: 8 bytes each).
+MAX_DENSE_ENTRIES = 50_000_000
+
+
+class TooLargeError(ValueError):
+    """A dense fallback was asked for an array larger than :data:`MAX_DENSE_ENTRIES`."""
+
+
+def check_dense_size(rows: int, cols: int, what: str) -> None:
+    """Raise :class:`TooLargeError` if a ``rows x cols`` dense array would be too large."""
+    if rows * cols > MAX_DENSE_ENTRIES:
+        raise TooLargeError(
+            f"{what} would materialise a dense {rows} x {cols} array "
+            f"({rows * cols:.3g} entries > MAX_DENSE_ENTRIES = {MAX_DENSE_ENTRIES:.3g}); "
+            "use a structured representation instead"
+        )
+
+
+def _as_2d(x: np.ndarray) -> tuple[np.ndarray, bool]:
+    x = np.asarray(x, dtype=float)
+    if x.ndim == 1:
+        return x[:, None], True
+    if x.ndim == 2:
+        return x, False
+    raise ValueError(f"expected a vector or a 2-D array, got an array with {x.ndim} dimensions")
+
+
+class Matrix(ABC):
+    """An implicitly represented real matrix (DESIGN.md, "linalg").
+
+    Subclasses set ``self.shape`` and implement :meth:`_matmat` and :meth:`_rmatmat`
+    (products with 2-D arrays ``X`` of shape ``(n, k)`` and ``Y`` of shape ``(m, k)``).
+    Everything else has a generic, size-guarded default that subclasses override with
+    closed forms where they exist.
+    """
+
+    shape: tuple[int, int]
+
+    # ----------------------------------------------------------------- products
+    @abstractmethod
+    def _matmat(self, X: np.ndarray) -> np.ndarray:
+        """Return ``self @ X`` for a dense ``(n, k)`` array."""
+
+    @abstractmethod
+    def _rmatmat(self, Y: np.ndarray) -> np.ndarray:
+        """Return ``self.T @ Y`` for a dense ``(m, k)`` array."""
+
+    def matvec(self, x: np.ndarray) -> np.ndarray:
+        """``self @ x`` for a vector or a 2-D array with ``n`` rows."""
+        X, vec = _as_2d(x)
+        if X.shape[0] != self.shape[1]:
+            raise ValueError(f"shape mismatch: {self.shape} matrix @ array with {X.shape[0]} rows")
+        out = self._matmat(X)
+        return out[:, 0] if vec else out
+
+    def rmatvec(self, y: np.ndarray) -> np.ndarray:
+        """``self.T @ y`` for a vector or a 2-D array with ``m`` rows."""
+        Y, vec = _as_2d(y)
+        if Y.shape[0] != self.shape[0]:
+            raise ValueError(f"shape mismatch: {self.shape} matrix, transpose @ {Y.shape[0]} rows")
+        out = self._rmatmat(Y)
+        return out[:, 0] if vec else out
+
+    def __matmul__(self, other):
+        if isinstance(other, Matrix):
+            return Product(self, other)
+        return self.matvec(other)
+
+    def __rmatmul__(self, other):
+        # dense @ Matrix  ==  (Matrix.T @ dense.T).T
+        X = np.asarray(other, dtype=float)
+        if X.ndim == 1:
+            return self.rmatvec(X)
+        return self.rmatvec(X.T).T
+
+    # ---------------------------------------------------------------- algebra
+    def __mul__(self, c):
+        if isinstance(c, Number):
+            return Weighted(float(c), self)
+        return NotImplemented
+
+    __rmul__ = __mul__
+
+    def __truediv__(self, c):
+        if isinstance(c, Number):
+            return Weighted(1.0 / float(c), self)
+        return NotImplemented
+
+    def __neg__(self):
+        return Weighted(-1.0, self)
+
+    def __add__(self, other):
+        if isinstance(other, Matrix):
+            return Sum([self, other])
+        return NotImplemented
+
+    def __sub__(self, other):
+        if isinstance(other, Matrix):
+            return Sum([self, Weighted(-1.0, other)])
+        return NotImplemented
+
+    @property
+    def T(self) -> Matrix:
+        """The transpose, implicit."""
+        return Transposed(self)
+
+    def gram(self) -> Matrix:
+        """``AᵀA``, kept implicit; structured kinds return a closed form."""
+        return Product(self.T, self)
+
+    def pinv(self) -> Matrix:
+        """The Moore-Penrose pseudo-inverse ``A⁺`` (dense fallback, size-guarded)."""
+        return Dense(np.linalg.pinv(self.dense()))
+
+    # --------------------------------------------------------------- reductions
+    def colnorm_p(self, p: int) -> float | np.ndarray:
+        """``Σ_i |a_ij|^p`` for every column j (p = 1 or 2).
+
+        Returns a float when every column has the same value (the common structured case,
+        which keeps huge domains implicit), otherwise an array of length ``n``.
+        """
+        _check_p(p)
+        D = self.dense()
+        return np.abs(D).sum(axis=0) if p == 1 else (D * D).sum(axis=0)
+
+    def sensitivity(self, p: int = 1) -> float:
+        """Max column Lp norm: the L1 (p=1) or L2 (p=2) sensitivity under add/remove-one.
+
+        Not the induced operator norm (Li et al. 2010, Prop. 1; Li & Miklau 2012, Prop. 1).
+        """
+        c = self.colnorm_p(p)
+        top = float(c) if np.isscalar(c) else float(np.max(c)) if np.size(c) else 0.0
+        return top if p == 1 else math.sqrt(top)
+
+    def trace(self) -> float:
+        """Sum of the diagonal (square matrices only)."""
+        self._require_square("trace")
+        return float(np.sum(self.diag()))
+
+    def diag(self) -> np.ndarray:
+        """The diagonal as a dense vector (square matrices only)."""
+        self._require_square("diag")
+        n = self.shape[0]
+        check_dense_size(n, n, f"diag() of {type(self).__name__} (generic: one product per column)")
+        out = np.empty(n)
+        block = max(1, min(n, MAX_DENSE_ENTRIES // (4 * max(n, 1))))
+        for s in range(0, n, block):
+            e = min(n, s + block)
+            E = np.zeros((n, e - s))
+            E[np.arange(s, e), np.arange(e - s)] = 1.0
+            out[s:e] = self._matmat(E)[np.arange(s, e), np.arange(e - s)]
+        return out
+
+    def dense(self) -> np.ndarray:
+        """The explicit ``m x n`` array (guarded by :data:`MAX_DENSE_ENTRIES`)."""
+        m, n = self.shape
+        check_dense_size(m, n, f"dense() of {type(self).__name__}")
+        return self._matmat(np.eye(n))
+
+    def as_operator(self) -> LinearOperator:
+        """A :class:`scipy.sparse.linalg.LinearOperator` for iterative solvers (LSMR, CG)."""
+        return LinearOperator(
+            self.shape,
+            matvec=lambda x: self.matvec(np.ravel(x)),
+            rmatvec=lambda y: self.rmatvec(np.ravel(y)),
+            matmat=lambda X: self.matvec(X),
+            rmatmat=lambda Y: self.rmatvec(Y),
+            dtype=float,
+        )
+
+    # ----------------------------------------------------------------- helpers
+    def _require_square(self, what: str) -> None:
+        if self.shape[0] != self.shape[1]:
+            raise ValueError(f"{what} needs a square matrix, {type(self).__name__} is {self.shape}")
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(shape={self.shape})"
+
+
+def _check_p(p: int) -> None:
+    if p not in (1, 2):
+        raise ValueError(f"sensitivity norm p must be 1 or 2, got {p!r}")
+
+
+def as_matrix(A) -> Matrix:
+    """Wrap a numpy array (or pass a Matrix through)."""
+    return A if isinstance(A, Matrix) else Dense(A)
+
+
+# ============================================================================ kinds
+class Dense(Matrix):
+    """An explicit numpy array."""
+
+    def __init__(self, array):
+        A = np.array(array, dtype=float)
+        if A.ndim == 1:
+            A = A[None, :]
+        if A.ndim != 2:
+            raise ValueError(f"Dense needs a 1-D or 2-D array, got {A.ndim} dimensions")
+        self.array = A
+        self.shape = A.shape
+
+    def _matmat(self, X):
+        return self.array @ X
+
+    def _rmatmat(self, Y):
+        return self.array.T @ Y
+
+    @property
+    def T(self):
+        return Dense(self.array.T)
+
+    def gram(self):
+        return Dense(self.array.T @ self.array)
+
+    def pinv(self):
+        return Dense(np.linalg.pinv(self.array))
+
+    def colnorm_p(self, p):
+        _check_p(p)
+        A = self.array
+        return np.abs(A).sum(axis=0) if p == 1 else (A * A).sum(axis=0)
+
+    def trace(self):
+        self._require_square("trace")
+        return float(np.trace(self.array))
+
+    def diag(self):
+        self._require_square("diag")
+        return np.diag(self.array).copy()
+
+    def dense(self):
+        return self.array.copy()
+
+
+class Identity(Matrix):
+    """The n x n identity."""
+
+    def __init__(self, n: int):
+        if int(n) < 1:
+            raise ValueError(f"Identity size must be >= 1, got {n}")
+        self.n = int(n)
+        self.shape = (self.n, self.n)
+
+    def _matmat(self, X):
+        return X.copy()
+
+    def _rmatmat(self, Y):
+        return Y.copy()
+
+    @property
+    def T(self):
+        return self
+
+    def gram(self):
+        return self
+
+    def pinv(self):
+        return self
+
+    def colnorm_p(self, p):
+        _check_p(p)
+        return 1.0
+
+    def trace(self):
+        return float(self.n)
+
+    def diag(self):
+        return np.ones(self.n)
+
+
+class Weighted(Matrix):
+    """``c · A`` for a scalar ``c`` (a weighted workload block or a scaled strategy)."""
+
+    def __init__(self, weight: float, base: Matrix):
+        w = float(weight)
+        if not math.isfinite(w):
+            raise ValueError(f"weight must be finite, got {weight!r}")
+        if isinstance(base, Weighted):
+            w, base = w * base.weight, base.base
+        self.weight = w
+        self.base = as_matrix(base)
+        self.shape = self.base.shape
+
+    def _matmat(self, X):
+        return self.weight * self.base._matmat(X)
+
+    def _rmatmat(self, Y):
+        return self.weight * self.base._rmatmat(Y)
+
+    @property
+    def T(self):
+        return Weighted(self.weight, self.base.T)
+
+    def gram(self):
+        return Weighted(self.weight**2, self.base.gram())
+
+    def pinv(self):
+        if self.weight == 0.0:
+            return Weighted(0.0, self.base.T)
+        return Weighted(1.0 / self.weight, self.base.pinv())
+
+    def colnorm_p(self, p):
+        return abs(self.weight) ** p * self.base.colnorm_p(p)
+
+    def trace(self):
+        return self.weight * self.base.trace()
+
+    def diag(self):
+        return self.weight * self.base.diag()
+
+    def dense(self):
+        return self.weight * self.base.dense()
+
+
+class Transposed(Matrix):
+    """The implicit transpose of a Matrix that has no cheaper transpose."""
+
+    def __init__(self, base: Matrix):
+        self.base = base
+        self.shape = (base.shape[1], base.shape[0])
+
+    def _matmat(self, X):
+        return self.base._rmatmat(X)
+
+    def _rmatmat(self, Y):
+        return self.base._matmat(Y)
+
+    @property
+    def T(self):
+        return self.base
+
+    def trace(self):
+        return self.base.trace()
+
+    def diag(self):
+        return self.base.diag()
+
+    def dense(self):
+        return self.base.dense().T
+
+
+class Sum(Matrix):
+    """``A_1 + ... + A_k`` (same shape); e.g. the Gram of a union = Σ of block Grams."""
+
+    def __init__(self, terms):
+        terms = [as_matrix(t) for t in terms]
+        if not terms:
+            raise ValueError("Sum needs at least one term")
+        shape = terms[0].shape
+        for t in terms:
+            if t.shape != shape:
+                raise ValueError(f"Sum terms disagree in shape: {shape} vs {t.shape}")
+        self.terms = terms
+        self.shape = shape
+
+    def _matmat(self, X):
+        return reduce(np.add, (t._matmat(X) for t in self.terms))
+
+    def _rmatmat(self, Y):
+        return reduce(np.add, (t._rmatmat(Y) for t in self.terms))
+
+    @property
+    def T(self):
+        return Sum([t.T for t in self.terms])
+
+    def trace(self):
+        self._require_square("trace")
+        return float(sum(t.trace() for t in self.terms))
+
+    def diag(self):
+        self._require_square("diag")
+        return reduce(np.add, (t.diag() for t in self.terms))
+
+    def dense(self):
+        check_dense_size(*self.shape, "dense() of Sum")
+        return reduce(np.add, (t.dense() for t in self.terms))
+
+
+class Product(Matrix):
+    """``A @ B``, never formed explicitly."""
+
+    def __init__(self, left: Matrix, right: Matrix):
+        left, right = as_matrix(left), as_matrix(right)
+        if left.shape[1] != right.shape[0]:
+            raise ValueError(f"Product shape mismatch: {left.shape} @ {right.shape}")
+        self.left, self.right = left, right
+        self.shape = (left.shape[0], right.shape[1])
+
+    def _matmat(self, X):
+        return self.left._matmat(self.right._matmat(X))
+
+    def _rmatmat(self, Y):
+        return self.right._rmatmat(self.left._rmatmat(Y))
+
+    @property
+    def T(self):
+        return Product(self.right.T, self.left.T)
+
+
+class VStack(Matrix):
+    """Vertical stacking ``[A_1; ...; A_k]`` — a union of query sets (HDMM eq. 1)."""
+
+    def __init__(self, blocks):
+        blocks = [as_matrix(b) for b in blocks]
+        if not blocks:
+            raise ValueError("VStack needs at least one block")
+        n = blocks[0].shape[1]
+        for b in blocks:
+            if b.shape[1] != n:
+                raise ValueError(
+                    f"VStack blocks disagree in their number of columns (domain size): "
+                    f"{n} vs {b.shape[1]}"
+                )
+        self.blocks = blocks
+        self.shape = (sum(b.shape[0] for b in blocks), n)
+        self._offsets = np.cumsum([0] + [b.shape[0] for b in blocks])
+
+    def _matmat(self, X):
+        return np.vstack([b._matmat(X) for b in self.blocks])
+
+    def _rmatmat(self, Y):
+        o = self._offsets
+        return reduce(
+            np.add, (b._rmatmat(Y[o[i] : o[i + 1]]) for i, b in enumerate(self.blocks))
+        )
+
+    def gram(self):
+        grams = [b.gram() for b in self.blocks]
+        return grams[0] if len(grams) == 1 else Sum(grams)
+
+    def colnorm_p(self, p):
+        return reduce(lambda a, b: a + b, (b.colnorm_p(p) for b in self.blocks))
+
+    def dense(self):
+        check_dense_size(*self.shape, "dense() of VStack")
+        return np.vstack([b.dense() for b in self.blocks])
