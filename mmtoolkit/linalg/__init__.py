@@ -14,20 +14,61 @@ from .base import (
     as_matrix,
     check_dense_size,
 )
+from .haar import Haar, HaarGram, HaarInverse
 from .kronecker import Kronecker
+from .marginals import (
+    MAX_MARGINALS_DIM,
+    Marginal,
+    Marginals,
+    MarginalsGram,
+    projected_traces,
+)
+from .permuted import Permuted, PermutedGram
+from .ranges import (
+    AllRange,
+    AllRangeGram,
+    Difference,
+    Ones,
+    Prefix,
+    PrefixGram,
+    SymTridiagonal,
+    Total,
+    WidthRange,
+    WidthRangeGram,
+)
 
 __all__ = [
     "MAX_DENSE_ENTRIES",
+    "MAX_MARGINALS_DIM",
+    "AllRange",
+    "AllRangeGram",
     "Dense",
+    "Difference",
+    "Haar",
+    "HaarGram",
+    "HaarInverse",
     "Identity",
     "Kronecker",
+    "Marginal",
+    "Marginals",
+    "MarginalsGram",
     "Matrix",
+    "Ones",
+    "Permuted",
+    "PermutedGram",
+    "Prefix",
+    "PrefixGram",
     "Product",
     "Sum",
+    "SymTridiagonal",
     "TooLargeError",
+    "Total",
     "Transposed",
     "VStack",
     "Weighted",
+    "WidthRange",
+    "WidthRangeGram",
     "as_matrix",
     "check_dense_size",
+    "projected_traces",
 ]

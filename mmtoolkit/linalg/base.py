@@ -21,6 +21,8 @@ from scipy.sparse.linalg import LinearOperator
 
 #: Largest number of entries a dense fallback may allocate (float64: 8 bytes each).
 MAX_DENSE_ENTRIES = 50_000_000
+#: Singular values below PINV_RCOND · σ_max are treated as zero by dense pseudo-inverses.
+PINV_RCOND = 1e-12
 
 
 class TooLargeError(ValueError):
@@ -56,6 +58,10 @@ class Matrix(ABC):
     """
 
     shape: tuple[int, int]
+
+    # Make numpy defer binary operators to us, so ``ndarray @ Matrix`` reaches __rmatmul__
+    # (without this numpy tries to treat the Matrix as a 0-d object array and fails).
+    __array_ufunc__ = None
 
     # ----------------------------------------------------------------- products
     @abstractmethod
@@ -131,7 +137,7 @@ class Matrix(ABC):
 
     def pinv(self) -> Matrix:
         """The Moore-Penrose pseudo-inverse ``A⁺`` (dense fallback, size-guarded)."""
-        return Dense(np.linalg.pinv(self.dense()))
+        return Dense(np.linalg.pinv(self.dense(), rcond=PINV_RCOND))
 
     # --------------------------------------------------------------- reductions
     def colnorm_p(self, p: int) -> float | np.ndarray:
@@ -235,7 +241,7 @@ class Dense(Matrix):
         return Dense(self.array.T @ self.array)
 
     def pinv(self):
-        return Dense(np.linalg.pinv(self.array))
+        return Dense(np.linalg.pinv(self.array, rcond=PINV_RCOND))
 
     def colnorm_p(self, p):
         _check_p(p)
@@ -351,6 +357,9 @@ class Transposed(Matrix):
     def T(self):
         return self.base
 
+    def pinv(self):
+        return self.base.pinv().T
+
     def trace(self):
         return self.base.trace()
 
@@ -442,9 +451,7 @@ class VStack(Matrix):
 
     def _rmatmat(self, Y):
         o = self._offsets
-        return reduce(
-            np.add, (b._rmatmat(Y[o[i] : o[i + 1]]) for i, b in enumerate(self.blocks))
-        )
+        return reduce(np.add, (b._rmatmat(Y[o[i] : o[i + 1]]) for i, b in enumerate(self.blocks)))
 
     def gram(self):
         grams = [b.gram() for b in self.blocks]

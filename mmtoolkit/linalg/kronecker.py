@@ -101,4 +101,3 @@ class Kronecker(Matrix):
     def dense(self):
         check_dense_size(*self.shape, "dense() of Kronecker")
         return reduce(np.kron, (f.dense() for f in self.factors))
-

@@ -1,0 +1,210 @@
+"""The unnormalised Haar wavelet matrix (Privelet: Xiao, Wang & Gehrke, ICDE 2010; a baseline
+strategy in the HDMM experiments, §8).
+
+``H_1 = [1]``, ``H_n = [H_{n/2} ⊗ [1 1] ; I_{n/2} ⊗ [1 -1]]`` for ``n`` a power of two, so
+the first row is the total and the following blocks of ``s = 1, 2, ..., n/2`` rows are the
+detail coefficients at support length ``n/s``.
+
+Closed forms (``L = log2 n``):
+
+* rows are orthogonal, ``H Hᵀ = Λ`` with ``Λ = diag(n, n/1, n/2, n/2, ..., 2)`` (row ``r`` of the
+  size-``s`` block has ``n/s`` nonzeros), hence ``H⁻¹ = Hᵀ Λ⁻¹`` (:class:`HaarInverse`);
+* ``HᵀH[a, b] = L - bitlen(a XOR b) + [a = b]`` (the levels where ``a`` and ``b`` share a
+  half, minus the level where they split), with inverse ``Hᵀ Λ⁻² H`` (:class:`HaarGram`);
+* every column has one ±1 per level: L1 norm and squared L2 norm ``L + 1``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .base import Matrix, Product, _check_p, check_dense_size
+from .ranges import SymTridiagonal, _maybe_scalar, _size, _SymmetricFormula
+
+
+def _power_of_two(n) -> int:
+    n = _size(n)
+    if n & (n - 1):
+        raise ValueError(f"Haar needs n to be a power of two, got {n}")
+    return n
+
+
+def _haar_forward(X: np.ndarray) -> np.ndarray:
+    """``H X`` in O(n k): pairwise sums recurse, pairwise differences are the details."""
+    cur = X
+    details = []
+    while cur.shape[0] > 1:
+        even, odd = cur[0::2], cur[1::2]
+        details.append(even - odd)
+        cur = even + odd
+    return np.vstack([cur] + details[::-1])
+
+
+def _haar_adjoint(Y: np.ndarray) -> np.ndarray:
+    """``Hᵀ Y`` in O(n k): inverse of the forward recursion's data flow."""
+    n = Y.shape[0]
+    cur = Y[0:1]
+    s = 1
+    while s < n:
+        d = Y[s : 2 * s]
+        nxt = np.empty((2 * s, Y.shape[1]))
+        nxt[0::2] = cur + d
+        nxt[1::2] = cur - d
+        cur = nxt
+        s *= 2
+    return np.array(cur, dtype=float)
+
+
+def _row_norms_sq(n: int) -> np.ndarray:
+    """``||row_r||²``: ``n`` for the total, ``n/s`` for each row of the size-``s`` block."""
+    out = [np.array([float(n)])]
+    s = 1
+    while s < n:
+        out.append(np.full(s, n / s))
+        s *= 2
+    return np.concatenate(out)
+
+
+def _haar_diag(n: int) -> np.ndarray:
+    """``H[a, a]``: row ``a = s + r`` of block ``s`` is +1 on ``[r L, r L + L/2)`` and -1 on
+    ``[r L + L/2, (r+1) L)`` with ``L = n/s``."""
+    a = np.arange(n)
+    out = np.zeros(n)
+    out[0] = 1.0
+    if n > 1:
+        b = a[1:]
+        s = 1 << (np.frexp(b.astype(float))[1] - 1)  # largest power of two <= b
+        L = n // s
+        start = (b - s) * L
+        first = (b >= start) & (b < start + L // 2)
+        second = (b >= start + L // 2) & (b < start + L)
+        out[1:] = np.where(first, 1.0, np.where(second, -1.0, 0.0))
+    return out
+
+
+class Haar(Matrix):
+    """The unnormalised ±1 Haar wavelet matrix, ``n`` a power of two (Privelet, Xiao, Wang
+    & Gehrke, ICDE 2010; a baseline strategy in HDMM §8).
+
+    O(n) transforms; ``gram`` = :class:`HaarGram`, ``pinv = H⁻¹ = Hᵀ Λ⁻¹`` (orthogonal rows);
+    every column norm (L1 and squared L2) is ``log2(n) + 1``.
+    """
+
+    def __init__(self, n: int):
+        self.n = _power_of_two(n)
+        self.levels = self.n.bit_length() - 1
+        self.shape = (self.n, self.n)
+
+    def _matmat(self, X):
+        return _haar_forward(X)
+
+    def _rmatmat(self, Y):
+        return _haar_adjoint(Y)
+
+    def row_norms_sq(self) -> np.ndarray:
+        """The diagonal of ``H Hᵀ``."""
+        return _row_norms_sq(self.n)
+
+    def gram(self):
+        return HaarGram(self.n)
+
+    def pinv(self):
+        return HaarInverse(self.n)
+
+    inverse = pinv
+
+    def colnorm_p(self, p):
+        _check_p(p)
+        return float(self.levels + 1)
+
+    def trace(self):
+        return float(np.sum(_haar_diag(self.n)))
+
+    def diag(self):
+        return _haar_diag(self.n)
+
+    def __repr__(self):
+        return f"Haar({self.n})"
+
+
+class HaarInverse(Matrix):
+    """``H⁻¹ = Hᵀ Λ⁻¹`` with ``Λ = H Hᵀ`` diagonal (Privelet reconstruction, ICDE 2010).
+
+    Column ``r`` is row ``r`` of ``H`` divided by its squared norm: L1 norm 1, squared L2
+    norm ``1 / ||row_r||²``.
+    """
+
+    def __init__(self, n: int):
+        self.n = _power_of_two(n)
+        self.shape = (self.n, self.n)
+        self._w = _row_norms_sq(self.n)
+
+    def _matmat(self, X):
+        return _haar_adjoint(X / self._w[:, None])
+
+    def _rmatmat(self, Y):
+        return _haar_forward(Y) / self._w[:, None]
+
+    def pinv(self):
+        return Haar(self.n)
+
+    inverse = pinv
+
+    def gram(self):
+        # (Hᵀ Λ⁻¹)ᵀ (Hᵀ Λ⁻¹) = Λ⁻¹ (H Hᵀ) Λ⁻¹ = Λ⁻¹, a diagonal matrix
+        return SymTridiagonal(1.0 / self._w, np.zeros(self.n - 1))
+
+    def colnorm_p(self, p):
+        _check_p(p)
+        return 1.0 if p == 1 else _maybe_scalar(1.0 / self._w)
+
+    def trace(self):
+        return float(np.sum(self.diag()))
+
+    def diag(self):
+        return _haar_diag(self.n) / self._w
+
+    def __repr__(self):
+        return f"HaarInverse({self.n})"
+
+
+class HaarGram(_SymmetricFormula):
+    """``HᵀH`` for the Haar matrix: ``log2(n) - bitlen(a XOR b) + [a = b]`` (Privelet;
+    HDMM §8 baselines).
+
+    Constant diagonal ``log2(n) + 1``; column sums ``n`` (``HᵀH1 = n Hᵀe_0``); inverse
+    ``Hᵀ Λ⁻² H``.
+    """
+
+    def __init__(self, n: int):
+        super().__init__(_power_of_two(n))
+        self.levels = self.n.bit_length() - 1
+
+    def _entries(self, i, j):
+        x = np.bitwise_xor(i, j)
+        bitlen = np.frexp(np.asarray(x, dtype=float))[1]
+        return self.levels - bitlen + (x == 0)
+
+    def _matmat(self, X):
+        return _haar_adjoint(_haar_forward(X))
+
+    def pinv(self):
+        Hi = HaarInverse(self.n)
+        return Product(Hi, Hi.T)
+
+    inverse = pinv
+
+    def colnorm_p(self, p):
+        _check_p(p)
+        if p == 1:
+            return float(self.n)
+        # column a: one entry L+1 (b = a) and 2^(l-1) entries L-l for l = 1..L (bitlen(a^b) = l)
+        L = self.levels
+        return float((L + 1) ** 2 + sum(2 ** (l - 1) * (L - l) ** 2 for l in range(1, L + 1)))
+
+    def diag(self):
+        check_dense_size(self.n, 1, "diag() of HaarGram")
+        return np.full(self.n, float(self.levels + 1))
+
+    def trace(self):
+        return float(self.n * (self.levels + 1))

@@ -1,0 +1,426 @@
+"""The marginals algebra (HDMM §6.3 and App. A.4), in spectral form.
+
+Attributes have sizes ``n_0..n_{d-1}``, ``N = Π n_i`` (a Python int: never an array of size N
+unless a product with an N-row array is asked for). A marginal is an int bitmask ``a``: bit
+``i`` set ⇔ attribute ``i`` is kept (``I``), unset ⇔ summed out (``1ᵀ``). Attribute 0 is the
+first Kronecker factor (the most significant axis of the C-order data vector).
+
+Spectral form. Write ``I = P⊥ + P1`` per attribute (``P1 = J/n``, ``P⊥ = I - J/n``, ``J`` the
+all-ones ``n x n``) and, for ``B ⊆ attributes``, ``P_B = ⊗_{i∈B} P⊥_i ⊗_{i∉B} P1_i``: the
+``P_B`` are orthogonal projectors, mutually orthogonal, summing to ``I_N``, of ranks
+``dim_B = Π_{i∈B}(n_i - 1)``. Since ``J = n P1``,
+
+    ℂ(a) = ⊗_i (I if i ∈ a else J) = (Π_{i∉a} n_i) Σ_{B ⊆ a} P_B,
+
+so ``𝔾(v) = Σ_a v_a ℂ(a) = Σ_B μ_B P_B`` with ``μ_B = Σ_{a ⊇ B} v_a Π_{i∉a} n_i``: a
+superset-sum ("zeta") transform of ``ṽ_a = v_a Π_{i∉a} n_i`` (and back by Möbius), both
+O(d 2^d). Products, pseudo-inverses and inverses of such Grams are pointwise on ``μ``.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+from collections.abc import Iterable, Mapping
+from numbers import Number
+
+import numpy as np
+from scipy.fft import dct, idct
+
+from .base import Identity, Matrix, Product, TooLargeError, _check_p, check_dense_size
+from .kronecker import Kronecker
+from .ranges import Total, _size
+
+#: Largest number of attributes for which dense 2^d coefficient vectors are built.
+MAX_MARGINALS_DIM = 24
+
+#: Relative threshold under which an eigenvalue is treated as zero by ``pinv``.
+PINV_RTOL = 1e-12
+
+
+# ============================================================================ helpers
+def _check_sizes(sizes) -> tuple[int, ...]:
+    if isinstance(sizes, (str, bytes)) or not isinstance(sizes, Iterable):
+        raise ValueError(f"sizes must be a sequence of positive integers, got {sizes!r}")
+    out = tuple(_size(n, f"sizes[{i}]") for i, n in enumerate(sizes))
+    if not out:
+        raise ValueError("sizes must name at least one attribute")
+    return out
+
+
+def _check_key(key, d: int) -> int:
+    if isinstance(key, bool):
+        raise ValueError(f"marginal key must be an int bitmask, got {key!r}")
+    try:
+        k = operator.index(key)
+    except TypeError:
+        raise ValueError(f"marginal key must be an int bitmask, got {key!r}") from None
+    if not 0 <= k < (1 << d):
+        raise ValueError(
+            f"marginal key must satisfy 0 <= key < 2^{d} (d = {d} attributes), got {k}"
+        )
+    return int(k)
+
+
+def _check_dim(d: int, what: str) -> None:
+    if d > MAX_MARGINALS_DIM:
+        raise TooLargeError(
+            f"{what} needs a dense vector over all 2^{d} attribute subsets "
+            f"(d = {d} > MAX_MARGINALS_DIM = {MAX_MARGINALS_DIM})"
+        )
+
+
+def _kept_rows(sizes: tuple[int, ...], key: int) -> int:
+    """``Π_{i ∈ key} n_i`` with Python ints, iterating only over the set bits."""
+    r = 1
+    while key:
+        low = key & -key
+        r *= sizes[low.bit_length() - 1]
+        key ^= low
+    return r
+
+
+def _bit_view(f: np.ndarray, i: int) -> np.ndarray:
+    """View of a length-2^d array as (high, bit i, low): ``[:, 0, :]`` is ``i ∉ a``."""
+    return f.reshape(-1, 2, 1 << i)
+
+
+def _complement_products(sizes) -> np.ndarray:
+    """``Π_{i ∉ a} n_i`` for every bitmask ``a``."""
+    out = np.ones(1 << len(sizes))
+    for i, n in enumerate(sizes):
+        _bit_view(out, i)[:, 0, :] *= n
+    return out
+
+
+def _subspace_dims(sizes) -> np.ndarray:
+    """``dim_B = Π_{i ∈ B} (n_i - 1)`` for every bitmask ``B``."""
+    out = np.ones(1 << len(sizes))
+    for i, n in enumerate(sizes):
+        _bit_view(out, i)[:, 1, :] *= n - 1
+    return out
+
+
+def _superset_sum(f: np.ndarray, d: int) -> np.ndarray:
+    """``g[B] = Σ_{a ⊇ B} f[a]`` (zeta transform over supersets)."""
+    g = np.array(f, dtype=float)
+    for i in range(d):
+        v = _bit_view(g, i)
+        v[:, 0, :] += v[:, 1, :]
+    return g
+
+
+def _superset_mobius(g: np.ndarray, d: int) -> np.ndarray:
+    """Inverse of :func:`_superset_sum`."""
+    f = np.array(g, dtype=float)
+    for i in range(d):
+        v = _bit_view(f, i)
+        v[:, 0, :] -= v[:, 1, :]
+    return f
+
+
+def _subset_sum(f: np.ndarray, d: int) -> np.ndarray:
+    """``g[E] = Σ_{a ⊆ E} f[a]``."""
+    g = np.array(f, dtype=float)
+    for i in range(d):
+        v = _bit_view(g, i)
+        v[:, 1, :] += v[:, 0, :]
+    return g
+
+
+def projected_traces(sizes, traces, sums) -> np.ndarray:
+    """``tr(P_B Y)`` for every ``B``, for ``Y = Y_0 ⊗ ... ⊗ Y_{d-1}`` (HDMM App. A.4).
+
+    ``traces[i] = tr(Y_i)``, ``sums[i] = 1ᵀ Y_i 1``; ``tr(P1 Y_i) = s_i / n_i`` and
+    ``tr(P⊥ Y_i) = t_i - s_i / n_i``, so ``tr(P_B Y) = Π_{i∈B}(t_i - s_i/n_i) Π_{i∉B} s_i/n_i``.
+    """
+    sizes = _check_sizes(sizes)
+    d = len(sizes)
+    _check_dim(d, "projected_traces")
+    t = np.asarray(traces, dtype=float).ravel()
+    s = np.asarray(sums, dtype=float).ravel()
+    if t.size != d or s.size != d:
+        raise ValueError(
+            f"traces and sums need one value per attribute ({d}), got {t.size} and {s.size}"
+        )
+    out = np.ones(1 << d)
+    for i, n in enumerate(sizes):
+        v = _bit_view(out, i)
+        v[:, 0, :] *= s[i] / n
+        v[:, 1, :] *= t[i] - s[i] / n
+    return out
+
+
+# ============================================================================ Marginal
+class Marginal(Kronecker):
+    """One marginal ``Q_a = ⊗_i (I_{n_i} if bit i of a else 1ᵀ_{n_i})`` (HDMM §6.3, App. A.4).
+
+    A :class:`Kronecker` whose factors are :class:`Identity` / :class:`Total`; attributes
+    ``sizes`` (tuple) and ``key`` (the bitmask; bit ``i`` ⇔ factor ``i`` kept).
+    """
+
+    def __init__(self, sizes, key):
+        sizes = _check_sizes(sizes)
+        key = _check_key(key, len(sizes))
+        super().__init__([Identity(n) if (key >> i) & 1 else Total(n) for i, n in enumerate(sizes)])
+        self.sizes = sizes
+        self.key = key
+
+    def __repr__(self):
+        return f"Marginal(sizes={self.sizes}, key={self.key:#b})"
+
+
+# =========================================================================== Marginals
+class Marginals(Matrix):
+    """Weighted marginals ``[θ_a Q_a]`` stacked in ascending key order (HDMM §6.3, App. A.4).
+
+    ``weights`` maps bitmask keys to weights ``θ_a`` (zeros dropped). ``gram()`` is
+    ``MarginalsGram(v)`` with ``v_a = θ_a²`` (``Q_aᵀQ_a = ℂ(a)``); ``pinv = (AᵀA)⁺ Aᵀ``; every
+    column meets each marginal exactly once, so ``colnorm_p = Σ_a |θ_a|^p``. Shapes are Python
+    ints: ``(Σ_a Π_{i∈a} n_i, Π_i n_i)``.
+    """
+
+    def __init__(self, sizes, weights):
+        self.sizes = _check_sizes(sizes)
+        d = len(self.sizes)
+        if not isinstance(weights, Mapping):
+            raise ValueError(
+                f"weights must be a mapping {{key: weight}}, got {type(weights).__name__}"
+            )
+        items = []
+        for key, w in weights.items():
+            k = _check_key(key, d)
+            try:
+                w = float(w)
+            except (TypeError, ValueError):
+                raise ValueError(
+                    f"weight of marginal {k} must be a real number, got {w!r}"
+                ) from None
+            if not math.isfinite(w):
+                raise ValueError(f"weight of marginal {k} must be finite, got {w!r}")
+            if w != 0.0:
+                items.append((k, w))
+        if not items:
+            raise ValueError("Marginals needs at least one marginal with a nonzero weight")
+        items.sort()
+        self.weights = dict(items)
+        self.keys = tuple(k for k, _ in items)
+        self._rows = [_kept_rows(self.sizes, k) for k in self.keys]
+        self.shape = (sum(self._rows), math.prod(self.sizes))
+
+    @property
+    def d(self) -> int:
+        return len(self.sizes)
+
+    def _dropped_axes(self, key):
+        return tuple(i for i in range(self.d) if not (key >> i) & 1)
+
+    def _matmat(self, X):
+        k = X.shape[1]
+        T = X.reshape(self.sizes + (k,))
+        return np.vstack(
+            [
+                theta * T.sum(axis=self._dropped_axes(key)).reshape(-1, k)
+                for key, theta in self.weights.items()
+            ]
+        )
+
+    def _rmatmat(self, Y):
+        k = Y.shape[1]
+        out = np.zeros(self.sizes + (k,))
+        off = 0
+        for (key, theta), r in zip(self.weights.items(), self._rows, strict=True):
+            shape = [n if (key >> i) & 1 else 1 for i, n in enumerate(self.sizes)] + [k]
+            out += theta * Y[off : off + r].reshape(shape)
+            off += r
+        return out.reshape(self.shape[1], k)
+
+    def blocks(self) -> list[tuple[float, Marginal]]:
+        """``[(θ_a, Marginal(sizes, a))]`` in ascending key order."""
+        return [(theta, Marginal(self.sizes, key)) for key, theta in self.weights.items()]
+
+    def gram(self):
+        _check_dim(self.d, "Marginals.gram()")
+        v = np.zeros(1 << self.d)
+        v[list(self.keys)] = [t * t for t in self.weights.values()]
+        return MarginalsGram(self.sizes, v)
+
+    def pinv(self):
+        return Product(self.gram().pinv(), self.T)
+
+    def colnorm_p(self, p):
+        _check_p(p)
+        return float(sum(abs(t) ** p for t in self.weights.values()))
+
+    def dense(self):
+        check_dense_size(*self.shape, "dense() of Marginals")
+        return np.vstack([theta * blk.dense() for theta, blk in self.blocks()])
+
+    def __repr__(self):
+        return f"Marginals(sizes={self.sizes}, {len(self.keys)} marginals)"
+
+
+# ======================================================================= MarginalsGram
+class MarginalsGram(Matrix):
+    """``𝔾(v) = Σ_a v_a ℂ(a)``, ``ℂ(a) = ⊗_i (I if bit i of a else J)`` (HDMM §6.3, App. A.4).
+
+    Kept as the coefficient vector ``v`` (length 2^d) and its spectrum ``μ`` (eigenvalue on the
+    residual subspace ``S_B``, multiplicity ``dim_B``). Products of two such Grams, the
+    pseudo-inverse and the inverse are again ``MarginalsGram`` (pointwise on ``μ``);
+    ``trace = Σ_B μ_B dim_B = N Σ_a v_a``; ``diag`` is the constant ``Σ_a v_a``.
+    """
+
+    def __init__(self, sizes, v):
+        self.sizes = _check_sizes(sizes)
+        d = len(self.sizes)
+        _check_dim(d, "MarginalsGram")
+        v = np.array(v, dtype=float).ravel()
+        if v.size != 1 << d:
+            raise ValueError(
+                f"MarginalsGram needs one coefficient per attribute subset (2^{d} = {1 << d}), "
+                f"got {v.size}"
+            )
+        if not np.all(np.isfinite(v)):
+            raise ValueError("MarginalsGram coefficients must be finite")
+        self.v = v
+        N = math.prod(self.sizes)
+        self.shape = (N, N)
+        self._mu = None
+        self._bidx = None
+
+    @property
+    def d(self) -> int:
+        return len(self.sizes)
+
+    # ------------------------------------------------------------------ spectrum
+    @classmethod
+    def from_spectrum(cls, sizes, mu) -> MarginalsGram:
+        """The Gram whose eigenvalue on ``S_B`` is ``mu[B]`` (Möbius transform back to ``v``)."""
+        sizes = _check_sizes(sizes)
+        d = len(sizes)
+        _check_dim(d, "MarginalsGram.from_spectrum")
+        mu = np.array(mu, dtype=float).ravel()
+        if mu.size != 1 << d:
+            raise ValueError(f"spectrum needs 2^{d} = {1 << d} values, got {mu.size}")
+        if not np.all(np.isfinite(mu)):
+            raise ValueError("spectrum values must be finite")
+        out = cls(sizes, _superset_mobius(mu, d) / _complement_products(sizes))
+        out._mu = mu
+        return out
+
+    def spectrum(self) -> np.ndarray:
+        """``μ_B = Σ_{a ⊇ B} v_a Π_{i∉a} n_i`` for every bitmask ``B``."""
+        if self._mu is None:
+            self._mu = _superset_sum(self.v * _complement_products(self.sizes), self.d)
+        return self._mu.copy()
+
+    def dims(self) -> np.ndarray:
+        """``dim_B = Π_{i∈B}(n_i - 1)`` (floats; 0 when some kept attribute has size 1)."""
+        return _subspace_dims(self.sizes)
+
+    def _live(self, mu, dims):
+        live = dims > 0
+        scale = np.max(np.abs(mu[live]), initial=0.0)
+        return live & (np.abs(mu) > PINV_RTOL * scale)
+
+    # ------------------------------------------------------------------ algebra
+    def __matmul__(self, other):
+        if isinstance(other, MarginalsGram) and other.sizes == self.sizes:
+            return MarginalsGram.from_spectrum(self.sizes, self.spectrum() * other.spectrum())
+        return super().__matmul__(other)
+
+    def __add__(self, other):
+        if isinstance(other, MarginalsGram) and other.sizes == self.sizes:
+            return MarginalsGram(self.sizes, self.v + other.v)
+        return super().__add__(other)
+
+    def __sub__(self, other):
+        if isinstance(other, MarginalsGram) and other.sizes == self.sizes:
+            return MarginalsGram(self.sizes, self.v - other.v)
+        return super().__sub__(other)
+
+    def __mul__(self, c):
+        if isinstance(c, Number):
+            return MarginalsGram(self.sizes, float(c) * self.v)
+        return NotImplemented
+
+    __rmul__ = __mul__
+
+    def __neg__(self):
+        return MarginalsGram(self.sizes, -self.v)
+
+    @property
+    def T(self):
+        return self
+
+    def gram(self):
+        return self @ self
+
+    def pinv(self):
+        mu = self.spectrum()
+        live = self._live(mu, self.dims())
+        inv = np.zeros_like(mu)
+        inv[live] = 1.0 / mu[live]
+        return MarginalsGram.from_spectrum(self.sizes, inv)
+
+    def inverse(self):
+        mu = self.spectrum()
+        dims = self.dims()
+        dead = (dims > 0) & ~self._live(mu, dims)
+        if np.any(dead):
+            raise ValueError(
+                f"MarginalsGram is singular: {int(np.count_nonzero(dead))} residual subspace(s) "
+                "have a zero eigenvalue; use pinv()"
+            )
+        inv = np.zeros_like(mu)
+        inv[dims > 0] = 1.0 / mu[dims > 0]
+        return MarginalsGram.from_spectrum(self.sizes, inv)
+
+    # ---------------------------------------------------------------- reductions
+    def trace(self):
+        return float(self.shape[0]) * float(np.sum(self.v))
+
+    def diag(self):
+        check_dense_size(self.shape[0], 1, "diag() of MarginalsGram")
+        return np.full(self.shape[0], float(np.sum(self.v)))
+
+    def colnorm_p(self, p):
+        # Every column is a permutation of column 0 (𝔾 commutes with per-attribute
+        # permutations). (𝔾 e_0)[x] = Σ_{a ⊆ E(x)} v_a with E(x) = {i : x_i = 0}, and
+        # Π_{i∉E}(n_i - 1) cells x have E(x) = E exactly.
+        _check_p(p)
+        g = np.abs(_subset_sum(self.v, self.d))
+        count = self.dims()[::-1]  # dims of the complement of E
+        return float(np.sum((g if p == 1 else g * g) * count))
+
+    # ------------------------------------------------------------------ products
+    def _eigen_tensor(self) -> np.ndarray:
+        """``μ_{B(x)}`` on the DCT coefficient grid: index ``j_i ≥ 1`` ⇔ ``i ∈ B``."""
+        if self._bidx is None:
+            bidx = np.zeros(self.sizes, dtype=np.int64)
+            for i, n in enumerate(self.sizes):
+                shape = [1] * self.d
+                shape[i] = n
+                bidx = bidx + ((np.arange(n) > 0).astype(np.int64) << i).reshape(shape)
+            self._bidx = bidx
+        return self.spectrum()[self._bidx]
+
+    def _matmat(self, X):
+        # The orthonormal DCT-II basis of R^n starts with the constant vector, so in the
+        # per-axis DCT basis every P_B is a coordinate projector: scale by μ_B, transform back.
+        k = X.shape[1]
+        T = np.array(X, dtype=float).reshape(self.sizes + (k,))
+        for i, n in enumerate(self.sizes):
+            if n > 1:
+                T = dct(T, type=2, norm="ortho", axis=i)
+        T *= self._eigen_tensor()[..., None]
+        for i, n in enumerate(self.sizes):
+            if n > 1:
+                T = idct(T, type=2, norm="ortho", axis=i)
+        return T.reshape(self.shape[0], k)
+
+    def _rmatmat(self, Y):
+        return self._matmat(Y)
+
+    def __repr__(self):
+        return f"MarginalsGram(sizes={self.sizes})"

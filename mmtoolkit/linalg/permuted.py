@@ -1,0 +1,129 @@
+"""Column-permuted matrices (HDMM §8: the "Permuted Range" workload, ranges
+on a randomly permuted domain).
+
+``Permuted(A, perm)`` is ``A P`` with ``P = I[:, perm]``, i.e. ``(A P)[:, j] = A[:, perm[j]]``.
+With ``inv = argsort(perm)``:
+
+* ``(A P) x = A (x[inv])`` and ``(A P)ᵀ y = (Aᵀ y)[perm]``;
+* ``(A P)ᵀ(A P) = Pᵀ (AᵀA) P`` (:class:`PermutedGram`: entries ``G[perm[i], perm[j]]``);
+* ``(A P)⁺ = Pᵀ A⁺`` (the rows of ``A⁺`` permuted), because ``P`` is orthogonal;
+* column norms are the base's, permuted; the sensitivity is the base's.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .base import Matrix, _check_p, as_matrix, check_dense_size
+
+
+def _check_perm(perm, n: int) -> np.ndarray:
+    p = np.asarray(perm)
+    if p.ndim != 1 or p.shape[0] != n:
+        raise ValueError(f"perm must be a permutation of range({n}), got shape {p.shape}")
+    if p.size and not np.issubdtype(p.dtype, np.integer):
+        raise ValueError(f"perm must contain integers, got dtype {p.dtype}")
+    p = p.astype(np.int64, copy=True)
+    if not np.array_equal(np.sort(p), np.arange(n)):
+        raise ValueError(f"perm must be a permutation of range({n}) (each index exactly once)")
+    return p
+
+
+def _permute_norms(c, perm):
+    return c if np.isscalar(c) else np.asarray(c)[perm]
+
+
+class Permuted(Matrix):
+    """``A P``: the columns of ``A`` permuted, dense form ``A.dense()[:, perm]`` (HDMM §8,
+    "Permuted Range" workloads).
+
+    ``gram`` = :class:`PermutedGram` (``Pᵀ AᵀA P``), ``pinv = Pᵀ A⁺``; column norms permuted.
+    """
+
+    def __init__(self, base: Matrix, perm):
+        self.base = as_matrix(base)
+        self.perm = _check_perm(perm, self.base.shape[1])
+        self.inv = np.argsort(self.perm)
+        self.shape = self.base.shape
+
+    def _matmat(self, X):
+        return self.base._matmat(X[self.inv])
+
+    def _rmatmat(self, Y):
+        return self.base._rmatmat(Y)[self.perm]
+
+    def gram(self):
+        return PermutedGram(self.base.gram(), self.perm)
+
+    def pinv(self):
+        # Pᵀ A⁺ = (A⁺ᵀ P)ᵀ
+        return Permuted(self.base.pinv().T, self.perm).T
+
+    def colnorm_p(self, p):
+        _check_p(p)
+        return _permute_norms(self.base.colnorm_p(p), self.perm)
+
+    def sensitivity(self, p=1):
+        return self.base.sensitivity(p)
+
+    def dense(self):
+        check_dense_size(*self.shape, "dense() of Permuted")
+        return self.base.dense()[:, self.perm]
+
+    def __repr__(self):
+        return f"Permuted({self.base!r}, n={self.shape[1]})"
+
+
+class PermutedGram(Matrix):
+    """``Pᵀ G P`` for a square ``G``: entries ``G[perm[i], perm[j]]`` (the Gram of a
+    permuted workload, HDMM §8).
+
+    ``P`` is orthogonal, so transpose, Gram, pseudo-inverse, trace and diagonal all commute
+    with the conjugation: ``(PᵀGP)⁺ = Pᵀ G⁺ P``, ``diag = diag(G)[perm]``, ``tr = tr G``.
+    """
+
+    def __init__(self, base: Matrix, perm):
+        base = as_matrix(base)
+        base._require_square("PermutedGram")
+        self.base = base
+        self.perm = _check_perm(perm, base.shape[0])
+        self.inv = np.argsort(self.perm)
+        self.shape = base.shape
+
+    def _matmat(self, X):
+        return self.base._matmat(X[self.inv])[self.perm]
+
+    def _rmatmat(self, Y):
+        return self.base._rmatmat(Y[self.inv])[self.perm]
+
+    @property
+    def T(self):
+        return PermutedGram(self.base.T, self.perm)
+
+    def gram(self):
+        # (PᵀGP)ᵀ(PᵀGP) = Pᵀ (GᵀG) P
+        return PermutedGram(self.base.gram(), self.perm)
+
+    def pinv(self):
+        return PermutedGram(self.base.pinv(), self.perm)
+
+    def colnorm_p(self, p):
+        # rows permuted (norms unchanged), columns permuted
+        _check_p(p)
+        return _permute_norms(self.base.colnorm_p(p), self.perm)
+
+    def sensitivity(self, p=1):
+        return self.base.sensitivity(p)
+
+    def trace(self):
+        return self.base.trace()
+
+    def diag(self):
+        return np.asarray(self.base.diag())[self.perm]
+
+    def dense(self):
+        check_dense_size(*self.shape, "dense() of PermutedGram")
+        return self.base.dense()[np.ix_(self.perm, self.perm)]
+
+    def __repr__(self):
+        return f"PermutedGram({self.base!r}, n={self.shape[1]})"

@@ -1,0 +1,534 @@
+"""Range-query matrices on one ordered attribute (HDMM §4, Table of predicate sets).
+
+``Ones`` / ``Total`` (the total query), ``Prefix`` (CDF queries), ``AllRange`` (every
+interval) and ``WidthRange`` (sliding windows of one width), with their Grams and
+pseudo-inverses in closed form. Products never build the ``m x n`` matrix: they use
+prefix sums (a range answer is ``S[j+1] - S[i]``) and difference / cumulative-sum tricks.
+
+Closed forms (0-indexed, ``n`` = domain size):
+
+* ``Ones(m, n)``: ``gram = m·Ones(n, n)``, ``pinv = Ones(n, m) / (m n)``, every column norm ``m``.
+* ``Prefix(n)`` = ``L`` (lower-triangular ones): ``LᵀL[i, j] = n - max(i, j)``,
+  ``L⁻¹`` = bidiagonal differencing ``D`` (``D[i, i] = 1``, ``D[i, i-1] = -1``),
+  ``(LᵀL)⁻¹ = D Dᵀ`` = tridiagonal with diagonal ``(1, 2, ..., 2)`` and off-diagonal ``-1``.
+* ``AllRange(n)`` = ``R``: ``RᵀR[i, j] = (min(i, j) + 1)(n - max(i, j))``, which is ``n + 1``
+  times the inverse of the second-difference matrix ``T = tridiag(-1, 2, -1)`` (the discrete
+  Green's function), so ``(RᵀR)⁻¹ = T / (n + 1)`` and ``R⁺ = (T / (n + 1)) Rᵀ``.
+* ``WidthRange(n, w)`` = ``W``: ``WᵀW[i, j]`` = number of windows containing ``i`` and ``j``,
+  ``WWᵀ[s, t] = max(0, w - |s - t|)`` (full row rank), ``W⁺ = Wᵀ (WWᵀ)⁻¹`` and
+  ``(WᵀW)⁺ = W⁺ W⁺ᵀ``.
+"""
+
+from __future__ import annotations
+
+import operator
+
+import numpy as np
+
+from .base import Dense, Matrix, Product, Weighted, _check_p, check_dense_size
+
+# ----------------------------------------------------------------------------- helpers
+
+
+def _size(n, name: str = "n") -> int:
+    """Validate a positive integer size (numpy integers accepted, floats and bools not)."""
+    if isinstance(n, bool):
+        raise ValueError(f"{name} must be a positive integer, got {n!r}")
+    try:
+        v = operator.index(n)
+    except TypeError:
+        raise ValueError(f"{name} must be a positive integer, got {n!r}") from None
+    if v < 1:
+        raise ValueError(f"{name} must be >= 1, got {v}")
+    return int(v)
+
+
+def _maybe_scalar(c: np.ndarray) -> float | np.ndarray:
+    """Column norms: a float when all columns agree (the contract of ``colnorm_p``)."""
+    c = np.asarray(c, dtype=float)
+    if c.size and np.all(c == c[0]):
+        return float(c[0])
+    return c
+
+
+def _cumsum0(X: np.ndarray) -> np.ndarray:
+    """Prefix sums with a leading zero row: ``S[j] = Σ_{r<j} X[r]``."""
+    S = np.zeros((X.shape[0] + 1, X.shape[1]))
+    np.cumsum(X, axis=0, out=S[1:])
+    return S
+
+
+def _rev_cumsum(Y: np.ndarray) -> np.ndarray:
+    """``out[j] = Σ_{r>=j} Y[r]``."""
+    return np.cumsum(Y[::-1], axis=0)[::-1]
+
+
+class _SymmetricFormula(Matrix):
+    """A symmetric ``n x n`` matrix whose entries have a closed form ``_entries(i, j)``.
+
+    Shared machinery for the structured Grams: ``T`` is ``self``, ``dense``/``diag``/``trace``
+    come from the formula, ``colnorm_p`` is computed in row blocks (never an ``n x n`` array).
+    Subclasses implement ``_entries`` (broadcasting integer index arrays) and ``_matmat``.
+    """
+
+    def __init__(self, n: int):
+        self.n = n
+        self.shape = (n, n)
+
+    def _entries(self, i: np.ndarray, j: np.ndarray) -> np.ndarray:  # pragma: no cover
+        raise NotImplementedError
+
+    def _rmatmat(self, Y):
+        return self._matmat(Y)
+
+    @property
+    def T(self):
+        return self
+
+    def diag(self):
+        i = np.arange(self.n)
+        return np.asarray(self._entries(i, i), dtype=float)
+
+    def trace(self):
+        return float(np.sum(self.diag()))
+
+    def dense(self):
+        check_dense_size(self.n, self.n, f"dense() of {type(self).__name__}")
+        i = np.arange(self.n)
+        return np.asarray(self._entries(i[:, None], i[None, :]), dtype=float)
+
+    def colnorm_p(self, p):
+        _check_p(p)
+        n = self.n
+        out = np.zeros(n)
+        j = np.arange(n)
+        step = max(1, 1_000_000 // n)
+        for s in range(0, n, step):
+            i = np.arange(s, min(n, s + step))
+            E = np.abs(np.asarray(self._entries(i[:, None], j[None, :]), dtype=float))
+            out += E.sum(axis=0) if p == 1 else (E * E).sum(axis=0)
+        return _maybe_scalar(out)
+
+
+class SymTridiagonal(Matrix):
+    """A symmetric tridiagonal matrix (diagonal ``d``, off-diagonal ``e``), O(n) products.
+
+    The closed-form inverses of the Prefix and AllRange Grams (HDMM §4; see module doc).
+    """
+
+    def __init__(self, d, e):
+        d = np.array(d, dtype=float).ravel()
+        e = np.array(e, dtype=float).ravel()
+        if d.size < 1:
+            raise ValueError("SymTridiagonal needs a non-empty diagonal")
+        if e.size != d.size - 1:
+            raise ValueError(
+                f"SymTridiagonal off-diagonal must have length {d.size - 1}, got {e.size}"
+            )
+        if not (np.all(np.isfinite(d)) and np.all(np.isfinite(e))):
+            raise ValueError("SymTridiagonal entries must be finite")
+        self.d, self.e = d, e
+        self.n = d.size
+        self.shape = (self.n, self.n)
+
+    def _matmat(self, X):
+        out = self.d[:, None] * X
+        out[:-1] += self.e[:, None] * X[1:]
+        out[1:] += self.e[:, None] * X[:-1]
+        return out
+
+    def _rmatmat(self, Y):
+        return self._matmat(Y)
+
+    @property
+    def T(self):
+        return self
+
+    def colnorm_p(self, p):
+        _check_p(p)
+        f = np.abs if p == 1 else np.square
+        out = f(self.d)
+        out[:-1] += f(self.e)
+        out[1:] += f(self.e)
+        return _maybe_scalar(out)
+
+    def trace(self):
+        return float(np.sum(self.d))
+
+    def diag(self):
+        return self.d.copy()
+
+    def dense(self):
+        check_dense_size(self.n, self.n, "dense() of SymTridiagonal")
+        return np.diag(self.d) + np.diag(self.e, 1) + np.diag(self.e, -1)
+
+
+# ================================================================================ Ones
+class Ones(Matrix):
+    """The all-ones ``m x n`` matrix (HDMM §4, Table of predicate sets: "Total" when m = 1).
+
+    Closed forms: ``gram = m · Ones(n, n)``, ``pinv = Ones(n, m) / (m n)``, column norms ``m``.
+    """
+
+    def __init__(self, m: int, n: int):
+        self.m = _size(m, "m")
+        self.n = _size(n, "n")
+        self.shape = (self.m, self.n)
+
+    def _matmat(self, X):
+        return np.repeat(X.sum(axis=0, keepdims=True), self.m, axis=0)
+
+    def _rmatmat(self, Y):
+        return np.repeat(Y.sum(axis=0, keepdims=True), self.n, axis=0)
+
+    @property
+    def T(self):
+        return Ones(self.n, self.m)
+
+    def gram(self):
+        return Weighted(float(self.m), Ones(self.n, self.n))
+
+    def pinv(self):
+        return Weighted(1.0 / (self.m * self.n), Ones(self.n, self.m))
+
+    def colnorm_p(self, p):
+        _check_p(p)
+        return float(self.m)
+
+    def sensitivity(self, p=1):
+        _check_p(p)
+        return float(self.m) if p == 1 else float(np.sqrt(self.m))
+
+    def trace(self):
+        self._require_square("trace")
+        return float(self.n)
+
+    def diag(self):
+        self._require_square("diag")
+        check_dense_size(self.n, 1, "diag() of Ones")
+        return np.ones(self.n)
+
+    def dense(self):
+        check_dense_size(self.m, self.n, "dense() of Ones")
+        return np.ones((self.m, self.n))
+
+    def __repr__(self):
+        return f"Ones({self.m}, {self.n})"
+
+
+class Total(Ones):
+    """The total query ``1ᵀ`` (1 x n): ``Ones(1, n)`` (HDMM §4, Table of predicate sets)."""
+
+    def __init__(self, n: int):
+        super().__init__(1, n)
+
+    def __repr__(self):
+        return f"Total({self.n})"
+
+
+# ============================================================================== Prefix
+class Prefix(Matrix):
+    """Prefix (CDF) queries: row ``i`` sums cells ``0..i`` (HDMM §4, Table of predicate sets).
+
+    ``L`` lower-triangular ones. Products by cumulative sums; ``gram`` = :class:`PrefixGram`
+    (``n - max(i, j)``), ``pinv`` = ``L⁻¹`` = :class:`Difference`; column ``j`` has ``n - j`` ones.
+    """
+
+    def __init__(self, n: int):
+        self.n = _size(n)
+        self.shape = (self.n, self.n)
+
+    def _matmat(self, X):
+        return np.cumsum(X, axis=0)
+
+    def _rmatmat(self, Y):
+        return _rev_cumsum(Y)
+
+    def gram(self):
+        return PrefixGram(self.n)
+
+    def pinv(self):
+        return Difference(self.n)
+
+    def colnorm_p(self, p):
+        _check_p(p)
+        return _maybe_scalar(self.n - np.arange(self.n))
+
+    def sensitivity(self, p=1):
+        _check_p(p)
+        return float(self.n) if p == 1 else float(np.sqrt(self.n))
+
+    def trace(self):
+        return float(self.n)
+
+    def diag(self):
+        return np.ones(self.n)
+
+    def dense(self):
+        check_dense_size(self.n, self.n, "dense() of Prefix")
+        return np.tril(np.ones((self.n, self.n)))
+
+    def __repr__(self):
+        return f"Prefix({self.n})"
+
+
+class Difference(Matrix):
+    """The bidiagonal differencing matrix ``D = Prefix(n)⁻¹`` (``(Dx)_i = x_i - x_{i-1}``).
+
+    The closed-form inverse of the CDF workload (HDMM §4, Table of predicate sets).
+    """
+
+    def __init__(self, n: int):
+        self.n = _size(n)
+        self.shape = (self.n, self.n)
+
+    def _matmat(self, X):
+        out = X.copy()
+        out[1:] -= X[:-1]
+        return out
+
+    def _rmatmat(self, Y):
+        out = Y.copy()
+        out[:-1] -= Y[1:]
+        return out
+
+    def gram(self):
+        # DᵀD: diagonal (2, ..., 2, 1), off-diagonal -1
+        d = np.full(self.n, 2.0)
+        d[-1] = 1.0
+        return SymTridiagonal(d, -np.ones(self.n - 1))
+
+    def pinv(self):
+        return Prefix(self.n)
+
+    def colnorm_p(self, p):
+        _check_p(p)
+        c = np.full(self.n, 2.0)
+        c[-1] = 1.0
+        return _maybe_scalar(c)
+
+    def trace(self):
+        return float(self.n)
+
+    def diag(self):
+        return np.ones(self.n)
+
+    def dense(self):
+        check_dense_size(self.n, self.n, "dense() of Difference")
+        return np.eye(self.n) - np.eye(self.n, k=-1)
+
+    def __repr__(self):
+        return f"Difference({self.n})"
+
+
+class PrefixGram(_SymmetricFormula):
+    """``LᵀL`` for ``L = Prefix(n)``: entry ``n - max(i, j)`` (HDMM §4).
+
+    Inverse ``D Dᵀ`` (tridiagonal ``(1, 2, ..., 2)`` / ``-1``); column sums
+    ``j(n-j) + (n-j)(n-j+1)/2``.
+    """
+
+    def __init__(self, n: int):
+        super().__init__(_size(n))
+
+    def _entries(self, i, j):
+        return self.n - np.maximum(i, j)
+
+    def _matmat(self, X):
+        return _rev_cumsum(np.cumsum(X, axis=0))
+
+    def pinv(self):
+        d = np.full(self.n, 2.0)
+        d[0] = 1.0
+        return SymTridiagonal(d, -np.ones(self.n - 1))
+
+    inverse = pinv
+
+    def colnorm_p(self, p):
+        _check_p(p)
+        j = np.arange(self.n, dtype=float)
+        r = self.n - j  # n - j
+        if p == 1:
+            return _maybe_scalar(j * r + r * (r + 1) / 2)
+        return _maybe_scalar(j * r * r + r * (r + 1) * (2 * r + 1) / 6)
+
+    def trace(self):
+        return float(self.n * (self.n + 1) // 2)
+
+
+# ============================================================================ AllRange
+class AllRange(Matrix):
+    """All ``n(n+1)/2`` range queries ``[i, j]`` in lexicographic order of ``(i, j)``
+    (HDMM §4, Table of predicate sets; Li et al. 2010).
+
+    Products by prefix sums (``S[j+1] - S[i]``) and a difference array; ``gram`` =
+    :class:`AllRangeGram` (``(min(i,j)+1)(n-max(i,j))``); ``pinv = (T/(n+1)) Rᵀ`` with ``T``
+    the second-difference matrix; column ``j`` has ``(j+1)(n-j)`` ones.
+    """
+
+    def __init__(self, n: int):
+        self.n = _size(n)
+        self.shape = (self.n * (self.n + 1) // 2, self.n)
+        # row offset of the block of ranges starting at i: Σ_{r<i} (n - r)
+        self._starts = [i * self.n - i * (i - 1) // 2 for i in range(self.n + 1)]
+
+    def _matmat(self, X):
+        # block i (ranges [i, i..n-1]) = S[i+1:] - S[i]; O(n) slices, no index arrays
+        S = _cumsum0(X)
+        out = np.empty((self.shape[0], X.shape[1]))
+        for i in range(self.n):
+            np.subtract(S[i + 1 :], S[i], out=out[self._starts[i] : self._starts[i + 1]])
+        return out
+
+    def _rmatmat(self, Y):
+        # (Rᵀy)_c = Σ_{i<=c<=j} y_ij: add y_ij at i, subtract it at j+1, cumulative-sum.
+        D = np.zeros((self.n + 1, Y.shape[1]))
+        for i in range(self.n):
+            block = Y[self._starts[i] : self._starts[i + 1]]
+            D[i] += block.sum(axis=0)
+            D[i + 1 :] -= block
+        return np.cumsum(D[:-1], axis=0)
+
+    def gram(self):
+        return AllRangeGram(self.n)
+
+    def pinv(self):
+        return Product(self.gram().pinv(), self.T)
+
+    def colnorm_p(self, p):
+        _check_p(p)
+        j = np.arange(self.n)
+        return _maybe_scalar((j + 1) * (self.n - j))
+
+    def dense(self):
+        m, n = self.shape
+        check_dense_size(m, n, "dense() of AllRange")
+        I, J = np.triu_indices(n)  # row-major upper triangle == lexicographic (i, j)
+        c = np.arange(n)
+        return ((c[None, :] >= I[:, None]) & (c[None, :] <= J[:, None])).astype(float)
+
+    def __repr__(self):
+        return f"AllRange({self.n})"
+
+
+class AllRangeGram(_SymmetricFormula):
+    """``RᵀR`` for ``R = AllRange(n)``: ``(min(i,j)+1)(n-max(i,j))`` (HDMM §4).
+
+    ``= (n+1) T⁻¹`` with ``T = tridiag(-1, 2, -1)``, so the inverse is ``T / (n+1)``;
+    products in O(n) from the formula; column sums ``(j+1)(n-j)(n+1)/2``.
+    """
+
+    def __init__(self, n: int):
+        super().__init__(_size(n))
+
+    def _entries(self, i, j):
+        return (np.minimum(i, j) + 1) * (self.n - np.maximum(i, j))
+
+    def _matmat(self, X):
+        # (Gx)_a = (n-a) Σ_{b<=a} (b+1) x_b + (a+1) Σ_{b>a} (n-b) x_b
+        n = self.n
+        a = np.arange(n, dtype=float)[:, None]
+        low = np.cumsum((a + 1) * X, axis=0)
+        high = _rev_cumsum((n - a) * X)
+        high = np.vstack([high[1:], np.zeros((1, X.shape[1]))])
+        return (n - a) * low + (a + 1) * high
+
+    def pinv(self):
+        n = self.n
+        return Weighted(1.0 / (n + 1), SymTridiagonal(np.full(n, 2.0), -np.ones(n - 1)))
+
+    inverse = pinv
+
+    def colnorm_p(self, p):
+        if p == 1:
+            j = np.arange(self.n, dtype=float)
+            return _maybe_scalar((j + 1) * (self.n - j) * (self.n + 1) / 2)
+        return super().colnorm_p(p)
+
+
+# ========================================================================== WidthRange
+class WidthRange(Matrix):
+    """The ``n-w+1`` sliding windows ``[s, s+w-1]`` of width ``w`` (HDMM §4, Table of
+    predicate sets: fixed-width ranges).
+
+    Products by prefix sums; ``gram`` = :class:`WidthRangeGram`; column ``j`` lies in
+    ``min(j, n-w) - max(0, j-w+1) + 1`` windows; full row rank, ``W⁺ = Wᵀ(WWᵀ)⁻¹``.
+    """
+
+    def __init__(self, n: int, w: int):
+        self.n = _size(n)
+        w = _size(w, "w")
+        if w > self.n:
+            raise ValueError(f"window width w must satisfy 1 <= w <= n = {self.n}, got {w}")
+        self.w = w
+        self.shape = (self.n - w + 1, self.n)
+
+    def _matmat(self, X):
+        S = _cumsum0(X)
+        return S[self.w :] - S[: self.n - self.w + 1]
+
+    def _rmatmat(self, Y):
+        # (Wᵀy)_c = Σ_{s = max(0, c-w+1)}^{min(c, n-w)} y_s
+        P = _cumsum0(Y)
+        c = np.arange(self.n)
+        hi = np.minimum(c, self.n - self.w) + 1
+        lo = np.maximum(0, c - self.w + 1)
+        return P[hi] - P[lo]
+
+    def gram(self):
+        return WidthRangeGram(self.n, self.w)
+
+    def _outer_gram_inverse(self) -> np.ndarray:
+        m = self.shape[0]
+        check_dense_size(m, m, "pinv() of WidthRange (inverse of W Wᵀ)")
+        s = np.arange(m)
+        WWt = np.maximum(0, self.w - np.abs(s[:, None] - s[None, :])).astype(float)
+        return np.linalg.inv(WWt)
+
+    def pinv(self):
+        return Product(self.T, Dense(self._outer_gram_inverse()))
+
+    def colnorm_p(self, p):
+        _check_p(p)
+        c = np.arange(self.n)
+        return _maybe_scalar(np.minimum(c, self.n - self.w) - np.maximum(0, c - self.w + 1) + 1)
+
+    def dense(self):
+        m, n = self.shape
+        check_dense_size(m, n, "dense() of WidthRange")
+        s, c = np.arange(m)[:, None], np.arange(n)[None, :]
+        return ((c >= s) & (c < s + self.w)).astype(float)
+
+    def __repr__(self):
+        return f"WidthRange({self.n}, {self.w})"
+
+
+class WidthRangeGram(_SymmetricFormula):
+    """``WᵀW`` for ``W = WidthRange(n, w)``: the number of windows containing ``i`` and ``j``,
+    ``max(0, min(min(i,j), n-w) - max(0, max(i,j)-w+1) + 1)`` (HDMM §4).
+
+    Rank ``n-w+1``; ``pinv = W⁺ W⁺ᵀ``; column sums ``w`` times those of ``W``.
+    """
+
+    def __init__(self, n: int, w: int):
+        self.base = WidthRange(n, w)
+        self.w = self.base.w
+        super().__init__(self.base.n)
+
+    def _entries(self, i, j):
+        lo = np.maximum(0, np.maximum(i, j) - self.w + 1)
+        hi = np.minimum(np.minimum(i, j), self.n - self.w)
+        return np.maximum(0, hi - lo + 1)
+
+    def _matmat(self, X):
+        return self.base._rmatmat(self.base._matmat(X))
+
+    def pinv(self):
+        Wp = self.base.pinv()
+        return Product(Wp, Wp.T)
+
+    def colnorm_p(self, p):
+        if p == 1:
+            c = self.base.colnorm_p(1)
+            return c * self.w if np.isscalar(c) else _maybe_scalar(c * self.w)
+        return super().colnorm_p(p)
