@@ -1,0 +1,280 @@
+"""Attribute domains: names, sizes, which attributes are ordered, and records → data vector.
+
+A record over attributes ``A_1 … A_d`` (attribute ``i`` takes values ``0 … n_i − 1``) is
+one cell of the product domain of ``N = Π n_i`` cells. Cells are numbered in C order (row
+major, the first attribute most significant, the last varying fastest): the tuple
+``(t_1, …, t_d)`` is cell ``Σ_i t_i Π_{j>i} n_j`` (HDMM App. A.1; ResidualPlanner §2,
+Example 1). ``N`` is kept as a Python int, so a 10^100-cell domain is representable; only
+:meth:`Domain.vectorize` ever allocates a length-``N`` array.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from numbers import Integral
+
+import numpy as np
+
+__all__ = ["Domain", "MAX_VECTOR_SIZE"]
+
+#: Largest domain :meth:`Domain.vectorize` will build a dense count vector for.
+MAX_VECTOR_SIZE = 10**9
+
+
+def _is_int(x) -> bool:
+    return isinstance(x, Integral) and not isinstance(x, (bool, np.bool_))
+
+
+class Domain:
+    """An immutable product domain of named attributes.
+
+    Parameters
+    ----------
+    names:
+        attribute names (unique strings), in data-vector order (first = most significant).
+    sizes:
+        the number of values of each attribute (positive ints).
+    numeric:
+        optional tuple of bools, ``True`` for an ordered (numeric) attribute, on which range
+        and prefix queries make sense; default all ``False`` (categorical).
+    """
+
+    __slots__ = ("_names", "_sizes", "_numeric", "_index")
+
+    def __init__(self, names, sizes, numeric=None):
+        if isinstance(names, str) or not isinstance(names, Iterable):
+            raise ValueError(f"names must be a sequence of strings, got {names!r}")
+        if isinstance(sizes, (str, bytes)) or not isinstance(sizes, Iterable):
+            raise ValueError(f"sizes must be a sequence of positive ints, got {sizes!r}")
+        names = tuple(names)
+        sizes = tuple(sizes)
+        for name in names:
+            if not isinstance(name, str) or not name:
+                raise ValueError(f"attribute names must be non-empty strings, got {name!r}")
+        seen = set()
+        for name in names:
+            if name in seen:
+                raise ValueError(f"attribute names must be unique: {name!r} appears twice")
+            seen.add(name)
+        if len(names) != len(sizes):
+            raise ValueError(
+                f"names and sizes must have the same length: {len(names)} names, {len(sizes)} sizes"
+            )
+        for name, n in zip(names, sizes, strict=True):
+            if not _is_int(n) or n < 1:
+                raise ValueError(f"size of attribute {name!r} must be a positive int, got {n!r}")
+        if numeric is None:
+            numeric = (False,) * len(names)
+        else:
+            if isinstance(numeric, (str, bytes)) or not isinstance(numeric, Iterable):
+                raise ValueError(f"numeric must be a sequence of bools, got {numeric!r}")
+            numeric = tuple(numeric)
+            if len(numeric) != len(names):
+                raise ValueError(
+                    f"numeric must have one flag per attribute: {len(numeric)} flags for "
+                    f"{len(names)} attributes"
+                )
+            for name, flag in zip(names, numeric, strict=True):
+                if not isinstance(flag, (bool, np.bool_)):
+                    raise ValueError(
+                        f"numeric flag of attribute {name!r} must be a bool, got {flag!r}"
+                    )
+            numeric = tuple(bool(f) for f in numeric)
+        object.__setattr__(self, "_names", names)
+        object.__setattr__(self, "_sizes", tuple(int(n) for n in sizes))
+        object.__setattr__(self, "_numeric", numeric)
+        object.__setattr__(self, "_index", {name: i for i, name in enumerate(names)})
+
+    # ------------------------------------------------------------ constructors
+    @classmethod
+    def from_sizes(cls, sizes, numeric=None) -> Domain:
+        """A domain with attributes named ``a0, a1, …`` of the given sizes."""
+        if isinstance(sizes, (str, bytes)) or not isinstance(sizes, Iterable):
+            raise ValueError(f"sizes must be a sequence of positive ints, got {sizes!r}")
+        sizes = tuple(sizes)
+        return cls([f"a{i}" for i in range(len(sizes))], sizes, numeric)
+
+    @classmethod
+    def from_dict(cls, sizes: Mapping, numeric: Iterable[str] = ()) -> Domain:
+        """A domain from ``{name: size}`` (e.g. ``adult-domain.json``), in mapping order.
+
+        ``numeric`` lists the names of the ordered attributes.
+        """
+        if not isinstance(sizes, Mapping):
+            raise ValueError(f"from_dict needs a mapping name -> size, got {type(sizes).__name__}")
+        names = tuple(sizes)
+        numeric = set(numeric)
+        unknown = numeric.difference(names)
+        if unknown:
+            raise ValueError(f"numeric names unknown attribute(s) {sorted(unknown)}")
+        return cls(names, [sizes[k] for k in names], [k in numeric for k in names])
+
+    # --------------------------------------------------------------- accessors
+    @property
+    def names(self) -> tuple[str, ...]:
+        return self._names
+
+    @property
+    def sizes(self) -> tuple[int, ...]:
+        return self._sizes
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """Same as :attr:`sizes` (the shape of the data cube)."""
+        return self._sizes
+
+    @property
+    def numeric(self) -> tuple[bool, ...]:
+        return self._numeric
+
+    @property
+    def size(self) -> int:
+        """The number of cells ``Π n_i`` (a Python int: exact for any number of attributes)."""
+        return math.prod(self._sizes)
+
+    def __len__(self) -> int:
+        return len(self._names)
+
+    def __iter__(self):
+        return iter(self._names)
+
+    def __contains__(self, name) -> bool:
+        return name in self._index
+
+    def __getitem__(self, attr) -> int:
+        """The size of an attribute given by name or index."""
+        return self._sizes[self.index(attr)]
+
+    def index(self, attr) -> int:
+        """Position of an attribute given by name or by index (0 ≤ index < len)."""
+        if isinstance(attr, str):
+            try:
+                return self._index[attr]
+            except KeyError:
+                raise ValueError(
+                    f"unknown attribute {attr!r}; the domain has {', '.join(self._names)}"
+                ) from None
+        if _is_int(attr):
+            if 0 <= attr < len(self._names):
+                return int(attr)
+            raise ValueError(
+                f"attribute index {attr} out of range for a domain of {len(self._names)} attributes"
+            )
+        raise ValueError(f"attributes are given by name (str) or index (int), got {attr!r}")
+
+    def indices(self, attrs) -> tuple[int, ...]:
+        """Positions of several attributes (names or indices), sorted, without duplicates.
+
+        A single name or index is accepted as a one-attribute set. Duplicates raise.
+        """
+        if isinstance(attrs, str) or _is_int(attrs):
+            attrs = [attrs]
+        if not isinstance(attrs, Iterable):
+            raise ValueError(f"attributes must be a sequence of names or indices, got {attrs!r}")
+        idx = [self.index(a) for a in attrs]
+        if len(set(idx)) != len(idx):
+            dup = next(self._names[i] for i in idx if idx.count(i) > 1)
+            raise ValueError(f"attribute {dup!r} is given more than once")
+        return tuple(sorted(idx))
+
+    def project(self, attrs) -> Domain:
+        """The sub-domain of the given attributes, kept in this domain's order."""
+        idx = self.indices(attrs)
+        return Domain(
+            [self._names[i] for i in idx],
+            [self._sizes[i] for i in idx],
+            [self._numeric[i] for i in idx],
+        )
+
+    # --------------------------------------------------------------- records
+    def vectorize(self, records) -> np.ndarray:
+        """The C-order count vector (length :attr:`size`, int64) of integer-coded records.
+
+        ``records`` has shape ``(num_records, len(self))`` (a 1-D array is accepted for a
+        one-attribute domain); column ``i`` holds values ``0 … n_i − 1`` of attribute ``i``.
+        """
+        N = self.size
+        if N > MAX_VECTOR_SIZE:
+            raise ValueError(
+                f"vectorize would allocate a count vector of {format_count(N)} cells "
+                f"(> {MAX_VECTOR_SIZE:.0e}); this domain is too large for a dense data vector"
+            )
+        d = len(self)
+        R = np.asarray(records)
+        if R.ndim == 1 and d == 1:
+            R = R[:, None]
+        if R.ndim == 1 and R.size == 0:
+            R = R.reshape(0, d)
+        if R.ndim != 2 or R.shape[1] != d:
+            raise ValueError(
+                f"records must have shape (num_records, {d}) for this {d}-attribute domain, "
+                f"got shape {R.shape}"
+            )
+        if R.dtype == bool or not (
+            np.issubdtype(R.dtype, np.integer) or np.issubdtype(R.dtype, np.floating)
+        ):
+            if R.size:
+                raise ValueError(f"records must be integer codes, got dtype {R.dtype}")
+            R = R.astype(np.int64)
+        if np.issubdtype(R.dtype, np.floating):
+            bad = ~np.isfinite(R) | (R != np.round(R))
+            if bad.any():
+                r, c = np.argwhere(bad)[0]
+                raise ValueError(
+                    f"attribute {self._names[c]!r} has a non-integer value {R[r, c].item()!r} "
+                    f"(record {r})"
+                )
+        for i, (name, n) in enumerate(zip(self._names, self._sizes, strict=True)):
+            col = R[:, i]
+            out = (col < 0) | (col >= n)
+            if out.any():
+                r = int(np.argmax(out))
+                raise ValueError(
+                    f"attribute {name!r} has value {col[r].item()!r} (record {r}) "
+                    f"outside 0..{n - 1}"
+                )
+        R = R.astype(np.int64)
+        if d == 0:
+            return np.array([R.shape[0]], dtype=np.int64)
+        flat = np.ravel_multi_index(tuple(R.T), self._sizes)
+        return np.bincount(flat, minlength=N).astype(np.int64)
+
+    # ------------------------------------------------------------- value semantics
+    def __setattr__(self, name, value):
+        raise AttributeError("Domain is immutable")
+
+    def __delattr__(self, name):
+        raise AttributeError("Domain is immutable")
+
+    def __eq__(self, other):
+        if not isinstance(other, Domain):
+            return NotImplemented
+        return (self._names, self._sizes, self._numeric) == (
+            other._names,
+            other._sizes,
+            other._numeric,
+        )
+
+    def __hash__(self):
+        return hash((self._names, self._sizes, self._numeric))
+
+    def __reduce__(self):
+        return (Domain, (self._names, self._sizes, self._numeric))
+
+    def __repr__(self):
+        parts = [
+            f"{name}={n}{'*' if num else ''}"
+            for name, n, num in zip(self._names, self._sizes, self._numeric, strict=True)
+        ]
+        if len(parts) > 12:
+            parts = parts[:6] + [f"... {len(parts) - 12} more ..."] + parts[-6:]
+        return f"Domain({', '.join(parts)}; size={format_count(self.size)})"
+
+
+def format_count(n: int) -> str:
+    """An exact int below 10^7, else a short ``d.ddde+XX`` form that works for any size."""
+    if n < 10**7:
+        return str(n)
+    digits = str(n)
+    return f"{digits[0]}.{digits[1:4]}e+{len(digits) - 1:02d}"

@@ -1,0 +1,400 @@
+"""Privacy definitions: which noise a strategy's answers get, and how much.
+
+One convention everywhere (DESIGN.md, "Privacy and error"): a strategy ``A`` with
+sensitivity ``Δ = sens_p(A)`` (max column Lp norm, add/remove-one-record neighbours) has
+i.i.d. noise of variance ``noise_variance(Δ)`` added to each of its answers, so the
+expected total squared error of answering ``W`` through ``A`` is
+
+    Err(W, A) = noise_variance(1) · sens_p(A)² · tr(WᵀW (AᵀA)⁺).
+
+* :class:`PureDP` (ε): Laplace noise, L1 sensitivity, scale ``b = Δ/ε``, variance ``2Δ²/ε²``
+  (Dwork & Roth 2014, Thm 3.6; Laplace mechanism as used by HDMM §2 and Li et al. 2010).
+* :class:`ApproxDP` (ε, δ): Gaussian noise, L2 sensitivity, with a named calibration of σ:
+  ``"classic"`` (Dwork & Roth Thm A.1), ``"analytic"`` (Balle & Wang, ICML 2018) or
+  ``"eigen_design"`` (Li & Miklau 2012, Prop. 2).
+* :class:`ZCDP` (ρ): Gaussian noise, L2 sensitivity, ``σ² = Δ²/(2ρ)`` (Bun & Steinke 2016,
+  Prop. 1.6). ResidualPlanner's ``pcost`` is ``2ρ`` (its §2, Def. 2).
+
+:func:`from_spec` builds one of these from a configuration mapping.
+"""
+
+from __future__ import annotations
+
+import math
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from functools import lru_cache
+from numbers import Real
+
+import numpy as np
+from scipy.optimize import brentq
+from scipy.special import log_ndtr, ndtr
+
+__all__ = ["Privacy", "PureDP", "ApproxDP", "ZCDP", "from_spec", "CALIBRATIONS"]
+
+#: The σ calibrations accepted by :class:`ApproxDP`.
+CALIBRATIONS = ("classic", "analytic", "eigen_design")
+
+
+# ----------------------------------------------------------------------------- checks
+def _positive_finite(name: str, value) -> float:
+    """Return ``value`` as a float if it is a positive finite real number, else ValueError."""
+    if isinstance(value, bool) or not isinstance(value, Real):
+        raise ValueError(f"{name} must be a positive finite number, got {value!r}")
+    v = float(value)
+    if not math.isfinite(v) or v <= 0.0:
+        raise ValueError(f"{name} must be a positive finite number, got {value!r}")
+    return v
+
+
+def _probability(name: str, value) -> float:
+    """Return ``value`` as a float if it lies strictly between 0 and 1, else ValueError."""
+    if isinstance(value, bool) or not isinstance(value, Real):
+        raise ValueError(f"{name} must be a number strictly between 0 and 1, got {value!r}")
+    v = float(value)
+    if not (0.0 < v < 1.0):  # also rejects NaN
+        raise ValueError(f"{name} must be a number strictly between 0 and 1, got {value!r}")
+    return v
+
+
+def _sensitivity(value) -> float:
+    """A sensitivity is a finite number ≥ 0 (0 means the answers need no noise)."""
+    if isinstance(value, bool) or not isinstance(value, Real):
+        raise ValueError(f"sensitivity must be a non-negative finite number, got {value!r}")
+    v = float(value)
+    if not math.isfinite(v) or v < 0.0:
+        raise ValueError(f"sensitivity must be a non-negative finite number, got {value!r}")
+    return v
+
+
+# ------------------------------------------------------------------ Gaussian privacy curve
+def _log_gaussian_delta(mu: float, epsilon: float) -> float:
+    """``log δ(ε)`` of the Gaussian mechanism whose sensitivity/σ ratio is ``mu``.
+
+    δ(ε) = Φ(μ/2 − ε/μ) − e^ε Φ(−μ/2 − ε/μ)   (Balle & Wang 2018, Thm 8; the ``μ``-GDP
+    curve of Dong, Roth & Su). Computed in log space with ``log_ndtr`` so that tiny δ
+    (large σ) does not cancel catastrophically.
+    """
+    a = mu / 2.0 - epsilon / mu
+    b = -mu / 2.0 - epsilon / mu
+    la = float(log_ndtr(a))
+    lb = float(log_ndtr(b))
+    x = epsilon + lb - la  # log of  e^ε Φ(b) / Φ(a),  < 0 whenever δ > 0
+    if x >= 0.0:
+        return -math.inf
+    return la + math.log(-math.expm1(x))
+
+
+def _gaussian_delta(mu: float, epsilon: float) -> float:
+    """δ(ε) of the Gaussian mechanism with sensitivity/σ ratio ``mu`` (see above)."""
+    if mu > 1.0:  # δ is not small: the direct form is accurate and avoids any log round-off
+        a = mu / 2.0 - epsilon / mu
+        b = -mu / 2.0 - epsilon / mu
+        return float(ndtr(a) - math.exp(epsilon) * ndtr(b))
+    return math.exp(_log_gaussian_delta(mu, epsilon))
+
+
+@lru_cache(maxsize=256)
+def _analytic_sigma_unit(epsilon: float, delta: float) -> float:
+    """Smallest σ (for Δ = 1) with δ(ε; σ) ≤ δ: the analytic Gaussian mechanism.
+
+    δ(ε; σ) = Φ(1/(2σ) − εσ) − e^ε Φ(−1/(2σ) − εσ) decreases strictly from 1 (σ → 0) to 0
+    (σ → ∞) (Balle & Wang 2018, Thm 8 and Alg. 1), so the boundary is one root, found by
+    Brent's method on ``log δ(σ) − log δ`` in ``log σ`` after bracketing geometrically.
+    """
+    target = math.log(delta)
+
+    def f(log_s: float) -> float:
+        s = math.exp(log_s)
+        return _log_gaussian_delta(1.0 / s, epsilon) - target
+
+    lo, hi = -1.0, 1.0
+    while f(lo) <= 0.0:  # need δ(σ_lo) > δ
+        lo -= 1.0
+        if lo < -60:
+            raise RuntimeError("analytic Gaussian calibration: could not bracket σ from below")
+    while f(hi) > 0.0:  # need δ(σ_hi) ≤ δ
+        hi += 1.0
+        if hi > 60:
+            raise RuntimeError("analytic Gaussian calibration: could not bracket σ from above")
+    root = brentq(f, lo, hi, xtol=1e-14, rtol=4 * np.finfo(float).eps, maxiter=500)
+    sigma = math.exp(root)
+    # Return the smallest σ on the safe side of the boundary (round-off may leave the
+    # root a hair below it); a relative nudge of 1e-12 is far below any reported digit.
+    while _log_gaussian_delta(1.0 / sigma, epsilon) > target:
+        sigma *= 1.0 + 1e-12
+    return sigma
+
+
+# ----------------------------------------------------------------------------- classes
+class Privacy(ABC):
+    """A privacy definition: the noise family, its sensitivity norm and its calibration.
+
+    Subclasses define :attr:`norm` (1 → L1 sensitivity and Laplace noise; 2 → L2 and
+    Gaussian noise) and :meth:`noise_scale`. Instances are immutable values: equal when
+    their parameters are equal, and hashable.
+    """
+
+    #: Sensitivity norm (1 or 2) the noise is calibrated to.
+    norm: int
+    #: Noise family name, "laplace" or "gaussian".
+    family: str
+
+    @abstractmethod
+    def noise_scale(self, sensitivity: float = 1.0) -> float:
+        """Laplace scale ``b`` or Gaussian standard deviation ``σ`` for this sensitivity."""
+
+    def noise_variance(self, sensitivity: float = 1.0) -> float:
+        """Variance of the noise added to each strategy answer (strategy sensitivity given)."""
+        s = self.noise_scale(sensitivity)
+        return 2.0 * s * s if self.family == "laplace" else s * s
+
+    def sample(self, rng: np.random.Generator, size, sensitivity: float = 1.0) -> np.ndarray:
+        """Draw continuous i.i.d. noise of shape ``size`` from ``rng`` (a numpy Generator)."""
+        if not isinstance(rng, np.random.Generator):
+            raise ValueError(
+                f"rng must be a numpy.random.Generator (np.random.default_rng(seed)), "
+                f"got {type(rng).__name__}"
+            )
+        scale = self.noise_scale(sensitivity)
+        if scale == 0.0:
+            return np.zeros(size)
+        if self.family == "laplace":
+            return rng.laplace(0.0, scale, size)
+        return rng.normal(0.0, scale, size)
+
+    @abstractmethod
+    def _params(self) -> tuple:
+        """The parameters that identify this definition (for ==, hash and repr)."""
+
+    @abstractmethod
+    def to_spec(self) -> dict:
+        """The configuration mapping that :func:`from_spec` turns back into this object."""
+
+    @abstractmethod
+    def describe(self) -> str:
+        """A one-line human-readable description (guarantee, noise, calibration)."""
+
+    def __eq__(self, other):
+        if not isinstance(other, Privacy):
+            return NotImplemented
+        return type(self) is type(other) and self._params() == other._params()
+
+    def __hash__(self):
+        return hash((type(self).__name__, self._params()))
+
+    def __setattr__(self, name, value):
+        if getattr(self, "_frozen", False):
+            raise AttributeError(f"{type(self).__name__} is immutable")
+        object.__setattr__(self, name, value)
+
+    def _freeze(self):
+        object.__setattr__(self, "_frozen", True)
+
+
+class PureDP(Privacy):
+    """ε-differential privacy through the Laplace mechanism.
+
+    Noise ``Lap(b)`` with ``b = Δ₁/ε`` on each answer, variance ``2Δ₁²/ε²`` (Dwork & Roth
+    2014, Thm 3.6; HDMM Def. 5 and Thm 7). ``Δ₁`` is the max column L1 norm of the strategy.
+    """
+
+    norm = 1
+    family = "laplace"
+
+    def __init__(self, epsilon: float):
+        self.epsilon = _positive_finite("epsilon", epsilon)
+        self._freeze()
+
+    def noise_scale(self, sensitivity: float = 1.0) -> float:
+        return _sensitivity(sensitivity) / self.epsilon
+
+    def to_zcdp(self) -> ZCDP:
+        """ε-DP implies (ε²/2)-zCDP (Bun & Steinke 2016, Prop. 1.4)."""
+        return ZCDP(self.epsilon**2 / 2.0)
+
+    def _params(self):
+        return (self.epsilon,)
+
+    def to_spec(self):
+        return {"kind": "pure", "epsilon": self.epsilon}
+
+    def describe(self):
+        return (
+            f"pure ε-DP, ε = {self.epsilon:g}: Laplace noise, L1 sensitivity, "
+            f"scale Δ/ε = {1.0 / self.epsilon:.6g}·Δ, variance 2Δ²/ε² = "
+            f"{self.noise_variance():.6g}·Δ²"
+        )
+
+    def __repr__(self):
+        return f"PureDP(epsilon={self.epsilon!r})"
+
+
+class ApproxDP(Privacy):
+    """(ε, δ)-differential privacy through the Gaussian mechanism (L2 sensitivity).
+
+    The noise standard deviation ``σ`` for an L2 sensitivity ``Δ`` depends on the
+    ``calibration``:
+
+    * ``"classic"``: ``σ = Δ·sqrt(2 ln(1.25/δ))/ε`` (Dwork & Roth 2014, Thm A.1). The theorem
+      is proven only for ε < 1; for ε ≥ 1 prefer ``"analytic"``.
+    * ``"analytic"``: the analytic Gaussian mechanism (Balle & Wang, ICML 2018, Thm 8): the
+      smallest σ with ``Φ(Δ/(2σ) − εσ/Δ) − e^ε Φ(−Δ/(2σ) − εσ/Δ) ≤ δ``. Exact for every ε > 0
+      and never larger than the classic σ.
+    * ``"eigen_design"``: ``σ = Δ·sqrt(2 ln(2/δ))/ε`` (Li & Miklau 2012, Prop. 2; the constant
+      of the Eigen-Design and (ε,δ)-matrix-mechanism papers, ``P(ε,δ) = 2 ln(2/δ)/ε²``).
+    """
+
+    norm = 2
+    family = "gaussian"
+
+    def __init__(self, epsilon: float, delta: float, calibration: str = "classic"):
+        self.epsilon = _positive_finite("epsilon", epsilon)
+        self.delta = _probability("delta", delta)
+        if not isinstance(calibration, str) or calibration not in CALIBRATIONS:
+            raise ValueError(
+                f"calibration must be one of {', '.join(repr(c) for c in CALIBRATIONS)}; "
+                f"got {calibration!r}"
+            )
+        self.calibration = calibration
+        self._freeze()
+
+    def _unit_sigma(self) -> float:
+        eps, delta = self.epsilon, self.delta
+        if self.calibration == "classic":
+            return math.sqrt(2.0 * math.log(1.25 / delta)) / eps
+        if self.calibration == "eigen_design":
+            return math.sqrt(2.0 * math.log(2.0 / delta)) / eps
+        return _analytic_sigma_unit(eps, delta)
+
+    def noise_scale(self, sensitivity: float = 1.0) -> float:
+        return _sensitivity(sensitivity) * self._unit_sigma()
+
+    def _params(self):
+        return (self.epsilon, self.delta, self.calibration)
+
+    def to_spec(self):
+        return {
+            "kind": "approx",
+            "epsilon": self.epsilon,
+            "delta": self.delta,
+            "calibration": self.calibration,
+        }
+
+    def describe(self):
+        return (
+            f"approximate (ε, δ)-DP, ε = {self.epsilon:g}, δ = {self.delta:g}: Gaussian noise, "
+            f"L2 sensitivity, {self.calibration} calibration, σ = {self._unit_sigma():.6g}·Δ"
+        )
+
+    def __repr__(self):
+        return (
+            f"ApproxDP(epsilon={self.epsilon!r}, delta={self.delta!r}, "
+            f"calibration={self.calibration!r})"
+        )
+
+
+class ZCDP(Privacy):
+    """ρ-zero-concentrated DP through the Gaussian mechanism (Bun & Steinke 2016).
+
+    ``σ² = Δ₂²/(2ρ)`` (Prop. 1.6). ResidualPlanner states privacy as ``pcost = 2ρ`` and runs
+    its experiments at ``pcost = 1``, i.e. ``ZCDP(0.5)`` with unit noise variance per unit
+    sensitivity (ResidualPlanner §2, Def. 1–2).
+    """
+
+    norm = 2
+    family = "gaussian"
+
+    def __init__(self, rho: float):
+        self.rho = _positive_finite("rho", rho)
+        self._freeze()
+
+    def noise_scale(self, sensitivity: float = 1.0) -> float:
+        return _sensitivity(sensitivity) / math.sqrt(2.0 * self.rho)
+
+    def noise_variance(self, sensitivity: float = 1.0) -> float:
+        d = _sensitivity(sensitivity)
+        return d * d / (2.0 * self.rho)
+
+    @property
+    def pcost(self) -> float:
+        """ResidualPlanner's privacy cost ``2ρ`` (= μ² in μ-Gaussian DP)."""
+        return 2.0 * self.rho
+
+    def to_approx_dp(self, delta: float) -> float:
+        """ε such that ρ-zCDP implies (ε, δ)-DP: ``ε = ρ + 2 sqrt(ρ ln(1/δ))``.
+
+        The generic conversion of Bun & Steinke 2016, Prop. 1.3 (valid for any ρ-zCDP
+        mechanism). For the Gaussian mechanism itself :meth:`gaussian_delta` is exact
+        and tighter.
+        """
+        d = _probability("delta", delta)
+        return self.rho + 2.0 * math.sqrt(self.rho * math.log(1.0 / d))
+
+    def gaussian_delta(self, epsilon: float) -> float:
+        """The exact δ(ε) of the Gaussian mechanism calibrated to this ρ.
+
+        With ``μ = sqrt(2ρ)`` (sensitivity/σ): ``δ = Φ(μ/2 − ε/μ) − e^ε Φ(−μ/2 − ε/μ)``
+        (Balle & Wang 2018, Thm 8; ResidualPlanner §2 with ``pcost = μ²``).
+        """
+        eps = _positive_finite("epsilon", epsilon)
+        return _gaussian_delta(math.sqrt(2.0 * self.rho), eps)
+
+    def _params(self):
+        return (self.rho,)
+
+    def to_spec(self):
+        return {"kind": "zcdp", "rho": self.rho}
+
+    def describe(self):
+        return (
+            f"ρ-zCDP, ρ = {self.rho:g}: Gaussian noise, L2 sensitivity, "
+            f"σ² = Δ²/(2ρ) = {self.noise_variance():.6g}·Δ²"
+        )
+
+    def __repr__(self):
+        return f"ZCDP(rho={self.rho!r})"
+
+
+# ----------------------------------------------------------------------------- configs
+_SPEC_FIELDS = {
+    "pure": (PureDP, ("epsilon",), ()),
+    "approx": (ApproxDP, ("epsilon", "delta"), ("calibration",)),
+    "zcdp": (ZCDP, ("rho",), ()),
+}
+
+
+def from_spec(spec) -> Privacy:
+    """Build a :class:`Privacy` from a configuration mapping.
+
+    ``{"kind": "pure", "epsilon": 1}``, ``{"kind": "approx", "epsilon": 1, "delta": 1e-6,
+    "calibration": "analytic"}`` (calibration optional, default "classic") or
+    ``{"kind": "zcdp", "rho": 0.5}``. A missing or unexpected field raises ValueError naming
+    it. A :class:`Privacy` instance is passed through unchanged.
+    """
+    if isinstance(spec, Privacy):
+        return spec
+    if not isinstance(spec, Mapping):
+        raise ValueError(f"privacy spec must be a mapping, got {type(spec).__name__}")
+    if "kind" not in spec:
+        raise ValueError(
+            f"privacy spec is missing field 'kind' (one of {', '.join(map(repr, _SPEC_FIELDS))})"
+        )
+    kind = spec["kind"]
+    if kind not in _SPEC_FIELDS:
+        raise ValueError(
+            f"privacy spec field 'kind' must be one of {', '.join(map(repr, _SPEC_FIELDS))}, "
+            f"got {kind!r}"
+        )
+    cls, required, optional = _SPEC_FIELDS[kind]
+    for field in required:
+        if field not in spec:
+            raise ValueError(f"privacy spec of kind {kind!r} is missing field {field!r}")
+    allowed = {"kind", *required, *optional}
+    extra = sorted(str(k) for k in spec if k not in allowed)
+    if extra:
+        raise ValueError(
+            f"privacy spec of kind {kind!r} has unexpected field(s) "
+            f"{', '.join(repr(e) for e in extra)}; allowed: {', '.join(sorted(allowed))}"
+        )
+    return cls(**{k: spec[k] for k in (*required, *optional) if k in spec})

@@ -1,0 +1,293 @@
+"""Workload builders: a workload is a :class:`~mmtoolkit.linalg.Matrix` whose rows are queries.
+
+Queries are linear counting queries on the C-order data vector of a
+:class:`~mmtoolkit.Domain` (HDMM §3.4). Workloads are built implicitly, as (weighted)
+unions of Kronecker products of per-attribute predicate sets (HDMM §3.2–3.3, §4.2): a
+conjunction ``φ_1 ∧ … ∧ φ_d`` of per-attribute predicates is the Kronecker product of
+their vectors, and a product of predicate sets ``Φ_1 × … × Φ_d`` is the Kronecker product
+of their matrices. Nothing here materialises an ``N``-column matrix, so a workload on a
+10^100-cell domain is built in milliseconds; shapes are exact Python ints.
+
+Per-attribute predicate sets (HDMM §3.2, digest §1; ``n`` = attribute size):
+``identity`` (each value), ``total`` (one query: everything), ``prefix`` (``[0, i]``),
+``all_range`` (all ``n(n+1)/2`` ranges ``[i, j]``), ``width_range`` (the ``n − w + 1``
+windows of width ``w``). Multi-attribute builders: ``kron``, ``union``, ``marginal(s)``
+(ResidualPlanner §2 and §4: ``Q_A = ⊗_i V_i`` with ``V_i = I`` on the attributes of ``A``
+and ``1ᵀ`` elsewhere), ``range_marginals`` / ``prefix_marginals`` (HDMM §8.1's
+"range-marginals"; ResidualPlanner+ §7.1's generalized marginals with ``V_i = W_i`` the
+basic matrix of attribute ``i``).
+
+Wherever a domain is expected a :class:`~mmtoolkit.Domain` or a plain sequence of sizes
+(converted by :meth:`Domain.from_sizes`) is accepted; attributes are given by name or index.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from itertools import combinations
+from numbers import Integral, Real
+
+import numpy as np
+
+from . import linalg as la
+from .domain import Domain
+
+__all__ = [
+    "identity",
+    "total",
+    "prefix",
+    "all_range",
+    "width_range",
+    "permuted",
+    "kron",
+    "union",
+    "marginal",
+    "marginals",
+    "marginals_list",
+    "range_marginals",
+    "prefix_marginals",
+    "num_queries",
+    "domain_size",
+]
+
+
+# ------------------------------------------------------------------------- helpers
+def _positive_int(name: str, value) -> int:
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, Integral) or value < 1:
+        raise ValueError(f"{name} must be a positive int, got {value!r}")
+    return int(value)
+
+
+def _as_domain(domain) -> Domain:
+    if isinstance(domain, Domain):
+        return domain
+    if isinstance(domain, (str, bytes)) or not isinstance(domain, Iterable):
+        raise ValueError(
+            f"expected a Domain or a sequence of attribute sizes, got {type(domain).__name__}"
+        )
+    return Domain.from_sizes(domain)
+
+
+def _key(domain: Domain, attrs) -> int:
+    """Bitmask of an attribute set: bit i set ⇔ attribute i (0 = first factor) is kept."""
+    return sum(1 << i for i in domain.indices(attrs))
+
+
+def _check_order(domain: Domain, k) -> int:
+    d = len(domain)
+    if isinstance(k, (bool, np.bool_)) or not isinstance(k, Integral) or not 0 <= k <= d:
+        raise ValueError(
+            f"k must be an int with 0 <= k <= {d} (the number of attributes), got {k!r}"
+        )
+    return int(k)
+
+
+def _attr_sets(d: int, k: int, lower: bool):
+    """All attribute sets (tuples of indices) of size k, or of every size ≤ k if lower."""
+    for r in range(k + 1) if lower else (k,):
+        yield from combinations(range(d), r)
+
+
+def _weights(weights, count: int, what: str) -> list[float]:
+    if weights is None:
+        return [1.0] * count
+    if isinstance(weights, (str, bytes)) or not isinstance(weights, Iterable):
+        raise ValueError(f"weights must be a sequence of positive numbers, got {weights!r}")
+    weights = list(weights)
+    if len(weights) != count:
+        raise ValueError(f"got {len(weights)} weights for {count} {what}; give one weight each")
+    out = []
+    for i, w in enumerate(weights):
+        if (
+            isinstance(w, (bool, np.bool_))
+            or not isinstance(w, Real)
+            or not (math.isfinite(float(w)) and float(w) > 0.0)
+        ):
+            raise ValueError(f"weight {i} must be a positive finite number, got {w!r}")
+        out.append(float(w))
+    return out
+
+
+# ----------------------------------------------------------------- 1-D predicate sets
+def identity(n: int) -> la.Matrix:
+    """``I_n``: one query per value (the histogram; HDMM §3.2 "Identity")."""
+    return la.Identity(_positive_int("n", n))
+
+
+def total(n: int) -> la.Matrix:
+    """``1ᵀ_n``: the single query counting every record (HDMM §3.2 "Total")."""
+    return la.Total(_positive_int("n", n))
+
+
+def prefix(n: int) -> la.Matrix:
+    """The ``n`` prefix (CDF) queries ``[0, i]``, lower-triangular ones (HDMM §3.2, §8.1)."""
+    return la.Prefix(_positive_int("n", n))
+
+
+def all_range(n: int) -> la.Matrix:
+    """All ``n(n+1)/2`` range queries ``[i, j]``, ``i ≤ j`` (HDMM §3.2 "AllRange", §8.1)."""
+    return la.AllRange(_positive_int("n", n))
+
+
+def width_range(n: int, w: int) -> la.Matrix:
+    """The ``n − w + 1`` ranges of exactly ``w`` contiguous values (HDMM §8.1 "Width 32 Range")."""
+    n = _positive_int("n", n)
+    w = _positive_int("w", w)
+    if w > n:
+        raise ValueError(f"width w must satisfy 1 <= w <= n = {n}, got {w}")
+    return la.WidthRange(n, w)
+
+
+def permuted(W, seed) -> la.Matrix:
+    """``W`` with its columns shuffled by ``np.random.default_rng(seed).permutation(n)``.
+
+    HDMM §8.1 "Permuted Range" is ``permuted(all_range(n), seed)``: the same queries on a
+    randomly re-ordered domain, which defeats strategies that assume locality. (HDMM's own
+    code draws the permutation from numpy's legacy ``RandomState``; any fixed permutation
+    gives the same HDMM error, not the same baseline errors.) Same seed → same workload.
+    """
+    W = la.as_matrix(W)
+    perm = np.random.default_rng(seed).permutation(W.shape[1])
+    return la.Permuted(W, perm)
+
+
+# ------------------------------------------------------------------- combinators
+def kron(factors) -> la.Matrix:
+    """The product ``Φ_1 × … × Φ_d`` of per-attribute predicate sets, ``Φ_1 ⊗ … ⊗ Φ_d``.
+
+    HDMM Def. 2 and Thm 2. ``factors`` is a list of Matrices or arrays (first factor = first
+    attribute, most significant in the data vector).
+    """
+    if isinstance(factors, (la.Matrix, np.ndarray)) or not isinstance(factors, Iterable):
+        raise ValueError("kron needs a list of factors (Matrices or arrays)")
+    factors = [la.as_matrix(f) for f in factors]
+    if not factors:
+        raise ValueError("kron needs at least one factor")
+    return la.Kronecker(factors)
+
+
+def union(workloads, weights=None) -> la.Matrix:
+    """The union ``[w_1 W_1; …; w_k W_k]`` of workloads on the same domain (HDMM §3.3, eq. 1).
+
+    A weight expresses how much a block's accuracy matters (HDMM §3.3); weights must be
+    positive and finite, one per workload (default 1). Blocks with weight 1 are not wrapped.
+    """
+    if isinstance(workloads, (la.Matrix, np.ndarray)) or not isinstance(workloads, Sequence):
+        raise ValueError("union needs a list of workloads")
+    blocks = [la.as_matrix(W) for W in workloads]
+    if not blocks:
+        raise ValueError("union needs at least one workload")
+    ws = _weights(weights, len(blocks), "workloads")
+    n = blocks[0].shape[1]
+    for i, b in enumerate(blocks):
+        if b.shape[1] != n:
+            raise ValueError(
+                f"union: workload {i} has domain size {b.shape[1]}, workload 0 has {n}; "
+                "all workloads must be on the same domain"
+            )
+    return la.VStack(
+        [b if w == 1.0 else la.Weighted(w, b) for b, w in zip(blocks, ws, strict=True)]
+    )
+
+
+# ---------------------------------------------------------------------- marginals
+def marginal(domain, attrs) -> la.Matrix:
+    """The marginal on ``attrs``: ``Q_A = ⊗_i V_i``, ``V_i = I`` for i ∈ A, else ``1ᵀ``.
+
+    ResidualPlanner §2 (Example 1) and HDMM §3.3. Rows are the cells of the contingency table
+    over the kept attributes, in C order and in the domain's attribute order. ``attrs``: names
+    or indices (an empty list gives the 0-way total).
+    """
+    dom = _as_domain(domain)
+    key = _key(dom, attrs)
+    return la.Marginal(dom.sizes, key)
+
+
+def marginals(domain, k: int, lower: bool = False) -> la.Matrix:
+    """All ``k``-way marginals, or (``lower=True``) all marginals of order ``≤ k``.
+
+    ``lower=True`` includes the 0-way total: 1 + C(d,1) + … + C(d,k) marginals, the "all
+    ≤k-way marginals" workloads of ResidualPlanner §8 and HDMM Table 5. Without it these are
+    HDMM's "k-way Marginals" (C(d,k) products; §8.1). ``marginals(dom, len(dom), lower=True)``
+    is HDMM's "All Marginals". One :class:`~mmtoolkit.linalg.Marginals`, weight 1 per marginal,
+    stacked in ascending bitmask order (bit i set ⇔ attribute i kept).
+    """
+    dom = _as_domain(domain)
+    k = _check_order(dom, k)
+    keys = {sum(1 << i for i in s): 1.0 for s in _attr_sets(len(dom), k, bool(lower))}
+    return la.Marginals(dom.sizes, keys)
+
+
+def marginals_list(domain, attr_sets, weights=None) -> la.Matrix:
+    """An explicit list of (optionally weighted) marginals, as one Marginals workload.
+
+    ``attr_sets``: a list of attribute sets (names or indices each); the same set may not
+    appear twice. ``weights``: one positive weight per set (default 1). The blocks are stacked
+    in ascending bitmask order (bit i set ⇔ attribute i kept), not in list order.
+    """
+    dom = _as_domain(domain)
+    if isinstance(attr_sets, (str, bytes)) or not isinstance(attr_sets, Iterable):
+        raise ValueError(f"attr_sets must be a list of attribute sets, got {attr_sets!r}")
+    attr_sets = list(attr_sets)
+    if not attr_sets:
+        raise ValueError("marginals_list needs at least one attribute set")
+    ws = _weights(weights, len(attr_sets), "attribute sets")
+    keys: dict[int, float] = {}
+    for attrs, w in zip(attr_sets, ws, strict=True):
+        key = _key(dom, attrs)
+        if key in keys:
+            names = [dom.names[i] for i in dom.indices(attrs)]
+            raise ValueError(f"the marginal on {names} is listed more than once")
+        keys[key] = w
+    return la.Marginals(dom.sizes, keys)
+
+
+def _generalized_marginals(dom: Domain, k, lower: bool, numeric_block) -> la.Matrix:
+    """Union of ``⊗_i V_i`` over attribute sets A: ``V_i`` = ``numeric_block(n_i)`` on numeric
+    attributes of A, ``I`` on categorical attributes of A, ``1ᵀ`` outside A."""
+    k = _check_order(dom, k)
+    kept = [
+        numeric_block(n) if num else la.Identity(n)
+        for n, num in zip(dom.sizes, dom.numeric, strict=True)
+    ]
+    out = [la.Total(n) for n in dom.sizes]
+    blocks = []
+    for s in _attr_sets(len(dom), k, bool(lower)):
+        chosen = set(s)
+        blocks.append(la.Kronecker([kept[i] if i in chosen else out[i] for i in range(len(dom))]))
+    return la.VStack(blocks)
+
+
+def range_marginals(domain, k: int, lower: bool = False) -> la.Matrix:
+    """Range-marginals on every ``k``-attribute set (``lower=True``: every set of size ≤ k).
+
+    On each chosen attribute: all ranges (:func:`all_range`) if it is numeric, the identity
+    if categorical; total elsewhere. HDMM §8.1 "2-way Range-Marginals" (for CPS: the 10
+    products with ``R_100, R_50, I_7, I_4, I_2`` on two attributes) and ResidualPlanner+
+    §7.1 generalized marginals with range basic matrices. (HDMM's "All Range-Marginals" is
+    the single product ``kron([all_range(100), all_range(50), [T;I], …])``, not a union.)
+    Returned as a VStack of Kronecker products, in the order of ``itertools.combinations``.
+    """
+    return _generalized_marginals(_as_domain(domain), k, lower, la.AllRange)
+
+
+def prefix_marginals(domain, k: int, lower: bool = False) -> la.Matrix:
+    """Prefix-marginals on every ``k``-attribute set (``lower=True``: every set of size ≤ k).
+
+    On each chosen attribute: prefix sums (:func:`prefix`) if numeric, the identity if
+    categorical; total elsewhere. The "k-way prefix-sum" generalized-marginal workloads of
+    ResidualPlanner+ §7.1 and §9.3 (its Tables 8–9 and 12–14).
+    """
+    return _generalized_marginals(_as_domain(domain), k, lower, la.Prefix)
+
+
+# --------------------------------------------------------------------------- sizes
+def num_queries(W) -> int:
+    """The number of queries (rows) of a workload, an exact Python int."""
+    return int(W.shape[0])
+
+
+def domain_size(W) -> int:
+    """The number of cells (columns) a workload is defined on, an exact Python int."""
+    return int(W.shape[1])

@@ -1,0 +1,275 @@
+"""Privacy definitions: calibrations, conversions, sampling and validation."""
+
+import math
+
+import numpy as np
+import pytest
+from scipy.stats import norm
+
+from mmtoolkit import privacy
+from mmtoolkit.privacy import ZCDP, ApproxDP, Privacy, PureDP, from_spec
+
+
+def gaussian_delta_reference(sigma, epsilon, sensitivity=1.0):
+    """Balle & Wang 2018 Thm 8, written directly with scipy.stats.norm (independent check)."""
+    a = sensitivity / (2 * sigma) - epsilon * sigma / sensitivity
+    b = -sensitivity / (2 * sigma) - epsilon * sigma / sensitivity
+    return norm.cdf(a) - math.exp(epsilon) * norm.cdf(b)
+
+
+# ------------------------------------------------------------------ PureDP
+def test_pure_dp_laplace_scale_and_variance():
+    p = PureDP(0.5)
+    assert p.norm == 1
+    assert p.noise_scale(1.0) == pytest.approx(2.0)
+    assert p.noise_scale(3.0) == pytest.approx(6.0)
+    assert p.noise_variance() == pytest.approx(2 / 0.25)  # 2Δ²/ε² = 8
+    assert p.noise_variance(3.0) == pytest.approx(2 * 9 / 0.25)  # 72
+    assert PureDP(1).noise_variance() == pytest.approx(2.0)
+    assert PureDP(math.sqrt(2)).noise_variance() == pytest.approx(1.0)  # HDMM Table 6 ε = √2
+
+
+def test_pure_dp_to_zcdp():
+    assert PureDP(2.0).to_zcdp() == ZCDP(2.0)  # ε²/2
+
+
+# ------------------------------------------------------------------ ApproxDP
+def test_classic_sigma_formula():
+    p = ApproxDP(0.5, 1e-4)
+    assert p.norm == 2
+    sigma = math.sqrt(2 * math.log(1.25 / 1e-4)) / 0.5
+    assert sigma == pytest.approx(8.6872, abs=1e-4)
+    assert p.noise_scale() == pytest.approx(sigma, rel=1e-14)
+    assert p.noise_scale(2.0) == pytest.approx(2 * sigma, rel=1e-14)
+    assert p.noise_variance(2.0) == pytest.approx(4 * sigma**2, rel=1e-14)
+
+
+def test_eigen_design_sigma_formula():
+    p = ApproxDP(0.5, 1e-4, calibration="eigen_design")
+    # Li & Miklau 2012 Prop. 4: P(ε, δ) = 2 ln(2/δ)/ε² is the variance per unit L2 sensitivity
+    assert p.noise_variance() == pytest.approx(2 * math.log(2 / 1e-4) / 0.25, rel=1e-14)
+    assert p.noise_variance() == pytest.approx(79.2279, abs=1e-4)
+
+
+def test_analytic_sigma_known_value():
+    p = ApproxDP(1.0, 1e-5, calibration="analytic")
+    sigma = p.noise_scale()
+    assert sigma == pytest.approx(3.7306, abs=1e-4)
+    # plugged back in, σ sits exactly on the δ boundary; a hair less violates it
+    assert gaussian_delta_reference(sigma, 1.0) <= 1e-5 * (1 + 1e-9)
+    assert gaussian_delta_reference(sigma, 1.0) == pytest.approx(1e-5, rel=1e-7)
+    assert gaussian_delta_reference(sigma * (1 - 1e-6), 1.0) > 1e-5
+
+
+@pytest.mark.parametrize(
+    "epsilon, delta",
+    [(0.1, 1e-6), (0.5, 1e-4), (1.0, 1e-10), (3.0, 1e-3), (8.0, 1e-9), (0.01, 0.3), (50.0, 1e-5)],
+)
+def test_analytic_sigma_is_the_boundary(epsilon, delta):
+    p = ApproxDP(epsilon, delta, calibration="analytic")
+    sigma = p.noise_scale()
+    assert gaussian_delta_reference(sigma, epsilon) == pytest.approx(delta, rel=1e-6)
+    assert gaussian_delta_reference(sigma * (1 - 1e-5), epsilon) > delta
+    # scale-invariance in Δ: σ(Δ) = Δ σ(1), and the boundary condition holds at Δ = 7
+    assert p.noise_scale(7.0) == pytest.approx(7 * sigma, rel=1e-12)
+    assert gaussian_delta_reference(7 * sigma, epsilon, 7.0) == pytest.approx(delta, rel=1e-6)
+
+
+@pytest.mark.parametrize("epsilon, delta", [(0.1, 1e-6), (0.5, 1e-5), (0.9, 1e-3)])
+def test_analytic_never_worse_than_classic(epsilon, delta):
+    classic = ApproxDP(epsilon, delta).noise_scale()
+    analytic = ApproxDP(epsilon, delta, "analytic").noise_scale()
+    assert analytic < classic
+    # and the classic σ does satisfy the exact condition (Dwork & Roth Thm A.1, ε < 1)
+    assert gaussian_delta_reference(classic, epsilon) < delta
+
+
+def test_analytic_tiny_delta_is_finite_and_monotone():
+    sigmas = [ApproxDP(1.0, d, "analytic").noise_scale() for d in (1e-5, 1e-20, 1e-100, 1e-300)]
+    assert all(math.isfinite(s) for s in sigmas)
+    assert sigmas == sorted(sigmas)
+
+
+def test_unknown_calibration_lists_valid_ones():
+    with pytest.raises(ValueError, match="classic.*analytic.*eigen_design"):
+        ApproxDP(1.0, 1e-5, calibration="renyi")
+
+
+# ------------------------------------------------------------------ ZCDP
+def test_zcdp_variance():
+    assert ZCDP(0.5).noise_variance() == pytest.approx(1.0)  # ResidualPlanner pcost = 1
+    assert ZCDP(0.5).pcost == pytest.approx(1.0)
+    assert ZCDP(2.0).noise_variance(3.0) == pytest.approx(9 / 4)
+    assert ZCDP(2.0).noise_scale(3.0) == pytest.approx(1.5)
+    assert ZCDP(0.1).norm == 2
+
+
+@pytest.mark.parametrize(
+    "pcost, epsilon, delta",
+    [(1.0, 1.0, 0.126937), (1.0, 0.5, 0.238422), (0.5, 1.0, 0.039633)],
+)
+def test_gaussian_delta_residual_planner_fixtures(pcost, epsilon, delta):
+    rho = pcost / 2
+    assert ZCDP(rho).gaussian_delta(epsilon) == pytest.approx(delta, abs=1e-6)
+    # independent: σ = 1/sqrt(pcost) for unit sensitivity
+    assert gaussian_delta_reference(1 / math.sqrt(pcost), epsilon) == pytest.approx(delta, abs=1e-6)
+
+
+def test_gaussian_delta_consistent_with_analytic_calibration():
+    # the analytic σ for (ε, δ) has ρ = 1/(2σ²); that ρ's exact δ(ε) is δ again
+    sigma = ApproxDP(0.7, 1e-6, "analytic").noise_scale()
+    assert ZCDP(1 / (2 * sigma**2)).gaussian_delta(0.7) == pytest.approx(1e-6, rel=1e-6)
+
+
+def test_zcdp_to_approx_dp():
+    rho, delta = 0.5, 1e-6
+    expected = 0.5 + 2 * math.sqrt(0.5 * math.log(1e6))
+    assert ZCDP(rho).to_approx_dp(delta) == pytest.approx(expected, rel=1e-14)
+    assert expected == pytest.approx(5.7565, abs=1e-4)
+    # the generic conversion is looser than the Gaussian mechanism's exact curve
+    assert ZCDP(rho).gaussian_delta(expected) < delta
+    with pytest.raises(ValueError, match="delta"):
+        ZCDP(rho).to_approx_dp(0.0)
+
+
+# ------------------------------------------------------------------ sampling
+@pytest.mark.parametrize(
+    "p", [PureDP(0.7), ApproxDP(0.5, 1e-5), ApproxDP(2.0, 1e-6, "analytic"), ZCDP(0.3)]
+)
+def test_sampling_reproducible_and_variance(p):
+    a = p.sample(np.random.default_rng(42), 10, sensitivity=2.0)
+    b = p.sample(np.random.default_rng(42), 10, sensitivity=2.0)
+    c = p.sample(np.random.default_rng(43), 10, sensitivity=2.0)
+    np.testing.assert_array_equal(a, b)
+    assert not np.array_equal(a, c)
+    assert p.sample(np.random.default_rng(0), (3, 4)).shape == (3, 4)
+
+    n = 200_000
+    x = p.sample(np.random.default_rng(7), n, sensitivity=2.0)
+    target = p.noise_variance(2.0)
+    # the sample variance is within ~1.5% (Laplace kurtosis 6: sd ≈ sqrt(5/n) ≈ 0.5%);
+    # a factor-2 bug (e.g. Laplace variance b² instead of 2b²) is far outside
+    assert x.var() == pytest.approx(target, rel=0.03)
+    assert abs(x.mean()) < 5 * math.sqrt(target / n)
+
+
+def test_sampling_family():
+    x = PureDP(1.0).sample(np.random.default_rng(1), 200_000)
+    # Laplace: E|X| = b = 1 ; Gaussian with the same variance would give sqrt(2·2/π) ≈ 1.128
+    assert np.abs(x).mean() == pytest.approx(1.0, rel=0.02)
+    y = ZCDP(0.5).sample(np.random.default_rng(1), 200_000)
+    assert np.abs(y).mean() == pytest.approx(math.sqrt(2 / math.pi), rel=0.02)
+
+
+def test_sampling_zero_sensitivity_and_bad_rng():
+    np.testing.assert_array_equal(PureDP(1.0).sample(np.random.default_rng(0), 3, 0.0), 0.0)
+    with pytest.raises(ValueError, match="Generator"):
+        PureDP(1.0).sample(np.random.RandomState(0), 3)
+    with pytest.raises(ValueError, match="sensitivity"):
+        PureDP(1.0).noise_scale(-1.0)
+    with pytest.raises(ValueError, match="sensitivity"):
+        ZCDP(1.0).noise_variance(float("nan"))
+
+
+# ------------------------------------------------------------------ validation
+@pytest.mark.parametrize("bad", [0, -1, float("nan"), float("inf"), "1", None, True, [1.0]])
+def test_invalid_epsilon(bad):
+    with pytest.raises(ValueError, match="epsilon must be a positive finite number"):
+        PureDP(bad)
+    with pytest.raises(ValueError, match="epsilon"):
+        ApproxDP(bad, 1e-5)
+
+
+def test_invalid_epsilon_message():
+    with pytest.raises(ValueError, match="epsilon must be a positive finite number, got -1"):
+        PureDP(-1)
+
+
+@pytest.mark.parametrize("bad", [0, 1, -0.1, 1.5, float("nan"), float("inf"), "0.1", None])
+def test_invalid_delta(bad):
+    with pytest.raises(ValueError, match="delta"):
+        ApproxDP(1.0, bad)
+
+
+@pytest.mark.parametrize("bad", [0, -0.5, float("nan"), float("inf"), "0.5", None, False])
+def test_invalid_rho(bad):
+    with pytest.raises(ValueError, match="rho must be a positive finite number"):
+        ZCDP(bad)
+
+
+def test_invalid_gaussian_delta_epsilon():
+    with pytest.raises(ValueError, match="epsilon"):
+        ZCDP(0.5).gaussian_delta(-1.0)
+
+
+def test_numpy_scalars_accepted():
+    assert PureDP(np.float64(0.5)) == PureDP(0.5)
+    assert ZCDP(np.int64(2)) == ZCDP(2.0)
+
+
+# ------------------------------------------------------------------ value semantics
+def test_equality_hash_repr():
+    assert PureDP(1) == PureDP(1.0)
+    assert hash(PureDP(1)) == hash(PureDP(1.0))
+    assert PureDP(1.0) != PureDP(2.0)
+    assert PureDP(0.5) != ZCDP(0.5)
+    assert ApproxDP(1, 1e-5) != ApproxDP(1, 1e-5, "analytic")
+    assert ApproxDP(1, 1e-5, "analytic") == ApproxDP(1.0, 1e-5, "analytic")
+    assert len({PureDP(1), PureDP(1.0), ZCDP(1), ApproxDP(1, 0.1)}) == 3
+    assert repr(PureDP(1)) == "PureDP(epsilon=1.0)"
+    assert repr(ZCDP(0.5)) == "ZCDP(rho=0.5)"
+    assert repr(ApproxDP(1, 1e-5, "analytic")) == (
+        "ApproxDP(epsilon=1.0, delta=1e-05, calibration='analytic')"
+    )
+    for p in (PureDP(1), ApproxDP(1, 1e-5, "analytic"), ZCDP(0.5)):
+        assert eval(repr(p), {"PureDP": PureDP, "ApproxDP": ApproxDP, "ZCDP": ZCDP}) == p
+        assert isinstance(p, Privacy)
+    assert "Laplace" in PureDP(1).describe() and "L1" in PureDP(1).describe()
+    assert "Gaussian" in ZCDP(0.5).describe() and "L2" in ZCDP(0.5).describe()
+    assert "analytic" in ApproxDP(1, 1e-5, "analytic").describe()
+    assert "3.73" in ApproxDP(1, 1e-5, "analytic").describe()
+
+
+def test_immutable():
+    p = PureDP(1.0)
+    with pytest.raises(AttributeError):
+        p.epsilon = 2.0
+
+
+# ------------------------------------------------------------------ from_spec
+def test_from_spec_builds_each_kind():
+    assert from_spec({"kind": "pure", "epsilon": 1}) == PureDP(1)
+    assert from_spec({"kind": "approx", "epsilon": 1, "delta": 1e-6}) == ApproxDP(1, 1e-6)
+    assert from_spec(
+        {"kind": "approx", "epsilon": 1, "delta": 1e-6, "calibration": "analytic"}
+    ) == ApproxDP(1, 1e-6, "analytic")
+    assert from_spec({"kind": "zcdp", "rho": 0.5}) == ZCDP(0.5)
+    for p in (PureDP(2), ApproxDP(0.5, 1e-4, "eigen_design"), ZCDP(0.1)):
+        assert from_spec(p.to_spec()) == p
+        assert from_spec(p) is p
+
+
+@pytest.mark.parametrize(
+    "spec, field",
+    [
+        ({"epsilon": 1}, "kind"),
+        ({"kind": "renyi", "alpha": 2}, "kind"),
+        ({"kind": "pure"}, "epsilon"),
+        ({"kind": "approx", "epsilon": 1}, "delta"),
+        ({"kind": "zcdp"}, "rho"),
+        ({"kind": "pure", "epsilon": 1, "delta": 1e-5}, "delta"),
+        ({"kind": "zcdp", "rho": 1, "epsilon": 1}, "epsilon"),
+        ({"kind": "approx", "epsilon": 1, "delta": 1e-5, "calibratoin": "x"}, "calibratoin"),
+        ({"kind": "pure", "epsilon": -1}, "epsilon"),
+        ({"kind": "approx", "epsilon": 1, "delta": 1e-5, "calibration": "x"}, "calibration"),
+    ],
+)
+def test_from_spec_errors_name_the_field(spec, field):
+    with pytest.raises(ValueError, match=field):
+        from_spec(spec)
+
+
+def test_from_spec_not_a_mapping():
+    with pytest.raises(ValueError, match="mapping"):
+        from_spec(["pure", 1])
+    assert privacy.CALIBRATIONS == ("classic", "analytic", "eigen_design")
