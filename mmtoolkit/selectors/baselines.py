@@ -1,0 +1,35 @@
+"""The two baselines every table uses: Identity and the Laplace/Gaussian mechanism on W."""
+
+from __future__ import annotations
+
+from ..linalg import Identity, Matrix
+from ..privacy import Privacy
+from ..strategy import Strategy
+from .base import Selector, register
+
+
+@register
+class IdentitySelector(Selector):
+    """A = I_N: noise on every cell, workload answered from the noisy cells.
+
+    Err = v · tr(WᵀW) (HDMM §15 "Identity"; Li et al. 2010 Example 4.8).
+    """
+
+    name = "identity"
+
+    def _select(self, workload: Matrix, privacy: Privacy, objective: str) -> Strategy:
+        return Strategy(matrix=Identity(workload.shape[1]), selector=self.name)
+
+
+@register
+class LaplaceSelector(Selector):
+    """LM: noise added to each workload query directly, no inference.
+
+    Err = v · m · sens_p(W)² (HDMM §2 "LM baseline", §15; Li et al. 2010 Example 4.8).
+    Under ApproxDP/ZCDP this is the Gaussian mechanism on W with L2 sensitivity.
+    """
+
+    name = "laplace"
+
+    def _select(self, workload: Matrix, privacy: Privacy, objective: str) -> Strategy:
+        return Strategy(matrix=workload, selector=self.name, inference="none")

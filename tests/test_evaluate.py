@@ -1,0 +1,366 @@
+"""The shared evaluator against paper fixtures and independent dense computations."""
+
+import math
+
+import numpy as np
+import pytest
+
+from mmtoolkit import datasets, evaluate, selectors, workloads
+from mmtoolkit.domain import Domain
+from mmtoolkit.evaluate import UnsupportedWorkloadError
+from mmtoolkit.linalg import (
+    AllRange,
+    Dense,
+    Haar,
+    Identity,
+    Kronecker,
+    Marginals,
+    Prefix,
+    TooLargeError,
+    Total,
+    VStack,
+    Weighted,
+)
+from mmtoolkit.privacy import ZCDP, ApproxDP, PureDP
+
+# 2/ε² = 1: errors are in the "units" of Li et al. 2010 (Δ² · profile term).
+UNIT_LAPLACE = PureDP(math.sqrt(2.0))
+
+I4 = np.eye(4)
+H4 = np.array(
+    [
+        [1, 1, 1, 1],
+        [1, 1, 0, 0],
+        [0, 0, 1, 1],
+        [1, 0, 0, 0],
+        [0, 1, 0, 0],
+        [0, 0, 1, 0],
+        [0, 0, 0, 1],
+    ],
+    dtype=float,
+)
+Y4 = np.array([[1, 1, 1, 1], [1, 1, -1, -1], [1, -1, 0, 0], [0, 0, 1, -1]], dtype=float)
+
+
+def hierarchical(n: int) -> np.ndarray:
+    """Binary hierarchical strategy H_n (Li et al. 2010 §6), built explicitly for the tests."""
+    if n == 1:
+        return np.ones((1, 1))
+    h = hierarchical(n // 2)
+    z = np.zeros_like(h)
+    return np.vstack([np.ones((1, n)), np.block([[h, z], [z, h]])])
+
+
+def dense_error(Wd, Ad, p):
+    """Independent computation: sens_p(A)² · tr(WᵀW (AᵀA)⁺) with numpy only."""
+    sens = np.abs(Ad).sum(0).max() if p == 1 else np.sqrt((Ad**2).sum(0).max())
+    return sens**2 * np.trace(Wd.T @ Wd @ np.linalg.pinv(Ad.T @ Ad))
+
+
+# ------------------------------------------------------------- Li et al. 2010, §8 fixtures
+class TestMatrixMechanismFixtures:
+    QUERIES = np.array(
+        [
+            [1, 0, 0, 0],
+            [1, 1, 0, 0],
+            [1, 1, 1, 0],
+            [1, 1, 1, 1],
+            [0, 1, 1, 0],
+            [1, 0, 1, 0],
+            [1, -1, 0, 0],
+        ],
+        dtype=float,
+    )
+
+    def test_sensitivities(self):
+        assert Dense(I4).sensitivity(1) == 1
+        assert Dense(H4).sensitivity(1) == 3 and Dense(Y4).sensitivity(1) == 3
+        assert Dense(H4).sensitivity(2) == pytest.approx(math.sqrt(3))
+        assert Haar(4).sensitivity(1) == 3 and Haar(4).sensitivity(2) == pytest.approx(math.sqrt(3))
+
+    def test_error_profiles(self):
+        MH = np.array([[13, -8, -1, -1], [-8, 13, -1, -1], [-1, -1, 13, -8], [-1, -1, -8, 13]]) / 21
+        MY = np.array([[3, -1, 0, 0], [-1, 3, 0, 0], [0, 0, 3, -1], [0, 0, -1, 3]]) / 8
+        np.testing.assert_allclose(Dense(H4).gram().pinv().dense(), MH, atol=1e-12)
+        np.testing.assert_allclose(Haar(4).gram().pinv().dense(), MY, atol=1e-12)
+
+    @pytest.mark.parametrize(
+        "A, expected",
+        [
+            (Identity(4), [1, 2, 3, 4, 2, 2, 2]),
+            (Dense(H4), [39 / 7, 30 / 7, 57 / 7, 36 / 7, 72 / 7, 72 / 7, 18]),
+            (Haar(4), [27 / 8, 4.5, 7.875, 9, 6.75, 6.75, 9]),
+        ],
+    )
+    def test_per_query_errors(self, A, expected):
+        W = Dense(self.QUERIES)
+        got = evaluate.per_query_variance(W, A, UNIT_LAPLACE)
+        np.testing.assert_allclose(got, expected, rtol=1e-12)
+
+    @pytest.mark.parametrize("A, total", [(Identity(4), 20), (Dense(H4), 438 / 7), (Haar(4), 54)])
+    def test_all_range_totals_n4(self, A, total):
+        assert evaluate.expected_error(AllRange(4), A, UNIT_LAPLACE) == pytest.approx(total, 1e-12)
+
+    @pytest.mark.parametrize(
+        "n, ident, hier, haar",
+        [
+            (8, 120, 469.333, 374),
+            (16, 816, 3288.049, 2570.312),
+            (64, 45760, 132336.076, 106336.891),
+            (512, 22500864, 23665081.443, 20089636.133),
+        ],
+    )
+    def test_all_range_totals_table(self, n, ident, hier, haar):
+        W = AllRange(n)
+        assert evaluate.expected_error(W, Identity(n), UNIT_LAPLACE) == pytest.approx(ident, 1e-12)
+        assert evaluate.expected_error(W, Dense(hierarchical(n)), UNIT_LAPLACE) == pytest.approx(
+            hier, abs=1e-3
+        )
+        assert evaluate.expected_error(W, Haar(n), UNIT_LAPLACE) == pytest.approx(haar, abs=1e-3)
+
+    def test_laplace_error_scales_with_epsilon(self):
+        W = AllRange(4)
+        e1 = evaluate.expected_error(W, Dense(H4), PureDP(1.0))
+        assert e1 == pytest.approx(2 * 438 / 7, 1e-12)
+        assert evaluate.expected_error(W, Dense(H4), PureDP(0.5)) == pytest.approx(4 * e1, 1e-12)
+
+
+# ------------------------------------------------------------- Li & Miklau 2012, Example 4
+FIG1 = np.array(
+    [
+        [1, 1, 1, 1, 1, 1, 1, 1],
+        [1, 1, 1, 1, 0, 0, 0, 0],
+        [0, 0, 0, 0, 1, 1, 1, 1],
+        [1, 1, 0, 0, 1, 1, 0, 0],
+        [0, 0, 1, 1, 0, 0, 1, 1],
+        [0, 0, 0, 0, 0, 0, 1, 1],
+        [1, 1, 0, 0, 0, 0, 0, 0],
+        [1, 1, 1, 1, -1, -1, -1, -1],
+    ],
+    dtype=float,
+)
+
+
+class TestEigenDesignExample4:
+    privacy = ApproxDP(0.5, 1e-4, calibration="eigen_design")
+
+    def units(self, A):
+        return evaluate.expected_error(Dense(FIG1), A, self.privacy) / self.privacy.noise_variance()
+
+    def test_units(self):
+        W = Dense(FIG1)
+        assert W.sensitivity(2) == pytest.approx(math.sqrt(5))
+        assert self.units(Identity(8)) == pytest.approx(36, 1e-12)
+        assert self.units(Haar(8)) == pytest.approx(21, 1e-12)
+        direct = selectors.get("laplace").select(W, self.privacy)
+        assert self.units(direct) == pytest.approx(40, 1e-12)
+        assert evaluate.svd_bound(W) == pytest.approx(14.9330, abs=1e-4)
+
+    def test_printed_ratios(self):
+        # paper: W directly 47.78, identity 45.36, wavelet 34.62, lower bound 29.18
+        W = Dense(FIG1)
+        ident = evaluate.rmse(W, Identity(8), self.privacy)
+        wave = evaluate.rmse(W, Haar(8), self.privacy)
+        direct = evaluate.rmse(W, selectors.get("laplace").select(W, self.privacy), self.privacy)
+        bound = evaluate.svd_bound_rmse(W, self.privacy)
+        assert ident / wave == pytest.approx(45.36 / 34.62, rel=3e-3)
+        assert ident / bound == pytest.approx(45.36 / 29.18, rel=3e-3)
+        assert direct / ident == pytest.approx(47.78 / 45.36, rel=3e-3)
+        assert evaluate.error_ratio(W, Identity(8), Haar(8), self.privacy) == pytest.approx(
+            ident / wave, 1e-12
+        )
+
+
+# ------------------------------------------------------- dense vs implicit, random inputs
+def random_kron_union(rng, sizes, terms):
+    blocks = []
+    for _ in range(terms):
+        factors = [Dense(rng.normal(size=(rng.integers(1, 4), n))) for n in sizes]
+        blocks.append(Weighted(rng.uniform(0.5, 2.0), Kronecker(factors)))
+    return VStack(blocks)
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("p, privacy", [(1, UNIT_LAPLACE), (2, ZCDP(0.5))])
+def test_kronecker_strategy_matches_dense(seed, p, privacy):
+    rng = np.random.default_rng(seed)
+    sizes = [2, 3, 2]
+    W = random_kron_union(rng, sizes, terms=3)
+    A = Weighted(0.7, Kronecker([Dense(rng.normal(size=(n + 1, n))) for n in sizes]))
+    got = evaluate.expected_error(W, A, privacy)
+    want = dense_error(W.dense(), A.dense(), p) * privacy.noise_variance()
+    assert got == pytest.approx(want, rel=1e-8)
+    np.testing.assert_allclose(
+        evaluate.per_query_variance(W, A, privacy),
+        privacy.noise_variance()
+        * (A.sensitivity(p) ** 2)
+        * np.einsum("ij,jk,ik->i", W.dense(), np.linalg.pinv(A.dense().T @ A.dense()), W.dense()),
+        rtol=1e-8,
+    )
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_coarser_kronecker_strategy_matches_dense(seed):
+    rng = np.random.default_rng(seed)
+    W = random_kron_union(rng, [2, 3, 2], terms=2)
+    A = Kronecker([Dense(rng.normal(size=(7, 6))), Dense(rng.normal(size=(3, 2)))])
+    got = evaluate.expected_error(W, A, ZCDP(1.0))
+    want = dense_error(W.dense(), A.dense(), 2) * ZCDP(1.0).noise_variance()
+    assert got == pytest.approx(want, rel=1e-8)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_marginals_strategy_matches_dense(seed):
+    rng = np.random.default_rng(seed)
+    sizes = [2, 3, 2]
+    theta = {a: rng.uniform(0.1, 1.0) for a in range(8) if rng.random() < 0.7 or a == 7}
+    A = Marginals(sizes, theta)
+    for W in (
+        random_kron_union(rng, sizes, terms=2),
+        workloads.marginals(Domain.from_sizes(sizes), 2, lower=True),
+    ):
+        for p, privacy in ((1, UNIT_LAPLACE), (2, ZCDP(0.25))):
+            got = evaluate.expected_error(W, A, privacy)
+            want = dense_error(W.dense(), A.dense(), p) * privacy.noise_variance()
+            assert got == pytest.approx(want, rel=1e-8)
+    W = workloads.marginals(Domain.from_sizes(sizes), 2, lower=True)
+    Wd, P = W.dense(), np.linalg.pinv(A.dense().T @ A.dense())
+    want = np.einsum("ij,jk,ik->i", Wd, P, Wd) * A.sensitivity(2) ** 2 * 2.0
+    np.testing.assert_allclose(evaluate.per_query_variance(W, A, ZCDP(0.25)), want, rtol=1e-8)
+    assert evaluate.max_variance(W, A, ZCDP(0.25)) == pytest.approx(want.max(), rel=1e-8)
+
+
+def test_rank_deficient_marginals_strategy_supports_its_marginals():
+    sizes = [3, 2, 2]
+    A = Marginals(sizes, {0b011: 1.0, 0b110: 0.5})
+    W = workloads.marginals_list(Domain.from_sizes(sizes), [(0, 1), (1,), (1, 2), ()])
+    want = dense_error(W.dense(), A.dense(), 2)
+    assert evaluate.expected_error(W, A, ZCDP(0.5)) == pytest.approx(want, rel=1e-8)
+    assert evaluate.supports(W, A)
+    full = workloads.marginals(Domain.from_sizes(sizes), 3)
+    assert not evaluate.supports(full, A)
+    with pytest.raises(UnsupportedWorkloadError, match="does not support"):
+        evaluate.expected_error(full, A, ZCDP(0.5))
+
+
+def test_unsupported_dense_strategy_raises():
+    W = AllRange(4)
+    A = Dense(Y4[:3])  # drops a Haar row: rank 3
+    assert not evaluate.supports(W, A)
+    with pytest.raises(UnsupportedWorkloadError, match="outside"):
+        evaluate.expected_error(W, A, UNIT_LAPLACE)
+    with pytest.raises(UnsupportedWorkloadError):
+        W2 = Kronecker([Prefix(3), Identity(2)])
+        evaluate.rmse(W2, Kronecker([Dense(np.eye(3)[:2]), Identity(2)]), ZCDP(1))
+
+
+def test_rank_deficient_workload_with_supporting_strategy():
+    W = Dense(FIG1)  # rank 4 of 8
+    A = Dense(FIG1[[0, 1, 3, 5]])  # q1, q2, q4, q6 span rowspace(W)
+    want = dense_error(FIG1, FIG1[[0, 1, 3, 5]], 2)
+    assert evaluate.expected_error(W, A, ZCDP(0.5)) == pytest.approx(want, rel=1e-8)
+
+
+def test_identity_on_huge_marginals_is_implicit():
+    dom = datasets.domain("synth", n=10, d=100)
+    W = workloads.marginals(dom, 3, lower=True)
+    got = evaluate.expected_error(W, Identity(W.shape[1]), ZCDP(0.5))
+    keys = 1 + 100 + math.comb(100, 2) + math.comb(100, 3)
+    assert got == pytest.approx(keys * 1e100, rel=1e-12)
+
+
+def test_laplace_baseline_formula():
+    W = workloads.union([Prefix(8), AllRange(8)], weights=[1.0, 0.5])
+    s = selectors.get("laplace").select(W, UNIT_LAPLACE)
+    Wd = W.dense()
+    want = Wd.shape[0] * np.abs(Wd).sum(0).max() ** 2
+    assert evaluate.expected_error(W, s, UNIT_LAPLACE) == pytest.approx(want, rel=1e-12)
+    with pytest.raises(ValueError, match="different workload"):
+        evaluate.expected_error(Prefix(8), s, UNIT_LAPLACE)
+
+
+def test_domain_mismatch_raises():
+    with pytest.raises(ValueError, match="domain size"):
+        evaluate.expected_error(Prefix(4), Identity(5), UNIT_LAPLACE)
+
+
+def test_privacy_type_checked():
+    with pytest.raises(TypeError, match="privacy"):
+        evaluate.expected_error(Prefix(4), Identity(4), 1.0)
+
+
+# ---------------------------------------------------------------------------- SVD bound
+def dense_svdb(Wd):
+    lam = np.linalg.eigvalsh(Wd.T @ Wd)
+    lam[lam < 1e-10 * lam.max()] = 0.0  # rounding noise of the zero eigenvalues
+    return np.sum(np.sqrt(lam)) ** 2 / Wd.shape[1]
+
+
+@pytest.mark.parametrize(
+    "W",
+    [
+        Prefix(16),
+        Kronecker([Prefix(4), AllRange(3)]),
+        Weighted(2.0, Kronecker([Prefix(4), Identity(3), AllRange(2)])),
+        VStack([Kronecker([Prefix(5), Identity(4)]), Kronecker([Identity(5), Prefix(4)])]),
+        VStack([Kronecker([AllRange(4), Total(3)]), Kronecker([Total(4), AllRange(3)])]),
+        Dense(FIG1),
+    ],
+    ids=["prefix", "kron2", "kron3-weighted", "PxI+IxP", "RxT+TxR", "fig1"],
+)
+def test_svd_bound_matches_dense(W):
+    assert evaluate.svd_bound(W) == pytest.approx(dense_svdb(W.dense()), rel=1e-9)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_svd_bound_marginals_matches_dense(seed):
+    rng = np.random.default_rng(seed)
+    sizes = list(rng.integers(1, 4, size=4))
+    weights = {a: rng.uniform(0.2, 2.0) for a in range(16) if rng.random() < 0.4}
+    weights.setdefault(3, 1.0)
+    W = Marginals(sizes, weights)
+    assert evaluate.svd_bound(W) == pytest.approx(dense_svdb(W.dense()), rel=1e-9)
+    U = VStack([Kronecker([Dense(np.vstack([np.ones(n), np.eye(n)])) for n in sizes]), W])
+    assert evaluate.svd_bound(U) == pytest.approx(dense_svdb(U.dense()), rel=1e-9)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_svd_bound_is_a_lower_bound(seed):
+    rng = np.random.default_rng(seed)
+    W = Dense(rng.normal(size=(10, 6)))
+    bound = evaluate.svd_bound(W)
+    for _ in range(5):
+        A = rng.normal(size=(8, 6))
+        assert dense_error(W.dense(), A, 2) >= bound * (1 - 1e-12)
+
+
+def test_svd_bound_refuses_unstructured_huge_workload():
+    W = VStack([Kronecker([AllRange(1024), Total(1024)]), Kronecker([Total(1024), AllRange(1024)])])
+    with pytest.raises(TooLargeError, match="svd_bound"):
+        evaluate.svd_bound(W)
+
+
+# ResidualPlanner paper Table 4, SVDB column (RMSE at ρ = 1/2, noise variance 1)
+TABLE4 = {
+    "adult": [3.047, 6.359, 10.515, 10.665],
+    "cps": [1.744, 2.035, 2.048, 2.276],
+    "loans": [2.875, 5.634, 8.702, 8.876],
+}
+
+
+@pytest.mark.parametrize("name", sorted(TABLE4))
+def test_residual_planner_table4_svd_bound(name):
+    dom = datasets.domain(name)
+    specs = [(1, False), (2, False), (3, False), (3, True)]
+    for (k, lower), paper in zip(specs, TABLE4[name]):
+        W = workloads.marginals(dom, k, lower=lower)
+        assert evaluate.svd_bound_rmse(W, ZCDP(0.5)) == pytest.approx(paper, abs=5e-4)
+
+
+def test_svd_bound_synth_100_attributes_is_implicit():
+    W = workloads.marginals(datasets.domain("synth", n=10, d=100), 3, lower=True)
+    value = evaluate.svd_bound_rmse(W, ZCDP(0.5))
+    assert math.isfinite(value) and value > 0
+    # one attribute set {i}: the k = 1 bound has the closed form of a product over attributes
+    W1 = workloads.marginals(datasets.domain("synth", n=10, d=3), 1)
+    assert evaluate.svd_bound(W1) == pytest.approx(dense_svdb(W1.dense()), rel=1e-9)
