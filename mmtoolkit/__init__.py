@@ -1,0 +1,24 @@
+"""mmtoolkit: workload-adaptive linear query answering under differential privacy.
+
+The matrix-mechanism family (Matrix Mechanism, Eigen-Design, Datacube, ResidualPlanner,
+HDMM) on one implicit-matrix algebra and one evaluator; see DESIGN.md for the architecture.
+"""
+
+from . import datasets, domain, evaluate, linalg, privacy, selectors, strategy, workloads
+from .domain import Domain
+from .strategy import Strategy
+
+__all__ = [
+    "Domain",
+    "Strategy",
+    "datasets",
+    "domain",
+    "evaluate",
+    "linalg",
+    "privacy",
+    "selectors",
+    "strategy",
+    "workloads",
+]
+
+__version__ = "0.1.0"

@@ -1,0 +1,7 @@
+"""``python -m mmtoolkit`` — the same as the ``mmtoolkit`` command."""
+
+import sys
+
+from mmtoolkit.cli import main
+
+sys.exit(main())
