@@ -2,7 +2,6 @@
 
 import json
 import math
-from pathlib import Path
 
 import pytest
 
@@ -34,11 +33,8 @@ def test_adult():
     assert sorted(d.sizes, reverse=True) == [100, 100, 100, 99, 85, 42, 16, 15, 9, 7, 6, 5, 2, 2]
 
 
-def test_adult_matches_shared_domain_file():
-    path = Path(__file__).resolve().parents[2] / "shared" / "data" / "adult" / "adult-domain.json"
-    if not path.exists():
-        pytest.skip("shared/data/adult not present")
-    spec = json.loads(path.read_text())
+def test_adult_matches_shared_domain_file(adult_dir):
+    spec = json.loads((adult_dir / "adult-domain.json").read_text())
     d = datasets.domain("adult")
     assert list(d.names) == list(spec)
     assert list(d.sizes) == list(spec.values())

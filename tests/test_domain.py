@@ -142,13 +142,10 @@ def test_vectorize_variants():
     np.testing.assert_array_equal(d2.vectorize([]), [0, 0, 0, 0])
 
 
-def test_vectorize_real_adult_records():
+def test_vectorize_real_adult_records(adult_dir):
     import json
-    from pathlib import Path
 
-    base = Path(__file__).resolve().parents[2] / "shared" / "data" / "adult"
-    if not (base / "adult.csv").exists():
-        pytest.skip("shared/data/adult not present")
+    base = adult_dir
     sizes = json.loads((base / "adult-domain.json").read_text())
     dom = Domain.from_dict(sizes).project(["age", "sex", "income>50K"])
     header = (base / "adult.csv").read_text().splitlines()[0].split(",")
