@@ -32,7 +32,8 @@ class _Preset:
 def _fixed(names, sizes, numeric_names=()) -> Callable[[], Domain]:
     numeric = tuple(n in numeric_names for n in names)
     unknown = set(numeric_names).difference(names)
-    assert not unknown, unknown
+    if unknown:
+        raise ValueError(f"preset numeric attributes {sorted(unknown)} are not in {names}")
 
     def build() -> Domain:
         return Domain(names, sizes, numeric)

@@ -6,22 +6,24 @@ matrix mechanism (Li et al. 2010, Prop. 4.4; HDMM Def. 7):
     Err(W, A) = v(privacy) · sens_p(A)² · tr(WᵀW (AᵀA)⁺)
 
 with p = 1 and v = 2/ε² for PureDP (Laplace) and p = 2, v = σ² per unit L2 sensitivity for
-ApproxDP / ZCDP (Gaussian). ``A`` must support ``W`` (rowspace(W) ⊆ rowspace(A)); otherwise
+ApproxDP / ZCDP (Gaussian). ``A`` must support ``W``: every query (row) w must lie in
+rowspace(A), checked row by row as ||w (I − A⁺A)||² ≤ SUPPORT_RTOL · ||w||²; otherwise
 :class:`UnsupportedWorkloadError` is raised, never a number.
 
-The trace term is computed by dispatch on structure, dense only as a guarded fallback:
+Three routes compute tr(WᵀW (AᵀA)⁺), per-query variances and their maximum:
 
-* union of weighted Kronecker products × Kronecker (or Identity) strategy: factor-wise,
-  term by term (HDMM Thm 5, Thm 6);
-* union of Kronecker products × weighted-marginals strategy: in the marginals algebra
-  (HDMM §6.3, App. A.4), through its spectral form;
-* anything else: dense, guarded by ``linalg.MAX_DENSE_ENTRIES``.
+* ``_KroneckerRoute`` — a union of weighted Kronecker products against a Kronecker (or
+  Identity) strategy, factor-wise and term by term (HDMM Thm 5, Thm 6), grouping factors
+  when the two factorisations of the domain differ;
+* ``_MarginalsRoute`` — against a weighted-marginals strategy, in the spectral form of the
+  marginals algebra (HDMM §6.3, App. A.4): (AᵀA)⁺ is a scalar on each residual subspace;
+* ``_DenseRoute`` — anything else, dense and guarded by ``linalg.MAX_DENSE_ENTRIES``.
 """
 
 from __future__ import annotations
 
+import functools
 import math
-from dataclasses import dataclass
 
 import numpy as np
 
@@ -35,18 +37,18 @@ from .linalg import (
     TooLargeError,
     VStack,
     Weighted,
+    as_matrix,
     check_dense_size,
     projected_traces,
 )
+from .linalg import base as _linalg_base
 from .privacy import Privacy
 from .strategy import Strategy
 
-#: Relative tolerance of the support test ||W(I − A⁺A)||_F² ≤ SUPPORT_RTOL · ||W||_F².
+#: A query w is supported when ||w (I − A⁺A)||² ≤ SUPPORT_RTOL · ||w||².
 SUPPORT_RTOL = 1e-8
-#: Eigenvalues below EIG_RTOL · λ_max are treated as zero.
-EIG_RTOL = 1e-10
-#: Largest number of per-query variances materialised by ``per_query_variance``.
-MAX_QUERIES = 100_000_000
+#: Gram eigenvalues below RANK_RTOL · n · eps · λ_max count as zero (numpy's rank rule).
+RANK_RTOL = 10.0
 
 
 class UnsupportedWorkloadError(ValueError):
@@ -54,93 +56,81 @@ class UnsupportedWorkloadError(ValueError):
 
 
 # ============================================================================ public API
-def expected_error(W: Matrix, A, privacy: Privacy) -> float:
+def expected_error(W, A, privacy: Privacy) -> float:
     """Expected total squared error of answering ``W`` with strategy ``A`` under ``privacy``.
 
     ``A`` is a :class:`~mmtoolkit.strategy.Strategy` or a strategy Matrix (least-squares
     inference). A Strategy with ``inference="none"`` answers its own rows directly
     (Laplace/Gaussian mechanism on W; HDMM §15 "LM"): Err = v · m · sens_p(W)².
     """
-    matrix, inference = _unpack(W, A, privacy)
+    W, matrix, inference = _unpack(W, A, privacy)
     v = privacy.noise_variance(1.0)
     if inference == "none":
         return v * W.shape[0] * W.sensitivity(privacy.norm) ** 2
     return v * matrix.sensitivity(privacy.norm) ** 2 * trace_term(W, matrix)
 
 
-def rmse(W: Matrix, A, privacy: Privacy) -> float:
+def rmse(W, A, privacy: Privacy) -> float:
     """Root mean squared error per query: sqrt(Err / m)."""
+    W = as_matrix(W)
     return math.sqrt(expected_error(W, A, privacy) / W.shape[0])
 
 
-def error_ratio(W: Matrix, A, B, privacy: Privacy) -> float:
-    """HDMM's Ratio(W, A) = sqrt(Err(W, A) / Err(W, B)) (HDMM §8, ratios of RMSE)."""
+def error_ratio(W, A, B, privacy: Privacy) -> float:
+    """HDMM's Ratio(W, A) = sqrt(Err(W, A) / Err(W, B)) (HDMM §8: a ratio of RMSEs)."""
     return math.sqrt(expected_error(W, A, privacy) / expected_error(W, B, privacy))
 
 
-def per_query_variance(W: Matrix, A, privacy: Privacy) -> np.ndarray:
-    """Variance of every workload answer: v · sens² · diag(W (AᵀA)⁺ Wᵀ) (Li et al. 2010, eq. 1)."""
-    matrix, inference = _unpack(W, A, privacy)
+def per_query_variance(W, A, privacy: Privacy) -> np.ndarray:
+    """Variance of every workload answer, in W's row order: v · sens² · diag(W (AᵀA)⁺ Wᵀ)
+    (Li et al. 2010, eq. 1)."""
+    W, matrix, inference = _unpack(W, A, privacy)
     v = privacy.noise_variance(1.0)
     m = W.shape[0]
     check_dense_size(m, 1, "per_query_variance")
-    if m > MAX_QUERIES:
-        raise TooLargeError(f"per_query_variance: {m} queries exceed MAX_QUERIES={MAX_QUERIES}")
     if inference == "none":
         return np.full(m, v * W.sensitivity(privacy.norm) ** 2)
-    scale = v * matrix.sensitivity(privacy.norm) ** 2
-    return scale * _query_profile(W, matrix)
+    route = _route(W, matrix)
+    route.check_support()
+    return v * matrix.sensitivity(privacy.norm) ** 2 * route.scale * route.profile()
 
 
-def max_variance(W: Matrix, A, privacy: Privacy) -> float:
-    """Largest per-query variance (the max-variance objective of ResidualPlanner §4.1)."""
-    matrix, inference = _unpack(W, A, privacy)
+def max_variance(W, A, privacy: Privacy) -> float:
+    """Largest per-query variance (the max-variance objective of ResidualPlanner §4.1),
+    without materialising the per-query vector where the structure allows."""
+    W, matrix, inference = _unpack(W, A, privacy)
     v = privacy.noise_variance(1.0)
     if inference == "none":
         return v * W.sensitivity(privacy.norm) ** 2
-    scale = v * matrix.sensitivity(privacy.norm) ** 2
-    marg = _as_marginals_pair(W, matrix)
-    if marg is not None:
-        try:
-            return scale * float(max(_marginal_cell_profiles(*marg).values()))
-        except _NotConstant:
-            pass
-    return scale * float(np.max(_query_profile(W, matrix)))
+    route = _route(W, matrix)
+    route.check_support()
+    return v * matrix.sensitivity(privacy.norm) ** 2 * route.scale * route.max_profile()
 
 
-def supports(W: Matrix, A) -> bool:
+def supports(W, A) -> bool:
     """Whether every query of ``W`` lies in the row space of the strategy ``A``."""
-    matrix = A.matrix if isinstance(A, Strategy) else A
+    W = as_matrix(W)
+    matrix = as_matrix(A.matrix if isinstance(A, Strategy) else A)
+    _check_domains(W, matrix)
     try:
-        trace_term(W, matrix)
+        _route(W, matrix).check_support()
     except UnsupportedWorkloadError:
         return False
     return True
 
 
-def trace_term(W: Matrix, A: Matrix) -> float:
+def trace_term(W, A) -> float:
     """tr(WᵀW (AᵀA)⁺) with a support check, dispatched on structure (no privacy factor)."""
-    if W.shape[1] != A.shape[1]:
-        raise ValueError(
-            f"workload and strategy disagree on the domain size: W has {W.shape[1]} columns, "
-            f"A has {A.shape[1]}"
-        )
-    weight, A = _peel(A)
-    if weight == 0.0:
-        raise UnsupportedWorkloadError("the strategy is the zero matrix; it supports no query")
-    if isinstance(A, Identity):
-        return frobenius_sq(W) / weight**2
-    marg = _as_marginals_pair(W, A)
-    if marg is not None:
-        return _marginals_trace(*marg) / weight**2
-    kron = _kronecker_trace(W, A)
-    if kron is not None:
-        return kron / weight**2
-    return _dense_trace(W, A) / weight**2
+    W, A = as_matrix(W), as_matrix(A)
+    _check_domains(W, A)
+    route = _route(W, A)
+    route.check_support()
+    return route.scale * route.trace()
 
 
-def frobenius_sq(W: Matrix) -> float:
+def frobenius_sq(W) -> float:
     """||W||_F² = tr(WᵀW), the Identity strategy's trace term, without materialising W."""
+    W = as_matrix(W)
     if isinstance(W, Weighted):
         return W.weight**2 * frobenius_sq(W.base)
     if isinstance(W, VStack):
@@ -152,15 +142,16 @@ def frobenius_sq(W: Matrix) -> float:
     return float(W.gram().trace())
 
 
-def svd_bound(W: Matrix) -> float:
+def svd_bound(W) -> float:
     """The singular value bound (Σ_j sqrt(λ_j(WᵀW)))² / N (Li & Miklau 2012, Thm 2).
 
     A lower bound on sens₂(A)² · tr(WᵀW (AᵀA)⁺) over every strategy A, hence (since
     sens₁ ≥ sens₂) on the PureDP units too. Exact routes: weighted marginals and unions of
     Kronecker products whose factor Grams lie in span{I, J} (the marginals closed form);
     a single Kronecker product (product of factor bounds); unions whose per-attribute Grams
-    commute (joint eigenbasis, needs N ≤ MAX_DENSE_ENTRIES); else dense eigenvalues.
+    are jointly diagonalisable (needs N ≤ MAX_DENSE_ENTRIES); else dense eigenvalues.
     """
+    W = as_matrix(W)
     if isinstance(W, Weighted):
         return W.weight**2 * svd_bound(W.base)
     if isinstance(W, Marginals):
@@ -168,7 +159,7 @@ def svd_bound(W: Matrix) -> float:
     terms = _kron_terms(W)
     sizes = _common_sizes(terms)
     if sizes is not None:
-        coeffs = _span_ij_coefficients(terms, sizes)
+        coeffs = _span_ij_coefficients(terms)
         if coeffs is not None:
             return _marginal_svdb(sizes, coeffs)
         if len(terms) == 1:
@@ -178,58 +169,54 @@ def svd_bound(W: Matrix) -> float:
                 lam = _eigvals_psd(f.gram())
                 total *= np.sum(np.sqrt(lam)) ** 2 / f.shape[1]
             return float(total)
-        lam = _commuting_eigenvalues(terms, sizes)
+        lam = _joint_eigenvalues(terms, sizes)
         if lam is not None:
             return float(np.sum(np.sqrt(lam)) ** 2 / W.shape[1])
     N = W.shape[1]
-    if N * N > check_dense_limit():
+    if N * N > _linalg_base.MAX_DENSE_ENTRIES:
         raise TooLargeError(
             f"svd_bound: no exact structured method applies to this workload "
-            f"({type(W).__name__}, N = {N}) and a dense eigendecomposition of an N x N Gram "
+            f"({type(W).__name__}, N = {N}) and a dense eigendecomposition of the N x N Gram "
             "is too large"
         )
     lam = _eigvals_psd(W.gram())
     return float(np.sum(np.sqrt(lam)) ** 2 / N)
 
 
-def svd_bound_error(W: Matrix, privacy: Privacy) -> float:
+def svd_bound_error(W, privacy: Privacy) -> float:
     """Lower bound on the expected total squared error of any strategy: v · svd_bound(W)."""
     _check_privacy(privacy)
     return privacy.noise_variance(1.0) * svd_bound(W)
 
 
-def svd_bound_rmse(W: Matrix, privacy: Privacy) -> float:
+def svd_bound_rmse(W, privacy: Privacy) -> float:
     """Lower bound on the RMSE of any strategy: sqrt(v · svd_bound(W) / m)."""
+    W = as_matrix(W)
     return math.sqrt(svd_bound_error(W, privacy) / W.shape[0])
 
 
 # ====================================================================== input handling
-def check_dense_limit() -> int:
-    from . import linalg
-
-    return linalg.MAX_DENSE_ENTRIES
-
-
 def _check_privacy(privacy) -> None:
     if not isinstance(privacy, Privacy):
         raise TypeError(f"privacy must be a PureDP, ApproxDP or ZCDP instance, got {privacy!r}")
 
 
-def _unpack(W: Matrix, A, privacy: Privacy) -> tuple[Matrix, str]:
-    _check_privacy(privacy)
-    if not isinstance(W, Matrix):
-        raise TypeError(f"workload must be a linalg.Matrix, got {type(W).__name__}")
-    if isinstance(A, Strategy):
-        matrix, inference = A.matrix, A.inference
-    elif isinstance(A, Matrix):
-        matrix, inference = A, "least_squares"
-    else:
-        raise TypeError(f"strategy must be a Strategy or a linalg.Matrix, got {type(A).__name__}")
-    if matrix.shape[1] != W.shape[1]:
+def _check_domains(W: Matrix, A: Matrix) -> None:
+    if W.shape[1] != A.shape[1]:
         raise ValueError(
             f"workload and strategy disagree on the domain size: W has {W.shape[1]} columns, "
-            f"the strategy has {matrix.shape[1]}"
+            f"the strategy has {A.shape[1]}"
         )
+
+
+def _unpack(W, A, privacy: Privacy) -> tuple[Matrix, Matrix, str]:
+    _check_privacy(privacy)
+    W = as_matrix(W)
+    if isinstance(A, Strategy):
+        matrix, inference = A.matrix, A.inference
+    else:
+        matrix, inference = as_matrix(A), "least_squares"
+    _check_domains(W, matrix)
     if inference == "none" and matrix is not W:
         same = matrix.shape == W.shape
         if same:
@@ -245,7 +232,7 @@ def _unpack(W: Matrix, A, privacy: Privacy) -> tuple[Matrix, str]:
                 "a strategy with inference='none' answers its own rows; it was selected for a "
                 "different workload"
             )
-    return matrix, inference
+    return W, matrix, inference
 
 
 def _peel(A: Matrix) -> tuple[float, Matrix]:
@@ -256,9 +243,27 @@ def _peel(A: Matrix) -> tuple[float, Matrix]:
     return weight, A
 
 
+def _route(W: Matrix, A: Matrix):
+    weight, A0 = _peel(A)
+    if weight == 0.0:
+        raise UnsupportedWorkloadError("the strategy is the zero matrix; it supports no query")
+    route = None
+    if isinstance(A0, Marginals):
+        route = _MarginalsRoute.build(W, A0)
+    elif isinstance(A0, (Identity, Kronecker)):
+        route = _KroneckerRoute(W, A0)
+    if route is None:
+        route = _DenseRoute(W, A0)
+    route.scale = 1.0 / weight**2
+    return route
+
+
 # ============================================================ union-of-Kronecker structure
 def _kron_terms(W: Matrix) -> list[tuple[float, list[Matrix]]]:
-    """W as a union Σ_t of c_t-weighted Kronecker products: [(c_t, factors)], c_t = weight²."""
+    """W as a union of c_t-weighted Kronecker products: [(c_t, factors)], c_t = weight².
+
+    Rows follow W's row order: VStack blocks in order, Marginals blocks in key order.
+    """
     if isinstance(W, Weighted):
         return [(W.weight**2 * c, f) for c, f in _kron_terms(W.base)]
     if isinstance(W, VStack):
@@ -306,118 +311,168 @@ def _group(factors: list[Matrix]) -> Matrix:
     return factors[0] if len(factors) == 1 else Kronecker(factors)
 
 
-class _FactorCache:
-    """Per-call cache of dense factor Grams and strategy-factor pseudo-inverses."""
-
-    def __init__(self):
-        self._gram: dict[int, tuple[Matrix, np.ndarray]] = {}
-
-    def gram(self, M: Matrix) -> np.ndarray:
-        hit = self._gram.get(id(M))
-        if hit is None:
-            n = M.shape[1]
-            check_dense_size(n, n, "the Gram of a workload factor")
-            hit = (M, _sym(M.gram().dense()))
-            self._gram[id(M)] = hit
-        return hit[1]
+def _as_vector(r, m: int) -> np.ndarray:
+    return np.full(m, float(r)) if np.isscalar(r) else np.asarray(r, dtype=float)
 
 
-@dataclass
+def _kron_all(parts, sizes) -> np.ndarray:
+    """Kronecker product of per-group vectors or scalars (scalars expand to their size)."""
+    check_dense_size(math.prod(sizes), 1, "a per-query vector")
+    out = np.ones(1)
+    for r, m in zip(parts, sizes):
+        out = np.kron(out, _as_vector(r, m))
+    return out
+
+
 class _StrategyFactor:
-    """(AᵀA)⁺ and the row-space projector A⁺A of one strategy factor, or Identity."""
+    """(AᵀA)⁺ and an orthonormal basis of null(A) for one strategy factor (None: Identity)."""
 
-    identity: bool
-    pinv_gram: np.ndarray | None = None
-    projector: np.ndarray | None = None
-
-    @classmethod
-    def of(cls, A: Matrix) -> _StrategyFactor:
-        if isinstance(A, Identity):
-            return cls(True)
+    def __init__(self, A: Matrix | None):
+        self.pinv_gram = self.null = self.half = None
+        if A is None or isinstance(A, Identity):
+            return
         n = A.shape[1]
         check_dense_size(n, n, "the Gram of a strategy factor")
-        lam, V = np.linalg.eigh(_sym(A.gram().dense()))
-        keep = lam > EIG_RTOL * max(lam.max(initial=0.0), 0.0)
+        G = A.gram().dense()
+        lam, V = np.linalg.eigh(0.5 * (G + G.T))
+        keep = lam > RANK_RTOL * n * np.finfo(float).eps * max(lam.max(initial=0.0), 0.0)
         Vk = V[:, keep]
-        return cls(False, (Vk / lam[keep]) @ Vk.T, Vk @ Vk.T)
+        self.half = Vk / np.sqrt(lam[keep])  # (AᵀA)⁺ = half · halfᵀ
+        self.pinv_gram = self.half @ self.half.T
+        if not keep.all():
+            self.null = V[:, ~keep]
 
-    def trace_with(self, workload_factor: Matrix, cache: _FactorCache) -> tuple[float, ...]:
-        """(tr(G_W (AᵀA)⁺), tr(G_W (I − A⁺A)), tr(G_W)) for the factor's workload Gram G_W."""
+    @property
+    def identity(self) -> bool:
+        return self.pinv_gram is None
+
+    def trace_with(self, wf: Matrix, gram_cache: dict) -> float:
+        """tr(G_W (AᵀA)⁺) for the workload factor's Gram G_W."""
         if self.identity:
-            tr = workload_factor.gram().trace()
-            return tr, 0.0, tr
-        G = cache.gram(workload_factor)
-        tr = float(np.trace(G))
-        return float(np.sum(G * self.pinv_gram)), tr - float(np.sum(G * self.projector)), tr
+            return frobenius_sq(wf)
+        G = gram_cache.get(id(wf))
+        if G is None:
+            n = wf.shape[1]
+            check_dense_size(n, n, "the Gram of a workload factor")
+            G = gram_cache[id(wf)] = (wf, wf.gram().dense())
+        return float(np.sum(G[1] * self.pinv_gram))
+
+    def worst_row_residual(self, wf: Matrix) -> tuple[float, float]:
+        """(max row norm², max over rows of ||w (I − A⁺A)||² / ||w||²)."""
+        norms = wf.rownorm_p(2)
+        top = float(np.max(norms))
+        if self.null is None or top == 0.0:
+            return top, 0.0
+        check_dense_size(wf.shape[0], self.null.shape[1], "the support check of a factor")
+        residual = np.sum(wf.matvec(self.null) ** 2, axis=1)
+        norms = _as_vector(norms, wf.shape[0])
+        live = norms > 0
+        return top, float(np.max(residual[live] / norms[live], initial=0.0))
+
+    def row_profile(self, wf: Matrix):
+        """diag(wf (AᵀA)⁺ wfᵀ) (a float when constant)."""
+        if self.identity:
+            return wf.rownorm_p(2)
+        m, r = wf.shape[0], self.half.shape[1]
+        check_dense_size(m, 1, "a per-query vector")
+        width = max(1, min(r, _linalg_base.MAX_DENSE_ENTRIES // max(m, 1)))
+        out = np.zeros(m)
+        for s in range(0, r, width):
+            out += np.sum(wf.matvec(self.half[:, s : s + width]) ** 2, axis=1)
+        return out
 
 
-def _kronecker_trace(W: Matrix, A: Matrix) -> float | None:
-    """Σ_t c_t Π_g tr(G_{t,g} (A_gᵀA_g)⁺) for Kronecker (or Identity) strategies (HDMM Thm 6)."""
-    if isinstance(A, Identity):
-        a_factors = None
-    elif isinstance(A, Kronecker):
-        a_factors = A.factors
-    else:
-        return None
-    terms = _kron_terms(W)
-    cache = _FactorCache()
-    strategy_cache: dict[tuple, _StrategyFactor] = {}
-    total = 0.0
-    for c, factors in terms:
-        sizes_w = [f.shape[1] for f in factors]
-        if a_factors is None:
-            groups = [(slice(k, k + 1), None) for k in range(len(factors))]
-        else:
-            groups = _align(sizes_w, [f.shape[1] for f in a_factors])
-        value, unsupported, zero = c, False, False
-        for gw, ga in groups:
-            wf = _group(factors[gw])
-            key = (None, wf.shape[1]) if ga is None else (ga.start, ga.stop)
-            sf = strategy_cache.get(key)
-            if sf is None:
-                sf = (
-                    _StrategyFactor(True)
-                    if ga is None
-                    else _StrategyFactor.of(_group(list(a_factors[ga])))
+class _KroneckerRoute:
+    """Union of Kronecker products × Kronecker (or Identity) strategy (HDMM Thm 5, 6)."""
+
+    def __init__(self, W: Matrix, A: Matrix):
+        self.W = W
+        self.a_factors = None if isinstance(A, Identity) else A.factors
+        self._factors: dict[tuple[int, int], _StrategyFactor] = {}
+        self._grams: dict = {}
+
+    def _groups(self, factors):
+        """[(workload factor group, strategy factor)] for one term."""
+        if self.a_factors is None:
+            return [(f, _StrategyFactor(None)) for f in factors]
+        out = []
+        for gw, ga in _align([f.shape[1] for f in factors], [f.shape[1] for f in self.a_factors]):
+            key = (ga.start, ga.stop)
+            if key not in self._factors:
+                self._factors[key] = _StrategyFactor(_group(self.a_factors[ga]))
+            out.append((_group(factors[gw]), self._factors[key]))
+        return out
+
+    @functools.cached_property
+    def terms(self):
+        return _kron_terms(self.W)
+
+    def _full_column_rank(self) -> bool:
+        """A = ⊗A_i (or I) has full column rank, hence supports every workload."""
+        if self.a_factors is None:
+            return True
+        return all(self._groups_for_factor(k).null is None for k in range(len(self.a_factors)))
+
+    def _groups_for_factor(self, k: int) -> _StrategyFactor:
+        key = (k, k + 1)
+        if key not in self._factors:
+            self._factors[key] = _StrategyFactor(self.a_factors[k])
+        return self._factors[key]
+
+    def check_support(self) -> None:
+        if self._full_column_rank():
+            return
+        for c, factors in self.terms:
+            if c == 0.0:
+                continue
+            checks = [sf.worst_row_residual(wf) for wf, sf in self._groups(factors)]
+            if any(top == 0.0 for top, _ in checks):
+                continue  # a zero factor: every query of this term is 0
+            worst = max(res for _, res in checks)
+            if worst > SUPPORT_RTOL:
+                raise UnsupportedWorkloadError(
+                    "the strategy does not support the workload: a query has a relative "
+                    f"component {worst:.3g} outside the row space of a Kronecker factor of A"
                 )
-                strategy_cache[key] = sf
-            tr, residual, scale = sf.trace_with(wf, cache)
-            if scale <= 0:
-                zero = True
-            elif residual > SUPPORT_RTOL * scale:
-                unsupported = True
-            value *= tr
-        if zero:
-            continue
-        if unsupported:
-            raise UnsupportedWorkloadError(
-                "the strategy does not support the workload: a workload query lies outside the "
-                "row space of the strategy (some Kronecker factor is not spanned)"
+
+    def trace(self) -> float:
+        if self.a_factors is None:
+            return frobenius_sq(self.W)
+        total = 0.0
+        for c, factors in self.terms:
+            if c == 0.0:
+                continue
+            value = c
+            for wf, sf in self._groups(factors):
+                value *= sf.trace_with(wf, self._grams)
+            total += value
+        return total
+
+    def profile(self) -> np.ndarray:
+        parts = []
+        for c, factors in self.terms:
+            groups = self._groups(factors)
+            vec = _kron_all(
+                [sf.row_profile(wf) for wf, sf in groups], [wf.shape[0] for wf, _ in groups]
             )
-        total += value
-    return total
+            parts.append(c * vec)
+        return np.concatenate(parts)
+
+    def max_profile(self) -> float:
+        # every group's profile is non-negative, so the max of a Kronecker product of them is
+        # the product of their maxima (no per-query vector needed)
+        best = 0.0
+        for c, factors in self.terms:
+            value = c
+            for wf, sf in self._groups(factors):
+                value *= float(np.max(sf.row_profile(wf)))
+            best = max(best, value)
+        return best
 
 
 # =================================================================== marginals algebra
-def _as_marginals_pair(W: Matrix, A: Matrix):
-    """(spectrum of AᵀA, dims, W terms, sizes) when A is a weighted-marginals strategy."""
-    weight, A = _peel(A)
-    if not isinstance(A, Marginals):
-        return None
-    sizes = list(A.sizes)
-    terms = _kron_terms(W)
-    if _common_sizes(terms) != sizes:
-        return None
-    gram = A.gram()
-    mu = gram.spectrum() * weight**2
-    return mu, gram.dims(), terms, sizes
-
-
-def _pseudo_reciprocal(mu: np.ndarray, dims: np.ndarray) -> np.ndarray:
-    live = (dims > 0) & (np.abs(mu) > EIG_RTOL * np.max(np.abs(mu), initial=0.0))
-    out = np.zeros_like(mu)
-    out[live] = 1.0 / mu[live]
-    return out
+def _is_total(f: Matrix) -> bool:
+    return isinstance(f, Ones) and f.shape[0] == 1
 
 
 def _marginal_key(factors) -> int | None:
@@ -431,172 +486,182 @@ def _marginal_key(factors) -> int | None:
     return key
 
 
-def _workload_projections(terms, sizes) -> np.ndarray:
-    """Σ_t c_t tr(P_B G_t) over all residual subspaces B (G_t = ⊗ factor Grams).
-
-    Marginal terms go through the algebra (tr(P_B ℂ(a)) summed = dim_B · μ_B of Σ c_a ℂ(a));
-    other terms through the factor traces and sums (``linalg.projected_traces``).
-    """
-    total = np.zeros(2 ** len(sizes))
-    coeffs = np.zeros(2 ** len(sizes))
-    for c, factors in terms:
-        key = _marginal_key(factors)
-        if key is not None:
-            coeffs[key] += c
-            continue
-        traces = [f.gram().trace() for f in factors]
-        sums = [float(np.sum(f.matvec(np.ones(f.shape[1])) ** 2)) for f in factors]
-        total += c * projected_traces(sizes, traces, sums)
-    if coeffs.any():
-        gram = MarginalsGram(sizes, coeffs)
-        total += gram.dims() * gram.spectrum()
-    return total
+def _row_split(f: Matrix) -> tuple[np.ndarray, np.ndarray]:
+    """Per row w of f: (||w − mean||², ||mean part||²) = (||w||² − (w·1)²/n, (w·1)²/n)."""
+    n = f.shape[1]
+    sums = f.matvec(np.ones(n))
+    s = sums**2 / n
+    t = np.clip(_as_vector(f.rownorm_p(2), f.shape[0]) - s, 0.0, None)
+    return t, s
 
 
-def _marginals_trace(mu, dims, terms, sizes) -> float:
-    """Σ_B μ_B⁺ tr(P_B WᵀW): (AᵀA)⁺ is diagonal on the residual subspaces P_B."""
-    proj = _workload_projections(terms, sizes)
-    inv = _pseudo_reciprocal(mu, dims)
-    dead = inv == 0
-    if np.sum(proj[dead]) > SUPPORT_RTOL * np.sum(proj):
-        raise UnsupportedWorkloadError(
-            "the marginals strategy does not support the workload: the workload has weight on a "
-            "residual subspace that no measured marginal covers"
-        )
-    return float(np.dot(inv, proj))
+def _subset_products(a, b) -> np.ndarray:
+    """The vector over B ⊆ attributes (bit i ↔ attribute i) of Π_{i∈B} a_i · Π_{i∉B} b_i."""
+    v = np.ones(1)
+    for ai, bi in zip(a, b):
+        v = np.concatenate([v * bi, v * ai])
+    return v
 
 
-def _marginal_cell_profiles(mu, dims, terms, sizes) -> dict[int, float]:
-    """Per-term per-query profile diag(W_t (AᵀA)⁺ W_tᵀ) when it is constant within the term.
-
-    A marginals strategy is invariant under per-attribute value renamings, so every cell of a
-    workload marginal has the same variance (ResidualPlanner Thm 4.4): tr(·)/rows.
-    Non-marginal workload terms fall back to the dense route via the caller.
-    """
-    inv = _pseudo_reciprocal(mu, dims)
-    out = {}
-    for k, (c, factors) in enumerate(terms):
-        if _marginal_key(factors) is None:
-            raise _NotConstant
-        rows = math.prod(f.shape[0] for f in factors)
-        proj = _workload_projections([(c, factors)], sizes)
-        if np.sum(proj[inv == 0]) > SUPPORT_RTOL * np.sum(proj):
-            raise UnsupportedWorkloadError("the marginals strategy does not support the workload")
-        out[k] = float(np.dot(inv, proj)) / rows
+def _bit_reversed_order(d: int) -> np.ndarray:
+    """Index map: C-order position (attribute 0 most significant) -> bitmask B."""
+    idx = np.arange(1 << d)
+    out = np.zeros_like(idx)
+    for i in range(d):
+        out |= ((idx >> (d - 1 - i)) & 1) << i
     return out
 
 
-class _NotConstant(Exception):
-    pass
+class _MarginalsRoute:
+    """Union of Kronecker products × weighted marginals 𝕄(θ): (𝕄ᵀ𝕄)⁺ = 𝔾(θ²)⁺ is the scalar
+    μ_B⁺ on each residual subspace S_B, so tr(WᵀW 𝔾⁺) = Σ_B μ_B⁺ tr(P_B WᵀW) and a query
+    w = ⊗w_i has variance Σ_B μ_B⁺ Π_{i∈B} ||w_i − mean||² Π_{i∉B} ||mean part of w_i||²."""
 
+    @classmethod
+    def build(cls, W: Matrix, A: Marginals):
+        terms = _kron_terms(W)
+        if _common_sizes(terms) != list(A.sizes):
+            return None
+        return cls(terms, A)
 
-def _is_total(f: Matrix) -> bool:
-    return isinstance(f, Ones) and f.shape[0] == 1
+    def __init__(self, terms, A: Marginals):
+        self.terms = terms
+        self.sizes = list(A.sizes)
+        gram = A.gram()
+        self.inv = gram.pinv_spectrum()
+        self.dead = (self.inv == 0.0) & (gram.dims() > 0)
+        self._splits: dict[int, tuple] = {}
 
+    def _split(self, f: Matrix):
+        if id(f) not in self._splits:
+            self._splits[id(f)] = (f, _row_split(f))
+        return self._splits[id(f)][1]
 
-# ======================================================================== per-query
-def _query_profile(W: Matrix, A: Matrix) -> np.ndarray:
-    """diag(W (AᵀA)⁺ Wᵀ), structured where possible."""
-    weight, A0 = _peel(A)
-    marg = _as_marginals_pair(W, A)
-    if marg is not None:
-        try:
-            per_term = _marginal_cell_profiles(*marg)
-            terms = marg[2]
-            return np.concatenate(
-                [
-                    np.full(math.prod(f.shape[0] for f in factors), per_term[k])
-                    for k, (_, factors) in enumerate(terms)
-                ]
-            )
-        except _NotConstant:
-            pass
-    if isinstance(A0, (Identity, Kronecker)):
-        out = _kronecker_profile(W, A0)
-        if out is not None:
-            return out / weight**2
-    trace_term(W, A)  # support check (raises) before the dense route
-    m, n = W.shape
-    check_dense_size(m, n, "per-query variance (dense route)")
-    Wd = W.dense()
-    P = A.gram().pinv().dense()
-    return np.einsum("ij,jk,ik->i", Wd, P, Wd)
-
-
-def _kronecker_profile(W: Matrix, A: Matrix) -> np.ndarray | None:
-    trace_term(W, A)  # support check
-    a_factors = None if isinstance(A, Identity) else A.factors
-    strategy_cache: dict[tuple[int, int], _StrategyFactor] = {}
-    parts = []
-    for c, factors in _kron_terms(W):
-        sizes_w = [f.shape[1] for f in factors]
-        groups = (
-            [(slice(k, k + 1), None) for k in range(len(factors))]
-            if a_factors is None
-            else _align(sizes_w, [f.shape[1] for f in a_factors])
-        )
-        vec = np.array([c])
-        for gw, ga in groups:
-            wf = _group(factors[gw])
-            m, n = wf.shape
-            check_dense_size(m, n, "a workload factor (per-query variance)")
-            Wd = wf.dense()
-            if ga is None:
-                d = np.sum(Wd * Wd, axis=1)
+    def check_support(self) -> None:
+        if not self.dead.any():
+            return
+        for c, factors in self.terms:
+            if c == 0.0:
+                continue
+            splits = [self._split(f) for f in factors]
+            fracs = []
+            for t, s in splits:
+                q = t + s
+                live = q > 0
+                if not live.any():
+                    break  # a zero factor: the term is zero
+                fracs.append(t[live] / q[live])
             else:
-                key = (ga.start, ga.stop)
-                if key not in strategy_cache:
-                    strategy_cache[key] = _StrategyFactor.of(_group(list(a_factors[ga])))
-                sf = strategy_cache[key]
-                d = (
-                    np.sum(Wd * Wd, axis=1)
-                    if sf.identity
-                    else np.einsum("ij,jk,ik->i", Wd, sf.pinv_gram, Wd)
-                )
-            vec = np.kron(vec, d)
-            check_dense_size(len(vec), 1, "per-query variance vector")
-        parts.append(vec)
-    return np.concatenate(parts)
+                # max over the term's rows of the fraction of ||w||² in a dead S_B factorises:
+                # Π_{i∈B} max τ_i · Π_{i∉B} max (1 − τ_i)
+                worst = _subset_products([f.max() for f in fracs], [1 - f.min() for f in fracs])
+                if worst[self.dead].max() > SUPPORT_RTOL:
+                    raise UnsupportedWorkloadError(
+                        "the marginals strategy does not support the workload: a query has "
+                        "weight on a residual subspace that no measured marginal covers"
+                    )
+
+    def trace(self) -> float:
+        total = np.zeros(len(self.inv))
+        coeffs = np.zeros(len(self.inv))
+        for c, factors in self.terms:
+            key = _marginal_key(factors)
+            if key is not None:
+                coeffs[key] += c
+                continue
+            splits = [self._split(f) for f in factors]
+            traces = [float(np.sum(t + s)) for t, s in splits]
+            sums = [float(np.sum(s)) * f.shape[1] for (t, s), f in zip(splits, factors)]
+            total += c * projected_traces(self.sizes, traces, sums)
+        if coeffs.any():  # Σ_a c_a tr(P_B ℂ(a)) = dim_B · μ_B of Σ_a c_a ℂ(a)
+            gram = MarginalsGram(self.sizes, coeffs)
+            total += gram.dims() * gram.spectrum()
+        return float(np.dot(self.inv, total))
+
+    def _term_profile(self, c, factors, unique: bool) -> np.ndarray:
+        d = len(self.sizes)
+        mu_c = self.inv[_bit_reversed_order(d)]
+        mats = []
+        for f in factors:
+            t, s = self._split(f)
+            M = np.column_stack([s, t])
+            mats.append(np.unique(M, axis=0) if unique else M)
+        rows = math.prod(M.shape[0] for M in mats)
+        check_dense_size(rows, 1, "a per-query vector")
+        return c * (Kronecker([as_matrix(M) for M in mats]) @ mu_c)
+
+    def profile(self) -> np.ndarray:
+        return np.concatenate([self._term_profile(c, f, unique=False) for c, f in self.terms])
+
+    def max_profile(self) -> float:
+        return max(float(np.max(self._term_profile(c, f, unique=True))) for c, f in self.terms)
 
 
 # ============================================================================ dense route
-def _sym(M: np.ndarray) -> np.ndarray:
-    return 0.5 * (M + M.T)
+class _DenseRoute:
+    """Any workload and strategy, through dense n x n Grams (size-guarded)."""
 
+    def __init__(self, W: Matrix, A: Matrix):
+        n = W.shape[1]
+        check_dense_size(n, n, f"the trace term for a {type(A).__name__} strategy (dense route)")
+        self.W = W
+        self.sf = _StrategyFactor(A)
 
-def _dense_trace(W: Matrix, A: Matrix) -> float:
-    n = W.shape[1]
-    check_dense_size(n, n, f"tr(WᵀW (AᵀA)⁺) for a {type(A).__name__} strategy (dense route)")
-    sf = _StrategyFactor.of(A)
-    if sf.identity:
-        return W.gram().trace()
-    G = _sym(W.gram().dense())
-    scale = np.trace(G)
-    residual = scale - np.sum(G * sf.projector)
-    if residual > SUPPORT_RTOL * max(scale, 0.0):
-        raise UnsupportedWorkloadError(
-            "the strategy does not support the workload: ||W (I − A⁺A)||_F² = "
-            f"{residual:.3g} (relative {residual / scale:.3g}); some query lies outside rowspace(A)"
-        )
-    return float(np.sum(G * sf.pinv_gram))
+    def check_support(self) -> None:
+        top, worst = self.sf.worst_row_residual(self.W)
+        if top > 0 and worst > SUPPORT_RTOL:
+            raise UnsupportedWorkloadError(
+                "the strategy does not support the workload: a query has a relative component "
+                f"{worst:.3g} outside rowspace(A)"
+            )
 
+    def trace(self) -> float:
+        return self.sf.trace_with(self.W, {})
 
-def _eigvals_psd(G: Matrix) -> np.ndarray:
-    n = G.shape[0]
-    check_dense_size(n, n, "eigenvalues of a Gram matrix")
-    lam = np.linalg.eigvalsh(_sym(G.dense()))
-    return _zero_small(lam)
+    def profile(self) -> np.ndarray:
+        return _as_vector(self.sf.row_profile(self.W), self.W.shape[0])
 
-
-def _zero_small(lam: np.ndarray) -> np.ndarray:
-    """Clip rounding noise: eigenvalues below EIG_RTOL · λ_max become exactly 0."""
-    lam = np.clip(lam, 0.0, None)
-    lam[lam < EIG_RTOL * lam.max(initial=0.0)] = 0.0
-    return lam
+    def max_profile(self) -> float:
+        return float(np.max(self.sf.row_profile(self.W)))
 
 
 # ======================================================================== SVD bound
-def _span_ij_coefficients(terms, sizes) -> dict[int, float] | None:
+def _eigvals_psd(G: Matrix) -> np.ndarray:
+    n = G.shape[0]
+    check_dense_size(n, n, "eigenvalues of a Gram matrix")
+    D = G.dense()
+    return _zero_small(np.linalg.eigvalsh(0.5 * (D + D.T)))
+
+
+def _zero_small(lam: np.ndarray) -> np.ndarray:
+    """Clip rounding noise: eigenvalues below the rank cutoff become exactly 0."""
+    lam = np.clip(lam, 0.0, None)
+    cutoff = RANK_RTOL * len(lam) * np.finfo(float).eps * lam.max(initial=0.0)
+    lam[lam < cutoff] = 0.0
+    return lam
+
+
+def _alpha_beta(f: Matrix) -> tuple[float, float] | None:
+    """(α, β) with fᵀf = αI + βJ, or None."""
+    if isinstance(f, Identity):
+        return 1.0, 0.0
+    if isinstance(f, Ones):
+        return 0.0, float(f.shape[0])
+    n = f.shape[1]
+    if n == 1:
+        return float(f.gram().trace()), 0.0
+    if n * n > 4_000_000:
+        return None
+    G = f.gram().dense()
+    beta = G[0, 1]
+    alpha = G[0, 0] - beta
+    scale = max(np.abs(G).max(), 1e-300)
+    if np.abs(G - alpha * np.eye(n) - beta).max() > 1e-12 * scale:
+        return None
+    return float(alpha), float(beta)
+
+
+def _span_ij_coefficients(terms) -> dict[int, float] | None:
     """Write Σ_t c_t ⊗_i G_{t,i} as Σ_a v_a ℂ(a) when every G_{t,i} = α I + β J, else None."""
     coeffs: dict[int, float] = {}
     for c, factors in terms:
@@ -618,26 +683,6 @@ def _span_ij_coefficients(terms, sizes) -> dict[int, float] | None:
         for key, val in partial.items():
             coeffs[key] = coeffs.get(key, 0.0) + val
     return coeffs
-
-
-def _alpha_beta(f: Matrix) -> tuple[float, float] | None:
-    """(α, β) with fᵀf = αI + βJ, or None."""
-    if isinstance(f, Identity):
-        return 1.0, 0.0
-    if isinstance(f, Ones):
-        return 0.0, float(f.shape[0])
-    n = f.shape[1]
-    if n == 1:
-        return float(f.gram().trace()), 0.0
-    if n * n > 4_000_000:
-        return None
-    G = f.gram().dense()
-    beta = G[0, 1]
-    alpha = G[0, 0] - beta
-    scale = max(np.abs(G).max(), 1e-300)
-    if np.abs(G - alpha * np.eye(n) - beta).max() > 1e-12 * scale:
-        return None
-    return float(alpha), float(beta)
 
 
 def _marginal_svdb(sizes, coeffs: dict[int, float]) -> float:
@@ -675,26 +720,31 @@ def _marginal_svdb(sizes, coeffs: dict[int, float]) -> float:
     return total * total
 
 
-def _commuting_eigenvalues(terms, sizes) -> np.ndarray | None:
-    """All N eigenvalues of Σ_t c_t ⊗_i G_{t,i} when, per attribute, the Grams commute."""
-    N = math.prod(sizes)
-    if N > check_dense_limit():
+def _joint_eigenvalues(terms, sizes) -> np.ndarray | None:
+    """All N eigenvalues of Σ_t c_t ⊗_i G_{t,i} when, per attribute, the Grams of the terms
+    have a common eigenbasis (verified), else None."""
+    if math.prod(sizes) > _linalg_base.MAX_DENSE_ENTRIES:
         return None
     per_attr = []
+    rng = np.random.default_rng(12345)
     for i, n in enumerate(sizes):
         check_dense_size(n, n, "a factor Gram")
-        grams = [_sym(factors[i].gram().dense()) for _, factors in terms]
-        for a in range(len(grams)):
-            for b in range(a + 1, len(grams)):
-                comm = grams[a] @ grams[b] - grams[b] @ grams[a]
-                scale = np.abs(grams[a]).max() * np.abs(grams[b]).max() * n + 1e-300
-                if np.abs(comm).max() > 1e-9 * scale:
-                    return None
-        rng = np.random.default_rng(12345)  # generic combination => joint eigenbasis
+        grams = []
+        for _, factors in terms:
+            G = factors[i].gram().dense()
+            grams.append(0.5 * (G + G.T))
+        # eigenvectors of a generic combination; then verify each Gram is diagonal in them
         combo = sum(g * rng.uniform(1.0, 2.0) / max(np.abs(g).max(), 1e-300) for g in grams)
         _, V = np.linalg.eigh(combo)
-        per_attr.append([np.einsum("ji,jk,ki->i", V, g, V) for g in grams])
-    lam = np.zeros(N)
+        lams = []
+        for g in grams:
+            D = V.T @ g @ V
+            off = D - np.diag(np.diag(D))
+            if np.abs(off).max() > 1e-9 * max(np.abs(g).max(), 1e-300) * n:
+                return None
+            lams.append(np.diag(D))
+        per_attr.append(lams)
+    lam = np.zeros(math.prod(sizes))
     for t, (c, _) in enumerate(terms):
         vec = np.array([c])
         for i in range(len(sizes)):

@@ -236,25 +236,32 @@ class ApproxDP(Privacy):
     The noise standard deviation ``σ`` for an L2 sensitivity ``Δ`` depends on the
     ``calibration``:
 
-    * ``"classic"``: ``σ = Δ·sqrt(2 ln(1.25/δ))/ε`` (Dwork & Roth 2014, Thm A.1). The theorem
-      is proven only for ε < 1; for ε ≥ 1 prefer ``"analytic"``.
-    * ``"analytic"``: the analytic Gaussian mechanism (Balle & Wang, ICML 2018, Thm 8): the
-      smallest σ with ``Φ(Δ/(2σ) − εσ/Δ) − e^ε Φ(−Δ/(2σ) − εσ/Δ) ≤ δ``. Exact for every ε > 0
-      and never larger than the classic σ.
+    * ``"analytic"`` (default): the analytic Gaussian mechanism (Balle & Wang, ICML 2018,
+      Thm 8): the smallest σ with ``Φ(Δ/(2σ) − εσ/Δ) − e^ε Φ(−Δ/(2σ) − εσ/Δ) ≤ δ``. Exact for
+      every ε > 0.
+    * ``"classic"``: ``σ = Δ·sqrt(2 ln(1.25/δ))/ε`` (Dwork & Roth 2014, Thm A.1).
     * ``"eigen_design"``: ``σ = Δ·sqrt(2 ln(2/δ))/ε`` (Li & Miklau 2012, Prop. 2; the constant
       of the Eigen-Design and (ε,δ)-matrix-mechanism papers, ``P(ε,δ) = 2 ln(2/δ)/ε²``).
+
+    The two closed-form calibrations are proven only for ε < 1 (at ε = 10, δ = 1e-5 the
+    classic σ actually gives δ ≈ 2.3e-5), so they refuse ε ≥ 1; use ``"analytic"`` there.
     """
 
     norm = 2
     family = "gaussian"
 
-    def __init__(self, epsilon: float, delta: float, calibration: str = "classic"):
+    def __init__(self, epsilon: float, delta: float, calibration: str = "analytic"):
         self.epsilon = _positive_finite("epsilon", epsilon)
         self.delta = _probability("delta", delta)
         if not isinstance(calibration, str) or calibration not in CALIBRATIONS:
             raise ValueError(
                 f"calibration must be one of {', '.join(repr(c) for c in CALIBRATIONS)}; "
                 f"got {calibration!r}"
+            )
+        if calibration in ("classic", "eigen_design") and self.epsilon >= 1.0:
+            raise ValueError(
+                f"the {calibration!r} Gaussian calibration is proven only for epsilon < 1 "
+                f"(got epsilon={self.epsilon!r}); use calibration='analytic'"
             )
         self.calibration = calibration
         self._freeze()
@@ -368,7 +375,7 @@ def from_spec(spec) -> Privacy:
     """Build a :class:`Privacy` from a configuration mapping.
 
     ``{"kind": "pure", "epsilon": 1}``, ``{"kind": "approx", "epsilon": 1, "delta": 1e-6,
-    "calibration": "analytic"}`` (calibration optional, default "classic") or
+    "calibration": "analytic"}`` (calibration optional, default "analytic") or
     ``{"kind": "zcdp", "rho": 0.5}``. A missing or unexpected field raises ValueError naming
     it. A :class:`Privacy` instance is passed through unchanged.
     """

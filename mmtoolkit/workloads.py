@@ -147,6 +147,10 @@ def permuted(W, seed) -> la.Matrix:
     code draws the permutation from numpy's legacy ``RandomState``; any fixed permutation
     gives the same HDMM error, not the same baseline errors.) Same seed → same workload.
     """
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise ValueError(
+            f"permuted needs a non-negative integer seed (same seed, same workload); got {seed!r}"
+        )
     W = la.as_matrix(W)
     perm = np.random.default_rng(seed).permutation(W.shape[1])
     return la.Permuted(W, perm)

@@ -364,3 +364,165 @@ def test_svd_bound_synth_100_attributes_is_implicit():
     # one attribute set {i}: the k = 1 bound has the closed form of a product over attributes
     W1 = workloads.marginals(datasets.domain("synth", n=10, d=3), 1)
     assert evaluate.svd_bound(W1) == pytest.approx(dense_svdb(W1.dense()), rel=1e-9)
+
+
+# ------------------------------------------- regressions: per-query support and edge cases
+def _unsupported_cases():
+    n = 64
+    one_bad_query = VStack(
+        [
+            Kronecker([AllRange(n), Total(2)]),
+            Kronecker([Dense(np.eye(n)[:1]), Dense([[1.0, -1.0]])]),
+        ]
+    )
+    no_attr1 = Marginals([n, 2], {0b01: 1.0})  # never measures attribute 1's contrast
+    weighted = workloads.marginals_list(Domain.from_sizes([3, 3]), [[0], [1]], weights=[1e4, 1e-1])
+    scaled_rows = Kronecker([Dense(np.array([[1e4, 1e4, 0.0], [1e-1, 0.0, 0.0]])), Identity(2)])
+    full_rank_on_sum = Kronecker([Dense(np.array([[1.0, 1.0, 0.0], [0.0, 0.0, 1.0]])), Identity(2)])
+    return [
+        ("marginals route", one_bad_query, no_attr1),
+        ("dense route", one_bad_query, Dense(no_attr1.dense())),
+        ("marginals, weighted terms", weighted, Marginals([3, 3], {0b01: 1.0})),
+        ("kronecker, rows of different scale", scaled_rows, full_rank_on_sum),
+    ]
+
+
+@pytest.mark.parametrize(
+    "name, W, A", _unsupported_cases(), ids=lambda x: x if isinstance(x, str) else ""
+)
+def test_one_unsupported_query_among_many_raises(name, W, A):
+    # each case has exactly one query outside rowspace(A), tiny next to the rest of W
+    assert not evaluate.supports(W, A)
+    for fn in (evaluate.expected_error, evaluate.per_query_variance, evaluate.max_variance):
+        with pytest.raises(UnsupportedWorkloadError):
+            fn(W, A, ZCDP(0.5))
+
+
+def test_zero_weight_term_is_ignored_by_every_route():
+    W = VStack(
+        [Kronecker([Identity(3), Total(2)]), Weighted(0.0, Kronecker([Identity(3), Identity(2)]))]
+    )
+    A = Kronecker([Identity(3), Total(2)])
+    want = dense_error(W.dense(), A.dense(), 2)
+    assert evaluate.expected_error(W, A, ZCDP(0.5)) == pytest.approx(want, rel=1e-12)
+    assert evaluate.expected_error(W, Dense(A.dense()), ZCDP(0.5)) == pytest.approx(want, rel=1e-12)
+    zero_factor = Kronecker([Identity(3), Weighted(0.0, Identity(2))])
+    assert evaluate.supports(VStack([Kronecker([Identity(3), Total(2)]), zero_factor]), A)
+
+
+def test_ill_conditioned_invertible_strategy_is_supported():
+    assert evaluate.trace_term(Identity(2), Dense(np.diag([1.0, 1e-6]))) == pytest.approx(1 + 1e12)
+
+
+def test_weighted_kronecker_sensitivity_stays_implicit():
+    K = Kronecker([Prefix(10**4), Prefix(10**4)])
+    assert Weighted(2.0, K).sensitivity(1) == pytest.approx(2e8)
+    assert Weighted(-0.5, K).sensitivity(2) == pytest.approx(0.5 * 1e4)
+
+
+def test_trailing_size_one_factor_is_grouped():
+    W = Kronecker([Identity(3), Dense([[3.0]])])
+    A = Kronecker([Dense(np.array([[1.0, 1, 0], [0, 1, 1], [1, 0, 1]]))])
+    want = dense_error(W.dense(), A.dense(), 2)
+    assert evaluate.expected_error(W, A, ZCDP(0.5)) == pytest.approx(want, rel=1e-12)
+
+
+def test_laplace_baseline_per_query_uses_the_privacy_norm():
+    W = workloads.prefix(6)
+    s = selectors.get("laplace").select(W, ZCDP(0.5))
+    np.testing.assert_allclose(evaluate.per_query_variance(W, s, ZCDP(0.5)), np.full(6, 6.0))
+    assert evaluate.max_variance(W, s, UNIT_LAPLACE) == pytest.approx(36.0)
+
+
+def test_identity_on_weighted_workload():
+    W = VStack([Weighted(2.0, Prefix(5)), Weighted(-3.0, Kronecker([Dense(np.ones((1, 5)))]))])
+    assert evaluate.expected_error(W, Identity(5), ZCDP(0.5)) == pytest.approx(
+        np.sum(W.dense() ** 2), rel=1e-12
+    )
+
+
+def test_rank_deficient_marginals_strategy_with_general_workload_terms():
+    sizes = [3, 2, 2]
+    A = Marginals(sizes, {0b001: 1.0, 0b110: 0.7, 0: 0.2})  # no full table
+    W = VStack(
+        [
+            Kronecker([Prefix(3), Total(2), Total(2)]),
+            Weighted(1.5, Kronecker([Total(3), Dense(np.array([[1.0, 2.0]])), Identity(2)])),
+            workloads.marginals_list(Domain.from_sizes(sizes), [(0,), (1, 2)]),
+        ]
+    )
+    Wd, Ad = W.dense(), A.dense()
+    want = dense_error(Wd, Ad, 2) * 2.0
+    assert evaluate.expected_error(W, A, ZCDP(0.25)) == pytest.approx(want, rel=1e-9)
+    P = np.linalg.pinv(Ad.T @ Ad)
+    profile = np.einsum("ij,jk,ik->i", Wd, P, Wd) * A.sensitivity(2) ** 2 * 2.0
+    np.testing.assert_allclose(evaluate.per_query_variance(W, A, ZCDP(0.25)), profile, rtol=1e-9)
+    assert evaluate.max_variance(W, A, ZCDP(0.25)) == pytest.approx(profile.max(), rel=1e-9)
+    bad = Kronecker([Prefix(3), Dense(np.array([[1.0, -1.0]])), Identity(2)])
+    assert not evaluate.supports(bad, A)
+
+
+def test_max_variance_of_a_huge_kronecker_workload_is_implicit():
+    W = Kronecker([AllRange(2048), AllRange(2048)])  # 4.4e12 queries
+    assert evaluate.max_variance(W, Identity(2048**2), ZCDP(0.5)) == pytest.approx(2048.0**2)
+
+
+def test_svd_bound_joint_eigenbasis_route():
+    G = Prefix(4).gram().dense()
+    W = VStack([Kronecker([Prefix(4), Prefix(3)]), Kronecker([Dense(G), Identity(3)])])
+    assert evaluate.svd_bound(W) == pytest.approx(dense_svdb(W.dense()), rel=1e-9)
+    # commuting Grams whose generic combination is degenerate on distinct eigenspaces
+    rng = np.random.default_rng(12345)
+    r1, r2 = rng.uniform(1, 2), rng.uniform(1, 2)
+    th = 0.4
+    b = (r2 - r1) / (r1 * np.sin(th) ** 2 / np.cos(th) ** 2 + r2)
+    Q = np.array([[np.cos(th), -np.sin(th)], [np.sin(th), np.cos(th)]])
+    W2 = VStack([Dense(np.array([[1.0, 0.0]]) @ Q.T), Dense(np.diag([np.sqrt(b), 1.0]) @ Q.T)])
+    assert evaluate.svd_bound(W2) == pytest.approx(dense_svdb(W2.dense()), rel=1e-9)
+
+
+def test_svd_bound_synth_100_closed_form():
+    d = 100
+    W = workloads.marginals(datasets.domain("synth", n=10, d=d), 3, lower=True)
+    total = sum(
+        math.comb(d, j)
+        * 9**j
+        * math.sqrt(sum(math.comb(d - j, t - j) * 10.0**-t for t in range(j, 4)))
+        for j in range(4)
+    )
+    assert evaluate.svd_bound(W) == pytest.approx(total**2, rel=1e-10)
+
+
+def test_arrays_are_accepted_as_matrices():
+    W = np.array([[1.0, 1.0], [1.0, -1.0]])
+    assert evaluate.svd_bound(W) == pytest.approx(dense_svdb(W), rel=1e-12)
+    assert evaluate.supports(W, np.eye(2))
+    assert evaluate.expected_error(W, np.eye(2), UNIT_LAPLACE) == pytest.approx(4.0)
+
+
+def test_support_tolerance_is_tight():
+    # the second query leaves rowspace(A) by a relative 2.5e-7: more than SUPPORT_RTOL = 1e-8
+    A = Dense(np.array([[1.0, 1.0, 0.0], [0.0, 0.0, 1.0]]))
+    W = Dense(np.array([[1.0, 1.0, 1.0], [1.0, 1.0 + 1e-3, 0.0]]))
+    assert evaluate.SUPPORT_RTOL == 1e-8
+    assert not evaluate.supports(W, A)
+    assert evaluate.supports(Dense(np.array([[1.0, 1.0 + 1e-9, 0.0]])), A)
+
+
+def test_joint_eigenbasis_route_is_taken():
+    G = Prefix(4).gram().dense()
+    W = VStack([Kronecker([Prefix(4), Prefix(3)]), Kronecker([Dense(G), Identity(3)])])
+    terms = evaluate._kron_terms(W)
+    lam = evaluate._joint_eigenvalues(terms, [4, 3])
+    assert lam is not None
+    np.testing.assert_allclose(
+        np.sort(lam), np.sort(np.linalg.eigvalsh(W.dense().T @ W.dense())), atol=1e-9
+    )
+
+
+def test_zero_queries_are_supported_by_a_rank_deficient_marginals_strategy():
+    A = Marginals([3, 2], {0b01: 1.0})
+    W = VStack([Kronecker([Identity(3), Total(2)]), Kronecker([Identity(3), Dense([[0.0, 0.0]])])])
+    assert evaluate.supports(W, A)
+    want = dense_error(W.dense(), A.dense(), 2)
+    assert evaluate.expected_error(W, A, ZCDP(0.5)) == pytest.approx(want, rel=1e-12)

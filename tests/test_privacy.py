@@ -35,7 +35,7 @@ def test_pure_dp_to_zcdp():
 
 # ------------------------------------------------------------------ ApproxDP
 def test_classic_sigma_formula():
-    p = ApproxDP(0.5, 1e-4)
+    p = ApproxDP(0.5, 1e-4, calibration="classic")
     assert p.norm == 2
     sigma = math.sqrt(2 * math.log(1.25 / 1e-4)) / 0.5
     assert sigma == pytest.approx(8.6872, abs=1e-4)
@@ -77,11 +77,22 @@ def test_analytic_sigma_is_the_boundary(epsilon, delta):
 
 @pytest.mark.parametrize("epsilon, delta", [(0.1, 1e-6), (0.5, 1e-5), (0.9, 1e-3)])
 def test_analytic_never_worse_than_classic(epsilon, delta):
-    classic = ApproxDP(epsilon, delta).noise_scale()
+    classic = ApproxDP(epsilon, delta, "classic").noise_scale()
     analytic = ApproxDP(epsilon, delta, "analytic").noise_scale()
     assert analytic < classic
     # and the classic σ does satisfy the exact condition (Dwork & Roth Thm A.1, ε < 1)
     assert gaussian_delta_reference(classic, epsilon) < delta
+
+
+@pytest.mark.parametrize("calibration", ["classic", "eigen_design"])
+def test_closed_form_calibrations_refuse_epsilon_at_least_one(calibration):
+    # at ε = 10, δ = 1e-5 the classic σ only achieves δ ≈ 2.3e-5: not private as claimed
+    classic_sigma = math.sqrt(2 * math.log(1.25 / 1e-5)) / 10
+    assert gaussian_delta_reference(classic_sigma, 10.0) > 2e-5
+    with pytest.raises(ValueError, match="only for epsilon < 1.*analytic"):
+        ApproxDP(10.0, 1e-5, calibration=calibration)
+    with pytest.raises(ValueError, match="epsilon < 1"):
+        ApproxDP(1.0, 1e-5, calibration=calibration)
 
 
 def test_analytic_tiny_delta_is_finite_and_monotone():
@@ -213,7 +224,8 @@ def test_equality_hash_repr():
     assert hash(PureDP(1)) == hash(PureDP(1.0))
     assert PureDP(1.0) != PureDP(2.0)
     assert PureDP(0.5) != ZCDP(0.5)
-    assert ApproxDP(1, 1e-5) != ApproxDP(1, 1e-5, "analytic")
+    assert ApproxDP(0.5, 1e-5, "classic") != ApproxDP(0.5, 1e-5, "analytic")
+    assert ApproxDP(1, 1e-5) == ApproxDP(1, 1e-5, "analytic")  # the default
     assert ApproxDP(1, 1e-5, "analytic") == ApproxDP(1.0, 1e-5, "analytic")
     assert len({PureDP(1), PureDP(1.0), ZCDP(1), ApproxDP(1, 0.1)}) == 3
     assert repr(PureDP(1)) == "PureDP(epsilon=1.0)"

@@ -317,3 +317,9 @@ def test_synth_d100_lower_3_way_builds_instantly():
 def test_module_exports():
     for name in workloads.__all__:
         assert callable(getattr(workloads, name))
+
+
+@pytest.mark.parametrize("seed", [None, -1, 1.5, True, "0"])
+def test_permuted_needs_an_integer_seed(seed):
+    with pytest.raises(ValueError, match="integer seed"):
+        workloads.permuted(workloads.all_range(8), seed)

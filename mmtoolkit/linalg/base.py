@@ -150,6 +150,18 @@ class Matrix(ABC):
         D = self.dense()
         return np.abs(D).sum(axis=0) if p == 1 else (D * D).sum(axis=0)
 
+    def rownorm_p(self, p: int) -> float | np.ndarray:
+        """``Σ_j |a_ij|^p`` for every row i (p = 1 or 2): the transpose's column norms.
+
+        A float when every row has the same value, else an array of length ``m``.
+        """
+        _check_p(p)
+        T = self.T
+        if not isinstance(T, Transposed):
+            return T.colnorm_p(p)
+        D = self.dense()
+        return np.abs(D).sum(axis=1) if p == 1 else (D * D).sum(axis=1)
+
     def sensitivity(self, p: int = 1) -> float:
         """Max column Lp norm: the L1 (p=1) or L2 (p=2) sensitivity under add/remove-one.
 
@@ -170,19 +182,34 @@ class Matrix(ABC):
         n = self.shape[0]
         check_dense_size(n, n, f"diag() of {type(self).__name__} (generic: one product per column)")
         out = np.empty(n)
-        block = max(1, min(n, MAX_DENSE_ENTRIES // (4 * max(n, 1))))
-        for s in range(0, n, block):
-            e = min(n, s + block)
-            E = np.zeros((n, e - s))
-            E[np.arange(s, e), np.arange(e - s)] = 1.0
-            out[s:e] = self._matmat(E)[np.arange(s, e), np.arange(e - s)]
+        for s, e, block in self._column_blocks("diag()"):
+            out[s:e] = block[np.arange(s, e), np.arange(e - s)]
         return out
 
     def dense(self) -> np.ndarray:
         """The explicit ``m x n`` array (guarded by :data:`MAX_DENSE_ENTRIES`)."""
         m, n = self.shape
         check_dense_size(m, n, f"dense() of {type(self).__name__}")
-        return self._matmat(np.eye(n))
+        out = np.empty((m, n))
+        for s, e, block in self._column_blocks("dense()"):
+            out[:, s:e] = block
+        return out
+
+    def _intermediate_rows(self) -> int:
+        """Rows of the largest array a product with one column allocates on the way."""
+        return self.shape[0]
+
+    def _column_blocks(self, what: str):
+        """Yield ``(s, e, self @ I[:, s:e])`` in blocks whose intermediates fit the guard."""
+        m, n = self.shape
+        rows = max(m, n, self._intermediate_rows())
+        check_dense_size(rows, 1, f"{what} of {type(self).__name__} (an intermediate column)")
+        width = max(1, min(n, MAX_DENSE_ENTRIES // rows))
+        for s in range(0, n, width):
+            e = min(n, s + width)
+            E = np.zeros((n, e - s))
+            E[np.arange(s, e), np.arange(e - s)] = 1.0
+            yield s, e, self._matmat(E)
 
     def as_operator(self) -> LinearOperator:
         """A :class:`scipy.sparse.linalg.LinearOperator` for iterative solvers (LSMR, CG)."""
@@ -248,6 +275,11 @@ class Dense(Matrix):
         A = self.array
         return np.abs(A).sum(axis=0) if p == 1 else (A * A).sum(axis=0)
 
+    def rownorm_p(self, p):
+        _check_p(p)
+        A = self.array
+        return np.abs(A).sum(axis=1) if p == 1 else (A * A).sum(axis=1)
+
     def trace(self):
         self._require_square("trace")
         return float(np.trace(self.array))
@@ -289,6 +321,10 @@ class Identity(Matrix):
         _check_p(p)
         return 1.0
 
+    def rownorm_p(self, p):
+        _check_p(p)
+        return 1.0
+
     def trace(self):
         return float(self.n)
 
@@ -319,6 +355,9 @@ class Weighted(Matrix):
     def T(self):
         return Weighted(self.weight, self.base.T)
 
+    def _intermediate_rows(self):
+        return self.base._intermediate_rows()
+
     def gram(self):
         return Weighted(self.weight**2, self.base.gram())
 
@@ -329,6 +368,12 @@ class Weighted(Matrix):
 
     def colnorm_p(self, p):
         return abs(self.weight) ** p * self.base.colnorm_p(p)
+
+    def rownorm_p(self, p):
+        return abs(self.weight) ** p * self.base.rownorm_p(p)
+
+    def sensitivity(self, p=1):
+        return abs(self.weight) * self.base.sensitivity(p)
 
     def trace(self):
         return self.weight * self.base.trace()
@@ -347,6 +392,9 @@ class Transposed(Matrix):
         self.base = base
         self.shape = (base.shape[1], base.shape[0])
 
+    def _intermediate_rows(self):
+        return max(self.base.shape[0], self.base._intermediate_rows())
+
     def _matmat(self, X):
         return self.base._rmatmat(X)
 
@@ -359,6 +407,12 @@ class Transposed(Matrix):
 
     def pinv(self):
         return self.base.pinv().T
+
+    def colnorm_p(self, p):
+        return self.base.rownorm_p(p)
+
+    def rownorm_p(self, p):
+        return self.base.colnorm_p(p)
 
     def trace(self):
         return self.base.trace()
@@ -394,6 +448,9 @@ class Sum(Matrix):
     def T(self):
         return Sum([t.T for t in self.terms])
 
+    def _intermediate_rows(self):
+        return max(t._intermediate_rows() for t in self.terms)
+
     def trace(self):
         self._require_square("trace")
         return float(sum(t.trace() for t in self.terms))
@@ -427,6 +484,9 @@ class Product(Matrix):
     def T(self):
         return Product(self.right.T, self.left.T)
 
+    def _intermediate_rows(self):
+        return max(self.left._intermediate_rows(), self.right._intermediate_rows())
+
 
 class VStack(Matrix):
     """Vertical stacking ``[A_1; ...; A_k]`` — a union of query sets (HDMM eq. 1)."""
@@ -459,6 +519,15 @@ class VStack(Matrix):
 
     def colnorm_p(self, p):
         return reduce(lambda a, b: a + b, (b.colnorm_p(p) for b in self.blocks))
+
+    def rownorm_p(self, p):
+        parts = [b.rownorm_p(p) for b in self.blocks]
+        if all(np.isscalar(r) for r in parts) and len(set(parts)) == 1:
+            return float(parts[0])
+        check_dense_size(self.shape[0], 1, "row norms of a VStack")
+        return np.concatenate(
+            [np.full(b.shape[0], r) if np.isscalar(r) else r for b, r in zip(self.blocks, parts)]
+        )
 
     def dense(self):
         check_dense_size(*self.shape, "dense() of VStack")

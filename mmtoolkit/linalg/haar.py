@@ -117,6 +117,10 @@ class Haar(Matrix):
         _check_p(p)
         return float(self.levels + 1)
 
+    def rownorm_p(self, p):
+        _check_p(p)  # entries are 0 and ±1, so L1 = squared L2
+        return _row_norms_sq(self.n)
+
     def trace(self):
         return float(np.sum(_haar_diag(self.n)))
 

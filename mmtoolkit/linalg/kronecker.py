@@ -82,6 +82,16 @@ class Kronecker(Matrix):
         ]
         return _kron_vectors(vecs, "column norms of a Kronecker product")
 
+    def rownorm_p(self, p):
+        parts = [f.rownorm_p(p) for f in self.factors]
+        if all(np.isscalar(r) for r in parts):
+            return float(math.prod(parts))
+        vecs = [
+            np.full(f.shape[0], r) if np.isscalar(r) else np.asarray(r)
+            for f, r in zip(self.factors, parts)
+        ]
+        return _kron_vectors(vecs, "row norms of a Kronecker product")
+
     def sensitivity(self, p=1):
         # HDMM Thm 3: ||A_1 ⊗ ... ⊗ A_d|| = Π ||A_i|| for the max-column Lp norms.
         return float(math.prod(f.sensitivity(p) for f in self.factors))

@@ -252,6 +252,19 @@ class Marginals(Matrix):
         _check_p(p)
         return float(sum(abs(t) ** p for t in self.weights.values()))
 
+    def rownorm_p(self, p):
+        _check_p(p)  # a row of marginal a sums Π_{i∉a} n_i cells with weight θ_a
+        check_dense_size(self.shape[0], 1, "row norms of Marginals")
+        return np.concatenate(
+            [
+                np.full(
+                    _kept_rows(self.sizes, key),
+                    abs(t) ** p * (self.shape[1] // _kept_rows(self.sizes, key)),
+                )
+                for key, t in self.weights.items()
+            ]
+        )
+
     def dense(self):
         check_dense_size(*self.shape, "dense() of Marginals")
         return np.vstack([theta * blk.dense() for theta, blk in self.blocks()])
@@ -356,12 +369,16 @@ class MarginalsGram(Matrix):
     def gram(self):
         return self @ self
 
-    def pinv(self):
+    def pinv_spectrum(self) -> np.ndarray:
+        """The spectrum of ``self.pinv()``: 1/μ_B on live subspaces, exactly 0 elsewhere."""
         mu = self.spectrum()
         live = self._live(mu, self.dims())
         inv = np.zeros_like(mu)
         inv[live] = 1.0 / mu[live]
-        return MarginalsGram.from_spectrum(self.sizes, inv)
+        return inv
+
+    def pinv(self):
+        return MarginalsGram.from_spectrum(self.sizes, self.pinv_spectrum())
 
     def inverse(self):
         mu = self.spectrum()

@@ -59,6 +59,9 @@ class Permuted(Matrix):
         # Pᵀ A⁺ = (A⁺ᵀ P)ᵀ
         return Permuted(self.base.pinv().T, self.perm).T
 
+    def rownorm_p(self, p):
+        return self.base.rownorm_p(p)  # a column permutation keeps every row's norm
+
     def colnorm_p(self, p):
         _check_p(p)
         return _permute_norms(self.base.colnorm_p(p), self.perm)

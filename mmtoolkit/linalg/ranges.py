@@ -250,6 +250,10 @@ class Prefix(Matrix):
     def pinv(self):
         return Difference(self.n)
 
+    def rownorm_p(self, p):
+        _check_p(p)
+        return _maybe_scalar(np.arange(1.0, self.n + 1))
+
     def colnorm_p(self, p):
         _check_p(p)
         return _maybe_scalar(self.n - np.arange(self.n))
@@ -395,6 +399,11 @@ class AllRange(Matrix):
     def pinv(self):
         return Product(self.gram().pinv(), self.T)
 
+    def rownorm_p(self, p):
+        _check_p(p)
+        I, J = np.triu_indices(self.n)  # the row order: lexicographic (i, j)
+        return _maybe_scalar((J - I + 1).astype(float))
+
     def colnorm_p(self, p):
         _check_p(p)
         j = np.arange(self.n)
@@ -487,6 +496,10 @@ class WidthRange(Matrix):
 
     def pinv(self):
         return Product(self.T, Dense(self._outer_gram_inverse()))
+
+    def rownorm_p(self, p):
+        _check_p(p)
+        return float(self.w)
 
     def colnorm_p(self, p):
         _check_p(p)

@@ -274,6 +274,12 @@ def _construct_mapping(loader, node, deep=False):
 
 
 _UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+# YAML 1.2 floats: PyYAML (YAML 1.1) reads ``1e-6`` as a string; configs mean a number.
+_UniqueKeyLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"^[-+]?(?:[0-9][0-9_]*)(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"),
+    list("-+0123456789"),
+)
 
 
 # --------------------------------------------------------------------------- validation
@@ -367,8 +373,10 @@ def _parse_privacy(ctx, value):
     spec = dict(_expect_mapping(ctx, "privacy", value))
     try:
         obj = privacy.from_spec(spec)
-    except (ValueError, TypeError, KeyError) as exc:
-        raise ctx.error("privacy", str(exc).strip("'\"")) from None
+    except KeyError as exc:  # KeyError quotes its message
+        raise ctx.error("privacy", str(exc.args[0]) if exc.args else "missing field") from None
+    except (ValueError, TypeError) as exc:
+        raise ctx.error("privacy", str(exc)) from None
     return spec, obj
 
 

@@ -34,6 +34,10 @@ def check_colnorms(M: Matrix, ref: np.ndarray) -> None:
             close(np.full(ref.shape[1], c), expected, what=f"colnorm_p({p}) (scalar)")
         else:
             close(c, expected, what=f"colnorm_p({p})")
+    for p in (1, 2):
+        r = M.rownorm_p(p)
+        expected = np.abs(ref).sum(axis=1) if p == 1 else (ref * ref).sum(axis=1)
+        close(np.broadcast_to(r, expected.shape), expected, what=f"rownorm_p({p})")
     close(M.sensitivity(1), np.max(np.abs(ref).sum(axis=0)), what="sensitivity(1)")
     close(M.sensitivity(2), np.sqrt(np.max((ref * ref).sum(axis=0))), what="sensitivity(2)")
 
