@@ -247,13 +247,18 @@ def _route(W: Matrix, A: Matrix):
     weight, A0 = _peel(A)
     if weight == 0.0:
         raise UnsupportedWorkloadError("the strategy is the zero matrix; it supports no query")
-    route = None
-    if isinstance(A0, Marginals):
-        route = _MarginalsRoute.build(W, A0)
-    elif isinstance(A0, (Identity, Kronecker)):
+    route, gram = None, None
+    if isinstance(A0, (Identity, Kronecker)):
         route = _KroneckerRoute(W, A0)
+    else:
+        try:
+            gram = A0.gram()
+        except TooLargeError:  # e.g. marginals beyond the dense 2^d algebra
+            gram = None
+        if isinstance(gram, MarginalsGram):
+            route = _MarginalsRoute.build(W, gram)
     if route is None:
-        route = _DenseRoute(W, A0)
+        route = _DenseRoute(W, A0, gram)
     route.scale = 1.0 / weight**2
     return route
 
@@ -327,13 +332,13 @@ def _kron_all(parts, sizes) -> np.ndarray:
 class _StrategyFactor:
     """(AᵀA)⁺ and an orthonormal basis of null(A) for one strategy factor (None: Identity)."""
 
-    def __init__(self, A: Matrix | None):
+    def __init__(self, A: Matrix | None, gram: Matrix | None = None):
         self.pinv_gram = self.null = self.half = None
         if A is None or isinstance(A, Identity):
             return
         n = A.shape[1]
         check_dense_size(n, n, "the Gram of a strategy factor")
-        G = A.gram().dense()
+        G = (A.gram() if gram is None else gram).dense()
         lam, V = np.linalg.eigh(0.5 * (G + G.T))
         keep = lam > RANK_RTOL * n * np.finfo(float).eps * max(lam.max(initial=0.0), 0.0)
         Vk = V[:, keep]
@@ -513,21 +518,21 @@ def _bit_reversed_order(d: int) -> np.ndarray:
 
 
 class _MarginalsRoute:
-    """Union of Kronecker products × weighted marginals 𝕄(θ): (𝕄ᵀ𝕄)⁺ = 𝔾(θ²)⁺ is the scalar
+    """Union of Kronecker products × a strategy whose ``gram()`` is a MarginalsGram 𝔾 (e.g.
+    weighted marginals 𝕄(θ), 𝔾 = 𝔾(θ²)): 𝔾⁺ is the scalar
     μ_B⁺ on each residual subspace S_B, so tr(WᵀW 𝔾⁺) = Σ_B μ_B⁺ tr(P_B WᵀW) and a query
     w = ⊗w_i has variance Σ_B μ_B⁺ Π_{i∈B} ||w_i − mean||² Π_{i∉B} ||mean part of w_i||²."""
 
     @classmethod
-    def build(cls, W: Matrix, A: Marginals):
+    def build(cls, W: Matrix, gram: MarginalsGram):
         terms = _kron_terms(W)
-        if _common_sizes(terms) != list(A.sizes):
+        if _common_sizes(terms) != list(gram.sizes):
             return None
-        return cls(terms, A)
+        return cls(terms, gram)
 
-    def __init__(self, terms, A: Marginals):
+    def __init__(self, terms, gram: MarginalsGram):
         self.terms = terms
-        self.sizes = list(A.sizes)
-        gram = A.gram()
+        self.sizes = list(gram.sizes)
         self.inv = gram.pinv_spectrum()
         self.dead = (self.inv == 0.0) & (gram.dims() > 0)
         self._splits: dict[int, tuple] = {}
@@ -601,11 +606,11 @@ class _MarginalsRoute:
 class _DenseRoute:
     """Any workload and strategy, through dense n x n Grams (size-guarded)."""
 
-    def __init__(self, W: Matrix, A: Matrix):
+    def __init__(self, W: Matrix, A: Matrix, gram: Matrix | None = None):
         n = W.shape[1]
         check_dense_size(n, n, f"the trace term for a {type(A).__name__} strategy (dense route)")
         self.W = W
-        self.sf = _StrategyFactor(A)
+        self.sf = _StrategyFactor(A, gram)
 
     def check_support(self) -> None:
         top, worst = self.sf.worst_row_residual(self.W)

@@ -526,3 +526,26 @@ def test_zero_queries_are_supported_by_a_rank_deficient_marginals_strategy():
     assert evaluate.supports(W, A)
     want = dense_error(W.dense(), A.dense(), 2)
     assert evaluate.expected_error(W, A, ZCDP(0.5)) == pytest.approx(want, rel=1e-12)
+
+
+def test_any_strategy_with_a_marginals_gram_takes_the_marginals_route():
+    from mmtoolkit.linalg import MarginalsGram
+
+    class GramOnly(Dense):
+        """A dense strategy that announces its Gram in the marginals algebra."""
+
+        def __init__(self, marg):
+            super().__init__(marg.dense())
+            self._gram = marg.gram()
+
+        def gram(self):
+            return self._gram
+
+    sizes = [3, 2]
+    A = GramOnly(Marginals(sizes, {0b01: 1.0, 0b10: 0.5}))
+    assert isinstance(A.gram(), MarginalsGram)
+    W = workloads.marginals(Domain.from_sizes(sizes), 1)
+    route = evaluate._route(W, A)
+    assert isinstance(route, evaluate._MarginalsRoute)
+    want = dense_error(W.dense(), A.dense(), 2)
+    assert evaluate.expected_error(W, A, ZCDP(0.5)) == pytest.approx(want, rel=1e-10)
