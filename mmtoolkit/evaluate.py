@@ -17,6 +17,8 @@ Three routes compute tr(WᵀW (AᵀA)⁺), per-query variances and their maximum
   when the two factorisations of the domain differ;
 * ``_MarginalsRoute`` — against a weighted-marginals strategy, in the spectral form of the
   marginals algebra (HDMM §6.3, App. A.4): (AᵀA)⁺ is a scalar on each residual subspace;
+* ``_TreeRoute`` — against a tree strategy (``gram()`` a ``TreeGram``: H_b, HB, Quadtree,
+  GreedyH, Privelet), exactly by a Sherman–Morrison pass over the tree (``linalg/tree.py``);
 * ``_DenseRoute`` — anything else, dense and guarded by ``linalg.MAX_DENSE_ENTRIES``.
 """
 
@@ -42,6 +44,7 @@ from .linalg import (
     projected_traces,
 )
 from .linalg import base as _linalg_base
+from .linalg.tree import ReducedFactor, TreeGram, TreeGramInverse, TreeSolver
 from .privacy import Privacy
 from .strategy import Strategy
 
@@ -250,13 +253,19 @@ def _route(W: Matrix, A: Matrix):
     route, gram = None, None
     if isinstance(A0, (Identity, Kronecker)):
         route = _KroneckerRoute(W, A0)
-    else:
+    elif hasattr(A0, "residual_pinv_terms"):  # ResidualPlanner(+) strategies, any d
+        route = _ResidualRoute.build(W, A0)
+    if route is None:
         try:
             gram = A0.gram()
         except TooLargeError:  # e.g. marginals beyond the dense 2^d algebra
             gram = None
         if isinstance(gram, MarginalsGram):
             route = _MarginalsRoute.build(W, gram)
+        elif isinstance(gram, TreeGram):
+            route = _TreeRoute.build(W, gram)
+    if route is None:  # HDMM OPT_+ stacks; a lone large p-Identity
+        route = _StackedKroneckerRoute.build(W, A0)
     if route is None:
         route = _DenseRoute(W, A0, gram)
     route.scale = 1.0 / weight**2
@@ -600,6 +609,563 @@ class _MarginalsRoute:
 
     def max_profile(self) -> float:
         return max(float(np.max(self._term_profile(c, f, unique=True))) for c, f in self.terms)
+
+
+# ====================================================== residual basis (ResidualPlanner)
+class _ResidualRoute:
+    """Union of Kronecker products (or weighted Marginals) × a strategy exposing
+    ``residual_pinv_terms() -> (sizes, [H_i], closure sets, c)`` with
+    (AᵀA)⁺ = Σ_B c_B ⊗_{i∈B} H_i ⊗_{i∉B} J/n_i², H_i 1 = 0, range(H_i) = 1⊥ (the
+    ResidualPlanner(+) strategies; He et al. Thm 4.4, Thm 7.2). A query ⊗w_i has variance
+    Σ_B c_B Π_{i∈B} w_i H_i w_iᵀ Π_{i∉B} (w_i·1)²/n_i², where only closure sets B inside the
+    query's support (its non-total factors) contribute: nothing of size 2^d or N is built."""
+
+    @classmethod
+    def build(cls, W: Matrix, A: Matrix):
+        sizes, H, sets, c = A.residual_pinv_terms()
+        weight, core = _peel(W)
+        if isinstance(core, Marginals):  # fast path: supports from the bitmask keys
+            if list(core.sizes) != list(sizes):
+                return None
+            terms = []
+            for key, theta in core.weights.items():
+                support, rest = [], key
+                while rest:  # the set bits only (keys may have hundreds of bits)
+                    low = rest & -rest
+                    support.append(low.bit_length() - 1)
+                    rest ^= low
+                support = tuple(support)
+                terms.append(((weight * theta) ** 2, support, None))
+        else:
+            raw = _kron_terms(W)
+            if _common_sizes(raw) != list(sizes):
+                return None
+            terms = []
+            for t, factors in raw:
+                support = tuple(i for i, f in enumerate(factors) if not _is_total(f))
+                terms.append((t, support, [factors[i] for i in support]))
+        return cls(sizes, H, sets, c, terms)
+
+    def __init__(self, sizes, H, sets, c, terms):
+        self.sizes = list(sizes)
+        self.H = H
+        self.coef = {tuple(s): float(v) for s, v in zip(sets, c)}
+        self.terms = terms
+        self._rows: dict = {}
+
+    # ---- vectorised path for marginal workloads (every factor an identity): one numpy pass
+    # per subset pattern instead of a Python loop over (marginal, subset) pairs
+    def _fast(self):
+        if hasattr(self, "_fast_data"):
+            return self._fast_data
+        self._fast_data = None
+        if not self.terms or any(f is not None for _, _, f in self.terms):
+            return None
+        d = len(self.sizes)
+        kmax = max(len(s) for _, s, _ in self.terms)
+        kc = max((len(s) for s in self.coef), default=0)
+        base = d + 1
+        if max(kmax, kc) * math.log2(base) >= 62:
+            return None
+        m = len(self.terms)
+        P = np.full((m, max(kmax, 1)), -1, dtype=np.int64)
+        lens = np.empty(m, dtype=np.int64)
+        wts = np.empty(m)
+        for j, (c, s, _) in enumerate(self.terms):
+            P[j, : len(s)] = s
+            lens[j] = len(s)
+            wts[j] = c
+        powers = base ** np.arange(max(kmax, kc, 1), dtype=np.int64)
+        codes = np.array(
+            [sum((a + 1) * int(powers[j]) for j, a in enumerate(s)) for s in self.coef],
+            dtype=np.int64,
+        )
+        vals = np.array(list(self.coef.values()), dtype=float)
+        order = np.argsort(codes)
+        diag = [np.diag(h) if h.size else np.zeros(0) for h in self.H]
+        const = all(dg.size == 0 or np.ptp(dg) <= 1e-12 * max(1.0, np.abs(dg).max()) for dg in diag)
+        self._fast_data = {
+            "P": P,
+            "lens": lens,
+            "w": wts,
+            "kmax": kmax,
+            "codes": codes[order],
+            "vals": vals[order],
+            "powers": powers,
+            "trH": np.append([float(np.sum(dg)) for dg in diag], 1.0),
+            "h": np.append([float(dg[0]) if dg.size else 0.0 for dg in diag], 1.0),
+            "n": np.append(np.asarray(self.sizes, dtype=float), 1.0),
+            "unit": np.append(np.asarray(self.sizes) == 1, False),
+            "const": const,
+        }
+        return self._fast_data
+
+    def _fast_patterns(self):
+        """Yield (pattern, term rows, found mask, c_B (0 if absent), attribute columns)."""
+        F = self._fast_data
+        P, lens, codes, vals = F["P"], F["lens"], F["codes"], F["vals"]
+        for pat in range(1 << F["kmax"]):
+            pos = [j for j in range(F["kmax"]) if (pat >> j) & 1]
+            rows = np.nonzero(lens > (pos[-1] if pos else -1))[0]
+            code = np.zeros(len(rows), dtype=np.int64)
+            for j, p in enumerate(pos):
+                code += (P[rows, p] + 1) * F["powers"][j]
+            idx = np.clip(np.searchsorted(codes, code), 0, max(len(codes) - 1, 0))
+            found = codes[idx] == code if len(codes) else np.zeros(len(rows), dtype=bool)
+            cb = np.where(found, vals[idx] if len(vals) else 0.0, 0.0)
+            yield pat, rows, found, cb
+
+    def _fast_products(self, inside, outside, pat, rows):
+        F = self._fast_data
+        P = F["P"][rows]
+        out = np.ones(len(rows))
+        for j in range(F["kmax"]):
+            col = P[:, j]  # -1 (padding) picks the trailing 1.0
+            out *= inside[col] if (pat >> j) & 1 else outside[col]
+        return out
+
+    def _fast_check(self) -> None:
+        F = self._fast_data
+        for pat, rows, found, _ in self._fast_patterns():
+            miss = rows[~found]
+            if not len(miss):
+                continue
+            P = F["P"][miss]
+            sel = [j for j in range(F["kmax"]) if (pat >> j) & 1]
+            dead = ~F["unit"][P[:, sel]].any(axis=1) if sel else np.ones(len(miss), bool)
+            live = F["w"][miss] != 0.0
+            if np.any(dead & live):
+                j = int(miss[np.argmax(dead & live)])
+                B = [int(a) for a in F["P"][j, sel]]
+                raise UnsupportedWorkloadError(
+                    "the residual strategy does not support the workload: a marginal has "
+                    f"weight on the residual of attributes {B}, which no base mechanism measures"
+                )
+
+    def _fast_values(self, inside, outside) -> np.ndarray:
+        F = self._fast_data
+        acc = np.zeros(len(F["w"]))
+        for pat, rows, _, cb in self._fast_patterns():
+            acc[rows] += cb * self._fast_products(inside, outside, pat, rows)
+        return F["w"] * acc
+
+    def _factor_rows(self, i: int, f: Matrix | None):
+        """Per row w of factor f on attribute i: (w H_i wᵀ, (w·1)²/n², ||P⊥w||², (w·1)²/n)."""
+        key = (i, id(f))
+        if key not in self._rows:
+            n = self.sizes[i]
+            if f is None or isinstance(f, Identity):
+                h = np.clip(np.diag(self.H[i]), 0.0, None)
+                out = (h, np.full(n, 1.0 / n**2), np.full(n, 1.0 - 1.0 / n), np.full(n, 1.0 / n))
+            else:
+                check_dense_size(f.shape[0], n, "a workload factor (residual route)")
+                F = f.dense()
+                sums = F.sum(axis=1)
+                h = np.clip(np.einsum("ij,jk,ik->i", F, self.H[i], F), 0.0, None)
+                t = np.clip(np.einsum("ij,ij->i", F, F) - sums**2 / n, 0.0, None)
+                out = (h, sums**2 / n**2, t, sums**2 / n)
+            self._rows[key] = (f, out)
+        return self._rows[key][1]
+
+    def _term_rows(self, support, factors):
+        return [
+            self._factor_rows(i, None if factors is None else factors[j])
+            for j, i in enumerate(support)
+        ]
+
+    @staticmethod
+    def _subsets(support):
+        k = len(support)
+        for pat in range(1 << k):
+            yield pat, tuple(support[j] for j in range(k) if (pat >> j) & 1)
+
+    def check_support(self) -> None:
+        if self._fast() is not None:
+            return self._fast_check()
+        for c, support, factors in self.terms:
+            if c == 0.0:
+                continue
+            rows = self._term_rows(support, factors)
+            fracs = []
+            for _, _, t, s in rows:
+                q = t + s
+                live = q > 0
+                if not live.any():
+                    break  # a zero factor: every query of the term is 0
+                fracs.append(t[live] / q[live])
+            else:
+                for pat, B in self._subsets(support):
+                    if B in self.coef or any(self.sizes[i] == 1 for i in B):
+                        continue
+                    worst = 1.0
+                    for j, fr in enumerate(fracs):
+                        worst *= fr.max() if (pat >> j) & 1 else 1.0 - fr.min()
+                    if worst > SUPPORT_RTOL:
+                        raise UnsupportedWorkloadError(
+                            "the residual strategy does not support the workload: a query has "
+                            f"weight on the residual of attributes {list(B)}, which no base "
+                            "mechanism measures"
+                        )
+
+    def trace(self) -> float:
+        F = self._fast()
+        if F is not None:  # Σ over a marginal's cells: Σ_i h = tr(H_i), Σ_i s = 1/n_i
+            return float(np.sum(self._fast_values(F["trH"], 1.0 / F["n"])))
+        total = 0.0
+        for c, support, factors in self.terms:
+            if c == 0.0:
+                continue
+            sums = [
+                (float(np.sum(h)), float(np.sum(s)))
+                for h, s, _, _ in self._term_rows(support, factors)
+            ]
+            acc = 0.0
+            for pat, B in self._subsets(support):
+                cb = self.coef.get(B)
+                if cb is None:
+                    continue
+                prod = cb
+                for j, (hs, ss) in enumerate(sums):
+                    prod *= hs if (pat >> j) & 1 else ss
+                acc += prod
+            total += c * acc
+        return total
+
+    def _term_profile(self, c, support, factors, unique: bool) -> np.ndarray:
+        mats = []
+        for h, s, _, _ in self._term_rows(support, factors):
+            M = np.column_stack([h, s])
+            mats.append(np.unique(M, axis=0) if unique else M)
+        rows = math.prod(M.shape[0] for M in mats)
+        check_dense_size(rows, 1, "a per-query vector")
+        out = np.zeros(rows)
+        for pat, B in self._subsets(support):
+            cb = self.coef.get(B)
+            if cb is None:
+                continue
+            vec = np.array([cb])
+            for j, M in enumerate(mats):
+                vec = np.kron(vec, M[:, 0] if (pat >> j) & 1 else M[:, 1])
+            out += vec
+        return c * out
+
+    def profile(self) -> np.ndarray:
+        F = self._fast()
+        if F is not None and F["const"]:  # every cell of a marginal has the same variance
+            per = self._fast_values(F["h"], 1.0 / F["n"] ** 2)
+            cells = [math.prod(self.sizes[i] for i in s) for _, s, _ in self.terms]
+            check_dense_size(sum(cells), 1, "a per-query vector")
+            return np.repeat(per, cells)
+        return np.concatenate([self._term_profile(c, s, f, unique=False) for c, s, f in self.terms])
+
+    def max_profile(self) -> float:
+        F = self._fast()
+        if F is not None and F["const"]:
+            return float(np.max(self._fast_values(F["h"], 1.0 / F["n"] ** 2)))
+        return max(
+            float(np.max(self._term_profile(c, s, f, unique=True))) for c, s, f in self.terms
+        )
+
+
+# ============================================================================= tree route
+class _TreeRoute:
+    """Union of Kronecker products × a tree strategy (``gram()`` is a ``TreeGram``: H_b, HB,
+    HB-2D, Quadtree, GreedyH; ``linalg/tree.py``), exact without an N x N array.
+
+    In the tree's reduced coordinates, the Sherman–Morrison pass ``M_Q⁻¹ = D⁻¹ − c_Q v_Q v_Qᵀ``
+    gives ``tr(K̃ M̃⁻¹) = Σ_j K̃_jj / a_j − Σ_ℓ Σ_{Q ∈ ℓ} c_Q v_Qᵀ K̃[Q,Q] v_Q``; for a Kronecker
+    term ``K̃[Q,Q] = ⊗_i Ỹ_i[S_i,S_i]``, so each level costs one block-diagonal product
+    along each axis (``ReducedFactor``). A workload that is not constant on a finest node
+    of a reduced tree is unsupported.
+    """
+
+    @classmethod
+    def build(cls, W: Matrix, gram: TreeGram):
+        tree = gram.tree
+        if not tree.invertible:
+            return None
+        sizes = list(tree.sizes)
+        terms = []
+        for c, factors in _kron_terms(W):
+            groups = _align([f.shape[1] for f in factors], sizes)
+            if any(ga.stop - ga.start != 1 for _, ga in groups):
+                return None
+            terms.append((c, [_group(factors[gw]) for gw, _ in groups]))
+        return cls(W, tree, terms)
+
+    def __init__(self, W: Matrix, tree, terms):
+        self.W, self.tree, self.terms = W, tree, terms
+        self.solver = TreeSolver(tree)
+        self._factors: dict = {}
+
+    def _reduced(self, i: int, f: Matrix) -> ReducedFactor:
+        key = (i, id(f))
+        if key not in self._factors:
+            self._factors[key] = (f, ReducedFactor(f.gram(), self.tree.levels[-1][i]))
+        return self._factors[key][1]
+
+    def check_support(self) -> None:
+        if not self.tree.reduced:
+            return  # singleton leaves with non-zero weights: full column rank
+        for c, factors in self.terms:
+            if c == 0.0:
+                continue
+            fracs = []
+            for i, f in enumerate(factors):
+                counts = self.tree.fine_counts[i]
+                if np.all(counts == 1):
+                    continue
+                fine = self.tree.levels[-1][i]
+                n, g = f.shape[1], len(fine)
+                check_dense_size(n, g, "the support check of a tree strategy")
+                check_dense_size(f.shape[0], g, "the support check of a tree strategy")
+                member = np.zeros((n, g))
+                member[np.arange(n), np.repeat(np.arange(g), counts)] = 1.0
+                kept = np.sum(f.matvec(member) ** 2 / counts, axis=1)
+                norms = _as_vector(f.rownorm_p(2), f.shape[0])
+                live = norms > 0
+                if not live.any():
+                    fracs = None  # a zero factor: every query of this term is 0
+                    break
+                fracs.append(float(np.min(kept[live] / norms[live])))
+            if fracs is None:
+                continue
+            worst = 1.0 - math.prod(fracs)
+            if worst > SUPPORT_RTOL:
+                raise UnsupportedWorkloadError(
+                    "the tree strategy does not support the workload: a query has a relative "
+                    f"component {worst:.3g} that differs between cells of one finest tree node"
+                )
+
+    @staticmethod
+    def _along(rf: ReducedFactor, starts, Z: np.ndarray, axis: int) -> np.ndarray:
+        Zm = np.moveaxis(Z, axis, 0)
+        shape = Zm.shape
+        out = rf.block_products(starts, Zm.reshape(shape[0], -1)).reshape(shape)
+        return np.moveaxis(out, 0, axis)
+
+    def trace(self) -> float:
+        s, total = self.solver, 0.0
+        for c, factors in self.terms:
+            if c == 0.0:
+                continue
+            facs = [self._reduced(i, f) for i, f in enumerate(factors)]
+            leaf = 1.0 / s.a_fine
+            for rf in facs:
+                leaf = np.tensordot(rf.diag(), leaf, axes=([0], [0]))
+            value = float(leaf)
+            for li in range(self.tree.depth - 1):
+                V = s.U[li + 1]
+                Z = V
+                for axis, rf in enumerate(facs):
+                    Z = self._along(rf, s.red[li][axis], Z, axis)
+                value -= float(np.sum(s.cell_c(li) * V * Z))
+            total += c * value
+        return total
+
+    def profile(self) -> np.ndarray:
+        m, N = self.W.shape
+        check_dense_size(m, N, "per-query variances against a tree strategy")
+        inverse = TreeGramInverse(self.tree)
+        width = max(1, _linalg_base.MAX_DENSE_ENTRIES // (2 * max(m, N)))
+        out = np.empty(m)
+        for s0 in range(0, m, width):
+            s1 = min(m, s0 + width)
+            E = np.zeros((m, s1 - s0))
+            E[np.arange(s0, s1), np.arange(s1 - s0)] = 1.0
+            R = self.W.rmatvec(E)  # the rows s0..s1 of W, as columns
+            out[s0:s1] = np.sum(R * inverse.matvec(R), axis=0)
+        return out
+
+    def max_profile(self) -> float:
+        return float(np.max(self.profile()))
+
+
+# ================================================================ stacked Kronecker route
+class _StackedKroneckerRoute:
+    """Union of Kronecker products × a strategy ``[w_1 𝔸_1; w_2 𝔸_2]`` stacking two weighted
+    Kronecker products (HDMM OPT_+, Def. 11), or one product (a bare matrix counts as a
+    one-factor product) with a factor beyond the dense guard whose Gram inverse is
+    ``diag − low rank`` (a p-Identity, HDMM Thm 4). Exact, no N x N array.
+
+    Two blocks: with ``G_i``, ``H_i`` the factor Grams and every ``G_i`` positive definite,
+    ``G_i = L_iL_iᵀ`` (Cholesky), ``L_i⁻¹H_iL_i⁻ᵀ = U_iΛ_iU_iᵀ`` and ``V_i = L_i⁻ᵀU_i`` give
+    ``AᵀA = w_1² ⊗G_i + w_2² ⊗H_i = (⊗V_i)⁻ᵀ (w_1² + w_2² ⊗Λ_i) (⊗V_i)⁻¹``: full rank (so every
+    query is supported) and ``tr(⊗Y_i (AᵀA)⁻¹) = Σ_cells Π_i (V_iᵀY_iV_i)_jj / (w_1² + w_2² Π λ)``,
+    summed over the N cells in chunks. Per-query variances are Kronecker mat-vecs of
+    ``(W_iV_i)²`` with that N-vector (size-guarded).
+    """
+
+    CHUNK = 1 << 20
+
+    @classmethod
+    def build(cls, W: Matrix, A: Matrix):
+        blocks = A.blocks if isinstance(A, VStack) else [A]
+        if len(blocks) > 2:
+            return None
+        parsed = []
+        for b in blocks:
+            w, base = _peel(b)
+            parsed.append((w * w, list(base.factors) if isinstance(base, Kronecker) else [base]))
+        sizes = [f.shape[1] for f in parsed[0][1]]
+        if any([f.shape[1] for f in fs] != sizes for _, fs in parsed):
+            return None
+        terms = _kron_terms(W)
+        if _common_sizes(terms) != sizes or any(c == 0.0 for c, _ in parsed):
+            return None
+        if len(parsed) == 1:
+            return _LoneProductRoute.build(terms, parsed[0])
+        if any(n * n > _linalg_base.MAX_DENSE_ENTRIES for n in sizes):
+            return None
+        try:
+            return cls(terms, parsed, sizes)
+        except np.linalg.LinAlgError:
+            return None
+
+    def __init__(self, terms, parsed, sizes):
+        self.terms, self.sizes = terms, sizes
+        grams = [[f.gram().dense() for f in fs] for _, fs in parsed]
+        order = [0, 1]
+        try:
+            chol = [np.linalg.cholesky(0.5 * (G + G.T)) for G in grams[0]]
+        except np.linalg.LinAlgError:
+            chol = [np.linalg.cholesky(0.5 * (G + G.T)) for G in grams[1]]
+            order = [1, 0]
+        self.c1, self.c2 = parsed[order[0]][0], parsed[order[1]][0]
+        self.V, self.lam = [], []
+        for L, H in zip(chol, grams[order[1]]):
+            Li = np.linalg.solve(L, np.eye(L.shape[0]))
+            lam, U = np.linalg.eigh(Li @ (0.5 * (H + H.T)) @ Li.T)
+            self.V.append(Li.T @ U)
+            self.lam.append(np.clip(lam, 0.0, None))
+        self._q: dict[int, np.ndarray] = {}
+
+    def check_support(self) -> None:
+        return  # AᵀA is positive definite
+
+    def _qvec(self, f: Matrix, i: int) -> np.ndarray:
+        if id(f) not in self._q:
+            WV = f.matvec(self.V[i])
+            self._q[id(f)] = (f, np.sum(WV * WV, axis=0))
+        return self._q[id(f)][1]
+
+    def _grid_sum(self, Q: np.ndarray, lams: list[np.ndarray]) -> np.ndarray:
+        """Σ over cells of (⊗ rows of Q-factors) / (c1 + c2 ⊗λ) for several terms at once."""
+        d = len(lams)
+        split = d
+        while split > 0 and math.prod(len(x) for x in lams[split - 1 :]) <= self.CHUNK:
+            split -= 1
+        tail_l = functools.reduce(np.kron, lams[split:], np.ones(1))
+        tail_q = [functools.reduce(np.kron, qs[split:], np.ones(1)) for qs in Q]
+        total = np.zeros(len(Q))
+        heads = [range(len(x)) for x in lams[:split]]
+        import itertools
+
+        for idx in itertools.product(*heads):
+            lh = math.prod(float(lams[i][j]) for i, j in enumerate(idx))
+            inv = 1.0 / (self.c1 + self.c2 * lh * tail_l)
+            for t, qs in enumerate(Q):
+                qh = math.prod(float(qs[i][j]) for i, j in enumerate(idx))
+                if qh != 0.0:
+                    total[t] += qh * float(tail_q[t] @ inv)
+        return total
+
+    def trace(self) -> float:
+        Q = [[self._qvec(f, i) for i, f in enumerate(fs)] for _, fs in self.terms]
+        per_term = self._grid_sum(Q, self.lam)
+        return float(sum(c * v for (c, _), v in zip(self.terms, per_term)))
+
+    def _inv_denominator(self) -> np.ndarray:
+        N = math.prod(self.sizes)
+        check_dense_size(N, 1, "per-query variances of a stacked Kronecker strategy")
+        return 1.0 / (self.c1 + self.c2 * functools.reduce(np.kron, self.lam, np.ones(1)))
+
+    def profile(self) -> np.ndarray:
+        inv = self._inv_denominator()
+        parts = []
+        for c, fs in self.terms:
+            R = [as_matrix(f.matvec(self.V[i]) ** 2) for i, f in enumerate(fs)]
+            parts.append(c * (Kronecker(R) @ inv))
+        return np.concatenate(parts)
+
+    def max_profile(self) -> float:
+        return float(np.max(self.profile()))
+
+
+class _LowRankFactor:
+    """A full-rank strategy factor whose Gram inverse exposes ``low_rank_form()``
+    (``diag(a) − U Vᵀ``): tr(G_W (AᵀA)⁻¹) = Σ a ∘ diag(G_W) − Σ (G_W U) ∘ V."""
+
+    def __init__(self, inv):
+        self.a, self.U, self.V = inv.low_rank_form()
+
+    def trace_with(self, wf: Matrix) -> float:
+        G = wf.gram()
+        return float(np.dot(self.a, G.diag()) - np.sum(G.matvec(self.U) * self.V))
+
+    def row_profile(self, wf: Matrix):
+        m, n = wf.shape
+        check_dense_size(m, n, "per-query variances against a large p-Identity factor")
+        D = wf.dense()
+        return np.sum(D * D * self.a, axis=1) - np.sum((D @ self.U) * (D @ self.V), axis=1)
+
+
+class _LoneProductRoute:
+    """One weighted Kronecker product whose large factors have ``diag − low rank`` Gram
+    inverses (p-Identity) and whose small factors go through dense eigenvalues; full rank."""
+
+    @classmethod
+    def build(cls, terms, block):
+        _, factors = block
+        big = [f.shape[1] ** 2 > _linalg_base.MAX_DENSE_ENTRIES for f in factors]
+        if not any(big):
+            return None
+        parts = []
+        for f, large in zip(factors, big):
+            if large:
+                try:
+                    inv = f.gram().pinv()
+                except TooLargeError:
+                    return None
+                if not hasattr(inv, "low_rank_form") or f.shape[0] < f.shape[1]:
+                    return None
+                parts.append(_LowRankFactor(inv))
+            else:
+                sf = _StrategyFactor(f)
+                if sf.null is not None:
+                    return None
+                parts.append(sf)
+        route = cls()
+        route.terms, route.parts, route.c = terms, parts, block[0]
+        route._grams = {}
+        return route
+
+    def check_support(self) -> None:
+        return  # every factor has full column rank
+
+    def _factor_value(self, part, wf):
+        if isinstance(part, _LowRankFactor):
+            return part.trace_with(wf)
+        return part.trace_with(wf, self._grams)
+
+    def trace(self) -> float:
+        total = 0.0
+        for c, fs in self.terms:
+            value = c
+            for part, wf in zip(self.parts, fs):
+                value *= self._factor_value(part, wf)
+            total += value
+        return total / self.c
+
+    def profile(self) -> np.ndarray:
+        out = []
+        for c, fs in self.terms:
+            vecs = [part.row_profile(wf) for part, wf in zip(self.parts, fs)]
+            out.append(c * _kron_all(vecs, [wf.shape[0] for wf in fs]) / self.c)
+        return np.concatenate(out)
+
+    def max_profile(self) -> float:
+        return float(np.max(self.profile()))
 
 
 # ============================================================================ dense route

@@ -14,6 +14,7 @@ from .base import (
     as_matrix,
     check_dense_size,
 )
+from .fourier import Fourier
 from .haar import Haar, HaarGram, HaarInverse
 from .kronecker import Kronecker
 from .marginals import (
@@ -24,6 +25,7 @@ from .marginals import (
     projected_traces,
 )
 from .permuted import Permuted, PermutedGram
+from .pidentity import LowRankUpdate, PIdentity, PIdentityGram, PIdentityPinv
 from .ranges import (
     AllRange,
     AllRangeGram,
@@ -36,6 +38,7 @@ from .ranges import (
     WidthRange,
     WidthRangeGram,
 )
+from .tree import Tree, TreeGram, TreeGramInverse
 
 __all__ = [
     "MAX_DENSE_ENTRIES",
@@ -44,11 +47,13 @@ __all__ = [
     "AllRangeGram",
     "Dense",
     "Difference",
+    "Fourier",
     "Haar",
     "HaarGram",
     "HaarInverse",
     "Identity",
     "Kronecker",
+    "LowRankUpdate",
     "Marginal",
     "Marginals",
     "MarginalsGram",
@@ -56,6 +61,9 @@ __all__ = [
     "Ones",
     "Permuted",
     "PermutedGram",
+    "PIdentity",
+    "PIdentityGram",
+    "PIdentityPinv",
     "Prefix",
     "PrefixGram",
     "Product",
@@ -64,6 +72,9 @@ __all__ = [
     "TooLargeError",
     "Total",
     "Transposed",
+    "Tree",
+    "TreeGram",
+    "TreeGramInverse",
     "VStack",
     "Weighted",
     "WidthRange",

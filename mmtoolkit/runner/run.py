@@ -284,8 +284,12 @@ def _fmt(x: float | None) -> str:
 
 
 def _fmt_paper(x: float) -> str:
-    """Paper values as printed (shortest repr; integers without '.0')."""
-    return str(int(x)) if float(x).is_integer() and abs(x) < 1e15 else repr(float(x))
+    """Paper values as printed (shortest repr; integers without '.0'); values derived in a
+    config (e.g. a quotient of two printed numbers) are cut to 6 significant digits."""
+    if float(x).is_integer() and abs(x) < 1e15:
+        return str(int(x))
+    text = repr(float(x))
+    return text if len(text.lstrip("-").replace(".", "")) <= 10 else f"{x:.6g}"
 
 
 def _md_escape(text: str) -> str:

@@ -165,7 +165,7 @@ def test_workload_kinds_are_public_builders():
 def test_shipped_table4_config_is_valid():
     cfg = load_config(REPO / "configs" / "residual_planner" / "table4.yaml")
     assert (cfg.paper, cfg.table) == ("residual_planner", "table4")
-    assert len(cfg.rows) == 12 and [c.name for c in cfg.columns] == ["SVDB", "Identity", "LM"]
+    assert len(cfg.rows) == 12 and {"SVDB", "Identity", "LM"} <= {c.name for c in cfg.columns}
     assert cfg.privacy == ZCDP(0.5)
     svdb = [r.paper["SVDB"] for r in cfg.rows]
     assert svdb == [

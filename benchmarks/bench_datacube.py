@@ -1,0 +1,94 @@
+"""Datacube budgeting (Cormode et al. 2013) and DataCube/BMAX (Ding et al. 2011) timings.
+
+1. F+ on NLTCS all 3-way marginals (d = 16, |F| = 697 coefficients): budget selection, then
+   the Fourier-domain recovery of all 560 marginals from noisy coefficients (one draw).
+2. Scaling of F+ budgets + recovery on all 2-way marginals of d binary attributes.
+3. BMAX on Adult (HDMM's 5-attribute domain, all 32 marginals; and the datacube paper's
+   23-bit binary Adult, Q2 at k = 2, lattice over the 8 attribute blocks).
+4. Clustering (C) vs the rest (I, Q, F with budgets) on NLTCS selection time.
+Medians of wall-clock seconds on a shared machine.
+"""
+
+import argparse
+
+import numpy as np
+from _util import median_seconds, peak_rss_mb
+
+from mmtoolkit import budgeting as bg
+from mmtoolkit import datasets, selectors, workloads
+from mmtoolkit.privacy import PureDP
+from mmtoolkit.selectors.datacube import workload_sets
+
+
+def fourier_pipeline(W, d, rng):
+    S = selectors.get("datacube", strategy="F", budget="optimal").select(W, PureDP(1.0))
+    F = S.matrix
+    var = 2.0 / F.weights**2
+    est = bg.FourierEstimate(d)
+    est.add_coefficients(F.betas, rng.laplace(size=F.betas.size) * np.sqrt(var / 2), var)
+    return [est.marginal(k) for k in W.weights]
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--dims", type=int, nargs="+", default=[8, 12, 16, 20, 24])
+    args = parser.parse_args()
+    rng = np.random.default_rng(0)
+    P = PureDP(1.0)
+
+    W = workloads.marginals(datasets.domain("nltcs"), 3)
+    sel, _ = median_seconds(
+        lambda: selectors.get("datacube", strategy="F", budget="optimal").select(W, P),
+        args.repeats,
+    )
+    full, _ = median_seconds(lambda: fourier_pipeline(W, 16, rng), args.repeats)
+    print(f"[1] NLTCS all 3-way (560 marginals): F+ budgets {sel:.4f} s; "
+          f"budgets + recovery of all marginals {full:.3f} s")  # fmt: skip
+
+    print("\n[2] F+ budgets + recovery, all 2-way marginals of d binary attributes")
+    print("{:>4} {:>10} {:>9} {:>8}".format("d", "marginals", "seconds", "peak MB"))
+    for d in args.dims:
+        Wd = workloads.marginals([2] * d, 2)
+        t, _ = median_seconds(lambda Wd=Wd, d=d: fourier_pipeline(Wd, d, rng), args.repeats)
+        print(f"{d:>4} {len(Wd.weights):>10} {t:>9.3f} {peak_rss_mb():>8.0f}")
+
+    print("\n[3] BMAX")
+    Wa = workloads.marginals(datasets.domain("adult_hdmm"), 5, lower=True)
+    for mode in ("workload", "lattice"):
+        t, S = median_seconds(
+            lambda mode=mode: selectors.get("ding_datacube", candidates=mode).select(Wa, P),
+            args.repeats,
+        )
+        print(f"    Adult (HDMM, 32 marginals), candidates={mode}: {t:.4f} s, "
+              f"{len(S.metadata['cuboids'])} cuboids")  # fmt: skip
+    enc = bg.BinaryEncoding(datasets.domain("adult_datacube"))
+    Wb = enc.marginals(workload_sets(8, 2, "Q2", seed=0))
+    t, S = median_seconds(
+        lambda: selectors.get("datacube", strategy="C", budget="optimal").select(Wb, P),
+        args.repeats,
+    )
+    print(f"    Adult binary (23 bits) Q2 k=2 ({len(Wb.weights)} marginals), C+ over the "
+          f"attribute lattice: {t:.4f} s, {S.metadata['groups']} cuboids")  # fmt: skip
+
+    print("\n[4] NLTCS selection time: clustering vs the rest")
+    print(
+        "{:>10} {:>9} {:>9} {:>9} {:>9} {:>8}".format("workload", "I", "Q+", "F+", "C+", "C/rest")
+    )
+    enc16 = bg.BinaryEncoding(datasets.domain("nltcs"))
+    for k in (1, 2):
+        for variant in ("Q1", "Q2", "Q3"):
+            Wn = enc16.marginals(workload_sets(16, k, variant, seed=0, fixed=0))
+            times = {}
+            for name, s in (("I", "I"), ("Q+", "Q"), ("F+", "F"), ("C+", "C")):
+                times[name], _ = median_seconds(
+                    lambda s=s, Wn=Wn: selectors.get("datacube", strategy=s).select(Wn, P),
+                    args.repeats,
+                )
+            rest = max(times[n] for n in ("I", "Q+", "F+"))
+            print(f"{variant + ' k=' + str(k):>10} " + " ".join(f"{times[n]:>9.4f}" for n in times)
+                  + f" {times['C+'] / rest:>7.0f}×")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,114 @@
+"""HDMM scalability (McKenna et al. 2018, Fig. 6 and Fig. 1d; App. C.5).
+
+1. OPT_0: one objective + gradient evaluation of the p-Identity Woodbury form (p = n/16) at
+   N = 1024, 4096, 8192, with the structured AllRange Gram and with a dense Gram (the
+   paper: 1.5 s for one objective at N = 8192, O(pN²)).
+2. OPT_M: one objective + gradient evaluation for all ≤3-way marginals of [10]^d,
+   d = 8..16 (the paper: d ≤ 14, < 10 s up to d = 10; here O(d 2^d)).
+3. Measure + reconstruct on big domains: a Kronecker p-Identity strategy on 10^8 cells
+   (4 attributes of 100) and a marginals strategy on [10]^8; seconds and peak RSS.
+
+Writes ``results/hdmm/bench_hdmm.md`` with ``--write``. Timings depend on the machine and
+on its load: set OMP_NUM_THREADS=1 on a shared machine.
+"""
+
+import argparse
+import time
+from pathlib import Path
+
+import numpy as np
+from _util import median_seconds, peak_rss_mb
+
+from mmtoolkit import mechanism, workloads
+from mmtoolkit.linalg import AllRange, Kronecker, Marginals, PIdentity
+from mmtoolkit.privacy import PureDP
+from mmtoolkit.selectors.hdmm._common import GramOperator
+from mmtoolkit.selectors.hdmm.marginals import MarginalsProblem, project_workload
+from mmtoolkit.selectors.hdmm.opt0 import pidentity_objective
+
+
+def bench_opt0(sizes, repeats, dense_max):
+    lines = ["| N | p | structured Gram s | dense Gram s |", "|---|---|---|---|"]
+    for n in sizes:
+        p = n // 16
+        theta = np.random.default_rng(0).random((p, n))
+        G = GramOperator(AllRange(n).gram())
+        ts, _ = median_seconds(lambda G=G, t=theta: pidentity_objective(t, G, 1), repeats)
+        td = float("nan")
+        if n <= dense_max:
+            Gd = GramOperator(AllRange(n).gram().dense())
+            td, _ = median_seconds(lambda G=Gd, t=theta: pidentity_objective(t, G, 1), repeats)
+        lines.append(f"| {n} | {p} | {ts:.4f} | {td:.4f} |")
+        print(lines[-1], flush=True)
+    return lines
+
+
+def bench_optm(dims, repeats):
+    lines = ["| d | 2^d | projection s | objective+gradient s |", "|---|---|---|---|"]
+    for d in dims:
+        W = workloads.marginals([10] * d, 3, lower=True)
+        start = time.perf_counter()
+        sizes, t = project_workload(W)
+        tp = time.perf_counter() - start
+        prob = MarginalsProblem(sizes, t)
+        theta = np.random.default_rng(0).random(1 << d)
+        te, _ = median_seconds(lambda p=prob, t=theta: p.objective(t, 1), repeats)
+        lines.append(f"| {d} | {1 << d} | {tp:.4f} | {te:.5f} |")
+        print(lines[-1], flush=True)
+    return lines
+
+
+def bench_mechanism(kron_sizes, marg_d):
+    rng = np.random.default_rng(0)
+    lines = ["| strategy | N | measure s | reconstruct s | peak RSS MB |", "|---|---|---|---|---|"]
+    cases = [
+        (
+            f"Kronecker of {len(kron_sizes)} p-Identity",
+            Kronecker([PIdentity(rng.random((max(1, n // 16), n))) for n in kron_sizes]),
+        ),
+        (f"marginals (≤3-way, [10]^{marg_d})", None),
+    ]
+    for name, A in cases:
+        if A is None:
+            keys = {k: 1.0 for k in range(1 << marg_d) if bin(k).count("1") <= 3}
+            keys[(1 << marg_d) - 1] = 1.0
+            A = Marginals([10] * marg_d, keys)
+        N = A.shape[1]
+        x = np.zeros(N)
+        start = time.perf_counter()
+        y = mechanism.measure(A, x, PureDP(1.0), rng)
+        tm = time.perf_counter() - start
+        start = time.perf_counter()
+        xhat = mechanism.reconstruct(A, y)
+        tr = time.perf_counter() - start
+        del y, xhat
+        lines.append(f"| {name} | {N:,} | {tm:.2f} | {tr:.2f} | {peak_rss_mb():.0f} |")
+        print(lines[-1], flush=True)
+    return lines
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--opt0", type=int, nargs="*", default=[1024, 4096, 8192])
+    parser.add_argument("--dense-max", type=int, default=4096)
+    parser.add_argument("--optm", type=int, nargs="*", default=list(range(8, 17)))
+    parser.add_argument("--kron", type=int, nargs="*", default=[100, 100, 100, 100])
+    parser.add_argument("--marg-d", type=int, default=8)
+    parser.add_argument("--write", action="store_true")
+    args = parser.parse_args()
+    out = ["# HDMM benchmarks", "", "## OPT_0 objective + gradient (AllRange, p = n/16)", ""]
+    out += bench_opt0(args.opt0, args.repeats, args.dense_max)
+    out += ["", "## OPT_M objective + gradient (all ≤3-way marginals of [10]^d)", ""]
+    out += bench_optm(args.optm, args.repeats)
+    out += ["", "## Measure + reconstruct (zero data vector)", ""]
+    out += bench_mechanism(args.kron, args.marg_d)
+    if args.write:
+        path = Path(__file__).resolve().parents[1] / "results" / "hdmm" / "bench_hdmm.md"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("\n".join(out) + "\n", encoding="utf-8")
+        print(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    main()

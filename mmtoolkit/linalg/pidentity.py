@@ -1,0 +1,224 @@
+"""p-Identity strategies ``A(Θ) = [I_n; Θ] D`` (HDMM §5.2, Def. 9; Thm 4 and App. A.3).
+
+``Θ`` is a ``p x n`` array and ``D = diag(1/s)`` normalises every column of ``[I; Θ]``:
+
+* ``norm=1`` (HDMM, Laplace / L1): ``Θ ≥ 0`` and ``s_j = 1 + Σ_k Θ_kj``, so every column sums
+  to exactly 1 and ``sens₁(A) = 1``;
+* ``norm=2`` (Gaussian / L2 variant): ``Θ`` real and ``s_j = sqrt(1 + Σ_k Θ_kj²)``, so every
+  column has unit L2 norm, ``AᵀA`` has unit diagonal and ``sens₂(A) = 1``.
+
+The identity block gives full column rank (``A`` supports every workload). By Woodbury
+(HDMM Thm 4): ``AᵀA = D (I + ΘᵀΘ) D`` and ``(AᵀA)⁻¹ = D⁻¹ (I − Θᵀ M Θ) D⁻¹`` with the
+``p x p`` matrix ``M = (I_p + ΘΘᵀ)⁻¹`` (computed by Cholesky), so Gram, inverse Gram and
+pseudo-inverse are applied in O(np) per vector after an O(p²n) set-up; nothing ``n x n``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy.linalg import cho_factor, cho_solve
+
+from .base import Matrix, _check_p, check_dense_size
+
+
+def _theta_array(theta, norm: int) -> np.ndarray:
+    T = np.array(theta, dtype=float)
+    if T.ndim != 2 or T.shape[0] < 1 or T.shape[1] < 1:
+        raise ValueError(
+            f"PIdentity needs a 2-D p x n array Θ with p >= 1 and n >= 1, got shape {T.shape}"
+        )
+    if not np.all(np.isfinite(T)):
+        raise ValueError("PIdentity: Θ must be finite")
+    if norm == 1 and np.any(T < 0):
+        raise ValueError("PIdentity with norm=1 (L1, HDMM Def. 9) needs Θ >= 0 entrywise")
+    return T
+
+
+def pidentity_scale(theta: np.ndarray, norm: int) -> np.ndarray:
+    """``s`` with ``D = diag(1/s)``: ``1 + Σ_k Θ_kj`` (norm 1) or ``sqrt(1 + Σ_k Θ_kj²)``."""
+    if norm == 1:
+        return 1.0 + theta.sum(axis=0)
+    return np.sqrt(1.0 + np.einsum("kj,kj->j", theta, theta))
+
+
+def woodbury_core(theta: np.ndarray) -> np.ndarray:
+    """``M = (I_p + ΘΘᵀ)⁻¹`` by Cholesky (the ``p x p`` core of HDMM Thm 4)."""
+    p = theta.shape[0]
+    P = theta @ theta.T
+    P[np.diag_indices(p)] += 1.0
+    return cho_solve(cho_factor(P, lower=True), np.eye(p))
+
+
+class PIdentity(Matrix):
+    """``A(Θ) = [I_n; Θ] D``, shape ``(n + p, n)`` (HDMM Def. 9; see the module docstring).
+
+    ``norm`` is the sensitivity norm the columns are normalised in (1: HDMM's L1 version,
+    Θ ≥ 0; 2: L2 version, Θ real). Rows: the ``n`` scaled identity rows, then the ``p`` rows
+    of ``Θ D``.
+    """
+
+    def __init__(self, theta, norm: int = 1):
+        _check_p(norm)
+        self.norm = int(norm)
+        self.theta = _theta_array(theta, self.norm)
+        self.p, self.n = self.theta.shape
+        self.s = pidentity_scale(self.theta, self.norm)
+        self.shape = (self.n + self.p, self.n)
+        self._core = None
+
+    @property
+    def core(self) -> np.ndarray:
+        """``M = (I_p + ΘΘᵀ)⁻¹`` (cached)."""
+        if self._core is None:
+            self._core = woodbury_core(self.theta)
+        return self._core
+
+    def _matmat(self, X):
+        DX = X / self.s[:, None]
+        return np.vstack([DX, self.theta @ DX])
+
+    def _rmatmat(self, Y):
+        n = self.n
+        return (Y[:n] + self.theta.T @ Y[n:]) / self.s[:, None]
+
+    def gram(self):
+        return PIdentityGram(self)
+
+    def pinv(self):
+        return PIdentityPinv(self)
+
+    def colnorm_p(self, p):
+        _check_p(p)
+        T = np.abs(self.theta)
+        if p == 1:
+            c = (1.0 + T.sum(axis=0)) / self.s
+        else:
+            c = (1.0 + np.einsum("kj,kj->j", T, T)) / self.s**2
+        if p == self.norm:
+            return 1.0  # exact by construction (up to rounding in c)
+        return c
+
+    def rownorm_p(self, p):
+        _check_p(p)
+        d = 1.0 / self.s
+        top = d**p
+        bottom = (np.abs(self.theta) * d) ** p
+        return np.concatenate([top, bottom.sum(axis=1)])
+
+    def dense(self):
+        check_dense_size(*self.shape, "dense() of PIdentity")
+        return np.vstack([np.diag(1.0 / self.s), self.theta / self.s])
+
+    def __repr__(self):
+        return f"PIdentity(p={self.p}, n={self.n}, norm={self.norm})"
+
+
+class PIdentityGram(Matrix):
+    """``AᵀA = D (I + ΘᵀΘ) D`` for ``A = PIdentity(Θ)``; ``pinv`` = ``inverse`` =
+    :class:`LowRankUpdate` ``D⁻¹(I − ΘᵀMΘ)D⁻¹`` (HDMM Thm 4)."""
+
+    def __init__(self, A: PIdentity):
+        self.A = A
+        self.shape = (A.n, A.n)
+
+    def _matmat(self, X):
+        A = self.A
+        DX = X / A.s[:, None]
+        return (DX + A.theta.T @ (A.theta @ DX)) / A.s[:, None]
+
+    def _rmatmat(self, Y):
+        return self._matmat(Y)
+
+    @property
+    def T(self):
+        return self
+
+    def pinv(self):
+        A = self.A
+        U = A.theta.T * A.s[:, None]  # D⁻¹Θᵀ
+        return LowRankUpdate(A.s**2, U, U @ A.core)
+
+    inverse = pinv
+
+    def diag(self):
+        A = self.A
+        return (1.0 + np.einsum("kj,kj->j", A.theta, A.theta)) / A.s**2
+
+    def trace(self):
+        return float(np.sum(self.diag()))
+
+    def dense(self):
+        check_dense_size(*self.shape, "dense() of PIdentityGram")
+        A = self.A
+        G = A.theta.T @ A.theta
+        G[np.diag_indices(A.n)] += 1.0
+        return G / np.outer(A.s, A.s)
+
+
+class LowRankUpdate(Matrix):
+    """``diag(a) − U Vᵀ`` (``n x n``; ``U``, ``V`` are ``n x r``), applied in O(nr) per vector.
+
+    The inverse Gram of a p-Identity strategy has this form. ``low_rank_form()`` exposes
+    ``(a, U, V)`` so that ``tr(Y · self) = Σ_j a_j Y_jj − Σ (Y U) ∘ V`` needs only ``r``
+    products with ``Y`` (used by OPT_0 and by the evaluator's structured route).
+    """
+
+    def __init__(self, a, U, V):
+        self.a = np.asarray(a, dtype=float)
+        self.U = np.asarray(U, dtype=float)
+        self.V = np.asarray(V, dtype=float)
+        n = self.a.size
+        if self.U.shape != self.V.shape or self.U.ndim != 2 or self.U.shape[0] != n:
+            raise ValueError(
+                f"LowRankUpdate: U {self.U.shape} and V {self.V.shape} must both be {n} x r"
+            )
+        self.shape = (n, n)
+
+    def low_rank_form(self):
+        return self.a, self.U, self.V
+
+    def _matmat(self, X):
+        return self.a[:, None] * X - self.U @ (self.V.T @ X)
+
+    def _rmatmat(self, Y):
+        return self.a[:, None] * Y - self.V @ (self.U.T @ Y)
+
+    def diag(self):
+        return self.a - np.einsum("jr,jr->j", self.U, self.V)
+
+    def trace(self):
+        return float(np.sum(self.diag()))
+
+    def dense(self):
+        check_dense_size(*self.shape, "dense() of LowRankUpdate")
+        return np.diag(self.a) - self.U @ self.V.T
+
+
+class PIdentityPinv(Matrix):
+    """``A⁺ = (AᵀA)⁻¹Aᵀ`` of a p-Identity strategy: ``A⁺z = s ∘ K (z_I + Θᵀ z_Θ)`` with
+    ``K = I − ΘᵀMΘ`` (HDMM §7.2 / App. A.3), O(np) per vector; shape ``(n, n + p)``."""
+
+    def __init__(self, A: PIdentity):
+        self.A = A
+        self.shape = (A.n, A.n + A.p)
+
+    def _K(self, X):
+        A = self.A
+        return X - A.theta.T @ (A.core @ (A.theta @ X))
+
+    def _matmat(self, Z):
+        A = self.A
+        n = A.n
+        return A.s[:, None] * self._K(Z[:n] + A.theta.T @ Z[n:])
+
+    def _rmatmat(self, Y):
+        A = self.A
+        KY = self._K(A.s[:, None] * Y)
+        return np.vstack([KY, A.theta @ KY])
+
+    def pinv(self):
+        return self.A
+
+    def dense(self):
+        check_dense_size(*self.shape, "dense() of PIdentityPinv")
+        return self._matmat(np.eye(self.shape[1]))

@@ -1,0 +1,525 @@
+"""Hierarchical (tree) strategies: nested partitions of the domain, one weighted counting
+query per node (Hay et al. PVLDB 2010 "H_b"; Qardaji et al. PVLDB 2013 "HB"; Cormode et al.
+ICDE 2012 "Quadtree"; Li et al. PVLDB 2014 "GreedyH"; HDMM §8 baselines, digest §15).
+
+A :class:`Tree` on a domain of sizes ``(n_1, …, n_d)`` has levels ``ℓ = 0..L-1`` (coarse to
+fine). Level ``ℓ`` partitions every attribute ``i`` into contiguous intervals (given by their
+start offsets) and its nodes are the products ``S_1 × … × S_d`` of one interval per
+attribute; level ``ℓ+1`` refines level ``ℓ`` in every attribute. Each node ``Q`` is the row
+``w_Q · 1_Q`` (an interval / rectangle count). A 1-D tree is the case ``d = 1``; HB-2D and
+Quadtree are ``d = 2`` (each 2-D node splits into ``b × b`` children).
+
+Closed forms (``O(N · L)`` per product, never an ``N x N`` array):
+
+* ``A x`` sums ``x`` over the blocks of each level (``np.add.reduceat`` per axis), ``Aᵀ y``
+  broadcasts the node values back; every column meets exactly one node per level, so the
+  column norms are ``Σ_ℓ |w_ℓ|^p`` (HDMM §10: the sensitivity of a hierarchy is its number
+  of levels when the weights are 1).
+* ``AᵀA = Σ_Q a_Q 1_Q 1_Qᵀ`` with ``a_Q = w_Q²``, a sum over a laminar family. Writing
+  ``M_Q`` for the part of the Gram on ``Q`` built from ``Q`` and its descendants,
+  ``M_Q = blockdiag(M_C) + a_Q 1 1ᵀ`` over the children ``C``; by Sherman–Morrison
+  ``M_Q⁻¹ = D⁻¹ − c_Q v_Q v_Qᵀ`` with ``v_Q = D⁻¹ 1 = (u_C)_C``, ``s = 1ᵀ v_Q``,
+  ``c_Q = a_Q / (1 + a_Q s)`` and ``u_Q = M_Q⁻¹ 1 = v_Q / (1 + a_Q s)``. One bottom-up pass
+  stores ``u`` per level (:class:`TreeSolver`); ``M⁻¹ x`` is then one more pass.
+* When the finest level is not all single cells (a collapsed node, GreedyH), the strategy
+  only sees sums over the finest nodes: with ``P`` the membership matrix of the finest
+  partition and ``D = PᵀP``, ``A = Ã Pᵀ`` and ``(AᵀA)⁺ = P D⁻¹ M̃⁻¹ D⁻¹ Pᵀ`` where ``M̃`` is
+  the Gram of the reduced tree (the finest nodes become single cells).
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+
+import numpy as np
+
+from .base import MAX_DENSE_ENTRIES, Matrix, Product, _check_p, check_dense_size
+
+__all__ = [
+    "ReducedFactor",
+    "Tree",
+    "TreeGram",
+    "TreeGramInverse",
+    "TreeSolver",
+    "interval_tree",
+    "tree_height",
+]
+
+SPLITS = ("near_equal", "small_first", "pad")
+
+
+# =============================================================================== builders
+def _int(value, name: str, low: int) -> int:
+    if isinstance(value, bool):
+        raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
+    try:
+        v = operator.index(value)
+    except TypeError:
+        raise ValueError(f"{name} must be an integer >= {low}, got {value!r}") from None
+    if v < low:
+        raise ValueError(f"{name} must be an integer >= {low}, got {v}")
+    return int(v)
+
+
+def tree_height(n: int, b: int) -> int:
+    """``⌈log_b n⌉`` in exact integer arithmetic: the least ``h`` with ``b^h ≥ n``."""
+    n, b = _int(n, "n", 1), _int(b, "branching", 2)
+    h, cap = 0, 1
+    while cap < n:
+        cap *= b
+        h += 1
+    return h
+
+
+def _children(start: int, size: int, b: int, split: str) -> list[tuple[int, int]]:
+    if size <= b:
+        return [(start + k, 1) for k in range(size)]
+    m, r = divmod(size, b)
+    if split == "near_equal":  # Qardaji et al.: the first r children get one extra cell
+        sizes = [m + 1] * r + [m] * (b - r)
+    else:  # "small_first" (DAWA / GreedyH): the last r children get one extra cell
+        sizes = [m] * (b - r) + [m + 1] * r
+    out, s = [], start
+    for z in sizes:
+        out.append((s, z))
+        s += z
+    return out
+
+
+def interval_tree(n: int, branching: int, split: str = "near_equal", height=None):
+    """The levels (root first) of a ``b``-ary interval tree over ``[0, n)``, each level an
+    array of interval starts; a node that is already a single cell repeats on deeper levels
+    (so every level partitions the domain).
+
+    ``split``: ``"near_equal"`` (HB, Qardaji et al. 2013 §4: a node of ``n' ≤ b`` cells has
+    ``n'`` single-cell children, else ``b`` children of ``⌊n'/b⌋`` cells, the first
+    ``n' mod b`` one cell larger), ``"small_first"`` (GreedyH, DAWA 2014: the larger children
+    last) or ``"pad"`` (pad to ``b^h`` cells, split equally, keep the real cells: HDMM digest
+    §16.13). ``height`` (``pad`` only) defaults to ``⌈log_b n⌉``.
+    """
+    n, b = _int(n, "n", 1), _int(branching, "branching", 2)
+    if split not in SPLITS:
+        raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
+    if split == "pad":
+        h = tree_height(n, b) if height is None else _int(height, "height", 0)
+        if b**h < n:
+            raise ValueError(f"height {h} is too small: {b}^{h} < n = {n}")
+        levels = []
+        for depth in range(h + 1):
+            width = b ** (h - depth)
+            levels.append(np.arange(0, n, width, dtype=np.int64))
+        return levels
+    if height is not None:
+        raise ValueError("height is only used with split='pad'")
+    nodes = [(0, n)]
+    levels = [np.array([0], dtype=np.int64)]
+    while any(size > 1 for _, size in nodes):
+        nodes = [c for s, z in nodes for c in _children(s, z, b, split)]
+        levels.append(np.array([s for s, _ in nodes], dtype=np.int64))
+    return levels
+
+
+# ================================================================================ helpers
+def _sizes_from_starts(starts: np.ndarray, n: int) -> np.ndarray:
+    return np.diff(np.append(starts, n))
+
+
+def _block_sum(X: np.ndarray, starts) -> np.ndarray:
+    """Sum a tensor over the blocks ``starts[i]`` of each leading axis ``i``."""
+    for axis, s in enumerate(starts):
+        X = np.add.reduceat(X, s, axis=axis)
+    return X
+
+
+def _expand(Y: np.ndarray, counts) -> np.ndarray:
+    """Broadcast node values back to cells: repeat along each leading axis."""
+    for axis, c in enumerate(counts):
+        Y = np.repeat(Y, c, axis=axis)
+    return Y
+
+
+# =================================================================================== Tree
+class Tree(Matrix):
+    """A weighted hierarchy of nested interval (rectangle) partitions: one row ``w_Q 1_Q``
+    per node ``Q`` (the H_b / HB / Quadtree / GreedyH strategies; module docstring).
+
+    ``sizes``: the attribute sizes (an int for 1-D). ``levels``: coarse to fine; in 1-D each
+    level is an array of interval starts, in d-D a sequence of ``d`` such arrays (the
+    level's nodes are their products, rows in C order). ``weights``: one per level, a scalar
+    or an array of the level's node-grid shape (default all 1). Rows are ordered level by
+    level.
+    """
+
+    def __init__(self, sizes, levels, weights=None):
+        if isinstance(sizes, (list, tuple, np.ndarray)):
+            sizes = tuple(_int(s, "attribute size", 1) for s in sizes)
+        else:
+            sizes = (_int(sizes, "n", 1),)
+        if not sizes:
+            raise ValueError("Tree needs at least one attribute")
+        d = len(sizes)
+        if not isinstance(levels, (list, tuple)) or not levels:
+            raise ValueError("Tree needs a non-empty list of levels")
+        parsed = []
+        for li, level in enumerate(levels):
+            parts = [level] if d == 1 else list(level)
+            if len(parts) != d:
+                raise ValueError(f"level {li} has {len(parts)} partitions for {d} attributes")
+            arrs = []
+            for i, (s, n) in enumerate(zip(parts, sizes)):
+                a = np.asarray(s)
+                if a.ndim != 1 or a.size == 0 or not np.issubdtype(a.dtype, np.integer):
+                    raise ValueError(
+                        f"level {li}, attribute {i}: interval starts must be a non-empty 1-D "
+                        "integer array"
+                    )
+                a = a.astype(np.int64)
+                if a[0] != 0 or a[-1] >= n or np.any(np.diff(a) <= 0):
+                    raise ValueError(
+                        f"level {li}, attribute {i}: interval starts must begin at 0, increase "
+                        f"strictly and stay below the attribute size {n}"
+                    )
+                if li and not np.all(np.isin(parsed[-1][i], a)):
+                    raise ValueError(
+                        f"level {li}, attribute {i} does not refine level {li - 1}: the levels "
+                        "of a tree must be nested"
+                    )
+                arrs.append(a)
+            parsed.append(tuple(arrs))
+        self.sizes = sizes
+        self.levels = parsed
+        self.counts = [tuple(_sizes_from_starts(s, n) for s, n in zip(lv, sizes)) for lv in parsed]
+        self.grid = [tuple(len(s) for s in lv) for lv in parsed]
+        if weights is None:
+            weights = [1.0] * len(parsed)
+        if len(weights) != len(parsed):
+            raise ValueError(f"got {len(weights)} level weights for {len(parsed)} levels")
+        ws = []
+        for li, (w, g) in enumerate(zip(weights, self.grid)):
+            if np.ndim(w) == 0:
+                w = float(w)
+                ok = math.isfinite(w)
+            else:
+                w = np.asarray(w, dtype=float)
+                if d == 1 and w.ndim == 1 and w.size == g[0]:
+                    w = w.reshape(g)
+                if w.shape != g:
+                    raise ValueError(
+                        f"level {li}: weights of shape {w.shape}, the level's node grid is {g}"
+                    )
+                ok = bool(np.all(np.isfinite(w)))
+            if not ok:
+                raise ValueError(f"level {li}: weights must be finite")
+            ws.append(w)
+        self.weights = ws
+        self.shape = (sum(math.prod(g) for g in self.grid), math.prod(sizes))
+
+    # --------------------------------------------------------------------- structure
+    @property
+    def depth(self) -> int:
+        """The number of levels ``L``."""
+        return len(self.levels)
+
+    @property
+    def fine_counts(self):
+        """Cells per finest node, per attribute."""
+        return self.counts[-1]
+
+    @property
+    def reduced(self) -> bool:
+        """True when some finest node has more than one cell (the strategy cannot tell the
+        cells of that node apart)."""
+        return any(np.any(c > 1) for c in self.fine_counts)
+
+    @property
+    def invertible(self) -> bool:
+        """Whether the reduced Gram ``M̃`` is invertible (every finest node has weight ≠ 0)."""
+        return bool(np.all(np.asarray(self.weights[-1]) != 0.0))
+
+    def _tensor(self, X):
+        return X.reshape(*self.sizes, X.shape[1])
+
+    def _w(self, li, trailing=1):
+        w = self.weights[li]
+        return w if np.ndim(w) == 0 else w.reshape(w.shape + (1,) * trailing)
+
+    # ---------------------------------------------------------------------- products
+    def _matmat(self, X):
+        T = self._tensor(X)
+        out = [
+            (_block_sum(T, lv) * self._w(li)).reshape(-1, X.shape[1])
+            for li, lv in enumerate(self.levels)
+        ]
+        return np.vstack(out)
+
+    def _rmatmat(self, Y):
+        k = Y.shape[1]
+        out = np.zeros(self.sizes + (k,))
+        offset = 0
+        for li, (g, c) in enumerate(zip(self.grid, self.counts)):
+            rows = math.prod(g)
+            block = Y[offset : offset + rows].reshape(g + (k,)) * self._w(li)
+            out += _expand(block, c)
+            offset += rows
+        return out.reshape(-1, k)
+
+    def gram(self):
+        return TreeGram(self)
+
+    def pinv(self):
+        if not self.invertible:
+            return super().pinv()
+        return Product(TreeGram(self).pinv(), self.T)
+
+    # -------------------------------------------------------------------- reductions
+    def _cell_weights_p(self, p):
+        """``Σ_ℓ |w_Q(j)|^p`` per cell j (a float when constant)."""
+        total = 0.0
+        for li, c in enumerate(self.counts):
+            w = self.weights[li]
+            if np.ndim(w) == 0:
+                total = total + abs(w) ** p
+            else:
+                check_dense_size(self.shape[1], 1, "column norms of a Tree")
+                total = total + _expand(np.abs(w) ** p, c)
+        if np.ndim(total) == 0:
+            return float(total)
+        return np.asarray(total).reshape(-1)
+
+    def colnorm_p(self, p):
+        _check_p(p)
+        c = self._cell_weights_p(p)
+        if np.ndim(c) and c.size and np.all(c == c[0]):
+            return float(c[0])
+        return c
+
+    def rownorm_p(self, p):
+        _check_p(p)
+        check_dense_size(self.shape[0], 1, "row norms of a Tree")
+        parts = []
+        for li, (g, c) in enumerate(zip(self.grid, self.counts)):
+            cells = np.ones(g)
+            for axis, cnt in enumerate(c):
+                shape = [1] * len(g)
+                shape[axis] = len(cnt)
+                cells = cells * cnt.reshape(shape)
+            parts.append((np.abs(np.broadcast_to(self.weights[li], g)) ** p * cells).ravel())
+        out = np.concatenate(parts)
+        return float(out[0]) if np.all(out == out[0]) else out
+
+    def __repr__(self):
+        return f"Tree(sizes={self.sizes}, levels={self.depth}, rows={self.shape[0]})"
+
+
+# ============================================================================ the Gram
+class TreeSolver:
+    """The bottom-up Sherman–Morrison pass over a :class:`Tree` (module docstring), in the
+    reduced coordinates (one cell per finest node).
+
+    ``U[ℓ]`` holds ``u_Q = M_Q⁻¹ 1`` for every node of level ``ℓ`` (one tensor over the
+    reduced cells) and ``c[ℓ]`` the node-grid of ``c_Q = a_Q / (1 + a_Q 1ᵀv_Q)``;
+    ``red[ℓ]`` the level's starts in reduced coordinates; ``a_fine`` the finest weights².
+    """
+
+    def __init__(self, tree: Tree):
+        if not tree.invertible:
+            raise ValueError("the tree's reduced Gram is singular: a finest node has weight 0")
+        self.tree = tree
+        fine = tree.levels[-1]
+        self.group_counts = tree.fine_counts
+        self.shape = tuple(len(s) for s in fine)
+        self.red = [tuple(np.searchsorted(f, s) for f, s in zip(fine, lv)) for lv in tree.levels]
+        self.red_counts = [
+            tuple(_sizes_from_starts(r, g) for r, g in zip(rl, self.shape)) for rl in self.red
+        ]
+        L = tree.depth
+        self.a_fine = np.broadcast_to(np.asarray(tree.weights[-1]) ** 2, self.shape)
+        U = 1.0 / self.a_fine
+        self.U = [None] * L
+        self.c = [None] * L
+        self.U[L - 1] = U
+        for li in range(L - 2, -1, -1):
+            a = np.asarray(tree.weights[li]) ** 2
+            s = _block_sum(U, self.red[li])
+            f = 1.0 / (1.0 + a * s)
+            self.c[li] = np.broadcast_to(a * f, s.shape)
+            U = U * _expand(f, self.red_counts[li])
+            self.U[li] = U
+
+    def cell_c(self, li: int) -> np.ndarray:
+        """``c_Q`` of level ``li`` broadcast to the reduced cells of each node."""
+        return _expand(self.c[li], self.red_counts[li])
+
+    def solve(self, X: np.ndarray) -> np.ndarray:
+        """``M̃⁻¹ X`` for a tensor of the reduced shape with one trailing axis."""
+        Y = X / self.a_fine[..., None]
+        for li in range(self.tree.depth - 2, -1, -1):
+            t = _block_sum(Y, self.red[li]) * self.c[li][..., None]
+            Y = Y - _expand(t, self.red_counts[li]) * self.U[li + 1][..., None]
+        return Y
+
+    def to_reduced(self, X: np.ndarray) -> np.ndarray:
+        """``D⁻¹ Pᵀ X``: cell tensor (trailing axis) → mean over each finest node."""
+        T = _block_sum(X, self.tree.levels[-1])
+        for axis, c in enumerate(self.group_counts):
+            shape = [1] * T.ndim
+            shape[axis] = len(c)
+            T = T / c.reshape(shape)
+        return T
+
+    def from_reduced(self, Y: np.ndarray) -> np.ndarray:
+        """``P D⁻¹ Y``: reduced tensor → cells (each finest node's value / its size)."""
+        for axis, c in enumerate(self.group_counts):
+            shape = [1] * Y.ndim
+            shape[axis] = len(c)
+            Y = Y / c.reshape(shape)
+        return _expand(Y, self.group_counts)
+
+
+class TreeGram(Matrix):
+    """``AᵀA = Σ_Q w_Q² 1_Q 1_Qᵀ`` of a :class:`Tree`; products through the tree, ``pinv``
+    through :class:`TreeSolver` in ``O(N · L)``."""
+
+    def __init__(self, tree: Tree):
+        self.tree = tree
+        N = tree.shape[1]
+        self.shape = (N, N)
+
+    def _matmat(self, X):
+        return self.tree._rmatmat(self.tree._matmat(X))
+
+    _rmatmat = _matmat
+
+    @property
+    def T(self):
+        return self
+
+    def gram(self):
+        return Product(self, self)
+
+    def pinv(self):
+        if not self.tree.invertible:
+            return super().pinv()
+        return TreeGramInverse(self.tree)
+
+    def diag(self):
+        c = self.tree._cell_weights_p(2)
+        return np.full(self.shape[0], c) if np.ndim(c) == 0 else c
+
+    def trace(self):
+        c = self.tree._cell_weights_p(2)
+        return float(c * self.shape[0]) if np.ndim(c) == 0 else float(np.sum(c))
+
+    def __repr__(self):
+        return f"TreeGram({self.tree!r})"
+
+
+class TreeGramInverse(Matrix):
+    """``(AᵀA)⁺ = P D⁻¹ M̃⁻¹ D⁻¹ Pᵀ`` for a :class:`Tree` (module docstring), ``O(N · L)``."""
+
+    def __init__(self, tree: Tree):
+        self.tree = tree
+        self.solver = TreeSolver(tree)
+        N = tree.shape[1]
+        self.shape = (N, N)
+
+    def _matmat(self, X):
+        s = self.solver
+        k = X.shape[1]
+        Y = s.from_reduced(s.solve(s.to_reduced(self.tree._tensor(X))))
+        return Y.reshape(-1, k)
+
+    _rmatmat = _matmat
+
+    @property
+    def T(self):
+        return self
+
+    def pinv(self):
+        if self.tree.reduced:
+            return super().pinv()
+        return TreeGram(self.tree)
+
+    def __repr__(self):
+        return f"TreeGramInverse({self.tree!r})"
+
+
+# ================================================================ block-diagonal products
+class ReducedFactor:
+    """One attribute's workload Gram ``Y`` seen through a tree's finest partition:
+    ``Ỹ = D⁻¹ Pᵀ Y P D⁻¹`` (``Ỹ = Y`` when the finest nodes are single cells), with the
+    block-diagonal products ``Ỹ[S,S] Z[S]`` over a level's blocks ``S`` that the
+    evaluator's tree route needs (:mod:`mmtoolkit.evaluate`).
+
+    Dense when ``Y`` fits :data:`MAX_DENSE_ENTRIES` (blocks as one sparse block-diagonal
+    matrix per level); otherwise through ``Y``'s structured products with one zero-padded
+    column per block, in chunks of at most ``MAX_DENSE_ENTRIES`` entries (one column of
+    ``Z`` only).
+    """
+
+    def __init__(self, Y: Matrix, fine_starts: np.ndarray):
+        n = Y.shape[1]
+        self.Y = Y
+        self.n = n
+        self.fine_starts = fine_starts
+        self.counts = _sizes_from_starts(fine_starts, n).astype(float)
+        self.g = len(fine_starts)
+        self.plain = bool(np.all(self.counts == 1))
+        self.dense = None
+        self._bd: dict = {}
+        if n * n <= MAX_DENSE_ENTRIES:
+            D = Y.dense()
+            if not self.plain:
+                D = np.add.reduceat(np.add.reduceat(D, fine_starts, axis=0), fine_starts, axis=1)
+                D = D / np.outer(self.counts, self.counts)
+            self.dense = 0.5 * (D + D.T)
+
+    def matmat(self, E: np.ndarray) -> np.ndarray:
+        """``Ỹ E`` for a ``(g, k)`` array."""
+        if self.dense is not None:
+            return self.dense @ E
+        if self.plain:
+            return self.Y.matvec(E)
+        X = np.repeat(E / self.counts[:, None], self.counts.astype(np.int64), axis=0)
+        return np.add.reduceat(self.Y.matvec(X), self.fine_starts, axis=0) / self.counts[:, None]
+
+    def diag(self) -> np.ndarray:
+        if self.dense is not None:
+            return np.diag(self.dense).copy()
+        if self.plain:
+            return np.asarray(self.Y.diag(), dtype=float)
+        return self.block_products(np.arange(self.g), np.ones((self.g, 1)))[:, 0]
+
+    def block_products(self, starts: np.ndarray, Z: np.ndarray) -> np.ndarray:
+        """``out[S] = Ỹ[S,S] Z[S]`` for the blocks ``S`` given by ``starts`` (reduced)."""
+        g = self.g
+        if len(starts) == 1:
+            return self.matmat(Z)
+        if self.dense is not None:
+            key = starts.tobytes()
+            if key not in self._bd:
+                from scipy.sparse import block_diag
+
+                ends = np.append(starts[1:], g)
+                blocks = [self.dense[s:e, s:e] for s, e in zip(starts, ends)]
+                self._bd[key] = block_diag(blocks, format="csr")
+            return np.asarray(self._bd[key] @ Z)
+        if Z.shape[1] != 1:
+            raise ValueError(
+                "structured block-diagonal products take one column; the attribute's Gram is "
+                f"too large to densify ({self.n} x {self.n})"
+            )
+        sizes = _sizes_from_starts(starts, g)
+        block_of = np.repeat(np.arange(len(starts)), sizes)
+        out = np.empty_like(Z)
+        width = max(1, MAX_DENSE_ENTRIES // (4 * max(g, self.n)))
+        for q0 in range(0, len(starts), width):
+            q1 = min(len(starts), q0 + width)
+            r0, r1 = starts[q0], (starts[q1] if q1 < len(starts) else g)
+            E = np.zeros((g, q1 - q0))
+            rows = np.arange(r0, r1)
+            E[rows, block_of[rows] - q0] = Z[rows, 0]
+            P = self.matmat(E)
+            out[r0:r1, 0] = P[rows, block_of[rows] - q0]
+        return out

@@ -1,0 +1,180 @@
+"""Exact discrete noise samplers with integer/rational arithmetic only.
+
+Canonne, Kamath and Steinke, "The Discrete Gaussian for Differential Privacy" (NeurIPS 2020),
+Algorithms 1-3: a Bernoulli(exp(-γ)) sampler for rational γ, the discrete Laplace
+``Lap_Z(t/s)`` and the discrete Gaussian ``N_Z(0, σ²)`` for rational σ², by rejection. The
+only randomness consumed is uniform integers, drawn with ``rng.integers`` from a
+``numpy.random.Generator`` (exact: numpy draws bounded integers by rejection on random bits);
+no floating-point number is ever sampled or compared, so the output distribution is exactly
+the stated one (no floating-point attack surface, Mironov 2012). ``σ²`` and ``γ`` are
+:class:`fractions.Fraction` (ints and finite floats are converted exactly).
+
+Privacy (CKS Thm 4 / Cor 9): adding ``N_Z(0, σ²)`` to an integer-valued query with L2
+sensitivity Δ is ``Δ²/(2σ²)``-zCDP, exactly as for the continuous Gaussian;
+:func:`discrete_gaussian_rho` returns it as a Fraction. The discrete Gaussian's variance is at
+most σ² (CKS Cor. 9). ResidualPlanner §5 uses these for its numerically secure mechanism.
+"""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+from numbers import Integral, Rational, Real
+
+import numpy as np
+
+__all__ = [
+    "as_fraction",
+    "bernoulli",
+    "bernoulli_exp",
+    "discrete_laplace",
+    "discrete_gaussian",
+    "discrete_gaussian_pmf",
+    "discrete_gaussian_rho",
+    "rational_ceil_sqrt",
+]
+
+_CHUNK = 1 << 62
+
+
+def as_fraction(x, name: str = "value") -> Fraction:
+    """``x`` as an exact Fraction (ints, Fractions, finite floats; floats convert exactly)."""
+    if isinstance(x, bool):
+        raise ValueError(f"{name} must be a number, got {x!r}")
+    if isinstance(x, Rational):
+        return Fraction(x)
+    if isinstance(x, Real) and math.isfinite(float(x)):
+        return Fraction(float(x))
+    raise ValueError(f"{name} must be a finite rational number, got {x!r}")
+
+
+def _uniform_below(b: int, rng) -> int:
+    """A uniform integer in ``[0, b)`` from ``rng.integers`` only (exact for any b ≥ 1)."""
+    if b <= _CHUNK:
+        return int(rng.integers(0, b))
+    k = b.bit_length()
+    chunks = -(-k // 62)
+    while True:  # rejection over k random bits
+        u = 0
+        for _ in range(chunks):
+            u = (u << 62) | int(rng.integers(0, _CHUNK))
+        u >>= chunks * 62 - k
+        if u < b:
+            return u
+
+
+def bernoulli(p: Fraction, rng) -> int:
+    """Bernoulli(p) for rational ``0 ≤ p ≤ 1``: ``U < p_num`` with ``U`` uniform below ``p_den``."""
+    p = as_fraction(p, "p")
+    if not 0 <= p <= 1:
+        raise ValueError(f"a Bernoulli probability must lie in [0, 1], got {p}")
+    return int(_uniform_below(p.denominator, rng) < p.numerator)
+
+
+def bernoulli_exp(gamma, rng) -> int:
+    """Bernoulli(exp(-γ)) for rational ``γ ≥ 0`` (CKS Algorithm 1)."""
+    gamma = as_fraction(gamma, "gamma")
+    if gamma < 0:
+        raise ValueError(f"gamma must be non-negative, got {gamma}")
+    while gamma > 1:  # exp(-γ) = exp(-1)^⌊γ⌋ · exp(-(γ - ⌊γ⌋))
+        if not _bernoulli_exp_unit(Fraction(1), rng):
+            return 0
+        gamma -= 1
+    return _bernoulli_exp_unit(gamma, rng)
+
+
+def _bernoulli_exp_unit(gamma: Fraction, rng) -> int:
+    k = 1
+    while bernoulli(gamma / k, rng):
+        k += 1
+    return k % 2
+
+
+def discrete_laplace(s: int, t: int, rng) -> int:
+    """One sample of the discrete Laplace ``Lap_Z(t/s)``, pmf ∝ exp(-|x| s/t) (CKS Alg. 2)."""
+    for name, v in (("s", s), ("t", t)):
+        if isinstance(v, bool) or not isinstance(v, Integral) or v < 1:
+            raise ValueError(f"{name} must be a positive int, got {v!r}")
+    s, t = int(s), int(t)
+    while True:
+        u = _uniform_below(t, rng)
+        if not bernoulli_exp(Fraction(u, t), rng):
+            continue
+        v = 0
+        while bernoulli_exp(Fraction(1), rng):
+            v += 1
+        y = (u + t * v) // s
+        b = bernoulli(Fraction(1, 2), rng)
+        if b and y == 0:
+            continue
+        return -y if b else y
+
+
+def _sigma2(sigma2) -> Fraction:
+    s2 = as_fraction(sigma2, "sigma2")
+    if s2 <= 0:
+        raise ValueError(f"sigma2 must be positive, got {s2}")
+    return s2
+
+
+def _discrete_gaussian_one(s2: Fraction, t: int, rng) -> int:
+    while True:
+        y = discrete_laplace(1, t, rng)
+        if bernoulli_exp((abs(y) - s2 / t) ** 2 / (2 * s2), rng):
+            return y
+
+
+def discrete_gaussian(sigma2, size=None, rng=None):
+    """Samples of ``N_Z(0, σ²)`` (pmf ∝ exp(-x²/(2σ²)), x ∈ Z) for rational σ² (CKS Alg. 3).
+
+    ``size=None`` returns one Python int, else an int64 array of that shape. ``rng`` must
+    provide ``integers`` (a ``numpy.random.Generator``); nothing else is called on it.
+    """
+    if rng is None or not hasattr(rng, "integers"):
+        raise ValueError(
+            "rng must be a numpy.random.Generator (np.random.default_rng(seed)), "
+            f"got {type(rng).__name__}"
+        )
+    s2 = _sigma2(sigma2)
+    t = math.isqrt(s2.numerator // s2.denominator) + 1  # ⌊σ⌋ + 1
+    if size is None:
+        return _discrete_gaussian_one(s2, t, rng)
+    shape = (size,) if isinstance(size, Integral) else tuple(size)
+    count = math.prod(shape)
+    out = np.fromiter((_discrete_gaussian_one(s2, t, rng) for _ in range(count)), np.int64, count)
+    return out.reshape(shape)
+
+
+def discrete_gaussian_pmf(sigma2, support: np.ndarray) -> np.ndarray:
+    """The exact pmf of ``N_Z(0, σ²)`` on ``support`` (floating point; for tests and plots)."""
+    s2 = float(_sigma2(sigma2))
+    span = int(math.ceil(40 * math.sqrt(s2))) + 1
+    xs = np.arange(-span, span + 1)
+    norm = np.sum(np.exp(-(xs.astype(float) ** 2) / (2 * s2)))
+    support = np.asarray(support)
+    return np.exp(-(support.astype(float) ** 2) / (2 * s2)) / norm
+
+
+def discrete_gaussian_rho(sensitivity_sq, sigma2) -> Fraction:
+    """zCDP of ``N_Z(0, σ²)`` added to a query of squared L2 sensitivity Δ²: ``Δ²/(2σ²)``
+    (CKS Thm 4; exact Fraction)."""
+    d2 = as_fraction(sensitivity_sq, "sensitivity_sq")
+    if d2 < 0:
+        raise ValueError(f"the squared sensitivity must be non-negative, got {d2}")
+    return d2 / (2 * _sigma2(sigma2))
+
+
+def rational_ceil_sqrt(x, denominator: int) -> Fraction:
+    """The least ``s/denominator ≥ sqrt(x)`` (exact; ResidualPlanner §5 Eq. 4 rounds σ up)."""
+    x = as_fraction(x, "x")
+    if x < 0:
+        raise ValueError(f"x must be non-negative, got {x}")
+    if isinstance(denominator, bool) or not isinstance(denominator, Integral) or denominator < 1:
+        raise ValueError(f"denominator must be a positive int, got {denominator!r}")
+    t = int(denominator)
+    # s = ⌈t·sqrt(x)⌉ = ⌈sqrt(t² x)⌉ computed in integers
+    num, den = (t * t * x).numerator, (t * t * x).denominator
+    s = math.isqrt(num // den)
+    while Fraction(s * s) < Fraction(num, den):
+        s += 1
+    return Fraction(s, t)

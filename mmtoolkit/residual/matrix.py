@@ -1,0 +1,151 @@
+"""The selected ResidualPlanner(+) mechanism as a strategy Matrix for the shared evaluator.
+
+The mechanism releases ``R_A x + N(0, σ²_A Σ_A)`` for every closure set ``A`` (§4.2, Eq. 3;
+§7.3, Eq. 9). Whitening each release by ``σ_A⁻¹ Σ_A^{-1/2}`` gives the equivalent strategy
+with i.i.d. unit noise that the evaluator expects (Li et al.'s matrix mechanism with
+``Err = v · sens₂(A)² · tr(WᵀW (AᵀA)⁺)``):
+
+    A = [ σ_A⁻¹ ⊗_{i∈A} L_i ⊗_{i∉A} 1ᵀ ]_{A ∈ closure},   L_i = (Γ_iΓ_iᵀ)^{-1/2} Sub_i,
+
+so ``AᵀA = Σ_A σ_A⁻² ⊗_{i∈A} G_i ⊗_{i∉A} J`` (``G_i = L_iᵀL_i``; ``= Π`` for marginal
+attributes, hence a ``MarginalsGram`` with eigenvalue ``Π_{i∉B} n_i / σ²_B`` on the residual
+subspace ``S_B``) and, the blocks living on mutually orthogonal subspaces,
+
+    (AᵀA)⁺ = Σ_A σ²_A ⊗_{i∈A} H_i ⊗_{i∉A} J/n_i²,   H_i = G_i⁺          (Thm 4.4, Thm 7.2).
+
+``diag(AᵀA) = Σ_A σ_A⁻² Π_{i∈A} diag(G_i)``: constant ``= pcost`` for marginals (Thm 4.3), so
+``sens₂(A)² = pcost`` and under ZCDP(ρ = 1/2) the evaluator's variances are exactly the
+plan's. For general (ResidualPlanner+) attributes ``sensitivity(2)`` reports the paper's
+composition bound ``sqrt(Σ_A Π_{i∈A} β_i / σ²_A)`` (Thm 7.1), which is the privacy cost the
+mechanism is calibrated to (an upper bound of the exact max column norm,
+``colnorm_p(2)``, when some ``diag(G_i)`` is not constant).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..linalg import (
+    MAX_MARGINALS_DIM,
+    Dense,
+    Kronecker,
+    MarginalsGram,
+    Matrix,
+    Ones,
+    Product,
+    Sum,
+    Total,
+    VStack,
+    Weighted,
+    check_dense_size,
+)
+from ..linalg.base import _check_p
+from .plan import ResidualPlan
+
+
+class ResidualStrategyMatrix(Matrix):
+    """Whitened stacked base mechanisms of a :class:`ResidualPlan` (see module docstring)."""
+
+    def __init__(self, plan: ResidualPlan):
+        if not isinstance(plan, ResidualPlan):
+            raise TypeError(f"expected a ResidualPlan, got {type(plan).__name__}")
+        self.plan = plan.normalized()
+        self.sizes = tuple(int(n) for n in plan.sizes)
+        self._sets = self.plan.closure_sets()
+        dims = self.plan.dims()
+        self.shape = (int(round(float(np.sum(dims)))), math.prod(self.sizes))
+
+    # ------------------------------------------------------------ structure
+    def blocks(self) -> list[Matrix]:
+        """``σ_A⁻¹ ⊗_{i∈A} L_i ⊗_{i∉A} 1ᵀ`` for every closure set, in closure order."""
+        out = []
+        bases = self.plan.bases
+        for A, s2 in zip(self._sets, self.plan.sigma2, strict=True):
+            inside = set(A)
+            factors = [Dense(b.whiten) if i in inside else Total(b.n) for i, b in enumerate(bases)]
+            out.append(Weighted(1.0 / math.sqrt(s2), Kronecker(factors)))
+        return out
+
+    def _stack(self) -> VStack:
+        check_dense_size(self.shape[0], 1, "a product with the residual strategy")
+        return VStack(self.blocks())
+
+    def _matmat(self, X):
+        return self._stack()._matmat(X)
+
+    def _rmatmat(self, Y):
+        return self._stack()._rmatmat(Y)
+
+    def residual_pinv_terms(self):
+        """``(sizes, [H_i], closure sets, σ²)`` with
+        ``(AᵀA)⁺ = Σ_A σ²_A ⊗_{i∈A} H_i ⊗_{i∉A} J/n_i²`` (for the evaluator's residual route)."""
+        return self.sizes, [b.H for b in self.plan.bases], self._sets, self.plan.sigma2.copy()
+
+    # ------------------------------------------------------------- algebra
+    def gram(self):
+        plan = self.plan
+        d = len(self.sizes)
+        if plan.workload.all_marginal and d <= MAX_MARGINALS_DIM:
+            mu = np.zeros(1 << d)
+            keys = [sum(1 << i for i in A) for A in self._sets]
+            for key, A, s2 in zip(keys, self._sets, plan.sigma2, strict=True):
+                out = math.prod(n for i, n in enumerate(self.sizes) if i not in set(A))
+                mu[key] = out / s2
+            return MarginalsGram.from_spectrum(self.sizes, mu)
+        terms = []
+        for A, s2 in zip(self._sets, plan.sigma2, strict=True):
+            inside = set(A)
+            factors = [
+                Dense(b.G) if i in inside else Ones(b.n, b.n) for i, b in enumerate(plan.bases)
+            ]
+            terms.append(Weighted(1.0 / s2, Kronecker(factors)))
+        return terms[0] if len(terms) == 1 else Sum(terms)
+
+    def gram_pinv(self) -> Matrix:
+        """``(AᵀA)⁺`` in closed form (module docstring)."""
+        terms = []
+        for A, s2 in zip(self._sets, self.plan.sigma2, strict=True):
+            inside = set(A)
+            factors = [
+                Dense(b.H) if i in inside else Weighted(1.0 / (b.n * b.n), Ones(b.n, b.n))
+                for i, b in enumerate(self.plan.bases)
+            ]
+            terms.append(Weighted(s2, Kronecker(factors)))
+        return terms[0] if len(terms) == 1 else Sum(terms)
+
+    def pinv(self):
+        return Product(self.gram_pinv(), self.T)
+
+    # ---------------------------------------------------------- reductions
+    def pcost_bound(self) -> float:
+        """``Σ_A Π_{i∈A} β_i / σ²_A`` (Thm 4.3 exact; Thm 7.1 bound for general bases)."""
+        return self.plan.pcost()
+
+    def colnorm_p(self, p):
+        _check_p(p)
+        if p == 2 and self.plan.workload.all_marginal:
+            return self.pcost_bound()
+        if p == 2:
+            check_dense_size(self.shape[1], 1, "the column norms of a residual strategy")
+            out = np.zeros(self.shape[1])
+            for A, s2 in zip(self._sets, self.plan.sigma2, strict=True):
+                inside = set(A)
+                vec = np.ones(1)
+                for i, b in enumerate(self.plan.bases):
+                    vec = np.kron(vec, np.diag(b.G) if i in inside else np.ones(b.n))
+                out += vec / s2
+            return out
+        return super().colnorm_p(p)
+
+    def sensitivity(self, p=1):
+        if p == 2:
+            return math.sqrt(self.pcost_bound())
+        return super().sensitivity(p)
+
+    def __repr__(self):
+        kind = "marginal" if self.plan.workload.all_marginal else "generalized"
+        return (
+            f"ResidualStrategyMatrix({kind}, {len(self._sets)} base mechanisms, shape={self.shape})"
+        )

@@ -1,0 +1,377 @@
+"""Selecting the noise scales σ²_A of the base mechanisms (ResidualPlanner §4.4, §6.1, §7.5).
+
+A :class:`ResidualPlan` is a workload (attribute sets over per-attribute bases), its downward
+closure and one σ²_A per closure set: the mechanism releases ``M_A(x) = R_A x + N(0, σ²_A Σ_A)``
+for every ``A`` in the closure (Thm 4.2). Everything is linear in σ² or in 1/σ²:
+
+* privacy cost ``pcost = Σ_A p_A / σ²_A`` with ``p_A = Π_{i∈A} β_i`` (Thm 4.3, Thm 7.1;
+  ρ-zCDP with ρ = pcost/2, μ-GDP with μ = sqrt(pcost));
+* sum of variances of set ``Ã``: ``Σ_{A⊆Ã} σ²_A Π_{i∈A} var_res_i Π_{j∈Ã\\A} var_sum_j``
+  (Thm 4.4, Thm 7.2), and per query row the same with the row's ``h_i``, ``s_i``.
+
+Selection: the weighted sum of variances in closed form (§6.1, Cauchy-Schwarz), the max
+(weighted) variance as the homogeneous convex program ``min Σ p_A/x_A s.t. M x ≤ 1`` (§4.4;
+digest §2.5) and any convex cvxpy loss of the per-set variances (§4.4). Plans are kept at
+``pcost = 1`` (ρ = 1/2); :meth:`ResidualPlan.scaled_sigma2` gives the σ² for a privacy level.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import numpy as np
+
+from ..linalg import TooLargeError
+from ..privacy import ZCDP, ApproxDP, Privacy
+from .workload import ResidualWorkload
+
+#: Default solver: "auto" = the dual L-BFGS-B method for the max-variance program when its
+#: duality gap certifies the optimum, else cvxpy with CLARABEL (the digest's pitfall 9: ECOS is
+#: visibly less accurate); CLARABEL for user-supplied losses.
+DEFAULT_SOLVER = "auto"
+#: Relative duality gap below which the dual method's solution is accepted.
+DUAL_GAP_RTOL = 1e-7
+#: Largest number of per-row variance constraints built for a max-variance program.
+MAX_CONSTRAINT_ROWS = 5_000_000
+#: Weightings of the sum objective (§6.1): importance of a set relative to its total variance.
+WEIGHTINGS = ("total", "equal", "sqrt")
+
+
+class InfeasibleError(ValueError):
+    """The convex selection program is infeasible or unbounded."""
+
+
+# ============================================================================ the plan
+class ResidualPlan:
+    """A workload, its closure and the σ²_A of every base mechanism (at pcost = 1 unless
+    stated): the selected ResidualPlanner(+) mechanism."""
+
+    def __init__(self, workload: ResidualWorkload, sigma2, objective: str = "", value=None):
+        self.workload = workload
+        self.table = workload.table
+        s = np.asarray(sigma2, dtype=float).ravel()
+        if s.shape != (self.table.num_closure,):
+            raise ValueError(
+                f"sigma2 needs one value per closure set ({self.table.num_closure}), got {s.size}"
+            )
+        if not np.all(np.isfinite(s)) or np.any(s <= 0):
+            raise ValueError("every σ²_A must be positive and finite")
+        self.sigma2 = s
+        self.objective = objective
+        self.value = value
+        self.info: dict = {}
+
+    # --------------------------------------------------------------- structure
+    @property
+    def bases(self):
+        return self.workload.bases
+
+    @property
+    def sizes(self):
+        return self.workload.sizes
+
+    def closure_sets(self) -> list[tuple[int, ...]]:
+        return self.table.closure_sets()
+
+    def p(self) -> np.ndarray:
+        """``p_A = Π_{i∈A} β_i`` (Thm 4.3 / 7.1)."""
+        return self.table.closure_product([b.beta for b in self.bases])
+
+    def dims(self) -> np.ndarray:
+        """Number of rows of ``R_A``: ``Π_{i∈A}(n_i - 1)``."""
+        return self.table.closure_product([b.n - 1 for b in self.bases])
+
+    def noisy_numbers(self) -> int:
+        """``Σ_A Π_{i∈A}(n_i - 1)``: the minimum number of noisy answers (Thm 4.2)."""
+        return int(round(float(np.sum(self.dims()))))
+
+    # ----------------------------------------------------------------- privacy
+    def pcost(self) -> float:
+        """``Σ_A p_A / σ²_A`` (Thm 4.3; for general attributes the Thm 7.1 composition bound)."""
+        return float(np.sum(self.p() / self.sigma2))
+
+    def scaled_sigma2(self, privacy: Privacy) -> np.ndarray:
+        """σ²_A calibrated to ``privacy``: ZCDP(ρ) ⇒ pcost = 2ρ; ApproxDP(ε, δ) ⇒ the Gaussian
+        whose sensitivity/σ ratio meets (ε, δ) (pcost = 1/σ_unit², exact for the analytic
+        calibration since the mechanism is μ-GDP with μ = sqrt(pcost); §2.1)."""
+        if not isinstance(privacy, (ZCDP, ApproxDP)):
+            raise ValueError(
+                f"ResidualPlanner adds Gaussian noise: privacy must be ZCDP or ApproxDP, "
+                f"got {privacy!r}"
+            )
+        return self.sigma2 / self.pcost() * privacy.noise_variance(1.0)
+
+    def normalized(self) -> ResidualPlan:
+        """The same plan rescaled to pcost = 1."""
+        out = ResidualPlan(self.workload, self.sigma2 / self.pcost(), self.objective, self.value)
+        out.info = dict(self.info)
+        return out
+
+    # --------------------------------------------------------------- variances
+    def set_sum_variance(self, sigma2=None) -> np.ndarray:
+        """Sum of the variances of every set's queries (Thm 7.2 "SoV"), unweighted."""
+        s = self.sigma2 if sigma2 is None else sigma2
+        b = self.bases
+        return self.table.per_set([x.var_res for x in b], [x.var_sum for x in b], s)
+
+    def set_mean_variance(self, sigma2=None) -> np.ndarray:
+        """Average query variance of every set (the common cell variance for marginals,
+        Thm 4.4)."""
+        return self.set_sum_variance(sigma2) / self.workload.set_rows()
+
+    def total_error(self, sigma2=None) -> float:
+        """Weighted total variance ``Σ_Ã θ²_Ã SoV(Ã)`` (the evaluator's expected error)."""
+        return float(np.dot(self.workload.weights, self.set_sum_variance(sigma2)))
+
+    def rmse(self, sigma2=None) -> float:
+        return math.sqrt(self.total_error(sigma2) / self.workload.num_queries())
+
+    def max_variance(self, sigma2=None) -> float:
+        """Largest weighted query variance ``max θ²_Ã Var(q)`` over every workload query."""
+        s = self.sigma2 if sigma2 is None else sigma2
+        M = row_constraints(self.workload)
+        return float(np.max(M @ s))
+
+
+# ============================================================================ constraints
+def _pair_index(table) -> np.ndarray:
+    """``idx[j, pattern]`` = closure row of the subset of set j keeping ``pattern`` (or -1)."""
+    idx = np.full((len(table.lens), 1 << table.kmax), -1, dtype=np.int64)
+    for pat, rows, cidx in table.blocks:
+        idx[rows, pat] = cidx
+    return idx
+
+
+def row_constraints(workload: ResidualWorkload):
+    """Sparse ``M`` with ``(M σ²)_r`` = weighted variance of query-row class ``r``.
+
+    For marginal attributes every cell of a set has the same variance (Thm 4.4), so there
+    is one row per set; for general attributes one row per distinct combination of the
+    per-attribute row profiles ``(h_i, s_i)`` of the set (Thm 7.2).
+    """
+    import scipy.sparse as sp
+
+    table = workload.table
+    bases = workload.bases
+    if workload.all_marginal:
+        inside = [b.beta for b in bases]  # h = 1 - 1/n on every cell
+        outside = [1.0 / (b.n * b.n) for b in bases]
+        return table.sparse_matrix(inside, outside, set_factor=workload.weights)
+    profiles = [b.profiles()[0] for b in bases]
+    count = sum(math.prod(len(profiles[i]) for i in s) for s in workload.sets)
+    if count > MAX_CONSTRAINT_ROWS:
+        raise TooLargeError(
+            f"the per-row variance constraints would have {count} rows "
+            f"(> MAX_CONSTRAINT_ROWS = {MAX_CONSTRAINT_ROWS})"
+        )
+    pidx = _pair_index(table)
+    r_all, c_all, v_all = [], [], []
+    row0 = 0
+    for j, s in enumerate(workload.sets):
+        k = len(s)
+        grids = np.meshgrid(*[np.arange(len(profiles[i])) for i in s], indexing="ij")
+        combos = [g.ravel() for g in grids]
+        nrow = combos[0].size if k else 1
+        for pat in range(1 << k):
+            c = pidx[j, pat]
+            if c < 0:
+                continue
+            coef = np.full(nrow, workload.weights[j])
+            for pos, i in enumerate(s):
+                coef = coef * profiles[i][combos[pos], 0 if (pat >> pos) & 1 else 1]
+            r_all.append(np.arange(row0, row0 + nrow))
+            c_all.append(np.full(nrow, c))
+            v_all.append(coef)
+        row0 += nrow
+    return sp.csr_matrix(
+        (np.concatenate(v_all), (np.concatenate(r_all), np.concatenate(c_all))),
+        shape=(row0, table.num_closure),
+    )
+
+
+# ============================================================================ selection
+def select_sum(workload: ResidualWorkload, weighting: str = "total") -> ResidualPlan:
+    """Closed form for the weighted sum of variances (§6.1, Lemma 2; digest §2.6).
+
+    Objective ``Σ_Ã Imp_Ã · SoV(Ã)``: ``weighting="total"`` is the evaluator's weighted
+    total squared error (Imp = θ²; RMSE), ``"equal"`` weights each set's *average* query
+    variance by θ² (the paper's equi-weighted Imp = 1), ``"sqrt"`` by θ²·sqrt(rows) (the
+    paper's sqrt weighting). With ``v_A = Σ_{Ã⊇A} Imp_Ã Π_{i∈A} var_res_i Π_{j∈Ã\\A}
+    var_sum_j`` and ``p_A``: ``T = (Σ_A sqrt(v_A p_A))²`` and ``σ²_A = sqrt(T p_A / v_A)``
+    (pcost = 1, objective T).
+    """
+    if weighting not in WEIGHTINGS:
+        raise ValueError(f"weighting must be one of {WEIGHTINGS}, got {weighting!r}")
+    table = workload.table
+    rows = workload.set_rows()
+    imp = workload.weights.copy()
+    if weighting == "equal":
+        imp = imp / rows
+    elif weighting == "sqrt":
+        imp = imp / np.sqrt(rows)
+    b = workload.bases
+    v = table.accumulate([x.var_res for x in b], [x.var_sum for x in b], set_factor=imp)
+    p = table.closure_product([x.beta for x in b])
+    root = np.sqrt(v * p)
+    T = float(np.sum(root)) ** 2
+    sigma2 = np.sqrt(T) * np.sqrt(p / v)
+    return ResidualPlan(workload, sigma2, objective=f"sum:{weighting}", value=T)
+
+
+def _check_solver(solver, allow_dual: bool = False) -> str:
+    if not isinstance(solver, str):
+        raise ValueError(f"solver must be a cvxpy solver name, 'auto' or 'dual', got {solver!r}")
+    name = solver.upper()
+    if name == "AUTO":
+        return "AUTO" if allow_dual else "CLARABEL"
+    if name == "DUAL":
+        if not allow_dual:
+            raise ValueError("solver 'dual' applies to the max-variance objective only")
+        return name
+    import cvxpy as cp
+
+    installed = cp.installed_solvers()
+    if name not in installed:
+        raise ValueError(
+            f"solver {solver!r} is not installed; installed cvxpy solvers: {', '.join(installed)}"
+        )
+    return name
+
+
+def _solve(problem, solver: str, what: str) -> None:
+    import cvxpy as cp
+
+    try:
+        problem.solve(solver=solver)
+    except cp.error.SolverError as exc:
+        raise InfeasibleError(f"{what}: solver {solver} failed ({exc})") from exc
+    if problem.status in (cp.INFEASIBLE, cp.INFEASIBLE_INACCURATE):
+        raise InfeasibleError(f"{what} is infeasible (solver {solver}: {problem.status})")
+    if problem.status in (cp.UNBOUNDED, cp.UNBOUNDED_INACCURATE):
+        raise InfeasibleError(f"{what} is unbounded (solver {solver}: {problem.status})")
+    if problem.status not in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE):
+        raise InfeasibleError(f"{what}: solver {solver} returned status {problem.status}")
+
+
+def _max_dual(M, p, rounds: int = 8):
+    """The max-variance program by its concave dual (scipy L-BFGS-B; bounds λ ≥ 0).
+
+    ``min Σ p_A/x_A s.t. Mx ≤ 1`` has Lagrangian minimiser ``x_A(λ) = sqrt(p_A / (Mᵀλ)_A)`` and
+    dual ``g(λ) = 2 Σ_A sqrt(p_A (Mᵀλ)_A) - 1ᵀλ`` with gradient ``M x(λ) - 1``. The primal point
+    ``x(λ)`` scaled to feasibility gives an upper bound, ``g(λ)`` a lower bound; returns
+    ``(x, P, relative gap)``.
+    """
+    from scipy.optimize import minimize
+
+    MT = M.T.tocsr()
+
+    def xof(lam):
+        return np.sqrt(p / np.maximum(MT @ lam, 1e-300))
+
+    def negdual(lam):
+        c = np.maximum(MT @ lam, 1e-300)
+        return -(2.0 * np.sum(np.sqrt(p * c)) - lam.sum()), -(M @ np.sqrt(p / c) - 1.0)
+
+    m = M.shape[0]
+    x1 = xof(np.ones(m))
+    lam = np.full(m, float(np.max(M @ x1)) ** 2)  # x(λ) then has max constraint value ≈ 1
+    best_x, best_P, D = None, np.inf, -np.inf
+    for _ in range(rounds):
+        res = minimize(
+            negdual,
+            lam,
+            jac=True,
+            method="L-BFGS-B",
+            bounds=[(0.0, None)] * m,
+            options={"maxiter": 5000, "ftol": 1e-16, "gtol": 1e-13, "maxcor": 30},
+        )
+        lam = res.x
+        D = max(D, -float(res.fun))
+        x = xof(lam)
+        x = x / float(np.max(M @ x))
+        P = float(np.dot(p, 1.0 / x))
+        if P < best_P:
+            best_x, best_P = x, P
+        if (best_P - D) <= DUAL_GAP_RTOL * best_P:
+            break
+    return best_x, best_P, (best_P - D) / best_P
+
+
+def select_max(workload: ResidualWorkload, solver: str = DEFAULT_SOLVER) -> ResidualPlan:
+    """Minimise the max weighted query variance at pcost = 1 (§4.4; digest §2.5).
+
+    Solves the homogeneous program ``min Σ_A p_A / x_A s.t. M x ≤ 1`` (one row of ``M`` per
+    query class, :func:`row_constraints`); with optimum ``P*``, ``σ² = P* x*`` has pcost 1
+    and max variance ``P*``. ``solver``: a cvxpy solver name (the paper used ECOS; CLARABEL is
+    more accurate), ``"dual"`` (L-BFGS-B on the concave dual, :func:`_max_dual`, certified by
+    its duality gap) or ``"auto"`` (the dual when its relative gap is ≤ DUAL_GAP_RTOL, else
+    CLARABEL). The plan's ``info`` records the solver used and the gap.
+    """
+    name = _check_solver(solver, allow_dual=True)
+    M = row_constraints(workload)
+    p = workload.table.closure_product([b.beta for b in workload.bases])
+    info = {}
+    xs = None
+    if name in ("AUTO", "DUAL"):
+        x, P, gap = _max_dual(M, p)
+        info = {"solver": "dual", "gap": gap}
+        if name == "DUAL" or gap <= DUAL_GAP_RTOL:
+            xs = x
+        else:
+            name = "CLARABEL"
+    if xs is None:
+        import cvxpy as cp
+
+        x = cp.Variable(len(p), nonneg=True)
+        prob = cp.Problem(cp.Minimize(p @ cp.inv_pos(x)), [M @ x <= 1.0])
+        _solve(prob, name, "the max-variance program")
+        xs = np.clip(np.asarray(x.value, dtype=float), 1e-300, None)
+        info = {
+            "solver": name,
+            "status": prob.status,
+            **({"dual_gap": info["gap"]} if info else {}),
+        }
+    # rescale to exact feasibility (solver tolerance) and to pcost = 1
+    xs = xs / max(float(np.max(M @ xs)), 1e-300)
+    sigma2 = xs * float(np.dot(p, 1.0 / xs))
+    plan = ResidualPlan(workload, sigma2, objective="max")
+    plan.value = plan.max_variance()
+    plan.info = info
+    return plan
+
+
+def select_convex(
+    workload: ResidualWorkload, loss: Callable, solver: str = DEFAULT_SOLVER
+) -> ResidualPlan:
+    """Minimise a user-supplied convex loss of the per-set variances at pcost ≤ 1 (§4.4).
+
+    ``loss(v)`` receives the cvxpy expression ``v`` (one entry per workload set, in set
+    order: the average query variance of the set — for marginals, its common cell variance,
+    Thm 4.4) and returns a convex scalar cvxpy expression, or ``(expression, constraints)``
+    with extra cvxpy constraints. Variables: σ²_A > 0; constraint ``Σ_A p_A/σ²_A ≤ 1``.
+    """
+    import cvxpy as cp
+
+    if not callable(loss):
+        raise ValueError(f"objective must be 'sum', 'max' or a callable, got {loss!r}")
+    name = _check_solver(solver)  # "auto" means CLARABEL here
+    table = workload.table
+    b = workload.bases
+    rows = workload.set_rows()
+    Mavg = table.sparse_matrix([x.var_res for x in b], [x.var_sum for x in b], 1.0 / rows)
+    p = table.closure_product([x.beta for x in b])
+    s = cp.Variable(len(p), pos=True)
+    out = loss(Mavg @ s)
+    constraints = []
+    if isinstance(out, tuple):
+        out, constraints = out[0], list(out[1])
+    if not isinstance(out, cp.Expression) or out.size != 1:
+        raise ValueError("the loss callable must return a scalar cvxpy expression")
+    prob = cp.Problem(cp.Minimize(out), [p @ cp.inv_pos(s) <= 1.0, *constraints])
+    if not prob.is_dcp():
+        raise ValueError("the loss is not convex (the cvxpy problem does not follow DCP rules)")
+    _solve(prob, name, "the convex selection program")
+    sigma2 = np.clip(np.asarray(s.value, dtype=float), 1e-300, None)
+    plan = ResidualPlan(workload, sigma2, objective="callable", value=float(prob.value))
+    return plan

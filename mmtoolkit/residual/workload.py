@@ -1,0 +1,372 @@
+"""Workloads as ResidualPlanner sees them: attribute sets over per-attribute bases.
+
+A ResidualPlanner(+) workload (§4.1, §7.1) is a list of attribute sets ``Ã`` (the generalized
+marginal ``Q_Ã = ⊗_i V_i``, ``V_i = W_i`` for ``i ∈ Ã`` and ``1ᵀ`` otherwise) with one basic
+matrix ``W_i`` per attribute, and a weight per set. Here the weight multiplies the *squared*
+error of every query of the set (``θ²`` for a block ``θ Q_Ã`` of a weighted workload), so the
+"sum" objective is the evaluator's weighted total squared error.
+
+:class:`SubsetTable` enumerates every pair ``(Ã, A' ⊆ Ã)`` without Python loops over sets:
+sets are rows of a padded int array, each of the ``2^k`` position patterns is a vectorised
+slice, and subsets are identified by an integer code (``np.unique``). The distinct subsets
+are the downward closure of the workload (§4.2), sorted by size then lexicographically.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Iterable, Sequence
+from numbers import Integral
+
+import numpy as np
+
+from ..linalg import (
+    Identity,
+    Kronecker,
+    Marginals,
+    Matrix,
+    Ones,
+    VStack,
+    Weighted,
+)
+from .basis import AttributeBasis, general_basis, marginal_basis
+
+
+class ResidualWorkload:
+    """Attribute sets over per-attribute bases.
+
+    ``bases``: one :class:`AttributeBasis` per attribute; ``sets``: a sequence of attribute
+    index collections (each may be empty: the 0-way total); ``weights``: the weight of the
+    squared error of each set's queries (default 1). An attribute outside ``0..d-1``, a
+    repeated attribute or a non-positive weight raise ``ValueError`` naming the problem.
+    """
+
+    def __init__(self, bases: Sequence[AttributeBasis], sets, weights=None):
+        self.bases = list(bases)
+        if not self.bases:
+            raise ValueError("a residual workload needs at least one attribute")
+        for b in self.bases:
+            if not isinstance(b, AttributeBasis):
+                raise TypeError(f"bases must be AttributeBasis objects, got {type(b).__name__}")
+        d = len(self.bases)
+        if isinstance(sets, (str, bytes)) or not isinstance(sets, Iterable):
+            raise ValueError(f"sets must be a list of attribute sets, got {sets!r}")
+        clean = []
+        for j, s in enumerate(sets):
+            if isinstance(s, (str, bytes)) or not isinstance(s, Iterable):
+                raise ValueError(f"set {j} must be a collection of attribute indices, got {s!r}")
+            items = list(s)
+            for a in items:
+                if isinstance(a, bool) or not isinstance(a, Integral):
+                    raise ValueError(f"set {j}: attribute {a!r} is not an attribute index")
+                if not 0 <= a < d:
+                    raise ValueError(
+                        f"set {j}: attribute {a} is outside the domain (attributes 0..{d - 1})"
+                    )
+            t = tuple(sorted(int(a) for a in items))
+            if len(set(t)) != len(t):
+                raise ValueError(f"set {j} names an attribute twice: {items}")
+            clean.append(t)
+        if not clean:
+            raise ValueError("a residual workload needs at least one attribute set")
+        self.sets = clean
+        if weights is None:
+            w = np.ones(len(clean))
+        else:
+            w = np.asarray(list(weights), dtype=float)
+            if w.shape != (len(clean),):
+                raise ValueError(f"got {w.size} weights for {len(clean)} attribute sets")
+            if not np.all(np.isfinite(w)) or np.any(w <= 0):
+                raise ValueError("set weights must be positive and finite")
+        self.weights = w
+
+    @property
+    def d(self) -> int:
+        return len(self.bases)
+
+    @property
+    def sizes(self) -> tuple[int, ...]:
+        return tuple(b.n for b in self.bases)
+
+    @property
+    def all_marginal(self) -> bool:
+        return all(b.marginal for b in self.bases)
+
+    def set_rows(self) -> np.ndarray:
+        """Number of queries of each set: ``Π_{i∈Ã} rows(W_i)``."""
+        r = np.array([b.rows for b in self.bases], dtype=float)
+        return np.array([math.prod(r[list(s)]) if s else 1.0 for s in self.sets])
+
+    def num_queries(self) -> int:
+        rows = [b.rows for b in self.bases]
+        return int(sum(math.prod(rows[i] for i in s) for s in self.sets))
+
+    @functools.cached_property
+    def table(self) -> SubsetTable:
+        """The :class:`SubsetTable` of the sets (computed once)."""
+        return SubsetTable(self.sets, self.sizes)
+
+
+# ============================================================================ subset table
+class SubsetTable:
+    """Every pair ``(Ã, A' ⊆ Ã)`` of a list of sets, and the downward closure (§4.2).
+
+    Subsets containing an attribute of size 1 are dropped (their residual has no rows).
+    ``closure`` is a padded ``(K, kmax)`` int array (-1 = empty slot), sorted by size then
+    lexicographically; ``blocks`` is a list of ``(pattern, set_idx, closure_idx)``: for the
+    sets ``set_idx``, the subset keeping the positions of ``pattern`` is closure row
+    ``closure_idx``.
+    """
+
+    def __init__(self, sets: list[tuple[int, ...]], sizes: Sequence[int], *, codes: bool = True):
+        self.sizes = np.asarray(sizes, dtype=np.int64)
+        d = len(self.sizes)
+        m = len(sets)
+        self.kmax = kmax = max((len(s) for s in sets), default=0)
+        P = np.full((m, kmax), -1, dtype=np.int64)
+        lens = np.array([len(s) for s in sets], dtype=np.int64)
+        for j, s in enumerate(sets):
+            P[j, : len(s)] = s
+        self.padded = P
+        self.lens = lens
+        base = d + 1
+        use_codes = codes and kmax * math.log2(base) < 62  # else np.unique over rows
+        raw = []  # (pattern, rows, subset array)
+        codes_all = []
+        unit = np.zeros(d + 1, dtype=bool)  # attribute of size 1 (index d = pad)
+        unit[:d] = self.sizes == 1
+        for pat in range(1 << kmax):
+            pos = [j for j in range(kmax) if (pat >> j) & 1]
+            rows = np.nonzero(lens > (pos[-1] if pos else -1))[0]
+            sub = P[np.ix_(rows, pos)] if pos else np.zeros((len(rows), 0), dtype=np.int64)
+            if pos and unit.any():
+                ok = ~unit[sub].any(axis=1)
+                rows, sub = rows[ok], sub[ok]
+            raw.append((pat, rows, sub))
+            if use_codes:
+                code = np.zeros(len(rows), dtype=np.int64)
+                for j in range(len(pos)):
+                    code += (sub[:, j] + 1) * base**j
+                codes_all.append(code)
+            else:
+                full = np.full((len(rows), kmax), -1, dtype=np.int64)
+                full[:, : len(pos)] = sub
+                codes_all.append(full)
+        if use_codes:
+            allc = np.concatenate(codes_all)
+            uniq, inv = np.unique(allc, return_inverse=True)
+            clo = np.full((len(uniq), kmax), -1, dtype=np.int64)
+            rem = uniq.copy()
+            for j in range(kmax):
+                clo[:, j] = rem % base - 1
+                rem //= base
+        else:
+            allc = np.vstack(codes_all)
+            clo, inv = np.unique(allc, axis=0, return_inverse=True)
+        inv = inv.ravel()
+        # canonical order: size, then lexicographic
+        size = (clo >= 0).sum(axis=1)
+        order = np.lexsort(tuple(clo[:, j] for j in reversed(range(kmax))) + (size,))
+        rank = np.empty_like(order)
+        rank[order] = np.arange(len(order))
+        self.closure = clo[order]
+        self.closure_size = size[order]
+        self.blocks = []
+        off = 0
+        for pat, rows, _sub in raw:
+            k = len(rows)
+            self.blocks.append((pat, rows, rank[inv[off : off + k]]))
+            off += k
+
+    @property
+    def num_closure(self) -> int:
+        return len(self.closure)
+
+    @property
+    def num_pairs(self) -> int:
+        return int(sum(len(r) for _, r, _ in self.blocks))
+
+    def closure_sets(self) -> list[tuple[int, ...]]:
+        return [tuple(int(a) for a in row if a >= 0) for row in self.closure]
+
+    def closure_product(self, per_attr: np.ndarray) -> np.ndarray:
+        """``Π_{i∈A} per_attr[i]`` for every closure set ``A``."""
+        ext = np.append(np.asarray(per_attr, dtype=float), 1.0)
+        return ext[self.closure].prod(axis=1) if self.kmax else np.ones(len(self.closure))
+
+    def pair_coefficients(self, inside: np.ndarray, outside: np.ndarray, set_factor=None):
+        """For every pair ``(Ã, A')``: ``Π_{i∈A'} inside[i] · Π_{i∈Ã\\A'} outside[i]``
+        (times ``set_factor[Ã]``). Yields ``(set_idx, closure_idx, coefficient)`` blocks."""
+        ins = np.append(np.asarray(inside, dtype=float), 1.0)
+        outs = np.append(np.asarray(outside, dtype=float), 1.0)
+        P = self.padded
+        for pat, rows, cidx in self.blocks:
+            coef = np.ones(len(rows))
+            for j in range(self.kmax):
+                col = P[rows, j]
+                coef *= ins[col] if (pat >> j) & 1 else outs[col]
+            if set_factor is not None:
+                coef = coef * set_factor[rows]
+            yield rows, cidx, coef
+
+    def accumulate(self, inside, outside, set_factor=None) -> np.ndarray:
+        """``v[A'] = Σ_{Ã ⊇ A'} set_factor[Ã] Π_{i∈A'} inside_i Π_{i∈Ã\\A'} outside_i``."""
+        v = np.zeros(len(self.closure))
+        for _rows, cidx, coef in self.pair_coefficients(inside, outside, set_factor):
+            v += np.bincount(cidx, weights=coef, minlength=len(v))
+        return v
+
+    def per_set(self, inside, outside, closure_values) -> np.ndarray:
+        """``out[Ã] = Σ_{A'⊆Ã} closure_values[A'] Π_{i∈A'} inside_i Π_{i∈Ã\\A'} outside_i``."""
+        out = np.zeros(len(self.lens))
+        for rows, cidx, coef in self.pair_coefficients(inside, outside):
+            out += np.bincount(rows, weights=coef * closure_values[cidx], minlength=len(out))
+        return out
+
+    def sparse_matrix(self, inside, outside, set_factor=None):
+        """The (sets x closure) scipy CSR matrix of the pair coefficients."""
+        import scipy.sparse as sp
+
+        r, c, v = [], [], []
+        for rows, cidx, coef in self.pair_coefficients(inside, outside, set_factor):
+            r.append(rows)
+            c.append(cidx)
+            v.append(coef)
+        return sp.csr_matrix(
+            (np.concatenate(v), (np.concatenate(r), np.concatenate(c))),
+            shape=(len(self.lens), len(self.closure)),
+        )
+
+
+# ============================================================================ parsing
+def _is_total(f: Matrix) -> bool:
+    return isinstance(f, Ones) and f.shape[0] == 1
+
+
+def _peel(A: Matrix) -> tuple[float, Matrix]:
+    w = 1.0
+    while isinstance(A, Weighted):
+        w *= A.weight
+        A = A.base
+    return w, A
+
+
+def _terms(W: Matrix, weight: float = 1.0):
+    """Yield ``(θ², factors)`` for every Kronecker term of a union-of-Kronecker workload."""
+    w, W = _peel(W)
+    weight *= w
+    if isinstance(W, VStack):
+        for b in W.blocks:
+            yield from _terms(b, weight)
+    elif isinstance(W, Marginals):
+        for theta, blk in W.blocks():
+            yield (weight * theta) ** 2, blk.factors
+    elif isinstance(W, Kronecker):
+        c, factors = weight * weight, []
+        for f in W.factors:
+            fw, fb = _peel(f)
+            c *= fw * fw
+            factors.append(fb)
+        yield c, factors
+    else:
+        yield weight * weight, [W]
+
+
+def _marginal_sets(W: Marginals, scale: float):
+    keys = W.keys
+    thetas = np.array([W.weights[k] for k in keys])
+    sets = []
+    for key in keys:
+        s = []
+        while key:  # the set bits only (keys may have hundreds of bits)
+            low = key & -key
+            s.append(low.bit_length() - 1)
+            key ^= low
+        sets.append(tuple(s))
+    return sets, (scale * thetas) ** 2
+
+
+def _same_basis(a: Matrix, b: Matrix) -> bool:
+    if a is b:
+        return True
+    if type(a) is not type(b) or a.shape != b.shape:
+        return False
+    if type(a).__name__ in ("Identity", "Prefix", "AllRange"):
+        return True
+    if a.shape[0] * a.shape[1] > 4_000_000:
+        return False
+    return bool(np.array_equal(a.dense(), b.dense()))
+
+
+def parse_workload(W: Matrix, *, marginals_only: bool = False, bases=None, strategies=None):
+    """Turn a workload Matrix into a :class:`ResidualWorkload`.
+
+    Accepted: :class:`~mmtoolkit.linalg.Marginals` (fast path), or a (weighted) union of
+    Kronecker products whose factors are either the total ``1ᵀ`` (attribute outside the set)
+    or the attribute's basic matrix ``W_i`` — the same ``W_i`` in every term (§7.1).
+    ``marginals_only``: every basic matrix must be the identity (ResidualPlanner).
+    ``bases``: optional per-attribute basic matrices (None entries are inferred).
+    ``strategies``: callable ``(i, W_i) -> AttributeBasis`` for non-identity attributes.
+    """
+    if not isinstance(W, Matrix):
+        raise TypeError(f"workload must be a linalg.Matrix, got {type(W).__name__}")
+    w0, core = _peel(W)
+    if isinstance(core, Marginals) and bases is None:
+        sets, weights = _marginal_sets(core, w0)
+        return ResidualWorkload([marginal_basis(n) for n in core.sizes], sets, weights)
+    terms = list(_terms(W))
+    d = len(terms[0][1])
+    sizes = [f.shape[1] for f in terms[0][1]]
+    found: list[Matrix | None] = [None] * d
+    if bases is not None:
+        if len(bases) != d:
+            raise ValueError(f"got {len(bases)} basic matrices for {d} attributes")
+        for i, b in enumerate(bases):
+            if b is not None:
+                found[i] = b if isinstance(b, Matrix) else _dense(b)
+    sets, weights = [], []
+    for t, (c, factors) in enumerate(terms):
+        if [f.shape[1] for f in factors] != sizes:
+            raise ValueError(
+                "every term of the workload must be a Kronecker product over the same "
+                f"attributes (sizes {sizes}); term {t} has "
+                f"{[f.shape[1] for f in factors]}"
+            )
+        s = []
+        for i, f in enumerate(factors):
+            if _is_total(f) and not (found[i] is not None and _is_total(found[i])):
+                continue
+            if found[i] is None:
+                found[i] = f
+            elif not _same_basis(found[i], f):
+                raise ValueError(
+                    f"attribute {i} uses two different basic matrices ({found[i]!r} and {f!r}); "
+                    "ResidualPlanner+ needs one basic matrix per attribute (§7.1)"
+                )
+            s.append(i)
+        if c == 0.0:
+            continue
+        sets.append(tuple(s))
+        weights.append(c)
+    out = []
+    for i, n in enumerate(sizes):
+        Wi = found[i]
+        if Wi is None or isinstance(Wi, Identity):
+            out.append(marginal_basis(n))
+        elif marginals_only:
+            raise ValueError(
+                f"attribute {i} has basic matrix {Wi!r}, not the identity: ResidualPlanner "
+                "answers marginals only; use residual_planner_plus for generalized marginals"
+            )
+        elif strategies is not None:
+            out.append(strategies(i, Wi))
+        else:
+            out.append(general_basis(Wi))
+    return ResidualWorkload(out, sets, weights)
+
+
+def _dense(b) -> Matrix:
+    from ..linalg import Dense
+
+    return Dense(b)

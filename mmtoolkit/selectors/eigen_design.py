@@ -1,0 +1,495 @@
+"""Eigen-Design: optimal weighting of a design set of queries (Li & Miklau, PVLDB 2012).
+
+The strategy is ``A = [diag(λ) Q ; D']``: the rows ``q_i`` of a square design set ``Q``
+(by default the *eigen-queries*, the eigenvectors of ``WᵀW``, §3.2 Def. 6), weighted by
+the solution of **Program 1** (§3.1), then completed with one row per cell so that every
+column reaches the maximum column norm (**Program 2** step 4, §3.3; the augmentation of
+Li et al. 2010, Thm 5.27, at no sensitivity cost).
+
+Program 1 (Thm 1, L2 / (ε,δ) form) with ``u_i = λ_i²`` and ``c_i = ||(W Q⁺)_{:,i}||²``::
+
+    minimise Σ_i c_i / u_i   subject to   Σ_i u_i q_ij² ≤ 1  for every cell j,  u ≥ 0,
+
+whose value is ``sens₂(A')² · tr(WᵀW (A'ᵀA')⁺)`` for ``A' = diag(sqrt u) Q``. The ε-DP
+variant of §3.5 weights by ``λ`` directly: minimise ``Σ c_i / λ_i²`` s.t.
+``Σ_i λ_i |q_ij| ≤ 1`` (column L1 norms). Both are ``min Σ c_i / x_i^p`` s.t. ``P x ≤ 1``
+(p = 1 or 2) and are solved either through cvxpy (Clarabel / SCS / ECOS) or by the
+scalable **dual multiplicative method** derived here (not in the paper): for any ``ν`` in
+the simplex over cells, with ``P[i, j] = q_ij²`` (p = 1) or ``|q_ij|`` (p = 2)::
+
+    OPT ≥ S(ν)^{p+1},   S(ν) = Σ_i c_i^{1/(p+1)} (Σ_j p_ij ν_j)^{p/(p+1)},
+
+and the primal point ``x ∝ (c / Pν)^{1/(p+1)}`` rescaled to feasibility has value
+``(max_j g_j / νᵀg)^p · S^{p+1}`` with ``g = Pᵀ x``, so every iterate certifies its own
+duality gap. ``ν ← ν ∘ g / νᵀg`` (the multiplicative algorithm of optimal design) drives
+the gap to zero; O(nk) per iteration, no factorisation.
+
+Workload reductions of §4.2: *eigen-query separation* (groups of ``group_size``
+eigen-queries by eigenvalue, Program 1 per group, then Program 1 again over the group
+scale factors) and *principal vectors* (the top ``fraction`` of eigen-queries weighted
+individually, one common weight for all other non-zero eigen-queries). Relative error
+(§3.4): ``normalize_rows=True`` scales every query to unit L2 norm before the design.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+import scipy.linalg
+
+from ..linalg import Dense, Haar, Matrix, SymTridiagonal, TooLargeError, VStack, as_matrix
+from ..linalg import base as _linalg_base
+from ..privacy import Privacy, PureDP
+from ..strategy import Strategy
+from .base import Selector, register
+
+#: Largest domain for which the n x n Gram of W is formed and eigendecomposed densely.
+MAX_EIGEN_N = 16384
+#: Eigenvalues of WᵀW below ZERO_RTOL · σ_max are dropped (Li & Miklau §4.1).
+ZERO_RTOL = 1e-10
+#: The cvxpy solvers Program 1 can be handed to.
+CVXPY_SOLVERS = ("clarabel", "scs", "ecos")
+SOLVERS = ("dual",) + CVXPY_SOLVERS
+DESIGNS = ("eigen", "wavelet", "fourier", "identity")
+REDUCTIONS = ("none", "separation", "principal")
+
+
+# =============================================================================== Gram
+def workload_gram(W: Matrix, normalize_rows: bool = False, max_n: int = MAX_EIGEN_N):
+    """``WᵀW`` as a dense symmetric array (``normalize_rows``: of ``D W``, ``D = diag(1/||w_i||)``).
+
+    Raises ValueError for an empty or all-zero workload and for ``n > max_n``.
+    """
+    W = as_matrix(W)
+    m, n = W.shape
+    if m == 0 or n == 0:
+        raise ValueError(f"the workload is empty (shape {W.shape}); it needs queries and cells")
+    if n > max_n:
+        raise ValueError(
+            f"Eigen-Design eigendecomposes the {n} x {n} Gram of the workload densely; "
+            f"n = {n} exceeds the limit {max_n} (MAX_EIGEN_N)"
+        )
+    if normalize_rows:
+        G = _normalized_gram(W)
+    else:
+        Gm = W.gram()
+        try:
+            G = Gm.dense()
+        except TooLargeError:  # above the shared dense guard but within MAX_EIGEN_N
+            G = _columns_of(Gm, n)
+    G = 0.5 * (G + G.T)
+    if not np.all(np.isfinite(G)):
+        raise ValueError("the workload has non-finite entries")
+    if not np.any(G):
+        raise ValueError("the workload is all zero: no query has a non-zero coefficient")
+    return G
+
+
+def _columns_of(M: Matrix, n: int) -> np.ndarray:
+    out = np.empty((M.shape[0], n))
+    step = max(1, min(n, _linalg_base.MAX_DENSE_ENTRIES // max(M.shape[0], 1)))
+    for s in range(0, n, step):
+        E = np.zeros((n, min(step, n - s)))
+        E[np.arange(s, s + E.shape[1]), np.arange(E.shape[1])] = 1.0
+        out[:, s : s + E.shape[1]] = M.matvec(E)
+    return out
+
+
+def _normalized_gram(W: Matrix) -> np.ndarray:
+    """``(DW)ᵀ(DW)`` with ``D = diag(1/||w_i||₂)`` (zero rows dropped), in column chunks."""
+    m, n = W.shape
+    r = W.rownorm_p(2)
+    if np.isscalar(r):
+        if r == 0:
+            raise ValueError("the workload is all zero: no query has a non-zero coefficient")
+        Gm = W.gram()
+        try:
+            G = Gm.dense()
+        except TooLargeError:
+            G = _columns_of(Gm, n)
+        return G / float(r)
+    r = np.asarray(r, dtype=float)
+    inv = np.zeros(m)
+    inv[r > 0] = 1.0 / r[r > 0]
+    step = max(1, min(n, _linalg_base.MAX_DENSE_ENTRIES // max(m, 1)))
+    G = np.empty((n, n))
+    for s in range(0, n, step):
+        b = min(step, n - s)
+        E = np.zeros((n, b))
+        E[np.arange(s, s + b), np.arange(b)] = 1.0
+        Y = W.matvec(E) * inv[:, None]
+        G[:, s : s + b] = W.rmatvec(Y)
+    return G
+
+
+def eigen_queries(G: np.ndarray, rtol: float = ZERO_RTOL):
+    """Eigen-queries of ``G = WᵀW`` (Li & Miklau Def. 6): ``(σ, Q)`` with ``σ`` descending,
+    zero eigenvalues (``< rtol · σ_max``) dropped, ``Q`` the matching unit eigenvectors as
+    rows. Deterministic signs: the entry of largest magnitude of each row is positive."""
+    sigma, V = np.linalg.eigh(G)
+    order = np.argsort(sigma)[::-1]
+    sigma, V = sigma[order], V[:, order]
+    top = sigma[0]
+    if not top > 0:
+        raise ValueError("the workload is all zero: WᵀW has no positive eigenvalue")
+    keep = sigma > rtol * top
+    sigma, Q = sigma[keep], V[:, keep].T
+    idx = np.argmax(np.abs(Q), axis=1)
+    signs = np.sign(Q[np.arange(Q.shape[0]), idx])
+    signs[signs == 0] = 1.0
+    return sigma, Q * signs[:, None]
+
+
+# ====================================================================== design sets
+def design_matrix(design, n: int) -> np.ndarray:
+    """A named design set as a dense ``n x n`` array (rows are design queries).
+
+    ``wavelet``: the ±1 Haar matrix (Privelet; Li & Miklau §5 "Wavelet"); ``fourier``: the
+    Walsh-Hadamard (parity) basis, the Fourier basis over the binary encoding of the cells
+    of Barak et al. (PODS 2007) used as the "Fourier" strategy; ``identity``: I_n. A numpy
+    array or Matrix is used as given.
+    """
+    if isinstance(design, str):
+        if design == "wavelet":
+            return Haar(n).dense()
+        if design == "fourier":
+            if n & (n - 1):
+                raise ValueError(f"the fourier (Hadamard) design set needs n a power of 2, got {n}")
+            return scipy.linalg.hadamard(n).astype(float)
+        if design == "identity":
+            return np.eye(n)
+        raise ValueError(f"unknown design set {design!r} (valid: {', '.join(DESIGNS)} or a matrix)")
+    Q = as_matrix(design).dense()
+    if Q.shape[1] != n:
+        raise ValueError(f"the design set has {Q.shape[1]} columns, the workload has {n} cells")
+    return Q
+
+
+def design_costs(G: np.ndarray, Q: np.ndarray, rtol: float = 1e-9) -> np.ndarray:
+    """``c_i = ||(W Q⁺)_{:,i}||²`` = ``diag(Q⁺ᵀ WᵀW Q⁺)`` (Li & Miklau Thm 1).
+
+    Requires linearly independent design rows whose span contains every query of W;
+    otherwise a ValueError says which condition fails.
+    """
+    k, n = Q.shape
+    s = np.linalg.svd(Q, compute_uv=False)
+    if k > n or s.min() <= rtol * s.max() * max(k, n):
+        raise ValueError(
+            f"the design set must have linearly independent rows (Program 1 / Thm 1 needs a "
+            f"basis); got {k} rows of rank {int(np.sum(s > rtol * s.max() * max(k, n)))}"
+        )
+    Qp = np.linalg.pinv(Q)  # n x k
+    P = Qp @ Q  # projector onto rowspace(Q)
+    R = G - P.T @ G @ P  # G restricted outside the span of Q
+    if np.trace(G - P @ G @ P.T) > 1e-8 * np.trace(G) or np.abs(R).max() > 1e-8 * np.abs(G).max():
+        raise ValueError(
+            "the design set does not span the workload: some query has a component outside "
+            "the row space of the design queries"
+        )
+    return np.einsum("ji,jk,ki->i", Qp, G, Qp)
+
+
+# ============================================================ Program 1 (the weighting)
+@dataclass
+class Weighting:
+    """Solution of ``min Σ c_i/x_i^p s.t. P_ᵀx ≤ 1``: weights, value, certified lower bound."""
+
+    x: np.ndarray
+    value: float
+    lower: float
+    iterations: int = 0
+    solver: str = "dual"
+    seconds: float = 0.0
+    info: dict = field(default_factory=dict)
+
+    @property
+    def gap(self) -> float:
+        """Relative duality gap ``(value − lower) / value``."""
+        return (self.value - self.lower) / self.value if self.value > 0 else 0.0
+
+
+def solve_weighting(
+    c,
+    P,
+    p: int = 1,
+    solver: str = "dual",
+    tol: float = 1e-7,
+    max_iter: int = 200_000,
+) -> Weighting:
+    """Solve ``min Σ_i c_i / x_i^p`` s.t. ``Σ_i x_i P[i, j] ≤ 1`` for every column j, ``x ≥ 0``.
+
+    Program 1 of Li & Miklau (§3.1) is ``p = 1`` with ``P = Q∘Q`` (``x = u = λ²``); the ε-DP
+    variant of §3.5 is ``p = 2`` with ``P = |Q|`` (``x = λ``). ``c > 0`` (drop zero costs
+    first) and every row of ``P`` must be non-zero. ``solver="dual"`` is the multiplicative
+    dual method of the module docstring, stopped when the certified relative gap is
+    ``≤ tol`` (or when it stops improving: double precision floors the certified gap near
+    1e-9, because the dual is flat to second order at its maximum); ``clarabel`` / ``scs``
+    / ``ecos`` go through cvxpy (and report the dual bound of the solver's multipliers,
+    computed the same way).
+    """
+    c = np.asarray(c, dtype=float)
+    P = np.asarray(P, dtype=float)
+    if p not in (1, 2):
+        raise ValueError(f"p must be 1 (L2, u = λ²) or 2 (L1, x = λ), got {p}")
+    if c.ndim != 1 or P.ndim != 2 or P.shape[0] != c.size:
+        raise ValueError(f"need c of length k and P of shape (k, n); got {c.shape}, {P.shape}")
+    if c.size == 0:
+        raise ValueError("Program 1 needs at least one design query with a positive cost")
+    if np.any(c <= 0) or not np.all(np.isfinite(c)):
+        raise ValueError("design costs c must be positive and finite (drop zero costs first)")
+    if np.any(P < 0) or np.any(P.max(axis=1) <= 0):
+        raise ValueError("every design query must touch some cell (P ≥ 0 with non-zero rows)")
+    if solver not in SOLVERS:
+        raise ValueError(f"unknown solver {solver!r} (valid: {', '.join(SOLVERS)})")
+    scale = c.max()
+    cs = c / scale
+    start = time.perf_counter()
+    if solver == "dual":
+        out = _dual_multiplicative(cs, P, p, tol, max_iter)
+    else:
+        out = _cvxpy_weighting(cs, P, p, solver)
+    out.value *= scale
+    out.lower *= scale
+    out.seconds = time.perf_counter() - start
+    return out
+
+
+def _dual_multiplicative(c, P, p, tol, max_iter) -> Weighting:
+    """Monotone ascent of the dual bound S(ν) over the simplex by multiplicative steps
+    ``ν ← ν ∘ (g/S)^ρ`` (ρ = 1 is the classic multiplicative algorithm of optimal design;
+    ρ adapts: ×1.5 after an ascent step, ÷4 and retry when S would decrease)."""
+    k, n = P.shape
+    b = 1.0 / (p + 1)
+
+    def evaluate(log_nu):
+        nu = np.exp(log_nu - log_nu.max())
+        nu /= nu.sum()
+        z = P @ nu
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            y = (c / z) ** b
+            g = P.T @ y
+        S = float(nu @ g)
+        return nu, y, g, S
+
+    log_nu = np.zeros(n)
+    _, y, g, S = evaluate(log_nu)
+    best_x, best_value, lower, rho = None, math.inf, 0.0, 1.0
+    it = stalled = 0
+    while it < max_iter:
+        it += 1
+        x = y / float(g.max())
+        value = float(np.sum(c / x**p))
+        progress = S ** (p + 1) > lower * (1 + 1e-14) or value < best_value * (1 - 1e-14)
+        stalled = 0 if progress else stalled + 1
+        lower = max(lower, S ** (p + 1))
+        if value < best_value:
+            best_x, best_value = x, value
+        if best_value - lower <= tol * best_value:
+            break
+        if stalled >= 50:  # the gap has reached the floating-point floor (~1e-9)
+            break
+        step = np.log(g / S)
+        while True:
+            trial = log_nu + rho * step
+            trial = np.maximum(trial - trial.max(), -700.0)
+            _, t_y, t_g, t_S = evaluate(trial)
+            if math.isfinite(t_S) and t_S >= S:
+                log_nu, y, g, S = trial, t_y, t_g, t_S
+                rho = min(rho * 1.5, 1e8)
+                break
+            rho /= 4.0
+            if rho < 1e-12:  # no ascent direction left at this precision
+                break
+        if rho < 1e-12:
+            break
+    return Weighting(
+        x=best_x, value=best_value, lower=lower, iterations=it, solver="dual", info={"rho": rho}
+    )
+
+
+def _cvxpy_weighting(c, P, p, solver) -> Weighting:
+    import cvxpy as cp
+
+    k, n = P.shape
+    x = cp.Variable(k, pos=False)
+    obj = (
+        cp.sum(cp.multiply(c, cp.inv_pos(x))) if p == 1 else cp.sum(cp.multiply(c, cp.power(x, -2)))
+    )
+    prob = cp.Problem(cp.Minimize(obj), [P.T @ x <= 1, x >= 0])
+    try:
+        prob.solve(solver=solver.upper())
+    except cp.error.SolverError as err:
+        raise RuntimeError(f"Program 1: cvxpy solver {solver} failed: {err}") from err
+    if prob.status not in ("optimal", "optimal_inaccurate") or x.value is None:
+        raise RuntimeError(f"Program 1: cvxpy solver {solver} returned status {prob.status}")
+    xv = np.maximum(np.asarray(x.value, dtype=float), 1e-300)
+    xv = xv / max(float((P.T @ xv).max()), 1e-300)  # exact feasibility
+    value = float(np.sum(c / xv**p))
+    # certify with the dual point ν ∝ the solver's multipliers of the column constraints
+    mu = np.maximum(np.asarray(prob.constraints[0].dual_value, dtype=float), 0.0)
+    lower = 0.0
+    if mu.sum() > 0:
+        nu = mu / mu.sum()
+        z = P @ nu
+        if np.all(z > 0):
+            lower = float(np.sum(c ** (1 / (p + 1)) * z ** (p / (p + 1)))) ** (p + 1)
+    return Weighting(
+        x=xv, value=value, lower=min(lower, value), solver=solver, info={"status": prob.status}
+    )
+
+
+# ========================================================== reductions of §4.2
+def _separation(c, P, p, group_size, solver, tol, max_iter) -> tuple[np.ndarray, dict]:
+    """Eigen-query separation (Li & Miklau §4.2): Program 1 per group of ``group_size``
+    consecutive (by eigenvalue) design queries, then Program 1 over the group factors."""
+    k = c.size
+    groups = [np.arange(s, min(s + group_size, k)) for s in range(0, k, group_size)]
+    xs, errs, cols = [], [], []
+    for g in groups:
+        w = solve_weighting(c[g], P[g], p, solver, tol, max_iter)
+        xs.append(w.x)
+        errs.append(w.value)
+        cols.append(P[g].T @ w.x)  # the group's column norms (squared L2 or L1)
+    merge = solve_weighting(np.array(errs), np.vstack(cols), p, solver, tol, max_iter)
+    x = np.empty(k)
+    for g, xg, t in zip(groups, xs, merge.x):
+        x[g] = t * xg
+    return x, {"groups": len(groups), "group_size": group_size}
+
+
+def _principal(c, P, p, fraction, solver, tol, max_iter) -> tuple[np.ndarray, dict]:
+    """Principal vectors (Li & Miklau §4.2): the top ``fraction`` of the design queries get
+    their own weight, all the others one common weight (k_top + 1 variables)."""
+    k = c.size
+    top = min(k, max(1, int(math.ceil(fraction * k))))
+    if top == k:
+        w = solve_weighting(c, P, p, solver, tol, max_iter)
+        return w.x, {"principal": k}
+    c2 = np.concatenate([c[:top], [c[top:].sum()]])
+    P2 = np.vstack([P[:top], P[top:].sum(axis=0)[None, :]])
+    w = solve_weighting(c2, P2, p, solver, tol, max_iter)
+    x = np.concatenate([w.x[:top], np.full(k - top, w.x[top])])
+    return x, {"principal": top}
+
+
+# =========================================================================== selector
+@register
+class EigenDesign(Selector):
+    """Eigen-Design (Li & Miklau, PVLDB 2012, Program 2; §3.5 for ε-DP; §4.2 reductions).
+
+    Parameters
+    ----------
+    design : "eigen" (default; eigen-queries of WᵀW), "wavelet", "fourier", "identity", or a
+        matrix whose linearly independent rows are the design queries (§3.2, Fig. 5).
+    solver : "dual" (default; certified multiplicative dual method, scales to n = 8192) or a
+        cvxpy solver "clarabel" / "scs" / "ecos".
+    reduction : "none", "separation" (with ``group_size``, default 16) or "principal" (with
+        ``fraction``, default 0.1) — the workload reductions of §4.2.
+    normalize_rows : scale every query to unit L2 norm first (relative error, §3.4).
+    complete : add the column-completion rows of Program 2 step 4 (default True).
+    tol, max_iter : stopping rule of the dual method (certified relative gap).
+    """
+
+    name = "eigen_design"
+
+    def __init__(
+        self,
+        design="eigen",
+        solver: str = "dual",
+        reduction: str = "none",
+        group_size: int = 16,
+        fraction: float = 0.1,
+        normalize_rows: bool = False,
+        complete: bool = True,
+        tol: float = 1e-7,
+        max_iter: int = 200_000,
+    ):
+        if isinstance(design, str) and design not in DESIGNS:
+            raise ValueError(f"unknown design {design!r} (valid: {', '.join(DESIGNS)} or a matrix)")
+        if solver not in SOLVERS:
+            raise ValueError(f"unknown solver {solver!r} (valid: {', '.join(SOLVERS)})")
+        if reduction not in REDUCTIONS:
+            raise ValueError(f"unknown reduction {reduction!r} (valid: {', '.join(REDUCTIONS)})")
+        if isinstance(group_size, bool) or not isinstance(group_size, int) or group_size < 1:
+            raise ValueError(f"group_size must be a positive int, got {group_size!r}")
+        if not (isinstance(fraction, (int, float)) and 0 < fraction <= 1):
+            raise ValueError(f"fraction must be in (0, 1], got {fraction!r}")
+        if not (isinstance(tol, (int, float)) and tol > 0):
+            raise ValueError(f"tol must be positive, got {tol!r}")
+        self.params = {
+            "design": design if isinstance(design, str) else "matrix",
+            "solver": solver,
+            "reduction": reduction,
+            "group_size": group_size,
+            "fraction": fraction,
+            "normalize_rows": bool(normalize_rows),
+            "complete": bool(complete),
+            "tol": tol,
+            "max_iter": int(max_iter),
+        }
+        self._design = design
+
+    def _select(self, workload: Matrix, privacy: Privacy, objective: str) -> Strategy:
+        prm = self.params
+        n = workload.shape[1]
+        t0 = time.perf_counter()
+        G = workload_gram(workload, prm["normalize_rows"])
+        if isinstance(self._design, str) and self._design == "eigen":
+            c, Q = eigen_queries(G)
+        else:
+            Q = design_matrix(self._design, n)
+            c = design_costs(G, Q)
+            keep = c > ZERO_RTOL * c.max()
+            c, Q = c[keep], Q[keep]
+        t1 = time.perf_counter()
+        p = 2 if isinstance(privacy, PureDP) else 1
+        P = np.abs(Q) if p == 2 else Q * Q
+        opts = (prm["solver"], prm["tol"], prm["max_iter"])
+        if prm["reduction"] == "separation":
+            x, meta = _separation(c, P, p, prm["group_size"], *opts)
+        elif prm["reduction"] == "principal":
+            x, meta = _principal(c, P, p, prm["fraction"], *opts)
+        else:
+            w = solve_weighting(c, P, p, *opts)
+            x = w.x
+            meta = {"program1_lower": w.lower, "gap": w.gap, "iterations": w.iterations}
+        t2 = time.perf_counter()
+        matrix, loss = weighted_strategy(Q, x, p, prm["complete"], c)
+        meta.update(
+            {
+                "rank": int(c.size),
+                "program1_value": loss,
+                "seconds_eigen": t1 - t0,
+                "seconds_weighting": t2 - t1,
+                "norm": "L1" if p == 2 else "L2",
+            }
+        )
+        return Strategy(matrix=matrix, selector=self.name, metadata=meta, loss=loss)
+
+
+def weighted_strategy(Q: np.ndarray, x: np.ndarray, p: int, complete: bool, c=None):
+    """``A = [diag(λ) Q ; D']`` from Program 1's ``x`` (``λ = sqrt(x)`` for p = 1, ``x``
+    for p = 2), scaled to unit sensitivity, with the column-completion rows of Program 2
+    step 4 (L2: ``sqrt(1 − ||a_j||²)``; L1: ``1 − ||a_j||₁``; Li et al. 2010 §5.3).
+
+    Returns ``(matrix, Program 1 value Σ c_i/x_i^p)`` (value None when ``c`` is None).
+    """
+    x = np.asarray(x, dtype=float)
+    P = np.abs(Q) if p == 2 else Q * Q
+    cols = P.T @ x
+    x = x / cols.max()
+    cols = cols / cols.max()
+    lam = np.sqrt(x) if p == 1 else x
+    Ap = Dense(lam[:, None] * Q)
+    value = None if c is None else float(np.sum(np.asarray(c) / x**p))
+    if not complete:
+        return Ap, value
+    d = np.sqrt(np.clip(1.0 - cols, 0.0, None)) if p == 1 else np.clip(1.0 - cols, 0.0, None)
+    d[d < 1e-12] = 0.0
+    if not d.any():
+        return Ap, value
+    n = Q.shape[1]
+    return VStack([Ap, SymTridiagonal(d, np.zeros(n - 1))]), value

@@ -1,0 +1,203 @@
+"""Shared helpers of the HDMM selectors (McKenna et al., PVLDB 2018): workload terms,
+parameter checks, seeds and Gram operators."""
+
+from __future__ import annotations
+
+import math
+from numbers import Integral, Real
+
+import numpy as np
+
+from ...linalg import (
+    Dense,
+    Identity,
+    Kronecker,
+    Marginals,
+    MarginalsGram,
+    Matrix,
+    Ones,
+    PermutedGram,
+    Sum,
+    SymTridiagonal,
+    VStack,
+    Weighted,
+    check_dense_size,
+)
+from ...linalg.ranges import _SymmetricFormula
+from ...privacy import Privacy, PureDP
+
+
+def norm_of(privacy: Privacy) -> int:
+    """1 (L1 / Laplace) for PureDP, 2 (L2 / Gaussian) for ApproxDP and ZCDP."""
+    return 1 if isinstance(privacy, PureDP) else 2
+
+
+# ------------------------------------------------------------------ parameter checks
+def check_int(name: str, value, minimum: int = 1, allow_none: bool = False):
+    if value is None and allow_none:
+        return None
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, Integral) or value < minimum:
+        raise ValueError(f"{name} must be an int >= {minimum}, got {value!r}")
+    return int(value)
+
+
+def check_seed(seed):
+    if seed is None:
+        return None
+    if isinstance(seed, (bool, np.bool_)) or not isinstance(seed, Integral) or seed < 0:
+        raise ValueError(f"seed must be a non-negative int or None, got {seed!r}")
+    return int(seed)
+
+
+def check_positive(name: str, value) -> float:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, Real)
+        or not (math.isfinite(float(value)) and float(value) > 0)
+    ):
+        raise ValueError(f"{name} must be a positive finite number, got {value!r}")
+    return float(value)
+
+
+def check_p_param(p):
+    """``p``: None (HDMM's rule), an int >= 1, or a list of ints >= 1 (one per attribute)."""
+    if p is None:
+        return None
+    if isinstance(p, (list, tuple)):
+        if not p:
+            raise ValueError("p must not be an empty list")
+        return [check_int(f"p[{i}]", v) for i, v in enumerate(p)]
+    return check_int("p", p)
+
+
+def seed_sequences(seed, count: int) -> list[np.random.SeedSequence]:
+    """``count`` independent child seeds of ``SeedSequence(seed)`` (one per restart)."""
+    return np.random.SeedSequence(seed).spawn(count)
+
+
+# ------------------------------------------------------------------ workload terms
+def peel(A: Matrix) -> tuple[float, Matrix]:
+    w = 1.0
+    while isinstance(A, Weighted):
+        w *= A.weight
+        A = A.base
+    return w, A
+
+
+def workload_terms(W: Matrix) -> list[tuple[float, list[Matrix]]]:
+    """``W`` as a union of products: ``[(c_j, [W_1^(j), ..., W_d^(j)])]`` with ``c_j = w_j²``
+    (HDMM §4.3 ImpVec, eq. 1; weights enter the Gram squared, §16 pitfall 11). A matrix that
+    is neither a union, a Kronecker product nor marginals is a one-factor product."""
+    if isinstance(W, Weighted):
+        return [(W.weight**2 * c, f) for c, f in workload_terms(W.base)]
+    if isinstance(W, VStack):
+        return [t for b in W.blocks for t in workload_terms(b)]
+    if isinstance(W, Marginals):
+        return [(theta**2, list(block.factors)) for theta, block in W.blocks()]
+    if isinstance(W, Kronecker):
+        c, factors = 1.0, []
+        for f in W.factors:
+            w, base = peel(f)
+            c *= w * w
+            factors.append(base)
+        return [(c, factors)]
+    return [(1.0, [W])]
+
+
+def term_sizes(terms) -> list[int]:
+    """The common attribute sizes of all product terms (ValueError if they disagree)."""
+    sizes = [f.shape[1] for f in terms[0][1]]
+    for j, (_, factors) in enumerate(terms[1:], start=1):
+        other = [f.shape[1] for f in factors]
+        if other != sizes:
+            raise ValueError(
+                "the workload's products do not share one factorisation of the domain: "
+                f"product 0 has attribute sizes {sizes}, product {j} has {other}"
+            )
+    return sizes
+
+
+def _rows_in_total_identity(f: Matrix) -> bool:
+    """Every row of ``f`` is a (scaled) singleton indicator or a (scaled) all-ones row."""
+    _, f = peel(f)
+    if isinstance(f, (Identity, Ones)):
+        return True
+    if isinstance(f, VStack):
+        return all(_rows_in_total_identity(b) for b in f.blocks)
+    m, n = f.shape
+    if m * n > 4_000_000:
+        return False
+    D = f.dense()
+    nnz = np.count_nonzero(D, axis=1)
+    singleton = nnz <= 1
+    flat = (nnz == n) & np.all(D == D[:, :1], axis=1)
+    return bool(np.all(singleton | flat))
+
+
+def default_p(factors_of_attribute: list[Matrix], n: int) -> int:
+    """HDMM §5/§7.1 rule: p = 1 if the attribute's predicates are all in Total ∪ Identity,
+    else max(1, n // 16)."""
+    if all(_rows_in_total_identity(f) for f in factors_of_attribute):
+        return 1
+    return max(1, n // 16)
+
+
+# ------------------------------------------------------------------ Gram operators
+_FAST = (Identity, _SymmetricFormula, SymTridiagonal, MarginalsGram, Ones)
+
+
+def _is_fast(Y: Matrix) -> bool:
+    if isinstance(Y, _FAST):
+        return True
+    if isinstance(Y, Weighted):
+        return _is_fast(Y.base)
+    if isinstance(Y, PermutedGram):
+        return _is_fast(Y.base)
+    if isinstance(Y, Sum):
+        return all(_is_fast(t) for t in Y.terms)
+    if isinstance(Y, Kronecker):
+        return all(_is_fast(f) or isinstance(f, Dense) for f in Y.factors)
+    return False
+
+
+class GramOperator:
+    """``Y = WᵀW`` prepared for OPT_0: ``matmat(X)`` (n x k) and ``diag`` (HDMM §5: cached
+    once across iterations and restarts). Structured Grams (ranges, prefix, permuted, ...) are
+    kept implicit (O(n) per column); anything else is made dense once (size-guarded)."""
+
+    def __init__(self, Y):
+        if isinstance(Y, np.ndarray):
+            Y = Dense(Y)
+        if not isinstance(Y, Matrix):
+            raise TypeError(f"a Gram must be a linalg.Matrix or an array, got {type(Y).__name__}")
+        if Y.shape[0] != Y.shape[1]:
+            raise ValueError(f"a Gram matrix WᵀW must be square, got shape {Y.shape}")
+        self.n = Y.shape[0]
+        if isinstance(Y, Dense) or not _is_fast(Y):
+            check_dense_size(self.n, self.n, "the workload Gram WᵀW for OPT_0")
+            D = Y.dense()
+            self.dense = 0.5 * (D + D.T)
+            self.matmat = self.dense.__matmul__
+            self.diag = np.diag(self.dense).copy()
+        else:
+            self.dense = None
+            self.matmat = Y._matmat
+            self.diag = np.asarray(Y.diag(), dtype=float)
+        self.trace = float(np.sum(self.diag))
+
+    @staticmethod
+    def weighted_sum(coeffs, grams: list[GramOperator]) -> GramOperator:
+        """``Σ c_j Y_j`` of prepared operators (the OPT_⊗ surrogate Gram, HDMM eq. 6)."""
+        out = GramOperator.__new__(GramOperator)
+        out.n = grams[0].n
+        coeffs = [float(c) for c in coeffs]
+        if all(g.dense is not None for g in grams):
+            out.dense = sum(c * g.dense for c, g in zip(coeffs, grams))
+            out.matmat = out.dense.__matmul__
+        else:
+            out.dense = None
+            pairs = list(zip(coeffs, grams))
+            out.matmat = lambda X: sum(c * g.matmat(X) for c, g in pairs)
+        out.diag = sum(c * g.diag for c, g in zip(coeffs, grams))
+        out.trace = float(np.sum(out.diag))
+        return out

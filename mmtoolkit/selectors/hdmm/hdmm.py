@@ -1,0 +1,160 @@
+"""OPT_HDMM (HDMM §7.1, Algorithm 2): the best of Identity, OPT_⊗, OPT_+ and OPT_M over S
+random restarts.
+
+Identity is the initial incumbent (Algorithm 2, line 1), so HDMM is never worse than
+Identity. Each restart s draws a child seed of ``SeedSequence(seed)`` and runs every
+applicable operator from it; a candidate replaces the incumbent when its selection loss
+(sensitivity² · trace term, at unit sensitivity) is lower. Losses: Identity and OPT_⊗ exact
+(Thm 6), OPT_M exact (projection onto the marginals algebra), OPT_+ the separate-answering
+upper bound, replaced by the exact least-squares value whenever the shared evaluator computes
+it structurally (two groups; HDMM's own 2-D numbers were LSMR simulations). OPT_+ is
+skipped when all products share one signature, OPT_⊗ and OPT_+ when the products do not share
+one factorisation of the domain.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ... import evaluate
+from ...linalg import Identity, Matrix, TooLargeError
+from ...linalg.marginals import MAX_MARGINALS_DIM
+from ...privacy import Privacy
+from ...strategy import Strategy
+from ..base import Selector, register
+from ._common import (
+    check_int,
+    check_p_param,
+    check_positive,
+    check_seed,
+    norm_of,
+    seed_sequences,
+    workload_terms,
+)
+from .kron import CYCLE_TOL, CYCLES, KronProblem, kron_strategy, optimize_kron
+from .marginals import MarginalsProblem, marginals_strategy, optimize_marginals, project_workload
+from .opt0 import FTOL, MAXITER
+from .union import UnionProblem, optimize_union
+
+OPERATORS = ("kron", "union", "marginals")
+#: The exact OPT_+ loss costs (number of products) x N operations; above this budget the
+#: selection uses the separate-answering bound instead.
+EXACT_UNION_BUDGET = 5e7
+
+
+def identity_loss(W: Matrix) -> float:
+    """``||W||_F² = Σ_j c_j Π_i ||W_i^(j)||_F²`` (the Identity incumbent's selection loss)."""
+    total = 0.0
+    for c, factors in workload_terms(W):
+        value = c
+        for f in factors:
+            rn = f.rownorm_p(2)
+            value *= float(rn) * f.shape[0] if np.isscalar(rn) else float(np.sum(rn))
+        total += value
+    return total
+
+
+def union_loss(W: Matrix, matrix: Matrix, bound: float, norm: int) -> tuple[float, str]:
+    """The exact least-squares loss of an OPT_+ stack where the shared evaluator has an exact
+    structured route (two blocks), else the separate-answering bound (digest §16.10)."""
+    if len(matrix.blocks) > 2 or len(workload_terms(W)) * W.shape[1] > EXACT_UNION_BUDGET:
+        return bound, "separate-answering bound"
+    try:
+        return matrix.sensitivity(norm) ** 2 * evaluate.trace_term(W, matrix), "exact"
+    except TooLargeError:
+        return bound, "separate-answering bound"
+
+
+@register
+class HDMMSelector(Selector):
+    """OPT_HDMM (HDMM Algorithm 2): ``selectors.get("hdmm", restarts=25, seed=0)``.
+
+    Parameters: ``restarts`` S (default 25, §8.1), ``seed``, ``operators`` (subset of
+    ``["kron", "union", "marginals"]``), ``p`` (OPT_⊗/OPT_+ p rule or override),
+    ``groups`` (OPT_+, default 2), ``cycles``/``tol`` (block-cyclic), ``ftol``/``maxiter``
+    (each OPT_0). PureDP: L1 versions; ApproxDP/ZCDP: L2 versions. ``metadata["operator"]``
+    names the winner; ``metadata["losses"]`` the best selection loss of each operator.
+    """
+
+    name = "hdmm"
+
+    def __init__(
+        self, restarts=25, seed=None, operators=OPERATORS, p=None, groups=2, cycles=CYCLES,
+        tol=CYCLE_TOL, ftol=FTOL, maxiter=MAXITER,
+    ):  # fmt: skip
+        if isinstance(operators, str) or not all(o in OPERATORS for o in operators):
+            raise ValueError(
+                f"operators must be a list drawn from {list(OPERATORS)}, got {operators!r}"
+            )
+        self.params = {
+            "restarts": check_int("restarts", restarts),
+            "seed": check_seed(seed),
+            "operators": list(operators),
+            "p": check_p_param(p),
+            "groups": check_int("groups", groups, minimum=2),
+            "cycles": check_int("cycles", cycles),
+            "tol": check_positive("tol", tol),
+            "ftol": check_positive("ftol", ftol),
+            "maxiter": check_int("maxiter", maxiter),
+        }
+
+    def _prepare(self, workload):
+        prm, ops = self.params, {}
+        if "kron" in prm["operators"] or "union" in prm["operators"]:
+            try:
+                kp = KronProblem(workload, prm["p"])
+            except ValueError:
+                kp = None  # products on different factorisations: no product strategy
+            if kp is not None and "kron" in prm["operators"]:
+                ops["kron"] = kp
+            if kp is not None and "union" in prm["operators"]:
+                up = UnionProblem(workload, prm["p"], prm["groups"])
+                if up.applicable:
+                    ops["union"] = up
+        if "marginals" in prm["operators"]:
+            try:
+                sizes, t = project_workload(workload)
+            except ValueError:
+                sizes = None
+            if sizes is not None and len(sizes) <= MAX_MARGINALS_DIM:
+                ops["marginals"] = (sizes, MarginalsProblem(sizes, t))
+        return ops
+
+    def _select(self, workload: Matrix, privacy: Privacy, objective: str) -> Strategy:
+        prm = self.params
+        norm = norm_of(privacy)
+        kw = {k: prm[k] for k in ("cycles", "tol", "ftol", "maxiter")}
+        ops = self._prepare(workload)
+        best = [Identity(workload.shape[1]), identity_loss(workload), {"operator": "Identity"}]
+        losses = {"Identity": best[1]}
+        for ss in seed_sequences(prm["seed"], prm["restarts"]):
+            children = dict(zip(OPERATORS, ss.spawn(len(OPERATORS))))
+            for op, problem in ops.items():
+                rng = np.random.default_rng(children[op])
+                if op == "kron":
+                    thetas, loss = optimize_kron(problem, norm, rng, **kw)
+                    cand = (
+                        lambda t=thetas: kron_strategy(t, norm),
+                        loss,
+                        {"operator": "OPT_kron", "p": problem.ps},
+                    )
+                elif op == "union":
+                    matrix, loss, meta = optimize_union(problem, norm, rng, **kw)
+                    loss, meta["loss_kind"] = union_loss(workload, matrix, loss, norm)
+                    cand = (lambda m=matrix: m, loss, meta)
+                else:
+                    sizes, mp = problem
+                    theta, loss = optimize_marginals(mp, norm, rng)
+                    cand = (
+                        lambda s=sizes, t=theta: marginals_strategy(s, t),
+                        loss,
+                        {"operator": "OPT_M"},
+                    )
+                name = cand[2]["operator"]
+                losses[name] = min(losses.get(name, math.inf), cand[1])
+                if cand[1] < best[1]:
+                    best = [cand[0](), cand[1], cand[2]]
+        meta = dict(best[2], losses=losses, norm=norm)
+        return Strategy(matrix=best[0], selector=self.name, loss=best[1], metadata=meta)

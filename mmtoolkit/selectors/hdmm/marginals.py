@@ -1,0 +1,187 @@
+"""OPT_M: weighted marginals strategies 𝕄(θ) = [θ_a Q_a]_a (HDMM §6.3, Problem 4, App. A.4).
+
+Spectral form of the marginals algebra (``mmtoolkit.linalg.marginals``): 𝕄(θ)ᵀ𝕄(θ) = 𝔾(θ²) is
+``μ_B`` times the projector ``P_B`` on each residual subspace, with
+``μ = ζ(θ² ∘ c)`` (``c_a = Π_{i∉a} n_i``, ζ the superset-sum transform). Hence, for any
+union of products 𝕎 (its *projection* onto the algebra is the vector ``t_B = tr(P_B 𝕎ᵀ𝕎)``,
+which needs only the trace and the sum of each factor Gram, App. A.4):
+
+    L(θ) = tr(𝔾(θ²)⁺ 𝕎ᵀ𝕎) = Σ_B t_B / μ_B,           (exact for every marginals strategy)
+    ∂L/∂(θ_a²) = −c_a Σ_{B ⊆ a} t_B / μ_B²            (a subset-sum transform),
+
+both O(d 2^d) per evaluation (the paper's X(u) triangular form is O(4^d)); nothing depends on
+the n_i or on the number of products after the projection. The objective of Problem 4 is
+``F = sens(θ)² L``: ``(Σθ)²`` for L1 (PureDP) and ``Σθ²`` for L2 (Gaussian). The strategy
+supports 𝕎 iff ``μ_B > 0`` wherever ``t_B > 0``; elsewhere ``F = +∞`` (digest §16.7).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy.optimize import minimize
+
+from ...linalg import Marginals, Matrix
+from ...linalg.marginals import (
+    _check_dim,
+    _complement_products,
+    _subset_sum,
+    _superset_sum,
+    projected_traces,
+)
+from ...privacy import Privacy
+from ...strategy import Strategy
+from ..base import Selector, register
+from ._common import (
+    check_int,
+    check_seed,
+    norm_of,
+    seed_sequences,
+    term_sizes,
+    workload_terms,
+)
+
+#: Weights below ZERO_RTOL · max θ are dropped from the final strategy (if it still supports
+#: the workload), as in the authors' code (digest §7.3).
+ZERO_RTOL = 1e-7
+#: Relative threshold under which t_B counts as zero (a query with no weight on S_B).
+SUPPORT_RTOL = 1e-12
+
+
+def project_workload(W: Matrix) -> tuple[tuple[int, ...], np.ndarray]:
+    """``(sizes, t)`` with ``t_B = tr(P_B 𝕎ᵀ𝕎)`` for every attribute subset ``B`` (bit i ⇔
+    attribute i): the projection of a union-of-products workload onto the marginals
+    algebra (HDMM App. A.4; exact for every marginals strategy). Uses only
+    ``tr(W_iᵀW_i) = ||W_i||_F²`` and ``1ᵀW_iᵀW_i1 = ||W_i 1||²`` of each factor."""
+    terms = workload_terms(W)
+    sizes = tuple(term_sizes(terms))
+    _check_dim(len(sizes), "OPT_M")
+    t = np.zeros(1 << len(sizes))
+    cache: dict[int, tuple[float, float]] = {}
+    for c, factors in terms:
+        if c == 0.0:
+            continue
+        traces, sums = [], []
+        for f in factors:
+            if id(f) not in cache:
+                rn = f.rownorm_p(2)
+                tr = float(rn) * f.shape[0] if np.isscalar(rn) else float(np.sum(rn))
+                r = f.matvec(np.ones(f.shape[1]))
+                cache[id(f)] = (tr, float(r @ r))
+            traces.append(cache[id(f)][0])
+            sums.append(cache[id(f)][1])
+        t += c * projected_traces(sizes, traces, sums)
+    t[t < SUPPORT_RTOL * t.max()] = 0.0
+    return sizes, t
+
+
+class MarginalsProblem:
+    """OPT_M's objective ``F(θ) = sens(θ)² · Σ_B t_B / μ_B(θ²)`` and its gradient."""
+
+    def __init__(self, sizes, t):
+        self.sizes = tuple(sizes)
+        self.d = len(self.sizes)
+        self.t = np.asarray(t, dtype=float)
+        self.c = _complement_products(self.sizes)
+        self.live = self.t > 0
+
+    def trace_term(self, theta: np.ndarray) -> tuple[float, np.ndarray]:
+        """``(L, ∂L/∂u)`` at ``u = θ²``; ``L = inf`` if the strategy does not support 𝕎."""
+        u = theta * theta
+        mu = _superset_sum(u * self.c, self.d)
+        mul = mu[self.live]
+        if np.any(mul <= 0.0):
+            return np.inf, np.zeros_like(theta)
+        L = float(np.sum(self.t[self.live] / mul))
+        r = np.zeros_like(mu)
+        r[self.live] = -self.t[self.live] / (mul * mul)
+        return L, self.c * _subset_sum(r, self.d)
+
+    def objective(self, theta: np.ndarray, norm: int) -> tuple[float, np.ndarray]:
+        """``(F(θ), ∇F)`` (Problem 4 with the L1 or the L2 sensitivity)."""
+        L, dL_du = self.trace_term(theta)
+        if not np.isfinite(L):
+            return np.inf, np.zeros_like(theta)
+        if norm == 1:
+            S = float(np.sum(theta))
+            return S * S * L, 2.0 * S * L + S * S * 2.0 * theta * dL_du
+        S2 = float(np.sum(theta * theta))
+        return S2 * L, 2.0 * theta * L + S2 * 2.0 * theta * dL_du
+
+
+def optimize_marginals(
+    problem: MarginalsProblem, norm: int, rng=None, theta0=None, maxiter: int = 15000
+) -> tuple[np.ndarray, float]:
+    """L-BFGS-B on θ ≥ 0 from ``θ₀ ~ U[0,1)`` normalised to sum 1 (digest §7.3), ``gtol=0``.
+    Returns ``(θ normalised to sensitivity 1, F(θ))``; tiny weights are dropped when the
+    result still supports the workload."""
+    if theta0 is None:
+        theta0 = rng.random(1 << problem.d)
+        theta0 /= theta0.sum()
+    theta0 = np.asarray(theta0, dtype=float)
+    F0, _ = problem.objective(theta0, norm)
+    scale = F0 if np.isfinite(F0) and F0 > 0 else 1.0
+
+    def fun(x):
+        F, g = problem.objective(x, norm)
+        return F / scale, g / scale
+
+    res = minimize(
+        fun,
+        theta0,
+        jac=True,
+        method="L-BFGS-B",
+        bounds=[(0.0, None)] * theta0.size,
+        options={"gtol": 0.0, "maxiter": maxiter},
+    )
+    theta = np.maximum(res.x, 0.0)
+    F, _ = problem.objective(theta, norm)
+    if not np.isfinite(F):  # the optimiser ended outside the support region
+        theta, F = theta0, F0
+    trimmed = np.where(theta < ZERO_RTOL * theta.max(), 0.0, theta)
+    Ft, _ = problem.objective(trimmed, norm)
+    if np.isfinite(Ft) and Ft <= F * (1 + 1e-9):
+        theta, F = trimmed, Ft
+    sens = theta.sum() if norm == 1 else np.sqrt(np.sum(theta * theta))
+    return theta / sens, float(F)
+
+
+def marginals_strategy(sizes, theta) -> Marginals:
+    return Marginals(sizes, {int(a): float(v) for a, v in enumerate(theta) if v > 0})
+
+
+@register
+class OptMarginalsSelector(Selector):
+    """OPT_M (HDMM §6.3): the best weighted-marginals strategy for any union-of-products
+    workload, best of ``restarts`` random initialisations.
+
+    Parameters: ``restarts`` (default 1), ``seed``, ``maxiter``. PureDP: ``(Σθ)²`` factor;
+    ApproxDP/ZCDP: ``Σθ²``. ``loss`` = F(θ) at sensitivity 1 (exact: the trace term of a
+    marginals strategy is determined by the projection of 𝕎 onto the algebra).
+    """
+
+    name = "opt_marginals"
+
+    def __init__(self, restarts=1, seed=None, maxiter=15000):
+        self.params = {
+            "restarts": check_int("restarts", restarts),
+            "seed": check_seed(seed),
+            "maxiter": check_int("maxiter", maxiter),
+        }
+
+    def _select(self, workload: Matrix, privacy: Privacy, objective: str) -> Strategy:
+        sizes, t = project_workload(workload)
+        problem = MarginalsProblem(sizes, t)
+        norm = norm_of(privacy)
+        best = None
+        for ss in seed_sequences(self.params["seed"], self.params["restarts"]):
+            theta, F = optimize_marginals(
+                problem, norm, np.random.default_rng(ss), maxiter=self.params["maxiter"]
+            )
+            if best is None or F < best[1]:
+                best = (theta, F)
+        return Strategy(
+            matrix=marginals_strategy(sizes, best[0]),
+            selector=self.name,
+            loss=best[1],
+            metadata={"operator": "OPT_M", "norm": norm},
+        )

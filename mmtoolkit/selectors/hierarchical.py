@@ -1,0 +1,277 @@
+"""Hierarchical baselines: H_b trees (Hay et al. 2010), HB (Qardaji, Yang & Li 2013) and
+Quadtree (Cormode et al. 2012), as the HDMM experiments use them (HDMM §8, digest §15).
+
+Every strategy is a :class:`~mmtoolkit.linalg.Tree` (one counting query per node), or a
+Kronecker product of 1-D trees; its error is computed by the shared evaluator (the tree
+route for d-D trees, factor-wise for Kronecker products). Padding is never materialised:
+a tree built on a padded domain keeps only the real cells (digest §16.13).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..linalg import Kronecker, Matrix, Ones, VStack, Weighted
+from ..linalg.tree import SPLITS, Tree, interval_tree, tree_height
+from ..privacy import Privacy
+from ..strategy import Strategy
+from .base import Selector, register
+
+__all__ = [
+    "HBSelector",
+    "HierarchicalSelector",
+    "QuadtreeSelector",
+    "hb_branching",
+    "hb2d_branching",
+    "workload_sizes",
+]
+
+
+# ------------------------------------------------------------------------- helpers
+def _peel(W):
+    while isinstance(W, Weighted):
+        W = W.base
+    return W
+
+
+def _structure_sizes(W) -> list[int] | None:
+    W = _peel(W)
+    if isinstance(W, Kronecker):
+        return [f.shape[1] for f in W.factors]
+    if isinstance(W, VStack):
+        found = [_structure_sizes(b) for b in W.blocks]
+        if found and all(f is not None and f == found[0] for f in found):
+            return found[0]
+        return None
+    sizes = getattr(W, "sizes", None)  # Marginals / Marginal
+    if sizes is not None and not isinstance(W, Ones):
+        return [int(s) for s in sizes]
+    return None
+
+
+def workload_sizes(workload: Matrix, dims=None) -> list[int]:
+    """The attribute sizes a baseline builds its per-attribute structure on: ``dims`` when
+    given (their product must be the domain size), else the factor sizes shared by every
+    Kronecker term of the workload, else one attribute of size N."""
+    N = workload.shape[1]
+    if dims is not None:
+        if isinstance(dims, (int, np.integer)) or not all(
+            isinstance(s, (int, np.integer)) and not isinstance(s, bool) and s >= 1 for s in dims
+        ):
+            raise ValueError(f"dims must be a list of positive attribute sizes, got {dims!r}")
+        dims = [int(s) for s in dims]
+        if math.prod(dims) != N:
+            raise ValueError(
+                f"dims {dims} multiply to {math.prod(dims)}, the workload has {N} columns"
+            )
+        return dims
+    found = _structure_sizes(workload)
+    return found if found is not None else [N]
+
+
+def _check_branching(b, low=2) -> int:
+    if isinstance(b, bool) or not isinstance(b, (int, np.integer)) or b < low:
+        raise ValueError(f"branching must be an integer >= {low}, got {b!r}")
+    return int(b)
+
+
+def _check_split(split) -> str:
+    if split not in SPLITS:
+        raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
+    return split
+
+
+def _extend(levels: list[np.ndarray], depth: int) -> list[np.ndarray]:
+    """Repeat the finest (single-cell) level until the tree has ``depth`` levels."""
+    return levels + [levels[-1]] * (depth - len(levels))
+
+
+def _product_levels(trees: list[list[np.ndarray]]) -> list[tuple]:
+    depth = max(len(t) for t in trees)
+    trees = [_extend(t, depth) for t in trees]
+    return [tuple(t[li] for t in trees) for li in range(depth)]
+
+
+# ------------------------------------------------------------------- branching rules
+def hb_branching(n: int) -> int:
+    """Qardaji et al. 2013 (§4, eq. for the average range-query variance; HDMM digest §15):
+    the ``b ∈ {2, …, n}`` minimising ``(b − 1) h³ − 2 (b + 1) h² / 3``, ``h = ⌈log_b n⌉``
+    (ties: the smallest ``b``). ``n = 1`` gives 2 (a single cell)."""
+    if n < 2:
+        return 2
+    best, best_v = 2, math.inf
+    for b in range(2, n + 1):
+        h = tree_height(n, b)
+        v = (b - 1) * h**3 - 2 * (b + 1) * h**2 / 3
+        if v < best_v - 1e-12:
+            best, best_v = b, v
+    return best
+
+
+def hb2d_branching(n: int) -> int:
+    """HB on 2-D domains (Qardaji et al. 2013 §5; digest §15): the ``b ∈ {2, …, n}``
+    minimising ``b (n − 1) h²``, ``h = ⌈log_b n⌉``, with ``n = ⌊√N⌋`` cells per side."""
+    if n < 2:
+        return 2
+    best, best_v = 2, math.inf
+    for b in range(2, n + 1):
+        v = b * (n - 1) * tree_height(n, b) ** 2
+        if v < best_v:
+            best, best_v = b, v
+    return best
+
+
+# ----------------------------------------------------------------------- selectors
+@register
+class HierarchicalSelector(Selector):
+    """H_b: the ``b``-ary interval tree with a uniform budget over its levels (Hay, Rastogi,
+    Miklau & Suciu, PVLDB 2010; ``branching=2`` is H2). Multi-D: the Kronecker product of
+    per-attribute trees (``multi="kron"``, as the Eigen-Design comparisons do, digest §8.1)
+    or the level-wise product tree (``multi="product"``, ``b^d`` children per node).
+
+    Parameters: ``branching`` (≥ 2), ``root`` (measure the root), ``split`` (``near_equal``,
+    ``small_first`` or ``pad``: see :func:`~mmtoolkit.linalg.tree.interval_tree`), ``dims``
+    (attribute sizes; default from the workload's Kronecker structure), ``multi``.
+    """
+
+    name = "hierarchical"
+
+    def __init__(self, branching=2, root=True, split="near_equal", dims=None, multi="kron"):
+        if multi not in ("kron", "product"):
+            raise ValueError(f"multi must be 'kron' or 'product', got {multi!r}")
+        if not isinstance(root, bool):
+            raise ValueError(f"root must be True or False, got {root!r}")
+        self.params = {
+            "branching": _check_branching(branching),
+            "root": root,
+            "split": _check_split(split),
+            "dims": dims,
+            "multi": multi,
+        }
+
+    def _levels(self, n: int) -> list[np.ndarray]:
+        b, split = self.params["branching"], self.params["split"]
+        return interval_tree(n, b, split=split)
+
+    def _select(self, workload, privacy: Privacy, objective: str) -> Strategy:
+        sizes = workload_sizes(workload, self.params["dims"])
+        start = 0 if self.params["root"] else 1
+        trees = [self._levels(n) for n in sizes]
+        if len(sizes) == 1 or self.params["multi"] == "kron":
+            factors = []
+            for n, lv in zip(sizes, trees):
+                lv = lv[start:] if len(lv) > 1 else lv
+                factors.append(Tree(n, lv))
+            matrix = factors[0] if len(factors) == 1 else Kronecker(factors)
+        else:
+            levels = _product_levels(trees)
+            levels = levels[start:] if len(levels) > 1 else levels
+            matrix = Tree(sizes, levels)
+        return Strategy(
+            matrix=matrix,
+            selector=self.name,
+            metadata={
+                "branching": self.params["branching"],
+                "sizes": sizes,
+                "levels": [len(t) - (start if len(t) > 1 else 0) for t in trees],
+            },
+        )
+
+
+@register
+class HBSelector(Selector):
+    """HB (Qardaji, Yang & Li, PVLDB 2013): the branching factor that minimises the average
+    range-query variance (:func:`hb_branching`), near-equal splits, the root dropped and a
+    uniform budget over the remaining levels (HDMM §8 baseline, digest §15).
+
+    2-D domains use HB-2D: ``b`` by :func:`hb2d_branching` on ``n = ⌊√N⌋``, every node split
+    into ``b × b`` children, the ``h`` levels below the root measured with equal budgets.
+    ``split2d="pad"`` (default, digest §15) pads each side to ``b^h`` with equal splits and
+    keeps the real cells; ``"near_equal"`` splits the real domain. ``branching`` overrides
+    the rule. The choice is recorded as ``metadata["branching"]`` (and ``"height"``).
+    """
+
+    name = "hb"
+
+    def __init__(self, branching=None, split2d="pad", dims=None):
+        if branching is not None:
+            branching = _check_branching(branching)
+        if split2d not in ("pad", "near_equal"):
+            raise ValueError(f"split2d must be 'pad' or 'near_equal', got {split2d!r}")
+        self.params = {"branching": branching, "split2d": split2d, "dims": dims}
+
+    def _select(self, workload, privacy: Privacy, objective: str) -> Strategy:
+        sizes = workload_sizes(workload, self.params["dims"])
+        b = self.params["branching"]
+        if len(sizes) == 1:
+            n = sizes[0]
+            b = hb_branching(n) if b is None else b
+            levels = interval_tree(n, b, split="near_equal")
+            levels = levels[1:] if len(levels) > 1 else levels
+            return Strategy(
+                matrix=Tree(n, levels),
+                selector=self.name,
+                metadata={"branching": b, "height": len(levels), "sizes": sizes},
+            )
+        if len(sizes) != 2:
+            raise ValueError(
+                f"HB is defined for 1-D and 2-D domains (Qardaji et al. 2013); this workload "
+                f"has {len(sizes)} attributes {sizes}: pass dims=[N] for a 1-D tree over the "
+                "flattened domain, or use the 'hierarchical' selector (per-attribute Kronecker)"
+            )
+        n = math.isqrt(math.prod(sizes))
+        b = hb2d_branching(n) if b is None else b
+        if self.params["split2d"] == "pad":
+            h = max(tree_height(s, b) for s in sizes)
+            trees = [interval_tree(s, b, split="pad", height=h) for s in sizes]
+        else:
+            trees = [interval_tree(s, b, split="near_equal") for s in sizes]
+        levels = _product_levels(trees)
+        levels = levels[1:] if len(levels) > 1 else levels
+        return Strategy(
+            matrix=Tree(sizes, levels),
+            selector=self.name,
+            metadata={"branching": b, "height": len(levels), "sizes": sizes},
+        )
+
+
+@register
+class QuadtreeSelector(Selector):
+    """Quadtree (Cormode, Procopiuc, Srivastava, Shen & Yu, ICDE 2012; HDMM §8 baseline,
+    digest §15): 2 × 2 fan-out over a 2-D domain padded to ``2^h × 2^h``
+    (``h = max_i ⌈log2 n_i⌉``, real cells kept), every level measured from the root to the
+    single cells, with the geometric budget ``ε_ℓ ∝ 2^{(h−ℓ)/3}`` (ℓ = height above the
+    leaves, so the leaves get the most) normalised to sum to 1; ``geometric=False`` gives a
+    uniform budget. Least-squares inference (Cormode et al. §3.3's weighted averaging and
+    mean consistency is OLS).
+    """
+
+    name = "quadtree"
+
+    def __init__(self, geometric=True, dims=None):
+        if not isinstance(geometric, bool):
+            raise ValueError(f"geometric must be True or False, got {geometric!r}")
+        self.params = {"geometric": geometric, "dims": dims}
+
+    def _select(self, workload, privacy: Privacy, objective: str) -> Strategy:
+        sizes = workload_sizes(workload, self.params["dims"])
+        if len(sizes) != 2:
+            raise ValueError(
+                f"Quadtree needs a 2-D domain (two attributes), got attribute sizes {sizes}; "
+                "give dims=[n1, n2] if the workload's structure does not show them"
+            )
+        h = max(tree_height(s, 2) for s in sizes)
+        trees = [interval_tree(s, 2, split="pad", height=h) for s in sizes]
+        levels = _product_levels(trees)
+        depth = np.arange(h + 1)  # root 0 .. leaves h; height above the leaves = h - depth
+        if self.params["geometric"]:
+            w = 2.0 ** (depth / 3.0) * (2 ** (1 / 3) - 1) / (2 ** ((h + 1) / 3) - 1)
+        else:
+            w = np.full(h + 1, 1.0 / (h + 1))
+        return Strategy(
+            matrix=Tree(sizes, levels, list(w)),
+            selector=self.name,
+            metadata={"height": h, "level_budget": [float(x) for x in w], "sizes": sizes},
+        )

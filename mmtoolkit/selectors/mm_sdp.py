@@ -1,0 +1,238 @@
+"""The Matrix Mechanism's optimal strategy as a semidefinite program (Li et al. 2010, §5).
+
+(ε,δ) / L2 (ApproxDP, ZCDP) — **Program 5.2**, convex: minimise ``tr(WᵀW X⁻¹)`` over
+``X ⪰ 0`` with ``X_jj ≤ 1`` (``X`` stands for ``AᵀA``; ``X_jj ≤ 1`` is ``sens₂(A) ≤ 1``).
+It is posed in Schur-complement form with one ``n x n`` factor ``F`` of ``WᵀW``
+(``FᵀF = WᵀW``, ``F = D^{1/2} Q`` from its eigen-decomposition, §5.1's workload
+reduction): ``tr(F X⁻¹ Fᵀ)`` is cvxpy's ``matrix_frac``, one ``2n x 2n`` PSD block, not one
+block per query. The strategy returned is ``A = X^{1/2}`` plus the column-completion rows
+``sqrt(1 − X_jj) e_j`` (Thm 5.27: they never hurt), so the shared evaluator scores it.
+
+ε / L1 (PureDP) — Program 5.1 is rank-constrained and not convex. ``mm_sdp`` uses the
+paper's approximations, in this order (``l1_method``):
+
+1. a starting profile: ``"l2"`` (default) the L2 approximation (Problem 5.19, Thm 5.20,
+   i.e. Program 5.2's optimum) or ``"svd_bound"`` the singular-value-bound approximation
+   (Problem 5.24, closed form ``A = D_W^{1/2} Q_W``, Thm 5.25);
+2. ``rotate=True``: Program 5.3 — the least-L1-sensitivity strategy ``B`` with
+   ``BᵀB = AᵀA`` (same error profile) — solved by convex iteration (Dattorro; the method
+   the paper cites): with ``A = C`` and ``B = V C``, ``BᵀB = CᵀC`` ⇔ ``V`` orthogonal ⇔
+   ``||V||₂ ≤ 1`` and ``||V||_* = r``; each step solves the convex program
+   ``min_V sens₁(VC) − w ⟨V, U_k⟩`` s.t. ``||V||₂ ≤ 1`` with ``U_k`` the polar factor of
+   the previous ``V`` (the direction matrix), and every iterate is projected to its polar
+   factor so the profile is kept exactly; the best sensitivity found is returned;
+3. ``augment=True``: completing deficient columns (§5.3, Thm 5.27): rows
+   ``(Δ − ||a_j||₁) e_j`` for every column below the sensitivity ``Δ``.
+
+Size limit: the SDP is solved for ``n ≤ max_n`` (default :data:`MAX_SDP_N`, measured here
+— see ``benchmarks/bench_mm_sdp.py``); larger domains raise a ValueError.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from ..linalg import Dense, Matrix, SymTridiagonal, VStack
+from ..privacy import Privacy, PureDP
+from ..strategy import Strategy
+from .base import Selector, register
+from .eigen_design import eigen_queries, workload_gram
+
+#: Largest n Program 5.2 is attempted for by default (Clarabel, 2 shared cores; the
+#: benchmark measured the time vs n — see benchmarks/bench_mm_sdp.py and the docs).
+MAX_SDP_N = 128
+SDP_SOLVERS = ("clarabel", "scs")
+L1_METHODS = ("l2", "svd_bound")
+
+
+def _sym_sqrt(X: np.ndarray) -> np.ndarray:
+    lam, V = np.linalg.eigh(0.5 * (X + X.T))
+    lam = np.clip(lam, 0.0, None)
+    return (V * np.sqrt(lam)) @ V.T
+
+
+def _polar(V: np.ndarray) -> np.ndarray:
+    U, _, Vt = np.linalg.svd(V)
+    return U @ Vt
+
+
+def program_5_2(F: np.ndarray, solver: str = "clarabel", eps: float | None = None):
+    """Solve Program 5.2: ``min tr(F X⁻¹ Fᵀ)`` s.t. ``X ⪰ 0``, ``diag(X) ≤ 1``.
+
+    ``F`` is any ``r x n`` factor of ``WᵀW``. Returns ``(X, value)``.
+    """
+    import cvxpy as cp
+
+    if solver not in SDP_SOLVERS:
+        raise ValueError(f"unknown SDP solver {solver!r} (valid: {', '.join(SDP_SOLVERS)})")
+    n = F.shape[1]
+    X = cp.Variable((n, n), PSD=True)
+    prob = cp.Problem(cp.Minimize(cp.matrix_frac(F.T, X)), [cp.diag(X) <= 1])
+    kwargs = {}
+    if solver == "scs":
+        kwargs = {"eps": eps or 1e-7, "max_iters": 200_000}
+    try:
+        prob.solve(solver=solver.upper(), **kwargs)
+    except cp.error.SolverError as err:
+        raise RuntimeError(f"Program 5.2: solver {solver} failed: {err}") from err
+    if prob.status not in ("optimal", "optimal_inaccurate") or X.value is None:
+        raise RuntimeError(f"Program 5.2: solver {solver} returned status {prob.status}")
+    Xv = 0.5 * (X.value + X.value.T)
+    return Xv, float(prob.value)
+
+
+def l1_completion(A: np.ndarray) -> np.ndarray:
+    """Completing deficient columns (Li et al. 2010 §5.3): ``[A; diag(Δ − ||a_j||₁)]``."""
+    s = np.abs(A).sum(axis=0)
+    d = s.max() - s
+    d[d <= 1e-12 * s.max()] = 0.0
+    rows = np.diag(d)[d > 0]
+    return np.vstack([A, rows]) if rows.size else A
+
+
+def min_sensitivity_rotation(
+    C: np.ndarray,
+    iterations: int = 30,
+    weight: float | None = None,
+    solver: str = "clarabel",
+) -> tuple[np.ndarray, dict]:
+    """Program 5.3: a square ``B`` with ``BᵀB = CᵀC`` and small L1 sensitivity.
+
+    Convex iteration on ``B = V C`` (see the module docstring); ``C`` is ``r x n`` with
+    full row rank. Returns ``(B, info)``; ``B = U C`` with ``U`` orthogonal exactly, and
+    ``sens₁(B) ≤ sens₁(C)`` (the start is kept if nothing better is found).
+    """
+    import cvxpy as cp
+
+    r = C.shape[0]
+    G = C.T @ C
+    starts = [C]
+    lam, Vg = np.linalg.eigh(0.5 * (G + G.T))
+    if r == C.shape[1] and lam.min() > 1e-12 * lam.max():
+        starts.append(np.linalg.cholesky(G).T)  # upper-triangular factor
+        starts.append((Vg * np.sqrt(lam)) @ Vg.T)  # symmetric square root
+    best_B, best_s = C, float(np.abs(C).sum(axis=0).max())
+    start_s = best_s
+    V = cp.Variable((r, r))
+    Cp = cp.Parameter(C.shape)
+    D = cp.Parameter((r, r))  # w · U_k, the weighted direction matrix
+    t = cp.Variable()
+    prob = cp.Problem(
+        cp.Minimize(t - cp.sum(cp.multiply(D, V))),
+        [cp.sigma_max(V) <= 1, cp.sum(cp.abs(V @ Cp), axis=0) <= t],
+    )
+    history = []
+    for C0 in starts:
+        Cp.value = C0
+        s0 = float(np.abs(C0).sum(axis=0).max())
+        if s0 < best_s - 1e-12:
+            best_B, best_s = C0, s0
+        w = weight if weight is not None else s0 / r
+        Uk = np.eye(r)
+        for _ in range(iterations):
+            D.value = w * Uk
+            try:
+                prob.solve(solver=solver.upper())
+            except cp.error.SolverError:
+                break
+            if V.value is None:
+                break
+            Vk = V.value
+            Uk = _polar(Vk)
+            B = Uk @ C0
+            s = float(np.abs(B).sum(axis=0).max())
+            history.append(s)
+            if s < best_s - 1e-12:
+                best_B, best_s = B, s
+            nuclear = float(np.linalg.svd(Vk, compute_uv=False).sum())
+            if nuclear > r * (1 - 1e-7):  # V is (numerically) orthogonal: converged
+                break
+            w *= 1.5
+    # exact profile equivalence: B = U C with U the polar factor of B C⁺
+    U = _polar(best_B @ np.linalg.pinv(C))
+    best_B = U @ C
+    best_s = float(np.abs(best_B).sum(axis=0).max())
+    return best_B, {"start": start_s, "sensitivity": best_s, "history": history}
+
+
+@register
+class MatrixMechanismSDP(Selector):
+    """The matrix mechanism's SDP (Li et al. 2010, Programs 5.2 / 5.3, §5.2–5.4).
+
+    Parameters
+    ----------
+    solver : "clarabel" (default) or "scs" for the SDP.
+    max_n : refuse domains larger than this (default :data:`MAX_SDP_N`).
+    l1_method : PureDP starting profile, "l2" (default) or "svd_bound".
+    rotate : PureDP: apply Program 5.3's sensitivity-minimising rotation (default True).
+    rotate_iterations : convex-iteration steps for Program 5.3.
+    augment : PureDP: complete deficient columns (§5.3; default True).
+    """
+
+    name = "mm_sdp"
+
+    def __init__(
+        self,
+        solver: str = "clarabel",
+        max_n: int = MAX_SDP_N,
+        l1_method: str = "l2",
+        rotate: bool = True,
+        rotate_iterations: int = 30,
+        augment: bool = True,
+    ):
+        if solver not in SDP_SOLVERS:
+            raise ValueError(f"unknown SDP solver {solver!r} (valid: {', '.join(SDP_SOLVERS)})")
+        if isinstance(max_n, bool) or not isinstance(max_n, int) or max_n < 1:
+            raise ValueError(f"max_n must be a positive int, got {max_n!r}")
+        if l1_method not in L1_METHODS:
+            raise ValueError(f"unknown l1_method {l1_method!r} (valid: {', '.join(L1_METHODS)})")
+        self.params = {
+            "solver": solver,
+            "max_n": max_n,
+            "l1_method": l1_method,
+            "rotate": bool(rotate),
+            "rotate_iterations": int(rotate_iterations),
+            "augment": bool(augment),
+        }
+
+    def _select(self, workload: Matrix, privacy: Privacy, objective: str) -> Strategy:
+        prm = self.params
+        n = workload.shape[1]
+        if n > prm["max_n"]:
+            raise ValueError(
+                f"mm_sdp: n = {n} cells exceeds the SDP size limit max_n = {prm['max_n']} "
+                f"(Program 5.2 has an {n} x {n} PSD variable; above ~{MAX_SDP_N} it does "
+                "not finish in minutes here); use eigen_design instead"
+            )
+        sigma, Q = eigen_queries(workload_gram(workload))
+        meta: dict = {"rank": int(sigma.size)}
+        start = time.perf_counter()
+        if isinstance(privacy, PureDP):
+            return self._select_l1(sigma, Q, n, meta)
+        F = np.sqrt(sigma)[:, None] * Q  # FᵀF = WᵀW, r x n
+        X, value = program_5_2(F, prm["solver"])
+        meta.update({"program_value": value, "seconds_sdp": time.perf_counter() - start})
+        A = _sym_sqrt(X)
+        d = np.sqrt(np.clip(1.0 - np.diag(X), 0.0, None))
+        d[d < 1e-9] = 0.0
+        matrix = Dense(A) if not d.any() else VStack([Dense(A), SymTridiagonal(d, np.zeros(n - 1))])
+        return Strategy(matrix=matrix, selector=self.name, metadata=meta, loss=value)
+
+    def _select_l1(self, sigma, Q, n, meta) -> Strategy:
+        prm = self.params
+        if prm["l1_method"] == "svd_bound":
+            C = sigma[:, None] ** 0.25 * Q  # Thm 5.25: D_W^{1/2} Q_W
+        else:
+            F = np.sqrt(sigma)[:, None] * Q
+            X, value = program_5_2(F, prm["solver"])
+            meta["program_value_l2"] = value
+            lam, V = np.linalg.eigh(X)
+            keep = lam > 1e-9 * lam.max()
+            C = (V[:, keep] * np.sqrt(lam[keep])).T  # CᵀC = X, full row rank
+        if prm["rotate"]:
+            C, info = min_sensitivity_rotation(C, prm["rotate_iterations"], solver=prm["solver"])
+            meta["rotation"] = {"start": info["start"], "sensitivity": info["sensitivity"]}
+        A = l1_completion(C) if prm["augment"] else C
+        return Strategy(matrix=Dense(A), selector=self.name, metadata=meta)

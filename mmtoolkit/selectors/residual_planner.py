@@ -1,0 +1,232 @@
+"""ResidualPlanner and ResidualPlanner+ selectors (He, Xiao, Toksoz, Ding, Zhang, Kifer).
+
+``residual_planner`` (§4): workloads of marginals (a :class:`~mmtoolkit.linalg.Marginals`, or a
+union of Kronecker products of identity/total factors). The strategy releases the residual
+base mechanisms of the downward closure with noise scales σ²_A chosen for the objective:
+
+* ``"sum"`` — the weighted sum of variances in closed form (§6.1); ``weighting`` ``"total"``
+  (the evaluator's total squared error / RMSE), ``"equal"`` or ``"sqrt"`` (§6.2);
+* ``"max"`` — the max weighted cell variance, a convex program solved by cvxpy (§4.4);
+* a callable ``loss(v) -> cvxpy expression`` (or ``(expression, constraints)``) of the vector
+  ``v`` of per-set variances (any convex loss, §4.4).
+
+``residual_planner_plus`` (§7): generalized marginals whose attributes have basic matrices
+(identity, prefix, all-range or any matrix containing 1ᵀ in its row space). Identity
+attributes are ResidualPlanner's; the others get a strategy replacement ``S_i`` (parameter
+``strategies``: ``"optimize"`` — HDMM's 1-D convex template on ``[1ᵀ; W_iΠ]`` (§9), the
+default; ``"workload"`` — ``S_i = W_i``; or a list with one entry per attribute, ``None``
+meaning the default) and covariance ``Γ_i = I`` (final Algorithm 4).
+
+Both take ``objective`` (default ``"sum"``; used when :meth:`select` is called with its
+default), ``weighting``, ``solver`` (``"auto"`` (default): for ``"max"`` the dual L-BFGS-B method
+when its duality gap certifies the optimum, else cvxpy/CLARABEL; ``"dual"``; or a cvxpy
+solver name such as ``"CLARABEL"``, ``"ECOS"``, ``"SCS"``) and ``variance_bound``
+(optional: the utility-constrained problem, Eq. 2 — the strategy is the same, the metadata
+records the privacy cost needed to meet the bound). The returned ``Strategy.matrix`` is a
+:class:`~mmtoolkit.residual.matrix.ResidualStrategyMatrix` at pcost 1; ``metadata["plan"]``
+holds the :class:`~mmtoolkit.residual.plan.ResidualPlan` (σ² at pcost 1, closure, variances).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from numbers import Real
+
+import numpy as np
+
+from ..linalg import Matrix
+from ..privacy import ZCDP, ApproxDP, Privacy
+from ..residual.basis import general_basis
+from ..residual.convex1d import optimized_strategy
+from ..residual.matrix import ResidualStrategyMatrix
+from ..residual.plan import (
+    DEFAULT_SOLVER,
+    WEIGHTINGS,
+    ResidualPlan,
+    select_convex,
+    select_max,
+    select_sum,
+)
+from ..residual.workload import ResidualWorkload, parse_workload
+from ..strategy import Strategy
+from .base import Selector, register
+
+OBJECTIVES = ("sum", "max")
+
+
+def _check_objective(objective):
+    if objective is None or callable(objective) or objective in OBJECTIVES:
+        return objective
+    raise ValueError(f"objective must be 'sum', 'max' or a callable loss, got {objective!r}")
+
+
+class _ResidualBase(Selector):
+    privacy = frozenset({ZCDP, ApproxDP})
+
+    def __init__(
+        self,
+        objective=None,
+        weighting: str = "total",
+        solver: str = DEFAULT_SOLVER,
+        variance_bound: float | None = None,
+    ):
+        self.objective = _check_objective(objective)
+        if weighting not in WEIGHTINGS:
+            raise ValueError(f"weighting must be one of {WEIGHTINGS}, got {weighting!r}")
+        if not isinstance(solver, str):
+            raise ValueError(
+                f"solver must be 'auto', 'dual' or a cvxpy solver name, got {solver!r}"
+            )
+        if variance_bound is not None:
+            if (
+                isinstance(variance_bound, bool)
+                or not isinstance(variance_bound, Real)
+                or not math.isfinite(float(variance_bound))
+                or variance_bound <= 0
+            ):
+                raise ValueError(
+                    f"variance_bound must be a positive finite number, got {variance_bound!r}"
+                )
+            variance_bound = float(variance_bound)
+        self._callable = None
+        self.weighting = weighting
+        self.solver = solver
+        self.variance_bound = variance_bound
+        self.params = {
+            "objective": objective
+            if not callable(objective)
+            else getattr(objective, "__name__", "callable"),
+            "weighting": weighting,
+            "solver": solver,
+            "variance_bound": variance_bound,
+        }
+
+    @classmethod
+    def objectives(cls):
+        return OBJECTIVES
+
+    def select(self, workload: Matrix, privacy: Privacy, objective="sum") -> Strategy:
+        """As :meth:`Selector.select`; ``objective`` may also be a callable loss. When called
+        with the default ``"sum"``, the constructor's ``objective`` (if any) is used."""
+        objective = _check_objective(objective)
+        if objective == "sum" and self.objective is not None:
+            objective = self.objective
+        if callable(objective):
+            # the base class validates objective names only: run its checks under "sum"
+            self._callable = objective
+            try:
+                return super().select(workload, privacy, "sum")
+            finally:
+                self._callable = None
+        return super().select(workload, privacy, objective)
+
+    def _parse(self, workload: Matrix) -> ResidualWorkload:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def _select(self, workload: Matrix, privacy: Privacy, objective) -> Strategy:
+        start = time.perf_counter()
+        wl = self._parse(workload)
+        parsed = time.perf_counter() - start
+        if self._callable is not None:
+            plan = select_convex(wl, self._callable, self.solver)
+            name = "callable"
+        elif objective == "max":
+            plan = select_max(wl, self.solver)
+            name = "max"
+        else:
+            plan = select_sum(wl, self.weighting)
+            name = "sum"
+        return _strategy(self.name, plan, privacy, name, self.variance_bound, parsed)
+
+
+def _strategy(selector, plan: ResidualPlan, privacy, objective, bound, parse_seconds) -> Strategy:
+    plan = plan.normalized()
+    v = privacy.noise_variance(1.0)
+    if objective == "max":
+        loss = plan.max_variance() * v
+    elif objective == "sum":
+        loss = plan.value * v
+    else:
+        loss = float(plan.value)
+    meta = {
+        "objective": objective,
+        "plan": plan,
+        "base_mechanisms": plan.table.num_closure,
+        "noisy_numbers": plan.noisy_numbers(),
+        "pcost": 1.0 / v,
+        "rho": 0.5 / v,
+        "parse_seconds": parse_seconds,
+        "solver_info": dict(plan.info),
+    }
+    if bound is not None:  # Eq. 2: least pcost meeting the bound (losses scale as 1/pcost)
+        unit = loss * v  # loss at pcost 1
+        meta["variance_bound"] = bound
+        meta["pcost_needed"] = unit / bound
+        meta["rho_needed"] = unit / bound / 2.0
+    return Strategy(
+        matrix=ResidualStrategyMatrix(plan), selector=selector, metadata=meta, loss=loss
+    )
+
+
+@register
+class ResidualPlanner(_ResidualBase):
+    """ResidualPlanner for marginal workloads (He et al. §4; see the module docstring)."""
+
+    name = "residual_planner"
+
+    def _parse(self, workload):
+        return parse_workload(workload, marginals_only=True)
+
+
+@register
+class ResidualPlannerPlus(_ResidualBase):
+    """ResidualPlanner+ for generalized marginals (He et al. §7; see the module docstring)."""
+
+    name = "residual_planner_plus"
+
+    def __init__(self, strategies="optimize", **kwargs):
+        super().__init__(**kwargs)
+        if isinstance(strategies, str):
+            if strategies not in ("optimize", "workload"):
+                raise ValueError(
+                    f"strategies must be 'optimize', 'workload' or a per-attribute list, "
+                    f"got {strategies!r}"
+                )
+        elif not isinstance(strategies, (list, tuple)):
+            raise ValueError(
+                f"strategies must be 'optimize', 'workload' or a per-attribute list, "
+                f"got {strategies!r}"
+            )
+        self.strategies = strategies
+        self.params["strategies"] = strategies if isinstance(strategies, str) else "custom"
+
+    def _parse(self, workload):
+        cache: dict = {}
+
+        def make(i, Wi):
+            if isinstance(self.strategies, (list, tuple)):
+                if len(self.strategies) <= i:
+                    raise ValueError(
+                        f"strategies has {len(self.strategies)} entries; attribute {i} has none"
+                    )
+                S = self.strategies[i]
+                if S is not None and not (isinstance(S, str)):
+                    return general_basis(Wi, S)
+                mode = S or "optimize"
+            else:
+                mode = self.strategies
+            key = (mode, type(Wi).__name__, Wi.shape, _fingerprint(Wi))
+            if key not in cache:
+                S = optimized_strategy(Wi) if mode == "optimize" else None
+                cache[key] = general_basis(Wi, S)
+            return cache[key]
+
+        return parse_workload(workload, strategies=make)
+
+
+def _fingerprint(W: Matrix):
+    if type(W).__name__ in ("Prefix", "AllRange", "Identity"):
+        return None
+    D = np.ascontiguousarray(W.dense())
+    return hash(D.tobytes())

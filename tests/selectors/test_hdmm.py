@@ -1,0 +1,349 @@
+"""Tests of the HDMM selectors (McKenna et al., PVLDB 2018): OPT_0, OPT_⊗, OPT_+, OPT_M and
+OPT_HDMM, and of the p-Identity matrix kind."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy.optimize import check_grad
+
+from mmtoolkit import evaluate, selectors, workloads
+from mmtoolkit.linalg import AllRange, Dense, PIdentity, Prefix
+from mmtoolkit.privacy import ZCDP, ApproxDP, PureDP
+from mmtoolkit.selectors.hdmm._common import GramOperator
+from mmtoolkit.selectors.hdmm.kron import KronProblem
+from mmtoolkit.selectors.hdmm.marginals import MarginalsProblem, project_workload
+from mmtoolkit.selectors.hdmm.opt0 import optimize_pidentity, pidentity_objective
+from mmtoolkit.selectors.hdmm.union import budget_split, group_terms
+
+PURE = PureDP(1.0)
+GAUSS = ZCDP(0.5)
+
+
+def central_grad(f, x, h=1e-6):
+    g = np.empty_like(x)
+    for i in range(x.size):
+        e = np.zeros_like(x)
+        e[i] = h
+        g[i] = (f(x + e) - f(x - e)) / (2 * h)
+    return g
+
+
+def assert_grad(f, g, x, rtol=1e-5):
+    fd = central_grad(f, x)
+    err = np.linalg.norm(fd - g(x)) / np.linalg.norm(fd)
+    assert err < rtol, err
+    # scipy's check_grad (forward differences) agrees as well, at its own accuracy
+    assert check_grad(f, g, x, epsilon=1e-7) / np.linalg.norm(fd) < 1e-4
+
+
+# ---------------------------------------------------------------------------- PIdentity
+def test_pidentity_example8_and_structure():
+    A = PIdentity([[1, 2, 3], [1, 1, 1]])
+    expected = np.array(
+        [[1 / 3, 0, 0], [0, 1 / 4, 0], [0, 0, 1 / 5], [1 / 3, 1 / 2, 3 / 5], [1 / 3, 1 / 4, 1 / 5]]
+    )
+    np.testing.assert_allclose(A.dense(), expected)  # HDMM Example 8
+    assert A.sensitivity(1) == 1.0
+
+
+@pytest.mark.parametrize("norm", [1, 2])
+def test_pidentity_closed_forms_match_dense(norm):
+    rng = np.random.default_rng(0)
+    theta = rng.random((3, 9)) if norm == 1 else rng.normal(size=(3, 9))
+    A = PIdentity(theta, norm=norm)
+    D = A.dense()
+    np.testing.assert_allclose(A.gram().dense(), D.T @ D, atol=1e-12)
+    np.testing.assert_allclose(A.gram().pinv().dense(), np.linalg.inv(D.T @ D), rtol=1e-9)
+    np.testing.assert_allclose(A.pinv().dense(), np.linalg.pinv(D), atol=1e-10)
+    np.testing.assert_allclose(A.gram().diag(), np.diag(D.T @ D), atol=1e-12)
+    np.testing.assert_allclose(A.rownorm_p(1), np.abs(D).sum(axis=1))
+    X = rng.normal(size=(9, 2))
+    np.testing.assert_allclose(A @ X, D @ X)
+    np.testing.assert_allclose(A.T @ (D @ X), D.T @ D @ X)
+    np.testing.assert_allclose(A.pinv().T @ X, np.linalg.pinv(D).T @ X, atol=1e-10)
+    np.testing.assert_allclose(np.abs(D).sum(0) if norm == 1 else (D * D).sum(0), 1.0)
+
+
+def test_pidentity_bad_input():
+    with pytest.raises(ValueError, match="Θ >= 0"):
+        PIdentity([[-1.0, 2.0]])
+    with pytest.raises(ValueError, match="p >= 1"):
+        PIdentity(np.zeros((0, 3)))
+
+
+# ------------------------------------------------------------------------------- OPT_0
+@pytest.mark.parametrize("norm", [1, 2])
+@pytest.mark.parametrize("kind", ["structured", "dense"])
+def test_opt0_objective_and_gradient(norm, kind):
+    n, p = 24, 3
+    W = AllRange(n)
+    G = GramOperator(W.gram() if kind == "structured" else W.gram().dense())
+    rng = np.random.default_rng(1)
+    theta = rng.random((p, n)) if norm == 1 else rng.normal(size=(p, n))
+    loss, _ = pidentity_objective(theta, G, norm)
+    # the Woodbury objective equals the evaluator's trace term (independent code path)
+    assert loss == pytest.approx(evaluate.trace_term(W, PIdentity(theta, norm)), rel=1e-10)
+
+    def f(x):
+        return pidentity_objective(x.reshape(p, n), G, norm)[0]
+
+    def g(x):
+        return pidentity_objective(x.reshape(p, n), G, norm)[1].ravel()
+
+    assert_grad(f, g, theta.ravel())
+
+
+@pytest.mark.parametrize(
+    "W, paper", [(AllRange(128), 1.38), (Prefix(128), 1.80)], ids=["allrange", "prefix"]
+)
+def test_opt0_reproduces_table4a_n128(W, paper):
+    s = selectors.get("opt0", seed=0).select(W, PURE)
+    assert s.metadata["p"] == 8
+    ratio = evaluate.error_ratio(W, selectors.get("identity").select(W, PURE), s, PURE)
+    assert ratio == pytest.approx(paper, rel=0.02)
+    assert 2 * s.loss == pytest.approx(evaluate.expected_error(W, s, PURE), rel=1e-9)
+
+
+def test_opt0_l2_full_p_reaches_the_sdp_optimum():
+    # with p = n the L2 p-Identity family covers every unit-diagonal X ≻ 0, so OPT_0 must
+    # reach the convex L2 matrix-mechanism optimum min tr(WᵀW X⁻¹), diag X ≤ 1 (cvxpy)
+    cp = pytest.importorskip("cvxpy")
+    n = 6
+    Wd = Prefix(n).dense()
+    X = cp.Variable((n, n), PSD=True)
+    prob = cp.Problem(cp.Minimize(cp.matrix_frac(Wd.T, X)), [cp.diag(X) <= 1])
+    prob.solve(solver="CLARABEL")
+    best = min(
+        optimize_pidentity(Wd.T @ Wd, n, 2, np.random.default_rng(s), ftol=1e-12)[1]
+        for s in range(3)
+    )
+    assert best == pytest.approx(prob.value, rel=1e-4)
+
+
+def test_opt0_accepts_gram_only():
+    from mmtoolkit.selectors.hdmm.opt0 import select_opt0
+
+    W = Prefix(32)
+    a = select_opt0(W.gram().dense(), PURE, seed=3)
+    b = selectors.get("opt0", seed=3).select(W, PURE)
+    np.testing.assert_allclose(a.matrix.theta, b.matrix.theta)
+
+
+# ------------------------------------------------------------------------------- OPT_⊗
+@pytest.mark.parametrize("norm", [1, 2])
+def test_kron_surrogate_gradient(norm):
+    W = workloads.union(
+        [
+            workloads.kron([workloads.all_range(8), workloads.total(6)]),
+            workloads.kron([workloads.prefix(8), workloads.all_range(6)]),
+        ],
+        weights=[1.0, 3.0],
+    )
+    prob = KronProblem(W, p=[2, 2])
+    rng = np.random.default_rng(2)
+    thetas = [rng.random((2, 8)), rng.random((2, 6))]
+    shapes = [t.shape for t in thetas]
+
+    def split(x):
+        return [x[:16].reshape(shapes[0]), x[16:].reshape(shapes[1])]
+
+    def f(x):
+        return prob.objective(split(x), norm)[0]
+
+    def g(x):
+        return np.concatenate([gi.ravel() for gi in prob.objective(split(x), norm)[1]])
+
+    x = np.concatenate([t.ravel() for t in thetas])
+    assert_grad(f, g, x)
+    A = selectors.get("opt_kron").select  # noqa: F841 (the kind is checked below)
+    strategy_loss = prob.objective(thetas, norm)[0]
+    from mmtoolkit.selectors.hdmm.kron import kron_strategy
+
+    assert strategy_loss == pytest.approx(
+        evaluate.trace_term(W, kron_strategy(thetas, norm)), rel=1e-10
+    )
+
+
+def test_kron_p_rule_and_loss_matches_evaluator():
+    W = workloads.kron(
+        [workloads.all_range(64), workloads.union([workloads.total(5), workloads.identity(5)])]
+    )
+    s = selectors.get("opt_kron", seed=0).select(W, PURE)
+    assert s.metadata["p"] == [4, 1]
+    assert 2 * s.loss == pytest.approx(evaluate.expected_error(W, s, PURE), rel=1e-9)
+
+
+# ------------------------------------------------------------------------------- OPT_+
+def test_union_grouping_and_budget_split():
+    W = workloads.union(
+        [
+            workloads.kron([workloads.all_range(16), workloads.total(16)]),
+            workloads.kron([workloads.total(16), workloads.all_range(16)]),
+        ]
+    )
+    from mmtoolkit.selectors.hdmm._common import workload_terms
+
+    assert group_terms(workload_terms(W)) == [[0], [1]]
+    w, bound = budget_split([1.0, 8.0], 1)
+    np.testing.assert_allclose(w, [1 / 3, 2 / 3])
+    assert bound == pytest.approx(27.0)  # (1 + 2)^3 = 1/(1/3)² + 8/(2/3)²
+    w2, bound2 = budget_split([1.0, 16.0], 2)
+    np.testing.assert_allclose(w2**2, [0.2, 0.8])
+    assert bound2 == pytest.approx(25.0)
+    s = selectors.get("opt_union", seed=0).select(W, PURE)
+    exact = evaluate.expected_error(W, s, PURE)
+    assert exact <= 2 * s.loss * (1 + 1e-9)  # least squares beats separate answering
+    assert s.matrix.sensitivity(1) == pytest.approx(1.0)
+
+
+def test_union_needs_distinct_signatures():
+    with pytest.raises(ValueError, match="signature"):
+        selectors.get("opt_union").select(workloads.prefix(16), PURE)
+
+
+# ------------------------------------------------------------------------------- OPT_M
+@pytest.mark.parametrize("norm", [1, 2])
+def test_marginals_objective_gradient_and_exactness(norm):
+    W = workloads.union(
+        [
+            workloads.marginals([3, 4, 2], 1),
+            workloads.kron([workloads.prefix(3), workloads.total(4), workloads.identity(2)]),
+        ]
+    )
+    sizes, t = project_workload(W)
+    prob = MarginalsProblem(sizes, t)
+    theta = np.random.default_rng(4).random(8) + 0.1
+    F, _ = prob.objective(theta, norm)
+    strat = selectors.get("opt_marginals").select  # noqa: F841
+    from mmtoolkit.selectors.hdmm.marginals import marginals_strategy
+
+    M = marginals_strategy(sizes, theta)
+    dense = W.dense()
+    Md = M.dense()
+    tr = np.trace(dense.T @ dense @ np.linalg.pinv(Md.T @ Md))
+    sens2 = theta.sum() ** 2 if norm == 1 else np.sum(theta**2)
+    assert F == pytest.approx(sens2 * tr, rel=1e-9)  # projection is exact
+    assert_grad(lambda x: prob.objective(x, norm)[0], lambda x: prob.objective(x, norm)[1], theta)
+
+
+def test_marginals_reproduces_table5_k2():
+    from mmtoolkit import datasets
+
+    W = workloads.marginals(datasets.domain("synth", n=10, d=8), 2, lower=True)
+    s = selectors.get("opt_marginals", restarts=25, seed=0).select(W, PURE)
+    ratio = evaluate.error_ratio(W, selectors.get("identity").select(W, PURE), s, PURE)
+    assert ratio == pytest.approx(43.89, rel=0.02)
+
+
+def test_marginals_unsupported_strategy_is_infinite():
+    prob = MarginalsProblem(*project_workload(workloads.marginals([3, 3], 2)))
+    theta = np.array([1.0, 1.0, 1.0, 0.0])  # no 2-way marginal: cannot support it
+    assert prob.objective(theta, 1)[0] == np.inf
+
+
+# ------------------------------------------------------------------------------- OPT_HDMM
+def test_hdmm_identity_incumbent_and_determinism():
+    W = workloads.identity(64)  # Identity is optimal: nothing may beat it
+    s = selectors.get("hdmm", restarts=2, seed=0).select(W, PURE)
+    assert evaluate.error_ratio(W, selectors.get("identity").select(W, PURE), s, PURE) >= 1 - 1e-9
+    W = workloads.union(
+        [
+            workloads.kron([workloads.prefix(16), workloads.identity(8)]),
+            workloads.kron([workloads.identity(16), workloads.prefix(8)]),
+        ]
+    )
+    a = selectors.get("hdmm", restarts=2, seed=7).select(W, GAUSS)
+    b = selectors.get("hdmm", restarts=2, seed=7).select(W, GAUSS)
+    assert a.metadata == b.metadata
+    np.testing.assert_array_equal(a.matrix.dense(), b.matrix.dense())
+    assert evaluate.expected_error(W, a, GAUSS) == evaluate.expected_error(W, b, GAUSS)
+    assert set(a.metadata["losses"]) >= {"Identity", "OPT_kron", "OPT_+", "OPT_M"}
+    assert a.loss == min(a.metadata["losses"].values())
+
+
+def test_hdmm_registered_with_defaults():
+    sel = selectors.get("hdmm", seed=0)
+    assert sel.params["restarts"] == 25
+    for name in ("opt0", "opt_kron", "opt_union", "opt_marginals", "hdmm"):
+        assert name in selectors.available()
+
+
+# ------------------------------------------------------------------------------- bad input
+@pytest.mark.parametrize(
+    "name, params, match",
+    [
+        ("opt0", {"p": 0}, "p must be an int >= 1"),
+        ("opt_kron", {"p": [2, 0]}, r"p\[1\] must be an int >= 1"),
+        ("hdmm", {"restarts": 0}, "restarts must be an int >= 1"),
+        ("opt_marginals", {"restarts": -1}, "restarts must be an int >= 1"),
+        ("hdmm", {"operators": ["kron", "magic"]}, "operators must be"),
+        ("hdmm", {"seed": -3}, "seed must be"),
+    ],
+)
+def test_bad_parameters(name, params, match):
+    with pytest.raises(ValueError, match=match):
+        selectors.get(name, **params)
+
+
+def test_unsupported_privacy_and_domain_mismatch():
+    class Fake(PureDP):
+        pass
+
+    with pytest.raises(ValueError, match="does not support Fake"):
+        selectors.get("hdmm", restarts=1).select(workloads.prefix(8), Fake(1.0))
+    s = selectors.get("opt0", seed=0).select(workloads.prefix(8), PURE)
+    with pytest.raises(ValueError, match="disagree on the domain size"):
+        evaluate.expected_error(workloads.prefix(9), s, PURE)
+    with pytest.raises(ValueError, match="attributes"):
+        selectors.get("opt_kron", p=[1, 2, 3]).select(
+            workloads.kron([workloads.prefix(4), workloads.prefix(4)]), PURE
+        )
+    with pytest.raises(ValueError, match="factorisation"):
+        selectors.get("opt_kron").select(
+            workloads.union(
+                [workloads.kron([Dense(np.eye(6))]), workloads.kron([Prefix(2), Prefix(3)])]
+            ),
+            ApproxDP(1.0, 1e-6),
+        )
+
+
+# ------------------------------------------------------------ evaluator route for OPT_+
+def test_stacked_kronecker_route_matches_dense():
+    from mmtoolkit.evaluate import _DenseRoute, _StackedKroneckerRoute
+    from mmtoolkit.linalg import Kronecker, VStack, Weighted
+
+    rng = np.random.default_rng(3)
+    W = workloads.union(
+        [
+            workloads.kron([workloads.all_range(6), workloads.total(5)]),
+            workloads.kron([workloads.prefix(6), workloads.all_range(5)]),
+        ],
+        weights=[1.0, 2.0],
+    )
+    A = VStack(
+        [
+            Weighted(
+                0.3, Kronecker([PIdentity(rng.random((2, 6))), PIdentity(rng.random((1, 5)))])
+            ),
+            Weighted(0.7, Kronecker([Prefix(6), Dense(rng.random((3, 5)))])),  # singular block
+        ]
+    )
+    route = _StackedKroneckerRoute.build(W, A)
+    assert route is not None
+    dense = _DenseRoute(W, A)
+    assert route.trace() == pytest.approx(dense.trace(), rel=1e-10)
+    np.testing.assert_allclose(route.profile(), dense.profile(), rtol=1e-9)
+    assert evaluate.max_variance(W, A, PURE) == pytest.approx(
+        2 * A.sensitivity(1) ** 2 * dense.max_profile(), rel=1e-9
+    )
+
+
+def test_lone_large_pidentity_route(monkeypatch):
+    import mmtoolkit.linalg.base as base
+
+    W = workloads.prefix(300)
+    A = PIdentity(np.random.default_rng(0).random((4, 300)))
+    exact = evaluate.trace_term(W, A)  # dense route
+    monkeypatch.setattr(base, "MAX_DENSE_ENTRIES", 50_000)  # 300² no longer fits
+    assert evaluate.trace_term(W, A) == pytest.approx(exact, rel=1e-10)

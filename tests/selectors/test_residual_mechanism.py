@@ -1,0 +1,186 @@
+"""ResidualPlanner(+) measurement and reconstruction (Algorithms 1-3, 5, 6; Thm 4.4, 5.1, 7.2)."""
+
+from fractions import Fraction
+
+import numpy as np
+import pytest
+
+from mmtoolkit.linalg import Prefix
+from mmtoolkit.privacy import ZCDP
+from mmtoolkit.residual.basis import general_basis, marginal_basis
+from mmtoolkit.residual.mechanism import (
+    MarginalSource,
+    _apply,
+    covariance,
+    measure,
+    measure_discrete,
+    reconstruct,
+    reconstruct_workload,
+    variances,
+)
+from mmtoolkit.residual.plan import select_max, select_sum
+from mmtoolkit.residual.workload import ResidualWorkload
+
+HALF = ZCDP(0.5)
+# Appendix A, Table 15: (a,n,2), (b,n,3), (b,y,3), (a,n,2), (b,y,3); a=0 b=1, y=0 n=1, 1..3 -> 0..2
+RECORDS = np.array([[0, 1, 1], [1, 1, 2], [1, 0, 2], [0, 1, 1], [1, 0, 2]])
+
+
+@pytest.fixture
+def appendix_plan():
+    wl = ResidualWorkload([marginal_basis(n) for n in (2, 2, 3)], [(0,), (0, 1), (1, 2)])
+    return select_sum(wl)
+
+
+def test_appendix_a_data_and_residual_answers(appendix_plan):
+    src = MarginalSource(RECORDS, (2, 2, 3))
+    x = np.zeros(12)
+    x[[4, 8, 11]] = [2, 2, 1]  # Table 16: x[5] = 2, x[9] = 2, x[12] = 1 (1-based)
+    vec = MarginalSource(x, (2, 2, 3))
+    for A, expected in zip(
+        [(0,), (0, 1), (1, 2)], [[2, 3], [0, 2, 2, 1], [0, 0, 2, 0, 2, 1]], strict=True
+    ):
+        assert np.array_equal(src(A).ravel(), expected)  # Table 17
+        assert np.array_equal(vec(A).ravel(), expected)
+    # R_A x through the marginal (Algorithm 1 line 5, noiseless), digest §7 table
+    expected = {(): [5], (0,): [-1], (1,): [-1], (2,): [-2, -3], (0, 1): [-3], (1, 2): [2, -1]}
+    bases = appendix_plan.bases
+    for A in appendix_plan.closure_sets():
+        got = _apply(np.asarray(src(A), dtype=float), [bases[i].sub for i in A]).ravel()
+        assert np.allclose(got, expected[A])
+
+
+def test_appendix_a_noiseless_reconstruction_is_exact(appendix_plan):
+    m = measure(appendix_plan, RECORDS, ZCDP(1e16), np.random.default_rng(0))
+    got = reconstruct_workload(m)
+    for g, e in zip(got, [[2, 3], [0, 2, 2, 1], [0, 0, 2, 0, 2, 1]], strict=True):
+        assert np.allclose(g, e, atol=1e-6)
+
+
+def test_appendix_a_fixed_seed_measurement(appendix_plan):
+    a = measure(appendix_plan, RECORDS, HALF, np.random.default_rng(7))
+    b = measure(appendix_plan, RECORDS, HALF, np.random.default_rng(7))
+    for A in appendix_plan.closure_sets():
+        assert np.array_equal(a.omega[A], b.omega[A])
+    # the noise is σ_A ⊗Sub z: recompute it from the same generator stream by hand
+    rng = np.random.default_rng(7)
+    src = MarginalSource(RECORDS, (2, 2, 3))
+    bases = appendix_plan.bases
+    for A, s2 in zip(appendix_plan.closure_sets(), a.sigma2, strict=True):
+        z = rng.standard_normal(tuple(bases[i].n for i in A)) if A else rng.standard_normal()
+        Sub = [bases[i].sub for i in A]
+        manual = _apply(np.asarray(src(A), float) + np.sqrt(s2) * np.asarray(z), Sub).ravel()
+        assert np.allclose(a.omega[A], manual)
+    rec = reconstruct(a, (1, 2))
+    assert rec.shape == (6,)
+    # reconstruction is linear: rec = Σ_A' U ω_A' with U from Lemma 1 (digest §7)
+    s3 = np.array([[1, 1], [-2, 1], [1, -2]]) / 3
+    U = {
+        (): np.full((6, 1), 1 / 6),
+        (1,): np.kron(np.array([[0.5], [-0.5]]), np.full((3, 1), 1 / 3)),
+        (2,): np.kron(np.full((2, 1), 0.5), s3),
+        (1, 2): np.kron(np.array([[0.5], [-0.5]]), s3),
+    }
+    manual = sum(U[B] @ a.omega[B] for B in U)
+    assert np.allclose(rec, manual)
+
+
+def test_appendix_a_covariance(appendix_plan):
+    C = covariance(appendix_plan, (1, 2))
+    assert np.allclose(np.diag(C), 1.584042, atol=1e-6)
+    assert C[0, 1] == pytest.approx(-0.2947, abs=1e-4)  # same Att2, different Att3
+    assert C[0, 3] == pytest.approx(-0.0645, abs=1e-4)  # different Att2
+    assert np.allclose(variances(appendix_plan, (0,)), 2.530110, atol=1e-6)
+    assert np.allclose(variances(appendix_plan, (0, 1)), 1.653351, atol=1e-6)
+
+
+def _monte_carlo(plan, data, runs, seed):
+    rng = np.random.default_rng(seed)
+    src = MarginalSource(data, plan.sizes)
+    out = [[] for _ in plan.workload.sets]
+    for _ in range(runs):
+        m = measure(plan, src, HALF, rng)
+        for j, s in enumerate(plan.workload.sets):
+            out[j].append(reconstruct(m, s))
+    return [np.array(o) for o in out]
+
+
+def test_monte_carlo_matches_analytic_variance_and_is_unbiased():
+    wl = ResidualWorkload([marginal_basis(n) for n in (3, 2, 4)], [(0, 1), (1, 2), (0,), (2,)])
+    plan = select_max(wl)
+    data = np.random.default_rng(1).integers(0, [3, 2, 4], size=(40, 3))
+    runs = 8000
+    samples = _monte_carlo(plan, data, runs, seed=2)
+    src = MarginalSource(data, plan.sizes)
+    for s, X in zip(plan.workload.sets, samples, strict=True):
+        truth = src(s).ravel()
+        var = variances(plan, s)
+        emp = X.var(axis=0, ddof=1)
+        assert np.all(np.abs(emp / var - 1) < 0.05)  # per cell, within 5%
+        # unbiased: the mean is within 4 standard errors of the true marginal
+        assert np.all(np.abs(X.mean(axis=0) - truth) < 4 * np.sqrt(var / runs))
+        # full covariance (Thm 4.4): empirical vs analytic, relative Frobenius error
+        C = covariance(plan, s)
+        E = np.cov(X.T)
+        assert np.linalg.norm(E - C) / np.linalg.norm(C) < 0.05
+
+
+def test_monte_carlo_residual_planner_plus():
+    # a prefix attribute (Γ = I, Sub from the eigen-factor) and a categorical one
+    wl = ResidualWorkload([general_basis(Prefix(4)), marginal_basis(3)], [(0,), (0, 1)])
+    plan = select_sum(wl)
+    data = np.random.default_rng(3).integers(0, [4, 3], size=(30, 2))
+    runs = 6000
+    samples = _monte_carlo(plan, data, runs, seed=4)
+    src = MarginalSource(data, plan.sizes)
+    P = Prefix(4).dense()
+    for s, X in zip(plan.workload.sets, samples, strict=True):
+        truth = src(s)
+        truth = (P @ truth.reshape(4, -1)).ravel()  # answers W_Ã (Q_Ã x)
+        var = variances(plan, s)
+        assert np.all(np.abs(X.var(axis=0, ddof=1) / var - 1) < 0.06)
+        assert np.all(np.abs(X.mean(axis=0) - truth) < 4 * np.sqrt(var / runs))
+    m = measure(plan, data, ZCDP(1e16), np.random.default_rng(0))
+    assert np.allclose(reconstruct(m, (0, 1)), np.kron(P, np.eye(3)) @ src((0, 1)).ravel())
+
+
+def test_discrete_measurement_accounting_and_exactness(appendix_plan):
+    rng = np.random.default_rng(5)
+    m = measure_discrete(appendix_plan, RECORDS, Fraction(1, 2), rng)
+    rho = m.extra["rho_exact"]
+    assert isinstance(rho, Fraction) and rho <= Fraction(1, 2)
+    assert float(rho) == pytest.approx(0.5, rel=1e-5)  # rounding σ up costs < 1e-5
+    assert np.all(m.sigma2 >= appendix_plan.scaled_sigma2(HALF))
+    # Thm 5.1 identities: Y† H Q_A = R_A and γ² Y†Y†ᵀ = σ̄² Σ_A, on Example 3 (n = 4)
+    from mmtoolkit.residual.basis import sub_matrix, sub_pinv
+
+    n = 4
+    Y = n * sub_pinv(n)
+    Xi = Y @ sub_matrix(n)
+    assert np.allclose(Xi, n * np.eye(n) - 1)  # Ξ = 4I - 11ᵀ: the (3,4) entry is -1
+    sbar2 = Fraction(4, 9)
+    g2 = sbar2 * n * n
+    Ydag = sub_matrix(n) / n
+    assert np.allclose(float(g2) * Ydag @ Ydag.T, float(sbar2) * sub_matrix(n) @ sub_matrix(n).T)
+    assert Fraction(12) / (2 * g2) == Fraction(27, 32)  # Example 3: ρ = 27/32
+    # noiseless limit: huge ρ gives the exact marginals
+    big = measure_discrete(appendix_plan, RECORDS, 10**12, np.random.default_rng(0))
+    for g, e in zip(reconstruct_workload(big), [[2, 3], [0, 2, 2, 1], [0, 0, 2, 0, 2, 1]]):
+        assert np.allclose(g, e, atol=1e-3)
+
+
+def test_mechanism_bad_input(appendix_plan):
+    with pytest.raises(ValueError, match="outside the domain"):
+        reconstruct(measure(appendix_plan, RECORDS, HALF, np.random.default_rng(0)), (0, 5))
+    with pytest.raises(ValueError, match="not measured"):
+        variances(appendix_plan, (0, 2))
+    with pytest.raises(ValueError, match="outside its attribute"):
+        MarginalSource(np.array([[0, 2, 0]]), (2, 2, 3))
+    with pytest.raises(ValueError, match="cells"):
+        MarginalSource(np.zeros(11), (2, 2, 3))
+    with pytest.raises(ValueError, match="Generator"):
+        measure(appendix_plan, RECORDS, HALF, 0)
+    with pytest.raises(ValueError, match="ZCDP or ApproxDP"):
+        from mmtoolkit.privacy import PureDP
+
+        measure(appendix_plan, RECORDS, PureDP(1.0), np.random.default_rng(0))

@@ -1,0 +1,187 @@
+"""ResidualPlanner+ (He et al. §7, §9): bases, the 1-D optimiser, tables, evaluator integration."""
+
+import math
+
+import cvxpy as cp
+import numpy as np
+import pytest
+from scipy.linalg import sqrtm
+
+from mmtoolkit import datasets, evaluate, selectors, workloads
+from mmtoolkit.evaluate import _DenseRoute, _ResidualRoute
+from mmtoolkit.linalg import AllRange, Dense, Identity, Prefix
+from mmtoolkit.privacy import ZCDP
+from mmtoolkit.residual.basis import general_basis, marginal_basis
+from mmtoolkit.residual.convex1d import centered_gram, optimized_strategy, unit_diagonal_opt
+from mmtoolkit.residual.mechanism import variances
+from mmtoolkit.residual.plan import select_max, select_sum
+from mmtoolkit.residual.workload import ResidualWorkload, parse_workload
+
+HALF = ZCDP(0.5)
+
+
+@pytest.mark.parametrize("W", [Prefix(6), AllRange(5)])
+def test_unit_diagonal_optimum_matches_an_sdp(W):
+    V = centered_gram(W)
+    X, f = unit_diagonal_opt(V)
+    assert np.allclose(np.diag(X), 1.0)
+    assert np.linalg.eigvalsh(X).min() > 0
+    n = V.shape[0]
+    Xv = cp.Variable((n, n), PSD=True)
+    prob = cp.Problem(cp.Minimize(cp.matrix_frac(np.real(sqrtm(V)), Xv)), [cp.diag(Xv) == 1])
+    prob.solve(solver="CLARABEL")
+    assert f == pytest.approx(prob.value, rel=1e-6)
+    assert f == pytest.approx(np.trace(np.linalg.solve(X, V)), rel=1e-10)
+
+
+def test_general_basis_identities():
+    b = general_basis(Prefix(5), optimized_strategy(Prefix(5)))
+    n = 5
+    assert np.allclose(b.sub @ np.ones(n), 0)  # Lemma 3: Sub_i 1 = 0
+    assert np.allclose(b.sub @ b.sub_pinv, np.eye(n - 1))
+    assert np.allclose(b.G @ b.H @ b.G, b.G)  # H = G⁺
+    W = Prefix(5).dense()
+    assert b.var_res == pytest.approx(np.trace(W @ np.linalg.pinv(b.G) @ W.T))
+    assert b.var_sum == pytest.approx(np.sum(W.sum(axis=1) ** 2) / n**2)
+    assert b.beta == pytest.approx(np.max(np.diag(b.G)))
+    # W = U_s 1ᵀ + U_r Sub with U_s = W1/n, U_r = W Sub† (digest §3.4)
+    assert np.allclose(np.outer(W.sum(1) / n, np.ones(n)) + W @ b.sub_pinv @ b.sub, W)
+
+
+def _single_query_rmse(Wf, n, d):
+    b = general_basis(Wf(n), optimized_strategy(Wf(n)))
+    r, s, beta, m = b.var_res, b.var_sum, b.beta, b.rows
+    T = sum(math.comb(d, j) * math.sqrt(r**j * s ** (d - j) * beta**j) for j in range(d + 1)) ** 2
+    return math.sqrt(T / m**d)
+
+
+@pytest.mark.parametrize(
+    "Wf, n, expected",
+    [
+        (AllRange, 2, (1.39, 1.55, 1.73)),
+        (AllRange, 4, (2.25, 2.95, 3.86)),
+        (AllRange, 8, (3.64, 5.59, 8.60)),
+        (Prefix, 4, (2.54, 3.47, 4.74)),
+        (Prefix, 8, (4.01, 6.37, 10.12)),
+        (Prefix, 16, (5.89, 10.64, 19.23)),
+    ],
+)
+def test_tables_10_11_single_d_way_query(Wf, n, expected):
+    got = [_single_query_rmse(Wf, n, d) for d in (3, 4, 5)]
+    assert np.allclose(got, expected, atol=0.005)
+
+
+def test_table_10_through_the_selector_and_evaluator():
+    dom = datasets.domain("synth", n=4, d=3, numeric=True)
+    W = workloads.range_marginals(dom, 3)  # the single 3-way range query
+    s = selectors.get("residual_planner_plus").select(W, HALF)
+    assert evaluate.rmse(W, s, HALF) == pytest.approx(2.25, abs=0.005)
+    # its Kronecker structure is scored by the residual route; check it against the dense route
+    A = s.matrix
+    r, dense = _ResidualRoute.build(W, A), _DenseRoute(W, Dense(A.dense()))
+    assert r.trace() == pytest.approx(dense.trace(), rel=1e-8)
+    assert np.allclose(r.profile(), dense.profile(), rtol=1e-7)
+
+
+@pytest.mark.parametrize(
+    "d, k, expected",
+    [(5, 1, 2.94), (5, 3, 9.00), (5, 5, 12.58), (10, 2, 10.51), (10, 4, 40.68)],
+)
+def test_tables_12_13_k_way_prefix(d, k, expected):
+    dom = datasets.domain("synth", n=10, d=d, numeric=True)
+    W = workloads.prefix_marginals(dom, k)
+    s = selectors.get("residual_planner_plus").select(W, HALF)
+    assert evaluate.rmse(W, s, HALF) == pytest.approx(expected, abs=0.005)
+    assert s.metadata["plan"].rmse() == pytest.approx(evaluate.rmse(W, s, HALF), rel=1e-10)
+
+
+@pytest.fixture
+def mixed():
+    """Prefix on a 4-value attribute, identity on 3 values, range on 3: ≤2-way."""
+    dom = workloads.Domain(["p", "c", "r"], [4, 3, 3], [True, False, True])
+    blocks = []
+    fac = {0: Prefix(4), 1: Identity(3), 2: AllRange(3)}
+    tot = {0: workloads.total(4), 1: workloads.total(3), 2: workloads.total(3)}
+    for s in [(), (0,), (1,), (2,), (0, 1), (1, 2), (0, 2)]:
+        blocks.append(workloads.kron([fac[i] if i in s else tot[i] for i in range(3)]))
+    return dom, workloads.union(blocks, weights=[1, 1, 2, 1, 1, 0.5, 1])
+
+
+@pytest.mark.parametrize("objective", ["sum", "max"])
+def test_evaluator_equals_closed_form_on_generalized_marginals(mixed, objective):
+    _, W = mixed
+    s = selectors.get("residual_planner_plus", objective=objective).select(W, HALF)
+    plan, A = s.metadata["plan"], s.matrix
+    D = A.dense()
+    assert np.allclose(D.T @ D, A.gram().dense())
+    assert np.allclose(A.gram_pinv().dense(), np.linalg.pinv(D.T @ D), atol=1e-9)
+    # the privacy accounting: sens² = the Thm 7.1 bound ≥ the exact max column norm
+    exact = (D * D).sum(axis=0).max()
+    assert A.sensitivity(2) ** 2 == pytest.approx(plan.pcost())
+    assert exact <= plan.pcost() * (1 + 1e-12)
+    assert np.allclose(A.colnorm_p(2), (D * D).sum(axis=0))
+    # evaluator (residual route) = dense route = plan's Thm 7.2 variances
+    r, dense = _ResidualRoute.build(W, A), _DenseRoute(W, Dense(D))
+    r.check_support()
+    dense.check_support()
+    assert np.allclose(r.profile(), dense.profile(), rtol=1e-8)
+    weights = np.array([1, 1, 4, 1, 1, 0.25, 1])
+    by_plan = np.concatenate(
+        [w * variances(plan, st) for w, st in zip(weights, plan.workload.sets, strict=True)]
+    )
+    v = evaluate.per_query_variance(W, s, HALF)
+    assert np.allclose(v, by_plan)
+    assert evaluate.expected_error(W, s, HALF) == pytest.approx(plan.total_error())
+    assert evaluate.max_variance(W, s, HALF) == pytest.approx(plan.max_variance())
+    if objective == "max":
+        assert s.loss == pytest.approx(v.max())
+
+
+def test_sum_and_max_objectives_are_optimal_for_their_loss(mixed):
+    _, W = mixed
+    ps = selectors.get("residual_planner_plus").select(W, HALF).metadata["plan"]
+    pm = selectors.get("residual_planner_plus", objective="max").select(W, HALF).metadata["plan"]
+    assert ps.total_error() < pm.total_error()
+    assert pm.max_variance() < ps.max_variance()
+
+
+def test_strategy_choices(mixed):
+    _, W = mixed
+    opt = selectors.get("residual_planner_plus").select(W, HALF)
+    plain = selectors.get("residual_planner_plus", strategies="workload").select(W, HALF)
+    assert evaluate.rmse(W, opt, HALF) < evaluate.rmse(W, plain, HALF)
+    custom = [np.eye(4), None, AllRange(3).dense()]
+    s = selectors.get("residual_planner_plus", strategies=custom).select(W, HALF)
+    assert np.allclose(s.metadata["plan"].bases[0].strategy, np.eye(4))
+    # identity attributes are plain ResidualPlanner: Γ = Sub, β = (n-1)/n
+    b = s.metadata["plan"].bases[1]
+    assert b.marginal and b.beta == pytest.approx(2 / 3)
+
+
+def test_marginals_reduce_to_residual_planner():
+    W = workloads.marginals(datasets.domain("cps"), 2)
+    a = selectors.get("residual_planner").select(W, HALF)
+    b = selectors.get("residual_planner_plus").select(W, HALF)
+    assert evaluate.rmse(W, a, HALF) == pytest.approx(evaluate.rmse(W, b, HALF))
+
+
+def test_plus_bad_input():
+    with pytest.raises(ValueError, match="does not support the basic matrix"):
+        general_basis(Prefix(4), np.eye(4)[:3])
+    with pytest.raises(ValueError, match="total query"):
+        general_basis(Dense(np.array([[1.0, -1.0, 0.0], [0.0, 1.0, -1.0]])))
+    with pytest.raises(ValueError, match="columns"):
+        general_basis(Prefix(4), np.eye(3))
+    W = workloads.union(
+        [
+            workloads.kron([Prefix(3), workloads.total(2)]),
+            workloads.kron([AllRange(3), Identity(2)]),
+        ]
+    )
+    with pytest.raises(ValueError, match="two different basic matrices"):
+        parse_workload(W)
+    with pytest.raises(ValueError, match="strategies must be"):
+        selectors.get("residual_planner_plus", strategies="magic")
+    wl = ResidualWorkload([general_basis(Prefix(3)), marginal_basis(2)], [(0, 1)])
+    assert select_sum(wl).pcost() == pytest.approx(1.0)
+    assert select_max(wl).pcost() == pytest.approx(1.0)
