@@ -25,6 +25,7 @@ Three routes compute tr(WᵀW (AᵀA)⁺), per-query variances and their maximum
 from __future__ import annotations
 
 import functools
+import itertools
 import math
 
 import numpy as np
@@ -1044,9 +1045,10 @@ class _StackedKroneckerRoute:
         return  # AᵀA is positive definite
 
     def _qvec(self, f: Matrix, i: int) -> np.ndarray:
+        """Column norms² of f V_i, as diag(V_iᵀ (fᵀf) V_i): never the m x n product."""
         if id(f) not in self._q:
-            WV = f.matvec(self.V[i])
-            self._q[id(f)] = (f, np.sum(WV * WV, axis=0))
+            V = self.V[i]
+            self._q[id(f)] = (f, np.sum(V * f.gram().matvec(V), axis=0))
         return self._q[id(f)][1]
 
     def _grid_sum(self, Q: np.ndarray, lams: list[np.ndarray]) -> np.ndarray:
@@ -1059,8 +1061,6 @@ class _StackedKroneckerRoute:
         tail_q = [functools.reduce(np.kron, qs[split:], np.ones(1)) for qs in Q]
         total = np.zeros(len(Q))
         heads = [range(len(x)) for x in lams[:split]]
-        import itertools
-
         for idx in itertools.product(*heads):
             lh = math.prod(float(lams[i][j]) for i, j in enumerate(idx))
             inv = 1.0 / (self.c1 + self.c2 * lh * tail_l)
@@ -1084,6 +1084,8 @@ class _StackedKroneckerRoute:
         inv = self._inv_denominator()
         parts = []
         for c, fs in self.terms:
+            for f in fs:
+                check_dense_size(*f.shape, "a workload factor (per-query variance)")
             R = [as_matrix(f.matvec(self.V[i]) ** 2) for i, f in enumerate(fs)]
             parts.append(c * (Kronecker(R) @ inv))
         return np.concatenate(parts)

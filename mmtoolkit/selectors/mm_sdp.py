@@ -40,9 +40,10 @@ from ..strategy import Strategy
 from .base import Selector, register
 from .eigen_design import eigen_queries, workload_gram
 
-#: Largest n Program 5.2 is attempted for by default (Clarabel, 2 shared cores; the
-#: benchmark measured the time vs n — see benchmarks/bench_mm_sdp.py and the docs).
-MAX_SDP_N = 128
+#: Largest n Program 5.2 is attempted for by default: the largest size solved within 10
+#: minutes here (benchmarks/bench_mm_sdp.py, all ranges, 2 shared cores under contention:
+#: SCS n = 16/32/64 in 0.2/2/477 s; Clarabel 9/51/1364 s, 3.8 GB at n = 64).
+MAX_SDP_N = 64
 SDP_SOLVERS = ("clarabel", "scs")
 L1_METHODS = ("l2", "svd_bound")
 
@@ -58,7 +59,7 @@ def _polar(V: np.ndarray) -> np.ndarray:
     return U @ Vt
 
 
-def program_5_2(F: np.ndarray, solver: str = "clarabel", eps: float | None = None):
+def program_5_2(F: np.ndarray, solver: str = "scs", eps: float | None = None):
     """Solve Program 5.2: ``min tr(F X⁻¹ Fᵀ)`` s.t. ``X ⪰ 0``, ``diag(X) ≤ 1``.
 
     ``F`` is any ``r x n`` factor of ``WᵀW``. Returns ``(X, value)``.
@@ -163,7 +164,7 @@ class MatrixMechanismSDP(Selector):
 
     Parameters
     ----------
-    solver : "clarabel" (default) or "scs" for the SDP.
+    solver : "scs" (default; fastest here) or "clarabel" (more accurate, ~3x slower).
     max_n : refuse domains larger than this (default :data:`MAX_SDP_N`).
     l1_method : PureDP starting profile, "l2" (default) or "svd_bound".
     rotate : PureDP: apply Program 5.3's sensitivity-minimising rotation (default True).
@@ -175,7 +176,7 @@ class MatrixMechanismSDP(Selector):
 
     def __init__(
         self,
-        solver: str = "clarabel",
+        solver: str = "scs",
         max_n: int = MAX_SDP_N,
         l1_method: str = "l2",
         rotate: bool = True,
@@ -203,8 +204,8 @@ class MatrixMechanismSDP(Selector):
         if n > prm["max_n"]:
             raise ValueError(
                 f"mm_sdp: n = {n} cells exceeds the SDP size limit max_n = {prm['max_n']} "
-                f"(Program 5.2 has an {n} x {n} PSD variable; above ~{MAX_SDP_N} it does "
-                "not finish in minutes here); use eigen_design instead"
+                f"(Program 5.2 has an {n} x {n} PSD variable; n = 64 already takes ~8 min "
+                "here); use eigen_design instead"
             )
         sigma, Q = eigen_queries(workload_gram(workload))
         meta: dict = {"rank": int(sigma.size)}
@@ -232,7 +233,7 @@ class MatrixMechanismSDP(Selector):
             keep = lam > 1e-9 * lam.max()
             C = (V[:, keep] * np.sqrt(lam[keep])).T  # CᵀC = X, full row rank
         if prm["rotate"]:
-            C, info = min_sensitivity_rotation(C, prm["rotate_iterations"], solver=prm["solver"])
+            C, info = min_sensitivity_rotation(C, prm["rotate_iterations"])
             meta["rotation"] = {"start": info["start"], "sensitivity": info["sensitivity"]}
         A = l1_completion(C) if prm["augment"] else C
         return Strategy(matrix=Dense(A), selector=self.name, metadata=meta)
