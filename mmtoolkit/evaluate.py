@@ -42,6 +42,8 @@ from .linalg import (
     Weighted,
     as_matrix,
     check_dense_size,
+    kron_terms,
+    peel,
     projected_traces,
 )
 from .linalg import base as _linalg_base
@@ -160,7 +162,7 @@ def svd_bound(W) -> float:
         return W.weight**2 * svd_bound(W.base)
     if isinstance(W, Marginals):
         return _marginal_svdb(W.sizes, {a: t * t for a, t in W.weights.items()})
-    terms = _kron_terms(W)
+    terms = kron_terms(W)
     sizes = _common_sizes(terms)
     if sizes is not None:
         coeffs = _span_ij_coefficients(terms)
@@ -239,16 +241,8 @@ def _unpack(W, A, privacy: Privacy) -> tuple[Matrix, Matrix, str]:
     return W, matrix, inference
 
 
-def _peel(A: Matrix) -> tuple[float, Matrix]:
-    weight = 1.0
-    while isinstance(A, Weighted):
-        weight *= A.weight
-        A = A.base
-    return weight, A
-
-
 def _route(W: Matrix, A: Matrix):
-    weight, A0 = _peel(A)
+    weight, A0 = peel(A)
     if weight == 0.0:
         raise UnsupportedWorkloadError("the strategy is the zero matrix; it supports no query")
     route, gram = None, None
@@ -274,27 +268,6 @@ def _route(W: Matrix, A: Matrix):
 
 
 # ============================================================ union-of-Kronecker structure
-def _kron_terms(W: Matrix) -> list[tuple[float, list[Matrix]]]:
-    """W as a union of c_t-weighted Kronecker products: [(c_t, factors)], c_t = weight².
-
-    Rows follow W's row order: VStack blocks in order, Marginals blocks in key order.
-    """
-    if isinstance(W, Weighted):
-        return [(W.weight**2 * c, f) for c, f in _kron_terms(W.base)]
-    if isinstance(W, VStack):
-        return [t for b in W.blocks for t in _kron_terms(b)]
-    if isinstance(W, Marginals):
-        return [(theta**2, list(block.factors)) for theta, block in W.blocks()]
-    if isinstance(W, Kronecker):
-        c, factors = 1.0, []
-        for f in W.factors:
-            w, base = _peel(f)
-            c *= w * w
-            factors.append(base)
-        return [(c, factors)]
-    return [(1.0, [W])]
-
-
 def _common_sizes(terms) -> list[int] | None:
     sizes = [f.shape[1] for f in terms[0][1]]
     for _, factors in terms[1:]:
@@ -420,7 +393,7 @@ class _KroneckerRoute:
 
     @functools.cached_property
     def terms(self):
-        return _kron_terms(self.W)
+        return kron_terms(self.W)
 
     def _full_column_rank(self) -> bool:
         """A = ⊗A_i (or I) has full column rank, hence supports every workload."""
@@ -535,7 +508,7 @@ class _MarginalsRoute:
 
     @classmethod
     def build(cls, W: Matrix, gram: MarginalsGram):
-        terms = _kron_terms(W)
+        terms = kron_terms(W)
         if _common_sizes(terms) != list(gram.sizes):
             return None
         return cls(terms, gram)
@@ -624,7 +597,7 @@ class _ResidualRoute:
     @classmethod
     def build(cls, W: Matrix, A: Matrix):
         sizes, H, sets, c = A.residual_pinv_terms()
-        weight, core = _peel(W)
+        weight, core = peel(W)
         if isinstance(core, Marginals):  # fast path: supports from the bitmask keys
             if list(core.sizes) != list(sizes):
                 return None
@@ -638,7 +611,7 @@ class _ResidualRoute:
                 support = tuple(support)
                 terms.append(((weight * theta) ** 2, support, None))
         else:
-            raw = _kron_terms(W)
+            raw = kron_terms(W)
             if _common_sizes(raw) != list(sizes):
                 return None
             terms = []
@@ -887,7 +860,7 @@ class _TreeRoute:
             return None
         sizes = list(tree.sizes)
         terms = []
-        for c, factors in _kron_terms(W):
+        for c, factors in kron_terms(W):
             groups = _align([f.shape[1] for f in factors], sizes)
             if any(ga.stop - ga.start != 1 for _, ga in groups):
                 return None
@@ -1006,12 +979,12 @@ class _StackedKroneckerRoute:
             return None
         parsed = []
         for b in blocks:
-            w, base = _peel(b)
+            w, base = peel(b)
             parsed.append((w * w, list(base.factors) if isinstance(base, Kronecker) else [base]))
         sizes = [f.shape[1] for f in parsed[0][1]]
         if any([f.shape[1] for f in fs] != sizes for _, fs in parsed):
             return None
-        terms = _kron_terms(W)
+        terms = kron_terms(W)
         if _common_sizes(terms) != sizes or any(c == 0.0 for c, _ in parsed):
             return None
         if len(parsed) == 1:

@@ -20,6 +20,7 @@ from mmtoolkit.linalg import (
     Total,
     VStack,
     Weighted,
+    kron_terms,
 )
 from mmtoolkit.privacy import ZCDP, ApproxDP, PureDP
 
@@ -512,7 +513,7 @@ def test_support_tolerance_is_tight():
 def test_joint_eigenbasis_route_is_taken():
     G = Prefix(4).gram().dense()
     W = VStack([Kronecker([Prefix(4), Prefix(3)]), Kronecker([Dense(G), Identity(3)])])
-    terms = evaluate._kron_terms(W)
+    terms = kron_terms(W)
     lam = evaluate._joint_eigenvalues(terms, [4, 3])
     assert lam is not None
     np.testing.assert_allclose(

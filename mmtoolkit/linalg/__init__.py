@@ -38,9 +38,12 @@ from .ranges import (
     WidthRange,
     WidthRangeGram,
 )
+from .terms import kron_terms, peel
 from .tree import Tree, TreeGram, TreeGramInverse
 
 __all__ = [
+    "kron_terms",
+    "peel",
     "MAX_DENSE_ENTRIES",
     "MAX_MARGINALS_DIM",
     "AllRange",

@@ -23,12 +23,11 @@ import numpy as np
 
 from ..linalg import (
     Identity,
-    Kronecker,
     Marginals,
     Matrix,
     Ones,
-    VStack,
-    Weighted,
+    kron_terms,
+    peel,
 )
 from .basis import AttributeBasis, general_basis, marginal_basis
 
@@ -244,35 +243,6 @@ def _is_total(f: Matrix) -> bool:
     return isinstance(f, Ones) and f.shape[0] == 1
 
 
-def _peel(A: Matrix) -> tuple[float, Matrix]:
-    w = 1.0
-    while isinstance(A, Weighted):
-        w *= A.weight
-        A = A.base
-    return w, A
-
-
-def _terms(W: Matrix, weight: float = 1.0):
-    """Yield ``(θ², factors)`` for every Kronecker term of a union-of-Kronecker workload."""
-    w, W = _peel(W)
-    weight *= w
-    if isinstance(W, VStack):
-        for b in W.blocks:
-            yield from _terms(b, weight)
-    elif isinstance(W, Marginals):
-        for theta, blk in W.blocks():
-            yield (weight * theta) ** 2, blk.factors
-    elif isinstance(W, Kronecker):
-        c, factors = weight * weight, []
-        for f in W.factors:
-            fw, fb = _peel(f)
-            c *= fw * fw
-            factors.append(fb)
-        yield c, factors
-    else:
-        yield weight * weight, [W]
-
-
 def _marginal_sets(W: Marginals, scale: float):
     keys = W.keys
     thetas = np.array([W.weights[k] for k in keys])
@@ -311,11 +281,11 @@ def parse_workload(W: Matrix, *, marginals_only: bool = False, bases=None, strat
     """
     if not isinstance(W, Matrix):
         raise TypeError(f"workload must be a linalg.Matrix, got {type(W).__name__}")
-    w0, core = _peel(W)
+    w0, core = peel(W)
     if isinstance(core, Marginals) and bases is None:
         sets, weights = _marginal_sets(core, w0)
         return ResidualWorkload([marginal_basis(n) for n in core.sizes], sets, weights)
-    terms = list(_terms(W))
+    terms = kron_terms(W)
     d = len(terms[0][1])
     sizes = [f.shape[1] for f in terms[0][1]]
     found: list[Matrix | None] = [None] * d

@@ -182,9 +182,9 @@ def test_union_grouping_and_budget_split():
             workloads.kron([workloads.total(16), workloads.all_range(16)]),
         ]
     )
-    from mmtoolkit.selectors.hdmm._common import workload_terms
+    from mmtoolkit.selectors.hdmm._common import kron_terms
 
-    assert group_terms(workload_terms(W)) == [[0], [1]]
+    assert group_terms(kron_terms(W)) == [[0], [1]]
     w, bound = budget_split([1.0, 8.0], 1)
     np.testing.assert_allclose(w, [1 / 3, 2 / 3])
     assert bound == pytest.approx(27.0)  # (1 + 2)^3 = 1/(1/3)² + 8/(2/3)²

@@ -12,7 +12,6 @@ from ...linalg import (
     Dense,
     Identity,
     Kronecker,
-    Marginals,
     MarginalsGram,
     Matrix,
     Ones,
@@ -22,7 +21,9 @@ from ...linalg import (
     VStack,
     Weighted,
     check_dense_size,
+    peel,
 )
+from ...linalg import kron_terms as kron_terms  # re-exported for the operator modules
 from ...linalg.ranges import _SymmetricFormula
 from ...privacy import Privacy, PureDP
 
@@ -76,34 +77,6 @@ def seed_sequences(seed, count: int) -> list[np.random.SeedSequence]:
 
 
 # ------------------------------------------------------------------ workload terms
-def peel(A: Matrix) -> tuple[float, Matrix]:
-    w = 1.0
-    while isinstance(A, Weighted):
-        w *= A.weight
-        A = A.base
-    return w, A
-
-
-def workload_terms(W: Matrix) -> list[tuple[float, list[Matrix]]]:
-    """``W`` as a union of products: ``[(c_j, [W_1^(j), ..., W_d^(j)])]`` with ``c_j = w_j²``
-    (HDMM §4.3 ImpVec, eq. 1; weights enter the Gram squared, §16 pitfall 11). A matrix that
-    is neither a union, a Kronecker product nor marginals is a one-factor product."""
-    if isinstance(W, Weighted):
-        return [(W.weight**2 * c, f) for c, f in workload_terms(W.base)]
-    if isinstance(W, VStack):
-        return [t for b in W.blocks for t in workload_terms(b)]
-    if isinstance(W, Marginals):
-        return [(theta**2, list(block.factors)) for theta, block in W.blocks()]
-    if isinstance(W, Kronecker):
-        c, factors = 1.0, []
-        for f in W.factors:
-            w, base = peel(f)
-            c *= w * w
-            factors.append(base)
-        return [(c, factors)]
-    return [(1.0, [W])]
-
-
 def term_sizes(terms) -> list[int]:
     """The common attribute sizes of all product terms (ValueError if they disagree)."""
     sizes = [f.shape[1] for f in terms[0][1]]

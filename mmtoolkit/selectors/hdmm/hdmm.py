@@ -29,9 +29,9 @@ from ._common import (
     check_p_param,
     check_positive,
     check_seed,
+    kron_terms,
     norm_of,
     seed_sequences,
-    workload_terms,
 )
 from .kron import CYCLE_TOL, CYCLES, KronProblem, kron_strategy, optimize_kron
 from .marginals import MarginalsProblem, marginals_strategy, optimize_marginals, project_workload
@@ -47,7 +47,7 @@ EXACT_UNION_BUDGET = 5e7
 def identity_loss(W: Matrix) -> float:
     """``||W||_F² = Σ_j c_j Π_i ||W_i^(j)||_F²`` (the Identity incumbent's selection loss)."""
     total = 0.0
-    for c, factors in workload_terms(W):
+    for c, factors in kron_terms(W):
         value = c
         for f in factors:
             rn = f.rownorm_p(2)
@@ -59,7 +59,7 @@ def identity_loss(W: Matrix) -> float:
 def union_loss(W: Matrix, matrix: Matrix, bound: float, norm: int) -> tuple[float, str]:
     """The exact least-squares loss of an OPT_+ stack where the shared evaluator has an exact
     structured route (two blocks), else the separate-answering bound (digest §16.10)."""
-    if len(matrix.blocks) > 2 or len(workload_terms(W)) * W.shape[1] > EXACT_UNION_BUDGET:
+    if len(matrix.blocks) > 2 or len(kron_terms(W)) * W.shape[1] > EXACT_UNION_BUDGET:
         return bound, "separate-answering bound"
     try:
         return matrix.sensitivity(norm) ** 2 * evaluate.trace_term(W, matrix), "exact"

@@ -29,10 +29,10 @@ from ._common import (
     check_positive,
     check_seed,
     default_p,
+    kron_terms,
     norm_of,
     seed_sequences,
     term_sizes,
-    workload_terms,
 )
 from .opt0 import FTOL, MAXITER, optimize_pidentity, pidentity_objective
 
@@ -46,7 +46,7 @@ class KronProblem:
     """The prepared OPT_⊗ problem: product terms, per-attribute factor Grams and p."""
 
     def __init__(self, W_or_terms, p=None):
-        terms = workload_terms(W_or_terms) if isinstance(W_or_terms, Matrix) else W_or_terms
+        terms = kron_terms(W_or_terms) if isinstance(W_or_terms, Matrix) else W_or_terms
         terms = [(float(c), f) for c, f in terms if c != 0.0]
         if not terms:
             raise ValueError("the workload has no nonzero product term")

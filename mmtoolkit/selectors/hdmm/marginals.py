@@ -34,10 +34,10 @@ from ..base import Selector, register
 from ._common import (
     check_int,
     check_seed,
+    kron_terms,
     norm_of,
     seed_sequences,
     term_sizes,
-    workload_terms,
 )
 
 #: Weights below ZERO_RTOL · max θ are dropped from the final strategy (if it still supports
@@ -52,7 +52,7 @@ def project_workload(W: Matrix) -> tuple[tuple[int, ...], np.ndarray]:
     attribute i): the projection of a union-of-products workload onto the marginals
     algebra (HDMM App. A.4; exact for every marginals strategy). Uses only
     ``tr(W_iᵀW_i) = ||W_i||_F²`` and ``1ᵀW_iᵀW_i1 = ||W_i 1||²`` of each factor."""
-    terms = workload_terms(W)
+    terms = kron_terms(W)
     sizes = tuple(term_sizes(terms))
     _check_dim(len(sizes), "OPT_M")
     t = np.zeros(1 << len(sizes))

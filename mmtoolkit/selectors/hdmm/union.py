@@ -30,10 +30,10 @@ from ._common import (
     check_p_param,
     check_positive,
     check_seed,
+    kron_terms,
     norm_of,
     peel,
     seed_sequences,
-    workload_terms,
 )
 from .kron import CYCLE_TOL, CYCLES, KronProblem, kron_strategy, optimize_kron
 from .opt0 import FTOL, MAXITER
@@ -89,7 +89,7 @@ class UnionProblem:
     """The groups of an OPT_+ problem, each a prepared :class:`KronProblem`."""
 
     def __init__(self, W: Matrix, p=None, groups: int = 2):
-        terms = [(c, f) for c, f in workload_terms(W) if c != 0.0]
+        terms = [(c, f) for c, f in kron_terms(W) if c != 0.0]
         parts = group_terms(terms, groups)
         self.problems = (
             None if parts is None else [KronProblem([terms[j] for j in idx], p) for idx in parts]
