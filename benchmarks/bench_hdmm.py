@@ -61,13 +61,12 @@ def bench_optm(dims, repeats):
 def bench_mechanism(kron_sizes, marg_d):
     rng = np.random.default_rng(0)
     lines = ["| strategy | N | measure s | reconstruct s | peak RSS MB |", "|---|---|---|---|---|"]
-    cases = [
-        (
-            f"Kronecker of {len(kron_sizes)} p-Identity",
-            Kronecker([PIdentity(rng.random((max(1, n // 16), n))) for n in kron_sizes]),
-        ),
-        (f"marginals (≤3-way, [10]^{marg_d})", None),
-    ]
+    cases = []  # an empty --kron list or --marg-d 0 skips that case
+    if kron_sizes:
+        factors = [PIdentity(rng.random((max(1, n // 16), n))) for n in kron_sizes]
+        cases.append((f"Kronecker of {len(kron_sizes)} p-Identity", Kronecker(factors)))
+    if marg_d > 0:
+        cases.append((f"marginals (≤3-way, [10]^{marg_d})", None))
     for name, A in cases:
         if A is None:
             keys = {k: 1.0 for k in range(1 << marg_d) if bin(k).count("1") <= 3}
