@@ -49,6 +49,7 @@ __all__ = [
     "prefix_marginals",
     "num_queries",
     "domain_size",
+    "eigen_design_figure1",
 ]
 
 
@@ -295,3 +296,21 @@ def num_queries(W) -> int:
 def domain_size(W) -> int:
     """The number of cells (columns) a workload is defined on, an exact Python int."""
     return int(W.shape[1])
+
+
+# ------------------------------------------------------------------ paper examples
+def eigen_design_figure1() -> la.Dense:
+    """The 8-query running example of Li & Miklau 2012, Fig. 1(b) (8 cells: gender × four
+    gpa ranges; rank 4): totals, per-gender, per-gpa-half, two conjunctions and a difference."""
+    return la.Dense(
+        [
+            [1, 1, 1, 1, 1, 1, 1, 1],
+            [1, 1, 1, 1, 0, 0, 0, 0],
+            [0, 0, 0, 0, 1, 1, 1, 1],
+            [1, 1, 0, 0, 1, 1, 0, 0],
+            [0, 0, 1, 1, 0, 0, 1, 1],
+            [0, 0, 0, 0, 0, 0, 1, 1],
+            [1, 1, 0, 0, 0, 0, 0, 0],
+            [1, 1, 1, 1, -1, -1, -1, -1],
+        ]
+    )

@@ -4,6 +4,7 @@ import math
 
 import numpy as np
 import pytest
+from paper_fixtures import H4, Y4
 
 from mmtoolkit import datasets, evaluate, selectors, workloads
 from mmtoolkit.domain import Domain
@@ -28,19 +29,6 @@ from mmtoolkit.privacy import ZCDP, ApproxDP, PureDP
 UNIT_LAPLACE = PureDP(math.sqrt(2.0))
 
 I4 = np.eye(4)
-H4 = np.array(
-    [
-        [1, 1, 1, 1],
-        [1, 1, 0, 0],
-        [0, 0, 1, 1],
-        [1, 0, 0, 0],
-        [0, 1, 0, 0],
-        [0, 0, 1, 0],
-        [0, 0, 0, 1],
-    ],
-    dtype=float,
-)
-Y4 = np.array([[1, 1, 1, 1], [1, 1, -1, -1], [1, -1, 0, 0], [0, 0, 1, -1]], dtype=float)
 
 
 def hierarchical(n: int) -> np.ndarray:
@@ -126,20 +114,7 @@ class TestMatrixMechanismFixtures:
         assert evaluate.expected_error(W, Dense(H4), PureDP(0.5)) == pytest.approx(4 * e1, 1e-12)
 
 
-# ------------------------------------------------------------- Li & Miklau 2012, Example 4
-FIG1 = np.array(
-    [
-        [1, 1, 1, 1, 1, 1, 1, 1],
-        [1, 1, 1, 1, 0, 0, 0, 0],
-        [0, 0, 0, 0, 1, 1, 1, 1],
-        [1, 1, 0, 0, 1, 1, 0, 0],
-        [0, 0, 1, 1, 0, 0, 1, 1],
-        [0, 0, 0, 0, 0, 0, 1, 1],
-        [1, 1, 0, 0, 0, 0, 0, 0],
-        [1, 1, 1, 1, -1, -1, -1, -1],
-    ],
-    dtype=float,
-)
+FIG1 = workloads.eigen_design_figure1().dense()  # Li & Miklau 2012, Fig. 1(b)
 
 
 class TestEigenDesignExample4:

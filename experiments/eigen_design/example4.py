@@ -7,26 +7,13 @@ identity strategy. Run: python experiments/eigen_design/example4.py
 
 import math
 
-import numpy as np
 from _table import write_table
 
-from mmtoolkit import evaluate, selectors
+from mmtoolkit import evaluate, selectors, workloads
 from mmtoolkit.linalg import Dense, Haar, Identity
 from mmtoolkit.privacy import ApproxDP
 
-FIG1 = np.array(
-    [
-        [1, 1, 1, 1, 1, 1, 1, 1],
-        [1, 1, 1, 1, 0, 0, 0, 0],
-        [0, 0, 0, 0, 1, 1, 1, 1],
-        [1, 1, 0, 0, 1, 1, 0, 0],
-        [0, 0, 1, 1, 0, 0, 1, 1],
-        [0, 0, 0, 0, 0, 0, 1, 1],
-        [1, 1, 0, 0, 0, 0, 0, 0],
-        [1, 1, 1, 1, -1, -1, -1, -1],
-    ],
-    dtype=float,
-)
+FIG1 = workloads.eigen_design_figure1().dense()  # Li & Miklau 2012, Fig. 1(b)
 SPEC = {"kind": "approx", "epsilon": 0.5, "delta": 1.0e-4, "calibration": "eigen_design"}
 
 

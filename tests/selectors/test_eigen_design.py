@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from mmtoolkit import evaluate, selectors
+from mmtoolkit import evaluate, selectors, workloads
 from mmtoolkit.linalg import AllRange, Dense, Haar, Identity, Permuted, Prefix
 from mmtoolkit.privacy import ZCDP, ApproxDP, PureDP
 from mmtoolkit.selectors.eigen_design import (
@@ -14,20 +14,7 @@ from mmtoolkit.selectors.eigen_design import (
     workload_gram,
 )
 
-# Li & Miklau Fig. 1(b): the running example (8 cells, rank 4)
-FIG1 = np.array(
-    [
-        [1, 1, 1, 1, 1, 1, 1, 1],
-        [1, 1, 1, 1, 0, 0, 0, 0],
-        [0, 0, 0, 0, 1, 1, 1, 1],
-        [1, 1, 0, 0, 1, 1, 0, 0],
-        [0, 0, 1, 1, 0, 0, 1, 1],
-        [0, 0, 0, 0, 0, 0, 1, 1],
-        [1, 1, 0, 0, 0, 0, 0, 0],
-        [1, 1, 1, 1, -1, -1, -1, -1],
-    ],
-    dtype=float,
-)
+FIG1 = workloads.eigen_design_figure1().dense()  # Li & Miklau 2012, Fig. 1(b)
 EPS_DELTA = ApproxDP(0.5, 1e-4, calibration="eigen_design")
 
 

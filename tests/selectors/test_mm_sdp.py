@@ -2,6 +2,7 @@
 
 import numpy as np
 import pytest
+from paper_fixtures import H4, Y4
 
 from mmtoolkit import evaluate, selectors
 from mmtoolkit.linalg import AllRange, Dense, Identity
@@ -9,19 +10,6 @@ from mmtoolkit.privacy import ApproxDP, PureDP
 from mmtoolkit.selectors.mm_sdp import l1_completion, min_sensitivity_rotation, program_5_2
 
 EPS_DELTA = ApproxDP(0.5, 1e-4, calibration="eigen_design")
-H4 = np.array(
-    [
-        [1, 1, 1, 1],
-        [1, 1, 0, 0],
-        [0, 0, 1, 1],
-        [1, 0, 0, 0],
-        [0, 1, 0, 0],
-        [0, 0, 1, 0],
-        [0, 0, 0, 1],
-    ],
-    dtype=float,
-)
-Y4 = np.array([[1, 1, 1, 1], [1, 1, -1, -1], [1, -1, 0, 0], [0, 0, 1, -1]], dtype=float)
 
 
 def units(W, A, privacy=EPS_DELTA):
