@@ -6,7 +6,10 @@ Algorithms 1-3: a Bernoulli(exp(-γ)) sampler for rational γ, the discrete Lapl
 only randomness consumed is uniform integers, drawn with ``rng.integers`` from a
 ``numpy.random.Generator`` (exact: numpy draws bounded integers by rejection on random bits);
 no floating-point number is ever sampled or compared, so the output distribution is exactly
-the stated one (no floating-point attack surface, Mironov 2012). ``σ²`` and ``γ`` are
+the stated one (no floating-point attack surface, Mironov 2012). Arrays of samples are drawn
+by vectorised forms of the same algorithms (numpy int64 arithmetic on the pending samples,
+``rng.integers`` with per-element bounds) when every integer involved stays far below 2^63,
+and element by element with Python integers otherwise. ``σ²`` and ``γ`` are
 :class:`fractions.Fraction` (ints and finite floats are converted exactly).
 
 Privacy (CKS Thm 4 / Cor 9): adding ``N_Z(0, σ²)`` to an integer-valued query with L2
@@ -90,12 +93,26 @@ def _bernoulli_exp_unit(gamma: Fraction, rng) -> int:
     return k % 2
 
 
-def discrete_laplace(s: int, t: int, rng) -> int:
-    """One sample of the discrete Laplace ``Lap_Z(t/s)``, pmf ∝ exp(-|x| s/t) (CKS Alg. 2)."""
+def discrete_laplace(s: int, t: int, rng, size=None):
+    """Samples of the discrete Laplace ``Lap_Z(t/s)``, pmf ∝ exp(-|x| s/t) (CKS Alg. 2).
+
+    ``size=None`` returns one Python int, else an int64 array of that shape (drawn by the
+    vectorised form of the same algorithm, :func:`_laplace_array`, when its integers fit in
+    int64, else element by element).
+    """
     for name, v in (("s", s), ("t", t)):
         if isinstance(v, bool) or not isinstance(v, Integral) or v < 1:
             raise ValueError(f"{name} must be a positive int, got {v!r}")
     s, t = int(s), int(t)
+    if size is not None:
+        if rng is None or not hasattr(rng, "integers"):
+            raise ValueError("rng must be a numpy.random.Generator (np.random.default_rng(seed))")
+        shape = (size,) if isinstance(size, Integral) else tuple(size)
+        count = math.prod(shape)
+        if t < _VEC_LIMIT and s < _VEC_LIMIT:
+            return _laplace_array(s, t, count, rng).reshape(shape)
+        out = np.fromiter((discrete_laplace(s, t, rng) for _ in range(count)), np.int64, count)
+        return out.reshape(shape)
     while True:
         u = _uniform_below(t, rng)
         if not bernoulli_exp(Fraction(u, t), rng):
@@ -141,8 +158,104 @@ def discrete_gaussian(sigma2, size=None, rng=None):
         return _discrete_gaussian_one(s2, t, rng)
     shape = (size,) if isinstance(size, Integral) else tuple(size)
     count = math.prod(shape)
+    a, b = s2.numerator, s2.denominator
+    # the vectorised form needs (|y| t b + a)² and 2 t² a b (times the loop counter) in int64
+    if 2 * t * t * a * b < _VEC_LIMIT and t * b + a < (1 << 31):
+        return _gaussian_array(a, b, t, count, rng).reshape(shape)
     out = np.fromiter((_discrete_gaussian_one(s2, t, rng) for _ in range(count)), np.int64, count)
     return out.reshape(shape)
+
+
+# ------------------------------------------------------------------ vectorised forms
+#: Integers handled by the vectorised samplers stay below this bound (int64-safe products).
+_VEC_LIMIT = 1 << 50
+_I64_SAFE = 1 << 62
+
+
+def _bern_exp_unit_array(num: np.ndarray, den: np.ndarray, rng) -> np.ndarray:
+    """Bernoulli(exp(-num/den)) elementwise for ``0 ≤ num/den ≤ 1`` (CKS Alg. 1, vectorised):
+    ``K`` counts the leading successes of Bernoulli(γ/k), k = 1, 2, …, each drawn as
+    ``U < num`` with ``U`` uniform below ``den·k``; the output is ``K`` odd."""
+    k = np.ones(num.shape, dtype=np.int64)
+    active = np.ones(num.shape, dtype=bool)
+    while active.any():
+        i = np.flatnonzero(active)
+        high = den[i] * k[i]
+        if np.any(high >= _I64_SAFE):  # pragma: no cover - needs ~2^12 successive successes
+            raise OverflowError("Bernoulli(exp(-γ)) counter overflow")
+        hit = rng.integers(0, high) < num[i]
+        k[i[hit]] += 1
+        active[i[~hit]] = False
+    return (k % 2).astype(bool)
+
+
+def _bern_exp_array(num: np.ndarray, den: np.ndarray, rng) -> np.ndarray:
+    """Bernoulli(exp(-num/den)) elementwise for rational ``γ = num/den ≥ 0`` (int64 arrays):
+    ``⌊γ⌋`` Bernoulli(exp(-1)) factors, then one Bernoulli(exp(-(γ - ⌊γ⌋)))."""
+    whole = num // den
+    frac = num - whole * den
+    alive = np.ones(num.shape, dtype=bool)
+    left = whole.copy()
+    while True:
+        i = np.flatnonzero(alive & (left > 0))
+        if i.size == 0:
+            break
+        one = np.ones(i.size, dtype=np.int64)
+        alive[i] = _bern_exp_unit_array(one, one, rng)
+        left[i] -= 1
+    i = np.flatnonzero(alive)
+    alive[i] = _bern_exp_unit_array(frac[i], den[i], rng)
+    return alive
+
+
+def _laplace_array(s: int, t: int, count: int, rng) -> np.ndarray:
+    """``count`` samples of ``Lap_Z(t/s)`` (CKS Alg. 2, vectorised over pending samples)."""
+    out = np.empty(count, dtype=np.int64)
+    pending = np.arange(count)
+    while pending.size:
+        n = pending.size
+        u = rng.integers(0, t, n)
+        keep = np.flatnonzero(_bern_exp_array(u, np.full(n, t, dtype=np.int64), rng))
+        v = np.zeros(keep.size, dtype=np.int64)
+        go = np.ones(keep.size, dtype=bool)
+        while go.any():  # V: the number of successes of Bernoulli(exp(-1)) before a failure
+            i = np.flatnonzero(go)
+            one = np.ones(i.size, dtype=np.int64)
+            hit = _bern_exp_unit_array(one, one, rng)
+            v[i[hit]] += 1
+            go[i[~hit]] = False
+        y = (u[keep] + t * v) // s
+        neg = rng.integers(0, 2, keep.size).astype(bool)
+        ok = ~(neg & (y == 0))
+        out[pending[keep[ok]]] = np.where(neg, -y, y)[ok]
+        done = np.zeros(n, dtype=bool)
+        done[keep[ok]] = True
+        pending = pending[~done]
+    return out
+
+
+def _gaussian_array(a: int, b: int, t: int, count: int, rng) -> np.ndarray:
+    """``count`` samples of ``N_Z(0, σ²)``, ``σ² = a/b``, ``t = ⌊σ⌋ + 1`` (CKS Alg. 3,
+    vectorised): ``Y ~ Lap_Z(t)`` accepted with probability ``exp(-(|Y| - σ²/t)²/(2σ²))``,
+    i.e. ``γ = (|Y| t b - a)² / (2 t² a b)``."""
+    out = np.empty(count, dtype=np.int64)
+    pending = np.arange(count)
+    den_value = 2 * t * t * a * b
+    while pending.size:
+        n = pending.size
+        y = _laplace_array(1, t, n, rng)
+        big = np.abs(y) * t * b + a >= (1 << 31)
+        ok = np.zeros(n, dtype=bool)
+        small = np.flatnonzero(~big)
+        if small.size:
+            num = (np.abs(y[small]) * (t * b) - a) ** 2
+            ok[small] = _bern_exp_array(num, np.full(small.size, den_value, np.int64), rng)
+        s2 = Fraction(a, b)
+        for j in np.flatnonzero(big):  # far tails (probability ~exp(-60)): exact big ints
+            ok[j] = bool(bernoulli_exp((abs(int(y[j])) - s2 / t) ** 2 / (2 * s2), rng))
+        out[pending[ok]] = y[ok]
+        pending = pending[~ok]
+    return out
 
 
 def discrete_gaussian_pmf(sigma2, support: np.ndarray) -> np.ndarray:

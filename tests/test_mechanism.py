@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from mmtoolkit import evaluate, mechanism, workloads
+from mmtoolkit import evaluate, mechanism, records, selectors, workloads
 from mmtoolkit.linalg import Identity, Kronecker, Marginals, PIdentity, Prefix, VStack, Weighted
-from mmtoolkit.privacy import ZCDP, PureDP
+from mmtoolkit.privacy import ZCDP, ApproxDP, PureDP
 from mmtoolkit.strategy import Strategy
 
 RNG = np.random.default_rng(0)
@@ -41,23 +41,11 @@ def test_reconstruct_is_least_squares(A):
     ],
 )
 def test_monte_carlo_error_matches_evaluator(W, A, privacy):
-    x = np.random.default_rng(2).integers(0, 50, size=A.shape[1]).astype(float)
-    truth = W @ x
-    rng = np.random.default_rng(3)
-    trials = 1000
-    errs = [
-        np.sum(
-            (
-                mechanism.answer(W, mechanism.reconstruct(A, mechanism.measure(A, x, privacy, rng)))
-                - truth
-            )
-            ** 2
-        )
-        for _ in range(trials)
-    ]
-    expected = evaluate.expected_error(W, A, privacy)
-    # standard error of the mean of a squared-error sum is about 3% at 1000 trials
-    assert np.mean(errs) == pytest.approx(expected, rel=0.1)
+    x = np.random.default_rng(2).integers(0, 50, size=A.shape[1])
+    mc = mechanism.monte_carlo(W, A, x, privacy, 1000, np.random.default_rng(3))
+    assert mc.expected == pytest.approx(evaluate.expected_error(W, A, privacy))
+    assert mc.within_ci, (mc.mean_total, mc.ci, mc.expected)
+    assert abs(mc.relative_error) < 0.1
 
 
 def test_exact_without_noise_and_seeded():
@@ -81,3 +69,141 @@ def test_bad_input():
         mechanism.reconstruct(lm, np.zeros(4))
     with pytest.raises(ValueError, match="defined on 4"):
         mechanism.answer(Prefix(4), np.zeros(5))
+
+
+# ------------------------------------------------------------------ marginals from tables
+
+
+def _dom4():
+    import mmtoolkit as mm
+
+    return mm.Domain.from_sizes([3, 4, 2, 3])
+
+
+@pytest.mark.parametrize(
+    "A",
+    [
+        Marginals([3, 4, 2, 3], {3: 0.5, 5: 0.3, 12: 0.7, 14: 0.2, 1: 0.1, 0: 0.4, 15: 0.1}),
+        Weighted(2.5, Marginals([3, 4, 2, 3], {3: 1.0, 12: 0.5, 6: 0.2, 9: 0.3, 0: 1.0})),
+        Marginals([3, 4, 2, 3], {3: 1.0, 12: 1.0}),  # does not support every marginal
+    ],
+)
+def test_answer_marginals_equals_dense_least_squares(A):
+    W = Marginals([3, 4, 2, 3], {3: 1.0, 6: 2.0, 12: 0.5, 1: 1.0, 0: 3.0})
+    Y = np.random.default_rng(4).normal(size=(A.shape[0], 3))
+    ref = W.dense() @ np.linalg.lstsq(A.dense(), Y, rcond=None)[0]
+    got = mechanism.answer_marginals(W, A, Y)
+    np.testing.assert_allclose(got, ref, atol=1e-9 * np.abs(ref).max())
+    np.testing.assert_allclose(mechanism.answer_marginals(W, A, Y[:, 1]), ref[:, 1], atol=1e-8)
+
+
+def test_measure_from_records_equals_vector():
+    R = records.synthetic(_dom4(), 300, seed=2)
+    A = Marginals([3, 4, 2, 3], {3: 0.5, 12: 0.7, 0: 0.4})
+    a = mechanism.measure(A, R, PureDP(1.0), np.random.default_rng(9))
+    b = mechanism.measure(A, R.vector(), PureDP(1.0), np.random.default_rng(9))
+    np.testing.assert_allclose(a, b, atol=1e-9)
+    Y = mechanism.measure(A, R, ZCDP(0.5), np.random.default_rng(9), releases=4)
+    assert Y.shape == (A.shape[0], 4)
+
+
+@pytest.mark.parametrize("name, privacy", [("residual_planner", ZCDP(0.5)), ("hdmm", PureDP(1.0))])
+def test_release_from_records_unbiased_with_analytic_variance(name, privacy):
+    import mmtoolkit as mm
+
+    dom = mm.Domain.from_sizes([3, 4, 2, 3])
+    W = workloads.marginals(dom, 2)
+    params = {"restarts": 2, "seed": 0, "operators": ["marginals"]} if name == "hdmm" else {}
+    st = selectors.get(name, **params).select(W, privacy)
+    R = records.synthetic(dom, 400, seed=5)
+    truth = W @ R.vector()
+    rng = np.random.default_rng(0)
+    runs = np.stack([mechanism.release(W, st, R, privacy, rng) for _ in range(400)])
+    se = mechanism.standard_errors(W, st, privacy)
+    z = (runs.mean(axis=0) - truth) / (se / np.sqrt(400))
+    assert np.abs(z).max() < 4.5  # unbiased (≈ 60 queries)
+    np.testing.assert_allclose(runs.var(axis=0), se**2, rtol=0.3)
+    a = mechanism.release(W, st, R, privacy, np.random.default_rng(3))
+    b = mechanism.release(W, st, R, privacy, np.random.default_rng(3))
+    np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("privacy", [PureDP(0.7), ZCDP(0.3)])
+def test_discrete_noise_is_integer_and_calibrated(privacy):
+    A = Marginals([3, 4, 2, 3], {3: 0.37, 12: 0.81, 0: 0.2})  # float weights: row scales
+    R = records.synthetic(_dom4(), 300, seed=2)
+    cal = mechanism.discrete_calibration(A, privacy)
+    assert cal.spent <= cal.budget and cal.spent > cal.budget * (1 - 1e-5)
+    cont = privacy.noise_variance(A.sensitivity(privacy.norm))
+    assert np.all(cal.variances <= cont * (1 + 1e-5)) and np.all(cal.variances > 0.5 * cont)
+    y = mechanism.measure(A, R, privacy, np.random.default_rng(1), noise="discrete")
+    Bx = A @ R.vector() / cal.scales
+    z = y / cal.scales - Bx
+    np.testing.assert_allclose(z, np.rint(z), atol=1e-9)  # integer noise on integer answers
+    Y = mechanism.measure(A, R, privacy, np.random.default_rng(1), "discrete", releases=3000)
+    emp = (Y / cal.scales[:, None] - Bx[:, None]).var(axis=1) * cal.scales**2
+    np.testing.assert_allclose(emp, cal.variances, rtol=0.2)
+
+
+def test_discrete_noise_bad_input():
+    rng = np.random.default_rng(0)
+    with pytest.raises(ValueError, match="PureDP .* and ZCDP"):
+        mechanism.measure(Identity(4), np.ones(4), ApproxDP(0.5, 1e-6), rng, noise="discrete")
+    with pytest.raises(ValueError, match="integer vectors up to a positive scale"):
+        mechanism.measure(KRON, np.ones(24), PureDP(1.0), rng, noise="discrete")
+    with pytest.raises(ValueError, match="integer counts"):
+        mechanism.measure(Identity(4), np.full(4, 0.5), PureDP(1.0), rng, noise="discrete")
+    with pytest.raises(ValueError, match="noise must be one of"):
+        mechanism.measure(Identity(4), np.ones(4), PureDP(1.0), rng, noise="exact")
+    with pytest.raises(ValueError, match="releases must be a positive int"):
+        mechanism.measure(Identity(4), np.ones(4), PureDP(1.0), rng, releases=0)
+
+
+def test_release_bad_input_and_large_domain():
+    import mmtoolkit as mm
+
+    big = mm.Domain.from_sizes([100] * 6)
+    R = records.synthetic(big, 100, seed=0)
+    W = workloads.marginals(big, 1)
+    with pytest.raises(ValueError, match="too large for a dense data vector"):
+        mechanism.release(W, Identity(big.size), R, PureDP(1.0), np.random.default_rng(0))
+    small = records.synthetic(_dom4(), 10, seed=0)
+    with pytest.raises(ValueError, match="attribute sizes"):
+        mechanism.release(
+            W, Marginals([100] * 6, {1: 1.0}), small, PureDP(1.0), np.random.default_rng(0)
+        )
+    with pytest.raises(ValueError, match="marginals workload and a marginals strategy"):
+        mechanism.answer_marginals(Prefix(4), Marginals([4], {1: 1.0}), np.zeros(4))
+
+
+def test_batched_reconstruct_equals_columnwise():
+    Y = np.random.default_rng(2).normal(size=(UNION.shape[0], 3))
+    batch = mechanism.reconstruct(UNION, Y)
+    cols = np.stack([mechanism.reconstruct(UNION, Y[:, j]) for j in range(3)], axis=1)
+    np.testing.assert_allclose(batch, cols, atol=1e-7)
+
+
+def test_postprocessing_steps():
+    a = np.array([-1.4, 0.2, 2.6])
+    np.testing.assert_array_equal(mechanism.clip_nonnegative(a), [0.0, 0.2, 2.6])
+    r = mechanism.round_to_integers(a)
+    assert r.dtype == np.int64 and list(r) == [-1, 0, 3]
+
+
+def test_residual_release_from_vector_equals_records():
+    """The residual route reads marginals from a data vector or from records alike."""
+    import mmtoolkit as mm
+
+    dom = mm.Domain.from_sizes([3, 4, 2])
+    W = workloads.marginals(dom, 2, lower=True)
+    st = selectors.get("residual_planner").select(W, ZCDP(0.5))
+    R = records.synthetic(dom, 200, seed=1)
+    a = mechanism.release(W, st, R, ZCDP(0.5), np.random.default_rng(4))
+    b = mechanism.release(W, st, R.vector(), ZCDP(0.5), np.random.default_rng(4))
+    np.testing.assert_allclose(a, b, atol=1e-9)
+    # RP+ on a prefix workload: answers in W's row order (noise-free limit via huge rho)
+    Wp = workloads.kron([workloads.prefix(4), workloads.identity(3)])
+    sp = selectors.get("residual_planner_plus").select(Wp, ZCDP(0.5))
+    x = np.random.default_rng(2).integers(0, 20, size=12)
+    got = mechanism.release(Wp, sp, x, ZCDP(1e12), np.random.default_rng(0))
+    np.testing.assert_allclose(got, Wp @ x, atol=1e-3)

@@ -24,10 +24,10 @@ class IntegersOnly:
         self._g = np.random.default_rng(seed)
         self.calls = 0
 
-    def integers(self, low, high):
-        self.calls += 1
-        out = self._g.integers(low, high)
-        assert isinstance(out, (int, np.integer))
+    def integers(self, low, high, size=None):
+        out = self._g.integers(low, high, size)
+        assert np.issubdtype(np.asarray(out).dtype, np.integer)
+        self.calls += np.size(out)
         return out
 
 
@@ -110,3 +110,41 @@ def test_bad_input():
         discrete_laplace(0, 1, rng)
     with pytest.raises(ValueError, match="finite rational"):
         discrete_gaussian(float("nan"), 1, rng)
+
+
+def _laplace_pmf(s, t):
+    q = np.exp(-s / t)
+    return lambda v: (1 - q) / (1 + q) * q ** np.abs(v)
+
+
+@pytest.mark.parametrize("s, t", [(2, 3), (1, 5), (7, 2)])
+def test_discrete_laplace_vectorised_distribution_and_integers(s, t):
+    """The array form (vectorised Alg. 2) against the exact pmf; integer randomness only."""
+    rng = IntegersOnly(10 + s)
+    x = discrete_laplace(s, t, rng, size=(40, 500))
+    assert x.shape == (40, 500) and x.dtype == np.int64
+    assert _chi_square(x.ravel(), _laplace_pmf(s, t), 10) > 1e-3
+    q = np.exp(-s / t)
+    assert x.var() == pytest.approx(2 * q / (1 - q) ** 2, rel=0.08)
+    # the test can fail: a different scale is rejected
+    assert _chi_square(x.ravel(), _laplace_pmf(s, t + 1), 10) < 1e-6
+    # same seed => same samples
+    a = discrete_laplace(s, t, np.random.default_rng(4), size=100)
+    b = discrete_laplace(s, t, np.random.default_rng(4), size=100)
+    assert np.array_equal(a, b)
+
+
+def test_discrete_gaussian_big_integer_path():
+    """σ² with a huge denominator takes the element-by-element Python-int path: same law."""
+    s2 = Fraction(3, 2) + Fraction(1, 10**17)
+    rng = IntegersOnly(6)
+    x = discrete_gaussian(s2, 3000, rng)
+    assert x.dtype == np.int64
+    assert _chi_square(x, lambda v: discrete_gaussian_pmf(s2, v), 6) > 1e-3
+
+
+def test_discrete_gaussian_vectorised_moderate_sigma():
+    s2 = Fraction(25, 1)
+    x = discrete_gaussian(s2, 20000, IntegersOnly(8))
+    assert _chi_square(x, lambda v: discrete_gaussian_pmf(s2, v), 15) > 1e-3
+    assert x.var() == pytest.approx(25, rel=0.05)

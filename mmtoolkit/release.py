@@ -1,0 +1,386 @@
+"""``mmtoolkit release``: noisy workload answers from a records CSV, end to end.
+
+::
+
+    mmtoolkit release --data adult.csv --domain adult-domain.json --workload marginals:2 \\
+        --selector residual_planner --rho 0.5 --seed 1 --out answers.csv
+
+reads the records against the domain file (:mod:`mmtoolkit.records`; every bad value is
+reported with its line and column), builds the workload, selects a strategy with the named
+selector (``--param KEY=VALUE`` passes selector parameters, values parsed as YAML), asks the
+shared evaluator for the expected error and per-query standard errors, releases the noisy
+answers (:func:`mmtoolkit.mechanism.release`) and writes
+
+* ``--out`` (CSV): one line per query — ``query, marginal, cell, answer, stderr`` for
+  marginals workloads (``marginal`` the attribute names and ``cell`` their values, joined by
+  ``;``), ``query, answer, stderr`` otherwise; with ``--releases R > 1`` the columns
+  ``answer_1 … answer_R`` hold R independent releases (each one spends the full budget: R
+  releases together are R-fold composition);
+* ``--summary`` (JSON, default ``OUT.json``): the privacy guarantee, selector, parameters
+  and chosen strategy kind, the expected RMSE and total squared error reported by the
+  evaluator, the number of queries and records, the noise kind, seeds and timings.
+
+Both files are written atomically (to temporary files renamed at the end): on any error
+nothing is written. Without ``--data`` a synthetic dataset is generated
+(:func:`mmtoolkit.records.synthetic`; ``--records`` and ``--data-seed``) over ``--domain``, or
+over a built-in 6-attribute demo domain when no domain is given either.
+
+Workload SPECs: ``marginals:K`` (all K-way marginals), ``marginals:K:lower`` (all ≤K-way,
+with the total), ``marginal:A,B,...`` (one marginal on named attributes),
+``range_marginals:K`` / ``prefix_marginals:K`` (ranges or prefixes on the domain file's
+numeric attributes, identity on the others), ``identity`` (the full histogram; small domains).
+Privacy: ``--epsilon E`` (pure ε-DP, Laplace), ``--epsilon E --delta D`` ((ε, δ)-DP, analytic
+Gaussian), or ``--rho R`` (ρ-zCDP, Gaussian). ``--noise discrete`` draws exact integer noise
+(discrete Laplace / Gaussian). ``--nonnegative`` and ``--round`` are post-processing steps
+applied after the release (they keep privacy but bias the answers: the reported expected
+error is that of the unprocessed answers).
+
+Exit codes: 0 success, 2 bad input (a one-line message naming the problem, nothing written).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import json
+import math
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+__all__ = ["add_parser", "main", "DEMO_DOMAIN", "parse_workload", "run"]
+
+#: The domain of the built-in synthetic demo (used when neither --data nor --domain is given).
+DEMO_DOMAIN = {"age": 10, "sex": 2, "education": 6, "region": 5, "income": 4, "hours": 8}
+
+
+class ReleaseError(ValueError):
+    """Bad command-line input for ``mmtoolkit release``."""
+
+
+def add_parser(subparsers) -> argparse.ArgumentParser:
+    """Register the ``release`` sub-command on an ``argparse`` subparsers object."""
+    p = subparsers.add_parser(
+        "release",
+        help="release noisy workload answers from a records CSV",
+        description=(
+            "Select a strategy for a workload, then release noisy answers from records. "
+            "Writes the answers (CSV) and a summary (JSON) atomically."
+        ),
+        epilog=(
+            "workload SPEC: marginals:K | marginals:K:lower | marginal:A,B | "
+            "range_marginals:K | prefix_marginals:K | identity. "
+            "Example: mmtoolkit release --data adult.csv --domain adult-domain.json "
+            "--workload marginals:2 --selector hdmm --param restarts=5 --epsilon 1 --out a.csv"
+        ),
+    )
+    p.add_argument("--data", metavar="FILE.csv", help="records CSV (default: synthetic data)")
+    p.add_argument(
+        "--domain", metavar="DOMAIN.json", help="domain file {attribute: size} (see records.py)"
+    )
+    p.add_argument("--records", type=int, default=1000, help="synthetic records (default 1000)")
+    p.add_argument("--data-seed", type=int, default=0, help="seed of the synthetic data")
+    p.add_argument("--workload", required=True, metavar="SPEC", help="workload (see below)")
+    p.add_argument("--selector", required=True, metavar="NAME", help="registered selector")
+    p.add_argument(
+        "--param",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="selector parameter (repeatable; VALUE parsed as YAML)",
+    )
+    p.add_argument("--epsilon", type=float, help="ε (pure DP, or (ε, δ)-DP with --delta)")
+    p.add_argument("--delta", type=float, help="δ for (ε, δ)-DP (analytic Gaussian)")
+    p.add_argument("--rho", type=float, help="ρ for ρ-zCDP (Gaussian)")
+    p.add_argument(
+        "--noise", choices=("continuous", "discrete"), default="continuous", help="noise kind"
+    )
+    p.add_argument("--seed", type=int, default=None, help="seed of the noise (default: fresh)")
+    p.add_argument("--releases", type=int, default=1, help="independent releases (default 1)")
+    p.add_argument("--nonnegative", action="store_true", help="post-process: clip at 0")
+    p.add_argument("--round", action="store_true", help="post-process: round to integers")
+    p.add_argument("--out", required=True, metavar="ANSWERS.csv", help="answers CSV to write")
+    p.add_argument("--summary", metavar="SUMMARY.json", help="summary JSON (default OUT.json)")
+    return p
+
+
+# ============================================================================ pieces
+def _privacy(args):
+    from .privacy import ZCDP, ApproxDP, PureDP
+
+    if args.rho is not None:
+        if args.epsilon is not None or args.delta is not None:
+            raise ReleaseError("give either --rho or --epsilon [--delta], not both")
+        return ZCDP(args.rho)
+    if args.epsilon is None:
+        raise ReleaseError("a privacy budget is required: --epsilon E [--delta D] or --rho R")
+    if args.delta is not None:
+        return ApproxDP(args.epsilon, args.delta)
+    return PureDP(args.epsilon)
+
+
+def _params(items) -> dict:
+    import yaml
+
+    out = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise ReleaseError(f"--param must look like KEY=VALUE, got {item!r}")
+        if key in out:
+            raise ReleaseError(f"--param {key} is given twice")
+        try:
+            out[key] = yaml.safe_load(value)
+        except yaml.YAMLError:
+            raise ReleaseError(f"--param {key}: cannot parse the value {value!r}") from None
+    return out
+
+
+def _int(text: str, what: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise ReleaseError(f"{what} must be an integer, got {text!r}") from None
+
+
+def parse_workload(spec: str, domain):
+    """``(W, marginal keys or None)`` for a workload SPEC (module docstring) over ``domain``."""
+    from . import workloads
+
+    if not isinstance(spec, str) or not spec:
+        raise ReleaseError("--workload needs a SPEC such as marginals:2")
+    kind, _, rest = spec.partition(":")
+    parts = rest.split(":") if rest else []
+    if kind == "marginals":
+        if not parts or len(parts) > 2 or (len(parts) == 2 and parts[1] != "lower"):
+            raise ReleaseError(f"workload {spec!r}: use marginals:K or marginals:K:lower")
+        return workloads.marginals(domain, _int(parts[0], "K"), lower=len(parts) == 2)
+    if kind == "marginal":
+        if len(parts) != 1 or not parts[0]:
+            raise ReleaseError(f"workload {spec!r}: use marginal:A,B,... (attribute names)")
+        return workloads.marginal(domain, [a.strip() for a in parts[0].split(",")])
+    if kind in ("range_marginals", "prefix_marginals"):
+        if len(parts) != 1:
+            raise ReleaseError(f"workload {spec!r}: use {kind}:K")
+        return getattr(workloads, kind)(domain, _int(parts[0], "K"))
+    if kind == "identity" and not parts:
+        return workloads.identity(domain.size)
+    raise ReleaseError(
+        f"unknown workload SPEC {spec!r}; use marginals:K, marginals:K:lower, marginal:A,B, "
+        "range_marginals:K, prefix_marginals:K or identity"
+    )
+
+
+def _labels(W, domain):
+    """Per-query ``(marginal, cell)`` labels for a marginals workload, else None."""
+    from .linalg import Marginal, Marginals, peel
+
+    _, base = peel(W)
+    if isinstance(base, Marginal):
+        keys = [base.key]
+    elif isinstance(base, Marginals):
+        keys = list(base.keys)
+    else:
+        return None
+    names, cells = [], []
+    for key in keys:
+        attrs = [i for i in range(len(domain)) if (key >> i) & 1]
+        label = ";".join(domain.names[i] for i in attrs) or "(total)"
+        shape = [domain.sizes[i] for i in attrs]
+        idx = np.indices(shape).reshape(len(attrs), -1).T if attrs else np.zeros((1, 0), int)
+        names.extend([label] * len(idx))
+        cells.extend(";".join(map(str, row)) for row in idx)
+    return names, cells
+
+
+def _discrete_summary(strategy, privacy) -> dict:
+    """The exact noise parameters and the privacy they spend (≤ the budget)."""
+    from . import mechanism
+
+    if mechanism._residual_plan(strategy) is not None:
+        return {
+            "mechanism": "ResidualPlanner §5 (Alg. 3): discrete Gaussian, sigma rounded up "
+            "to a multiple of 1e-6 (spends at most the budget)"
+        }
+    cal = mechanism.discrete_calibration(strategy.matrix, privacy)  # = W for inference none
+    return {
+        "mechanism": f"discrete {cal.kind}",
+        "distinct_row_scales": len(cal.params),
+        "budget": cal.budget,
+        "spent": cal.spent,
+    }
+
+
+def _atomic_write(files: dict[Path, str]) -> None:
+    """Write every file to a temporary sibling, then rename them all into place."""
+    temps = []
+    umask = os.umask(0)
+    os.umask(umask)
+    try:
+        for path, text in files.items():
+            fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+            temps.append((tmp, path))
+            with os.fdopen(fd, "w", newline="", encoding="utf-8") as fh:
+                fh.write(text)
+            os.chmod(tmp, 0o666 & ~umask)  # mkstemp creates 0600; use the usual mode
+        for tmp, path in temps:
+            os.replace(tmp, path)
+    finally:
+        for tmp, _ in temps:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+
+
+# ============================================================================ run
+def run(args) -> dict:
+    """Do the release described by parsed ``args``; returns the summary (files written)."""
+    from . import evaluate, mechanism, records, selectors
+    from .linalg import TooLargeError
+
+    t0 = time.perf_counter()
+    out = Path(args.out)
+    summary_path = Path(args.summary) if args.summary else out.with_name(out.name + ".json")
+    for path in (out, summary_path):
+        if not path.parent.is_dir():
+            raise ReleaseError(f"output directory {path.parent} does not exist")
+    if out.resolve() == summary_path.resolve():
+        raise ReleaseError("--out and --summary must be different files")
+    if args.releases < 1:
+        raise ReleaseError(f"--releases must be at least 1, got {args.releases}")
+    privacy = _privacy(args)
+    params = _params(args.param)
+    if args.selector not in selectors.available():
+        raise ReleaseError(
+            f"unknown selector {args.selector!r}; available: {', '.join(selectors.available())}"
+        )
+
+    # data
+    if args.data is not None:
+        if args.domain is None:
+            raise ReleaseError("--data needs --domain (the domain file of the records)")
+        data = records.read_csv(args.data, args.domain)
+        source = str(args.data)
+    else:
+        if args.records < 0:
+            raise ReleaseError(f"--records must be non-negative, got {args.records}")
+        domain = records.read_domain(args.domain)[0] if args.domain else DEMO_DOMAIN
+        data = records.synthetic(domain, args.records, args.data_seed)
+        source = f"synthetic(records={args.records}, seed={args.data_seed})"
+    domain = data.domain
+    W = parse_workload(args.workload, domain)
+    t_load = time.perf_counter() - t0
+
+    # strategy and its analytic error
+    t1 = time.perf_counter()
+    selector = selectors.get(args.selector, **params)
+    strategy = selector.select(W, privacy)
+    t_select = time.perf_counter() - t1
+    t2 = time.perf_counter()
+    total = evaluate.expected_error(W, strategy, privacy)
+    try:
+        stderr = mechanism.standard_errors(W, strategy, privacy)
+    except TooLargeError:
+        stderr = None
+    t_eval = time.perf_counter() - t2
+
+    # releases
+    t3 = time.perf_counter()
+    rng = np.random.default_rng(args.seed)
+    answers = [
+        mechanism.release(W, strategy, data, privacy, rng, args.noise) for _ in range(args.releases)
+    ]
+    post = []
+    if args.nonnegative:
+        answers = [mechanism.clip_nonnegative(a) for a in answers]
+        post.append("clip_nonnegative")
+    if args.round:
+        answers = [mechanism.round_to_integers(a) for a in answers]
+        post.append("round_to_integers")
+    t_release = time.perf_counter() - t3
+
+    # outputs, built in memory then written atomically
+    m = int(W.shape[0])
+    labels = _labels(W, domain)
+    header = ["query"] + (["marginal", "cell"] if labels else [])
+    header += ["answer"] if len(answers) == 1 else [f"answer_{r + 1}" for r in range(len(answers))]
+    columns = [[str(i) for i in range(m)]]
+    if labels:
+        columns += [[f'"{n}"' for n in (x.replace('"', '""') for x in labels[0])], labels[1]]
+    fmt = "{:d}".format if args.round else "{:.10g}".format
+    columns += [list(map(fmt, a.tolist())) for a in answers]
+    if stderr is not None:
+        header.append("stderr")
+        columns.append(list(map("{:.10g}".format, stderr.tolist())))
+    buf = io.StringIO()
+    csv.writer(buf, lineterminator="\n").writerow(header)
+    buf.write("\n".join(",".join(row) for row in zip(*columns)))
+    buf.write("\n")
+    meta = strategy.metadata or {}
+    summary = {
+        "privacy": privacy.describe(),
+        "privacy_spec": privacy.to_spec(),
+        "releases": len(answers),
+        "composition": (
+            "each release spends the full budget; together they are "
+            f"{len(answers)}-fold composition"
+            if len(answers) > 1
+            else None
+        ),
+        "selector": args.selector,
+        "params": json.loads(json.dumps(params, default=repr)),
+        "strategy": type(strategy.matrix).__name__,
+        "operator": meta.get("operator"),
+        "workload": args.workload,
+        "queries": m,
+        "data": source,
+        "records": len(data),
+        "domain_cells": str(domain.size),
+        "expected_total_squared_error": total,
+        "expected_rmse": math.sqrt(total / m),
+        "noise": args.noise,
+        "seed": args.seed,
+        "postprocessing": post,
+        "postprocessing_note": (
+            "the expected error refers to the answers before post-processing" if post else None
+        ),
+        "seconds": {
+            "load": t_load,
+            "select": t_select,
+            "evaluate": t_eval,
+            "release": t_release,
+        },
+    }
+    if args.noise == "discrete":
+        summary["discrete_noise"] = _discrete_summary(strategy, privacy)
+    summary["seconds"]["total"] = time.perf_counter() - t0
+    _atomic_write(
+        {
+            out: buf.getvalue(),
+            summary_path: json.dumps(summary, indent=2, ensure_ascii=False) + "\n",
+        }
+    )
+    summary["paths"] = {"answers": str(out), "summary": str(summary_path)}
+    return summary
+
+
+def main(args) -> int:
+    """Entry point of ``mmtoolkit release`` (parsed ``args``); returns the exit code."""
+    try:
+        s = run(args)
+    except (ValueError, KeyError, TypeError, OSError) as exc:
+        msg = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
+        print(f"mmtoolkit release: error: {' '.join(str(msg).split())}", file=sys.stderr)
+        return 2
+    print(
+        f"released {s['queries']} answers x {s['releases']} ({s['workload']}, selector "
+        f"{s['selector']}, {s['strategy']}) from {s['records']} records; {s['privacy']}; "
+        f"expected RMSE {s['expected_rmse']:.6g}; {s['seconds']['total']:.1f} s "
+        f"-> {s['paths']['answers']}, {s['paths']['summary']}"
+    )
+    return 0

@@ -1,0 +1,164 @@
+"""Records → data (mmtoolkit.records): CSV/DataFrame reading, domain files, histograms and
+marginal tables, and clear errors naming line and column."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+import mmtoolkit as mm
+from mmtoolkit import records
+from mmtoolkit.records import RecordsError
+
+DOMAIN = {"a": 3, "b": 2, "c": 4}
+
+
+@pytest.fixture
+def files(tmp_path):
+    def write(csv_text, domain=DOMAIN):
+        d = tmp_path / "domain.json"
+        d.write_text(json.dumps(domain))
+        f = tmp_path / "data.csv"
+        f.write_text(csv_text)
+        return f, d
+
+    return write
+
+
+def test_read_csv_histogram_and_marginals(files):
+    f, d = files("a,b,c\n0,1,3\n2,0,0\n0,1,3\n1,1,2\n")
+    R = records.read_csv(f, d)
+    assert len(R) == 4 and R.domain == mm.Domain(["a", "b", "c"], [3, 2, 4])
+    x = R.vector()
+    assert x.sum() == 4 and x[0 * 8 + 1 * 4 + 3] == 2  # C order: (0, 1, 3) twice
+    # a marginal table equals the histogram summed over the other attributes
+    np.testing.assert_array_equal(R.marginal(["a", "c"]), x.reshape(3, 2, 4).sum(axis=1))
+    np.testing.assert_array_equal(R.marginal([2, 0]), x.reshape(3, 2, 4).sum(axis=1))
+    assert R.marginal([]) == 4
+    np.testing.assert_array_equal(R.marginal_fn()((1,)), [1, 3])
+
+
+def test_column_order_blank_lines_whitespace(files):
+    f, d = files("c, b ,a\n3, 1 ,0\n\n0,0,2\n")
+    R = records.read_csv(f, d)
+    np.testing.assert_array_equal(R.codes, [[0, 1, 3], [2, 0, 0]])
+
+
+def test_bins_and_numeric_flags(files):
+    dom = {"age": {"size": 3, "bins": [0, 18, 65, 120]}, "sex": 2}
+    f, d = files("age,sex\n17,0\n18,1\n64.5,1\n119,0\n", dom)
+    R = records.read_csv(f, d)
+    np.testing.assert_array_equal(R.codes[:, 0], [0, 1, 1, 2])
+    assert R.domain.numeric == (True, False)
+    f, d = files("age,sex\n120,0\n", dom)
+    with pytest.raises(RecordsError, match=r"line 2, column 'age': value 120 is outside the bins"):
+        records.read_csv(f, d)
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("a,b,c\n0,1,3\n3,0,0\n", r"data.csv, line 3, column 'a': value 3 is outside .* 0..2"),
+        ("a,b,c\n0,1,3\n0,-1,0\n", r"line 3, column 'b': value -1 is outside"),
+        ("a,b,c\n0,99999999999999999999,0\n", r"line 2, column 'b': value 9+ is outside"),
+        ("a,b\n0,1\n", r"column\(s\) 'c' of the domain are missing from the data"),
+        ("a,b,c,d\n0,1,3,0\n", r"the domain does not declare column\(s\) 'd'"),
+        ("a,b,c\n0,x,3\n", r"line 2, column 'b': a non-numeric value 'x'"),
+        ("a,b,c\n0,1,3\n0,,3\n", r"line 3, column 'b': an empty value"),
+        ("a,b,c\n0,1.5,3\n", r"line 2, column 'b': a non-integer value '1.5'"),
+        ("a,b,c\n0,1\n", r"line 2: 2 fields, the header has 3"),
+        ("a,a,c\n0,1,3\n", r"column 'a' appears twice"),
+        ("", r"the file is empty"),
+    ],
+)
+def test_bad_csv(files, text, message):
+    f, d = files(text)
+    with pytest.raises(RecordsError, match=message):
+        records.read_csv(f, d)
+
+
+@pytest.mark.parametrize(
+    "domain, message",
+    [
+        ({"a": 0}, r"size of attribute 'a' must be a positive integer"),
+        ({"a": "3"}, r"size of attribute 'a' must be a positive integer"),
+        ([3, 2], r"must be a non-empty JSON object"),
+        ({"a": {"size": 3, "bins": [0, 1]}}, r"has size 3 but 2 bin edges"),
+        ({"a": {"bins": [0, 2, 1]}}, r"strictly increasing"),
+        ({"a": {"size": 3, "kind": "x"}}, r"unknown field\(s\) \['kind'\]"),
+    ],
+)
+def test_bad_domain(files, domain, message):
+    f, d = files("a\n0\n", domain)
+    with pytest.raises(RecordsError, match=message):
+        records.read_csv(f, d)
+
+
+def test_unreadable_files(tmp_path, files):
+    f, d = files("a,b,c\n0,1,3\n")
+    with pytest.raises(RecordsError, match="cannot read the data file"):
+        records.read_csv(tmp_path / "missing.csv", d)
+    with pytest.raises(RecordsError, match="cannot read the domain file"):
+        records.read_csv(f, tmp_path / "missing.json")
+    d.write_text("{not json")
+    with pytest.raises(RecordsError, match="not valid JSON"):
+        records.read_csv(f, d)
+
+
+class FakeFrame:
+    """A minimal pandas-like frame (pandas is not a dependency)."""
+
+    def __init__(self, cols, index=None):
+        self._cols = cols
+        self.columns = list(cols)
+        self.index = index if index is not None else range(len(next(iter(cols.values()))))
+
+    def __getitem__(self, name):
+        return np.asarray(self._cols[name])
+
+
+def test_from_frame_and_codes():
+    frame = FakeFrame({"b": [1, 0], "a": [0.0, 2.0], "c": [3, 0]})
+    R = records.from_frame(frame, DOMAIN)
+    np.testing.assert_array_equal(R.codes, [[0, 1, 3], [2, 0, 0]])
+    bad = FakeFrame({"a": [0, 1], "b": [0, 5], "c": [0, 0]}, index=["r1", "r2"])
+    with pytest.raises(RecordsError, match=r"DataFrame, row 'r2', column 'b': value 5"):
+        records.from_frame(bad, DOMAIN)
+    nan = FakeFrame({"a": [0, np.nan], "b": [0, 1], "c": [0, 0]})
+    with pytest.raises(RecordsError, match=r"row 1, column 'a': an empty value"):
+        records.from_frame(nan, DOMAIN)
+    R2 = records.from_codes(R.codes, DOMAIN)
+    np.testing.assert_array_equal(R2.vector(), R.vector())
+    with pytest.raises(RecordsError, match=r"record 0, column 'c': value 4 is outside"):
+        records.from_codes([[0, 0, 4]], DOMAIN)
+
+
+def test_large_domain_gives_marginals_not_a_vector():
+    dom = mm.Domain.from_sizes([100] * 6)  # 10^12 cells
+    R = records.synthetic(dom, 500, seed=1)
+    with pytest.raises(ValueError, match="too large for a dense data vector"):
+        R.vector()
+    t = R.marginal(["a0", "a3"])
+    assert t.shape == (100, 100) and t.sum() == 500
+
+
+def test_synthetic_is_seeded_and_in_range():
+    dom = mm.Domain.from_sizes([4, 3, 5])
+    a = records.synthetic(dom, 2000, seed=3)
+    b = records.synthetic(dom, 2000, seed=3)
+    c = records.synthetic(dom, 2000, seed=4)
+    assert np.array_equal(a.codes, b.codes) and not np.array_equal(a.codes, c.codes)
+    assert a.codes.min() == 0 and np.all(a.codes.max(axis=0) < np.array([4, 3, 5]))
+    # correlated attributes: the 2-way table is far from the product of its margins
+    t = a.marginal([0, 1]) / 2000
+    assert np.abs(t - np.outer(t.sum(1), t.sum(0))).max() > 0.02
+    with pytest.raises(ValueError, match="records must be a non-negative int"):
+        records.synthetic(dom, -1)
+
+
+def test_adult_records(adult_dir):
+    R = records.read_csv(adult_dir / "adult.csv", adult_dir / "adult-domain.json")
+    assert len(R) == 48842 and R.domain.sizes[:3] == (85, 9, 100)
+    assert R.marginal(["sex"]).sum() == 48842
