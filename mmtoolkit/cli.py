@@ -1,8 +1,23 @@
 """The ``mmtoolkit`` command.
 
-``mmtoolkit run CONFIG [CONFIG ...] [--results DIR]``
+``mmtoolkit run CONFIG [CONFIG ...] [--results DIR] [-j N] [--executor local|dask]
+[--scheduler ADDRESS] [--fresh] [--quick]``
     run experiment configs (all are validated before any runs) and write
-    ``DIR/<paper>/<table>.{csv,md}`` (default DIR: ``results``).
+    ``DIR/<paper>/<table>.{csv,md}`` (default DIR: ``results``). Finished jobs are kept in
+    ``DIR/<paper>/.jobs/<table>.jsonl``: an interrupted run resumes where it stopped
+    (``--fresh`` recomputes everything). ``-j N`` runs N jobs at once in local processes;
+    ``--executor dask --scheduler ADDRESS`` sends them to a Dask cluster
+    (``pip install 'mmtoolkit[dask]'``); ``--quick`` runs the config's ``quick:`` variant
+    into ``<table>.quick.{csv,md}``.
+``mmtoolkit report [--results DIR] [--configs DIR] [--readme FILE] [--check]``
+    regenerate the scoreboard ``DIR/README.md`` (and FILE's status block) from the configs
+    and results; ``--check`` writes nothing and exits 1 if a file is out of date.
+``mmtoolkit plot FILE [FILE ...] [--results DIR]``
+    re-render a config's figures from its committed CSV (nothing is recomputed), or the
+    figures of a figure sheet ``*.plot.yaml`` (see ``mmtoolkit/runner/plots.py``).
+``mmtoolkit reproduce [PAPER ...] [--results DIR] [--configs DIR] [--readme FILE] [--quick] [-j N]``
+    run every config of the papers (all when none is named), render their figure sheets
+    and regenerate the scoreboard.
 ``mmtoolkit list [selectors|datasets|workloads|configs]``
     list registered selectors, dataset presets, workload kinds usable in configs, or the
     YAML configs under ``configs/`` (all four when no topic is given).
@@ -34,6 +49,31 @@ def _parser() -> argparse.ArgumentParser:
         "--results", default="results", metavar="DIR", help="results directory (default: results)"
     )
     run.add_argument("-q", "--quiet", action="store_true", help="no per-job progress lines")
+    run.add_argument(
+        "-j",
+        "--jobs",
+        type=int,
+        default=1,
+        metavar="N",
+        help="jobs at once in a local process pool (default: 1, in process)",
+    )
+    run.add_argument(
+        "--executor",
+        choices=("local", "dask"),
+        default="local",
+        help="where jobs run: local processes, or an existing Dask cluster (--scheduler)",
+    )
+    run.add_argument(
+        "--scheduler", default=None, metavar="ADDRESS", help="Dask scheduler, e.g. tcp://h:8786"
+    )
+    run.add_argument(
+        "--fresh", action="store_true", help="ignore the job store: recompute every job"
+    )
+    run.add_argument(
+        "--quick",
+        action="store_true",
+        help="smoke run of the config's quick: variant, written to <table>.quick.*",
+    )
 
     ls = sub.add_parser("list", help="list selectors, datasets, workload kinds or configs")
     ls.add_argument("topic", nargs="?", choices=TOPICS, help="what to list (default: all)")
@@ -43,6 +83,40 @@ def _parser() -> argparse.ArgumentParser:
         metavar="DIR",
         help="where to look for configs (default: ./configs, else the repository's configs/)",
     )
+
+    rep = sub.add_parser(
+        "report", help="regenerate the scoreboard results/README.md (and the README status)"
+    )
+    rep.add_argument("--results", default="results", metavar="DIR", help="default: results")
+    rep.add_argument("--configs", default=None, metavar="DIR", help="default: configs")
+    rep.add_argument(
+        "--readme", default=None, metavar="FILE", help="also rewrite FILE's status block"
+    )
+    rep.add_argument(
+        "--check", action="store_true", help="write nothing; exit 1 if a file is out of date"
+    )
+
+    plot = sub.add_parser(
+        "plot", help="re-render a config's figures from its committed CSV, or a figure sheet"
+    )
+    plot.add_argument("files", nargs="+", metavar="FILE", help="config or *.plot.yaml sheet")
+    plot.add_argument("--results", default="results", metavar="DIR", help="default: results")
+
+    rpr = sub.add_parser(
+        "reproduce", help="run every config of the given papers (default: all), then report"
+    )
+    rpr.add_argument("papers", nargs="*", metavar="PAPER", help="paper names (configs' paper:)")
+    rpr.add_argument("--results", default="results", metavar="DIR", help="default: results")
+    rpr.add_argument("--configs", default=None, metavar="DIR", help="default: configs")
+    rpr.add_argument(
+        "--readme", default=None, metavar="FILE", help="also rewrite FILE's status block"
+    )
+    rpr.add_argument("--quick", action="store_true", help="smoke run (the configs' quick:)")
+    rpr.add_argument("-j", "--jobs", type=int, default=1, metavar="N", help="jobs at once")
+    rpr.add_argument("-q", "--quiet", action="store_true", help="no per-job progress lines")
+    from mmtoolkit.release import add_parser as add_release_parser
+
+    add_release_parser(sub)  # mmtoolkit release: see mmtoolkit/release.py
     return p
 
 
@@ -84,25 +158,110 @@ def _list(topic: str | None, configs_dir: str | None) -> int:
     return 0
 
 
-def _run(paths: list[str], results: str, quiet: bool) -> int:
+def _run(paths: list[str], results: str, quiet: bool, args=None) -> int:
     import io
 
     from mmtoolkit.runner import load_config, run_config
+    from mmtoolkit.runner.executors import ExecutorError, check_executor
 
+    opts = {}
+    if args is not None:
+        opts = {
+            "jobs": args.jobs,
+            "executor": args.executor,
+            "scheduler": args.scheduler,
+            "fresh": args.fresh,
+            "quick": args.quick,
+        }
+        try:
+            check_executor(args.jobs, args.executor, args.scheduler)
+        except ExecutorError as exc:
+            print(f"mmtoolkit: error: {exc}", file=sys.stderr)
+            return 2
     configs = [load_config(p) for p in paths]  # validate everything before running anything
     failed = 0
     for cfg in configs:
         progress = io.StringIO() if quiet else sys.stderr
-        result = run_config(cfg, results, progress=progress)
+        try:
+            result = run_config(cfg, results, progress=progress, **opts)
+        except ExecutorError as exc:  # e.g. the Dask scheduler is unreachable
+            print(f"mmtoolkit: error: {exc}", file=sys.stderr)
+            return 2
+        except KeyboardInterrupt:
+            print(
+                f"mmtoolkit: interrupted; finished jobs are kept: run {cfg.path} again to resume",
+                file=sys.stderr,
+            )
+            return 130
         n_fail = len(result.failed)
         failed += n_fail
         agree = [c for c in result.cells if c.within_tol is not None]
         summary = f"{cfg.path}: {len(result.cells)} cells"
         if n_fail:
             summary += f", {n_fail} failed"
+        for status in ("timeout", "out of memory"):
+            n = sum(c.status == status for c in result.cells)
+            if n:
+                summary += f", {n} {status}"
         if agree:
             summary += f", {sum(c.within_tol for c in agree)}/{len(agree)} agree with the paper"
         print(f"{summary} -> {result.csv_path}, {result.md_path}")
+    return 1 if failed else 0
+
+
+def _report(args) -> int:
+    from mmtoolkit.runner.report import ReportError, write_report
+
+    try:
+        paths = write_report(
+            args.results, _configs_dir(args.configs), args.readme, check=args.check
+        )
+    except ReportError as exc:
+        print(f"mmtoolkit: error: {' '.join(str(exc).split())}", file=sys.stderr)
+        return 2
+    if args.check:
+        for path in paths:
+            print(f"{path}: out of date (run `mmtoolkit report`)")
+        return 1 if paths else 0
+    for path in paths:
+        print(f"wrote {path}")
+    return 0
+
+
+def _plot(args) -> int:
+    from mmtoolkit.runner.plots import plot_file
+
+    for path in args.files:
+        for png in plot_file(path, args.results):
+            print(f"wrote {png}")
+    return 0
+
+
+def _reproduce(args) -> int:
+    import io
+
+    from mmtoolkit.runner.report import ReportError, reproduce
+
+    progress = io.StringIO() if args.quiet else sys.stderr
+    try:
+        runs, pngs = reproduce(
+            args.papers,
+            args.results,
+            _configs_dir(args.configs),
+            args.readme,
+            quick=args.quick,
+            jobs=args.jobs,
+            progress=progress,
+        )
+    except ReportError as exc:
+        print(f"mmtoolkit: error: {' '.join(str(exc).split())}", file=sys.stderr)
+        return 2
+    failed = sum(len(r.failed) for r in runs)
+    for r in runs:
+        print(f"{r.config.path}: {len(r.cells)} cells -> {r.csv_path}")
+    for png in pngs:
+        print(f"wrote {png}")
+    print(f"wrote {Path(args.results) / 'README.md'}")
     return 1 if failed else 0
 
 
@@ -114,7 +273,17 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "list":
             return _list(args.topic, args.configs_dir)
-        return _run(args.configs, args.results, args.quiet)
+        if args.command == "report":
+            return _report(args)
+        if args.command == "plot":
+            return _plot(args)
+        if args.command == "reproduce":
+            return _reproduce(args)
+        if args.command == "release":
+            from mmtoolkit.release import main as release_main
+
+            return release_main(args)
+        return _run(args.configs, args.results, args.quiet, args)
     except ConfigError as exc:
         print(f"mmtoolkit: error: {' '.join(str(exc).split())}", file=sys.stderr)
         return 2

@@ -164,3 +164,62 @@ def test_bad_usage_exits_2(capsys):
     with pytest.raises(SystemExit) as info:
         main(["frobnicate"])
     assert info.value.code == 2
+
+
+def test_run_options_resume_fresh_jobs_quick(tmp_path, capsys):
+    cfg = write(tmp_path, CONFIG)
+    out = tmp_path / "out"
+    assert main(["run", str(cfg), "--results", str(out), "-j", "2"]) == 0
+    first = read_csv(out / "toy" / "cli.csv")
+    err = capsys.readouterr().err
+    assert "[4/4] " in err and "ETA" in err
+    # a second run resumes everything from the job store; --fresh recomputes
+    assert main(["run", str(cfg), "--results", str(out)]) == 0
+    err = capsys.readouterr().err
+    assert "resuming: 4 of 4 jobs already in" in err and "[1/" not in err
+    assert main(["run", str(cfg), "--results", str(out), "--fresh"]) == 0
+    assert "[4/4] " in capsys.readouterr().err
+    for key, row in read_csv(out / "toy" / "cli.csv").items():
+        assert row["ours"] == first[key]["ours"]
+    # --quick: the first row only, into cli.quick.csv
+    assert main(["run", str(cfg), "--results", str(out), "--quick"]) == 0
+    quick = read_csv(out / "toy" / "cli.quick.csv")
+    assert sorted(quick) == [("1-way", "Identity"), ("1-way", "LM")]
+    assert quick[("1-way", "LM")]["ours"] == first[("1-way", "LM")]["ours"]
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["-j", "0"], "jobs must be an integer >= 1"),
+        (["--executor", "dask"], "needs --scheduler"),
+    ],
+)
+def test_bad_run_options_exit_2(tmp_path, capsys, args, message):
+    cfg = write(tmp_path, CONFIG)
+    assert main(["run", str(cfg), "--results", str(tmp_path / "r"), *args]) == 2
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "r").exists()
+
+
+class _Interrupt(Selector):
+    name = "_test_cli_interrupt"
+
+    def _select(self, workload, privacy, objective):
+        raise KeyboardInterrupt
+
+
+def test_interrupted_run_exits_130_and_keeps_finished_jobs(tmp_path, capsys):
+    register(_Interrupt)
+    try:
+        data = dict(
+            CONFIG, columns=CONFIG["columns"] + [{"name": "X", "selector": _Interrupt.name}]
+        )
+        cfg = write(tmp_path, data)
+        assert main(["run", str(cfg), "--results", str(tmp_path)]) == 130
+    finally:
+        _REGISTRY.pop(_Interrupt.name, None)
+    assert "interrupted; finished jobs are kept" in capsys.readouterr().err
+    store = (tmp_path / "toy" / ".jobs" / "cli.jsonl").read_text().splitlines()
+    assert len(store) == 2  # 1-way × Identity and 1-way × LM finished before the interrupt

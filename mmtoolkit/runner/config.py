@@ -17,23 +17,48 @@ Format
     source: "He et al., Table 4"   # optional free text
     notes: "..."                   # optional free text printed under the Markdown table
     metric: rmse                   # required: rmse | total_error | max_variance
-                                   #           | {ratio_to: <name of a selector column>}
+                                   #   | {ratio_to: <column>}: sqrt(Err(col) / Err(<column>))
+                                   #     (a selector column, or an svd_bound column: the
+                                   #     ratio to the SVD lower bound)
     privacy: {kind: zcdp, rho: 0.5}   # required; given to mmtoolkit.privacy.from_spec
     tolerance: {abs: 0.0005}       # {abs: a}, {rel: r} or both; required when any row has
                                    # paper values. A cell agrees when
                                    # |ours - paper| <= abs + rel * |paper|
-    seed: 0                        # optional int >= 0; given to every selector whose
-                                   # __init__ declares a `seed` parameter (unless the
+    seed: 0                        # optional int >= 0; every selector whose __init__
+                                   # declares a `seed` parameter gets, per cell, the seed
+                                   # runner.jobs.derive_seed(seed, row, column) (unless the
                                    # column's params set one)
+    timeout: 3600                  # optional: seconds per job; a job over it is recorded
+                                   # as a "timeout" cell and the run continues
+    memory: 8GB                    # optional: address-space limit per job (B, KB, MB, GB,
+                                   # TB, KiB, ..., or bytes) -> an "out of memory" cell
     columns:                       # required, non-empty, unique names
-      - {name: SVDB, svd_bound: true}            # the SVD lower bound (rmse/total_error only)
+      - {name: SVDB, svd_bound: true}  # the SVD lower bound (rmse, total_error, ratio_to)
       - {name: LM, selector: laplace, params: {}}   # selectors.get("laplace", **params)
-      - {name: HDMM, selector: hdmm, params: {restarts: 5}, notes: "free text"}
+      - {name: HDMM, selector: hdmm, params: {restarts: 5}, notes: "free text",
+         timeout: 600, memory: 4GB}                 # per-column limits override the above
+      - {name: RP max, selector: residual_planner, objective: max}
+                                   # objective: given to select(W, privacy, objective); one
+                                   # of the selector's objectives() (default "sum")
+      - {name: Mine, selector: "mypackage.module:MySelector"}
+                                   # a Selector subclass outside the package, imported from
+                                   # the config's directory, the cwd or sys.path
     rows:                          # required, non-empty, unique names
       - name: Adult 1-way
         workload: {kind: marginals, domain: adult, k: 1}
         paper: {SVDB: 3.047}       # optional: published value per column name (null = none)
         notes: {SVDB: "..."}       # optional: explanation per column name
+    figures:                       # optional: PNGs <results>/<paper>/<table>_<name>.png,
+      - {name: rmse_vs_d, kind: line, x: {param: domain.d}, logy: true}
+                                   # drawn after the table is written, the paper's values
+                                   # beside ours (format: mmtoolkit/runner/plots.py)
+    quick:                         # optional: the variant run by `mmtoolkit run --quick`
+      rows: [Adult 1-way]          #   rows kept (default: the first row)
+      columns: [SVDB, HDMM]        #   columns kept (default: all)
+      params: {HDMM: {restarts: 2}}   # parameter overrides; a selector with a `restarts`
+                                   #   parameter not overridden here runs with restarts: 1
+      timeout: 60                  #   per-job timeout of the quick run
+                                   # results go to <table>.quick.{csv,md} (quick_config)
 
 Workload specs
 --------------
@@ -49,6 +74,11 @@ every other key is one of its keyword arguments, checked against its signature:
   ``{kind: permuted, workload: {kind: all_range, n: 1024}, seed: 0}``;
 * any other value is passed through as parsed from YAML.
 
+The runner's own kind ``matrix`` is an explicit workload matrix: ``{kind: matrix, file:
+W.npy}`` (``.npy``, or ``.csv``/``.txt`` numbers; relative to the config file) or
+``{kind: matrix, rows: [[1, 0], [1, 1]]}`` for small cases; usable wherever a workload is
+(e.g. a ``kron`` factor).
+
 Each row's workload is built once while loading, so a bad argument value (``k`` larger
 than the number of attributes, an unknown attribute name, ...) is a ConfigError too.
 
@@ -58,6 +88,7 @@ Note that YAML (1.1, as read by PyYAML) reads ``1e-3`` as a string: write ``1.0e
 from __future__ import annotations
 
 import inspect
+import io
 import math
 import re
 from collections.abc import Mapping
@@ -97,7 +128,17 @@ _ONE_WORKLOAD_ARGS = frozenset({"W", "workload"})
 _MANY_WORKLOAD_ARGS = frozenset({"factors", "workloads"})
 
 _TOP_REQUIRED = ("paper", "table", "metric", "privacy", "columns", "rows")
-_TOP_OPTIONAL = ("title", "source", "notes", "tolerance", "seed")
+_TOP_OPTIONAL = (
+    "title",
+    "source",
+    "notes",
+    "tolerance",
+    "seed",
+    "timeout",
+    "memory",
+    "quick",
+    "figures",
+)
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
 
 
@@ -140,8 +181,47 @@ class WorkloadSpec:
 
     def build(self):
         """Build the workload Matrix (nested specs and domains first)."""
+        if self.kind == MATRIX_KIND:
+            return _matrix_workload(**self.args)
         builder = getattr(workloads, self.kind)
         return builder(**{k: _build_value(v) for k, v in self.args.items()})
+
+
+#: The runner's own workload kind: an explicit matrix, ``{kind: matrix, file: W.npy}``
+#: (a ``.npy`` file, or ``.csv``/``.txt`` of comma/whitespace separated numbers; a relative
+#: path is relative to the config file) or ``{kind: matrix, rows: [[1, 0], [1, 1]]}``.
+MATRIX_KIND = "matrix"
+
+
+def _matrix_workload(file=None, rows=None):
+    """The explicit-matrix workload (a Dense Matrix) of ``{kind: matrix, ...}``."""
+    import numpy as np
+
+    from mmtoolkit.linalg import Dense
+
+    if (file is None) == (rows is None):
+        raise ValueError("give exactly one of 'file' or 'rows'")
+    if file is not None:
+        path = Path(file)
+        if path.suffix == ".npy":
+            arr = np.load(path, allow_pickle=False)
+        else:
+            text = path.read_text(encoding="utf-8")
+            arr = np.loadtxt(io.StringIO(text.replace(",", " ")), ndmin=2)
+    else:
+        if not isinstance(rows, list) or not rows or not all(isinstance(r, list) for r in rows):
+            raise ValueError("rows must be a non-empty list of lists of numbers")
+        if len({len(r) for r in rows}) != 1:
+            raise ValueError("all rows must have the same length")
+        arr = np.array(rows)
+    if arr.ndim != 2 or arr.size == 0:
+        raise ValueError(f"expected a non-empty 2-D matrix, got shape {arr.shape}")
+    if not np.issubdtype(arr.dtype, np.number) or np.issubdtype(arr.dtype, np.complexfloating):
+        raise ValueError(f"expected real numbers, got dtype {arr.dtype}")
+    arr = arr.astype(float)
+    if not np.all(np.isfinite(arr)):
+        raise ValueError("the matrix has non-finite entries")
+    return Dense(arr)
 
 
 def _build_value(value):
@@ -199,6 +279,9 @@ class Column:
     params: dict[str, Any] = field(default_factory=dict)
     svd_bound: bool = False
     notes: str = ""
+    objective: str = "sum"  # passed to Selector.select(W, privacy, objective)
+    timeout: float | None = None  # seconds; overrides the config's
+    memory: int | None = None  # bytes; overrides the config's
 
 
 @dataclass
@@ -224,6 +307,11 @@ class Config:
     tolerance: Tolerance | None = None
     seed: int | None = None
     notes: str = ""
+    timeout: float | None = None  # seconds per job (None: no limit)
+    memory: int | None = None  # bytes per job (None: no limit)
+    quick: dict[str, Any] | None = None  # the validated ``quick:`` block, if any
+    search_path: tuple[str, ...] = ()  # where ``module:Class`` selectors were found
+    figures: tuple = ()  # plots.FigureSpec per entry of ``figures:`` (see runner/plots.py)
 
     def column(self, name: str) -> Column:
         for c in self.columns:
@@ -243,12 +331,15 @@ def workload_kinds() -> list[str]:
             if inspect.isfunction(obj) and obj.__module__.startswith(workloads.__name__)
         ]
     return sorted(
-        n
-        for n in public
-        if not n.startswith("_")
-        and n not in _NOT_BUILDERS
-        and inspect.isfunction(getattr(workloads, n, None))
-        and inspect.signature(getattr(workloads, n)).return_annotation not in (int, "int")
+        [
+            n
+            for n in public
+            if not n.startswith("_")
+            and n not in _NOT_BUILDERS
+            and inspect.isfunction(getattr(workloads, n, None))
+            and inspect.signature(getattr(workloads, n)).return_annotation not in (int, "int")
+        ]
+        + [MATRIX_KIND]
     )
 
 
@@ -460,6 +551,8 @@ def _parse_workload(ctx, where, value) -> WorkloadSpec:
             _key(where, "kind"),
             f"unknown workload kind {kind!r} (valid: {', '.join(kinds)})",
         )
+    if kind == MATRIX_KIND:
+        return _parse_matrix_workload(ctx, where, m)
     builder = getattr(workloads, kind)
     sig = inspect.signature(builder)
     raw = {k: v for k, v in m.items() if k != "kind"}
@@ -491,46 +584,128 @@ def _parse_workload(ctx, where, value) -> WorkloadSpec:
     return WorkloadSpec(kind, args)
 
 
-def _parse_column(ctx, where, value) -> Column:
+def _parse_matrix_workload(ctx, where, m) -> WorkloadSpec:
+    _check_keys(ctx, where, m, {"kind", "file", "rows"})
+    if ("file" in m) == ("rows" in m):
+        raise ctx.error(where, "matrix: give exactly one of 'file' or 'rows'")
+    if "file" in m:
+        name = _expect_str(ctx, _key(where, "file"), m["file"])
+        path = Path(name)
+        if not path.is_absolute():
+            path = Path(ctx.file).resolve().parent / path
+        if not path.is_file():
+            raise ctx.error(_key(where, "file"), f"no such file: {str(path)!r}")
+        spec = WorkloadSpec(MATRIX_KIND, {"file": str(path)})
+        field_name = "file"
+    else:
+        spec = WorkloadSpec(MATRIX_KIND, {"rows": m["rows"]})
+        field_name = "rows"
+    try:
+        spec.build()
+    except (ValueError, TypeError, OSError) as exc:
+        raise ctx.error(_key(where, field_name), f"matrix: {' '.join(str(exc).split())}") from None
+    return spec
+
+
+def _parse_limits(ctx, where, m) -> tuple[float | None, int | None]:
+    """``timeout`` (seconds > 0) and ``memory`` (``4GB``, ``512MB``, bytes) of a mapping."""
+    from .executors import parse_memory
+
+    timeout = memory = None
+    if m.get("timeout") is not None:
+        timeout = _expect_number(ctx, _key(where, "timeout"), m["timeout"])
+        if not (timeout > 0 and math.isfinite(timeout)):
+            raise ctx.error(
+                _key(where, "timeout"), f"must be a number of seconds > 0, got {timeout!r}"
+            )
+    if m.get("memory") is not None:
+        try:
+            memory = parse_memory(m["memory"])
+        except ValueError as exc:
+            raise ctx.error(_key(where, "memory"), str(exc)) from None
+    return timeout, memory
+
+
+def _selector_class(ctx, where, name, search_path):
+    """The Selector class of a registry name or ``package.module:ClassName``."""
+    from .jobs import resolve_selector
+
+    if not isinstance(name, str) or not name.strip():
+        raise ctx.error(
+            where, f"expected a selector name or 'package.module:ClassName', got {name!r}"
+        )
+    if ":" not in name:
+        valid = list(selectors.available())
+        if name not in valid:
+            raise ctx.error(where, f"unknown selector {name!r} (valid: {', '.join(valid)})")
+    try:
+        return resolve_selector(name, search_path)
+    except (ImportError, TypeError, KeyError) as exc:
+        text = str(exc.args[0]) if isinstance(exc, KeyError) and exc.args else str(exc)
+        raise ctx.error(where, text) from None
+    except Exception as exc:  # noqa: BLE001 - an import that fails for any other reason
+        raise ctx.error(where, f"importing {name!r} failed: {type(exc).__name__}: {exc}") from None
+
+
+def _parse_column(ctx, where, value, search_path=()) -> Column:
     m = _expect_mapping(ctx, where, value)
-    _check_keys(ctx, where, m, {"name", "selector", "params", "svd_bound", "notes"}, ("name",))
+    _check_keys(
+        ctx,
+        where,
+        m,
+        {"name", "selector", "params", "svd_bound", "notes", "objective", "timeout", "memory"},
+        ("name",),
+    )
     name = _expect_str(ctx, _key(where, "name"), m["name"])
     svd = m.get("svd_bound", False)
     if not isinstance(svd, bool):
         raise ctx.error(_key(where, "svd_bound"), f"expected true or false, got {svd!r}")
     notes = _expect_str(ctx, _key(where, "notes"), m.get("notes", ""), nonempty=False)
+    timeout, memory = _parse_limits(ctx, where, m)
     if svd:
-        for k in ("selector", "params"):
+        for k in ("selector", "params", "objective"):
             if k in m:
                 raise ctx.error(_key(where, k), "not allowed on an svd_bound column")
-        return Column(name=name, svd_bound=True, notes=notes)
+        return Column(name=name, svd_bound=True, notes=notes, timeout=timeout, memory=memory)
     if "selector" not in m:
         raise ctx.error(_key(where, "selector"), "missing required field (or svd_bound: true)")
     sel_name = m["selector"]
-    valid = list(selectors.available())
-    if not isinstance(sel_name, str) or sel_name not in valid:
-        raise ctx.error(
-            _key(where, "selector"),
-            f"unknown selector {sel_name!r} (valid: {', '.join(valid)})",
-        )
+    cls = _selector_class(ctx, _key(where, "selector"), sel_name, search_path)
     params = m.get("params", {})
     if params is None:
         params = {}
     params = dict(_expect_mapping(ctx, _key(where, "params"), params))
     try:  # constructing a selector is cheap and checks its parameters
-        selectors.get(sel_name, **params)
+        cls(**params)
     except (TypeError, ValueError) as exc:
         raise ctx.error(_key(where, "params"), f"{sel_name}: {exc}") from None
-    return Column(name=name, selector=sel_name, params=params, notes=notes)
+    objective = m.get("objective", "sum")
+    valid_objectives = tuple(cls.objectives())
+    if not isinstance(objective, str) or objective not in valid_objectives:
+        raise ctx.error(
+            _key(where, "objective"),
+            f"{sel_name} does not support objective {objective!r} "
+            f"(supported: {', '.join(map(str, valid_objectives))})",
+        )
+    return Column(
+        name=name,
+        selector=sel_name,
+        params=params,
+        notes=notes,
+        objective=objective,
+        timeout=timeout,
+        memory=memory,
+    )
 
 
-def _parse_row(ctx, where, value, columns: dict[str, Column]) -> Row:
+def _parse_row(ctx, where, value, columns: dict[str, Column], build: bool = True) -> Row:
     m = _expect_mapping(ctx, where, value)
     _check_keys(ctx, where, m, {"name", "workload", "paper", "notes"}, ("name", "workload"))
     name = _expect_str(ctx, _key(where, "name"), m["name"])
     wl = _parse_workload(ctx, _key(where, "workload"), m["workload"])
     try:  # builders are implicit and cheap; a bad argument value is a config error
-        wl.build()
+        if build:
+            wl.build()
     except (ValueError, TypeError, KeyError, IndexError) as exc:
         raise ctx.error(
             _key(where, "workload"), f"{wl.kind}(): {' '.join(str(exc).split())}"
@@ -564,7 +739,7 @@ def _parse_list(ctx, where, value) -> list:
     return value
 
 
-def _parse(ctx: _Ctx, path: Path, data) -> Config:
+def _parse(ctx: _Ctx, path: Path, data, build_workloads: bool = True) -> Config:
     if data is None:
         raise ctx.error("", "empty config")
     if not isinstance(data, Mapping):
@@ -589,9 +764,11 @@ def _parse(ctx: _Ctx, path: Path, data) -> Config:
         if seed < 0:
             raise ctx.error("seed", f"must be >= 0, got {seed}")
 
+    timeout, memory = _parse_limits(ctx, "", data)
+    search_path = _search_path(path)
     columns: dict[str, Column] = {}
     for i, c in enumerate(_parse_list(ctx, "columns", data["columns"])):
-        col = _parse_column(ctx, f"columns[{i}]", c)
+        col = _parse_column(ctx, f"columns[{i}]", c, search_path)
         if col.name in columns:
             raise ctx.error(f"columns[{i}].name", f"duplicate column name {col.name!r}")
         columns[col.name] = col
@@ -603,19 +780,18 @@ def _parse(ctx: _Ctx, path: Path, data) -> Config:
                 "metric.ratio_to",
                 f"no column named {metric.ratio_to!r} (columns: {', '.join(columns)})",
             )
-        if ref.svd_bound:
-            raise ctx.error("metric.ratio_to", "must name a selector column, not an svd_bound one")
     for i, col in enumerate(columns.values()):
-        if col.svd_bound and metric.kind not in ("rmse", "total_error"):
+        if col.svd_bound and metric.kind not in ("rmse", "total_error", "ratio"):
             raise ctx.error(
                 f"columns[{i}].svd_bound",
-                f"the SVD bound is available for metric rmse or total_error, not {metric.kind}",
+                f"the SVD bound is available for metric rmse, total_error or ratio_to, "
+                f"not {metric.kind}",
             )
 
     rows: list[Row] = []
     seen: set[str] = set()
     for i, r in enumerate(_parse_list(ctx, "rows", data["rows"])):
-        row = _parse_row(ctx, f"rows[{i}]", r, columns)
+        row = _parse_row(ctx, f"rows[{i}]", r, columns, build_workloads)
         if row.name in seen:
             raise ctx.error(f"rows[{i}].name", f"duplicate row name {row.name!r}")
         seen.add(row.name)
@@ -623,6 +799,18 @@ def _parse(ctx: _Ctx, path: Path, data) -> Config:
 
     if tolerance is None and any(r.paper for r in rows):
         raise ctx.error("tolerance", "missing required field (rows give paper values)")
+    quick = None
+    if data.get("quick") is not None:
+        quick = _parse_quick(ctx, data["quick"], columns, rows, metric)
+    from .plots import parse_figures
+
+    figures = parse_figures(
+        data.get("figures"),
+        file=ctx.file,
+        metric=metric,
+        columns=list(columns.values()),
+        rows=rows,
+    )
 
     return Config(
         path=path,
@@ -638,16 +826,113 @@ def _parse(ctx: _Ctx, path: Path, data) -> Config:
         tolerance=tolerance,
         seed=seed,
         notes=notes,
+        timeout=timeout,
+        memory=memory,
+        quick=quick,
+        search_path=search_path,
+        figures=figures,
     )
 
 
-def load_config(path: str | Path) -> Config:
+def _search_path(path) -> tuple[str, ...]:
+    from .jobs import search_path_for
+
+    return search_path_for(path)
+
+
+_QUICK_KEYS = ("rows", "columns", "params", "timeout")
+
+
+def _parse_quick(ctx, value, columns: dict[str, Column], rows: list[Row], metric) -> dict:
+    m = _expect_mapping(ctx, "quick", value)
+    _check_keys(ctx, "quick", m, set(_QUICK_KEYS))
+    out: dict[str, Any] = {}
+    row_names = [r.name for r in rows]
+    for key, valid in (("rows", row_names), ("columns", list(columns))):
+        if key not in m:
+            continue
+        names = _parse_list(ctx, f"quick.{key}", m[key])
+        for i, n in enumerate(names):
+            if n not in valid:
+                raise ctx.error(
+                    f"quick.{key}[{i}]",
+                    f"no {key[:-1]} named {n!r} ({key}: {', '.join(valid)})",
+                )
+        out[key] = list(names)
+    if metric.kind == "ratio" and "columns" in out and metric.ratio_to not in out["columns"]:
+        raise ctx.error("quick.columns", f"must keep the ratio_to column {metric.ratio_to!r}")
+    params = _expect_mapping(ctx, "quick.params", m.get("params") or {})
+    out["params"] = {}
+    for col, over in params.items():
+        where = _key("quick.params", col)
+        if col not in columns:
+            raise ctx.error(where, f"no column named {col!r} (columns: {', '.join(columns)})")
+        c = columns[col]
+        if c.svd_bound:
+            raise ctx.error(where, "an svd_bound column has no parameters")
+        over = dict(_expect_mapping(ctx, where, over or {}))
+        from .jobs import resolve_selector
+
+        try:
+            resolve_selector(c.selector, ())(**{**c.params, **over})
+        except (TypeError, ValueError) as exc:
+            raise ctx.error(where, f"{c.selector}: {exc}") from None
+        out["params"][col] = over
+    if m.get("timeout") is not None:
+        out["timeout"], _ = _parse_limits(ctx, "quick", {"timeout": m["timeout"]})
+    return out
+
+
+def quick_config(config: Config) -> Config:
+    """The smoke-run variant of ``config`` used by ``mmtoolkit run --quick``.
+
+    Rule: keep the rows listed in the config's ``quick.rows`` (default: the first row) and
+    the columns in ``quick.columns`` (default: all); apply ``quick.params`` overrides per
+    column; every selector with a ``restarts`` parameter that the overrides leave unset
+    runs with ``restarts: 1``; ``quick.timeout`` (if given) replaces the per-job timeout.
+    Results go to table ``<table>.quick`` so a smoke run never overwrites the real table.
+    """
+    import copy
+
+    from .jobs import resolve_selector
+
+    q = config.quick or {}
+    cfg = copy.copy(config)
+    keep_rows = q.get("rows") or [config.rows[0].name]
+    cfg.rows = [r for r in config.rows if r.name in keep_rows]
+    keep_cols = q.get("columns")
+    columns = [c for c in config.columns if keep_cols is None or c.name in keep_cols]
+    cfg.columns = []
+    for c in columns:
+        c = copy.copy(c)
+        if not c.svd_bound:
+            params = {**c.params, **q.get("params", {}).get(c.name, {})}
+            cls = resolve_selector(c.selector, config.search_path)
+            sig = inspect.signature(cls.__init__).parameters
+            if "restarts" in sig and "restarts" not in q.get("params", {}).get(c.name, {}):
+                params["restarts"] = 1
+            c.params = params
+        if q.get("timeout") is not None:
+            c.timeout = q["timeout"]
+        cfg.columns.append(c)
+    if q.get("timeout") is not None:
+        cfg.timeout = q["timeout"]
+    cfg.table = f"{config.table}.quick"
+    cfg.title = f"{config.title} (quick run)"
+    return cfg
+
+
+def load_config(path: str | Path, *, build_workloads: bool = True) -> Config:
     """Read and validate a YAML experiment config (see the module docstring for the format).
 
     Raises :class:`ConfigError` (a ``ValueError``) naming the file and the field path.
+    ``build_workloads=False`` skips building each row's workload (the slow part of the
+    validation, e.g. for ``mmtoolkit report``, which only needs names and paper values).
     """
     ctx = _Ctx(path)
     p = Path(path)
+    if p.name.endswith((".plot.yaml", ".plot.yml")):
+        raise ctx.error("", "a figure sheet, not an experiment config (render it: mmtoolkit plot)")
     try:
         text = p.read_text(encoding="utf-8")
     except OSError as exc:
@@ -659,4 +944,4 @@ def load_config(path: str | Path) -> Config:
         where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         problem = getattr(exc, "problem", None) or str(exc)
         raise ctx.error(where, f"YAML syntax error: {problem}") from None
-    return _parse(ctx, p, data)
+    return _parse(ctx, p, data, build_workloads)

@@ -1,26 +1,33 @@
 """Run an experiment config: rows × columns → cells → ``<results>/<paper>/<table>.{csv,md}``.
 
-Every (row, column) pair is one job. A selector column runs
-``selectors.get(name, **params[, seed=...]).select(W, privacy)`` (timed) and scores the
-strategy with :mod:`mmtoolkit.evaluate`; an ``svd_bound`` column calls
-``evaluate.svd_bound_rmse`` / ``evaluate.svd_bound_error``; the ratio metric calls
-``evaluate.error_ratio`` against the strategy of the reference column. Each workload and
-each strategy is computed once per run. The runner never computes error itself.
+Every (row, column) pair is one job (:mod:`.jobs`; identical jobs are computed once). A
+selector column runs ``Selector(**params[, seed=derived]).select(W, privacy, objective)``
+(timed) and scores the strategy with :mod:`mmtoolkit.evaluate`; an ``svd_bound`` column
+calls ``evaluate.svd_bound_rmse`` / ``evaluate.svd_bound_error``; for the ratio metric
+each job stores ``evaluate.expected_error`` (``svd_bound_error``) and a cell is
+``sqrt(Err(column) / Err(ratio_to))`` = ``evaluate.error_ratio``. The runner never
+computes error itself.
 
-A job that raises is recorded as a failed cell (``ours`` empty, ``note`` = error type and
-text) and the run continues. Both output files are written atomically.
+Jobs run through :mod:`.executors` (in process, a local process pool, or Dask); each
+finished job is appended to the job store :mod:`.store` at once, so an interrupted run
+resumes where it stopped. A job that raises is recorded as a failed cell (``ours`` empty,
+``note`` = error type and text); a job over its ``timeout`` / ``memory`` limit as a
+``timeout`` / ``out of memory`` cell; the run continues. Both output files are written
+atomically from the store's records.
 
-CSV columns: ``row, column, ours, paper, rel_diff, within_tol, seconds, note``; numbers at
-full precision, empty where absent. ``rel_diff = (ours - paper) / |paper|``; ``seconds`` is
-the selection time of a selector column (evaluation excluded) and the computation time of
-an ``svd_bound`` column.
+CSV columns: ``row, column, ours, paper, rel_diff, within_tol, seconds, note, status,
+metadata``; numbers at full precision, empty where absent. ``rel_diff = (ours - paper) /
+|paper|``; ``seconds`` is the selection time of a selector column (evaluation excluded)
+and the computation time of an ``svd_bound`` column; ``status`` is ``ok``, ``failed``,
+``timeout`` or ``out of memory``; ``metadata`` is the strategy's metadata as compact JSON
+(e.g. a chosen branching factor), empty when there is none.
 """
 
 from __future__ import annotations
 
 import csv
-import inspect
 import io
+import json
 import math
 import os
 import sys
@@ -30,14 +37,26 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from mmtoolkit import evaluate, selectors
-
-from .config import Column, Config, Row, load_config
+from .config import Config, load_config, quick_config
+from .executors import check_executor, run_jobs
+from .jobs import expand_jobs
+from .store import JobStore, reusable, store_path
 
 __all__ = ["CSV_COLUMNS", "Cell", "RunResult", "run_config"]
 
 #: Header of the CSV file, in order.
-CSV_COLUMNS = ("row", "column", "ours", "paper", "rel_diff", "within_tol", "seconds", "note")
+CSV_COLUMNS = (
+    "row",
+    "column",
+    "ours",
+    "paper",
+    "rel_diff",
+    "within_tol",
+    "seconds",
+    "note",
+    "status",
+    "metadata",
+)
 
 
 @dataclass
@@ -54,10 +73,16 @@ class Cell:
     note: str = ""
     error: str | None = None  # "Type: message" when the job failed
     metadata: dict[str, Any] = field(default_factory=dict)  # the strategy's metadata, if any
+    status: str = "ok"  # ok | failed | timeout | out of memory
 
     @property
     def failed(self) -> bool:
         return self.error is not None
+
+    @property
+    def state(self) -> str:
+        """``status``, except that a cell built with an ``error`` reads ``failed``."""
+        return "failed" if self.error is not None and self.status == "ok" else self.status
 
 
 @dataclass
@@ -82,103 +107,6 @@ class RunResult:
         raise KeyError((row, column))
 
 
-class _Failed:
-    """A cached failure (of a workload build or a strategy selection)."""
-
-    def __init__(self, message: str):
-        self.message = message
-
-
-def _describe_error(exc: BaseException) -> str:
-    text = str(exc).strip() or repr(exc)
-    return f"{type(exc).__name__}: {' '.join(text.split())}"
-
-
-class _Job:
-    """Holds the per-run caches (workloads and strategies)."""
-
-    def __init__(self, config: Config):
-        self.config = config
-        self.workloads: dict[str, Any] = {}
-        self.strategies: dict[tuple[str, str], Any] = {}
-
-    def workload(self, row: Row):
-        if row.name not in self.workloads:
-            try:
-                self.workloads[row.name] = row.workload.build()
-            except Exception as exc:  # noqa: BLE001 - recorded in the cell
-                self.workloads[row.name] = _Failed(f"building the workload: {_describe_error(exc)}")
-        w = self.workloads[row.name]
-        if isinstance(w, _Failed):
-            raise _CellError(w.message)
-        return w
-
-    def selector(self, column: Column):
-        params = dict(column.params)
-        seed = self.config.seed
-        sel = selectors.get(column.selector, **params)
-        if seed is not None and "seed" not in params and _accepts_seed(sel):
-            sel = selectors.get(column.selector, **params, seed=seed)
-        return sel
-
-    def strategy(self, row: Row, column: Column):
-        """(strategy, selection seconds), computed once per (row, column)."""
-        key = (row.name, column.name)
-        if key not in self.strategies:
-            W = self.workload(row)
-            start = time.perf_counter()
-            try:
-                strategy = self.selector(column).select(W, self.config.privacy)
-            except Exception as exc:  # noqa: BLE001 - recorded in the cell
-                self.strategies[key] = _Failed(f"selection: {_describe_error(exc)}")
-            else:
-                self.strategies[key] = (strategy, time.perf_counter() - start)
-        s = self.strategies[key]
-        if isinstance(s, _Failed):
-            raise _CellError(s.message)
-        return s
-
-    def value(self, row: Row, column: Column) -> tuple[float, float, dict]:
-        """(metric value, seconds, strategy metadata) for one cell."""
-        privacy = self.config.privacy
-        metric = self.config.metric
-        W = self.workload(row)
-        if column.svd_bound:
-            start = time.perf_counter()
-            if metric.kind == "rmse":
-                v = evaluate.svd_bound_rmse(W, privacy)
-            else:
-                v = evaluate.svd_bound_error(W, privacy)
-            return float(v), time.perf_counter() - start, {}
-        strategy, seconds = self.strategy(row, column)
-        meta = dict(getattr(strategy, "metadata", {}) or {})
-        if metric.kind == "rmse":
-            v = evaluate.rmse(W, strategy, privacy)
-        elif metric.kind == "total_error":
-            v = evaluate.expected_error(W, strategy, privacy)
-        elif metric.kind == "max_variance":
-            v = evaluate.max_variance(W, strategy, privacy)
-        else:
-            ref_col = self.config.column(metric.ratio_to)
-            try:
-                ref, _ = self.strategy(row, ref_col)
-            except _CellError as exc:
-                raise _CellError(f"reference column {ref_col.name!r}: {exc}") from None
-            v = evaluate.error_ratio(W, strategy, ref, privacy)
-        return float(v), seconds, meta
-
-
-class _CellError(Exception):
-    """A failure already described (cached workload/strategy failure)."""
-
-
-def _accepts_seed(sel) -> bool:
-    try:
-        return "seed" in inspect.signature(type(sel).__init__).parameters
-    except (TypeError, ValueError):
-        return False
-
-
 def _compare(cell: Cell, config: Config) -> None:
     if cell.paper is None or cell.ours is None:
         return
@@ -191,56 +119,158 @@ def _compare(cell: Cell, config: Config) -> None:
         cell.within_tol = config.tolerance.within(ours, paper)
 
 
+def _eta(seconds: float) -> str:
+    seconds = int(round(seconds))
+    return f"{seconds // 3600}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}"
+
+
+def _status_note(rec: dict) -> str:
+    """The note of a cell whose job did not finish normally."""
+    status = rec.get("status")
+    if status == "timeout":
+        t = (rec.get("limits") or {}).get("timeout")
+        return f"timeout (> {t:g} s)" if t is not None else "timeout"
+    if status == "out of memory":
+        m = (rec.get("limits") or {}).get("memory")
+        limit = f"limit {m / 1e9:g} GB" if m is not None else "no limit set"
+        return f"out of memory ({limit}; {rec.get('error')})"
+    return f"failed: {rec.get('error')}"
+
+
+def _assemble(config: Config, cell_keys: dict, records: dict[str, dict]) -> list[Cell]:
+    """Cells from job records: the ratio metric divides two evaluator outputs."""
+    metric = config.metric
+    cells: list[Cell] = []
+    for row in config.rows:
+        for column in config.columns:
+            rec = records[cell_keys[(row.name, column.name)]]
+            cell = Cell(row=row.name, column=column.name, paper=row.paper.get(column.name))
+            notes = [row.notes[column.name]] if column.name in row.notes else []
+            cell.seconds = float(rec.get("seconds") or 0.0)
+            cell.metadata = dict(rec.get("metadata") or {})
+            cell.status = rec.get("status", "failed")
+            if cell.status == "ok" and metric.kind == "ratio":
+                ref = records[cell_keys[(row.name, metric.ratio_to)]]
+                if ref.get("status") != "ok":
+                    cell.status = ref.get("status", "failed")
+                    text = _status_note(ref)
+                    if cell.status == "failed":
+                        text = text[len("failed: ") :]
+                    rec = {
+                        "status": cell.status,
+                        "error": f"reference column {metric.ratio_to!r}: {text}",
+                        "limits": ref.get("limits"),
+                    }
+                elif not ref["value"] > 0:
+                    cell.status = "failed"
+                    rec = {"error": f"reference column {metric.ratio_to!r} has zero error"}
+                else:
+                    # HDMM's Ratio(W, A) = sqrt(Err(W, A) / Err(W, B)) of two
+                    # evaluate.expected_error outputs: exactly evaluate.error_ratio
+                    cell.ours = math.sqrt(rec["value"] / ref["value"])
+            elif cell.status == "ok":
+                cell.ours = float(rec["value"])
+            if cell.status == "failed":
+                cell.error = rec.get("error") or "unknown error"
+                notes.append(f"failed: {cell.error}")
+            elif cell.status != "ok":
+                if "reference column" in str(rec.get("error")):
+                    notes.append(f"{cell.status}: {rec['error']}")
+                else:
+                    notes.append(_status_note(rec))
+            cell.note = "; ".join(notes)
+            _compare(cell, config)
+            cells.append(cell)
+    return cells
+
+
 def run_config(
     config: Config | str | os.PathLike,
     results: str | os.PathLike = "results",
     *,
     progress: TextIO | None = None,
+    fresh: bool = False,
+    jobs: int = 1,
+    executor: str = "local",
+    scheduler: str | None = None,
+    quick: bool = False,
 ) -> RunResult:
     """Run every (row, column) job of ``config`` and write ``<results>/<paper>/<table>.*``.
 
     ``config`` is a :class:`Config` or a path to a YAML file (loaded with
-    :func:`load_config`). Progress lines go to ``progress`` (default ``sys.stderr``).
-    Returns a :class:`RunResult`; failed cells have ``.failed`` true and a ``note``.
+    :func:`load_config`). Finished jobs are appended to the job store
+    ``<results>/<paper>/.jobs/<table>.jsonl`` (:mod:`.store`) as they finish, and jobs
+    already there are not recomputed (``fresh=True`` empties the store first). ``jobs``,
+    ``executor`` and ``scheduler`` choose where jobs run (:mod:`.executors`); ``quick``
+    runs the config's quick variant (:func:`~.config.quick_config`) into ``<table>.quick``.
+    One progress line per finished job (with an ETA) goes to ``progress`` (default
+    ``sys.stderr``). Returns a :class:`RunResult`; failed cells have ``.failed`` true.
     """
+    check_executor(jobs, executor, scheduler)
     if not isinstance(config, Config):
         config = load_config(config)
+    if quick:
+        config = quick_config(config)
     out = progress if progress is not None else sys.stderr
-    job = _Job(config)
-    total = len(config.rows) * len(config.columns)
-    cells: list[Cell] = []
-    k = 0
-    for row in config.rows:
-        for column in config.columns:
-            k += 1
-            cell = Cell(row=row.name, column=column.name, paper=row.paper.get(column.name))
-            notes = [row.notes[column.name]] if column.name in row.notes else []
-            start = time.perf_counter()
-            try:
-                cell.ours, cell.seconds, cell.metadata = job.value(row, column)
-            except _CellError as exc:
-                cell.error = str(exc)
-                cell.seconds = time.perf_counter() - start
-            except Exception as exc:  # noqa: BLE001 - a failed job must not stop the run
-                cell.error = _describe_error(exc)
-                cell.seconds = time.perf_counter() - start
-            if cell.error is not None:
-                notes.append(f"failed: {cell.error}")
-            cell.note = "; ".join(notes)
-            _compare(cell, config)
-            cells.append(cell)
-            shown = f"FAILED {cell.error}" if cell.failed else _fmt(cell.ours)
-            print(
-                f"[{k}/{total}] {row.name} × {column.name}: {shown} ({cell.seconds:.2f} s)",
-                file=out,
-                flush=True,
-            )
+    specs, cell_keys = expand_jobs(config)
+    store = JobStore(store_path(results, config.paper, config.table))
+    if fresh:
+        store.rewrite([])
+    stored = store.load()
+    records: dict[str, dict] = {}
+    todo = []
+    for spec in specs:
+        rec = stored.get(spec.key)
+        if reusable(rec, spec.timeout, spec.memory, spec.code):
+            records[spec.key] = rec
+        else:
+            todo.append(spec)
+    if records:
+        print(
+            f"resuming: {len(records)} of {len(specs)} jobs already in {store.path}",
+            file=out,
+            flush=True,
+        )
 
+    total = len(todo)
+    done = 0
+    start = time.perf_counter()
+
+    def on_result(spec, rec):
+        nonlocal done
+        store.append(rec)
+        records[spec.key] = rec
+        done += 1
+        elapsed = time.perf_counter() - start
+        eta = elapsed / done * (total - done)
+        if rec["status"] == "ok":
+            shown = _fmt(rec["value"])
+        elif rec["status"] == "failed":
+            shown = f"FAILED {rec['error']}"
+        else:
+            note = _status_note(rec)  # "timeout (> 60 s)" -> "TIMEOUT (> 60 s)"
+            shown = rec["status"].upper() + note[len(rec["status"]) :]
+        print(
+            f"[{done}/{total}] {spec.describe()}: {shown} ({rec['seconds']:.2f} s"
+            + (f", ETA {_eta(eta)})" if done < total else ")"),
+            file=out,
+            flush=True,
+        )
+
+    run_jobs(todo, on_result, jobs=jobs, executor=executor, scheduler=scheduler)
+
+    cells = _assemble(config, cell_keys, records)
     directory = Path(results) / config.paper
     csv_path = directory / f"{config.table}.csv"
     md_path = directory / f"{config.table}.md"
     _write_atomic(csv_path, render_csv(cells))
     _write_atomic(md_path, render_markdown(config, cells))
+    store.rewrite([records[s.key] for s in specs])
+    if config.figures:  # the config's figures (runner/plots.py), from the cells just written
+        from .plots import render_figures
+
+        for png in render_figures(config, cells, directory):
+            print(f"figure: {png}", file=out, flush=True)
     return RunResult(config=config, cells=cells, csv_path=csv_path, md_path=md_path)
 
 
@@ -265,6 +295,8 @@ def render_csv(cells: list[Cell]) -> str:
                 "" if c.within_tol is None else str(c.within_tol).lower(),
                 f"{c.seconds:.6f}",
                 c.note,
+                c.state,
+                json.dumps(c.metadata, sort_keys=True, separators=(",", ":")) if c.metadata else "",
             ]
         )
     return buf.getvalue()
@@ -327,7 +359,7 @@ def render_markdown(config: Config, cells: list[Cell]) -> str:
             if c.note:
                 notes.append(f"{row.name} × {col.name}: {c.note}")
                 mark = f" [{len(notes)}]"
-            ours = "failed" if c.failed else _fmt(c.ours)
+            ours = _fmt(c.ours) if c.state == "ok" else c.state
             if c.paper is None:
                 paper = ""
             else:

@@ -301,7 +301,64 @@ BAD = {
         _set({"ratio_to": "HDMM"}, "metric"),
         "metric.ratio_to: no column named 'HDMM'",
     ),
-    "ratio_to svd column": (_set({"ratio_to": "SVDB"}, "metric"), "metric.ratio_to"),
+    "ratio_to unknown column": (_set({"ratio_to": "SVD"}, "metric"), "metric.ratio_to: no col"),
+    "negative timeout": (_set(-5, "timeout"), "timeout: must be a number of seconds > 0"),
+    "zero column timeout": (_set(0, "columns", 1, "timeout"), "columns[1].timeout: must be"),
+    "timeout string": (_set("1h", "timeout"), "timeout: expected a number"),
+    "bad memory unit": (_set("4 parsecs", "memory"), "memory: unknown size unit"),
+    "negative memory": (_set(-1, "columns", 2, "memory"), "columns[2].memory: a memory limit"),
+    "unsupported objective": (
+        _set("max", "columns", 1, "objective"),
+        "columns[1].objective: identity does not support objective 'max'",
+    ),
+    "objective on svd column": (_set("sum", "columns", 0, "objective"), "columns[0].objective"),
+    "custom selector bad module": (
+        _set("no_such_module_xyz:Sel", "columns", 1, "selector"),
+        "columns[1].selector: cannot import module 'no_such_module_xyz'",
+    ),
+    "custom selector missing class": (
+        _set("mmtoolkit.selectors.baselines:Nope", "columns", 1, "selector"),
+        "columns[1].selector: module 'mmtoolkit.selectors.baselines' has no attribute 'Nope'",
+    ),
+    "custom selector not a Selector": (
+        _set("mmtoolkit.linalg:Dense", "columns", 1, "selector"),
+        "columns[1].selector: 'mmtoolkit.linalg:Dense' is not a mmtoolkit.selectors.Selector",
+    ),
+    "custom selector malformed": (
+        _set(":Dense", "columns", 1, "selector"),
+        "columns[1].selector: ':Dense' is not of the form",
+    ),
+    "quick unknown row": (_set({"rows": ["nope"]}, "quick"), "quick.rows[0]: no row named"),
+    "quick unknown column": (_set({"columns": ["X"]}, "quick"), "quick.columns[0]: no column"),
+    "quick unknown field": (_set({"restarts": 1}, "quick"), "quick.restarts: unknown field"),
+    "quick bad params": (
+        _set({"params": {"LM": {"nope": 1}}}, "quick"),
+        "quick.params.LM: laplace:",
+    ),
+    "quick params of missing column": (
+        _set({"params": {"X": {}}}, "quick"),
+        "quick.params.X: no column named",
+    ),
+    "matrix without data": (
+        _set({"kind": "matrix"}, "rows", 1, "workload"),
+        "rows[1].workload: matrix: give exactly one of 'file' or 'rows'",
+    ),
+    "matrix ragged rows": (
+        _set({"kind": "matrix", "rows": [[1, 0], [1]]}, "rows", 1, "workload"),
+        "rows[1].workload.rows: matrix: all rows must have the same length",
+    ),
+    "matrix non-numeric": (
+        _set({"kind": "matrix", "rows": [["a", "b"]]}, "rows", 1, "workload"),
+        "rows[1].workload.rows: matrix: expected real numbers",
+    ),
+    "matrix missing file": (
+        _set({"kind": "matrix", "file": "nope.npy"}, "rows", 1, "workload"),
+        "rows[1].workload.file: no such file",
+    ),
+    "matrix unknown field": (
+        _set({"kind": "matrix", "rows": [[1]], "n": 2}, "rows", 1, "workload"),
+        "rows[1].workload.n: unknown field",
+    ),
     "unknown metric": (_set("mse", "metric"), "metric: unknown metric 'mse'"),
     "svd_bound with max_variance": (
         _set("max_variance", "metric"),

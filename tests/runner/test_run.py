@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 import math
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -157,8 +159,13 @@ def test_markdown_shows_ours_and_paper(tmp_path, small_config):
     assert "✓" in row and "✗" in row
     assert f"{math.sqrt(2):.3f}" in row and "| 1 ✗" in row
     assert "identity note" in md
-    # atomic writes leave no temporary files behind
-    assert sorted(p.name for p in result.md_path.parent.iterdir()) == ["small.csv", "small.md"]
+    # atomic writes leave no temporary files behind (.jobs holds the job store)
+    assert sorted(p.name for p in result.md_path.parent.iterdir()) == [
+        ".jobs",
+        "small.csv",
+        "small.md",
+    ]
+    assert [p.name for p in (result.md_path.parent / ".jobs").iterdir()] == ["small.jsonl"]
 
 
 def test_other_metrics_use_the_evaluator(tmp_path):
@@ -296,8 +303,15 @@ def test_seed_goes_to_selectors_that_accept_it(tmp_path, test_selectors):
     data["rows"] = [{"name": "prefix", "workload": {"kind": "prefix", "n": 4}}]
     result = run_config(write_config(tmp_path, data), tmp_path, progress=io.StringIO())
     assert result.ok
-    assert result.cell("prefix", "S").metadata == {"seed_seen": 7}
+    # the config seed is spread per job: SeedSequence(7, spawn_key=(crc32(row), crc32(col)))
+    expected = int(
+        np.random.SeedSequence(
+            7, spawn_key=(zlib.crc32(b"prefix"), zlib.crc32(b"S"))
+        ).generate_state(1, dtype=np.uint32)[0]
+    )
+    assert result.cell("prefix", "S").metadata == {"seed_seen": expected}
     assert result.cell("prefix", "S3").metadata == {"seed_seen": 3}
+    assert json.loads(read_csv(result.csv_path)[0]["metadata"]) == {"seed_seen": expected}
 
 
 def test_rerun_overwrites(tmp_path, small_config):

@@ -1,0 +1,318 @@
+"""Executors: where jobs run (DESIGN.md, "Runner").
+
+``run_jobs(specs, on_result, jobs=N, executor="local"|"dask", scheduler=ADDRESS)`` runs
+every :class:`~mmtoolkit.runner.jobs.JobSpec` and calls ``on_result(spec, record)`` in the
+calling process, in completion order, as each one finishes.
+
+* **local, one job at a time, no limits**: jobs run in this process (no fork).
+* **local otherwise** (``jobs > 1``, or a job with a ``timeout`` / ``memory`` limit): every
+  job runs in its own forked worker process, at most ``jobs`` at once. The worker sets
+  ``RLIMIT_AS`` to the job's memory limit (address space, which includes the ~1 GB the
+  interpreter and its libraries already map) and sends its record back through a pipe;
+  a worker still running at its deadline is killed (SIGKILL) and the job recorded as
+  ``timeout``; a ``MemoryError`` becomes ``out of memory``; a worker that dies without a
+  record (a crash, or the kernel's OOM killer) becomes ``failed`` (``out of memory`` when
+  it had a memory limit). A fresh process per job means a killed job leaves no state
+  behind (kill + respawn) and a leak cannot accumulate.
+* **dask**: jobs are submitted to an existing Dask distributed cluster
+  (``distributed.Client(scheduler)``; optional dependency ``mmtoolkit[dask]``). A job with
+  limits is forked inside the Dask worker the same way, so timeouts and memory limits hold
+  there too (Unix workers). Jobs travel as plain data (:class:`JobSpec`); the workers import
+  the selectors themselves, so a selector must be importable there: the package's, or a
+  ``module:Class`` found through the config's directory (a shared filesystem) or the
+  workers' ``PYTHONPATH``. Selectors registered only inside the submitting process (e.g. in
+  a test) are not visible to out-of-process workers.
+
+Forking needs a Unix system (``os.fork``); on other systems limits are not available and
+``jobs > 1`` falls back to one job at a time in process.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import select
+import signal
+import time
+from collections.abc import Callable, Sequence
+
+from .jobs import JobSpec, describe_error, execute
+
+__all__ = [
+    "EXECUTORS",
+    "ExecutorError",
+    "check_executor",
+    "execute_isolated",
+    "parse_memory",
+    "run_jobs",
+]
+
+EXECUTORS = ("local", "dask")
+
+#: How long the dask executor waits for the scheduler before giving up.
+CONNECT_TIMEOUT = "10s"
+
+_UNITS = {
+    "": 1,
+    "B": 1,
+    "K": 10**3,
+    "KB": 10**3,
+    "M": 10**6,
+    "MB": 10**6,
+    "G": 10**9,
+    "GB": 10**9,
+    "T": 10**12,
+    "TB": 10**12,
+    "KIB": 2**10,
+    "MIB": 2**20,
+    "GIB": 2**30,
+    "TIB": 2**40,
+}
+
+
+class ExecutorError(RuntimeError):
+    """The executor could not be used (e.g. dask missing, scheduler unreachable)."""
+
+
+def parse_memory(value) -> int:
+    """Bytes from ``4GB`` / ``512MB`` / ``2GiB`` / ``1.5G`` / a plain integer of bytes."""
+    if isinstance(value, bool):
+        raise ValueError(f"expected a size like '4GB', got {value!r}")
+    if isinstance(value, (int, float)):
+        n = float(value)
+    elif isinstance(value, str):
+        text = value.strip().replace(" ", "").upper()
+        i = len(text)
+        while i > 0 and text[i - 1].isalpha():
+            i -= 1
+        number, unit = text[:i], text[i:]
+        if unit not in _UNITS:
+            raise ValueError(
+                f"unknown size unit {value!r} (use B, KB, MB, GB, TB, KiB, MiB, GiB, TiB)"
+            )
+        try:
+            n = float(number) * _UNITS[unit]
+        except ValueError:
+            raise ValueError(f"expected a size like '4GB', got {value!r}") from None
+    else:
+        raise ValueError(f"expected a size like '4GB', got {value!r}")
+    if not (n > 0 and n < float("inf")):
+        raise ValueError(f"a memory limit must be > 0, got {value!r}")
+    return int(n)
+
+
+def _can_fork() -> bool:
+    return hasattr(os, "fork")
+
+
+# --------------------------------------------------------------------------- fork worker
+class _Worker:
+    """One forked process computing one job; its record comes back through a pipe."""
+
+    def __init__(self, spec: JobSpec):
+        self.spec = spec
+        self.started = time.monotonic()
+        self.deadline = None if spec.timeout is None else self.started + spec.timeout
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # child
+            code = 0
+            try:
+                os.close(r)
+                try:
+                    if spec.memory is not None:
+                        import resource
+
+                        resource.setrlimit(resource.RLIMIT_AS, (spec.memory, spec.memory))
+                    rec = execute(spec)
+                except Exception as exc:  # noqa: BLE001 - e.g. setrlimit refused
+                    rec = _record(spec, "failed", f"worker: {describe_error(exc)}", 0.0)
+                view = memoryview(pickle.dumps(rec))
+                while view:
+                    n = os.write(w, view)
+                    view = view[n:]
+            except BaseException:  # noqa: BLE001 - nothing may escape a forked child
+                code = 70
+            finally:
+                os._exit(code)
+        os.close(w)
+        self.pid = pid
+        self.fd = r
+        self.chunks: list[bytes] = []
+
+    def read(self) -> bool:
+        """Read what is available; True at end of file."""
+        data = os.read(self.fd, 1 << 16)
+        if data:
+            self.chunks.append(data)
+            return False
+        return True
+
+    def finish(self) -> dict:
+        """Reap the child and return its record (or a failure record)."""
+        os.close(self.fd)
+        _, status = os.waitpid(self.pid, 0)
+        wall = time.monotonic() - self.started
+        try:
+            rec = pickle.loads(b"".join(self.chunks))
+            if isinstance(rec, dict):
+                return rec
+        except Exception:  # noqa: BLE001 - a truncated record is a crashed worker
+            pass
+        if os.WIFSIGNALED(status):
+            how = f"killed by signal {os.WTERMSIG(status)}"
+        else:
+            how = f"exit code {os.WEXITSTATUS(status)}"
+        if self.spec.memory is not None:
+            return _record(self.spec, "out of memory", f"worker died ({how})", wall)
+        return _record(self.spec, "failed", f"worker died without a result ({how})", wall)
+
+    def kill(self) -> dict:
+        """Kill the child at its deadline; a timeout record."""
+        try:
+            os.kill(self.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        os.close(self.fd)
+        os.waitpid(self.pid, 0)
+        return _record(
+            self.spec, "timeout", f"timeout (> {self.spec.timeout:g} s)", self.spec.timeout
+        )
+
+    def abandon(self) -> None:
+        try:
+            os.kill(self.pid, signal.SIGKILL)
+            os.close(self.fd)
+            os.waitpid(self.pid, 0)
+        except OSError:
+            pass
+
+
+def _record(spec: JobSpec, status: str, error: str, wall: float) -> dict:
+    from .jobs import jsonable
+
+    return {
+        "key": spec.key,
+        "status": status,
+        "value": None,
+        "seconds": float(wall),
+        "wall": float(wall),
+        "error": error,
+        "metadata": {},
+        "selector": spec.selector,
+        "params": jsonable(spec.params),
+        "limits": {"timeout": spec.timeout, "memory": spec.memory},
+        "code": spec.code,
+    }
+
+
+def _run_forked(
+    specs: Sequence[JobSpec], on_result: Callable[[JobSpec, dict], None], jobs: int
+) -> None:
+    pending = list(specs)
+    running: dict[int, _Worker] = {}  # fd -> worker
+    try:
+        while pending or running:
+            while pending and len(running) < jobs:
+                w = _Worker(pending.pop(0))
+                running[w.fd] = w
+            now = time.monotonic()
+            deadlines = [w.deadline for w in running.values() if w.deadline is not None]
+            wait = max(0.0, min(deadlines) - now) if deadlines else None
+            ready, _, _ = select.select(list(running), [], [], wait)
+            for fd in ready:
+                w = running[fd]
+                if w.read():
+                    del running[fd]
+                    on_result(w.spec, w.finish())
+            now = time.monotonic()
+            for fd, w in list(running.items()):
+                if w.deadline is not None and now >= w.deadline and fd not in ready:
+                    del running[fd]
+                    on_result(w.spec, w.kill())
+    finally:
+        for w in running.values():
+            w.abandon()
+
+
+def execute_isolated(spec: JobSpec) -> dict:
+    """Run one job: in a forked child when it has limits (and fork exists), else inline."""
+    if spec.limited and _can_fork():
+        out: list[dict] = []
+        _run_forked([spec], lambda s, rec: out.append(rec), 1)
+        return out[0]
+    return execute(spec)
+
+
+# --------------------------------------------------------------------------- dask
+def _run_dask(specs, on_result, scheduler: str | None) -> None:
+    try:
+        from distributed import Client, as_completed
+    except ImportError:
+        raise ExecutorError(
+            "the dask executor needs dask.distributed: pip install 'mmtoolkit[dask]'"
+        ) from None
+    if not scheduler:
+        raise ExecutorError("the dask executor needs --scheduler ADDRESS (e.g. tcp://host:8786)")
+    try:
+        client = Client(scheduler, timeout=CONNECT_TIMEOUT)
+    except Exception as exc:  # noqa: BLE001 - unreachable scheduler: a clear error
+        raise ExecutorError(
+            f"cannot connect to the Dask scheduler {scheduler!r}: {describe_error(exc)}"
+        ) from None
+    try:
+        futures = {}
+        for spec in specs:
+            fut = client.submit(execute_isolated, spec, pure=False)
+            futures[fut] = spec
+        for fut in as_completed(list(futures)):
+            spec = futures[fut]
+            try:
+                rec = fut.result()
+            except Exception as exc:  # noqa: BLE001 - e.g. the worker died
+                rec = _record(spec, "failed", f"dask: {describe_error(exc)}", 0.0)
+            on_result(spec, rec)
+    finally:
+        client.close()
+
+
+# --------------------------------------------------------------------------- entry point
+def check_executor(jobs: int, executor: str, scheduler: str | None) -> None:
+    """Raise :class:`ExecutorError` for an unusable (jobs, executor, scheduler) choice."""
+    if executor not in EXECUTORS:
+        raise ExecutorError(f"unknown executor {executor!r} (valid: {', '.join(EXECUTORS)})")
+    if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
+        raise ExecutorError(f"jobs must be an integer >= 1, got {jobs!r}")
+    if executor == "dask":
+        if not scheduler:
+            raise ExecutorError(
+                "the dask executor needs --scheduler ADDRESS (e.g. tcp://host:8786)"
+            )
+        try:
+            import distributed  # noqa: F401
+        except ImportError:
+            raise ExecutorError(
+                "the dask executor needs dask.distributed: pip install 'mmtoolkit[dask]'"
+            ) from None
+
+
+def run_jobs(
+    specs: Sequence[JobSpec],
+    on_result: Callable[[JobSpec, dict], None],
+    *,
+    jobs: int = 1,
+    executor: str = "local",
+    scheduler: str | None = None,
+) -> None:
+    """Run ``specs`` and report each record through ``on_result`` (see module docstring)."""
+    check_executor(jobs, executor, scheduler)
+    if not specs:
+        return
+    if executor == "dask":
+        _run_dask(specs, on_result, scheduler)
+        return
+    if not _can_fork() or (jobs == 1 and not any(s.limited for s in specs)):
+        for spec in specs:
+            on_result(spec, execute(spec))
+        return
+    _run_forked(specs, on_result, jobs)

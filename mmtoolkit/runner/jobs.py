@@ -1,0 +1,419 @@
+"""Jobs: one (row, column) cell of a config = one self-contained, picklable :class:`JobSpec`.
+
+A job computes one *quantity* of one strategy on one workload with the shared evaluator
+(:mod:`mmtoolkit.evaluate`; the runner never computes error itself):
+
+* ``rmse`` / ``total_error`` / ``max_variance`` metrics: that metric of the column's
+  strategy (``evaluate.rmse`` / ``expected_error`` / ``max_variance``), or the SVD bound
+  (``evaluate.svd_bound_rmse`` / ``svd_bound_error``) for an ``svd_bound`` column;
+* the ratio metric ``{ratio_to: R}``: ``evaluate.expected_error`` of the column's strategy
+  (``evaluate.svd_bound_error`` for an ``svd_bound`` column). The cell is then
+  ``sqrt(Err(column) / Err(R))`` of two stored evaluator outputs, which is exactly
+  ``evaluate.error_ratio`` (HDMM §8), so every job is independent of every other: a resumed
+  run recomputes only the missing strategies, never a reference it already has.
+
+**Job key.** ``key`` is the SHA-256 of the canonical JSON of everything that determines the
+job's value: the workload spec (with the SHA-256 of an explicit matrix's entries), the
+privacy spec, the quantity, and the selector, its effective parameters (including the
+derived seed, below) and the objective (or ``svd_bound``). Row and column *names* enter
+only through the seed; limits (timeout, memory) do not enter (see :mod:`.store`).
+
+**Seeds.** When the config sets ``seed: s``, each job of a selector whose ``__init__``
+accepts ``seed`` (and whose column does not set one in ``params``) gets its own seed
+``derive_seed(s, row, column)`` = the first 32-bit word of
+``numpy.random.SeedSequence(s, spawn_key=(crc32(row), crc32(column)))``: independent
+streams per cell, unchanged by reordering rows/columns or by parallel execution.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import inspect
+import json
+import sys
+import time
+import zlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+__all__ = [
+    "JobSpec",
+    "derive_seed",
+    "execute",
+    "expand_jobs",
+    "jsonable",
+    "resolve_selector",
+]
+
+#: Version of the job-key scheme (bump when the meaning of a stored value changes).
+KEY_VERSION = 1
+
+
+@dataclass
+class JobSpec:
+    """Everything a worker needs to compute one job (picklable, no live objects)."""
+
+    key: str
+    workload: Any  # config.WorkloadSpec
+    privacy_spec: dict
+    quantity: str  # rmse | total_error | max_variance
+    selector: str | None  # registry name or "module:Class"; None for the SVD bound
+    params: dict = field(default_factory=dict)  # effective parameters (incl. derived seed)
+    objective: str = "sum"
+    svd_bound: bool = False
+    timeout: float | None = None  # seconds
+    memory: int | None = None  # bytes (RLIMIT_AS of the worker process)
+    search_path: tuple[str, ...] = ()  # prepended to sys.path for "module:Class" selectors
+    cells: list[tuple[str, str]] = field(default_factory=list)  # (row, column) it serves
+    code: str = ""  # code_fingerprint() of the code that computes it
+
+    @property
+    def limited(self) -> bool:
+        return self.timeout is not None or self.memory is not None
+
+    def describe(self) -> str:
+        return ", ".join(f"{r} × {c}" for r, c in self.cells)
+
+
+# ----------------------------------------------------------------------------- seeds
+def derive_seed(seed: int, row: str, column: str) -> int:
+    """Per-job seed from the config seed and the cell's row and column names (see module)."""
+    ss = np.random.SeedSequence(
+        int(seed), spawn_key=(zlib.crc32(row.encode()), zlib.crc32(column.encode()))
+    )
+    return int(ss.generate_state(1, dtype=np.uint32)[0])
+
+
+# ----------------------------------------------------------------------------- selectors
+def resolve_selector(name: str, search_path=()) -> type:
+    """The Selector class for a registry name or a ``"package.module:ClassName"`` path.
+
+    Raises ``ImportError`` / ``KeyError`` / ``TypeError`` with a readable message.
+    """
+    from mmtoolkit.selectors.base import _REGISTRY, Selector, UnknownSelectorError, available
+
+    if ":" not in name:
+        if name not in _REGISTRY:
+            raise UnknownSelectorError(
+                f"unknown selector {name!r}; available: {', '.join(available())}"
+            )
+        return _REGISTRY[name]
+    module_name, _, attr = name.partition(":")
+    if not module_name or not attr:
+        raise ImportError(f"{name!r} is not of the form 'package.module:ClassName'")
+    for p in reversed(tuple(search_path)):
+        if p not in sys.path:
+            sys.path.insert(0, p)
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ImportError(f"cannot import module {module_name!r}: {exc}") from None
+    obj = module
+    for part in attr.split("."):
+        if not hasattr(obj, part):
+            raise ImportError(f"module {module_name!r} has no attribute {attr!r}")
+        obj = getattr(obj, part)
+    if not (inspect.isclass(obj) and issubclass(obj, Selector)):
+        raise TypeError(f"{name!r} is not a mmtoolkit.selectors.Selector subclass")
+    if inspect.isabstract(obj):
+        raise TypeError(f"{name!r} is abstract (implement _select)")
+    return obj
+
+
+def accepts_seed(cls: type) -> bool:
+    try:
+        return "seed" in inspect.signature(cls.__init__).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+# ----------------------------------------------------------------------------- code
+#: Package parts that do not determine a job's value (the runner's own value logic is
+#: versioned by KEY_VERSION), left out of the fingerprint.
+_NOT_VALUE_CODE = ("runner", "cli.py", "__main__.py")
+
+
+def package_fingerprint() -> str:
+    """SHA-256 of the package's ``.py`` sources that compute values (everything but the
+    runner and the command line; read now: a few milliseconds)."""
+    root = Path(__file__).resolve().parents[1]
+    h = hashlib.sha256()
+    for f in sorted(root.rglob("*.py")):
+        rel = f.relative_to(root)
+        if rel.parts[0] in _NOT_VALUE_CODE:
+            continue
+        h.update(str(rel).encode())
+        h.update(f.read_bytes())
+    return h.hexdigest()
+
+
+def code_fingerprint(selector: str | None = None, search_path=(), package: str | None = None):
+    """SHA-256 of the package's value-computing sources (and of a ``module:Class``
+    selector's module).
+
+    Stored with every job record: a record is reused only by the same code, so editing a
+    selector (or the evaluator) recomputes instead of silently keeping old numbers.
+    ``package`` is a precomputed :func:`package_fingerprint`.
+    """
+    package = package or package_fingerprint()
+    if selector is None or ":" not in selector:
+        return package
+    h = hashlib.sha256(package.encode())
+    try:
+        source = inspect.getsourcefile(resolve_selector(selector, search_path))
+        h.update(Path(source).read_bytes())
+    except (TypeError, OSError):
+        pass
+    return h.hexdigest()
+
+
+# ----------------------------------------------------------------------------- keys
+def jsonable(obj, _depth: int = 0):
+    """A JSON-safe copy of ``obj`` (numpy scalars/arrays, tuples, sets, other objects)."""
+    if _depth > 20:
+        return repr(obj)
+    if obj is None or isinstance(obj, (bool, str)):
+        return obj
+    if isinstance(obj, (int, np.integer)):
+        return int(obj)
+    if isinstance(obj, (float, np.floating)):
+        return float(obj)
+    if isinstance(obj, np.bool_):
+        return bool(obj)
+    if isinstance(obj, np.ndarray):
+        if obj.size <= 10_000:
+            return jsonable(obj.tolist(), _depth + 1)
+        return f"array(shape={obj.shape}, dtype={obj.dtype})"
+    if isinstance(obj, dict):
+        return {str(k): jsonable(v, _depth + 1) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [jsonable(v, _depth + 1) for v in obj]
+    if isinstance(obj, (set, frozenset)):
+        return sorted((jsonable(v, _depth + 1) for v in obj), key=repr)
+    return repr(obj)
+
+
+def spec_data(value):
+    """Canonical plain data of a workload/domain spec (explicit matrices by content hash)."""
+    from .config import DomainSpec, WorkloadSpec
+
+    if isinstance(value, WorkloadSpec):
+        out = {"kind": value.kind}
+        for k, v in value.args.items():
+            out[k] = spec_data(v)
+        if value.kind == "matrix":
+            arr = np.ascontiguousarray(value.build().dense(), dtype=float)
+            out = {
+                "kind": "matrix",
+                "shape": list(arr.shape),
+                "sha256": hashlib.sha256(arr.tobytes()).hexdigest(),
+            }
+        return out
+    if isinstance(value, DomainSpec):
+        return {
+            "preset": value.preset,
+            "params": spec_data(value.params),
+            "sizes": value.sizes,
+            "names": value.names,
+            "numeric": jsonable(value.numeric),
+        }
+    if isinstance(value, dict):
+        return {str(k): spec_data(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [spec_data(v) for v in value]
+    return jsonable(value)
+
+
+def _key(data: dict) -> str:
+    text = json.dumps(data, sort_keys=True, separators=(",", ":"), allow_nan=True)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def quantity_of(metric) -> str:
+    """The quantity each job computes for a config metric (see the module docstring)."""
+    return "total_error" if metric.kind == "ratio" else metric.kind
+
+
+def expand_jobs(config) -> tuple[list[JobSpec], dict[tuple[str, str], str]]:
+    """The unique jobs of ``config`` and the map (row, column) -> job key.
+
+    Cells whose jobs are identical (same workload, selector, parameters, seed, ...) share
+    one job, computed once under the loosest of their limits.
+    """
+    quantity = quantity_of(config.metric)
+    package = package_fingerprint()
+    search_path = tuple(getattr(config, "search_path", ()) or ())
+    jobs: dict[str, JobSpec] = {}
+    cell_keys: dict[tuple[str, str], str] = {}
+    for row in config.rows:
+        wdata = spec_data(row.workload)
+        for col in config.columns:
+            timeout = _first(getattr(col, "timeout", None), getattr(config, "timeout", None))
+            memory = _first(getattr(col, "memory", None), getattr(config, "memory", None))
+            objective = getattr(col, "objective", None) or "sum"
+            if col.svd_bound:
+                data = {"svd_bound": True}
+                params: dict = {}
+                seed = None
+            else:
+                params = dict(col.params)
+                seed = None
+                if config.seed is not None and "seed" not in params:
+                    cls = resolve_selector(col.selector, search_path)
+                    if accepts_seed(cls):
+                        seed = derive_seed(config.seed, row.name, col.name)
+                        params["seed"] = seed
+                data = {
+                    "selector": col.selector,
+                    "params": jsonable(params),
+                    "objective": objective,
+                }
+            key = _key(
+                {
+                    "v": KEY_VERSION,
+                    "workload": wdata,
+                    "privacy": jsonable(config.privacy_spec),
+                    "quantity": quantity,
+                    "strategy": data,
+                }
+            )
+            cell_keys[(row.name, col.name)] = key
+            if key in jobs:
+                spec = jobs[key]
+                # the loosest limits of the cells sharing the job apply (the value is
+                # the same for all of them; None = no limit)
+                spec.timeout = _loosest(spec.timeout, timeout)
+                spec.memory = _loosest(spec.memory, memory)
+                spec.cells.append((row.name, col.name))
+                continue
+            jobs[key] = JobSpec(
+                key=key,
+                workload=row.workload,
+                privacy_spec=dict(config.privacy_spec),
+                quantity=quantity,
+                selector=None if col.svd_bound else col.selector,
+                params=params,
+                objective=objective,
+                svd_bound=col.svd_bound,
+                timeout=timeout,
+                memory=memory,
+                search_path=search_path,
+                cells=[(row.name, col.name)],
+                code=code_fingerprint(
+                    None if col.svd_bound else col.selector, search_path, package
+                ),
+            )
+    return list(jobs.values()), cell_keys
+
+
+def _first(*values):
+    return next((v for v in values if v is not None), None)
+
+
+def _loosest(a, b):
+    if a is None or b is None:
+        return None
+    return max(a, b)
+
+
+# ----------------------------------------------------------------------------- execution
+def describe_error(exc: BaseException) -> str:
+    text = str(exc).strip() or repr(exc)
+    return f"{type(exc).__name__}: {' '.join(text.split())}"
+
+
+class _Stage(Exception):
+    """An error tagged with the stage it happened in (workload build / selection)."""
+
+    def __init__(self, prefix: str, exc: BaseException):
+        super().__init__(f"{prefix}{describe_error(exc)}")
+
+
+def _compute(spec: JobSpec) -> tuple[float, float, dict]:
+    from mmtoolkit import evaluate, privacy
+
+    priv = privacy.from_spec(dict(spec.privacy_spec))
+    try:
+        W = spec.workload.build()
+    except MemoryError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - recorded in the cell
+        raise _Stage("building the workload: ", exc) from None
+    if spec.svd_bound:
+        start = time.perf_counter()
+        if spec.quantity == "rmse":
+            v = evaluate.svd_bound_rmse(W, priv)
+        elif spec.quantity == "total_error":
+            v = evaluate.svd_bound_error(W, priv)
+        else:
+            raise ValueError(f"the SVD bound has no {spec.quantity}")
+        return float(v), time.perf_counter() - start, {}
+    try:
+        cls = resolve_selector(spec.selector, spec.search_path)
+        sel = cls(**spec.params)
+        start = time.perf_counter()
+        strategy = sel.select(W, priv, spec.objective)
+        seconds = time.perf_counter() - start
+    except MemoryError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - recorded in the cell
+        raise _Stage("selection: ", exc) from None
+    meta = jsonable(dict(getattr(strategy, "metadata", {}) or {}))
+    if spec.quantity == "rmse":
+        v = evaluate.rmse(W, strategy, priv)
+    elif spec.quantity == "total_error":
+        v = evaluate.expected_error(W, strategy, priv)
+    elif spec.quantity == "max_variance":
+        v = evaluate.max_variance(W, strategy, priv)
+    else:
+        raise ValueError(f"unknown quantity {spec.quantity!r}")
+    return float(v), seconds, meta
+
+
+def execute(spec: JobSpec) -> dict:
+    """Run one job in this process; returns its record (never raises for a job failure).
+
+    Record fields: ``key``, ``status`` (``ok`` | ``failed`` | ``timeout`` |
+    ``out of memory``), ``value`` (the quantity, or None), ``seconds`` (selection time, or
+    the SVD bound's computation time), ``wall`` (the whole job), ``error`` (text or None),
+    ``metadata`` (the strategy's metadata, JSON-safe), ``params`` and ``limits``.
+    """
+    start = time.perf_counter()
+    rec = {
+        "key": spec.key,
+        "status": "ok",
+        "value": None,
+        "seconds": 0.0,
+        "error": None,
+        "metadata": {},
+        "selector": spec.selector,
+        "params": jsonable(spec.params),
+        "limits": {"timeout": spec.timeout, "memory": spec.memory},
+        "code": spec.code,
+    }
+    try:
+        value, seconds, meta = _compute(spec)
+        rec.update(value=value, seconds=seconds, metadata=meta)
+    except MemoryError as exc:
+        rec.update(status="out of memory", error=describe_error(exc))
+    except _Stage as exc:
+        rec.update(status="failed", error=str(exc))
+    except Exception as exc:  # noqa: BLE001 - a failed job must not stop the run
+        rec.update(status="failed", error=describe_error(exc))
+    rec["wall"] = time.perf_counter() - start
+    if rec["status"] != "ok":
+        rec["seconds"] = rec["wall"]
+    return rec
+
+
+def search_path_for(config_path) -> tuple[str, ...]:
+    """Directories searched for ``module:Class`` selectors: the config's dir and the cwd."""
+    out = []
+    if config_path is not None:
+        out.append(str(Path(config_path).resolve().parent))
+    out.append(str(Path.cwd()))
+    return tuple(dict.fromkeys(out))
