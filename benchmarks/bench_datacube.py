@@ -10,6 +10,7 @@ Medians of wall-clock seconds on a shared machine.
 """
 
 import argparse
+import os
 
 import numpy as np
 from _util import median_seconds, peak_rss_mb
@@ -36,6 +37,7 @@ def main():
     args = parser.parse_args()
     rng = np.random.default_rng(0)
     P = PureDP(1.0)
+    print("load average (1, 5, 15 min): {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
 
     W = workloads.marginals(datasets.domain("nltcs"), 3)
     sel, _ = median_seconds(
@@ -55,13 +57,15 @@ def main():
 
     print("\n[3] BMAX")
     Wa = workloads.marginals(datasets.domain("adult_hdmm"), 5, lower=True)
-    for mode in ("workload", "lattice"):
+    for mode, variant in (("workload", "bmax"), ("workload", "hdmm_table"), ("lattice", "bmax")):
         t, S = median_seconds(
-            lambda mode=mode: selectors.get("ding_datacube", candidates=mode).select(Wa, P),
+            lambda mode=mode, variant=variant: selectors.get(
+                "ding_datacube", p=2, candidates=mode, variant=variant
+            ).select(Wa, P),
             args.repeats,
         )
-        print(f"    Adult (HDMM, 32 marginals), candidates={mode}: {t:.4f} s, "
-              f"{len(S.metadata['cuboids'])} cuboids")  # fmt: skip
+        print(f"    Adult (HDMM, 32 marginals), candidates={mode}, variant={variant}: "
+              f"{t:.4f} s, {len(S.metadata['cuboids'])} cuboids")  # fmt: skip
     enc = bg.BinaryEncoding(datasets.domain("adult_datacube"))
     Wb = enc.marginals(workload_sets(8, 2, "Q2", seed=0))
     t, S = median_seconds(

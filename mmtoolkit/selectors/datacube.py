@@ -202,22 +202,11 @@ def workload_sets(d: int, k: int, variant: str = "Q1", seed: int = 0, fixed: int
       ``numpy.random.default_rng(seed)`` (the paper does not say which half);
     * ``Q3`` — all k-way plus the (k+1)-way marginals containing attribute ``fixed``
       (default: the last attribute; the paper does not say which).
-    """
-    from itertools import combinations
 
-    if variant not in ("Q1", "Q2", "Q3"):
-        raise ValueError(f"variant must be Q1, Q2 or Q3, got {variant!r}")
+    See :func:`mmtoolkit.binary.workload_attribute_sets` (this requires ``k < d``).
+    """
+    from ..binary import workload_attribute_sets
+
     if not 0 <= k < d:
         raise ValueError(f"k must satisfy 0 <= k < d = {d}, got {k}")
-    base = [list(c) for c in combinations(range(d), k)]
-    upper = [list(c) for c in combinations(range(d), k + 1)]
-    if variant == "Q1":
-        return base
-    if variant == "Q2":
-        rng = np.random.default_rng(seed)
-        pick = np.sort(rng.choice(len(upper), size=len(upper) // 2, replace=False))
-        return base + [upper[i] for i in pick]
-    f = d - 1 if fixed is None else int(fixed)
-    if not 0 <= f < d:
-        raise ValueError(f"fixed attribute {f} is outside the {d} attributes")
-    return base + [c for c in upper if f in c]
+    return workload_attribute_sets(d, k, variant, seed, fixed)

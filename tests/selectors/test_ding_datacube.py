@@ -96,9 +96,54 @@ def test_bad_input():
         selectors.get("ding_datacube").select(workloads.all_range(8), PureDP(1.0))
 
 
-def test_fixed_threshold_variant_reproduces_hdmm_printed_values():
-    """The labelled empirical variant mag ≤ |L| (not Ding et al.'s search) gives HDMM's
-    printed DataCube/LM quotients (Table 5, K = 2 and 4; Adult all marginals of Table 3)."""
+def section15_literal(keys, sizes, p=2):
+    """HDMM digest §15 transcribed literally (independent of :func:`bmax`): integer binary
+    search of θ over [0, 2|L|²]; θ is feasible when for some s = 1..|L| a greedy cover with at
+    most s picks, C covering L_c iff C ⊇ L_c and Π_{i∈C∖L_c} n_i ≤ ⌊θ / s^{3-p}⌋, covers L."""
+    L = sorted(keys)
+
+    def mag(C, c):
+        return int(np.prod([sizes[i] for i in range(len(sizes)) if (C & ~c) >> i & 1]))
+
+    def cover(theta):
+        for s in range(1, len(L) + 1):
+            t = theta // s ** (3 - p)
+            unc, picks = set(L), []
+            while unc and len(picks) < s:
+                gain = {C: {c for c in unc if C & c == c and mag(C, c) <= t} for C in L}
+                C = max(L, key=lambda C: len(gain[C]))  # first maximum, ascending order
+                if not gain[C]:
+                    break
+                picks.append(C)
+                unc -= gain[C]
+            if not unc:
+                return picks
+        return None
+
+    lo, hi = 0, 2 * len(L) ** 2
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if cover(mid) is not None:
+            hi = mid
+        else:
+            lo = mid + 1
+    return hi, cover(hi)
+
+
+@pytest.mark.parametrize("p", [1, 2])
+@pytest.mark.parametrize("sizes,k", [((10,) * 5, 2), ((3, 4, 5, 6), 3), ((2, 7, 3, 2, 5), 2)])
+def test_bmax_equals_a_literal_transcription_of_hdmm_section15(sizes, k, p):
+    W = workloads.marginals(list(sizes), k, lower=True)
+    theta, picks = section15_literal(list(W.weights), sizes, p)
+    res = bmax(list(W.weights), sizes, p=p)
+    assert res.theta == theta
+    assert sorted(res.centroids) == sorted(picks)
+
+
+def test_hdmm_table_variant_reproduces_hdmm_printed_values():
+    """variant="hdmm_table" (the §15 greedy at θ = |L|², s = |L|: mag ≤ |L|) gives HDMM's
+    printed DataCube/LM quotients (Table 5, K = 2 and 4; Adult all marginals of Table 3),
+    which the minimum-bound search does not."""
     P = PureDP(1.0)
     cases = [
         (workloads.marginals([10] * 8, 2, lower=True), 1.03 / 1.43),
@@ -106,8 +151,16 @@ def test_fixed_threshold_variant_reproduces_hdmm_printed_values():
         (workloads.marginals(datasets.domain("adult_hdmm"), 5, lower=True), 4.57 / 11.2),
     ]
     for W, printed in cases:
-        S = selectors.get("ding_datacube", p=2, mag_limit="L").select(W, P)
         lm = selectors.get("laplace").select(W, P)
+        S = selectors.get("ding_datacube", p=2, variant="hdmm_table").select(W, P)
         assert evaluate.error_ratio(W, S, lm, P) == pytest.approx(printed, rel=0.01)
+        T = selectors.get("ding_datacube", p=2, mag_limit="L").select(W, P)
+        assert T.metadata["cuboids"] == S.metadata["cuboids"]
+        B = selectors.get("ding_datacube", p=2).select(W, P)
+        assert evaluate.error_ratio(W, B, lm, P) > 1.15 * printed
     with pytest.raises(ValueError, match="mag_limit"):
         selectors.get("ding_datacube", mag_limit=0.5)
+    with pytest.raises(ValueError, match="variant must be"):
+        selectors.get("ding_datacube", variant="fitted")
+    with pytest.raises(ValueError, match="do not pass mag_limit"):
+        selectors.get("ding_datacube", variant="hdmm_table", mag_limit=10)
