@@ -7,6 +7,11 @@
    d = 8..16 (the paper: d ≤ 14, < 10 s up to d = 10; here O(d 2^d)).
 3. Measure + reconstruct on big domains: a Kronecker p-Identity strategy on 10^8 cells
    (4 attributes of 100) and a marginals strategy on [10]^8; seconds and peak RSS.
+4. Fig. 6 proper (whole optimisations, what the paper's Fig. 6 plots): one OPT_0 run (one
+   restart, AllRange, p = n/16, default L-BFGS-B settings) vs N, and one OPT_M run (one
+   restart, all ≤3-way marginals of [10]^d) vs d.
+
+``experiments/hdmm/fig6_scalability.py`` plots these tables beside the paper's points.
 
 Writes ``results/hdmm/bench_hdmm.md`` with ``--write``. Timings depend on the machine and
 on its load: set OMP_NUM_THREADS=1 on a shared machine.
@@ -23,8 +28,12 @@ from mmtoolkit import mechanism, workloads
 from mmtoolkit.linalg import AllRange, Kronecker, Marginals, PIdentity
 from mmtoolkit.privacy import PureDP
 from mmtoolkit.selectors.hdmm._common import GramOperator
-from mmtoolkit.selectors.hdmm.marginals import MarginalsProblem, project_workload
-from mmtoolkit.selectors.hdmm.opt0 import pidentity_objective
+from mmtoolkit.selectors.hdmm.marginals import (
+    MarginalsProblem,
+    optimize_marginals,
+    project_workload,
+)
+from mmtoolkit.selectors.hdmm.opt0 import optimize_pidentity, pidentity_objective
 
 
 def bench_opt0(sizes, repeats, dense_max):
@@ -54,6 +63,32 @@ def bench_optm(dims, repeats):
         theta = np.random.default_rng(0).random(1 << d)
         te, _ = median_seconds(lambda p=prob, t=theta: p.objective(t, 1), repeats)
         lines.append(f"| {d} | {1 << d} | {tp:.4f} | {te:.5f} |")
+        print(lines[-1], flush=True)
+    return lines
+
+
+def bench_opt0_full(sizes):
+    """Seconds of one whole OPT_0 optimisation (HDMM Fig. 6 left)."""
+    lines = ["| N | p | optimisation s | loss |", "|---|---|---|---|"]
+    for n in sizes:
+        p = max(1, n // 16)
+        G = GramOperator(AllRange(n).gram())
+        start = time.perf_counter()
+        _, loss = optimize_pidentity(G, p, 1, np.random.default_rng(0))
+        lines.append(f"| {n} | {p} | {time.perf_counter() - start:.3f} | {loss:.6g} |")
+        print(lines[-1], flush=True)
+    return lines
+
+
+def bench_optm_full(dims):
+    """Seconds of one whole OPT_M optimisation incl. the projection (HDMM Fig. 6 right)."""
+    lines = ["| d | 2^d | optimisation s | loss |", "|---|---|---|---|"]
+    for d in dims:
+        W = workloads.marginals([10] * d, 3, lower=True)
+        start = time.perf_counter()
+        prob = MarginalsProblem(*project_workload(W))
+        _, loss = optimize_marginals(prob, 1, np.random.default_rng(0))
+        lines.append(f"| {d} | {1 << d} | {time.perf_counter() - start:.3f} | {loss:.6g} |")
         print(lines[-1], flush=True)
     return lines
 
@@ -94,6 +129,8 @@ def main():
     parser.add_argument("--optm", type=int, nargs="*", default=list(range(8, 17)))
     parser.add_argument("--kron", type=int, nargs="*", default=[100, 100, 100, 100])
     parser.add_argument("--marg-d", type=int, default=8)
+    parser.add_argument("--opt0-full", type=int, nargs="*", default=[256, 1024, 2048, 4096, 8192])
+    parser.add_argument("--optm-full", type=int, nargs="*", default=list(range(8, 16)))
     parser.add_argument("--write", action="store_true")
     args = parser.parse_args()
     out = ["# HDMM benchmarks", "", "## OPT_0 objective + gradient (AllRange, p = n/16)", ""]
@@ -102,6 +139,10 @@ def main():
     out += bench_optm(args.optm, args.repeats)
     out += ["", "## Measure + reconstruct (zero data vector)", ""]
     out += bench_mechanism(args.kron, args.marg_d)
+    out += ["", "## OPT_0 whole optimisation (AllRange, p = n/16, one restart)", ""]
+    out += bench_opt0_full(args.opt0_full)
+    out += ["", "## OPT_M whole optimisation (all ≤3-way marginals of [10]^d, one restart)", ""]
+    out += bench_optm_full(args.optm_full)
     if args.write:
         path = Path(__file__).resolve().parents[1] / "results" / "hdmm" / "bench_hdmm.md"
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -34,6 +34,9 @@ from . import linalg as la
 from .domain import Domain
 
 __all__ = [
+    "binary_marginals",
+    "sf1",
+    "sf1_plus",
     "identity",
     "total",
     "prefix",
@@ -314,3 +317,7 @@ def eigen_design_figure1() -> la.Dense:
             [1, 1, 1, 1, -1, -1, -1, -1],
         ]
     )
+
+
+from .binary import binary_marginals  # noqa: E402  (Datacube paper's binary-encoded marginals)
+from .census import sf1, sf1_plus  # noqa: E402  (HDMM's census workloads; census imports this module)

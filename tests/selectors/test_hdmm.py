@@ -347,3 +347,33 @@ def test_lone_large_pidentity_route(monkeypatch):
     exact = evaluate.trace_term(W, A)  # dense route
     monkeypatch.setattr(base, "MAX_DENSE_ENTRIES", 50_000)  # 300² no longer fits
     assert evaluate.trace_term(W, A) == pytest.approx(exact, rel=1e-10)
+
+
+# ------------------------------------------------------------------------ determinism
+@pytest.mark.parametrize(
+    "name, params, W",
+    [
+        ("opt0", {"restarts": 2}, workloads.all_range(24)),
+        ("opt_kron", {"restarts": 2}, workloads.kron([Prefix(12), AllRange(10)])),
+        (
+            "opt_union",
+            {"restarts": 2},
+            workloads.union(
+                [
+                    workloads.kron([workloads.all_range(12), workloads.total(10)]),
+                    workloads.kron([workloads.total(12), workloads.all_range(10)]),
+                ]
+            ),
+        ),
+        ("opt_marginals", {"restarts": 3}, workloads.marginals([3, 4, 2, 3], 2, lower=True)),
+    ],
+)
+@pytest.mark.parametrize("privacy", [PURE, GAUSS], ids=["laplace", "gaussian"])
+def test_same_seed_same_strategy_and_error(name, params, W, privacy):
+    a = selectors.get(name, seed=11, **params).select(W, privacy)
+    b = selectors.get(name, seed=11, **params).select(W, privacy)
+    c = selectors.get(name, seed=12, **params).select(W, privacy)
+    np.testing.assert_array_equal(a.matrix.dense(), b.matrix.dense())
+    assert a.loss == b.loss
+    assert evaluate.expected_error(W, a, privacy) == evaluate.expected_error(W, b, privacy)
+    assert not np.array_equal(a.matrix.dense(), c.matrix.dense())  # the seed matters

@@ -1,0 +1,183 @@
+"""The Census SF1 and SF1+ workloads of HDMM (McKenna et al., PVLDB 2018, §2, §8.1, Ex. 7).
+
+SF1 is 4151 national-level predicate counting queries on the Person relation of the 2010
+Census of Population and Housing, taken from ten SF1 tabulations (P1, P3, P4, P5, P8, P9,
+P10, P11, P12 with its race iterations P12A-I, PCT12 with PCT12A-O; household tables
+omitted). The paper gives the counts (4151 queries, 200 values per query, a hand-factored
+union of "32 products") but not the query list; the list below follows the structure the
+HDMM digest (§11.3) records: 33 products whose row counts add up to exactly 4151 (the
+paper's 32 plus one repeated total).
+
+Domain (attribute order = data-vector order, last attribute fastest):
+``sex 2 x hispanic 2 x race 64 x relationship 17 x age 115`` (N = 500,480), the ``cph``
+preset of :mod:`mmtoolkit.datasets`; ``relationship=False`` drops Relationship (Total in
+every SF1 product; N = 29,440), and SF1+ appends ``state 51`` (the ``cph_state`` preset).
+Race is the six binary race flags merged into one attribute: cell ``r`` has flag ``i`` iff bit
+``i`` of ``r`` is set (flag 0 = White).
+
+Per-attribute predicate sets (rows):
+
+* ``T`` total, ``I`` identity, ``IT2 = [I_2; T_2]`` (by sex and both sexes);
+* ``race1`` (7): the six single races ``{2^i}`` and "two or more races";
+* ``race2`` (70): the 63 race combinations, "exactly k races" for k = 1..6, and
+  "two or more races";
+* ``white`` (1): White alone (cell 1); ``is_hisp`` = [1, 0], ``not_hisp`` = [0, 1];
+* ``adult`` (1): age ≥ 18;
+* ``age1`` (23): the P12 age groups, breakpoints 0, 5, 10, 15, 18, 20, 21, 22, 25, 30, 35,
+  40, 45, 50, 55, 60, 62, 65, 67, 70, 75, 80, 85, 115;
+* ``age3`` (103): single years 0..99, then 100-104, 105-109, 110-114 (PCT12).
+
+"Two or more races" is the set of cells with at least two race flags (57 cells); cell 0 (no
+flag, structurally empty) is then in no race1 row. ``two_or_more="race1_complement"``
+instead makes race1's row every cell that is not a single race (58 cells, including cell 0)
+while race2 keeps the ≥ 2 flags row: this is the variant the digest records for the
+authors' blocks (its ‖W‖_F² = 18,998,554 is reproduced exactly); the variants differ only on
+the empty cell 0 but move HDMM's SF1 ratios by about 1%.
+
+SF1+ (§8.1): every SF1 query asked nationally and for each of the 51 states, i.e. each
+product gets the factor ``[T_51; I_51]`` on State (8302 SQL queries, 215,852 rows).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import linalg as la
+from . import workloads
+
+#: Attribute sizes of the SF1 Person domain (HDMM §8.1), in data-vector order.
+SIZES = {"sex": 2, "hispanic": 2, "race": 64, "relationship": 17, "age": 115, "state": 51}
+AGE1_BREAKS = (0, 5, 10, 15, 18, 20, 21, 22, 25, 30, 35, 40, 45, 50, 55, 60, 62, 65, 67, 70, 75,
+               80, 85, 115)  # fmt: skip
+N_QUERIES = 4151  # HDMM §2 / §8.1
+
+
+def _popcount(n: int) -> np.ndarray:
+    return np.array([bin(r).count("1") for r in range(n)])
+
+
+TWO_OR_MORE = ("flags", "race1_complement")
+
+
+def _check_two_or_more(two_or_more) -> str:
+    if two_or_more not in TWO_OR_MORE:
+        raise ValueError(f"two_or_more must be one of {list(TWO_OR_MORE)}, got {two_or_more!r}")
+    return two_or_more
+
+
+def _ranges(bounds, n: int) -> np.ndarray:
+    """Rows indicating ``[bounds[i], bounds[i+1])``."""
+    M = np.zeros((len(bounds) - 1, n))
+    for i, (lo, hi) in enumerate(zip(bounds[:-1], bounds[1:])):
+        M[i, lo:hi] = 1.0
+    return M
+
+
+def blocks(two_or_more: str = "flags") -> dict[str, la.Matrix]:
+    """The per-attribute predicate sets of SF1 (module docstring), as Matrices."""
+    _check_two_or_more(two_or_more)
+    pc = _popcount(64)
+    singles = np.eye(64)[[1 << i for i in range(6)]]
+    two = (pc >= 2).astype(float)[None, :]
+    two1 = (pc != 1).astype(float)[None, :] if two_or_more == "race1_complement" else two
+    exactly = np.stack([(pc == k).astype(float) for k in range(1, 7)])
+    age3 = _ranges(tuple(range(101)) + (105, 110, 115), 115)
+    adult = np.zeros((1, 115))
+    adult[0, 18:] = 1.0
+    return {
+        "T2": workloads.total(2),
+        "I2": workloads.identity(2),
+        "IT2": workloads.union([workloads.identity(2), workloads.total(2)]),
+        "is_hisp": la.Dense(np.array([[1.0, 0.0]])),
+        "not_hisp": la.Dense(np.array([[0.0, 1.0]])),
+        "T64": workloads.total(64),
+        "race1": la.Dense(np.vstack([singles, two1])),
+        "race2": la.Dense(np.vstack([np.eye(64)[1:], exactly, two])),
+        "white": la.Dense(np.eye(64)[[1]]),
+        "T115": workloads.total(115),
+        "adult": la.Dense(adult),
+        "age1": la.Dense(_ranges(AGE1_BREAKS, 115)),
+        "age3": la.Dense(age3),
+    }
+
+
+#: The 33 products of SF1 as (table, sex, hispanic, race, age) block names; Relationship is
+#: Total in every product (HDMM digest §11.3).
+PRODUCTS = [
+    ("P1", "T2", "T2", "T64", "T115"),
+    ("P3", "T2", "T2", "race1", "T115"),
+    ("P3", "T2", "T2", "T64", "T115"),
+    ("P4", "T2", "I2", "T64", "T115"),
+    ("P4", "T2", "T2", "T64", "T115"),
+    ("P5", "T2", "I2", "race1", "T115"),
+    ("P5", "T2", "IT2", "T64", "T115"),
+    ("P8", "T2", "T2", "race2", "T115"),
+    ("P8", "T2", "T2", "T64", "T115"),
+    ("P9", "T2", "I2", "T64", "T115"),
+    ("P9", "T2", "not_hisp", "race2", "T115"),
+    ("P9", "T2", "T2", "T64", "T115"),
+    ("P10", "T2", "T2", "race2", "adult"),
+    ("P10", "T2", "T2", "T64", "adult"),
+    ("P11", "T2", "I2", "T64", "adult"),
+    ("P11", "T2", "not_hisp", "race2", "adult"),
+    ("P11", "T2", "T2", "T64", "adult"),
+    ("P12", "I2", "T2", "T64", "age1"),
+    ("P12", "IT2", "T2", "T64", "T115"),
+    ("P12A-I", "I2", "T2", "race1", "age1"),
+    ("P12A-I", "IT2", "T2", "race1", "T115"),
+    ("P12A-I", "I2", "is_hisp", "T64", "age1"),
+    ("P12A-I", "IT2", "is_hisp", "T64", "T115"),
+    ("P12A-I", "I2", "not_hisp", "white", "age1"),
+    ("P12A-I", "IT2", "not_hisp", "white", "T115"),
+    ("PCT12", "I2", "T2", "T64", "age3"),
+    ("PCT12", "IT2", "T2", "T64", "T115"),
+    ("PCT12A-O", "I2", "T2", "race1", "age3"),
+    ("PCT12A-O", "IT2", "T2", "race1", "T115"),
+    ("PCT12A-O", "I2", "is_hisp", "T64", "age3"),
+    ("PCT12A-O", "IT2", "is_hisp", "T64", "T115"),
+    ("PCT12A-O", "I2", "not_hisp", "race1", "age3"),
+    ("PCT12A-O", "IT2", "not_hisp", "race1", "T115"),
+]
+
+
+def _check_bool(name: str, value) -> bool:
+    if not isinstance(value, (bool, np.bool_)):
+        raise ValueError(f"{name} must be true or false, got {value!r}")
+    return bool(value)
+
+
+def sf1(relationship: bool = True, two_or_more: str = "flags") -> la.Matrix:
+    """HDMM's SF1 workload (Table 3, row "CPH SF1"): 4151 queries as a union of 33 products.
+
+    ``relationship`` keeps the Relationship attribute (17, Total in every query) in the
+    domain as the paper's §8.1 states (N = 500,480); ``False`` drops it (N = 29,440).
+    ``two_or_more``: "flags" (≥ 2 race flags) or "race1_complement" (module docstring).
+    """
+    return _build(_check_bool("relationship", relationship), False, two_or_more)
+
+
+def sf1_plus(relationship: bool = True, two_or_more: str = "flags") -> la.Matrix:
+    """HDMM's SF1+ workload (Table 3, row "CPH SF1+"): SF1 asked nationally and per state,
+    ``SF1 ⊗ [T_51; I_51]`` (215,852 queries; N = 25,524,480 with Relationship)."""
+    return _build(_check_bool("relationship", relationship), True, two_or_more)
+
+
+def _build(relationship: bool, state: bool, two_or_more: str) -> la.Matrix:
+    b = blocks(two_or_more)
+    rel = [workloads.total(SIZES["relationship"])] if relationship else []
+    st = (
+        [workloads.union([workloads.total(SIZES["state"]), workloads.identity(SIZES["state"])])]
+        if state
+        else []
+    )
+    products = [
+        workloads.kron([b[sex], b[hisp], b[race]] + rel + [b[age]] + st)
+        for _, sex, hisp, race, age in PRODUCTS
+    ]
+    return workloads.union(products)
+
+
+def domain_sizes(relationship: bool = True, state: bool = False) -> list[int]:
+    """Attribute sizes of the SF1 (``state=False``) or SF1+ domain."""
+    names = ["sex", "hispanic", "race"] + (["relationship"] if relationship else []) + ["age"]
+    return [SIZES[a] for a in names + (["state"] if state else [])]
