@@ -15,7 +15,14 @@ base mechanisms of the downward closure with noise scales σ²_A chosen for the 
 attributes are ResidualPlanner's; the others get a strategy replacement ``S_i`` (parameter
 ``strategies``: ``"optimize"`` — HDMM's 1-D convex template on ``[1ᵀ; W_iΠ]`` (§9), the
 default; ``"workload"`` — ``S_i = W_i``; or a list with one entry per attribute, ``None``
-meaning the default) and covariance ``Γ_i = I`` (final Algorithm 4).
+meaning the default) and covariance ``Γ_i = I`` (final Algorithm 4). ``strategy_solver``
+picks the 1-D solve behind ``"optimize"``: ``"exact"`` (default; the optimum to ~1e-9) or
+``"hdmm"`` (the paper's §9 procedure, HDMM's convex template with L-BFGS-B ``maxcor = 1`` and
+default stopping; reproduces the printed Tables 8-14, see ``residual.convex1d``).
+``strategy_objective`` picks the 1-D problem: ``"sum"`` (total variance of ``[1ᵀ; W_iΠ]``),
+``"max"`` (the fitness-for-use problem: least privacy cost with every index query's variance
+≤ 1, as the paper's max-variance experiments) or ``"auto"`` (default: ``"max"`` when the
+selection objective is ``"max"``, else ``"sum"``).
 
 Both take ``objective`` (default ``"sum"``; used when :meth:`select` is called with its
 default), ``weighting``, ``solver`` (``"auto"`` (default): for ``"max"`` the dual L-BFGS-B method
@@ -38,7 +45,7 @@ import numpy as np
 from ..linalg import Matrix
 from ..privacy import ZCDP, ApproxDP, Privacy
 from ..residual.basis import general_basis
-from ..residual.convex1d import optimized_strategy
+from ..residual.convex1d import STRATEGY_SOLVERS, max_variance_strategy, optimized_strategy
 from ..residual.matrix import ResidualStrategyMatrix
 from ..residual.plan import (
     DEFAULT_SOLVER,
@@ -126,6 +133,7 @@ class _ResidualBase(Selector):
 
     def _select(self, workload: Matrix, privacy: Privacy, objective) -> Strategy:
         start = time.perf_counter()
+        self._objective_now = "callable" if self._callable is not None else objective
         wl = self._parse(workload)
         parsed = time.perf_counter() - start
         if self._callable is not None:
@@ -185,8 +193,22 @@ class ResidualPlannerPlus(_ResidualBase):
 
     name = "residual_planner_plus"
 
-    def __init__(self, strategies="optimize", **kwargs):
+    def __init__(
+        self, strategies="optimize", strategy_solver="exact", strategy_objective="auto", **kwargs
+    ):
         super().__init__(**kwargs)
+        if strategy_objective not in ("auto", "sum", "max"):
+            raise ValueError(
+                f"strategy_objective must be 'auto', 'sum' or 'max', got {strategy_objective!r}"
+            )
+        self.strategy_objective = strategy_objective
+        self.params["strategy_objective"] = strategy_objective
+        if strategy_solver not in STRATEGY_SOLVERS:
+            raise ValueError(
+                f"strategy_solver must be one of {STRATEGY_SOLVERS}, got {strategy_solver!r}"
+            )
+        self.strategy_solver = strategy_solver
+        self.params["strategy_solver"] = strategy_solver
         if isinstance(strategies, str):
             if strategies not in ("optimize", "workload"):
                 raise ValueError(
@@ -216,9 +238,17 @@ class ResidualPlannerPlus(_ResidualBase):
                 mode = S or "optimize"
             else:
                 mode = self.strategies
-            key = (mode, type(Wi).__name__, Wi.shape, _fingerprint(Wi))
+            target = self.strategy_objective
+            if target == "auto":
+                target = "max" if getattr(self, "_objective_now", "sum") == "max" else "sum"
+            key = (mode, target, type(Wi).__name__, Wi.shape, _fingerprint(Wi))
             if key not in cache:
-                S = optimized_strategy(Wi) if mode == "optimize" else None
+                if mode != "optimize":
+                    S = None
+                elif target == "max":
+                    S = max_variance_strategy(Wi)
+                else:
+                    S = optimized_strategy(Wi, self.strategy_solver)
                 cache[key] = general_basis(Wi, S)
             return cache[key]
 
