@@ -8,6 +8,7 @@ scaling, not the absolute numbers.
 """
 
 import argparse
+import os
 
 from _util import median_seconds, peak_rss_mb
 
@@ -33,6 +34,7 @@ def main():
     ap.add_argument("--lrm-max", type=int, default=256, help="largest n for LRM")
     ap.add_argument("--repeats", type=int, default=3)
     args = ap.parse_args()
+    print("load average at start: {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
     print(f"{'selector':>12} {'N':>9} {'select s':>11} {'score s':>11} {'peak MB':>8}")
     print("-- 1-D Prefix")
     for n in args.sizes:
@@ -46,6 +48,10 @@ def main():
         W = workloads.kron([workloads.prefix(m), workloads.prefix(m)])
         for name in ("privelet", "hb", "quadtree"):
             row(name, m * m, W, repeats=args.repeats)
+    print("-- 1-D All Range (GreedyH's structured (WᵀW)² products)")
+    for n in args.sizes:
+        row("greedy_h", n, workloads.all_range(n), repeats=1, score=False)
+    print("load average at end: {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
 
 
 if __name__ == "__main__":

@@ -35,6 +35,8 @@ from .base import ALL_PRIVACY, Selector, register
 
 __all__ = ["LowRankSelector", "lrm_decompose", "project_columns"]
 
+INITS = ("auto", "identity", "svd", "random")
+
 
 def _project_l1(V: np.ndarray, radius: float = 1.0) -> np.ndarray:
     """Euclidean projection of every column of ``V`` onto the L1 ball (Duchi et al. 2008)."""
@@ -89,9 +91,17 @@ def lrm_decompose(
 ):
     """Yuan et al.'s augmented-Lagrangian decomposition ``W ≈ B L`` (module docstring).
 
-    Returns ``(B, L, info)`` with ``info = {"residual", "trace_BtB", "iterations"}``; the
-    start is the top-``rank`` right singular vectors of ``W`` (extra rows: small Gaussian
-    noise from ``seed``), scaled into the feasible set.
+    Returns ``(B, L, info)`` with ``info = {"residual", "trace_BtB", "iterations"}``. The
+    start ``init``: ``"identity"`` (``L = [I; small Gaussian rows from seed]``, needs
+    ``rank ≥ n``), ``"svd"`` (the top-``rank`` right singular vectors of ``W``, extra rows as
+    before), ``"random"`` (Gaussian from ``seed``) or ``"auto"`` (identity when
+    ``rank ≥ n``, else svd); it is scaled (not projected) into the feasible set.
+
+    The identity start is a KKT point whenever ``(WᵀW)_ij ≤ (WᵀW)_jj`` for all ``i, j``
+    (Prefix, Width-w and All Range): at ``L = I`` (a vertex of every column's L1 ball) a
+    feasible direction must take from ``L_jj`` what it gives to ``L_ij``, which changes
+    ``tr(WᵀW (LᵀL)⁻¹)`` by ``2 ε Σ_{i≠j} (K_jj |E_ij| − K_ij E_ij) ≥ 0`` to first order, so a
+    descent method started there stays there.
     """
     W = np.asarray(W, dtype=float)
     m, n = W.shape
@@ -111,8 +121,11 @@ def lrm_decompose(
         _, _, Vt = np.linalg.svd(W, full_matrices=False)
         k = min(rank, Vt.shape[0])
         L[:k] = Vt[:k]
+    elif init == "random":  # Gaussian, scaled into the feasible set below
+        L = rng.standard_normal((rank, n))
+        k = rank
     else:
-        raise ValueError(f"init must be 'auto', 'identity' or 'svd', got {init!r}")
+        raise ValueError(f"init must be one of {INITS}, got {init!r}")
     if rank > k:
         L[k:] = 1e-3 * rng.standard_normal((rank - k, n))
     # scale (not project) into the feasible set, so the start is an exact factorisation
@@ -164,14 +177,15 @@ class LowRankSelector(Selector):
 
     Parameters: ``rank`` (default ``ceil(1.2 · rank(W))``, the LRM paper's choice), ``gamma``
     (target relative residual), ``max_iter``, ``inner`` (projected-gradient steps per
-    L-step), ``seed`` (the start's extra rows). Needs the dense workload (``m · n`` within
-    the dense limit), as LRM itself does (HDMM §8: it did not finish for N ≥ 3⁸).
+    L-step), ``init`` (the start, see :func:`lrm_decompose`; ``"auto"``: identity when the
+    rank reaches ``n``), ``seed`` (the start's random rows). Needs the dense workload
+    (``m · n`` within the dense limit), as LRM itself does (HDMM §8: it did not finish for N ≥ 3⁸).
     """
 
     name = "lrm"
     privacy = ALL_PRIVACY
 
-    def __init__(self, rank=None, gamma=1e-4, max_iter=300, inner=10, seed=0):
+    def __init__(self, rank=None, gamma=1e-4, max_iter=300, inner=10, init="auto", seed=0):
         if rank is not None and (
             isinstance(rank, bool) or not isinstance(rank, (int, np.integer)) or rank < 1
         ):
@@ -183,11 +197,14 @@ class LowRankSelector(Selector):
                 raise ValueError(f"{name} must be an integer >= 1, got {v!r}")
         if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
             raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
+        if init not in INITS:
+            raise ValueError(f"init must be one of {INITS}, got {init!r}")
         self.params = {
             "rank": None if rank is None else int(rank),
             "gamma": float(gamma),
             "max_iter": int(max_iter),
             "inner": int(inner),
+            "init": init,
             "seed": int(seed),
         }
 
@@ -206,6 +223,7 @@ class LowRankSelector(Selector):
             gamma=self.params["gamma"],
             max_iter=self.params["max_iter"],
             inner=self.params["inner"],
+            init=self.params["init"],
             seed=self.params["seed"],
         )
         info.update({"rank": r, "norm": norm})
