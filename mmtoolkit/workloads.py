@@ -143,20 +143,28 @@ def width_range(n: int, w: int) -> la.Matrix:
     return la.WidthRange(n, w)
 
 
-def permuted(W, seed) -> la.Matrix:
+def permuted(W, seed, legacy: bool = False) -> la.Matrix:
     """``W`` with its columns shuffled by ``np.random.default_rng(seed).permutation(n)``.
 
     HDMM §8.1 "Permuted Range" is ``permuted(all_range(n), seed)``: the same queries on a
-    randomly re-ordered domain, which defeats strategies that assume locality. (HDMM's own
-    code draws the permutation from numpy's legacy ``RandomState``; any fixed permutation
-    gives the same HDMM error, not the same baseline errors.) Same seed → same workload.
+    randomly re-ordered domain, which defeats strategies that assume locality. Any fixed
+    permutation gives the same HDMM error, not the same baseline errors: ``legacy=True``
+    draws it from numpy's legacy ``RandomState(seed)`` instead, the generator HDMM's own
+    experiments used, so locality-based baselines (Wavelet, GreedyH) can be compared with
+    the published cells. Same seed (and ``legacy``) → same workload.
     """
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
         raise ValueError(
             f"permuted needs a non-negative integer seed (same seed, same workload); got {seed!r}"
         )
+    if not isinstance(legacy, bool):
+        raise ValueError(f"permuted: legacy must be true or false; got {legacy!r}")
     W = la.as_matrix(W)
-    perm = np.random.default_rng(seed).permutation(W.shape[1])
+    n = W.shape[1]
+    if legacy:
+        perm = np.random.RandomState(seed).permutation(n)
+    else:
+        perm = np.random.default_rng(seed).permutation(n)
     return la.Permuted(W, perm)
 
 

@@ -153,6 +153,15 @@ def test_permuted_reproducible():
     )
 
 
+def test_permuted_legacy_uses_randomstate():
+    perm = np.random.RandomState(0).permutation(8)
+    W = permuted(all_range(8), 0, legacy=True)
+    np.testing.assert_array_equal(W.dense(), all_range(8).dense()[:, perm])
+    assert not np.array_equal(W.dense(), permuted(all_range(8), 0).dense())
+    with pytest.raises(ValueError, match="legacy"):
+        permuted(all_range(8), 0, legacy="yes")
+
+
 # --------------------------------------------------------------------------- marginals
 def test_single_marginal_exact_rows():
     dom = Domain(["a", "b", "c"], [2, 3, 2])
