@@ -4,7 +4,6 @@ range, Haar and permuted kinds (HDMM §4, Table of predicate sets)."""
 from __future__ import annotations
 
 import math
-import time
 
 import numpy as np
 import pytest
@@ -218,7 +217,6 @@ def test_numpy_array_on_the_left():
 
 # ============================================================== large n, no densities
 def test_large_structured_products_stay_implicit():
-    t0 = time.perf_counter()
     rng = np.random.default_rng(0)
     n = 1 << 20
     x = rng.normal(size=n)
@@ -248,4 +246,3 @@ def test_large_structured_products_stay_implicit():
     K = Kronecker([Identity(100)] * 4)
     with pytest.raises(TooLargeError):
         K.dense()
-    assert time.perf_counter() - t0 < 20.0

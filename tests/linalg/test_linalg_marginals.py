@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import itertools
 import math
-import time
 
 import numpy as np
 import pytest
@@ -271,7 +270,6 @@ def _low_order_keys(d, k):
 
 
 def test_marginals_on_100_attributes_stay_implicit():
-    t0 = time.perf_counter()
     sizes = (10,) * 100
     M = Marginals(sizes, _low_order_keys(100, 3))
     n_keys = 1 + 100 + math.comb(100, 2) + math.comb(100, 3)
@@ -288,7 +286,6 @@ def test_marginals_on_100_attributes_stay_implicit():
         M.gram()
     with pytest.raises(TooLargeError):
         M.T.dense()
-    assert time.perf_counter() - t0 < 10.0
 
 
 def test_marginals_gram_on_a_huge_domain_without_materialising():
@@ -309,7 +306,6 @@ def test_marginals_gram_on_a_huge_domain_without_materialising():
 
 
 def test_dense_fallbacks_on_huge_implicit_matrices_raise_quickly():
-    t0 = time.perf_counter()
     K = Kronecker([Identity(100)] * 4)
     with pytest.raises(TooLargeError):
         K.dense()
@@ -321,7 +317,6 @@ def test_dense_fallbacks_on_huge_implicit_matrices_raise_quickly():
         MarginalsGram((2,) * (MAX_MARGINALS_DIM + 1), np.zeros(1))
     with pytest.raises(TooLargeError):
         projected_traces((2,) * (MAX_MARGINALS_DIM + 1), [1.0] * 25, [1.0] * 25)
-    assert time.perf_counter() - t0 < 2.0
 
 
 # ======================================================================== validation
