@@ -1,12 +1,17 @@
 """Eigen-Design (Li & Miklau 2012) on all 1-D ranges: time vs n for Program 1's solvers.
 
 Columns: the eigendecomposition of WᵀW, Program 1 by the dual multiplicative method (with
-its certified gap) and by cvxpy/Clarabel (skipped above ``--clarabel-max``; the digest
-reports Clarabel failing at n = 2048), and the separation (group 16) / principal-vector (6%)
-reductions. Each size runs once; times are wall-clock seconds.
+its certified gap) and by cvxpy (Clarabel by default; skipped above ``--cvxpy-max``; the
+digest reports Clarabel failing at n = 2048), the ratio of the two optima, the
+separation (group 16) / principal-vector (6%) reductions, and the peak memory. Each size
+runs once; times are wall-clock seconds, with the 1-minute load average before and after
+(the machine is shared: compare only rows measured under similar load).
+``--out FILE`` also writes the table as Markdown.
 """
 
 import argparse
+import os
+import sys
 import time
 
 from _util import peak_rss_mb
@@ -20,6 +25,19 @@ from mmtoolkit.selectors.eigen_design import (
     workload_gram,
 )
 
+HEAD = (
+    "n",
+    "eig s",
+    "dual s",
+    "dual gap",
+    "cvxpy s",
+    "cvxpy/dual",
+    "sep16 s",
+    "pv6% s",
+    "MB",
+    "load",
+)
+
 
 def timed(fn, *args):
     start = time.perf_counter()
@@ -31,40 +49,43 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--sizes", type=int, nargs="+", default=[256, 512, 1024, 2048, 4096, 8192])
     parser.add_argument("--tol", type=float, default=1e-6)
-    parser.add_argument("--clarabel-max", type=int, default=1024)
+    parser.add_argument("--cvxpy", default="clarabel", choices=["clarabel", "scs", "ecos"])
+    parser.add_argument("--cvxpy-max", type=int, default=1024)
+    parser.add_argument("--out", default=None)
     args = parser.parse_args()
-    head = (
-        "n",
-        "eig s",
-        "dual s",
-        "dual gap",
-        "clarabel s",
-        "clar/dual",
-        "sep16 s",
-        "pv6% s",
-        "MB",
-    )
-    print("{:>6} {:>8} {:>8} {:>9} {:>10} {:>10} {:>8} {:>8} {:>7}".format(*head))
+    lines = ["| " + " | ".join(HEAD) + " |", "|" + "---:|" * len(HEAD)]
+    print(("{:>6} {:>8} {:>8} {:>9} {:>10} {:>10} {:>8} {:>8} {:>7} {:>11}").format(*HEAD))
     for n in args.sizes:
+        load0 = os.getloadavg()[0]
         t_eig, (sigma, Q) = timed(lambda n=n: eigen_queries(workload_gram(workloads.all_range(n))))
         P = Q * Q
         t_dual, w = timed(solve_weighting, sigma, P, 1, "dual", args.tol)
-        if n <= args.clarabel_max:
+        cv_s, cv_r = "-", "-"
+        if n <= args.cvxpy_max:
             try:
-                t_cl, wc = timed(solve_weighting, sigma, P, 1, "clarabel")
-                clar = f"{t_cl:>10.2f} {wc.value / w.value:>10.6f}"
+                t_cv, wc = timed(solve_weighting, sigma, P, 1, args.cvxpy)
+                cv_s, cv_r = f"{t_cv:.2f}", f"{wc.value / w.value:.6f}"
             except RuntimeError as err:
-                clar = f"{'failed':>10} {str(err)[:10]:>10}"
-        else:
-            clar = f"{'-':>10} {'-':>10}"
+                cv_s, cv_r = "failed", str(err)[:30]
         t_sep, _ = timed(_separation, sigma, P, 1, 16, "dual", args.tol, 200_000)
         t_pv, _ = timed(_principal, sigma, P, 1, 0.06, "dual", args.tol, 200_000)
-        print(
-            f"{n:>6} {t_eig:>8.2f} {t_dual:>8.2f} {w.gap:>9.1e} {clar} {t_sep:>8.2f} "
-            f"{t_pv:>8.2f} {peak_rss_mb():>7.0f}",
-            flush=True,
-        )
+        load = f"{load0:.1f}/{os.getloadavg()[0]:.1f}"
+        row = (n, f"{t_eig:.2f}", f"{t_dual:.2f}", f"{w.gap:.1e}", cv_s, cv_r)
+        row += (f"{t_sep:.2f}", f"{t_pv:.2f}", f"{peak_rss_mb():.0f}", load)
+        print(("{:>6} {:>8} {:>8} {:>9} {:>10} {:>10} {:>8} {:>8} {:>7} {:>11}").format(*row))
+        lines.append("| " + " | ".join(str(c) for c in row) + " |")
         del Q, P
+    if args.out:
+        text = (
+            f"# Eigen-Design on all 1-D ranges: time vs n (dual method vs cvxpy/{args.cvxpy})\n\n"
+            f"`python benchmarks/bench_eigen_design.py {' '.join(sys.argv[1:])}` — "
+            "wall-clock seconds, one run per size, OMP_NUM_THREADS=1, 2 cores shared with "
+            "other jobs; load = 1-min load average before/after the row.\n\n"
+            + "\n".join(lines)
+            + "\n"
+        )
+        with open(args.out, "w") as fh:
+            fh.write(text)
 
 
 if __name__ == "__main__":

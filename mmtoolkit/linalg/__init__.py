@@ -24,6 +24,7 @@ from .marginals import (
     MarginalsGram,
     projected_traces,
 )
+from .orthobasis import OrthoBasis, OrthoBasisGram
 from .permuted import Permuted, PermutedGram
 from .pidentity import LowRankUpdate, PIdentity, PIdentityGram, PIdentityPinv
 from .ranges import (
@@ -62,6 +63,8 @@ __all__ = [
     "MarginalsGram",
     "Matrix",
     "Ones",
+    "OrthoBasis",
+    "OrthoBasisGram",
     "Permuted",
     "PermutedGram",
     "PIdentity",

@@ -24,6 +24,11 @@ and the primal point ``x ∝ (c / Pν)^{1/(p+1)}`` rescaled to feasibility has v
 duality gap. ``ν ← ν ∘ g / νᵀg`` (the multiplicative algorithm of optimal design) drives
 the gap to zero; O(nk) per iteration, no factorisation.
 
+Representation: orthogonal design rows (eigen-queries, Haar, Hadamard) give the strategy
+as an :class:`~mmtoolkit.linalg.OrthoBasis` (Q stored once, rows normalised, completion
+as a diagonal), which the evaluator scores exactly in that basis at any n the
+eigendecomposition reaches (8192 here); other design sets give a dense ``[diag(λ) Q ; D']``.
+
 Workload reductions of §4.2: *eigen-query separation* (groups of ``group_size``
 eigen-queries by eigenvalue, Program 1 per group, then Program 1 again over the group
 scale factors) and *principal vectors* (the top ``fraction`` of eigen-queries weighted
@@ -40,8 +45,18 @@ from dataclasses import dataclass, field
 import numpy as np
 import scipy.linalg
 
-from ..linalg import Dense, Haar, Matrix, SymTridiagonal, TooLargeError, VStack, as_matrix
+from ..linalg import (
+    Dense,
+    Haar,
+    Matrix,
+    OrthoBasis,
+    SymTridiagonal,
+    TooLargeError,
+    VStack,
+    as_matrix,
+)
 from ..linalg import base as _linalg_base
+from ..linalg.orthobasis import check_orthonormal_rows
 from ..privacy import Privacy, PureDP
 from ..strategy import Strategy
 from .base import Selector, register
@@ -291,7 +306,8 @@ def _dual_multiplicative(c, P, p, tol, max_iter) -> Weighting:
             break
         if stalled >= 50:  # the gap has reached the floating-point floor (~1e-9)
             break
-        step = np.log(g / S)
+        with np.errstate(divide="ignore"):  # g_j = 0 sends ν_j to the floor below
+            step = np.log(g / S)
         while True:
             trial = log_nu + rho * step
             trial = np.maximum(trial - trial.max(), -700.0)
@@ -483,13 +499,19 @@ def weighted_strategy(Q: np.ndarray, x: np.ndarray, p: int, complete: bool, c=No
     x = x / cols.max()
     cols = cols / cols.max()
     lam = np.sqrt(x) if p == 1 else x
-    Ap = Dense(lam[:, None] * Q)
     value = None if c is None else float(np.sum(np.asarray(c) / x**p))
-    if not complete:
-        return Ap, value
-    d = np.sqrt(np.clip(1.0 - cols, 0.0, None)) if p == 1 else np.clip(1.0 - cols, 0.0, None)
-    d[d < 1e-12] = 0.0
-    if not d.any():
+    d = None
+    if complete:
+        d = np.sqrt(np.clip(1.0 - cols, 0.0, None)) if p == 1 else np.clip(1.0 - cols, 0.0, None)
+        d[d < 1e-12] = 0.0
+    # orthogonal design rows (eigen-queries, Haar, Hadamard): the structured OrthoBasis kind,
+    # scored exactly by the evaluator's OrthoBasis route at any n the eigensolver reaches
+    r = np.sqrt(np.einsum("ij,ij->i", Q, Q))
+    Qn = Q if np.allclose(r, 1.0, rtol=0.0, atol=1e-12) else Q / r[:, None]
+    if check_orthonormal_rows(Qn):
+        return OrthoBasis(Qn, lam * (1.0 if Qn is Q else r), d), value
+    Ap = Dense(lam[:, None] * Q)
+    if d is None or not d.any():
         return Ap, value
     n = Q.shape[1]
     return VStack([Ap, SymTridiagonal(d, np.zeros(n - 1))]), value

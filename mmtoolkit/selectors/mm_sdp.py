@@ -41,8 +41,8 @@ from .base import Selector, register
 from .eigen_design import eigen_queries, workload_gram
 
 #: Largest n Program 5.2 is attempted for by default: the largest size solved within 10
-#: minutes here (benchmarks/bench_mm_sdp.py, all ranges, 2 shared cores under contention:
-#: SCS n = 16/32/64 in 0.2/2/477 s; Clarabel 9/51/1364 s, 3.8 GB at n = 64).
+#: minutes here (benchmarks/bench_mm_sdp.py, all ranges; near idle: SCS n = 16/32/64 in
+#: 0.08/0.7/287 s, Clarabel n = 32 in 3.6 s; contended: Clarabel 1364 s, 3.8 GB at n = 64).
 MAX_SDP_N = 64
 SDP_SOLVERS = ("clarabel", "scs")
 L1_METHODS = ("l2", "svd_bound")

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from mmtoolkit import evaluate, selectors, workloads
-from mmtoolkit.linalg import AllRange, Dense, Haar, Identity, Permuted, Prefix
+from mmtoolkit.linalg import AllRange, Dense, Haar, Identity, OrthoBasis, Permuted, Prefix
 from mmtoolkit.privacy import ZCDP, ApproxDP, PureDP
 from mmtoolkit.selectors.eigen_design import (
     design_costs,
@@ -233,6 +233,32 @@ def test_normalize_rows_uses_the_unit_norm_workload():
     np.testing.assert_allclose(G2, Rn.T @ Rn, atol=1e-12)
     st = selectors.get("eigen_design", normalize_rows=True).select(AllRange(16), EPS_DELTA)
     assert units(Dense(Rn), st) <= units(Dense(Rn), Haar(16))
+
+
+# ----------------------------------------------------------- strategy representation
+@pytest.mark.parametrize("privacy", [EPS_DELTA, PureDP(1.0)])
+@pytest.mark.parametrize("design", ["eigen", "wavelet", "fourier"])
+def test_orthogonal_designs_give_an_orthobasis_scored_like_dense(design, privacy):
+    # orthogonal design rows (eigen-queries; ±1 Haar and Hadamard rows, normalised) become
+    # the OrthoBasis kind; its structured score equals the dense route's on the same array
+    W = AllRange(16)
+    st = selectors.get("eigen_design", design=design, tol=1e-9).select(W, privacy)
+    assert isinstance(st.matrix, OrthoBasis)
+    D = st.matrix.dense()
+    ours = evaluate.expected_error(W, st, privacy)
+    assert ours == pytest.approx(evaluate.expected_error(W, Dense(D), privacy), rel=1e-9)
+    assert ours == pytest.approx(
+        privacy.noise_variance() * dense_units(W.dense(), D, 1 if privacy is not EPS_DELTA else 2),
+        rel=1e-9,
+    )
+
+
+def test_non_orthogonal_design_stays_dense():
+    W = AllRange(8)
+    Q = np.tril(np.ones((8, 8)))  # prefix rows: a basis, not orthogonal
+    st = selectors.get("eigen_design", design=Q, tol=1e-9).select(W, EPS_DELTA)
+    assert not isinstance(st.matrix, OrthoBasis)
+    assert units(W, st) == pytest.approx(dense_units(W.dense(), st.matrix.dense()), rel=1e-9)
 
 
 # ------------------------------------------------------------------------- bad input
