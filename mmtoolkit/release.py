@@ -45,13 +45,13 @@ import csv
 import io
 import json
 import math
-import os
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
+
+from .atomic import write_files_atomic
 
 __all__ = ["add_parser", "main", "DEMO_DOMAIN", "parse_workload", "run"]
 
@@ -217,26 +217,6 @@ def _discrete_summary(strategy, privacy) -> dict:
     }
 
 
-def _atomic_write(files: dict[Path, str]) -> None:
-    """Write every file to a temporary sibling, then rename them all into place."""
-    temps = []
-    umask = os.umask(0)
-    os.umask(umask)
-    try:
-        for path, text in files.items():
-            fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-            temps.append((tmp, path))
-            with os.fdopen(fd, "w", newline="", encoding="utf-8") as fh:
-                fh.write(text)
-            os.chmod(tmp, 0o666 & ~umask)  # mkstemp creates 0600; use the usual mode
-        for tmp, path in temps:
-            os.replace(tmp, path)
-    finally:
-        for tmp, _ in temps:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-
-
 # ============================================================================ run
 def run(args) -> dict:
     """Do the release described by parsed ``args``; returns the summary (files written)."""
@@ -359,7 +339,7 @@ def run(args) -> dict:
     if args.noise == "discrete":
         summary["discrete_noise"] = _discrete_summary(strategy, privacy)
     summary["seconds"]["total"] = time.perf_counter() - t0
-    _atomic_write(
+    write_files_atomic(
         {
             out: buf.getvalue(),
             summary_path: json.dumps(summary, indent=2, ensure_ascii=False) + "\n",

@@ -6,9 +6,10 @@ error) the YAML runner cannot express yet; numbers still come from mmtoolkit.eva
 
 from pathlib import Path
 
+from mmtoolkit.atomic import write_atomic
 from mmtoolkit.privacy import from_spec
 from mmtoolkit.runner.config import Column, Config, Metric, Row, Tolerance
-from mmtoolkit.runner.run import Cell, _compare, _write_atomic, render_csv, render_markdown
+from mmtoolkit.runner.run import Cell, _compare, render_csv, render_markdown
 
 RESULTS = Path(__file__).resolve().parents[2] / "results" / "eigen_design"
 
@@ -45,6 +46,6 @@ def write_table(table, title, source, metric_text, privacy_spec, tol, columns, r
             cell.note = cell_notes.get(col, "")
             _compare(cell, cfg)
             cells.append(cell)
-    _write_atomic(RESULTS / f"{table}.csv", render_csv(cells))
-    _write_atomic(RESULTS / f"{table}.md", render_markdown(cfg, cells))
+    write_atomic(RESULTS / f"{table}.csv", render_csv(cells))
+    write_atomic(RESULTS / f"{table}.md", render_markdown(cfg, cells))
     return cells

@@ -625,7 +625,7 @@ def _log_scale(ax, axis: str) -> None:
 
 
 def _save(fig, path: Path) -> Path:
-    from .report import write_atomic
+    from ..atomic import write_atomic
 
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=110, metadata={"Software": None})

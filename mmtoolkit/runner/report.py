@@ -29,10 +29,10 @@ import csv
 import math
 import os
 import re
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..atomic import write_atomic
 from .config import Config, load_config
 from .plots import SHEET_SUFFIXES
 
@@ -48,7 +48,6 @@ __all__ = [
     "replace_block",
     "reproduce",
     "table_status",
-    "write_atomic",
     "write_report",
 ]
 
@@ -562,26 +561,6 @@ def write_report(
     for path, text in outputs:
         write_atomic(path, text)
     return [p for p, _ in outputs]
-
-
-def write_atomic(path: str | os.PathLike, data: str | bytes) -> None:
-    """Write ``data`` to ``path`` through a temp file in the same directory + os.replace."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    raw = data.encode("utf-8") if isinstance(data, str) else data
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(raw)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
 
 
 # ----------------------------------------------------------------------------- reproduce

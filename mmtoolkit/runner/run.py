@@ -31,12 +31,12 @@ import json
 import math
 import os
 import sys
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
+from ..atomic import write_atomic
 from .config import Config, load_config, quick_config
 from .executors import check_executor, run_jobs
 from .jobs import expand_jobs
@@ -263,8 +263,8 @@ def run_config(
     directory = Path(results) / config.paper
     csv_path = directory / f"{config.table}.csv"
     md_path = directory / f"{config.table}.md"
-    _write_atomic(csv_path, render_csv(cells))
-    _write_atomic(md_path, render_markdown(config, cells))
+    write_atomic(csv_path, render_csv(cells))
+    write_atomic(md_path, render_markdown(config, cells))
     store.rewrite([records[s.key] for s in specs])
     if config.figures:  # the config's figures (runner/plots.py), from the cells just written
         from .plots import render_figures
@@ -379,21 +379,3 @@ def render_markdown(config: Config, cells: list[Cell]) -> str:
         lines += [f"{i}. {n}" for i, n in enumerate(notes, 1)]
         lines.append("")
     return "\n".join(lines)
-
-
-def _write_atomic(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` through a temp file in the same directory + os.replace."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise

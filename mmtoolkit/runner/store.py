@@ -24,8 +24,9 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from pathlib import Path
+
+from ..atomic import write_atomic
 
 __all__ = ["JobStore", "reusable", "store_path"]
 
@@ -77,19 +78,7 @@ class JobStore:
         """Replace the store with ``records`` atomically."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
         text = "".join(json.dumps(r, sort_keys=True, allow_nan=True) + "\n" for r in records)
-        fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=f".{self.path.name}.")
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                f.write(text)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, self.path)
-        except BaseException:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
-            raise
+        write_atomic(self.path, text)
 
 
 def reusable(

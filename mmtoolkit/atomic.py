@@ -1,0 +1,47 @@
+"""Atomic file output: readers see the old file or the new one, never a partial write.
+
+Every file goes to a temporary sibling (same directory, so ``os.replace`` is a rename on one
+file system), is flushed and fsynced, and is then renamed into place; on any error the
+temporaries are removed and no target is touched. Used by the runner (results tables, job
+store, scoreboard, figures) and by ``mmtoolkit release``.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+
+__all__ = ["write_atomic", "write_files_atomic"]
+
+
+def write_files_atomic(files: Mapping[str | os.PathLike, str | bytes]) -> None:
+    """Write each ``path -> data`` (text is UTF-8, newlines untranslated); all files are
+    complete before the first rename, so an error leaves every target as it was."""
+    umask = os.umask(0)
+    os.umask(umask)
+    temps: list[tuple[str, Path]] = []
+    try:
+        for target, data in files.items():
+            path = Path(target)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            raw = data.encode("utf-8") if isinstance(data, str) else data
+            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+            temps.append((tmp, path))
+            with os.fdopen(fd, "wb") as f:
+                f.write(raw)
+                f.flush()
+                os.fsync(f.fileno())
+            os.chmod(tmp, 0o666 & ~umask)  # mkstemp creates 0600; use the usual mode
+        for tmp, path in temps:
+            os.replace(tmp, path)
+    finally:
+        for tmp, _ in temps:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+
+
+def write_atomic(path: str | os.PathLike, data: str | bytes) -> None:
+    """Write one file atomically (see :func:`write_files_atomic`)."""
+    write_files_atomic({path: data})
