@@ -9,6 +9,7 @@ from paper_fixtures import H4, Y4
 from mmtoolkit import datasets, evaluate, selectors, workloads
 from mmtoolkit.domain import Domain
 from mmtoolkit.evaluate import UnsupportedWorkloadError
+from mmtoolkit.evaluate.bound import _joint_eigenvalues
 from mmtoolkit.linalg import (
     AllRange,
     Dense,
@@ -489,7 +490,7 @@ def test_joint_eigenbasis_route_is_taken():
     G = Prefix(4).gram().dense()
     W = VStack([Kronecker([Prefix(4), Prefix(3)]), Kronecker([Dense(G), Identity(3)])])
     terms = kron_terms(W)
-    lam = evaluate._joint_eigenvalues(terms, [4, 3])
+    lam = _joint_eigenvalues(terms, [4, 3])
     assert lam is not None
     np.testing.assert_allclose(
         np.sort(lam), np.sort(np.linalg.eigvalsh(W.dense().T @ W.dense())), atol=1e-9

@@ -10,7 +10,7 @@ Thm 5.27). Its Gram is ``Qᵀ diag(w²) Q + diag(d²)`` (:class:`OrthoBasisGram`
 representation itself, not an accidental materialisation), so this kind is exempt from
 the dense guard for what it already holds; products never form anything larger than
 ``Q``-sized arrays. The evaluator scores it exactly through ``_OrthoBasisRoute``
-(``mmtoolkit/evaluate.py``): without completion ``(AᵀA)⁺ = Qᵀ diag(w⁻²) Q`` on the live
+(``mmtoolkit/evaluate/orthobasis.py``): without completion ``(AᵀA)⁺ = Qᵀ diag(w⁻²) Q`` on the live
 rows, with completion in the completed orthonormal basis.
 """
 

@@ -1,0 +1,204 @@
+"""The SVD lower bound (Li & Miklau 2012, Thm 2; ResidualPlanner Table 4): marginals closed form,
+span{I, J} unions, single Kronecker, verified joint eigenbasis of commuting unions, dense."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..linalg import (
+    Identity,
+    Marginals,
+    Matrix,
+    Ones,
+    TooLargeError,
+    Weighted,
+    as_matrix,
+    check_dense_size,
+    kron_terms,
+)
+from ..linalg import base as _linalg_base
+from ..privacy import Privacy
+from ._common import RANK_RTOL, _check_privacy, _common_sizes
+
+
+def svd_bound(W) -> float:
+    """The singular value bound (Σ_j sqrt(λ_j(WᵀW)))² / N (Li & Miklau 2012, Thm 2).
+
+    A lower bound on sens₂(A)² · tr(WᵀW (AᵀA)⁺) over every strategy A, hence (since
+    sens₁ ≥ sens₂) on the PureDP units too. Exact routes: weighted marginals and unions of
+    Kronecker products whose factor Grams lie in span{I, J} (the marginals closed form);
+    a single Kronecker product (product of factor bounds); unions whose per-attribute Grams
+    are jointly diagonalisable (needs N ≤ MAX_DENSE_ENTRIES); else dense eigenvalues.
+    """
+    W = as_matrix(W)
+    if isinstance(W, Weighted):
+        return W.weight**2 * svd_bound(W.base)
+    if isinstance(W, Marginals):
+        return _marginal_svdb(W.sizes, {a: t * t for a, t in W.weights.items()})
+    terms = kron_terms(W)
+    sizes = _common_sizes(terms)
+    if sizes is not None:
+        coeffs = _span_ij_coefficients(terms)
+        if coeffs is not None:
+            return _marginal_svdb(sizes, coeffs)
+        if len(terms) == 1:
+            c, factors = terms[0]
+            total = c
+            for f in factors:
+                lam = _eigvals_psd(f.gram())
+                total *= np.sum(np.sqrt(lam)) ** 2 / f.shape[1]
+            return float(total)
+        lam = _joint_eigenvalues(terms, sizes)
+        if lam is not None:
+            return float(np.sum(np.sqrt(lam)) ** 2 / W.shape[1])
+    N = W.shape[1]
+    if N * N > _linalg_base.MAX_DENSE_ENTRIES:
+        raise TooLargeError(
+            f"svd_bound: no exact structured method applies to this workload "
+            f"({type(W).__name__}, N = {N}) and a dense eigendecomposition of the N x N Gram "
+            "is too large"
+        )
+    lam = _eigvals_psd(W.gram())
+    return float(np.sum(np.sqrt(lam)) ** 2 / N)
+
+
+def svd_bound_error(W, privacy: Privacy) -> float:
+    """Lower bound on the expected total squared error of any strategy: v · svd_bound(W)."""
+    _check_privacy(privacy)
+    return privacy.noise_variance(1.0) * svd_bound(W)
+
+
+def svd_bound_rmse(W, privacy: Privacy) -> float:
+    """Lower bound on the RMSE of any strategy: sqrt(v · svd_bound(W) / m)."""
+    W = as_matrix(W)
+    return math.sqrt(svd_bound_error(W, privacy) / W.shape[0])
+
+
+# ======================================================================== SVD bound
+def _eigvals_psd(G: Matrix) -> np.ndarray:
+    n = G.shape[0]
+    check_dense_size(n, n, "eigenvalues of a Gram matrix")
+    D = G.dense()
+    return _zero_small(np.linalg.eigvalsh(0.5 * (D + D.T)))
+
+
+def _zero_small(lam: np.ndarray) -> np.ndarray:
+    """Clip rounding noise: eigenvalues below the rank cutoff become exactly 0."""
+    lam = np.clip(lam, 0.0, None)
+    cutoff = RANK_RTOL * len(lam) * np.finfo(float).eps * lam.max(initial=0.0)
+    lam[lam < cutoff] = 0.0
+    return lam
+
+
+def _alpha_beta(f: Matrix) -> tuple[float, float] | None:
+    """(α, β) with fᵀf = αI + βJ, or None."""
+    if isinstance(f, Identity):
+        return 1.0, 0.0
+    if isinstance(f, Ones):
+        return 0.0, float(f.shape[0])
+    n = f.shape[1]
+    if n == 1:
+        return float(f.gram().trace()), 0.0
+    if n * n > 4_000_000:
+        return None
+    G = f.gram().dense()
+    beta = G[0, 1]
+    alpha = G[0, 0] - beta
+    scale = max(np.abs(G).max(), 1e-300)
+    if np.abs(G - alpha * np.eye(n) - beta).max() > 1e-12 * scale:
+        return None
+    return float(alpha), float(beta)
+
+
+def _span_ij_coefficients(terms) -> dict[int, float] | None:
+    """Write Σ_t c_t ⊗_i G_{t,i} as Σ_a v_a ℂ(a) when every G_{t,i} = α I + β J, else None."""
+    coeffs: dict[int, float] = {}
+    for c, factors in terms:
+        parts = []
+        for f in factors:
+            ab = _alpha_beta(f)
+            if ab is None:
+                return None
+            parts.append(ab)
+        partial = {0: c}
+        for i, (alpha, beta) in enumerate(parts):
+            nxt: dict[int, float] = {}
+            for key, val in partial.items():
+                if alpha != 0.0:
+                    nxt[key | (1 << i)] = nxt.get(key | (1 << i), 0.0) + val * alpha
+                if beta != 0.0:
+                    nxt[key] = nxt.get(key, 0.0) + val * beta
+            partial = nxt
+        for key, val in partial.items():
+            coeffs[key] = coeffs.get(key, 0.0) + val
+    return coeffs
+
+
+def _marginal_svdb(sizes, coeffs: dict[int, float]) -> float:
+    """SVD bound of WᵀW = Σ_a v_a ℂ(a): eigenvalue λ_B = Σ_{a ⊇ B} v_a Π_{i∉a} n_i on a space
+    of dimension Π_{i∈B}(n_i − 1); bound = (Σ_B dim_B sqrt(λ_B))² / N. Computed with λ_B / N
+    (= Σ_{a⊇B} v_a / Π_{i∈a} n_i) so that N = 10^100 never appears; O(Σ_a 2^|a|) work.
+    """
+    d = len(sizes)
+    lam_over_n: dict[int, float] = {}
+    budget = 0
+    for a, v in coeffs.items():
+        if v == 0.0:
+            continue
+        bits = [i for i in range(d) if (a >> i) & 1]
+        budget += 1 << len(bits)
+        if budget > 50_000_000:
+            raise TooLargeError("svd_bound: the marginals closed form needs > 5e7 subset terms")
+        share = v / math.prod(sizes[i] for i in bits)
+        sub = a
+        while True:  # every submask B of a
+            lam_over_n[sub] = lam_over_n.get(sub, 0.0) + share
+            if sub == 0:
+                break
+            sub = (sub - 1) & a
+    total = 0.0
+    for b, lam in lam_over_n.items():
+        dim = 1
+        bb = b
+        while bb:
+            low = bb & -bb
+            dim *= sizes[low.bit_length() - 1] - 1
+            bb ^= low
+        if dim and lam > 0:
+            total += dim * math.sqrt(lam)
+    return total * total
+
+
+def _joint_eigenvalues(terms, sizes) -> np.ndarray | None:
+    """All N eigenvalues of Σ_t c_t ⊗_i G_{t,i} when, per attribute, the Grams of the terms
+    have a common eigenbasis (verified), else None."""
+    if math.prod(sizes) > _linalg_base.MAX_DENSE_ENTRIES:
+        return None
+    per_attr = []
+    rng = np.random.default_rng(12345)
+    for i, n in enumerate(sizes):
+        check_dense_size(n, n, "a factor Gram")
+        grams = []
+        for _, factors in terms:
+            G = factors[i].gram().dense()
+            grams.append(0.5 * (G + G.T))
+        # eigenvectors of a generic combination; then verify each Gram is diagonal in them
+        combo = sum(g * rng.uniform(1.0, 2.0) / max(np.abs(g).max(), 1e-300) for g in grams)
+        _, V = np.linalg.eigh(combo)
+        lams = []
+        for g in grams:
+            D = V.T @ g @ V
+            off = D - np.diag(np.diag(D))
+            if np.abs(off).max() > 1e-9 * max(np.abs(g).max(), 1e-300) * n:
+                return None
+            lams.append(np.diag(D))
+        per_attr.append(lams)
+    lam = np.zeros(math.prod(sizes))
+    for t, (c, _) in enumerate(terms):
+        vec = np.array([c])
+        for i in range(len(sizes)):
+            vec = np.kron(vec, per_attr[i][t])
+        lam += vec
+    return _zero_small(lam)
