@@ -1,8 +1,14 @@
 """Shared timing helpers for the benchmark scripts."""
 
+import argparse
+import json
+import os
 import resource
 import statistics
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 
 def median_seconds(fn, repeats=5):
@@ -18,3 +24,39 @@ def median_seconds(fn, repeats=5):
 def peak_rss_mb():
     """Peak resident set size of this process so far, in MB (Linux reports KB)."""
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def child_cases(script, run_case, cases, description=None):
+    """Run each ``(case, d)`` of a benchmark in its own child process (fresh memory, so the
+    peak RSS is the case's own).
+
+    Call from ``main()``. In a child (``--case C --d D``) prints ``run_case(C, D)`` as JSON and
+    returns ``(args, None)``; in the parent returns ``(args, results)`` where ``results``
+    yields ``(case, d, record)`` — ``record`` the child's JSON dict, or a string with the last
+    line of its stderr when it failed. ``args.write`` asks the script to write its results.
+    """
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--case", choices=sorted({c for c, _ in cases}))
+    parser.add_argument("--d", type=int)
+    parser.add_argument("--write", action="store_true")
+    args = parser.parse_args()
+    if args.case:
+        print(json.dumps(run_case(args.case, args.d)))
+        return args, None
+    here = Path(script).resolve().parent
+
+    def results():
+        for case, d in cases:
+            proc = subprocess.run(
+                [sys.executable, str(Path(script).resolve()), "--case", case, "--d", str(d)],
+                capture_output=True,
+                text=True,
+                cwd=here,
+                env={**os.environ, "PYTHONPATH": os.pathsep.join([str(here.parent), *sys.path])},
+            )
+            if proc.returncode:
+                yield case, d, proc.stderr.strip().splitlines()[-1]
+            else:
+                yield case, d, json.loads(proc.stdout.strip().splitlines()[-1])
+
+    return args, results()

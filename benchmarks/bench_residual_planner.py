@@ -17,13 +17,10 @@ Cases (each run in a fresh subprocess so its peak RSS is its own):
 
 from __future__ import annotations
 
-import argparse
-import json
-import os
-import subprocess
-import sys
 import time
 from pathlib import Path
+
+from _util import child_cases
 
 PAPER = {
     ("sum", 100): 9.913,
@@ -78,31 +75,18 @@ def run_case(case: str, d: int) -> dict:
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--case", choices=["sum", "max", "recon"])
-    parser.add_argument("--d", type=int)
-    parser.add_argument("--write", action="store_true")
-    args = parser.parse_args()
-    if args.case:  # child process
-        print(json.dumps(run_case(args.case, args.d)))
+    args, results = child_cases(__file__, run_case, DEFAULT, __doc__)
+    if results is None:  # child process
         return
     here = Path(__file__).resolve().parent
     rows = []
     header = "| case | d | marginals | closure | seconds (ours) | paper s | peak MB | value |"
     print(header)
     print("|---|---:|---:|---:|---:|---:|---:|---:|")
-    for case, d in DEFAULT:
-        proc = subprocess.run(
-            [sys.executable, str(here / Path(__file__).name), "--case", case, "--d", str(d)],
-            capture_output=True,
-            text=True,
-            cwd=here,
-            env={**os.environ, "PYTHONPATH": os.pathsep.join([str(here.parent), *sys.path])},
-        )
-        if proc.returncode:
-            print(f"| {case} | {d} | failed: {proc.stderr.strip().splitlines()[-1]} |")
+    for case, d, r in results:
+        if isinstance(r, str):
+            print(f"| {case} | {d} | failed: {r} |")
             continue
-        r = json.loads(proc.stdout.strip().splitlines()[-1])
         secs = r["recon_s"] if case == "recon" else r["select_s"]
         r["seconds"] = secs
         r["paper_s"] = PAPER[(case, d)]

@@ -23,13 +23,11 @@ The 1-minute load average is recorded with every run (the machine is shared).
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
-import subprocess
-import sys
 import time
 from pathlib import Path
+
+from _util import child_cases
 
 PAPER = {
     ("sum", 10): 0.164, ("sum", 15): 0.281, ("sum", 20): 0.474, ("sum", 30): 1.210,
@@ -78,13 +76,8 @@ def run_case(case: str, d: int) -> dict:
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--case", choices=["sum", "max", "recon"])
-    parser.add_argument("--d", type=int)
-    parser.add_argument("--write", action="store_true")
-    args = parser.parse_args()
-    if args.case:  # child process
-        print(json.dumps(run_case(args.case, args.d)))
+    args, results = child_cases(__file__, run_case, DEFAULT, __doc__)
+    if results is None:  # child process
         return
     here = Path(__file__).resolve().parent
     header = (
@@ -92,19 +85,11 @@ def main():
     )
     lines = [header, "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     print("\n".join(lines), flush=True)
-    for case, d in DEFAULT:
-        proc = subprocess.run(
-            [sys.executable, str(here / Path(__file__).name), "--case", case, "--d", str(d)],
-            capture_output=True,
-            text=True,
-            cwd=here,
-            env={**os.environ, "PYTHONPATH": os.pathsep.join([str(here.parent), *sys.path])},
-        )
-        if proc.returncode:
-            lines.append(f"| {case} | {d} | failed: {proc.stderr.strip().splitlines()[-1]} |")
+    for case, d, r in results:
+        if isinstance(r, str):
+            lines.append(f"| {case} | {d} | failed: {r} |")
             print(lines[-1], flush=True)
             continue
-        r = json.loads(proc.stdout.strip().splitlines()[-1])
         secs = r["recon_s"] if case == "recon" else r["select_s"]
         extra = f" (measure {r['measure_s']:.1f} s)" if case == "recon" else ""
         lines.append(
