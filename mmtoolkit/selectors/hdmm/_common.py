@@ -174,3 +174,17 @@ class GramOperator:
         out.diag = sum(c * g.diag for c, g in zip(coeffs, grams))
         out.trace = float(np.sum(out.diag))
         return out
+
+
+def check_search_params(p, restarts, seed, cycles, tol, ftol, maxiter) -> dict:
+    """The validated search parameters shared by OPT_⊗, OPT_+ and OPT_HDMM (p rule,
+    restarts, seed, block-cyclic ``cycles``/``tol``, L-BFGS-B ``ftol``/``maxiter``)."""
+    return {
+        "p": check_p_param(p),
+        "restarts": check_int("restarts", restarts),
+        "seed": check_seed(seed),
+        "cycles": check_int("cycles", cycles),
+        "tol": check_positive("tol", tol),
+        "ftol": check_positive("ftol", ftol),
+        "maxiter": check_int("maxiter", maxiter),
+    }

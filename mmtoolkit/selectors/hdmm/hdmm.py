@@ -26,9 +26,7 @@ from ...strategy import Strategy
 from ..base import Selector, register
 from ._common import (
     check_int,
-    check_p_param,
-    check_positive,
-    check_seed,
+    check_search_params,
     kron_terms,
     norm_of,
     seed_sequences,
@@ -89,15 +87,9 @@ class HDMMSelector(Selector):
                 f"operators must be a list drawn from {list(OPERATORS)}, got {operators!r}"
             )
         self.params = {
-            "restarts": check_int("restarts", restarts),
-            "seed": check_seed(seed),
             "operators": list(operators),
-            "p": check_p_param(p),
             "groups": check_int("groups", groups, minimum=2),
-            "cycles": check_int("cycles", cycles),
-            "tol": check_positive("tol", tol),
-            "ftol": check_positive("ftol", ftol),
-            "maxiter": check_int("maxiter", maxiter),
+            **check_search_params(p, restarts, seed, cycles, tol, ftol, maxiter),
         }
 
     def _prepare(self, workload):

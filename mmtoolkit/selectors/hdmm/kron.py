@@ -24,10 +24,7 @@ from ...strategy import Strategy
 from ..base import Selector, register
 from ._common import (
     GramOperator,
-    check_int,
-    check_p_param,
-    check_positive,
-    check_seed,
+    check_search_params,
     default_p,
     kron_terms,
     norm_of,
@@ -158,15 +155,7 @@ class OptKronSelector(Selector):
         self, p=None, restarts=1, seed=None, cycles=CYCLES, tol=CYCLE_TOL, ftol=FTOL,
         maxiter=MAXITER,
     ):  # fmt: skip
-        self.params = {
-            "p": check_p_param(p),
-            "restarts": check_int("restarts", restarts),
-            "seed": check_seed(seed),
-            "cycles": check_int("cycles", cycles),
-            "tol": check_positive("tol", tol),
-            "ftol": check_positive("ftol", ftol),
-            "maxiter": check_int("maxiter", maxiter),
-        }
+        self.params = check_search_params(p, restarts, seed, cycles, tol, ftol, maxiter)
 
     def _select(self, workload: Matrix, privacy: Privacy, objective: str) -> Strategy:
         prm = self.params

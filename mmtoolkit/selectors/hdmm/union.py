@@ -27,9 +27,7 @@ from ...strategy import Strategy
 from ..base import Selector, register
 from ._common import (
     check_int,
-    check_p_param,
-    check_positive,
-    check_seed,
+    check_search_params,
     kron_terms,
     norm_of,
     peel,
@@ -131,13 +129,7 @@ class OptUnionSelector(Selector):
     ):  # fmt: skip
         self.params = {
             "groups": check_int("groups", groups, minimum=2),
-            "p": check_p_param(p),
-            "restarts": check_int("restarts", restarts),
-            "seed": check_seed(seed),
-            "cycles": check_int("cycles", cycles),
-            "tol": check_positive("tol", tol),
-            "ftol": check_positive("ftol", ftol),
-            "maxiter": check_int("maxiter", maxiter),
+            **check_search_params(p, restarts, seed, cycles, tol, ftol, maxiter),
         }
 
     def _select(self, workload: Matrix, privacy: Privacy, objective: str) -> Strategy:
