@@ -1,11 +1,13 @@
 """The ``mmtoolkit`` command.
 
 ``mmtoolkit run CONFIG [CONFIG ...] [--results DIR] [-j N] [--executor local|dask]
-[--scheduler ADDRESS] [--fresh] [--quick]``
+[--scheduler ADDRESS] [--fresh] [--reuse-stale] [--quick]``
     run experiment configs (all are validated before any runs) and write
     ``DIR/<paper>/<table>.{csv,md}`` (default DIR: ``results``). Finished jobs are kept in
     ``DIR/<paper>/.jobs/<table>.jsonl``: an interrupted run resumes where it stopped
-    (``--fresh`` recomputes everything). ``-j N`` runs N jobs at once in local processes;
+    (``--fresh`` recomputes everything; ``--reuse-stale`` also reuses results computed by
+    an earlier version of the package, e.g. to re-render a table after editing its notes
+    when unrelated package code has changed since). ``-j N`` runs N jobs at once in local processes;
     ``--executor dask --scheduler ADDRESS`` sends them to a Dask cluster
     (``pip install 'mmtoolkit[dask]'``); ``--quick`` runs the config's ``quick:`` variant
     into ``<table>.quick.{csv,md}``.
@@ -68,6 +70,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     run.add_argument(
         "--fresh", action="store_true", help="ignore the job store: recompute every job"
+    )
+    run.add_argument(
+        "--reuse-stale",
+        action="store_true",
+        help="also reuse stored results computed by other package code (no recompute after "
+        "edits that do not change values)",
     )
     run.add_argument(
         "--quick",
@@ -171,6 +179,7 @@ def _run(paths: list[str], results: str, quiet: bool, args=None) -> int:
             "executor": args.executor,
             "scheduler": args.scheduler,
             "fresh": args.fresh,
+            "reuse_stale": args.reuse_stale,
             "quick": args.quick,
         }
         try:

@@ -190,6 +190,7 @@ def run_config(
     *,
     progress: TextIO | None = None,
     fresh: bool = False,
+    reuse_stale: bool = False,
     jobs: int = 1,
     executor: str = "local",
     scheduler: str | None = None,
@@ -200,7 +201,9 @@ def run_config(
     ``config`` is a :class:`Config` or a path to a YAML file (loaded with
     :func:`load_config`). Finished jobs are appended to the job store
     ``<results>/<paper>/.jobs/<table>.jsonl`` (:mod:`.store`) as they finish, and jobs
-    already there are not recomputed (``fresh=True`` empties the store first). ``jobs``,
+    already there are not recomputed (``fresh=True`` empties the store first;
+    ``reuse_stale=True`` also reuses records computed by other package code — for edits that
+    do not change values, e.g. a new workload builder; the count is reported). ``jobs``,
     ``executor`` and ``scheduler`` choose where jobs run (:mod:`.executors`); ``quick``
     runs the config's quick variant (:func:`~.config.quick_config`) into ``<table>.quick``.
     One progress line per finished job (with an ETA) goes to ``progress`` (default
@@ -219,15 +222,18 @@ def run_config(
     stored = store.load()
     records: dict[str, dict] = {}
     todo = []
+    stale = 0
     for spec in specs:
         rec = stored.get(spec.key)
-        if reusable(rec, spec.timeout, spec.memory, spec.code):
+        if reusable(rec, spec.timeout, spec.memory, None if reuse_stale else spec.code):
             records[spec.key] = rec
+            stale += rec.get("code") != spec.code
         else:
             todo.append(spec)
     if records:
         print(
-            f"resuming: {len(records)} of {len(specs)} jobs already in {store.path}",
+            f"resuming: {len(records)} of {len(specs)} jobs already in {store.path}"
+            + (f" ({stale} computed by other code, reused: --reuse-stale)" if stale else ""),
             file=out,
             flush=True,
         )

@@ -223,6 +223,11 @@ def test_editing_a_custom_selector_recomputes(tmp_path):
     assert len(log.read_text().splitlines()) == 2  # the second run reused both
     (tmp_path / "slowsel_edit.py").write_text(SLOW_MODULE + "\n# edited\n")
     progress = io.StringIO()
+    run_config(load_config(cfg), tmp_path, progress=progress, reuse_stale=True)
+    assert len(log.read_text().splitlines()) == 2  # --reuse-stale: nothing recomputed ...
+    assert "resuming: 4 of 4 jobs" in progress.getvalue()  # ... and it says so
+    assert "2 computed by other code" in progress.getvalue()
+    progress = io.StringIO()
     run_config(load_config(cfg), tmp_path, progress=progress)
     assert len(log.read_text().splitlines()) == 4  # recomputed after the edit ...
     assert "resuming: 2 of 4 jobs" in progress.getvalue()  # ... the SVD bound was not
