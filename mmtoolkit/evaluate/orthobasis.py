@@ -61,15 +61,32 @@ class _OrthoBasisRoute:
         K = (T * A.completion**2) @ T.T
         K[np.diag_indices(n)] += s
         self.K = 0.5 * (K + K.T)
-        self.L = None
-        try:
-            self.L = np.linalg.cholesky(self.K)
-        except np.linalg.LinAlgError:
+        self.L = self._cholesky_if_well_conditioned(self.K)
+        if self.L is None:
             lam, V = np.linalg.eigh(self.K)
             keep = lam > RANK_RTOL * n * np.finfo(float).eps * max(lam.max(initial=0.0), 0.0)
             self.lam, self.V, self.null = lam[keep], V[:, keep], T.T @ V[:, ~keep]
-        if self.L is not None:
+        else:
             self.null = None
+
+    @staticmethod
+    def _cholesky_if_well_conditioned(K: np.ndarray):
+        """Lower Cholesky factor of ``K``, or None when K is singular to working precision
+        — not only when the factorisation fails: completion rows of size ~1e-8 (solver
+        round-off) leave K positive definite with eigenvalues ~1e-16 · λ_max, and solving
+        with it would amplify rounding in the workload's (nil) component along them. The
+        LAPACK condition estimate (``dpocon``, 1-norm) is compared with the same rank rule
+        as the eigh branch; None sends the caller to the pseudo-inverse."""
+        from scipy.linalg import lapack
+
+        n = K.shape[0]
+        c, info = lapack.dpotrf(K, lower=1, clean=1)
+        if info != 0:
+            return None
+        rcond, info = lapack.dpocon(c, float(np.abs(K).sum(axis=0).max()), uplo="L")
+        if info != 0 or rcond <= RANK_RTOL * n * np.finfo(float).eps:
+            return None
+        return c
 
     def _row_blocks(self, B: np.ndarray):
         """Yield ``W @ B[:, s:e]`` (B is n x r) in column blocks that fit the dense guard."""

@@ -159,28 +159,46 @@ def eigen_queries(G: np.ndarray, rtol: float = ZERO_RTOL):
 
 
 # ====================================================================== design sets
-def design_matrix(design, n: int) -> np.ndarray:
+def design_matrix(design, n: int, sizes=None) -> np.ndarray:
     """A named design set as a dense ``n x n`` array (rows are design queries).
 
     ``wavelet``: the ±1 Haar matrix (Privelet; Li & Miklau §5 "Wavelet"); ``fourier``: the
     Walsh-Hadamard (parity) basis, the Fourier basis over the binary encoding of the cells
-    of Barak et al. (PODS 2007) used as the "Fourier" strategy; ``identity``: I_n. A numpy
-    array or Matrix is used as given.
+    of Barak et al. (PODS 2007) used as the "Fourier" strategy; ``identity``: I_n. With
+    attribute ``sizes`` (product n, row-major cells) a named set is the Kronecker product of
+    the per-attribute sets — the multi-dimensional Wavelet of §5 ("extended to multiple
+    dimensions ... by Kronecker product"); for ``fourier`` on power-of-2 sizes this is the
+    same matrix as without sizes. A numpy array or Matrix is used as given.
     """
     if isinstance(design, str):
-        if design == "wavelet":
-            return Haar(n).dense()
-        if design == "fourier":
-            if n & (n - 1):
-                raise ValueError(f"the fourier (Hadamard) design set needs n a power of 2, got {n}")
-            return scipy.linalg.hadamard(n).astype(float)
-        if design == "identity":
-            return np.eye(n)
-        raise ValueError(f"unknown design set {design!r} (valid: {', '.join(DESIGNS)} or a matrix)")
+        if design not in DESIGNS or design == "eigen":
+            raise ValueError(
+                f"unknown design set {design!r} (valid: {', '.join(DESIGNS[1:])} or a matrix)"
+            )
+        if sizes is None:
+            return _named_design(design, n)
+        if math.prod(sizes) != n:
+            raise ValueError(f"design_sizes {list(sizes)} have {math.prod(sizes)} cells, not {n}")
+        out = np.ones((1, 1))
+        for size in sizes:
+            out = np.kron(out, _named_design(design, size))
+        return out
+    if sizes is not None:
+        raise ValueError("design_sizes applies to the named design sets, not to a given matrix")
     Q = as_matrix(design).dense()
     if Q.shape[1] != n:
         raise ValueError(f"the design set has {Q.shape[1]} columns, the workload has {n} cells")
     return Q
+
+
+def _named_design(design: str, n: int) -> np.ndarray:
+    if design == "wavelet":
+        return Haar(n).dense()
+    if design == "fourier":
+        if n & (n - 1):
+            raise ValueError(f"the fourier (Hadamard) design set needs n a power of 2, got {n}")
+        return scipy.linalg.hadamard(n).astype(float)
+    return np.eye(n)
 
 
 def design_costs(G: np.ndarray, Q: np.ndarray, rtol: float = 1e-9) -> np.ndarray:
@@ -400,6 +418,9 @@ class EigenDesign(Selector):
     ----------
     design : "eigen" (default; eigen-queries of WᵀW), "wavelet", "fourier", "identity", or a
         matrix whose linearly independent rows are the design queries (§3.2, Fig. 5).
+    design_sizes : attribute sizes for a named design set on a multi-attribute domain: the
+        Kronecker product of per-attribute sets (multi-D Wavelet, §5); default: one
+        attribute of n cells.
     solver : "dual" (default; certified multiplicative dual method, scales to n = 8192) or a
         cvxpy solver "clarabel" / "scs" / "ecos".
     reduction : "none", "separation" (with ``group_size``, default 16) or "principal" (with
@@ -415,6 +436,7 @@ class EigenDesign(Selector):
         self,
         design="eigen",
         solver: str = "dual",
+        design_sizes=None,
         reduction: str = "none",
         group_size: int = 16,
         fraction: float = 0.1,
@@ -427,6 +449,20 @@ class EigenDesign(Selector):
             raise ValueError(f"unknown design {design!r} (valid: {', '.join(DESIGNS)} or a matrix)")
         if solver not in SOLVERS:
             raise ValueError(f"unknown solver {solver!r} (valid: {', '.join(SOLVERS)})")
+        if design_sizes is not None:
+            if not (isinstance(design, str) and design != "eigen"):
+                raise ValueError("design_sizes applies to design wavelet, fourier or identity")
+            if not (
+                isinstance(design_sizes, (list, tuple))
+                and design_sizes
+                and all(
+                    isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in design_sizes
+                )
+            ):
+                raise ValueError(
+                    f"design_sizes must be a list of positive ints, got {design_sizes!r}"
+                )
+            design_sizes = [int(v) for v in design_sizes]
         if reduction not in REDUCTIONS:
             raise ValueError(f"unknown reduction {reduction!r} (valid: {', '.join(REDUCTIONS)})")
         if isinstance(group_size, bool) or not isinstance(group_size, int) or group_size < 1:
@@ -437,6 +473,7 @@ class EigenDesign(Selector):
             raise ValueError(f"tol must be positive, got {tol!r}")
         self.params = {
             "design": design if isinstance(design, str) else "matrix",
+            "design_sizes": design_sizes,
             "solver": solver,
             "reduction": reduction,
             "group_size": group_size,
@@ -456,7 +493,7 @@ class EigenDesign(Selector):
         if isinstance(self._design, str) and self._design == "eigen":
             c, Q = eigen_queries(G)
         else:
-            Q = design_matrix(self._design, n)
+            Q = design_matrix(self._design, n, prm["design_sizes"])
             c = design_costs(G, Q)
             keep = c > ZERO_RTOL * c.max()
             c, Q = c[keep], Q[keep]
