@@ -531,10 +531,24 @@ class BinaryEncoding:
         return f"BinaryEncoding({len(self.domain)} attributes -> {self.d} bits)"
 
 
-def marginal_keys(W) -> dict[int, float]:
+RANGES = ("refuse", "as_marginals")
+
+
+def marginal_keys(W, ranges: str = "refuse") -> dict[int, float]:
     """``{key: weight}`` of a workload that is a set of (weighted) marginals: a Marginals,
-    a Marginal, or a VStack/Weighted of them on one domain. Raises otherwise."""
+    a Marginal, or a VStack/Weighted of them on one domain. Raises otherwise.
+
+    ``ranges="as_marginals"`` also accepts Kronecker terms whose factors are not all
+    Identity or 1-row totals (range-marginals: AllRange, Prefix, WidthRange, … on some
+    attributes) and reads each as the cuboid on the attributes whose factor is not a 1-row
+    total: the marginal a DataCube answers it from by summing cells (Ding et al. 2011;
+    Li & Miklau 2012 §5). The default ``"refuse"`` keeps the strict reading for selectors
+    that need the workload to BE marginals.
+    """
     from .linalg import Identity, Kronecker, Marginal, Ones
+
+    if ranges not in RANGES:
+        raise ValueError(f"ranges must be one of {RANGES}, got {ranges!r}")
 
     out: dict[int, float] = {}
 
@@ -561,6 +575,9 @@ def marginal_keys(W) -> dict[int, float]:
                 if isinstance(f, Identity):
                     key |= 1 << i
                 elif not (isinstance(f, Ones) and f.shape[0] == 1):
+                    if ranges == "as_marginals":
+                        key |= 1 << i
+                        continue
                     raise ValueError(
                         "the workload is not a set of marginals (a Kronecker factor is "
                         f"{type(f).__name__}, not Identity or Total)"

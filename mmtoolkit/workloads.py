@@ -43,6 +43,7 @@ __all__ = [
     "all_range",
     "width_range",
     "permuted",
+    "random_predicates",
     "kron",
     "union",
     "marginal",
@@ -166,6 +167,28 @@ def permuted(W, seed, legacy: bool = False) -> la.Matrix:
     else:
         perm = np.random.default_rng(seed).permutation(n)
     return la.Permuted(W, perm)
+
+
+def random_predicates(n: int, m: int, seed) -> la.Dense:
+    """``m`` uniformly sampled predicate queries on ``n`` cells (Li & Miklau, PVLDB 2012, §5.1
+    "uniformly sampled predicate queries", Table 2 "Predicate").
+
+    A predicate query counts the records of a subset of the cells: a 0/1 row. Sampling a
+    subset uniformly makes every entry an independent fair bit, drawn here as
+    ``np.random.default_rng(seed).integers(0, 2, size=(m, n))``. The paper gives no query
+    count; its Table 2 reproduction uses ``m = n = 2048``, ``seed = 0``. Same ``(n, m, seed)``
+    → same workload. The matrix is explicit (``m · n`` entries, size-guarded).
+    """
+    n = _positive_int("n", n)
+    m = _positive_int("m", m)
+    if isinstance(seed, (bool, np.bool_)) or not isinstance(seed, Integral) or seed < 0:
+        raise ValueError(
+            f"random_predicates needs a non-negative integer seed (same seed, same "
+            f"workload); got {seed!r}"
+        )
+    la.check_dense_size(m, n, "random_predicates")
+    bits = np.random.default_rng(int(seed)).integers(0, 2, size=(m, n))
+    return la.Dense(bits.astype(float))
 
 
 # ------------------------------------------------------------------- combinators

@@ -50,7 +50,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..budgeting import marginal_keys, workload_sizes
+from ..budgeting import RANGES, marginal_keys, workload_sizes
 from ..linalg import Marginals, Matrix
 from ..privacy import Privacy
 from ..strategy import Strategy
@@ -242,7 +242,11 @@ class DingDataCube(Selector):
     ``budget`` ("uniform" | "max"), ``variant`` ("bmax": the smallest feasible bound, as
     described; "hdmm_table": the cover at ``θ = |L|², s = |L|`` that reproduces HDMM's
     printed tables, see the module docstring), ``mag_limit`` (None, or a number / "L" for a
-    fixed threshold, see :func:`bmax`; not combined with ``variant="hdmm_table"``).
+    fixed threshold, see :func:`bmax`; not combined with ``variant="hdmm_table"``),
+    ``ranges`` ("refuse": marginal workloads only, the default; "as_marginals": a Kronecker
+    term with range-type factors — AllRange, Prefix, WidthRange, … — is read as the cuboid on
+    its non-total attributes, which Ding et al. answer the ranges from by summing cells; the
+    strategy is still the weighted cuboids, scored against the real workload).
     The selection minimises Ding et al.'s max-variance bound whatever the objective
     ("sum" is accepted because HDMM reports DataCube in total-error tables).
     """
@@ -256,7 +260,10 @@ class DingDataCube(Selector):
         budget: str = "uniform",
         mag_limit=None,
         variant: str = "bmax",
+        ranges: str = "refuse",
     ):
+        if ranges not in RANGES:
+            raise ValueError(f"ranges must be one of {RANGES}, got {ranges!r}")
         if p is not None and p not in (1, 2):
             raise ValueError(f"p must be 1, 2 or None (from the privacy), got {p!r}")
         if candidates not in CANDIDATES:
@@ -278,6 +285,7 @@ class DingDataCube(Selector):
             "budget": budget,
             "mag_limit": mag_limit,
             "variant": variant,
+            "ranges": ranges,
         }
 
     @classmethod
@@ -285,7 +293,7 @@ class DingDataCube(Selector):
         return ("sum", "max")
 
     def _select(self, workload: Matrix, privacy: Privacy, objective: str) -> Strategy:
-        keys = marginal_keys(workload)
+        keys = marginal_keys(workload, ranges=self.params["ranges"])
         sizes = workload_sizes(workload)
         p = self.params["p"] or privacy.norm
         res = bmax(
