@@ -98,7 +98,7 @@ def write(rows: list[dict], out: Path = OUT, source: str = "") -> None:
         "# HDMM Figure 6 — scalability of OPT_0 (time vs N) and OPT_M (time vs d)",
         "",
         "Plotted by `experiments/hdmm/fig6_scalability.py` from the committed benchmark "
-        f"numbers{source} (`benchmarks/bench_hdmm.py`, idle machine, OMP_NUM_THREADS=1). "
+        f"numbers{source} (`benchmarks/bench_hdmm.py`, idle 2-core machine, default BLAS threads). "
         "The paper's values are the ones stated in its text (its plot did not survive); "
         "its machine: 4-core i7 3.6 GHz.",
         "",
