@@ -208,21 +208,23 @@ def design_costs(G: np.ndarray, Q: np.ndarray, rtol: float = 1e-9) -> np.ndarray
     otherwise a ValueError says which condition fails.
     """
     k, n = Q.shape
-    s = np.linalg.svd(Q, compute_uv=False)
-    if k > n or s.min() <= rtol * s.max() * max(k, n):
+    U, s, Vt = np.linalg.svd(Q, full_matrices=False)
+    rank = int(np.sum(s > rtol * s.max() * max(k, n)))
+    if k > n or rank < k:
         raise ValueError(
             f"the design set must have linearly independent rows (Program 1 / Thm 1 needs a "
-            f"basis); got {k} rows of rank {int(np.sum(s > rtol * s.max() * max(k, n)))}"
+            f"basis); got {k} rows of rank {rank}"
         )
-    Qp = np.linalg.pinv(Q)  # n x k
-    P = Qp @ Q  # projector onto rowspace(Q)
-    R = G - P.T @ G @ P  # G restricted outside the span of Q
-    if np.trace(G - P @ G @ P.T) > 1e-8 * np.trace(G) or np.abs(R).max() > 1e-8 * np.abs(G).max():
-        raise ValueError(
-            "the design set does not span the workload: some query has a component outside "
-            "the row space of the design queries"
-        )
-    return np.einsum("ji,jk,ki->i", Qp, G, Qp)
+    Qp = (Vt.T / s) @ U.T  # Q⁺ (n x k) from the same SVD
+    if k < n:  # G restricted outside rowspace(Q), P = VᵀV the projector onto it
+        GV = G @ Vt.T
+        R = G - GV @ Vt - Vt.T @ (Vt @ G) + Vt.T @ ((Vt @ GV) @ Vt)
+        if np.trace(R) > 1e-8 * np.trace(G) or np.abs(R).max() > 1e-8 * np.abs(G).max():
+            raise ValueError(
+                "the design set does not span the workload: some query has a component "
+                "outside the row space of the design queries"
+            )
+    return np.sum(Qp * (G @ Qp), axis=0)
 
 
 # ============================================================ Program 1 (the weighting)
