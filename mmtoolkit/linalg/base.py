@@ -242,6 +242,18 @@ def as_matrix(A) -> Matrix:
 
 
 # ============================================================================ kinds
+class Symmetric(Matrix):
+    """A Matrix equal to its transpose (the structured Grams): ``T`` is ``self`` and
+    ``Aᵀ Y`` is ``A Y``."""
+
+    def _rmatmat(self, Y):
+        return self._matmat(Y)
+
+    @property
+    def T(self):
+        return self
+
+
 class Dense(Matrix):
     """An explicit numpy array."""
 

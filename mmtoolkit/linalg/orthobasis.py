@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .base import Matrix, _check_p
+from .base import Matrix, Symmetric, _check_p
 
 #: Largest n for which routes may build n x n arrays in the basis of an OrthoBasis
 #: (the same scale as Q itself; Eigen-Design's MAX_EIGEN_N).
@@ -126,7 +126,7 @@ class OrthoBasis(Matrix):
         return f"OrthoBasis(k={k}, n={n}, completion rows={self.cells.size})"
 
 
-class OrthoBasisGram(Matrix):
+class OrthoBasisGram(Symmetric):
     """``Qᵀ diag(s) Q + diag(t)`` (the Gram of :class:`OrthoBasis`, ``s = w²``, ``t = d²``)."""
 
     def __init__(self, Q: np.ndarray, s: np.ndarray, t: np.ndarray):
@@ -136,13 +136,6 @@ class OrthoBasisGram(Matrix):
 
     def _matmat(self, X):
         return self.Q.T @ (self.s[:, None] * (self.Q @ X)) + self.t[:, None] * X
-
-    def _rmatmat(self, Y):
-        return self._matmat(Y)
-
-    @property
-    def T(self):
-        return self
 
     def diag(self):
         out = np.array(self.t, copy=True)

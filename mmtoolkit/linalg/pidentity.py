@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.linalg import cho_factor, cho_solve
 
-from .base import Matrix, _check_p, check_dense_size
+from .base import Matrix, Symmetric, _check_p, check_dense_size
 
 
 def _theta_array(theta, norm: int) -> np.ndarray:
@@ -113,7 +113,7 @@ class PIdentity(Matrix):
         return f"PIdentity(p={self.p}, n={self.n}, norm={self.norm})"
 
 
-class PIdentityGram(Matrix):
+class PIdentityGram(Symmetric):
     """``AᵀA = D (I + ΘᵀΘ) D`` for ``A = PIdentity(Θ)``; ``pinv`` = ``inverse`` =
     :class:`LowRankUpdate` ``D⁻¹(I − ΘᵀMΘ)D⁻¹`` (HDMM Thm 4)."""
 
@@ -125,13 +125,6 @@ class PIdentityGram(Matrix):
         A = self.A
         DX = X / A.s[:, None]
         return (DX + A.theta.T @ (A.theta @ DX)) / A.s[:, None]
-
-    def _rmatmat(self, Y):
-        return self._matmat(Y)
-
-    @property
-    def T(self):
-        return self
 
     def pinv(self):
         A = self.A

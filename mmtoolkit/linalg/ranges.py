@@ -25,7 +25,7 @@ import operator
 
 import numpy as np
 
-from .base import Dense, Matrix, Product, Weighted, _check_p, check_dense_size
+from .base import Dense, Matrix, Product, Symmetric, Weighted, _check_p, check_dense_size
 
 # ----------------------------------------------------------------------------- helpers
 
@@ -63,7 +63,7 @@ def _rev_cumsum(Y: np.ndarray) -> np.ndarray:
     return np.cumsum(Y[::-1], axis=0)[::-1]
 
 
-class _SymmetricFormula(Matrix):
+class _SymmetricFormula(Symmetric):
     """A symmetric ``n x n`` matrix whose entries have a closed form ``_entries(i, j)``.
 
     Shared machinery for the structured Grams: ``T`` is ``self``, ``dense``/``diag``/``trace``
@@ -77,13 +77,6 @@ class _SymmetricFormula(Matrix):
 
     def _entries(self, i: np.ndarray, j: np.ndarray) -> np.ndarray:  # pragma: no cover
         raise NotImplementedError
-
-    def _rmatmat(self, Y):
-        return self._matmat(Y)
-
-    @property
-    def T(self):
-        return self
 
     def diag(self):
         i = np.arange(self.n)
@@ -110,7 +103,7 @@ class _SymmetricFormula(Matrix):
         return _maybe_scalar(out)
 
 
-class SymTridiagonal(Matrix):
+class SymTridiagonal(Symmetric):
     """A symmetric tridiagonal matrix (diagonal ``d``, off-diagonal ``e``), O(n) products.
 
     The closed-form inverses of the Prefix and AllRange Grams (HDMM §4; see module doc).
@@ -136,13 +129,6 @@ class SymTridiagonal(Matrix):
         out[:-1] += self.e[:, None] * X[1:]
         out[1:] += self.e[:, None] * X[:-1]
         return out
-
-    def _rmatmat(self, Y):
-        return self._matmat(Y)
-
-    @property
-    def T(self):
-        return self
 
     def colnorm_p(self, p):
         _check_p(p)
