@@ -26,6 +26,34 @@ def peak_rss_mb():
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
+def score_residual_case(out, case, d, W, strategy, privacy):
+    """The measured part of a ResidualPlanner(+) scalability case, added to ``out``:
+    ``"sum"`` — the RMSE; ``"max"`` — the max variance; otherwise measure 10,000 random d-attribute
+    records of the plan and reconstruct every workload answer (seconds of each; value =
+    the number of answers). Records ``peak_mb``; returns ``out``."""
+    import numpy as np
+
+    from mmtoolkit import evaluate
+    from mmtoolkit.residual.mechanism import measure, reconstruct_workload
+
+    if case == "sum":
+        out["value"] = evaluate.rmse(W, strategy, privacy)
+    elif case == "max":
+        out["value"] = evaluate.max_variance(W, strategy, privacy)
+    else:
+        plan = strategy.metadata["plan"]
+        records = np.random.default_rng(0).integers(0, 10, size=(10_000, d))
+        start = time.perf_counter()
+        m = measure(plan, records, privacy, np.random.default_rng(1))
+        out["measure_s"] = time.perf_counter() - start
+        start = time.perf_counter()
+        answers = reconstruct_workload(m)
+        out["recon_s"] = time.perf_counter() - start
+        out["value"] = float(sum(a.size for a in answers))
+    out["peak_mb"] = peak_rss_mb()
+    return out
+
+
 def child_cases(script, run_case, cases, description=None):
     """Run each ``(case, d)`` of a benchmark in its own child process (fresh memory, so the
     peak RSS is the case's own).

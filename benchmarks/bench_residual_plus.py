@@ -41,12 +41,10 @@ DEFAULT = [("sum", 10), ("sum", 30), ("sum", 100), ("max", 10), ("max", 20),
 
 
 def run_case(case: str, d: int) -> dict:
-    import numpy as np
-    from _util import peak_rss_mb
+    from _util import score_residual_case
 
-    from mmtoolkit import datasets, evaluate, selectors, workloads
+    from mmtoolkit import datasets, selectors, workloads
     from mmtoolkit.privacy import ZCDP
-    from mmtoolkit.residual.mechanism import measure, reconstruct_workload
 
     half = ZCDP(0.5)
     out = {"case": case, "d": d, "load": os.getloadavg()[0]}
@@ -58,21 +56,7 @@ def run_case(case: str, d: int) -> dict:
     plan = s.metadata["plan"]
     out["sets"] = len(plan.workload.sets)
     out["queries"] = plan.workload.num_queries()
-    if case == "sum":
-        out["value"] = evaluate.rmse(W, s, half)
-    elif case == "max":
-        out["value"] = evaluate.max_variance(W, s, half)
-    else:
-        records = np.random.default_rng(0).integers(0, 10, size=(10_000, d))
-        start = time.perf_counter()
-        m = measure(plan, records, half, np.random.default_rng(1))
-        out["measure_s"] = time.perf_counter() - start
-        start = time.perf_counter()
-        answers = reconstruct_workload(m)
-        out["recon_s"] = time.perf_counter() - start
-        out["value"] = float(sum(a.size for a in answers))
-    out["peak_mb"] = peak_rss_mb()
-    return out
+    return score_residual_case(out, case, d, W, s, half)
 
 
 def main():
