@@ -6,18 +6,19 @@
   draws exact integer noise instead (discrete Laplace for PureDP, discrete Gaussian for zCDP;
   Canonne, Kamath & Steinke 2020, :mod:`mmtoolkit.noise`), see :func:`discrete_calibration`.
   ``releases=R`` draws R independent releases at once (an ``m x R`` array).
-* :func:`reconstruct` — ``x̂ = A⁺ y`` (least squares, minimum norm) by the cheapest exact
-  route the strategy's structure allows: Identity (``y``), Kronecker products (factor-wise
-  pseudo-inverses, HDMM §7.2; a p-Identity factor has a closed-form ``A⁺``), weighted
-  marginals (``𝔾(θ²)⁺ 𝕄ᵀ y`` in the spectral form of the marginals algebra), a lone
-  p-Identity, trees, Haar, ResidualPlanner strategies (closed-form Gram inverse); anything
-  else by a dense pseudo-inverse when small and LSMR on the implicit operator otherwise.
+* :func:`reconstruct` — ``x̂ = A⁺ y`` (least squares, minimum norm) by the strategy kind's own
+  ``pinv_operator()`` when its structure gives ``A⁺`` exactly (identity, Kronecker products
+  factor-wise — HDMM §7.2 —, p-Identity, weighted marginals, invertible trees, Haar,
+  ResidualPlanner); anything else by a dense pseudo-inverse when small and LSMR on the
+  implicit operator otherwise.
 * :func:`answer` — ``W x̂``. :func:`answer_marginals` — ``W A⁺ y`` for a marginals workload
   and a weighted-marginals strategy straight from the noisy marginal tables, in the
   ``2^d`` spectral algebra (no ``N``-cell vector; what makes HDMM's OPT_M usable on Adult).
-* :func:`release` — records or a data vector → noisy workload answers, choosing the route
-  by strategy kind (residual strategies go through :mod:`mmtoolkit.residual.mechanism`,
-  marginals strategies through the marginal tables, everything else through ``x``).
+* :func:`release` — records or a data vector → noisy workload answers. The mechanism knows no
+  strategy kind: it calls the kind's protocol methods (:mod:`mmtoolkit.linalg.base`) —
+  ``release_answers`` for a kind with a mechanism of its own (ResidualPlanner),
+  ``answer_records`` to measure (marginal tables for marginals strategies),
+  ``workload_answers`` to answer without ``x̂`` (marginals), else ``x̂`` and ``W x̂``.
   :func:`standard_errors` gives each answer's analytic standard error (the shared
   evaluator's per-query variance); :func:`clip_nonnegative` and :func:`round_to_integers`
   are optional post-processing steps (they keep privacy but bias the answers).
@@ -36,29 +37,11 @@ from statistics import NormalDist
 import numpy as np
 from scipy.sparse.linalg import lsmr
 
-from .linalg import (
-    AllRange,
-    Haar,
-    Identity,
-    Kronecker,
-    Marginal,
-    Marginals,
-    MarginalsGram,
-    Matrix,
-    PIdentity,
-    Prefix,
-    Total,
-    Tree,
-    VStack,
-    Weighted,
-    WidthRange,
-    as_matrix,
-    check_dense_size,
-    peel,
-)
-from .linalg.ranges import Ones
+from . import evaluate
+from .linalg import Matrix, as_matrix, peel
 from .noise import discrete_gaussian, discrete_laplace
-from .privacy import ZCDP, Privacy, PureDP
+from .privacy import ZCDP, Privacy, PureDP, check_privacy
+from .records import Records
 from .strategy import Strategy
 
 __all__ = [
@@ -104,11 +87,6 @@ def _matrix(strategy) -> Matrix:
     raise TypeError(f"strategy must be a Strategy or a Matrix, got {type(strategy).__name__}")
 
 
-def _check_privacy(privacy) -> None:
-    if not isinstance(privacy, Privacy):
-        raise TypeError(f"privacy must be a PureDP, ApproxDP or ZCDP instance, got {privacy!r}")
-
-
 def _check_rng(rng) -> None:
     if not isinstance(rng, np.random.Generator):
         raise ValueError(
@@ -130,45 +108,11 @@ def _check_releases(releases):
     return releases
 
 
-def _is_records(data) -> bool:
-    from .records import Records
-
-    return isinstance(data, Records)
-
-
-def _marginal_blocks(A: Matrix):
-    """``(scale, key)`` blocks if ``A`` is (a weighted) :class:`Marginals`, else None."""
-    w, base = peel(A)
-    if isinstance(base, Marginals):
-        return base, [(w * theta, key) for key, theta in base.weights.items()]
-    return None, None
-
-
-def _key_attrs(key: int, d: int) -> tuple[int, ...]:
-    return tuple(i for i in range(d) if (key >> i) & 1)
-
-
 def _true_answers(A: Matrix, data) -> np.ndarray:
-    """``A x`` from a data vector, or from records (marginal tables for marginals strategies,
-    else the histogram, which is refused for a large domain)."""
-    if _is_records(data):
-        base, blocks = _marginal_blocks(A)
-        if blocks is not None:
-            if tuple(base.sizes) != tuple(data.domain.sizes):
-                raise ValueError(
-                    f"the strategy is defined on attribute sizes {list(base.sizes)}, the records "
-                    f"on {list(data.domain.sizes)}"
-                )
-            d = len(base.sizes)
-            return np.concatenate(
-                [s * data.marginal(_key_attrs(k, d)).ravel().astype(float) for s, k in blocks]
-            )
-        if A.shape[1] != data.domain.size:
-            raise ValueError(
-                f"the records' domain has {data.domain.size} cells but the strategy is defined "
-                f"on {A.shape[1]}"
-            )
-        data = data.vector()
+    """``A x`` from a data vector, or from records (the kind's ``answer_records``: marginal
+    tables for marginals strategies, else the histogram, refused for a large domain)."""
+    if isinstance(data, Records):
+        return A.answer_records(data)
     x = np.asarray(data, dtype=float).ravel()
     if x.size != A.shape[1]:
         raise ValueError(
@@ -178,61 +122,6 @@ def _true_answers(A: Matrix, data) -> np.ndarray:
 
 
 # ============================================================================ discrete noise
-_INTEGER_KINDS = (Identity, Total, Ones, Prefix, AllRange, WidthRange, Marginal)
-
-
-def _dense_row_scales(A: Matrix) -> np.ndarray | None:
-    """Per-row ``d_r > 0`` with ``A_r / d_r`` integer (``d_r`` = the row's smallest nonzero
-    ``|a_rj|``), from the dense matrix of a small strategy; None if some row is not."""
-    check_dense_size(*A.shape, "the integer-row check of a strategy (discrete noise)")
-    M = A.dense()
-    absM = np.abs(M)
-    d = np.where(absM > 0, absM, np.inf).min(axis=1)
-    d[~np.isfinite(d)] = 1.0
-    B = M / d[:, None]
-    if not np.allclose(B, np.round(B), rtol=0, atol=1e-9 * max(1.0, float(np.abs(B).max()))):
-        return None
-    return d
-
-
-def _row_scales(A: Matrix) -> np.ndarray | None:
-    """``d`` (one positive scale per row) such that ``diag(d)⁻¹ A`` has integer entries, by
-    structure where possible; None if no such scaling is found."""
-    if isinstance(A, Weighted):
-        inner = _row_scales(A.base)
-        return None if inner is None or A.weight == 0 else abs(A.weight) * inner
-    if isinstance(A, VStack):
-        parts = [_row_scales(b) for b in A.blocks]
-        return None if any(p is None for p in parts) else np.concatenate(parts)
-    if isinstance(A, Marginals):
-        check_dense_size(A.shape[0], 1, "the row scales of a marginals strategy")
-        return np.concatenate(
-            [np.full(r, abs(t)) for t, r in zip(A.weights.values(), A._rows, strict=True)]
-        )
-    if isinstance(A, _INTEGER_KINDS):
-        check_dense_size(A.shape[0], 1, "the row scales of a strategy")
-        return np.ones(A.shape[0])
-    if isinstance(A, Kronecker):
-        check_dense_size(A.shape[0], 1, "the row scales of a strategy")
-        out = np.ones(1)
-        for f in A.factors:
-            s = _row_scales(f)
-            if s is None:
-                return None
-            out = np.kron(out, s)
-        return out
-    if isinstance(A, Tree):
-        check_dense_size(A.shape[0], 1, "the row scales of a tree strategy")
-        parts = []
-        for w, g in zip(A.weights, A.grid, strict=True):
-            parts.append(np.abs(np.broadcast_to(np.asarray(w, dtype=float), g)).ravel())
-        d = np.concatenate(parts)
-        return None if np.any(d == 0) else d
-    if A.shape[0] * A.shape[1] <= DENSE_PINV_ENTRIES:
-        return _dense_row_scales(A)
-    return None
-
-
 @dataclass(frozen=True)
 class DiscreteCalibration:
     """Exact integer noise for a strategy: row ``r`` of ``A = diag(d) B`` (``B`` integer) is
@@ -274,14 +163,14 @@ def discrete_calibration(strategy, privacy: Privacy) -> DiscreteCalibration:
     """The exact integer noise for ``strategy`` under ``privacy`` (PureDP or ZCDP), see
     :class:`DiscreteCalibration`. Raises when a row of the strategy is not an integer vector
     up to a positive scale (discrete noise needs integer queries)."""
-    _check_privacy(privacy)
+    check_privacy(privacy)
     if not isinstance(privacy, (PureDP, ZCDP)):
         raise ValueError(
             "discrete noise is available for PureDP (discrete Laplace) and ZCDP (discrete "
             f"Gaussian), not {type(privacy).__name__}; use noise='continuous'"
         )
     A = _matrix(strategy) if not isinstance(strategy, Strategy) else strategy.matrix
-    scales = _row_scales(A)
+    scales = A.row_scales()
     if scales is None:
         raise ValueError(
             f"discrete noise needs a strategy whose rows are integer vectors up to a positive "
@@ -359,7 +248,7 @@ def measure(
     noise (:func:`discrete_calibration`; integer data and counting-query rows needed).
     ``releases=R`` returns an ``m x R`` array of independent releases.
     """
-    _check_privacy(privacy)
+    check_privacy(privacy)
     _check_noise(noise)
     R = _check_releases(releases)
     A = as_matrix(strategy.matrix if isinstance(strategy, Strategy) else strategy)
@@ -378,21 +267,6 @@ def measure(
 
 
 # ============================================================================ reconstruct
-def _structured_pinv(A: Matrix) -> Matrix | None:
-    if isinstance(A, Weighted):
-        inner = _structured_pinv(A.base)
-        return None if inner is None or A.weight == 0 else Weighted(1.0 / A.weight, inner)
-    if isinstance(A, (Identity, PIdentity, Kronecker, Marginals, Haar)):
-        return A.pinv()
-    if isinstance(A, Tree) and A.invertible:
-        return A.pinv()
-    from .residual.matrix import ResidualStrategyMatrix
-
-    if isinstance(A, ResidualStrategyMatrix):
-        return A.pinv()
-    return None
-
-
 def reconstruct(strategy, y, tol: float = LSMR_TOL, maxiter: int = LSMR_MAXITER) -> np.ndarray:
     """``x̂ = A⁺ y`` by structure (see the module docstring), a dense pseudo-inverse for a small
     strategy and several releases, LSMR otherwise (HDMM §7.2). ``y``: one release (vector) or
@@ -403,7 +277,7 @@ def reconstruct(strategy, y, tol: float = LSMR_TOL, maxiter: int = LSMR_MAXITER)
         raise ValueError(
             f"y has {y.shape[0] if y.ndim else 1} answers but the strategy has {A.shape[0]} rows"
         )
-    P = _structured_pinv(A)
+    P = A.pinv_operator()
     if P is not None:
         return P @ y
     if y.ndim == 2 and A.shape[0] * A.shape[1] <= DENSE_PINV_ENTRIES:
@@ -427,114 +301,16 @@ def answer(W, xhat) -> np.ndarray:
 
 def answer_marginals(W, strategy, y) -> np.ndarray:
     """``W A⁺ y`` for a marginals workload ``W`` and a weighted-marginals strategy ``A``
-    without the ``N``-cell ``x̂`` (HDMM §6.3, App. A.4 spectral form).
-
-    With ``(AᵀA)⁺ = Σ_B μ_B⁺ P_B`` and ``Q_T P_B Q_Sᵀ = 0`` unless ``B ⊆ S ∩ T``, the answer on
-    the marginal ``T`` is ``(Π_{i∉T} n_i) Σ_{B⊆T} μ_B⁺ ⊗_{i∈B} P⊥_i z_B`` broadcast over
-    ``T \\ B``, where ``z_B = Σ_{S⊇B} θ_S · mean_{S\\B}(y_S)`` (the noisy tables averaged down
-    to ``B``). ``y``: one release or ``m_A x R``.
-    """
+    without the ``N``-cell ``x̂`` (HDMM §6.3, App. A.4 spectral form; the strategy kind's
+    ``workload_answers``). ``y``: one release or ``m_A x R``."""
     A = _matrix(strategy)
-    abase, ablocks = _marginal_blocks(A)
-    wbase, wblocks = _marginal_blocks(as_matrix(W))
-    if ablocks is None or wblocks is None:
+    out = A.workload_answers(as_matrix(W), y)
+    if out is None:
         raise ValueError("answer_marginals needs a marginals workload and a marginals strategy")
-    sizes = tuple(abase.sizes)
-    if tuple(wbase.sizes) != sizes:
-        raise ValueError(
-            f"workload attribute sizes {list(wbase.sizes)} differ from the strategy's {list(sizes)}"
-        )
-    d = len(sizes)
-    y = np.asarray(y, dtype=float)
-    vec = y.ndim == 1
-    Y = y[:, None] if vec else y
-    if Y.ndim != 2 or Y.shape[0] != A.shape[0]:
-        raise ValueError(f"y has {Y.shape[0]} answers but the strategy has {A.shape[0]} rows")
-    R = Y.shape[1]
-    tables, off = {}, 0
-    for theta, key in ablocks:
-        shape = tuple(sizes[i] for i in _key_attrs(key, d))
-        r = math.prod(shape)
-        tables[key] = (theta, Y[off : off + r].reshape(shape + (R,)))
-        off += r
-    v = np.zeros(1 << d)
-    for theta, key in ablocks:
-        v[key] = theta * theta
-    mu_pinv = MarginalsGram(sizes, v).pinv_spectrum()  # (AᵀA)⁺ on each residual subspace
-    z_cache: dict[int, np.ndarray] = {}
-
-    def z_of(B: int) -> np.ndarray:
-        if B not in z_cache:
-            shape = tuple(sizes[i] for i in _key_attrs(B, d)) + (R,)
-            z = np.zeros(shape)
-            for S, (theta, t) in tables.items():
-                if S & B != B:
-                    continue
-                S_attrs = _key_attrs(S, d)
-                drop = tuple(j for j, i in enumerate(S_attrs) if not (B >> i) & 1)
-                z = z + theta * (t.mean(axis=drop) if drop else t)
-            for j in range(len(shape) - 1):  # ⊗_{i∈B} P⊥_i: centre every kept axis
-                z = z - z.mean(axis=j, keepdims=True)
-            z_cache[B] = z
-        return z_cache[B]
-
-    out = []
-    for omega, T in wblocks:
-        T_attrs = _key_attrs(T, d)
-        out_scale = float(math.prod(n for i, n in enumerate(sizes) if not (T >> i) & 1))
-        shape = tuple(sizes[i] for i in T_attrs) + (R,)
-        ans = np.zeros(shape)
-        sub = T
-        while True:  # every B ⊆ T
-            if mu_pinv[sub] != 0.0:
-                zb = z_of(sub)
-                bshape = tuple(sizes[i] if (sub >> i) & 1 else 1 for i in T_attrs) + (R,)
-                ans = ans + mu_pinv[sub] * zb.reshape(bshape)
-            if sub == 0:
-                break
-            sub = (sub - 1) & T
-        out.append((omega * out_scale * ans).reshape(-1, R))
-    res = np.concatenate(out, axis=0)
-    return res[:, 0] if vec else res
-
-
-# ============================================================================ release
-def _residual_plan(strategy):
-    from .residual.matrix import ResidualStrategyMatrix
-
-    A = strategy.matrix if isinstance(strategy, Strategy) else strategy
-    return A.plan if isinstance(A, ResidualStrategyMatrix) else None
-
-
-def _residual_targets(W: Matrix, plan) -> list[tuple[float, tuple[int, ...], int]]:
-    """``(weight, attrs, rows)`` per product of ``W`` in row order, checked against the plan's
-    per-attribute workload matrices (the residual reconstruction applies those)."""
-    from .linalg import kron_terms
-
-    base, blocks = _marginal_blocks(W)
-    d = len(plan.bases)
-    if blocks is not None:
-        out = []
-        for theta, key in blocks:
-            attrs = _key_attrs(key, d)
-            out.append((theta, attrs, math.prod(plan.bases[i].n for i in attrs)))
-        return out
-    out = []
-    for c, factors in kron_terms(W):
-        if len(factors) != d:
-            raise ValueError("the workload's products do not match the residual strategy's domain")
-        attrs = tuple(i for i, f in enumerate(factors) if not isinstance(f, Total))
-        for i in attrs:
-            wf, bw = factors[i], plan.bases[i].workload
-            if wf.shape != bw.shape or not np.allclose(wf.dense(), bw.dense()):
-                raise ValueError(
-                    f"attribute {i}: the workload's query matrix differs from the one the "
-                    "residual strategy was selected for; select the strategy on this workload"
-                )
-        out.append((math.sqrt(c), attrs, math.prod(plan.bases[i].rows for i in attrs)))
     return out
 
 
+# ============================================================================ release
 def release(
     W, strategy, data, privacy: Privacy, rng: np.random.Generator, noise: str = "continuous"
 ) -> np.ndarray:
@@ -546,7 +322,7 @@ def release(
     strategy with a marginals workload uses :func:`answer_marginals`; anything else
     :func:`measure` → :func:`reconstruct` → :func:`answer` on the data vector.
     """
-    _check_privacy(privacy)
+    check_privacy(privacy)
     _check_noise(noise)
     _check_rng(rng)
     W = as_matrix(W)
@@ -557,36 +333,20 @@ def release(
         raise ValueError(
             f"the workload is defined on {W.shape[1]} cells, the strategy on {A.shape[1]}"
         )
-    plan = _residual_plan(strategy)
-    if plan is not None:
-        from .residual import mechanism as rmech
-
-        targets = _residual_targets(W, plan)
-        src = data.codes if _is_records(data) else np.asarray(data).ravel()
-        if noise == "discrete":
-            if not isinstance(privacy, ZCDP):
-                raise ValueError(
-                    "ResidualPlanner's discrete mechanism (He et al. §5) needs ZCDP privacy"
-                )
-            meas = rmech.measure_discrete(plan, src, privacy.rho, rng)
-        else:
-            meas = rmech.measure(plan, src, privacy, rng)
-        return np.concatenate([w * rmech.reconstruct(meas, attrs) for w, attrs, _ in targets])
-    _, ablocks = _marginal_blocks(A)
-    _, wblocks = _marginal_blocks(W)
-    if ablocks is not None and wblocks is not None:
-        return answer_marginals(W, A, measure(A, data, privacy, rng, noise))
-    if _is_records(data):
-        data = data.vector()
-    return answer(W, reconstruct(A, measure(A, data, privacy, rng, noise)))
+    own = peel(A)[1].release_answers(W, data, privacy, rng, noise)
+    if own is not None:
+        return own
+    y = measure(A, data, privacy, rng, noise)
+    out = A.workload_answers(W, y)
+    if out is not None:
+        return out
+    return answer(W, reconstruct(A, y))
 
 
 def standard_errors(W, strategy, privacy: Privacy) -> np.ndarray:
     """Analytic standard error of every answer of :func:`release` (continuous noise): the
     square root of the shared evaluator's per-query variance. Discrete noise has at most
     this variance (up to the ~1e-6 relative rounding of its parameters)."""
-    from . import evaluate
-
     return np.sqrt(evaluate.per_query_variance(W, strategy, privacy))
 
 
@@ -640,9 +400,7 @@ def monte_carlo(
     reconstruct → answer, vectorised in batches of noise columns) and compare the empirical
     total squared error and per-query variances with the shared evaluator (see
     :class:`MonteCarloResult`)."""
-    from . import evaluate
-
-    _check_privacy(privacy)
+    check_privacy(privacy)
     _check_noise(noise)
     _check_rng(rng)
     R = _check_releases(releases)

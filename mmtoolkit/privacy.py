@@ -30,7 +30,7 @@ import numpy as np
 from scipy.optimize import brentq
 from scipy.special import log_ndtr, ndtr
 
-__all__ = ["Privacy", "PureDP", "ApproxDP", "ZCDP", "from_spec", "CALIBRATIONS"]
+__all__ = ["Privacy", "PureDP", "ApproxDP", "ZCDP", "check_privacy", "from_spec", "CALIBRATIONS"]
 
 #: The σ calibrations accepted by :class:`ApproxDP`.
 CALIBRATIONS = ("classic", "analytic", "eigen_design")
@@ -369,6 +369,12 @@ _SPEC_FIELDS = {
     "approx": (ApproxDP, ("epsilon", "delta"), ("calibration",)),
     "zcdp": (ZCDP, ("rho",), ()),
 }
+
+
+def check_privacy(privacy) -> None:
+    """Raise TypeError unless ``privacy`` is a :class:`Privacy` (PureDP, ApproxDP or ZCDP)."""
+    if not isinstance(privacy, Privacy):
+        raise TypeError(f"privacy must be a PureDP, ApproxDP or ZCDP instance, got {privacy!r}")
 
 
 def from_spec(spec) -> Privacy:

@@ -52,6 +52,7 @@ from pathlib import Path
 import numpy as np
 
 from .atomic import write_files_atomic
+from .linalg import peel
 
 __all__ = ["add_parser", "main", "DEMO_DOMAIN", "parse_workload", "run"]
 
@@ -203,11 +204,9 @@ def _discrete_summary(strategy, privacy) -> dict:
     """The exact noise parameters and the privacy they spend (≤ the budget)."""
     from . import mechanism
 
-    if mechanism._residual_plan(strategy) is not None:
-        return {
-            "mechanism": "ResidualPlanner §5 (Alg. 3): discrete Gaussian, sigma rounded up "
-            "to a multiple of 1e-6 (spends at most the budget)"
-        }
+    own = peel(strategy.matrix)[1].discrete_summary(privacy)
+    if own is not None:
+        return own
     cal = mechanism.discrete_calibration(strategy.matrix, privacy)  # = W for inference none
     return {
         "mechanism": f"discrete {cal.kind}",

@@ -522,7 +522,8 @@ def test_any_strategy_with_a_marginals_gram_takes_the_marginals_route():
     A = GramOnly(Marginals(sizes, {0b01: 1.0, 0b10: 0.5}))
     assert isinstance(A.gram(), MarginalsGram)
     W = workloads.marginals(Domain.from_sizes(sizes), 1)
-    route = evaluate._route(W, A)
-    assert isinstance(route, evaluate._MarginalsRoute)
+    from mmtoolkit.linalg.marginals import MarginalsRoute
+
+    assert isinstance(A.error_route(W), MarginalsRoute)
     want = dense_error(W.dense(), A.dense(), 2)
     assert evaluate.expected_error(W, A, ZCDP(0.5)) == pytest.approx(want, rel=1e-10)

@@ -5,9 +5,10 @@ import numpy as np
 import pytest
 
 from mmtoolkit import evaluate, selectors, workloads
-from mmtoolkit.evaluate import UnsupportedWorkloadError, _OrthoBasisRoute, _route
+from mmtoolkit.evaluate import UnsupportedWorkloadError
 from mmtoolkit.linalg import AllRange, Dense, OrthoBasis, TooLargeError
 from mmtoolkit.linalg import base as linalg_base
+from mmtoolkit.linalg.orthobasis import OrthoBasisRoute
 from mmtoolkit.privacy import ApproxDP, PureDP
 
 PR = ApproxDP(0.5, 1e-4, calibration="eigen_design")
@@ -48,7 +49,7 @@ def supported_workload(A, m, seed):
 def test_matches_dense(k, completion, zero_weight, privacy):
     A = case(k, 10, k, completion, zero_weight)
     W = supported_workload(A, 15, k + 1)
-    assert isinstance(_route(Dense(W), A), _OrthoBasisRoute)
+    assert isinstance(A.error_route(Dense(W)), OrthoBasisRoute)
     D = A.dense()
     pinv_gram = np.linalg.pinv(D.T @ D)
     assert evaluate.trace_term(W, A) == pytest.approx(np.trace(W.T @ W @ pinv_gram), rel=1e-9)

@@ -18,8 +18,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 from mmtoolkit import datasets, workloads  # noqa: E402
-from mmtoolkit.residual.plan import select_sum  # noqa: E402
-from mmtoolkit.residual.workload import parse_workload  # noqa: E402
+from mmtoolkit.selectors.residual_planner.plan import select_sum  # noqa: E402
+from mmtoolkit.selectors.residual_planner.workload import parse_workload  # noqa: E402
 
 FIGURES = [
     ("fig1_equal", "equal", "Fig. 1: equi-weighted (Imp = 1)", (147.0, 330.0)),

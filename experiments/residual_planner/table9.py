@@ -33,7 +33,7 @@ from pathlib import Path
 from mmtoolkit import datasets, evaluate, selectors, workloads
 from mmtoolkit.linalg import Identity, Prefix
 from mmtoolkit.privacy import ZCDP
-from mmtoolkit.residual.plan import select_max
+from mmtoolkit.selectors.residual_planner.plan import select_max
 
 MAX_CELLS = 5000
 HALF = ZCDP(0.5)

@@ -1,4 +1,4 @@
-"""The one place error is computed (DESIGN.md, "Privacy and error").
+"""The one place error is computed (ARCHITECTURE.md, "Layers").
 
 Expected total squared error of answering a workload ``W`` with strategy ``A`` by the
 matrix mechanism (Li et al. 2010, Prop. 4.4; HDMM Def. 7):
@@ -10,22 +10,14 @@ ApproxDP / ZCDP (Gaussian). ``A`` must support ``W``: every query (row) w must l
 rowspace(A), checked row by row as ||w (I − A⁺A)||² ≤ SUPPORT_RTOL · ||w||²; otherwise
 :class:`UnsupportedWorkloadError` is raised, never a number.
 
-The routes that compute tr(WᵀW (AᵀA)⁺), per-query variances and their maximum, one module
-each (``_route`` picks one by the shapes of W and A):
-
-* ``kronecker`` — a union of weighted Kronecker products against a Kronecker (or Identity)
-  strategy, factor-wise and term by term (HDMM Thm 5, Thm 6), grouping factors when the two
-  factorisations of the domain differ; two stacked Kronecker blocks; a lone p-Identity;
-* ``marginals`` — against a weighted-marginals strategy, in the spectral form of the
-  marginals algebra (HDMM §6.3, App. A.4): (AᵀA)⁺ is a scalar on each residual subspace;
-* ``residual`` — against ResidualPlanner strategies (any number of attributes);
-* ``tree`` — against a tree strategy (``gram()`` a ``TreeGram``: H_b, HB, Quadtree,
-  GreedyH, Privelet), exactly by a Sherman–Morrison pass over the tree (``linalg/tree.py``);
-* ``orthobasis`` — against a weighted orthonormal query set with column completion
-  (``OrthoBasis``: Eigen-Design, SVD-bound strategies), exactly in that basis;
-* ``dense`` — anything else, dense and guarded by ``linalg.MAX_DENSE_ENTRIES``.
-
-``bound`` holds the SVD lower bound; ``_common`` the tolerances and shared checks.
+The evaluator knows no strategy kind. tr(WᵀW (AᵀA)⁺), the per-query variances and their
+maximum come from the strategy's own *error route* (``A.error_route(W)``, the strategy-kind
+protocol of :mod:`mmtoolkit.linalg.route`): Kronecker and identity strategies factor-wise
+(HDMM Thm 5, 6), marginals Grams in the spectral form (HDMM §6.3), tree Grams by a
+Sherman–Morrison pass, orthonormal bases in that basis, ResidualPlanner strategies in the
+residual basis. A kind without one goes to the generic routes here: ``stacked`` (a union of
+weighted Kronecker products, HDMM OPT_+) and then ``dense`` (size-guarded by
+``linalg.MAX_DENSE_ENTRIES``). ``bound`` holds the SVD lower bound.
 """
 
 from __future__ import annotations
@@ -35,34 +27,20 @@ import math
 import numpy as np
 
 from ..linalg import (
-    Identity,
-    Kronecker,
-    MarginalsGram,
+    RANK_RTOL,
+    SUPPORT_RTOL,
     Matrix,
-    OrthoBasis,
     TooLargeError,
+    UnsupportedWorkloadError,
     as_matrix,
     check_dense_size,
     peel,
 )
-from ..linalg.tree import TreeGram
-from ..privacy import Privacy
+from ..privacy import Privacy, check_privacy
 from ..strategy import Strategy
-from ._common import (
-    RANK_RTOL,
-    SUPPORT_RTOL,
-    UnsupportedWorkloadError,
-    _check_domains,
-    _check_privacy,
-    frobenius_sq,
-)
 from .bound import svd_bound, svd_bound_error, svd_bound_rmse
-from .dense import _DenseRoute
-from .kronecker import _KroneckerRoute, _StackedKroneckerRoute
-from .marginals import _MarginalsRoute
-from .orthobasis import _OrthoBasisRoute
-from .residual import _ResidualRoute
-from .tree import _TreeRoute
+from .dense import DenseRoute
+from .stacked import StackedKroneckerRoute
 
 __all__ = [
     "RANK_RTOL",
@@ -117,9 +95,9 @@ def per_query_variance(W, A, privacy: Privacy) -> np.ndarray:
     check_dense_size(m, 1, "per_query_variance")
     if inference == "none":
         return np.full(m, v * W.sensitivity(privacy.norm) ** 2)
-    route = _route(W, matrix)
+    route, scale = _route(W, matrix)
     route.check_support()
-    return v * matrix.sensitivity(privacy.norm) ** 2 * route.scale * route.profile()
+    return v * matrix.sensitivity(privacy.norm) ** 2 * scale * route.profile()
 
 
 def max_variance(W, A, privacy: Privacy) -> float:
@@ -129,9 +107,9 @@ def max_variance(W, A, privacy: Privacy) -> float:
     v = privacy.noise_variance(1.0)
     if inference == "none":
         return v * W.sensitivity(privacy.norm) ** 2
-    route = _route(W, matrix)
+    route, scale = _route(W, matrix)
     route.check_support()
-    return v * matrix.sensitivity(privacy.norm) ** 2 * route.scale * route.max_profile()
+    return v * matrix.sensitivity(privacy.norm) ** 2 * scale * route.max_profile()
 
 
 def supports(W, A) -> bool:
@@ -140,7 +118,7 @@ def supports(W, A) -> bool:
     matrix = as_matrix(A.matrix if isinstance(A, Strategy) else A)
     _check_domains(W, matrix)
     try:
-        _route(W, matrix).check_support()
+        _route(W, matrix)[0].check_support()
     except UnsupportedWorkloadError:
         return False
     return True
@@ -150,13 +128,21 @@ def trace_term(W, A) -> float:
     """tr(WᵀW (AᵀA)⁺) with a support check, dispatched on structure (no privacy factor)."""
     W, A = as_matrix(W), as_matrix(A)
     _check_domains(W, A)
-    route = _route(W, A)
+    route, scale = _route(W, A)
     route.check_support()
-    return route.scale * route.trace()
+    return scale * route.trace()
+
+
+def _check_domains(W: Matrix, A: Matrix) -> None:
+    if W.shape[1] != A.shape[1]:
+        raise ValueError(
+            f"workload and strategy disagree on the domain size: W has {W.shape[1]} columns, "
+            f"the strategy has {A.shape[1]}"
+        )
 
 
 def _unpack(W, A, privacy: Privacy) -> tuple[Matrix, Matrix, str]:
-    _check_privacy(privacy)
+    check_privacy(privacy)
     W = as_matrix(W)
     if isinstance(A, Strategy):
         matrix, inference = A.matrix, A.inference
@@ -181,29 +167,21 @@ def _unpack(W, A, privacy: Privacy) -> tuple[Matrix, Matrix, str]:
     return W, matrix, inference
 
 
+def frobenius_sq(W) -> float:
+    """||W||_F² = tr(WᵀW), the Identity strategy's trace term, without materialising W."""
+    return as_matrix(W).frobenius_sq()
+
+
 def _route(W: Matrix, A: Matrix):
+    """``(route, scale)``: the strategy's own error route (``A.error_route``, after peeling
+    its weight ``c``; ``scale = 1/c²``), else the generic stacked-Kronecker route, else the
+    dense one."""
     weight, A0 = peel(A)
     if weight == 0.0:
         raise UnsupportedWorkloadError("the strategy is the zero matrix; it supports no query")
-    route, gram = None, None
-    if isinstance(A0, (Identity, Kronecker)):
-        route = _KroneckerRoute(W, A0)
-    elif isinstance(A0, OrthoBasis):  # Eigen-Design / SVD-bound strategies
-        route = _OrthoBasisRoute(W, A0)
-    elif hasattr(A0, "residual_pinv_terms"):  # ResidualPlanner(+) strategies, any d
-        route = _ResidualRoute.build(W, A0)
+    route = A0.error_route(W)
     if route is None:
-        try:
-            gram = A0.gram()
-        except TooLargeError:  # e.g. marginals beyond the dense 2^d algebra
-            gram = None
-        if isinstance(gram, MarginalsGram):
-            route = _MarginalsRoute.build(W, gram)
-        elif isinstance(gram, TreeGram):
-            route = _TreeRoute.build(W, gram)
-    if route is None:  # HDMM OPT_+ stacks; a lone large p-Identity
-        route = _StackedKroneckerRoute.build(W, A0)
+        route = StackedKroneckerRoute.build(W, A0)
     if route is None:
-        route = _DenseRoute(W, A0, gram)
-    route.scale = 1.0 / weight**2
-    return route
+        route = DenseRoute(W, A0)
+    return route, 1.0 / weight**2

@@ -19,8 +19,8 @@ from ..linalg import (
     kron_terms,
 )
 from ..linalg import base as _linalg_base
-from ..privacy import Privacy
-from ._common import RANK_RTOL, _check_privacy, _common_sizes
+from ..linalg.route import RANK_RTOL, common_sizes
+from ..privacy import Privacy, check_privacy
 
 
 def svd_bound(W) -> float:
@@ -38,7 +38,7 @@ def svd_bound(W) -> float:
     if isinstance(W, Marginals):
         return _marginal_svdb(W.sizes, {a: t * t for a, t in W.weights.items()})
     terms = kron_terms(W)
-    sizes = _common_sizes(terms)
+    sizes = common_sizes(terms)
     if sizes is not None:
         coeffs = _span_ij_coefficients(terms)
         if coeffs is not None:
@@ -66,7 +66,7 @@ def svd_bound(W) -> float:
 
 def svd_bound_error(W, privacy: Privacy) -> float:
     """Lower bound on the expected total squared error of any strategy: v · svd_bound(W)."""
-    _check_privacy(privacy)
+    check_privacy(privacy)
     return privacy.noise_variance(1.0) * svd_bound(W)
 
 

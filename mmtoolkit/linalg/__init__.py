@@ -1,9 +1,15 @@
-"""Implicit matrices: the algebra every selector, workload and the evaluator is written in."""
+"""Implicit matrices: the algebra every selector, workload and the evaluator is written in.
+
+``Matrix`` (``base``) also defines the strategy-kind protocol: the methods the evaluator and
+the mechanism call (``error_route``, ``gram_route``, ``pinv_operator``, ``row_scales``,
+``answer_records``, ``workload_answers``, ``release_answers``); ``route`` says what an error
+route is. Each structured kind implements them in its own module.
+"""
 
 from .base import (
     MAX_DENSE_ENTRIES,
+    CountingQueries,
     Dense,
-    Identity,
     Matrix,
     Product,
     Sum,
@@ -13,10 +19,13 @@ from .base import (
     Weighted,
     as_matrix,
     check_dense_size,
+    check_p,
+    kron_terms,
+    peel,
 )
 from .fourier import Fourier
 from .haar import Haar, HaarGram, HaarInverse
-from .kronecker import Kronecker
+from .kronecker import Identity, Kronecker
 from .marginals import (
     MAX_MARGINALS_DIM,
     Marginal,
@@ -39,7 +48,7 @@ from .ranges import (
     WidthRange,
     WidthRangeGram,
 )
-from .terms import kron_terms, peel
+from .route import RANK_RTOL, SUPPORT_RTOL, ErrorRoute, UnsupportedWorkloadError
 from .tree import Tree, TreeGram, TreeGramInverse
 
 __all__ = [
@@ -47,6 +56,11 @@ __all__ = [
     "peel",
     "MAX_DENSE_ENTRIES",
     "MAX_MARGINALS_DIM",
+    "RANK_RTOL",
+    "SUPPORT_RTOL",
+    "CountingQueries",
+    "ErrorRoute",
+    "UnsupportedWorkloadError",
     "AllRange",
     "AllRangeGram",
     "Dense",
@@ -87,5 +101,6 @@ __all__ = [
     "WidthRangeGram",
     "as_matrix",
     "check_dense_size",
+    "check_p",
     "projected_traces",
 ]

@@ -23,6 +23,8 @@ from scipy.sparse.linalg import LinearOperator
 MAX_DENSE_ENTRIES = 50_000_000
 #: Singular values below PINV_RCOND · σ_max are treated as zero by dense pseudo-inverses.
 PINV_RCOND = 1e-12
+#: Strategies up to this many entries are read densely for their discrete-noise row scales.
+DENSE_ROW_SCALE_ENTRIES = 4_000_000
 
 
 class TooLargeError(ValueError):
@@ -146,7 +148,7 @@ class Matrix(ABC):
         Returns a float when every column has the same value (the common structured case,
         which keeps huge domains implicit), otherwise an array of length ``n``.
         """
-        _check_p(p)
+        check_p(p)
         D = self.dense()
         return np.abs(D).sum(axis=0) if p == 1 else (D * D).sum(axis=0)
 
@@ -155,7 +157,7 @@ class Matrix(ABC):
 
         A float when every row has the same value, else an array of length ``m``.
         """
-        _check_p(p)
+        check_p(p)
         T = self.T
         if not isinstance(T, Transposed):
             return T.colnorm_p(p)
@@ -222,6 +224,91 @@ class Matrix(ABC):
             dtype=float,
         )
 
+
+    # ===================================================== the strategy-kind protocol
+    # The evaluator (mmtoolkit.evaluate) and the mechanism (mmtoolkit.mechanism) know no
+    # strategy kind: they call the methods below. Each default is correct for any matrix; a
+    # kind overrides those its structure answers in closed form (ARCHITECTURE.md, "Add a
+    # strategy kind"). A Weighted strategy forwards them to its base.
+
+    def kron_terms(self) -> list[tuple[float, list[Matrix]]]:
+        """This matrix as a union of weighted Kronecker products ``[(c_t, factors_t)]``
+        (HDMM §4.3, ImpVec and eq. 1), ``c_t`` the *squared* weight of term t (weights enter
+        the Gram squared; HDMM §16, pitfall 11). Rows follow this matrix's row order. The
+        default is one one-factor term."""
+        return [(1.0, [self])]
+
+    def frobenius_sq(self) -> float:
+        """``||A||_F² = tr(AᵀA)``: the Identity strategy's trace term for this workload."""
+        return float(self.gram().trace())
+
+    def error_route(self, W: Matrix):
+        """Error: an :class:`~mmtoolkit.linalg.route.ErrorRoute` scoring the workload ``W``
+        against this strategy, or None for the evaluator's generic routes. The default is the
+        route of this matrix's Gram (:meth:`gram_route`), so a kind whose ``gram()`` is a
+        structured kind needs nothing more."""
+        try:
+            gram = self.gram()
+        except TooLargeError:  # e.g. marginals beyond the dense 2^d algebra
+            return None
+        return gram.gram_route(W)
+
+    def gram_route(self, W: Matrix):
+        """Error, asked of a Gram ``G``: the route of ``W`` against any strategy ``A`` with
+        ``AᵀA = G`` (the error depends on ``A`` only through ``AᵀA``). None: no closed form."""
+        return None
+
+    def pinv_operator(self) -> Matrix | None:
+        """Reconstruction: ``A⁺`` as an implicit matrix when the structure gives it exactly
+        (``x̂ = A⁺ y``, HDMM §7.2), else None: the mechanism then solves least squares (a
+        dense pseudo-inverse when small, LSMR on the implicit operator otherwise)."""
+        return None
+
+    def row_scales(self) -> np.ndarray | None:
+        """Discrete noise: ``d > 0`` (one per row) with ``diag(d)⁻¹ A`` an integer matrix, or
+        None if there is none (Canonne, Kamath & Steinke 2020 need integer queries). The
+        default reads a small strategy densely (``d_r`` = the row's smallest nonzero
+        ``|a_rj|``) and gives None beyond :data:`DENSE_ROW_SCALE_ENTRIES`."""
+        if self.shape[0] * self.shape[1] > DENSE_ROW_SCALE_ENTRIES:
+            return None
+        M = self.dense()
+        absM = np.abs(M)
+        d = np.where(absM > 0, absM, np.inf).min(axis=1)
+        d[~np.isfinite(d)] = 1.0
+        B = M / d[:, None]
+        if not np.allclose(B, np.round(B), rtol=0, atol=1e-9 * max(1.0, float(np.abs(B).max()))):
+            return None
+        return d
+
+    def answer_records(self, records) -> np.ndarray:
+        """Measurement: the true strategy answers ``A x`` from a
+        :class:`~mmtoolkit.records.Records` (default: through its histogram ``x``, which the
+        records refuse for a large domain). Marginal kinds answer from marginal tables."""
+        if self.shape[1] != records.domain.size:
+            raise ValueError(
+                f"the records' domain has {records.domain.size} cells but the strategy is "
+                f"defined on {self.shape[1]}"
+            )
+        return self @ records.vector()
+
+    def workload_answers(self, W: Matrix, y: np.ndarray) -> np.ndarray | None:
+        """Answering: ``W A⁺ y`` straight from the noisy strategy answers ``y`` (one release
+        or ``m x R``) when the structure avoids the N-cell ``x̂`` (marginals: HDMM §6.3,
+        App. A.4); None: the mechanism reconstructs ``x̂`` and answers ``W x̂``."""
+        return None
+
+    def discrete_summary(self, privacy) -> dict | None:
+        """A kind whose ``release_answers`` draws discrete noise its own way describes that
+        mechanism here (for release summaries); None: the generic exact samplers
+        (:func:`mmtoolkit.mechanism.discrete_calibration`) are used."""
+        return None
+
+    def release_answers(self, W: Matrix, data, privacy, rng, noise: str) -> np.ndarray | None:
+        """A kind with a mechanism of its own (ResidualPlanner: per-set noise scales, its
+        discrete Algorithm 3) releases ``W``'s answers here from ``data`` (records or a data
+        vector); None: the mechanism's generic measure → answer."""
+        return None
+
     # ----------------------------------------------------------------- helpers
     def _require_square(self, what: str) -> None:
         if self.shape[0] != self.shape[1]:
@@ -231,7 +318,7 @@ class Matrix(ABC):
         return f"{type(self).__name__}(shape={self.shape})"
 
 
-def _check_p(p: int) -> None:
+def check_p(p: int) -> None:
     if p not in (1, 2):
         raise ValueError(f"sensitivity norm p must be 1 or 2, got {p!r}")
 
@@ -239,6 +326,22 @@ def _check_p(p: int) -> None:
 def as_matrix(A) -> Matrix:
     """Wrap a numpy array (or pass a Matrix through)."""
     return A if isinstance(A, Matrix) else Dense(A)
+
+
+def peel(A: Matrix) -> tuple[float, Matrix]:
+    """``(c, B)`` with ``A = c·B`` and ``B`` not a :class:`Weighted`."""
+    weight = 1.0
+    while isinstance(A, Weighted):
+        weight *= A.weight
+        A = A.base
+    return weight, A
+
+
+def kron_terms(W) -> list[tuple[float, list[Matrix]]]:
+    """``W`` as ``[(c_t, factors_t)]`` (see :meth:`Matrix.kron_terms`): every structured
+    route of the evaluator and every selector that works factor-wise reads a workload this
+    way."""
+    return as_matrix(W).kron_terms()
 
 
 # ============================================================================ kinds
@@ -252,6 +355,15 @@ class Symmetric(Matrix):
     @property
     def T(self):
         return self
+
+
+class CountingQueries(Matrix):
+    """A kind whose rows are 0/1 counting queries (identity, total, prefix, ranges): integer
+    rows, so discrete noise needs no row scaling (strategy-kind protocol, ``row_scales``)."""
+
+    def row_scales(self):
+        check_dense_size(self.shape[0], 1, "the row scales of a strategy")
+        return np.ones(self.shape[0])
 
 
 class Dense(Matrix):
@@ -283,12 +395,12 @@ class Dense(Matrix):
         return Dense(np.linalg.pinv(self.array, rcond=PINV_RCOND))
 
     def colnorm_p(self, p):
-        _check_p(p)
+        check_p(p)
         A = self.array
         return np.abs(A).sum(axis=0) if p == 1 else (A * A).sum(axis=0)
 
     def rownorm_p(self, p):
-        _check_p(p)
+        check_p(p)
         A = self.array
         return np.abs(A).sum(axis=1) if p == 1 else (A * A).sum(axis=1)
 
@@ -302,46 +414,6 @@ class Dense(Matrix):
 
     def dense(self):
         return self.array.copy()
-
-
-class Identity(Matrix):
-    """The n x n identity."""
-
-    def __init__(self, n: int):
-        if int(n) < 1:
-            raise ValueError(f"Identity size must be >= 1, got {n}")
-        self.n = int(n)
-        self.shape = (self.n, self.n)
-
-    def _matmat(self, X):
-        return X.copy()
-
-    def _rmatmat(self, Y):
-        return Y.copy()
-
-    @property
-    def T(self):
-        return self
-
-    def gram(self):
-        return self
-
-    def pinv(self):
-        return self
-
-    def colnorm_p(self, p):
-        _check_p(p)
-        return 1.0
-
-    def rownorm_p(self, p):
-        _check_p(p)
-        return 1.0
-
-    def trace(self):
-        return float(self.n)
-
-    def diag(self):
-        return np.ones(self.n)
 
 
 class Weighted(Matrix):
@@ -395,6 +467,33 @@ class Weighted(Matrix):
 
     def dense(self):
         return self.weight * self.base.dense()
+
+    def kron_terms(self):
+        return [(self.weight**2 * c, f) for c, f in self.base.kron_terms()]
+
+    def frobenius_sq(self):
+        return self.weight**2 * self.base.frobenius_sq()
+
+    def pinv_operator(self):
+        inner = self.base.pinv_operator()
+        return None if inner is None or self.weight == 0 else Weighted(1.0 / self.weight, inner)
+
+    def row_scales(self):
+        inner = self.base.row_scales()
+        return None if inner is None or self.weight == 0 else abs(self.weight) * inner
+
+    def answer_records(self, records):
+        return self.weight * self.base.answer_records(records)
+
+    def workload_answers(self, W, y):
+        if self.weight == 0:
+            return None
+        return self.base.workload_answers(W, np.asarray(y, dtype=float) / self.weight)
+
+    def release_answers(self, W, data, privacy, rng, noise):
+        # the noise is calibrated to the sensitivity and A⁺ undoes the weight: a weighted
+        # strategy releases exactly what its base releases
+        return self.base.release_answers(W, data, privacy, rng, noise)
 
 
 class Transposed(Matrix):
@@ -544,3 +643,13 @@ class VStack(Matrix):
     def dense(self):
         check_dense_size(*self.shape, "dense() of VStack")
         return np.vstack([b.dense() for b in self.blocks])
+
+    def kron_terms(self):
+        return [t for b in self.blocks for t in b.kron_terms()]
+
+    def frobenius_sq(self):
+        return float(sum(b.frobenius_sq() for b in self.blocks))
+
+    def row_scales(self):
+        parts = [b.row_scales() for b in self.blocks]
+        return None if any(p is None for p in parts) else np.concatenate(parts)

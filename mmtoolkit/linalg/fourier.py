@@ -26,8 +26,8 @@ from collections.abc import Iterable, Mapping
 
 import numpy as np
 
-from .base import Matrix, _check_p, check_dense_size
-from .marginals import MarginalsGram, _check_dim
+from .base import Matrix, check_dense_size, check_p
+from .marginals import MarginalsGram, check_dim
 
 __all__ = ["Fourier", "fwht", "downset", "bit_reverse", "local_index"]
 
@@ -194,7 +194,7 @@ class Fourier(Matrix):
 
     def gram(self):
         # SᵀS = Σ_β w_β² χ_β χ_βᵀ = Σ_β 2^d w_β² P_β, P_β the projector onto χ_β = S_β.
-        _check_dim(self.d, "Fourier.gram()")
+        check_dim(self.d, "Fourier.gram()")
         mu = np.zeros(1 << self.d)
         mu[self.betas] = float(self.shape[1]) * self.weights**2
         return MarginalsGram.from_spectrum((2,) * self.d, mu)
@@ -205,11 +205,11 @@ class Fourier(Matrix):
         return Fourier(self.d, inv).T
 
     def colnorm_p(self, p):
-        _check_p(p)
+        check_p(p)
         return float(np.sum(np.abs(self.weights) ** p))
 
     def rownorm_p(self, p):
-        _check_p(p)
+        check_p(p)
         return np.abs(self.weights) ** p * float(self.shape[1])
 
     def dense(self):

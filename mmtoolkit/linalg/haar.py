@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .base import Matrix, Product, _check_p, check_dense_size
-from .ranges import SymTridiagonal, _maybe_scalar, _size, _SymmetricFormula
+from .base import Matrix, Product, check_dense_size, check_p
+from .ranges import SymmetricFormula, SymTridiagonal, _maybe_scalar, _size
 
 
 def _power_of_two(n) -> int:
@@ -111,14 +111,17 @@ class Haar(Matrix):
     def pinv(self):
         return HaarInverse(self.n)
 
+    def pinv_operator(self):
+        return self.pinv()
+
     inverse = pinv
 
     def colnorm_p(self, p):
-        _check_p(p)
+        check_p(p)
         return float(self.levels + 1)
 
     def rownorm_p(self, p):
-        _check_p(p)  # entries are 0 and ±1, so L1 = squared L2
+        check_p(p)  # entries are 0 and ±1, so L1 = squared L2
         return _row_norms_sq(self.n)
 
     def trace(self):
@@ -159,7 +162,7 @@ class HaarInverse(Matrix):
         return SymTridiagonal(1.0 / self._w, np.zeros(self.n - 1))
 
     def colnorm_p(self, p):
-        _check_p(p)
+        check_p(p)
         return 1.0 if p == 1 else _maybe_scalar(1.0 / self._w)
 
     def trace(self):
@@ -172,7 +175,7 @@ class HaarInverse(Matrix):
         return f"HaarInverse({self.n})"
 
 
-class HaarGram(_SymmetricFormula):
+class HaarGram(SymmetricFormula):
     """``HᵀH`` for the Haar matrix: ``log2(n) - bitlen(a XOR b) + [a = b]`` (Privelet;
     HDMM §8 baselines).
 
@@ -199,7 +202,7 @@ class HaarGram(_SymmetricFormula):
     inverse = pinv
 
     def colnorm_p(self, p):
-        _check_p(p)
+        check_p(p)
         if p == 1:
             return float(self.n)
         # column a: one entry L+1 (b = a) and 2^(l-1) entries L-l for l = 1..L (bitlen(a^b) = l)

@@ -7,12 +7,21 @@ mat-vec uses the reshape trick ("kmatvec"), never a dense Kronecker product.
 
 from __future__ import annotations
 
+import functools
 import math
 from functools import reduce
 
 import numpy as np
 
-from .base import Matrix, as_matrix, check_dense_size
+from . import base
+from .base import CountingQueries, Matrix, as_matrix, check_dense_size, check_p, peel
+from .route import (
+    RANK_RTOL,
+    SUPPORT_RTOL,
+    UnsupportedWorkloadError,
+    align,
+    as_vector,
+)
 
 
 def _kron_vectors(vectors, what: str) -> np.ndarray:
@@ -111,3 +120,245 @@ class Kronecker(Matrix):
     def dense(self):
         check_dense_size(*self.shape, "dense() of Kronecker")
         return reduce(np.kron, (f.dense() for f in self.factors))
+
+    # ---------------------------------------------------------------- strategy kind
+    def kron_terms(self):
+        c, factors = 1.0, []
+        for f in self.factors:
+            w, b = peel(f)
+            c *= w * w
+            factors.append(b)
+        return [(c, factors)]
+
+    def frobenius_sq(self):
+        return float(math.prod(f.frobenius_sq() for f in self.factors))
+
+    def error_route(self, W):
+        return KroneckerRoute(W, self)
+
+    def pinv_operator(self):
+        return self.pinv()
+
+    def row_scales(self):
+        check_dense_size(self.shape[0], 1, "the row scales of a strategy")
+        out = np.ones(1)
+        for f in self.factors:
+            s = f.row_scales()
+            if s is None:
+                return None
+            out = np.kron(out, s)
+        return out
+
+
+class Identity(CountingQueries):
+    """The n x n identity."""
+
+    def __init__(self, n: int):
+        if int(n) < 1:
+            raise ValueError(f"Identity size must be >= 1, got {n}")
+        self.n = int(n)
+        self.shape = (self.n, self.n)
+
+    def _matmat(self, X):
+        return X.copy()
+
+    def _rmatmat(self, Y):
+        return Y.copy()
+
+    @property
+    def T(self):
+        return self
+
+    def gram(self):
+        return self
+
+    def pinv(self):
+        return self
+
+    def colnorm_p(self, p):
+        check_p(p)
+        return 1.0
+
+    def rownorm_p(self, p):
+        check_p(p)
+        return 1.0
+
+    def trace(self):
+        return float(self.n)
+
+    def diag(self):
+        return np.ones(self.n)
+
+    # ---------------------------------------------------------------- strategy kind
+    def frobenius_sq(self):
+        return float(self.n)
+
+    def error_route(self, W):
+        return KroneckerRoute(W, self)
+
+    def gram_route(self, W):  # any strategy with AᵀA = I (an orthonormal basis)
+        return KroneckerRoute(W, self)
+
+    def pinv_operator(self):
+        return self
+
+
+def group(factors: list[Matrix]) -> Matrix:
+    """One factor, or the Kronecker product of a consecutive group of factors."""
+    return factors[0] if len(factors) == 1 else Kronecker(factors)
+
+
+# ===================================================================== the error route
+def kron_all(parts, sizes) -> np.ndarray:
+    """Kronecker product of per-group vectors or scalars (scalars expand to their size)."""
+    check_dense_size(math.prod(sizes), 1, "a per-query vector")
+    out = np.ones(1)
+    for r, m in zip(parts, sizes):
+        out = np.kron(out, as_vector(r, m))
+    return out
+
+
+class StrategyFactor:
+    """(AᵀA)⁺ and an orthonormal basis of null(A) for one strategy factor (None: Identity)."""
+
+    def __init__(self, A: Matrix | None, gram: Matrix | None = None):
+        self.pinv_gram = self.null = self.half = None
+        if A is None or isinstance(A, Identity):
+            return
+        n = A.shape[1]
+        check_dense_size(n, n, "the Gram of a strategy factor")
+        G = (A.gram() if gram is None else gram).dense()
+        lam, V = np.linalg.eigh(0.5 * (G + G.T))
+        keep = lam > RANK_RTOL * n * np.finfo(float).eps * max(lam.max(initial=0.0), 0.0)
+        Vk = V[:, keep]
+        self.half = Vk / np.sqrt(lam[keep])  # (AᵀA)⁺ = half · halfᵀ
+        self.pinv_gram = self.half @ self.half.T
+        if not keep.all():
+            self.null = V[:, ~keep]
+
+    @property
+    def identity(self) -> bool:
+        return self.pinv_gram is None
+
+    def trace_with(self, wf: Matrix, gram_cache: dict) -> float:
+        """tr(G_W (AᵀA)⁺) for the workload factor's Gram G_W."""
+        if self.identity:
+            return wf.frobenius_sq()
+        G = gram_cache.get(id(wf))
+        if G is None:
+            n = wf.shape[1]
+            check_dense_size(n, n, "the Gram of a workload factor")
+            G = gram_cache[id(wf)] = (wf, wf.gram().dense())
+        return float(np.sum(G[1] * self.pinv_gram))
+
+    def worst_row_residual(self, wf: Matrix) -> tuple[float, float]:
+        """(max row norm², max over rows of ||w (I − A⁺A)||² / ||w||²)."""
+        norms = wf.rownorm_p(2)
+        top = float(np.max(norms))
+        if self.null is None or top == 0.0:
+            return top, 0.0
+        check_dense_size(wf.shape[0], self.null.shape[1], "the support check of a factor")
+        residual = np.sum(wf.matvec(self.null) ** 2, axis=1)
+        norms = as_vector(norms, wf.shape[0])
+        live = norms > 0
+        return top, float(np.max(residual[live] / norms[live], initial=0.0))
+
+    def row_profile(self, wf: Matrix):
+        """diag(wf (AᵀA)⁺ wfᵀ) (a float when constant)."""
+        if self.identity:
+            return wf.rownorm_p(2)
+        m, r = wf.shape[0], self.half.shape[1]
+        check_dense_size(m, 1, "a per-query vector")
+        width = max(1, min(r, base.MAX_DENSE_ENTRIES // max(m, 1)))
+        out = np.zeros(m)
+        for s in range(0, r, width):
+            out += np.sum(wf.matvec(self.half[:, s : s + width]) ** 2, axis=1)
+        return out
+
+
+class KroneckerRoute:
+    """Union of Kronecker products × Kronecker (or Identity) strategy (HDMM Thm 5, 6)."""
+
+    def __init__(self, W: Matrix, A: Matrix):
+        self.W = W
+        self.a_factors = None if isinstance(A, Identity) else A.factors
+        self._factors: dict[tuple[int, int], StrategyFactor] = {}
+        self._grams: dict = {}
+
+    def _groups(self, factors):
+        """[(workload factor group, strategy factor)] for one term."""
+        if self.a_factors is None:
+            return [(f, StrategyFactor(None)) for f in factors]
+        out = []
+        for gw, ga in align([f.shape[1] for f in factors], [f.shape[1] for f in self.a_factors]):
+            key = (ga.start, ga.stop)
+            if key not in self._factors:
+                self._factors[key] = StrategyFactor(group(self.a_factors[ga]))
+            out.append((group(factors[gw]), self._factors[key]))
+        return out
+
+    @functools.cached_property
+    def terms(self):
+        return self.W.kron_terms()
+
+    def _full_column_rank(self) -> bool:
+        """A = ⊗A_i (or I) has full column rank, hence supports every workload."""
+        if self.a_factors is None:
+            return True
+        return all(self._groups_for_factor(k).null is None for k in range(len(self.a_factors)))
+
+    def _groups_for_factor(self, k: int) -> StrategyFactor:
+        key = (k, k + 1)
+        if key not in self._factors:
+            self._factors[key] = StrategyFactor(self.a_factors[k])
+        return self._factors[key]
+
+    def check_support(self) -> None:
+        if self._full_column_rank():
+            return
+        for c, factors in self.terms:
+            if c == 0.0:
+                continue
+            checks = [sf.worst_row_residual(wf) for wf, sf in self._groups(factors)]
+            if any(top == 0.0 for top, _ in checks):
+                continue  # a zero factor: every query of this term is 0
+            worst = max(res for _, res in checks)
+            if worst > SUPPORT_RTOL:
+                raise UnsupportedWorkloadError(
+                    "the strategy does not support the workload: a query has a relative "
+                    f"component {worst:.3g} outside the row space of a Kronecker factor of A"
+                )
+
+    def trace(self) -> float:
+        if self.a_factors is None:
+            return self.W.frobenius_sq()
+        total = 0.0
+        for c, factors in self.terms:
+            if c == 0.0:
+                continue
+            value = c
+            for wf, sf in self._groups(factors):
+                value *= sf.trace_with(wf, self._grams)
+            total += value
+        return total
+
+    def profile(self) -> np.ndarray:
+        parts = []
+        for c, factors in self.terms:
+            groups = self._groups(factors)
+            vec = kron_all(
+                [sf.row_profile(wf) for wf, sf in groups], [wf.shape[0] for wf, _ in groups]
+            )
+            parts.append(c * vec)
+        return np.concatenate(parts)
+
+    def max_profile(self) -> float:
+        # every group's profile is non-negative, so the max of a Kronecker product of them is
+        # the product of their maxima (no per-query vector needed)
+        best = 0.0
+        for c, factors in self.terms:
+            value = c
+            for wf, sf in self._groups(factors):
+                value *= float(np.max(sf.row_profile(wf)))
+            best = max(best, value)
+        return best

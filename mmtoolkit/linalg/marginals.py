@@ -27,9 +27,10 @@ from numbers import Number
 import numpy as np
 from scipy.fft import dct, idct
 
-from .base import Identity, Matrix, Product, TooLargeError, _check_p, check_dense_size
-from .kronecker import Kronecker
-from .ranges import Total, _size
+from .base import Matrix, Product, TooLargeError, as_matrix, check_dense_size, check_p, peel
+from .kronecker import Identity, Kronecker
+from .ranges import Ones, Total, _size
+from .route import SUPPORT_RTOL, UnsupportedWorkloadError, as_vector, common_sizes
 
 #: Largest number of attributes for which dense 2^d coefficient vectors are built.
 MAX_MARGINALS_DIM = 24
@@ -39,6 +40,11 @@ PINV_RTOL = 1e-12
 
 
 # ============================================================================ helpers
+def key_attrs(key: int, d: int) -> tuple[int, ...]:
+    """The attributes (bit positions) of a marginal's bitmask ``key`` over ``d`` attributes."""
+    return tuple(i for i in range(d) if (key >> i) & 1)
+
+
 def _check_sizes(sizes) -> tuple[int, ...]:
     if isinstance(sizes, (str, bytes)) or not isinstance(sizes, Iterable):
         raise ValueError(f"sizes must be a sequence of positive integers, got {sizes!r}")
@@ -62,7 +68,7 @@ def _check_key(key, d: int) -> int:
     return int(k)
 
 
-def _check_dim(d: int, what: str) -> None:
+def check_dim(d: int, what: str) -> None:
     if d > MAX_MARGINALS_DIM:
         raise TooLargeError(
             f"{what} needs a dense vector over all 2^{d} attribute subsets "
@@ -85,7 +91,7 @@ def _bit_view(f: np.ndarray, i: int) -> np.ndarray:
     return f.reshape(-1, 2, 1 << i)
 
 
-def _complement_products(sizes) -> np.ndarray:
+def complement_products(sizes) -> np.ndarray:
     """``Π_{i ∉ a} n_i`` for every bitmask ``a``."""
     out = np.ones(1 << len(sizes))
     for i, n in enumerate(sizes):
@@ -101,7 +107,7 @@ def _subspace_dims(sizes) -> np.ndarray:
     return out
 
 
-def _superset_sum(f: np.ndarray, d: int) -> np.ndarray:
+def superset_sum(f: np.ndarray, d: int) -> np.ndarray:
     """``g[B] = Σ_{a ⊇ B} f[a]`` (zeta transform over supersets)."""
     g = np.array(f, dtype=float)
     for i in range(d):
@@ -110,8 +116,8 @@ def _superset_sum(f: np.ndarray, d: int) -> np.ndarray:
     return g
 
 
-def _superset_mobius(g: np.ndarray, d: int) -> np.ndarray:
-    """Inverse of :func:`_superset_sum`."""
+def superset_mobius(g: np.ndarray, d: int) -> np.ndarray:
+    """Inverse of :func:`superset_sum`."""
     f = np.array(g, dtype=float)
     for i in range(d):
         v = _bit_view(f, i)
@@ -119,7 +125,7 @@ def _superset_mobius(g: np.ndarray, d: int) -> np.ndarray:
     return f
 
 
-def _subset_sum(f: np.ndarray, d: int) -> np.ndarray:
+def subset_sum(f: np.ndarray, d: int) -> np.ndarray:
     """``g[E] = Σ_{a ⊆ E} f[a]``."""
     g = np.array(f, dtype=float)
     for i in range(d):
@@ -136,7 +142,7 @@ def projected_traces(sizes, traces, sums) -> np.ndarray:
     """
     sizes = _check_sizes(sizes)
     d = len(sizes)
-    _check_dim(d, "projected_traces")
+    check_dim(d, "projected_traces")
     t = np.asarray(traces, dtype=float).ravel()
     s = np.asarray(sums, dtype=float).ravel()
     if t.size != d or s.size != d:
@@ -240,7 +246,7 @@ class Marginals(Matrix):
         return [(theta, Marginal(self.sizes, key)) for key, theta in self.weights.items()]
 
     def gram(self):
-        _check_dim(self.d, "Marginals.gram()")
+        check_dim(self.d, "Marginals.gram()")
         v = np.zeros(1 << self.d)
         v[list(self.keys)] = [t * t for t in self.weights.values()]
         return MarginalsGram(self.sizes, v)
@@ -249,11 +255,11 @@ class Marginals(Matrix):
         return Product(self.gram().pinv(), self.T)
 
     def colnorm_p(self, p):
-        _check_p(p)
+        check_p(p)
         return float(sum(abs(t) ** p for t in self.weights.values()))
 
     def rownorm_p(self, p):
-        _check_p(p)  # a row of marginal a sums Π_{i∉a} n_i cells with weight θ_a
+        check_p(p)  # a row of marginal a sums Π_{i∉a} n_i cells with weight θ_a
         check_dense_size(self.shape[0], 1, "row norms of Marginals")
         return np.concatenate(
             [
@@ -268,6 +274,103 @@ class Marginals(Matrix):
     def dense(self):
         check_dense_size(*self.shape, "dense() of Marginals")
         return np.vstack([theta * blk.dense() for theta, blk in self.blocks()])
+
+
+    # ---------------------------------------------------------------- strategy kind
+    def kron_terms(self):
+        return [(theta**2, list(block.factors)) for theta, block in self.blocks()]
+
+    def frobenius_sq(self):  # each marginal has exactly one 1 per column
+        return float(sum(t * t for t in self.weights.values())) * float(self.shape[1])
+
+    def pinv_operator(self):
+        return self.pinv()
+
+    def row_scales(self):
+        check_dense_size(self.shape[0], 1, "the row scales of a marginals strategy")
+        return np.concatenate(
+            [np.full(r, abs(t)) for t, r in zip(self.weights.values(), self._rows, strict=True)]
+        )
+
+    def answer_records(self, records):
+        """``A x`` from the records' marginal tables (no N-cell histogram)."""
+        if tuple(self.sizes) != tuple(records.domain.sizes):
+            raise ValueError(
+                f"the strategy is defined on attribute sizes {list(self.sizes)}, the records "
+                f"on {list(records.domain.sizes)}"
+            )
+        return np.concatenate(
+            [
+                theta * records.marginal(key_attrs(key, self.d)).ravel().astype(float)
+                for key, theta in self.weights.items()
+            ]
+        )
+
+    def workload_answers(self, W, y):
+        """``W A⁺ y`` for a marginals workload ``W`` without the ``N``-cell ``x̂`` (HDMM §6.3,
+        App. A.4 spectral form); None for any other workload.
+
+        With ``(AᵀA)⁺ = Σ_B μ_B⁺ P_B`` and ``Q_T P_B Q_Sᵀ = 0`` unless ``B ⊆ S ∩ T``, the answer on
+        the marginal ``T`` is ``(Π_{i∉T} n_i) Σ_{B⊆T} μ_B⁺ ⊗_{i∈B} P⊥_i z_B`` broadcast over
+        ``T \\ B``, where ``z_B = Σ_{S⊇B} θ_S · mean_{S\\B}(y_S)`` (the noisy tables averaged
+        down to ``B``). ``y``: one release or ``m_A x R``.
+        """
+        w, wbase = peel(as_matrix(W))
+        if not isinstance(wbase, Marginals):
+            return None
+        sizes, d = self.sizes, self.d
+        if tuple(wbase.sizes) != sizes:
+            raise ValueError(
+                f"workload attribute sizes {list(wbase.sizes)} differ from the strategy's "
+                f"{list(sizes)}"
+            )
+        y = np.asarray(y, dtype=float)
+        vec = y.ndim == 1
+        Y = y[:, None] if vec else y
+        if Y.ndim != 2 or Y.shape[0] != self.shape[0]:
+            raise ValueError(
+                f"y has {Y.shape[0]} answers but the strategy has {self.shape[0]} rows"
+            )
+        R = Y.shape[1]
+        tables, off = {}, 0
+        for (key, theta), r in zip(self.weights.items(), self._rows, strict=True):
+            shape = tuple(sizes[i] for i in key_attrs(key, d))
+            tables[key] = (theta, Y[off : off + r].reshape(shape + (R,)))
+            off += r
+        mu_pinv = self.gram().pinv_spectrum()  # (AᵀA)⁺ on each residual subspace
+        z_cache: dict[int, np.ndarray] = {}
+
+        def z_of(B: int) -> np.ndarray:
+            if B not in z_cache:
+                shape = tuple(sizes[i] for i in key_attrs(B, d)) + (R,)
+                z = np.zeros(shape)
+                for S, (theta, t) in tables.items():
+                    if S & B != B:
+                        continue
+                    S_attrs = key_attrs(S, d)
+                    drop = tuple(j for j, i in enumerate(S_attrs) if not (B >> i) & 1)
+                    z = z + theta * (t.mean(axis=drop) if drop else t)
+                for j in range(len(shape) - 1):  # ⊗_{i∈B} P⊥_i: centre every kept axis
+                    z = z - z.mean(axis=j, keepdims=True)
+                z_cache[B] = z
+            return z_cache[B]
+
+        out = []
+        for T, omega in wbase.weights.items():
+            T_attrs = key_attrs(T, d)
+            out_scale = float(math.prod(n for i, n in enumerate(sizes) if not (T >> i) & 1))
+            ans = np.zeros(tuple(sizes[i] for i in T_attrs) + (R,))
+            sub = T
+            while True:  # every B ⊆ T
+                if mu_pinv[sub] != 0.0:
+                    bshape = tuple(sizes[i] if (sub >> i) & 1 else 1 for i in T_attrs) + (R,)
+                    ans = ans + mu_pinv[sub] * z_of(sub).reshape(bshape)
+                if sub == 0:
+                    break
+                sub = (sub - 1) & T
+            out.append((w * omega * out_scale * ans).reshape(-1, R))
+        res = np.concatenate(out, axis=0)
+        return res[:, 0] if vec else res
 
     def __repr__(self):
         return f"Marginals(sizes={self.sizes}, {len(self.keys)} marginals)"
@@ -286,7 +389,7 @@ class MarginalsGram(Matrix):
     def __init__(self, sizes, v):
         self.sizes = _check_sizes(sizes)
         d = len(self.sizes)
-        _check_dim(d, "MarginalsGram")
+        check_dim(d, "MarginalsGram")
         v = np.array(v, dtype=float).ravel()
         if v.size != 1 << d:
             raise ValueError(
@@ -311,20 +414,20 @@ class MarginalsGram(Matrix):
         """The Gram whose eigenvalue on ``S_B`` is ``mu[B]`` (Möbius transform back to ``v``)."""
         sizes = _check_sizes(sizes)
         d = len(sizes)
-        _check_dim(d, "MarginalsGram.from_spectrum")
+        check_dim(d, "MarginalsGram.from_spectrum")
         mu = np.array(mu, dtype=float).ravel()
         if mu.size != 1 << d:
             raise ValueError(f"spectrum needs 2^{d} = {1 << d} values, got {mu.size}")
         if not np.all(np.isfinite(mu)):
             raise ValueError("spectrum values must be finite")
-        out = cls(sizes, _superset_mobius(mu, d) / _complement_products(sizes))
+        out = cls(sizes, superset_mobius(mu, d) / complement_products(sizes))
         out._mu = mu
         return out
 
     def spectrum(self) -> np.ndarray:
         """``μ_B = Σ_{a ⊇ B} v_a Π_{i∉a} n_i`` for every bitmask ``B``."""
         if self._mu is None:
-            self._mu = _superset_sum(self.v * _complement_products(self.sizes), self.d)
+            self._mu = superset_sum(self.v * complement_products(self.sizes), self.d)
         return self._mu.copy()
 
     def dims(self) -> np.ndarray:
@@ -369,6 +472,10 @@ class MarginalsGram(Matrix):
     def gram(self):
         return self @ self
 
+    def gram_route(self, W):
+        """Any strategy whose Gram is this marginals Gram: the spectral route."""
+        return MarginalsRoute.build(W, self)
+
     def pinv_spectrum(self) -> np.ndarray:
         """The spectrum of ``self.pinv()``: 1/μ_B on live subspaces, exactly 0 elsewhere."""
         mu = self.spectrum()
@@ -405,8 +512,8 @@ class MarginalsGram(Matrix):
         # Every column is a permutation of column 0 (𝔾 commutes with per-attribute
         # permutations). (𝔾 e_0)[x] = Σ_{a ⊆ E(x)} v_a with E(x) = {i : x_i = 0}, and
         # Π_{i∉E}(n_i - 1) cells x have E(x) = E exactly.
-        _check_p(p)
-        g = np.abs(_subset_sum(self.v, self.d))
+        check_p(p)
+        g = np.abs(subset_sum(self.v, self.d))
         count = self.dims()[::-1]  # dims of the complement of E
         return float(np.sum((g if p == 1 else g * g) * count))
 
@@ -441,3 +548,131 @@ class MarginalsGram(Matrix):
 
     def __repr__(self):
         return f"MarginalsGram(sizes={self.sizes})"
+
+
+# =================================================================== marginals algebra
+def is_total(f: Matrix) -> bool:
+    """Whether ``f`` is the total query ``1ᵀ`` (a 1 x n all-ones factor)."""
+    return isinstance(f, Ones) and f.shape[0] == 1
+
+
+def marginal_key(factors) -> int | None:
+    """The bitmask of a Kronecker product of Identity / Total factors, else None."""
+    key = 0
+    for i, f in enumerate(factors):
+        if isinstance(f, Identity):
+            key |= 1 << i
+        elif not is_total(f):
+            return None
+    return key
+
+
+def _row_split(f: Matrix) -> tuple[np.ndarray, np.ndarray]:
+    """Per row w of f: (||w − mean||², ||mean part||²) = (||w||² − (w·1)²/n, (w·1)²/n)."""
+    n = f.shape[1]
+    sums = f.matvec(np.ones(n))
+    s = sums**2 / n
+    t = np.clip(as_vector(f.rownorm_p(2), f.shape[0]) - s, 0.0, None)
+    return t, s
+
+
+def _subset_products(a, b) -> np.ndarray:
+    """The vector over B ⊆ attributes (bit i ↔ attribute i) of Π_{i∈B} a_i · Π_{i∉B} b_i."""
+    v = np.ones(1)
+    for ai, bi in zip(a, b):
+        v = np.concatenate([v * bi, v * ai])
+    return v
+
+
+def _bit_reversed_order(d: int) -> np.ndarray:
+    """Index map: C-order position (attribute 0 most significant) -> bitmask B."""
+    idx = np.arange(1 << d)
+    out = np.zeros_like(idx)
+    for i in range(d):
+        out |= ((idx >> (d - 1 - i)) & 1) << i
+    return out
+
+
+class MarginalsRoute:
+    """Union of Kronecker products × a strategy whose ``gram()`` is a MarginalsGram 𝔾 (e.g.
+    weighted marginals 𝕄(θ), 𝔾 = 𝔾(θ²)): 𝔾⁺ is the scalar
+    μ_B⁺ on each residual subspace S_B, so tr(WᵀW 𝔾⁺) = Σ_B μ_B⁺ tr(P_B WᵀW) and a query
+    w = ⊗w_i has variance Σ_B μ_B⁺ Π_{i∈B} ||w_i − mean||² Π_{i∉B} ||mean part of w_i||²."""
+
+    @classmethod
+    def build(cls, W: Matrix, gram: MarginalsGram):
+        terms = W.kron_terms()
+        if common_sizes(terms) != list(gram.sizes):
+            return None
+        return cls(terms, gram)
+
+    def __init__(self, terms, gram: MarginalsGram):
+        self.terms = terms
+        self.sizes = list(gram.sizes)
+        self.inv = gram.pinv_spectrum()
+        self.dead = (self.inv == 0.0) & (gram.dims() > 0)
+        self._splits: dict[int, tuple] = {}
+
+    def _split(self, f: Matrix):
+        if id(f) not in self._splits:
+            self._splits[id(f)] = (f, _row_split(f))
+        return self._splits[id(f)][1]
+
+    def check_support(self) -> None:
+        if not self.dead.any():
+            return
+        for c, factors in self.terms:
+            if c == 0.0:
+                continue
+            splits = [self._split(f) for f in factors]
+            fracs = []
+            for t, s in splits:
+                q = t + s
+                live = q > 0
+                if not live.any():
+                    break  # a zero factor: the term is zero
+                fracs.append(t[live] / q[live])
+            else:
+                # max over the term's rows of the fraction of ||w||² in a dead S_B factorises:
+                # Π_{i∈B} max τ_i · Π_{i∉B} max (1 − τ_i)
+                worst = _subset_products([f.max() for f in fracs], [1 - f.min() for f in fracs])
+                if worst[self.dead].max() > SUPPORT_RTOL:
+                    raise UnsupportedWorkloadError(
+                        "the marginals strategy does not support the workload: a query has "
+                        "weight on a residual subspace that no measured marginal covers"
+                    )
+
+    def trace(self) -> float:
+        total = np.zeros(len(self.inv))
+        coeffs = np.zeros(len(self.inv))
+        for c, factors in self.terms:
+            key = marginal_key(factors)
+            if key is not None:
+                coeffs[key] += c
+                continue
+            splits = [self._split(f) for f in factors]
+            traces = [float(np.sum(t + s)) for t, s in splits]
+            sums = [float(np.sum(s)) * f.shape[1] for (t, s), f in zip(splits, factors)]
+            total += c * projected_traces(self.sizes, traces, sums)
+        if coeffs.any():  # Σ_a c_a tr(P_B ℂ(a)) = dim_B · μ_B of Σ_a c_a ℂ(a)
+            gram = MarginalsGram(self.sizes, coeffs)
+            total += gram.dims() * gram.spectrum()
+        return float(np.dot(self.inv, total))
+
+    def _term_profile(self, c, factors, unique: bool) -> np.ndarray:
+        d = len(self.sizes)
+        mu_c = self.inv[_bit_reversed_order(d)]
+        mats = []
+        for f in factors:
+            t, s = self._split(f)
+            M = np.column_stack([s, t])
+            mats.append(np.unique(M, axis=0) if unique else M)
+        rows = math.prod(M.shape[0] for M in mats)
+        check_dense_size(rows, 1, "a per-query vector")
+        return c * (Kronecker([as_matrix(M) for M in mats]) @ mu_c)
+
+    def profile(self) -> np.ndarray:
+        return np.concatenate([self._term_profile(c, f, unique=False) for c, f in self.terms])
+
+    def max_profile(self) -> float:
+        return max(float(np.max(self._term_profile(c, f, unique=True))) for c, f in self.terms)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .base import Matrix, _check_p, as_matrix, check_dense_size
+from .base import Matrix, as_matrix, check_dense_size, check_p
 
 
 def _check_perm(perm, n: int) -> np.ndarray:
@@ -63,7 +63,7 @@ class Permuted(Matrix):
         return self.base.rownorm_p(p)  # a column permutation keeps every row's norm
 
     def colnorm_p(self, p):
-        _check_p(p)
+        check_p(p)
         return _permute_norms(self.base.colnorm_p(p), self.perm)
 
     def sensitivity(self, p=1):
@@ -112,7 +112,7 @@ class PermutedGram(Matrix):
 
     def colnorm_p(self, p):
         # rows permuted (norms unchanged), columns permuted
-        _check_p(p)
+        check_p(p)
         return _permute_norms(self.base.colnorm_p(p), self.perm)
 
     def sensitivity(self, p=1):

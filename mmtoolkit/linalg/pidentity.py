@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.linalg import cho_factor, cho_solve
 
-from .base import Matrix, Symmetric, _check_p, check_dense_size
+from .base import Matrix, Symmetric, check_dense_size, check_p
 
 
 def _theta_array(theta, norm: int) -> np.ndarray:
@@ -58,7 +58,7 @@ class PIdentity(Matrix):
     """
 
     def __init__(self, theta, norm: int = 1):
-        _check_p(norm)
+        check_p(norm)
         self.norm = int(norm)
         self.theta = _theta_array(theta, self.norm)
         self.p, self.n = self.theta.shape
@@ -87,8 +87,11 @@ class PIdentity(Matrix):
     def pinv(self):
         return PIdentityPinv(self)
 
+    def pinv_operator(self):
+        return self.pinv()
+
     def colnorm_p(self, p):
-        _check_p(p)
+        check_p(p)
         T = np.abs(self.theta)
         if p == 1:
             c = (1.0 + T.sum(axis=0)) / self.s
@@ -99,7 +102,7 @@ class PIdentity(Matrix):
         return c
 
     def rownorm_p(self, p):
-        _check_p(p)
+        check_p(p)
         d = 1.0 / self.s
         top = d**p
         bottom = (np.abs(self.theta) * d) ** p

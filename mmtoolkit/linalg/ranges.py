@@ -25,7 +25,16 @@ import operator
 
 import numpy as np
 
-from .base import Dense, Matrix, Product, Symmetric, Weighted, _check_p, check_dense_size
+from .base import (
+    CountingQueries,
+    Dense,
+    Matrix,
+    Product,
+    Symmetric,
+    Weighted,
+    check_dense_size,
+    check_p,
+)
 
 # ----------------------------------------------------------------------------- helpers
 
@@ -63,7 +72,7 @@ def _rev_cumsum(Y: np.ndarray) -> np.ndarray:
     return np.cumsum(Y[::-1], axis=0)[::-1]
 
 
-class _SymmetricFormula(Symmetric):
+class SymmetricFormula(Symmetric):
     """A symmetric ``n x n`` matrix whose entries have a closed form ``_entries(i, j)``.
 
     Shared machinery for the structured Grams: ``T`` is ``self``, ``dense``/``diag``/``trace``
@@ -91,7 +100,7 @@ class _SymmetricFormula(Symmetric):
         return np.asarray(self._entries(i[:, None], i[None, :]), dtype=float)
 
     def colnorm_p(self, p):
-        _check_p(p)
+        check_p(p)
         n = self.n
         out = np.zeros(n)
         j = np.arange(n)
@@ -131,7 +140,7 @@ class SymTridiagonal(Symmetric):
         return out
 
     def colnorm_p(self, p):
-        _check_p(p)
+        check_p(p)
         f = np.abs if p == 1 else np.square
         out = f(self.d)
         out[:-1] += f(self.e)
@@ -150,7 +159,7 @@ class SymTridiagonal(Symmetric):
 
 
 # ================================================================================ Ones
-class Ones(Matrix):
+class Ones(CountingQueries):
     """The all-ones ``m x n`` matrix (HDMM §4, Table of predicate sets: "Total" when m = 1).
 
     Closed forms: ``gram = m · Ones(n, n)``, ``pinv = Ones(n, m) / (m n)``, column norms ``m``.
@@ -178,11 +187,11 @@ class Ones(Matrix):
         return Weighted(1.0 / (self.m * self.n), Ones(self.n, self.m))
 
     def colnorm_p(self, p):
-        _check_p(p)
+        check_p(p)
         return float(self.m)
 
     def sensitivity(self, p=1):
-        _check_p(p)
+        check_p(p)
         return float(self.m) if p == 1 else float(np.sqrt(self.m))
 
     def trace(self):
@@ -213,7 +222,7 @@ class Total(Ones):
 
 
 # ============================================================================== Prefix
-class Prefix(Matrix):
+class Prefix(CountingQueries):
     """Prefix (CDF) queries: row ``i`` sums cells ``0..i`` (HDMM §4, Table of predicate sets).
 
     ``L`` lower-triangular ones. Products by cumulative sums; ``gram`` = :class:`PrefixGram`
@@ -237,15 +246,15 @@ class Prefix(Matrix):
         return Difference(self.n)
 
     def rownorm_p(self, p):
-        _check_p(p)
+        check_p(p)
         return _maybe_scalar(np.arange(1.0, self.n + 1))
 
     def colnorm_p(self, p):
-        _check_p(p)
+        check_p(p)
         return _maybe_scalar(self.n - np.arange(self.n))
 
     def sensitivity(self, p=1):
-        _check_p(p)
+        check_p(p)
         return float(self.n) if p == 1 else float(np.sqrt(self.n))
 
     def trace(self):
@@ -292,7 +301,7 @@ class Difference(Matrix):
         return Prefix(self.n)
 
     def colnorm_p(self, p):
-        _check_p(p)
+        check_p(p)
         c = np.full(self.n, 2.0)
         c[-1] = 1.0
         return _maybe_scalar(c)
@@ -311,7 +320,7 @@ class Difference(Matrix):
         return f"Difference({self.n})"
 
 
-class PrefixGram(_SymmetricFormula):
+class PrefixGram(SymmetricFormula):
     """``LᵀL`` for ``L = Prefix(n)``: entry ``n - max(i, j)`` (HDMM §4).
 
     Inverse ``D Dᵀ`` (tridiagonal ``(1, 2, ..., 2)`` / ``-1``); column sums
@@ -335,7 +344,7 @@ class PrefixGram(_SymmetricFormula):
     inverse = pinv
 
     def colnorm_p(self, p):
-        _check_p(p)
+        check_p(p)
         j = np.arange(self.n, dtype=float)
         r = self.n - j  # n - j
         if p == 1:
@@ -347,7 +356,7 @@ class PrefixGram(_SymmetricFormula):
 
 
 # ============================================================================ AllRange
-class AllRange(Matrix):
+class AllRange(CountingQueries):
     """All ``n(n+1)/2`` range queries ``[i, j]`` in lexicographic order of ``(i, j)``
     (HDMM §4, Table of predicate sets; Li et al. 2010).
 
@@ -386,12 +395,12 @@ class AllRange(Matrix):
         return Product(self.gram().pinv(), self.T)
 
     def rownorm_p(self, p):
-        _check_p(p)
+        check_p(p)
         I, J = np.triu_indices(self.n)  # the row order: lexicographic (i, j)
         return _maybe_scalar((J - I + 1).astype(float))
 
     def colnorm_p(self, p):
-        _check_p(p)
+        check_p(p)
         j = np.arange(self.n)
         return _maybe_scalar((j + 1) * (self.n - j))
 
@@ -406,7 +415,7 @@ class AllRange(Matrix):
         return f"AllRange({self.n})"
 
 
-class AllRangeGram(_SymmetricFormula):
+class AllRangeGram(SymmetricFormula):
     """``RᵀR`` for ``R = AllRange(n)``: ``(min(i,j)+1)(n-max(i,j))`` (HDMM §4).
 
     ``= (n+1) T⁻¹`` with ``T = tridiag(-1, 2, -1)``, so the inverse is ``T / (n+1)``;
@@ -442,7 +451,7 @@ class AllRangeGram(_SymmetricFormula):
 
 
 # ========================================================================== WidthRange
-class WidthRange(Matrix):
+class WidthRange(CountingQueries):
     """The ``n-w+1`` sliding windows ``[s, s+w-1]`` of width ``w`` (HDMM §4, Table of
     predicate sets: fixed-width ranges).
 
@@ -484,11 +493,11 @@ class WidthRange(Matrix):
         return Product(self.T, Dense(self._outer_gram_inverse()))
 
     def rownorm_p(self, p):
-        _check_p(p)
+        check_p(p)
         return float(self.w)
 
     def colnorm_p(self, p):
-        _check_p(p)
+        check_p(p)
         c = np.arange(self.n)
         return _maybe_scalar(np.minimum(c, self.n - self.w) - np.maximum(0, c - self.w + 1) + 1)
 
@@ -502,7 +511,7 @@ class WidthRange(Matrix):
         return f"WidthRange({self.n}, {self.w})"
 
 
-class WidthRangeGram(_SymmetricFormula):
+class WidthRangeGram(SymmetricFormula):
     """``WᵀW`` for ``W = WidthRange(n, w)``: the number of windows containing ``i`` and ``j``,
     ``max(0, min(min(i,j), n-w) - max(0, max(i,j)-w+1) + 1)`` (HDMM §4).
 

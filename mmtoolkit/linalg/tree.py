@@ -34,7 +34,10 @@ import operator
 
 import numpy as np
 
-from .base import MAX_DENSE_ENTRIES, Matrix, Product, _check_p, check_dense_size
+from . import base
+from .base import MAX_DENSE_ENTRIES, Matrix, Product, check_dense_size, check_p
+from .kronecker import group
+from .route import SUPPORT_RTOL, UnsupportedWorkloadError, align, as_vector
 
 __all__ = [
     "ReducedFactor",
@@ -272,6 +275,17 @@ class Tree(Matrix):
             return super().pinv()
         return Product(TreeGram(self).pinv(), self.T)
 
+    def pinv_operator(self):
+        return self.pinv() if self.invertible else None
+
+    def row_scales(self):
+        check_dense_size(self.shape[0], 1, "the row scales of a tree strategy")
+        parts = []
+        for w, g in zip(self.weights, self.grid, strict=True):
+            parts.append(np.abs(np.broadcast_to(np.asarray(w, dtype=float), g)).ravel())
+        d = np.concatenate(parts)
+        return None if np.any(d == 0) else d
+
     # -------------------------------------------------------------------- reductions
     def _cell_weights_p(self, p):
         """``Σ_ℓ |w_Q(j)|^p`` per cell j (a float when constant)."""
@@ -288,14 +302,14 @@ class Tree(Matrix):
         return np.asarray(total).reshape(-1)
 
     def colnorm_p(self, p):
-        _check_p(p)
+        check_p(p)
         c = self._cell_weights_p(p)
         if np.ndim(c) and c.size and np.all(c == c[0]):
             return float(c[0])
         return c
 
     def rownorm_p(self, p):
-        _check_p(p)
+        check_p(p)
         check_dense_size(self.shape[0], 1, "row norms of a Tree")
         parts = []
         for li, (g, c) in enumerate(zip(self.grid, self.counts)):
@@ -397,6 +411,10 @@ class TreeGram(Matrix):
 
     def gram(self):
         return Product(self, self)
+
+    def gram_route(self, W):
+        """Any strategy whose Gram is this tree Gram: the Sherman–Morrison tree route."""
+        return TreeRoute.build(W, self)
 
     def pinv(self):
         if not self.tree.invertible:
@@ -523,3 +541,117 @@ class ReducedFactor:
             P = self.matmat(E)
             out[r0:r1, 0] = P[rows, block_of[rows] - q0]
         return out
+
+
+# ============================================================================= tree route
+class TreeRoute:
+    """Union of Kronecker products × a tree strategy (``gram()`` is a ``TreeGram``: H_b, HB,
+    HB-2D, Quadtree, GreedyH; ``linalg/tree.py``), exact without an N x N array.
+
+    In the tree's reduced coordinates, the Sherman–Morrison pass ``M_Q⁻¹ = D⁻¹ − c_Q v_Q v_Qᵀ``
+    gives ``tr(K̃ M̃⁻¹) = Σ_j K̃_jj / a_j − Σ_ℓ Σ_{Q ∈ ℓ} c_Q v_Qᵀ K̃[Q,Q] v_Q``; for a Kronecker
+    term ``K̃[Q,Q] = ⊗_i Ỹ_i[S_i,S_i]``, so each level costs one block-diagonal product
+    along each axis (``ReducedFactor``). A workload that is not constant on a finest node
+    of a reduced tree is unsupported.
+    """
+
+    @classmethod
+    def build(cls, W: Matrix, gram: TreeGram):
+        tree = gram.tree
+        if not tree.invertible:
+            return None
+        sizes = list(tree.sizes)
+        terms = []
+        for c, factors in W.kron_terms():
+            groups = align([f.shape[1] for f in factors], sizes)
+            if any(ga.stop - ga.start != 1 for _, ga in groups):
+                return None
+            terms.append((c, [group(factors[gw]) for gw, _ in groups]))
+        return cls(W, tree, terms)
+
+    def __init__(self, W: Matrix, tree, terms):
+        self.W, self.tree, self.terms = W, tree, terms
+        self.solver = TreeSolver(tree)
+        self._factors: dict = {}
+
+    def _reduced(self, i: int, f: Matrix) -> ReducedFactor:
+        key = (i, id(f))
+        if key not in self._factors:
+            self._factors[key] = (f, ReducedFactor(f.gram(), self.tree.levels[-1][i]))
+        return self._factors[key][1]
+
+    def check_support(self) -> None:
+        if not self.tree.reduced:
+            return  # singleton leaves with non-zero weights: full column rank
+        for c, factors in self.terms:
+            if c == 0.0:
+                continue
+            fracs = []
+            for i, f in enumerate(factors):
+                counts = self.tree.fine_counts[i]
+                if np.all(counts == 1):
+                    continue
+                fine = self.tree.levels[-1][i]
+                n, g = f.shape[1], len(fine)
+                check_dense_size(n, g, "the support check of a tree strategy")
+                check_dense_size(f.shape[0], g, "the support check of a tree strategy")
+                member = np.zeros((n, g))
+                member[np.arange(n), np.repeat(np.arange(g), counts)] = 1.0
+                kept = np.sum(f.matvec(member) ** 2 / counts, axis=1)
+                norms = as_vector(f.rownorm_p(2), f.shape[0])
+                live = norms > 0
+                if not live.any():
+                    fracs = None  # a zero factor: every query of this term is 0
+                    break
+                fracs.append(float(np.min(kept[live] / norms[live])))
+            if fracs is None:
+                continue
+            worst = 1.0 - math.prod(fracs)
+            if worst > SUPPORT_RTOL:
+                raise UnsupportedWorkloadError(
+                    "the tree strategy does not support the workload: a query has a relative "
+                    f"component {worst:.3g} that differs between cells of one finest tree node"
+                )
+
+    @staticmethod
+    def _along(rf: ReducedFactor, starts, Z: np.ndarray, axis: int) -> np.ndarray:
+        Zm = np.moveaxis(Z, axis, 0)
+        shape = Zm.shape
+        out = rf.block_products(starts, Zm.reshape(shape[0], -1)).reshape(shape)
+        return np.moveaxis(out, 0, axis)
+
+    def trace(self) -> float:
+        s, total = self.solver, 0.0
+        for c, factors in self.terms:
+            if c == 0.0:
+                continue
+            facs = [self._reduced(i, f) for i, f in enumerate(factors)]
+            leaf = 1.0 / s.a_fine
+            for rf in facs:
+                leaf = np.tensordot(rf.diag(), leaf, axes=([0], [0]))
+            value = float(leaf)
+            for li in range(self.tree.depth - 1):
+                V = s.U[li + 1]
+                Z = V
+                for axis, rf in enumerate(facs):
+                    Z = self._along(rf, s.red[li][axis], Z, axis)
+                value -= float(np.sum(s.cell_c(li) * V * Z))
+            total += c * value
+        return total
+
+    def profile(self) -> np.ndarray:
+        m, N = self.W.shape
+        check_dense_size(m, N, "per-query variances against a tree strategy")
+        inverse = TreeGramInverse(self.tree)
+        width = max(1, base.MAX_DENSE_ENTRIES // (2 * max(m, N)))
+        out = np.empty(m)
+        for s0 in range(0, m, width):
+            s1 = min(m, s0 + width)
+            E = np.zeros((m, s1 - s0))
+            E[np.arange(s0, s1), np.arange(s1 - s0)] = 1.0
+            R = self.W.rmatvec(E)  # the rows s0..s1 of W, as columns
+            out[s0:s1] = np.sum(R * inverse.matvec(R), axis=0)
+        return out
+
+    def max_profile(self) -> float:
+        return float(np.max(self.profile()))

@@ -23,7 +23,7 @@ import math
 import numpy as np
 
 from ..linalg import MAX_DENSE_ENTRIES, Haar, Kronecker, Matrix, Product
-from ..linalg.base import _check_p
+from ..linalg.base import check_p
 from ..linalg.tree import Tree, TreeGram, interval_tree
 from ..privacy import Privacy
 from ..strategy import Strategy
@@ -81,11 +81,11 @@ class PriveletHaar(Matrix):
         return Product(self.gram().pinv(), self.T)
 
     def colnorm_p(self, p):
-        _check_p(p)  # every column has one ±1 per level and one in the total row
+        check_p(p)  # every column has one ±1 per level and one in the total row
         return float(self.levels + 1)
 
     def rownorm_p(self, p):
-        _check_p(p)  # entries are 0, ±1: L1 = squared L2 = the real cells of the row's support
+        check_p(p)  # entries are 0, ±1: L1 = squared L2 = the real cells of the row's support
         out = [np.array([float(self.n)])]
         s = 1
         while s < self.padded:

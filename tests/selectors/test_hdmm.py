@@ -310,7 +310,8 @@ def test_unsupported_privacy_and_domain_mismatch():
 
 # ------------------------------------------------------------ evaluator route for OPT_+
 def test_stacked_kronecker_route_matches_dense():
-    from mmtoolkit.evaluate import _DenseRoute, _StackedKroneckerRoute
+    from mmtoolkit.evaluate.dense import DenseRoute
+    from mmtoolkit.evaluate.stacked import StackedKroneckerRoute
     from mmtoolkit.linalg import Kronecker, VStack, Weighted
 
     rng = np.random.default_rng(3)
@@ -329,9 +330,9 @@ def test_stacked_kronecker_route_matches_dense():
             Weighted(0.7, Kronecker([Prefix(6), Dense(rng.random((3, 5)))])),  # singular block
         ]
     )
-    route = _StackedKroneckerRoute.build(W, A)
+    route = StackedKroneckerRoute.build(W, A)
     assert route is not None
-    dense = _DenseRoute(W, A)
+    dense = DenseRoute(W, A)
     assert route.trace() == pytest.approx(dense.trace(), rel=1e-10)
     np.testing.assert_allclose(route.profile(), dense.profile(), rtol=1e-9)
     assert evaluate.max_variance(W, A, PURE) == pytest.approx(

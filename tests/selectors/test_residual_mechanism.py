@@ -7,8 +7,8 @@ import pytest
 
 from mmtoolkit.linalg import Prefix
 from mmtoolkit.privacy import ZCDP
-from mmtoolkit.residual.basis import general_basis, marginal_basis
-from mmtoolkit.residual.mechanism import (
+from mmtoolkit.selectors.residual_planner.basis import general_basis, marginal_basis
+from mmtoolkit.selectors.residual_planner.mechanism import (
     MarginalSource,
     _apply,
     covariance,
@@ -18,8 +18,8 @@ from mmtoolkit.residual.mechanism import (
     reconstruct_workload,
     variances,
 )
-from mmtoolkit.residual.plan import select_max, select_sum
-from mmtoolkit.residual.workload import ResidualWorkload
+from mmtoolkit.selectors.residual_planner.plan import select_max, select_sum
+from mmtoolkit.selectors.residual_planner.workload import ResidualWorkload
 
 HALF = ZCDP(0.5)
 # Appendix A, Table 15: (a,n,2), (b,n,3), (b,y,3), (a,n,2), (b,y,3); a=0 b=1, y=0 n=1, 1..3 -> 0..2
@@ -152,7 +152,7 @@ def test_discrete_measurement_accounting_and_exactness(appendix_plan):
     assert float(rho) == pytest.approx(0.5, rel=1e-5)  # rounding σ up costs < 1e-5
     assert np.all(m.sigma2 >= appendix_plan.scaled_sigma2(HALF))
     # Thm 5.1 identities: Y† H Q_A = R_A and γ² Y†Y†ᵀ = σ̄² Σ_A, on Example 3 (n = 4)
-    from mmtoolkit.residual.basis import sub_matrix, sub_pinv
+    from mmtoolkit.selectors.residual_planner.basis import sub_matrix, sub_pinv
 
     n = 4
     Y = n * sub_pinv(n)

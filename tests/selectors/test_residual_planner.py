@@ -7,13 +7,24 @@ import numpy as np
 import pytest
 
 from mmtoolkit import datasets, evaluate, selectors, workloads
-from mmtoolkit.evaluate import _DenseRoute, _MarginalsRoute, _ResidualRoute
+from mmtoolkit.evaluate.dense import DenseRoute
 from mmtoolkit.linalg import Dense
+from mmtoolkit.linalg.marginals import MarginalsRoute
 from mmtoolkit.privacy import ZCDP, ApproxDP, PureDP
-from mmtoolkit.residual.basis import marginal_basis, sub_matrix, sub_pinv
-from mmtoolkit.residual.matrix import ResidualStrategyMatrix
-from mmtoolkit.residual.plan import InfeasibleError, select_convex, select_max, select_sum
-from mmtoolkit.residual.workload import ResidualWorkload, SubsetTable, parse_workload
+from mmtoolkit.selectors.residual_planner.basis import marginal_basis, sub_matrix, sub_pinv
+from mmtoolkit.selectors.residual_planner.matrix import ResidualStrategyMatrix
+from mmtoolkit.selectors.residual_planner.plan import (
+    InfeasibleError,
+    select_convex,
+    select_max,
+    select_sum,
+)
+from mmtoolkit.selectors.residual_planner.route import ResidualRoute
+from mmtoolkit.selectors.residual_planner.workload import (
+    ResidualWorkload,
+    SubsetTable,
+    parse_workload,
+)
 
 HALF = ZCDP(0.5)
 
@@ -104,9 +115,9 @@ def test_weightings_change_the_fairness(appendix):
 # --------------------------------------------------------------------- the evaluator
 def _routes(W, A):
     return (
-        _ResidualRoute.build(W, A),
-        _MarginalsRoute.build(W, A.gram()),
-        _DenseRoute(W, Dense(A.dense())),
+        ResidualRoute.build(W, A),
+        MarginalsRoute.build(W, A.gram()),
+        DenseRoute(W, Dense(A.dense())),
     )
 
 
@@ -140,7 +151,7 @@ def test_routes_agree_with_the_dense_route():
     # the vectorised marginal path equals the per-term loop on a Kronecker-union workload
     U = workloads.union([workloads.marginal([3] * 4, s) for s in ([0, 1], [2], [])])
     Wm = workloads.marginals_list([3] * 4, [[0, 1], [2], []])
-    r1, r2 = _ResidualRoute.build(U, A), _ResidualRoute.build(Wm, A)
+    r1, r2 = ResidualRoute.build(U, A), ResidualRoute.build(Wm, A)
     assert r1._fast() is None and r2._fast() is not None
     assert r1.trace() == pytest.approx(r2.trace())
     assert np.allclose(np.sort(r1.profile()), np.sort(r2.profile()))

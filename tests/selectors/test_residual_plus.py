@@ -8,11 +8,11 @@ import pytest
 from scipy.linalg import sqrtm
 
 from mmtoolkit import datasets, evaluate, selectors, workloads
-from mmtoolkit.evaluate import _DenseRoute, _ResidualRoute
+from mmtoolkit.evaluate.dense import DenseRoute
 from mmtoolkit.linalg import AllRange, Dense, Identity, Prefix
 from mmtoolkit.privacy import ZCDP
-from mmtoolkit.residual.basis import general_basis, marginal_basis
-from mmtoolkit.residual.convex1d import (
+from mmtoolkit.selectors.residual_planner.basis import general_basis, marginal_basis
+from mmtoolkit.selectors.residual_planner.convex1d import (
     centered_gram,
     centered_queries,
     hdmm_convex_opt,
@@ -21,9 +21,10 @@ from mmtoolkit.residual.convex1d import (
     optimized_strategy,
     unit_diagonal_opt,
 )
-from mmtoolkit.residual.mechanism import variances
-from mmtoolkit.residual.plan import select_max, select_sum
-from mmtoolkit.residual.workload import ResidualWorkload, parse_workload
+from mmtoolkit.selectors.residual_planner.mechanism import variances
+from mmtoolkit.selectors.residual_planner.plan import select_max, select_sum
+from mmtoolkit.selectors.residual_planner.route import ResidualRoute
+from mmtoolkit.selectors.residual_planner.workload import ResidualWorkload, parse_workload
 
 HALF = ZCDP(0.5)
 
@@ -173,7 +174,7 @@ def test_table_10_through_the_selector_and_evaluator():
     assert evaluate.rmse(W, s, HALF) == pytest.approx(2.25, abs=0.005)
     # its Kronecker structure is scored by the residual route; check it against the dense route
     A = s.matrix
-    r, dense = _ResidualRoute.build(W, A), _DenseRoute(W, Dense(A.dense()))
+    r, dense = ResidualRoute.build(W, A), DenseRoute(W, Dense(A.dense()))
     assert r.trace() == pytest.approx(dense.trace(), rel=1e-8)
     assert np.allclose(r.profile(), dense.profile(), rtol=1e-7)
 
@@ -216,7 +217,7 @@ def test_evaluator_equals_closed_form_on_generalized_marginals(mixed, objective)
     assert exact <= plan.pcost() * (1 + 1e-12)
     assert np.allclose(A.colnorm_p(2), (D * D).sum(axis=0))
     # evaluator (residual route) = dense route = plan's Thm 7.2 variances
-    r, dense = _ResidualRoute.build(W, A), _DenseRoute(W, Dense(D))
+    r, dense = ResidualRoute.build(W, A), DenseRoute(W, Dense(D))
     r.check_support()
     dense.check_support()
     assert np.allclose(r.profile(), dense.profile(), rtol=1e-8)

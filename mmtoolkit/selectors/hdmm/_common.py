@@ -24,7 +24,7 @@ from ...linalg import (
     peel,
 )
 from ...linalg import kron_terms as kron_terms  # re-exported for the operator modules
-from ...linalg.ranges import _SymmetricFormula
+from ...linalg.ranges import SymmetricFormula
 from ...privacy import Privacy, PureDP
 
 
@@ -116,7 +116,7 @@ def default_p(factors_of_attribute: list[Matrix], n: int) -> int:
 
 
 # ------------------------------------------------------------------ Gram operators
-_FAST = (Identity, _SymmetricFormula, SymTridiagonal, MarginalsGram, Ones)
+_FAST = (Identity, SymmetricFormula, SymTridiagonal, MarginalsGram, Ones)
 
 
 def _is_fast(Y: Matrix) -> bool:

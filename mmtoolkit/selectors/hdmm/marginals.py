@@ -22,11 +22,11 @@ from scipy.optimize import minimize
 
 from ...linalg import Marginals, Matrix
 from ...linalg.marginals import (
-    _check_dim,
-    _complement_products,
-    _subset_sum,
-    _superset_sum,
+    check_dim,
+    complement_products,
     projected_traces,
+    subset_sum,
+    superset_sum,
 )
 from ...privacy import Privacy
 from ...strategy import Strategy
@@ -54,7 +54,7 @@ def project_workload(W: Matrix) -> tuple[tuple[int, ...], np.ndarray]:
     ``tr(W_iᵀW_i) = ||W_i||_F²`` and ``1ᵀW_iᵀW_i1 = ||W_i 1||²`` of each factor."""
     terms = kron_terms(W)
     sizes = tuple(term_sizes(terms))
-    _check_dim(len(sizes), "OPT_M")
+    check_dim(len(sizes), "OPT_M")
     t = np.zeros(1 << len(sizes))
     cache: dict[int, tuple[float, float]] = {}
     for c, factors in terms:
@@ -81,20 +81,20 @@ class MarginalsProblem:
         self.sizes = tuple(sizes)
         self.d = len(self.sizes)
         self.t = np.asarray(t, dtype=float)
-        self.c = _complement_products(self.sizes)
+        self.c = complement_products(self.sizes)
         self.live = self.t > 0
 
     def trace_term(self, theta: np.ndarray) -> tuple[float, np.ndarray]:
         """``(L, ∂L/∂u)`` at ``u = θ²``; ``L = inf`` if the strategy does not support 𝕎."""
         u = theta * theta
-        mu = _superset_sum(u * self.c, self.d)
+        mu = superset_sum(u * self.c, self.d)
         mul = mu[self.live]
         if np.any(mul <= 0.0):
             return np.inf, np.zeros_like(theta)
         L = float(np.sum(self.t[self.live] / mul))
         r = np.zeros_like(mu)
         r[self.live] = -self.t[self.live] / (mul * mul)
-        return L, self.c * _subset_sum(r, self.d)
+        return L, self.c * subset_sum(r, self.d)
 
     def objective(self, theta: np.ndarray, norm: int) -> tuple[float, np.ndarray]:
         """``(F(θ), ∇F)`` (Problem 4 with the L1 or the L2 sensitivity)."""

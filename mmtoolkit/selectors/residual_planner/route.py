@@ -1,4 +1,6 @@
-"""ResidualPlanner route: residual strategies (He et al., §4–5), any number of attributes."""
+"""The error route of the ResidualPlanner(+) strategy kind (He et al., §4–5, Thm 4.4, 7.2), any
+number of attributes: what :meth:`ResidualStrategyMatrix.error_route` returns to the evaluator
+(the strategy-kind protocol, :mod:`mmtoolkit.linalg.route`)."""
 
 from __future__ import annotations
 
@@ -6,20 +8,22 @@ import math
 
 import numpy as np
 
-from ..linalg import (
+from ...linalg import (
+    SUPPORT_RTOL,
     Identity,
     Marginals,
     Matrix,
+    UnsupportedWorkloadError,
     check_dense_size,
     kron_terms,
     peel,
 )
-from ._common import SUPPORT_RTOL, UnsupportedWorkloadError, _common_sizes
-from .marginals import _is_total
+from ...linalg.marginals import is_total
+from ...linalg.route import common_sizes
 
 
 # ====================================================== residual basis (ResidualPlanner)
-class _ResidualRoute:
+class ResidualRoute:
     """Union of Kronecker products (or weighted Marginals) × a strategy exposing
     ``residual_pinv_terms() -> (sizes, [H_i], closure sets, c)`` with
     (AᵀA)⁺ = Σ_B c_B ⊗_{i∈B} H_i ⊗_{i∉B} J/n_i², H_i 1 = 0, range(H_i) = 1⊥ (the
@@ -45,11 +49,11 @@ class _ResidualRoute:
                 terms.append(((weight * theta) ** 2, support, None))
         else:
             raw = kron_terms(W)
-            if _common_sizes(raw) != list(sizes):
+            if common_sizes(raw) != list(sizes):
                 return None
             terms = []
             for t, factors in raw:
-                support = tuple(i for i, f in enumerate(factors) if not _is_total(f))
+                support = tuple(i for i, f in enumerate(factors) if not is_total(f))
                 terms.append((t, support, [factors[i] for i in support]))
         return cls(sizes, H, sets, c, terms)
 

@@ -18,7 +18,7 @@ default; ``"workload"`` — ``S_i = W_i``; or a list with one entry per attribut
 meaning the default) and covariance ``Γ_i = I`` (final Algorithm 4). ``strategy_solver``
 picks the 1-D solve behind ``"optimize"``: ``"exact"`` (default; the optimum to ~1e-9) or
 ``"hdmm"`` (the paper's §9 procedure, HDMM's convex template with L-BFGS-B ``maxcor = 1`` and
-default stopping; reproduces the printed Tables 8-14, see ``residual.convex1d``).
+default stopping; reproduces the printed Tables 8-14, see ``convex1d``).
 ``strategy_objective`` picks the 1-D problem: ``"sum"`` (total variance of ``[1ᵀ; W_iΠ]``),
 ``"max"`` (the fitness-for-use problem: least privacy cost with every index query's variance
 ≤ 1, as the paper's max-variance experiments) or ``"auto"`` (default: ``"max"`` when the
@@ -30,8 +30,8 @@ when its duality gap certifies the optimum, else cvxpy/CLARABEL; ``"dual"``; or 
 solver name such as ``"CLARABEL"``, ``"ECOS"``, ``"SCS"``) and ``variance_bound``
 (optional: the utility-constrained problem, Eq. 2 — the strategy is the same, the metadata
 records the privacy cost needed to meet the bound). The returned ``Strategy.matrix`` is a
-:class:`~mmtoolkit.residual.matrix.ResidualStrategyMatrix` at pcost 1; ``metadata["plan"]``
-holds the :class:`~mmtoolkit.residual.plan.ResidualPlan` (σ² at pcost 1, closure, variances).
+:class:`~.matrix.ResidualStrategyMatrix` at pcost 1; ``metadata["plan"]`` holds the
+:class:`~.plan.ResidualPlan` (σ² at pcost 1, closure, variances).
 """
 
 from __future__ import annotations
@@ -42,12 +42,14 @@ from numbers import Real
 
 import numpy as np
 
-from ..linalg import Matrix
-from ..privacy import ZCDP, ApproxDP, Privacy
-from ..residual.basis import general_basis
-from ..residual.convex1d import STRATEGY_SOLVERS, max_variance_strategy, optimized_strategy
-from ..residual.matrix import ResidualStrategyMatrix
-from ..residual.plan import (
+from ...linalg import Matrix
+from ...privacy import ZCDP, ApproxDP, Privacy
+from ...strategy import Strategy
+from ..base import Selector, register
+from .basis import general_basis
+from .convex1d import STRATEGY_SOLVERS, max_variance_strategy, optimized_strategy
+from .matrix import ResidualStrategyMatrix
+from .plan import (
     DEFAULT_SOLVER,
     WEIGHTINGS,
     ResidualPlan,
@@ -55,9 +57,7 @@ from ..residual.plan import (
     select_max,
     select_sum,
 )
-from ..residual.workload import ResidualWorkload, parse_workload
-from ..strategy import Strategy
-from .base import Selector, register
+from .workload import ResidualWorkload, parse_workload
 
 OBJECTIVES = ("sum", "max")
 

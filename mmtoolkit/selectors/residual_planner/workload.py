@@ -21,7 +21,7 @@ from numbers import Integral
 
 import numpy as np
 
-from ..linalg import (
+from ...linalg import (
     Identity,
     Marginals,
     Matrix,

@@ -1,6 +1,7 @@
-"""Kronecker routes: a union of weighted Kronecker products against a Kronecker (or Identity)
-strategy factor-wise (HDMM Thm 5, 6), against two stacked Kronecker blocks (simultaneous
-diagonalisation), and against a lone large p-Identity product."""
+"""The evaluator's generic structured route: a strategy that is a union of weighted Kronecker
+products (HDMM OPT_+ stacks, a lone large p-Identity product), whatever kinds its factors are.
+It reads the strategy through ``kron_terms`` only, so it needs no strategy kind to declare it;
+the evaluator tries it when the kind offers no route of its own (``Matrix.error_route``)."""
 
 from __future__ import annotations
 
@@ -11,186 +12,20 @@ import math
 import numpy as np
 
 from ..linalg import (
-    Identity,
     Kronecker,
     Matrix,
     TooLargeError,
     VStack,
     as_matrix,
     check_dense_size,
-    kron_terms,
     peel,
 )
 from ..linalg import base as _linalg_base
-from ._common import (
-    RANK_RTOL,
-    SUPPORT_RTOL,
-    UnsupportedWorkloadError,
-    _align,
-    _as_vector,
-    _common_sizes,
-    _group,
-    frobenius_sq,
-)
+from ..linalg.kronecker import StrategyFactor, kron_all
+from ..linalg.route import common_sizes
 
 
-def _kron_all(parts, sizes) -> np.ndarray:
-    """Kronecker product of per-group vectors or scalars (scalars expand to their size)."""
-    check_dense_size(math.prod(sizes), 1, "a per-query vector")
-    out = np.ones(1)
-    for r, m in zip(parts, sizes):
-        out = np.kron(out, _as_vector(r, m))
-    return out
-
-
-class _StrategyFactor:
-    """(AᵀA)⁺ and an orthonormal basis of null(A) for one strategy factor (None: Identity)."""
-
-    def __init__(self, A: Matrix | None, gram: Matrix | None = None):
-        self.pinv_gram = self.null = self.half = None
-        if A is None or isinstance(A, Identity):
-            return
-        n = A.shape[1]
-        check_dense_size(n, n, "the Gram of a strategy factor")
-        G = (A.gram() if gram is None else gram).dense()
-        lam, V = np.linalg.eigh(0.5 * (G + G.T))
-        keep = lam > RANK_RTOL * n * np.finfo(float).eps * max(lam.max(initial=0.0), 0.0)
-        Vk = V[:, keep]
-        self.half = Vk / np.sqrt(lam[keep])  # (AᵀA)⁺ = half · halfᵀ
-        self.pinv_gram = self.half @ self.half.T
-        if not keep.all():
-            self.null = V[:, ~keep]
-
-    @property
-    def identity(self) -> bool:
-        return self.pinv_gram is None
-
-    def trace_with(self, wf: Matrix, gram_cache: dict) -> float:
-        """tr(G_W (AᵀA)⁺) for the workload factor's Gram G_W."""
-        if self.identity:
-            return frobenius_sq(wf)
-        G = gram_cache.get(id(wf))
-        if G is None:
-            n = wf.shape[1]
-            check_dense_size(n, n, "the Gram of a workload factor")
-            G = gram_cache[id(wf)] = (wf, wf.gram().dense())
-        return float(np.sum(G[1] * self.pinv_gram))
-
-    def worst_row_residual(self, wf: Matrix) -> tuple[float, float]:
-        """(max row norm², max over rows of ||w (I − A⁺A)||² / ||w||²)."""
-        norms = wf.rownorm_p(2)
-        top = float(np.max(norms))
-        if self.null is None or top == 0.0:
-            return top, 0.0
-        check_dense_size(wf.shape[0], self.null.shape[1], "the support check of a factor")
-        residual = np.sum(wf.matvec(self.null) ** 2, axis=1)
-        norms = _as_vector(norms, wf.shape[0])
-        live = norms > 0
-        return top, float(np.max(residual[live] / norms[live], initial=0.0))
-
-    def row_profile(self, wf: Matrix):
-        """diag(wf (AᵀA)⁺ wfᵀ) (a float when constant)."""
-        if self.identity:
-            return wf.rownorm_p(2)
-        m, r = wf.shape[0], self.half.shape[1]
-        check_dense_size(m, 1, "a per-query vector")
-        width = max(1, min(r, _linalg_base.MAX_DENSE_ENTRIES // max(m, 1)))
-        out = np.zeros(m)
-        for s in range(0, r, width):
-            out += np.sum(wf.matvec(self.half[:, s : s + width]) ** 2, axis=1)
-        return out
-
-
-class _KroneckerRoute:
-    """Union of Kronecker products × Kronecker (or Identity) strategy (HDMM Thm 5, 6)."""
-
-    def __init__(self, W: Matrix, A: Matrix):
-        self.W = W
-        self.a_factors = None if isinstance(A, Identity) else A.factors
-        self._factors: dict[tuple[int, int], _StrategyFactor] = {}
-        self._grams: dict = {}
-
-    def _groups(self, factors):
-        """[(workload factor group, strategy factor)] for one term."""
-        if self.a_factors is None:
-            return [(f, _StrategyFactor(None)) for f in factors]
-        out = []
-        for gw, ga in _align([f.shape[1] for f in factors], [f.shape[1] for f in self.a_factors]):
-            key = (ga.start, ga.stop)
-            if key not in self._factors:
-                self._factors[key] = _StrategyFactor(_group(self.a_factors[ga]))
-            out.append((_group(factors[gw]), self._factors[key]))
-        return out
-
-    @functools.cached_property
-    def terms(self):
-        return kron_terms(self.W)
-
-    def _full_column_rank(self) -> bool:
-        """A = ⊗A_i (or I) has full column rank, hence supports every workload."""
-        if self.a_factors is None:
-            return True
-        return all(self._groups_for_factor(k).null is None for k in range(len(self.a_factors)))
-
-    def _groups_for_factor(self, k: int) -> _StrategyFactor:
-        key = (k, k + 1)
-        if key not in self._factors:
-            self._factors[key] = _StrategyFactor(self.a_factors[k])
-        return self._factors[key]
-
-    def check_support(self) -> None:
-        if self._full_column_rank():
-            return
-        for c, factors in self.terms:
-            if c == 0.0:
-                continue
-            checks = [sf.worst_row_residual(wf) for wf, sf in self._groups(factors)]
-            if any(top == 0.0 for top, _ in checks):
-                continue  # a zero factor: every query of this term is 0
-            worst = max(res for _, res in checks)
-            if worst > SUPPORT_RTOL:
-                raise UnsupportedWorkloadError(
-                    "the strategy does not support the workload: a query has a relative "
-                    f"component {worst:.3g} outside the row space of a Kronecker factor of A"
-                )
-
-    def trace(self) -> float:
-        if self.a_factors is None:
-            return frobenius_sq(self.W)
-        total = 0.0
-        for c, factors in self.terms:
-            if c == 0.0:
-                continue
-            value = c
-            for wf, sf in self._groups(factors):
-                value *= sf.trace_with(wf, self._grams)
-            total += value
-        return total
-
-    def profile(self) -> np.ndarray:
-        parts = []
-        for c, factors in self.terms:
-            groups = self._groups(factors)
-            vec = _kron_all(
-                [sf.row_profile(wf) for wf, sf in groups], [wf.shape[0] for wf, _ in groups]
-            )
-            parts.append(c * vec)
-        return np.concatenate(parts)
-
-    def max_profile(self) -> float:
-        # every group's profile is non-negative, so the max of a Kronecker product of them is
-        # the product of their maxima (no per-query vector needed)
-        best = 0.0
-        for c, factors in self.terms:
-            value = c
-            for wf, sf in self._groups(factors):
-                value *= float(np.max(sf.row_profile(wf)))
-            best = max(best, value)
-        return best
-
-
-# ================================================================ stacked Kronecker route
-class _StackedKroneckerRoute:
+class StackedKroneckerRoute:
     """Union of Kronecker products × a strategy ``[w_1 𝔸_1; w_2 𝔸_2]`` stacking two weighted
     Kronecker products (HDMM OPT_+, Def. 11), or one product (a bare matrix counts as a
     one-factor product) with a factor beyond the dense guard whose Gram inverse is
@@ -218,11 +53,11 @@ class _StackedKroneckerRoute:
         sizes = [f.shape[1] for f in parsed[0][1]]
         if any([f.shape[1] for f in fs] != sizes for _, fs in parsed):
             return None
-        terms = kron_terms(W)
-        if _common_sizes(terms) != sizes or any(c == 0.0 for c, _ in parsed):
+        terms = W.kron_terms()
+        if common_sizes(terms) != sizes or any(c == 0.0 for c, _ in parsed):
             return None
         if len(parsed) == 1:
-            return _LoneProductRoute.build(terms, parsed[0])
+            return LoneProductRoute.build(terms, parsed[0])
         if any(n * n > _linalg_base.MAX_DENSE_ENTRIES for n in sizes):
             return None
         try:
@@ -301,7 +136,7 @@ class _StackedKroneckerRoute:
         return float(np.max(self.profile()))
 
 
-class _LowRankFactor:
+class LowRankFactor:
     """A full-rank strategy factor whose Gram inverse exposes ``low_rank_form()``
     (``diag(a) − U Vᵀ``): tr(G_W (AᵀA)⁻¹) = Σ a ∘ diag(G_W) − Σ (G_W U) ∘ V."""
 
@@ -319,7 +154,7 @@ class _LowRankFactor:
         return np.sum(D * D * self.a, axis=1) - np.sum((D @ self.U) * (D @ self.V), axis=1)
 
 
-class _LoneProductRoute:
+class LoneProductRoute:
     """One weighted Kronecker product whose large factors have ``diag − low rank`` Gram
     inverses (p-Identity) and whose small factors go through dense eigenvalues; full rank."""
 
@@ -338,9 +173,9 @@ class _LoneProductRoute:
                     return None
                 if not hasattr(inv, "low_rank_form") or f.shape[0] < f.shape[1]:
                     return None
-                parts.append(_LowRankFactor(inv))
+                parts.append(LowRankFactor(inv))
             else:
-                sf = _StrategyFactor(f)
+                sf = StrategyFactor(f)
                 if sf.null is not None:
                     return None
                 parts.append(sf)
@@ -353,7 +188,7 @@ class _LoneProductRoute:
         return  # every factor has full column rank
 
     def _factor_value(self, part, wf):
-        if isinstance(part, _LowRankFactor):
+        if isinstance(part, LowRankFactor):
             return part.trace_with(wf)
         return part.trace_with(wf, self._grams)
 
@@ -370,7 +205,7 @@ class _LoneProductRoute:
         out = []
         for c, fs in self.terms:
             vecs = [part.row_profile(wf) for part, wf in zip(self.parts, fs)]
-            out.append(c * _kron_all(vecs, [wf.shape[0] for wf in fs]) / self.c)
+            out.append(c * kron_all(vecs, [wf.shape[0] for wf in fs]) / self.c)
         return np.concatenate(out)
 
     def max_profile(self) -> float:

@@ -37,7 +37,7 @@ import numpy as np
 from scipy.linalg import cho_factor, cho_solve, sqrtm
 from scipy.optimize import minimize
 
-from ..linalg import Matrix, as_matrix, check_dense_size
+from ...linalg import Matrix, as_matrix, check_dense_size
 
 
 def centered_gram(W) -> np.ndarray:

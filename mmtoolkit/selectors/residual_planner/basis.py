@@ -32,7 +32,7 @@ from numbers import Integral
 
 import numpy as np
 
-from ..linalg import Identity, Matrix, TooLargeError, as_matrix, check_dense_size
+from ...linalg import Identity, Matrix, TooLargeError, as_matrix, check_dense_size
 
 #: Largest attribute size for which dense per-attribute n x n factors are built.
 MAX_ATTRIBUTE_SIZE = 4096

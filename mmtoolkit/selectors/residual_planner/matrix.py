@@ -27,10 +27,11 @@ import math
 
 import numpy as np
 
-from ..linalg import (
+from ...linalg import (
     MAX_MARGINALS_DIM,
     Dense,
     Kronecker,
+    Marginals,
     MarginalsGram,
     Matrix,
     Ones,
@@ -39,10 +40,17 @@ from ..linalg import (
     Total,
     VStack,
     Weighted,
+    as_matrix,
     check_dense_size,
+    check_p,
+    peel,
 )
-from ..linalg.base import _check_p
+from ...linalg.marginals import key_attrs
+from ...privacy import ZCDP
+from ...records import Records
+from . import mechanism
 from .plan import ResidualPlan
+from .route import ResidualRoute
 
 
 class ResidualStrategyMatrix(Matrix):
@@ -80,8 +88,62 @@ class ResidualStrategyMatrix(Matrix):
 
     def residual_pinv_terms(self):
         """``(sizes, [H_i], closure sets, σ²)`` with
-        ``(AᵀA)⁺ = Σ_A σ²_A ⊗_{i∈A} H_i ⊗_{i∉A} J/n_i²`` (for the evaluator's residual route)."""
+        ``(AᵀA)⁺ = Σ_A σ²_A ⊗_{i∈A} H_i ⊗_{i∉A} J/n_i²`` (for the residual error route)."""
         return self.sizes, [b.H for b in self.plan.bases], self._sets, self.plan.sigma2.copy()
+
+    # ----------------------------------------------------- strategy-kind protocol
+    def error_route(self, W):
+        return ResidualRoute.build(W, self)
+
+    def pinv_operator(self):
+        return self.pinv()
+
+    def release_answers(self, W, data, privacy, rng, noise):
+        """He et al. Algorithms 1/2 (5/6 for general attributes) from marginal tables of the
+        records or data vector — never the N-cell histogram; ``noise="discrete"``: Algorithm 3
+        (ZCDP only). Answers in ``W``'s row order."""
+        targets = self._targets(W)
+        src = data.codes if isinstance(data, Records) else np.asarray(data).ravel()
+        if noise == "discrete":
+            if not isinstance(privacy, ZCDP):
+                raise ValueError(
+                    "ResidualPlanner's discrete mechanism (He et al. §5) needs ZCDP privacy"
+                )
+            meas = mechanism.measure_discrete(self.plan, src, privacy.rho, rng)
+        else:
+            meas = mechanism.measure(self.plan, src, privacy, rng)
+        return np.concatenate([w * mechanism.reconstruct(meas, attrs) for w, attrs in targets])
+
+    def discrete_summary(self, privacy):
+        return {
+            "mechanism": "ResidualPlanner §5 (Alg. 3): discrete Gaussian, sigma rounded up "
+            "to a multiple of 1e-6 (spends at most the budget)"
+        }
+
+    def _targets(self, W) -> list[tuple[float, tuple[int, ...]]]:
+        """``(weight, attrs)`` per product of ``W`` in row order, checked against the plan's
+        per-attribute workload matrices (the residual reconstruction applies those)."""
+        plan = self.plan
+        d = len(plan.bases)
+        w, base = peel(as_matrix(W))
+        if isinstance(base, Marginals):
+            return [(w * theta, key_attrs(key, d)) for key, theta in base.weights.items()]
+        out = []
+        for c, factors in base.kron_terms():
+            if len(factors) != d:
+                raise ValueError(
+                    "the workload's products do not match the residual strategy's domain"
+                )
+            attrs = tuple(i for i, f in enumerate(factors) if not isinstance(f, Total))
+            for i in attrs:
+                wf, bw = factors[i], plan.bases[i].workload
+                if wf.shape != bw.shape or not np.allclose(wf.dense(), bw.dense()):
+                    raise ValueError(
+                        f"attribute {i}: the workload's query matrix differs from the one the "
+                        "residual strategy was selected for; select the strategy on this workload"
+                    )
+            out.append((w * math.sqrt(c), attrs))
+        return out
 
     # ------------------------------------------------------------- algebra
     def gram(self):
@@ -124,7 +186,7 @@ class ResidualStrategyMatrix(Matrix):
         return self.plan.pcost()
 
     def colnorm_p(self, p):
-        _check_p(p)
+        check_p(p)
         if p == 2 and self.plan.workload.all_marginal:
             return self.pcost_bound()
         if p == 2:

@@ -22,8 +22,8 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ..linalg import TooLargeError
-from ..privacy import ZCDP, ApproxDP, Privacy
+from ...linalg import TooLargeError
+from ...privacy import ZCDP, ApproxDP, Privacy
 from .workload import ResidualWorkload
 
 #: Default solver: "auto" = the dual L-BFGS-B method for the max-variance program when its

@@ -26,9 +26,9 @@ from fractions import Fraction
 
 import numpy as np
 
-from ..linalg import check_dense_size
-from ..noise import discrete_gaussian, discrete_gaussian_rho, rational_ceil_sqrt
-from ..privacy import Privacy
+from ...linalg import check_dense_size
+from ...noise import discrete_gaussian, discrete_gaussian_rho, rational_ceil_sqrt
+from ...privacy import Privacy
 from .plan import ResidualPlan
 
 

@@ -1,0 +1,82 @@
+"""The error half of the strategy-kind protocol: what an *error route* is, and its shared parts.
+
+The evaluator (:mod:`mmtoolkit.evaluate`) computes, for a workload ``W`` and a strategy ``A``,
+
+    tr(WᵀW (AᵀA)⁺),   diag(W (AᵀA)⁺ Wᵀ) and its maximum,   and whether rowspace(A) ⊇ rows(W)
+
+(Li et al. 2010, Prop. 4.4; HDMM Def. 7; ResidualPlanner §4.1). It asks the strategy for a
+route with ``A.error_route(W)`` (:meth:`mmtoolkit.linalg.Matrix.error_route`); a strategy kind
+whose structure gives these quantities in closed form returns an object with the four methods
+of :class:`ErrorRoute`. The default asks the strategy's Gram (``A.gram().gram_route(W)``), so a
+kind whose Gram is a structured kind (the identity, a marginals Gram, a tree Gram) inherits
+its route; ``None`` sends the evaluator to its generic routes (stacked Kronecker products,
+then dense, size-guarded). The weight of a :class:`~mmtoolkit.linalg.Weighted` strategy is
+peeled off by the evaluator before the route is asked for.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+import numpy as np
+
+#: A query w is supported when ||w (I − A⁺A)||² ≤ SUPPORT_RTOL · ||w||².
+SUPPORT_RTOL = 1e-8
+
+#: Gram eigenvalues below RANK_RTOL · n · eps · λ_max count as zero (numpy's rank rule).
+RANK_RTOL = 10.0
+
+
+class UnsupportedWorkloadError(ValueError):
+    """The strategy does not support the workload: some query is outside rowspace(A)."""
+
+
+class ErrorRoute(Protocol):
+    """What ``A.error_route(W)`` returns: the error of ``W`` under ``A`` (no privacy factor,
+    no strategy weight — the evaluator applies both)."""
+
+    def check_support(self) -> None:
+        """Raise :class:`UnsupportedWorkloadError` unless every query of W is in rowspace(A)."""
+
+    def trace(self) -> float:
+        """``tr(WᵀW (AᵀA)⁺)``."""
+
+    def profile(self) -> np.ndarray:
+        """``diag(W (AᵀA)⁺ Wᵀ)``, one value per query in W's row order."""
+
+    def max_profile(self) -> float:
+        """``max diag(W (AᵀA)⁺ Wᵀ)``, without the per-query vector where possible."""
+
+
+# ============================================================ shared parts of the routes
+def common_sizes(terms) -> list[int] | None:
+    """The factor sizes shared by every Kronecker term ``(c, factors)``, else None."""
+    sizes = [f.shape[1] for f in terms[0][1]]
+    for _, factors in terms[1:]:
+        if [f.shape[1] for f in factors] != sizes:
+            return None
+    return sizes
+
+
+def align(sizes_w: list[int], sizes_a: list[int]) -> list[tuple[slice, slice]]:
+    """Coarsest common refinement of two factorisations of N into consecutive groups."""
+    groups, i, j, gi, gj, pw, pa = [], 0, 0, 0, 0, 1, 1
+    while i < len(sizes_w) or j < len(sizes_a):
+        if j >= len(sizes_a) or (i < len(sizes_w) and pw <= pa):
+            pw *= sizes_w[i]
+            i += 1
+        else:
+            pa *= sizes_a[j]
+            j += 1
+        if pw == pa and i > gi and j > gj:
+            groups.append((slice(gi, i), slice(gj, j)))
+            gi, gj, pw, pa = i, j, 1, 1
+    if gi < len(sizes_w) or gj < len(sizes_a):  # trailing size-1 factors
+        last_w, last_a = groups.pop()
+        groups.append((slice(last_w.start, len(sizes_w)), slice(last_a.start, len(sizes_a))))
+    return groups
+
+
+def as_vector(r, m: int) -> np.ndarray:
+    """A per-row value that may be a scalar (all rows equal) as a length-``m`` vector."""
+    return np.full(m, float(r)) if np.isscalar(r) else np.asarray(r, dtype=float)
