@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from mmtoolkit import census, datasets, evaluate, selectors
+from mmtoolkit.linalg import kron_terms
 from mmtoolkit.privacy import PureDP
-from mmtoolkit.selectors.hdmm._common import kron_terms
 
 
 def test_sf1_counts_match_the_paper():

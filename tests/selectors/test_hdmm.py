@@ -182,7 +182,7 @@ def test_union_grouping_and_budget_split():
             workloads.kron([workloads.total(16), workloads.all_range(16)]),
         ]
     )
-    from mmtoolkit.selectors.hdmm._common import kron_terms
+    from mmtoolkit.linalg import kron_terms
 
     assert group_terms(kron_terms(W)) == [[0], [1]]
     w, bound = budget_split([1.0, 8.0], 1)

@@ -23,7 +23,6 @@ from ...linalg import (
     check_dense_size,
     peel,
 )
-from ...linalg import kron_terms as kron_terms  # re-exported for the operator modules
 from ...linalg.ranges import SymmetricFormula
 from ...privacy import Privacy, PureDP
 

@@ -19,7 +19,7 @@ import math
 import numpy as np
 
 from ... import evaluate
-from ...linalg import Identity, Matrix, TooLargeError
+from ...linalg import Identity, Matrix, TooLargeError, kron_terms
 from ...linalg.marginals import MAX_MARGINALS_DIM
 from ...privacy import Privacy
 from ...strategy import Strategy
@@ -27,7 +27,6 @@ from ..base import Selector, register
 from ._common import (
     check_int,
     check_search_params,
-    kron_terms,
     norm_of,
     seed_sequences,
 )

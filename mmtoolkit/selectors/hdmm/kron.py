@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...linalg import Kronecker, Matrix, PIdentity
+from ...linalg import Kronecker, Matrix, PIdentity, kron_terms
 from ...privacy import Privacy
 from ...strategy import Strategy
 from ..base import Selector, register
@@ -26,7 +26,6 @@ from ._common import (
     GramOperator,
     check_search_params,
     default_p,
-    kron_terms,
     norm_of,
     seed_sequences,
     term_sizes,

@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.optimize import minimize
 
-from ...linalg import Marginals, Matrix
+from ...linalg import Marginals, Matrix, kron_terms
 from ...linalg.marginals import (
     check_dim,
     complement_products,
@@ -34,7 +34,6 @@ from ..base import Selector, register
 from ._common import (
     check_int,
     check_seed,
-    kron_terms,
     norm_of,
     seed_sequences,
     term_sizes,

@@ -21,14 +21,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...linalg import Identity, Matrix, Ones, VStack, Weighted
+from ...linalg import Identity, Matrix, Ones, VStack, Weighted, kron_terms
 from ...privacy import Privacy
 from ...strategy import Strategy
 from ..base import Selector, register
 from ._common import (
     check_int,
     check_search_params,
-    kron_terms,
     norm_of,
     peel,
     seed_sequences,

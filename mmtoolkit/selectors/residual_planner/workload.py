@@ -25,10 +25,10 @@ from ...linalg import (
     Identity,
     Marginals,
     Matrix,
-    Ones,
     kron_terms,
     peel,
 )
+from ...linalg.marginals import is_total
 from .basis import AttributeBasis, general_basis, marginal_basis
 
 
@@ -239,10 +239,6 @@ class SubsetTable:
 
 
 # ============================================================================ parsing
-def _is_total(f: Matrix) -> bool:
-    return isinstance(f, Ones) and f.shape[0] == 1
-
-
 def _marginal_sets(W: Marginals, scale: float):
     keys = W.keys
     thetas = np.array([W.weights[k] for k in keys])
@@ -305,7 +301,7 @@ def parse_workload(W: Matrix, *, marginals_only: bool = False, bases=None, strat
             )
         s = []
         for i, f in enumerate(factors):
-            if _is_total(f) and not (found[i] is not None and _is_total(found[i])):
+            if is_total(f) and not (found[i] is not None and is_total(found[i])):
                 continue
             if found[i] is None:
                 found[i] = f
