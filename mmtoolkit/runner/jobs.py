@@ -40,6 +40,9 @@ from typing import Any
 
 import numpy as np
 
+from ..selectors import Selector
+from ..selectors.base import get_class
+
 __all__ = [
     "JobSpec",
     "derive_seed",
@@ -94,14 +97,8 @@ def resolve_selector(name: str, search_path=()) -> type:
 
     Raises ``ImportError`` / ``KeyError`` / ``TypeError`` with a readable message.
     """
-    from mmtoolkit.selectors.base import _REGISTRY, Selector, UnknownSelectorError, available
-
     if ":" not in name:
-        if name not in _REGISTRY:
-            raise UnknownSelectorError(
-                f"unknown selector {name!r}; available: {', '.join(available())}"
-            )
-        return _REGISTRY[name]
+        return get_class(name)
     module_name, _, attr = name.partition(":")
     if not module_name or not attr:
         raise ImportError(f"{name!r} is not of the form 'package.module:ClassName'")
