@@ -188,14 +188,6 @@ def config_paths(configs: str | os.PathLike) -> list[Path]:
     return sorted(out, key=lambda p: _natural(p.as_posix()))
 
 
-def expected_note(config: Config, row: str, column: str) -> str:
-    """The note the runner writes for a computed cell (the config row's note, if any)."""
-    for r in config.rows:
-        if r.name == row:
-            return r.notes.get(column, "")
-    return ""
-
-
 # ----------------------------------------------------------------------------- tables
 def table_status(config: Config, results: str | os.PathLike) -> TableStatus:
     """Compare ``config`` with its CSV under ``results`` (see the module docstring)."""
