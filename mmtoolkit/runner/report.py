@@ -29,12 +29,15 @@ import csv
 import math
 import os
 import re
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..atomic import write_atomic
 from .config import Config, load_config
-from .plots import SHEET_SUFFIXES
+from .figures import SHEET_SUFFIXES, is_sheet, load_sheet
+from .plots import csv_number, render_sheet
+from .run import RunResult, run_config
 
 __all__ = [
     "BEGIN",
@@ -129,15 +132,6 @@ def _natural(text: str) -> list:
     return [int(p) if p.isdigit() else p for p in re.split(r"(\d+)", text)]
 
 
-def _float(text: str | None) -> float | None:
-    if text is None or text.strip() == "":
-        return None
-    try:
-        return float(text)
-    except ValueError:
-        return None
-
-
 def _read_csv(path: Path) -> list[dict[str, str]]:
     try:
         with open(path, newline="", encoding="utf-8") as f:
@@ -202,7 +196,7 @@ def table_status(config: Config, results: str | os.PathLike) -> TableStatus:
         csv=csv_path if csv_path.is_file() else None,
         md=md_path if md_path.is_file() else None,
     )
-    for spec in getattr(config, "figures", ()) or ():
+    for spec in config.figures:
         png = directory / f"{config.table}_{spec.name}.png"
         if png.is_file():
             st.figures.append(png)
@@ -227,11 +221,11 @@ def table_status(config: Config, results: str | os.PathLike) -> TableStatus:
             line = got.get((r.name, c.name))
             if line is None:
                 continue
-            ours = _float(line["ours"])
+            ours = csv_number(line["ours"])
             note = line["note"] or ""
             want_note = r.notes.get(c.name, "")
             paper = r.paper.get(c.name)
-            csv_paper = _float(line["paper"])
+            csv_paper = csv_number(line["paper"])
             where = f"{r.name} × {c.name}"
             if ours is not None:
                 st.computed += 1
@@ -276,7 +270,7 @@ def script_table_status(paper: str, csv_path: Path) -> TableStatus:
     )
     for line in _read_csv(csv_path):
         st.cells += 1
-        ours, p = _float(line["ours"]), _float(line["paper"])
+        ours, p = csv_number(line["ours"]), csv_number(line["paper"])
         if ours is not None:
             st.computed += 1
         if p is None:
@@ -565,7 +559,7 @@ def reproduce(
     quick: bool = False,
     jobs: int = 1,
     progress=None,
-) -> tuple[list, list[Path]]:
+) -> tuple[list[RunResult], list[Path]]:
     """Run every config of ``papers`` (all when empty) into ``results``, render the figure
     sheets of those papers whose data exists, then regenerate the scoreboard.
 
@@ -574,12 +568,6 @@ def reproduce(
     per config) are passed to the runner.
     Returns (the runner's RunResults, the figure sheets' PNGs).
     """
-    import inspect
-    import sys
-
-    from .plots import is_sheet, load_sheet, render_sheet
-    from .run import run_config
-
     out = progress if progress is not None else sys.stderr
     paths = config_paths(configs)
     light = {p: load_config(p, build_workloads=False) for p in paths}
@@ -592,17 +580,10 @@ def reproduce(
         )
     chosen = [p for p in paths if not papers or light[p].paper in papers]
     loaded = [load_config(p) for p in chosen]  # full validation before anything runs
-    kwargs = {"progress": out}
-    if jobs != 1:
-        kwargs["jobs"] = jobs
-    if quick:
-        if "quick" not in inspect.signature(run_config).parameters:
-            raise ReportError("this runner has no --quick mode")
-        kwargs["quick"] = True
     runs = []
     for cfg in loaded:
         print(f"== {cfg.path}", file=out, flush=True)
-        runs.append(run_config(cfg, results, **kwargs))
+        runs.append(run_config(cfg, results, progress=out, jobs=jobs, quick=quick))
     pngs: list[Path] = []
     root = Path(configs)
     sheets = (
