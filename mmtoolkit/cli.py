@@ -16,7 +16,7 @@
     and results; ``--check`` writes nothing and exits 1 if a file is out of date.
 ``mmtoolkit plot FILE [FILE ...] [--results DIR]``
     re-render a config's figures from its committed CSV (nothing is recomputed), or the
-    figures of a figure sheet ``*.plot.yaml`` (see ``mmtoolkit/runner/plots.py``).
+    figures of a figure sheet ``*.plot.yaml`` (see ``mmtoolkit/runner/figures.py``).
 ``mmtoolkit reproduce [PAPER ...] [--results DIR] [--configs DIR] [--readme FILE] [--quick] [-j N]``
     run every config of the papers (all when none is named), render their figure sheets
     and regenerate the scoreboard.

@@ -51,7 +51,7 @@ Format
     figures:                       # optional: PNGs <results>/<paper>/<table>_<name>.png,
       - {name: rmse_vs_d, kind: line, x: {param: domain.d}, logy: true}
                                    # drawn after the table is written, the paper's values
-                                   # beside ours (format: mmtoolkit/runner/plots.py)
+                                   # beside ours (format: mmtoolkit/runner/figures.py)
     quick:                         # optional: the variant run by `mmtoolkit run --quick`
       rows: [Adult 1-way]          #   rows kept (default: the first row)
       columns: [SVDB, HDMM]        #   columns kept (default: all)

@@ -98,6 +98,7 @@ class TableStatus:
 
     @property
     def not_computed(self) -> int:
+        """Config cells without a number in the CSV."""
         return self.cells - self.computed
 
 
@@ -112,17 +113,22 @@ class OtherResult:
 
 @dataclass
 class Scoreboard:
+    """Every table's status, and the other files under results/<paper>/ by paper."""
+
     results: Path
     tables: list[TableStatus]
     others: dict[str, list[OtherResult]]
 
     def papers(self) -> list[str]:
+        """The papers with a table or another result, sorted."""
         return sorted({t.paper for t in self.tables} | set(self.others))
 
     def tables_of(self, paper: str) -> list[TableStatus]:
+        """The tables of ``paper``."""
         return [t for t in self.tables if t.paper == paper]
 
     def unexplained(self) -> list[tuple[TableStatus, tuple[str, str, float, float]]]:
+        """Every (table, cell) outside tolerance without a note."""
         return [(t, u) for t in self.tables for u in t.unexplained]
 
 

@@ -86,6 +86,7 @@ class Cell:
 
     @property
     def failed(self) -> bool:
+        """Whether the cell's job failed."""
         return self.error is not None
 
     @property
@@ -96,6 +97,8 @@ class Cell:
 
 @dataclass
 class RunResult:
+    """The cells of a run and the files it wrote."""
+
     config: Config
     cells: list[Cell]
     csv_path: Path
@@ -103,13 +106,16 @@ class RunResult:
 
     @property
     def failed(self) -> list[Cell]:
+        """The failed cells."""
         return [c for c in self.cells if c.failed]
 
     @property
     def ok(self) -> bool:
+        """Whether no cell failed."""
         return not self.failed
 
     def cell(self, row: str, column: str) -> Cell:
+        """The cell of (row, column) (KeyError if none)."""
         for c in self.cells:
             if c.row == row and c.column == column:
                 return c
