@@ -16,7 +16,7 @@
     and results; ``--check`` writes nothing and exits 1 if a file is out of date.
 ``mmtoolkit plot FILE [FILE ...] [--results DIR]``
     re-render a config's figures from its committed CSV (nothing is recomputed), or the
-    figures of a figure sheet ``*.plot.yaml`` (see ``mmtoolkit/runner/plots.py``).
+    figures of a figure sheet ``*.plot.yaml`` (see ``mmtoolkit/runner/figures.py``).
 ``mmtoolkit reproduce [PAPER ...] [--results DIR] [--configs DIR] [--readme FILE] [--quick] [-j N]``
     run every config of the papers (all when none is named), render their figure sheets
     and regenerate the scoreboard.
@@ -31,8 +31,16 @@ Exit codes: 0 success, 1 if any cell failed, 2 on a malformed config or bad usag
 from __future__ import annotations
 
 import argparse
+import io
 import sys
 from pathlib import Path
+
+from . import datasets, release, selectors
+from .runner import load_config, run_config
+from .runner.config import ConfigError, workload_kinds
+from .runner.executors import ExecutorError, check_executor
+from .runner.plots import plot_file
+from .runner.report import ReportError, reproduce, write_report
 
 TOPICS = ("selectors", "datasets", "workloads", "configs")
 
@@ -122,9 +130,7 @@ def _parser() -> argparse.ArgumentParser:
     rpr.add_argument("--quick", action="store_true", help="smoke run (the configs' quick:)")
     rpr.add_argument("-j", "--jobs", type=int, default=1, metavar="N", help="jobs at once")
     rpr.add_argument("-q", "--quiet", action="store_true", help="no per-job progress lines")
-    from mmtoolkit.release import add_parser as add_release_parser
-
-    add_release_parser(sub)  # mmtoolkit release: see mmtoolkit/release.py
+    release.add_parser(sub)  # mmtoolkit release: see mmtoolkit/release.py
     return p
 
 
@@ -138,9 +144,6 @@ def _configs_dir(given: str | None) -> Path:
 
 
 def _list(topic: str | None, configs_dir: str | None) -> int:
-    from mmtoolkit import datasets, selectors
-    from mmtoolkit.runner.config import workload_kinds
-
     topics = [topic] if topic else list(TOPICS)
     for t in topics:
         if topic is None:
@@ -167,11 +170,6 @@ def _list(topic: str | None, configs_dir: str | None) -> int:
 
 
 def _run(paths: list[str], results: str, quiet: bool, args=None) -> int:
-    import io
-
-    from mmtoolkit.runner import load_config, run_config
-    from mmtoolkit.runner.executors import ExecutorError, check_executor
-
     opts = {}
     if args is not None:
         opts = {
@@ -219,8 +217,6 @@ def _run(paths: list[str], results: str, quiet: bool, args=None) -> int:
 
 
 def _report(args) -> int:
-    from mmtoolkit.runner.report import ReportError, write_report
-
     try:
         paths = write_report(
             args.results, _configs_dir(args.configs), args.readme, check=args.check
@@ -238,8 +234,6 @@ def _report(args) -> int:
 
 
 def _plot(args) -> int:
-    from mmtoolkit.runner.plots import plot_file
-
     for path in args.files:
         for png in plot_file(path, args.results):
             print(f"wrote {png}")
@@ -247,10 +241,6 @@ def _plot(args) -> int:
 
 
 def _reproduce(args) -> int:
-    import io
-
-    from mmtoolkit.runner.report import ReportError, reproduce
-
     progress = io.StringIO() if args.quiet else sys.stderr
     try:
         runs, pngs = reproduce(
@@ -276,8 +266,6 @@ def _reproduce(args) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``mmtoolkit`` console script; returns the exit code."""
-    from mmtoolkit.runner.config import ConfigError
-
     args = _parser().parse_args(argv)
     try:
         if args.command == "list":
@@ -289,9 +277,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "reproduce":
             return _reproduce(args)
         if args.command == "release":
-            from mmtoolkit.release import main as release_main
-
-            return release_main(args)
+            return release.main(args)
         return _run(args.configs, args.results, args.quiet, args)
     except ConfigError as exc:
         print(f"mmtoolkit: error: {' '.join(str(exc).split())}", file=sys.stderr)

@@ -191,7 +191,7 @@ def test_run_options_resume_fresh_jobs_quick(tmp_path, capsys):
 @pytest.mark.parametrize(
     "args, message",
     [
-        (["-j", "0"], "jobs must be an integer >= 1"),
+        (["-j", "0"], "jobs: must be >= 1, got 0"),
         (["--executor", "dask"], "needs --scheduler"),
     ],
 )

@@ -9,7 +9,7 @@ from pathlib import Path
 from mmtoolkit.atomic import write_atomic
 from mmtoolkit.privacy import from_spec
 from mmtoolkit.runner.config import Column, Config, Metric, Row, Tolerance
-from mmtoolkit.runner.run import Cell, _compare, render_csv, render_markdown
+from mmtoolkit.runner.run import Cell, compare_with_paper, render_csv, render_markdown
 
 RESULTS = Path(__file__).resolve().parents[2] / "results" / "eigen_design"
 
@@ -44,7 +44,7 @@ def write_table(table, title, source, metric_text, privacy_spec, tol, columns, r
         for col in columns:
             cell = Cell(row=name, column=col, ours=ours.get(col), paper=paper.get(col))
             cell.note = cell_notes.get(col, "")
-            _compare(cell, cfg)
+            compare_with_paper(cell, cfg)
             cells.append(cell)
     write_atomic(RESULTS / f"{table}.csv", render_csv(cells))
     write_atomic(RESULTS / f"{table}.md", render_markdown(cfg, cells))

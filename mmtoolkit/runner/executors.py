@@ -36,14 +36,14 @@ import signal
 import time
 from collections.abc import Callable, Sequence
 
-from .jobs import JobSpec, describe_error, execute
+from ..checks import check_choice, check_int
+from .jobs import JobSpec, describe_error, execute, jsonable
 
 __all__ = [
     "EXECUTORS",
     "ExecutorError",
     "check_executor",
     "execute_isolated",
-    "parse_memory",
     "run_jobs",
 ]
 
@@ -52,53 +52,9 @@ EXECUTORS = ("local", "dask")
 #: How long the dask executor waits for the scheduler before giving up.
 CONNECT_TIMEOUT = "10s"
 
-_UNITS = {
-    "": 1,
-    "B": 1,
-    "K": 10**3,
-    "KB": 10**3,
-    "M": 10**6,
-    "MB": 10**6,
-    "G": 10**9,
-    "GB": 10**9,
-    "T": 10**12,
-    "TB": 10**12,
-    "KIB": 2**10,
-    "MIB": 2**20,
-    "GIB": 2**30,
-    "TIB": 2**40,
-}
-
 
 class ExecutorError(RuntimeError):
     """The executor could not be used (e.g. dask missing, scheduler unreachable)."""
-
-
-def parse_memory(value) -> int:
-    """Bytes from ``4GB`` / ``512MB`` / ``2GiB`` / ``1.5G`` / a plain integer of bytes."""
-    if isinstance(value, bool):
-        raise ValueError(f"expected a size like '4GB', got {value!r}")
-    if isinstance(value, (int, float)):
-        n = float(value)
-    elif isinstance(value, str):
-        text = value.strip().replace(" ", "").upper()
-        i = len(text)
-        while i > 0 and text[i - 1].isalpha():
-            i -= 1
-        number, unit = text[:i], text[i:]
-        if unit not in _UNITS:
-            raise ValueError(
-                f"unknown size unit {value!r} (use B, KB, MB, GB, TB, KiB, MiB, GiB, TiB)"
-            )
-        try:
-            n = float(number) * _UNITS[unit]
-        except ValueError:
-            raise ValueError(f"expected a size like '4GB', got {value!r}") from None
-    else:
-        raise ValueError(f"expected a size like '4GB', got {value!r}")
-    if not (n > 0 and n < float("inf")):
-        raise ValueError(f"a memory limit must be > 0, got {value!r}")
-    return int(n)
 
 
 def _can_fork() -> bool:
@@ -189,8 +145,6 @@ class _Worker:
 
 
 def _record(spec: JobSpec, status: str, error: str, wall: float) -> dict:
-    from .jobs import jsonable
-
     return {
         "key": spec.key,
         "status": status,
@@ -279,10 +233,11 @@ def _run_dask(specs, on_result, scheduler: str | None) -> None:
 # --------------------------------------------------------------------------- entry point
 def check_executor(jobs: int, executor: str, scheduler: str | None) -> None:
     """Raise :class:`ExecutorError` for an unusable (jobs, executor, scheduler) choice."""
-    if executor not in EXECUTORS:
-        raise ExecutorError(f"unknown executor {executor!r} (valid: {', '.join(EXECUTORS)})")
-    if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
-        raise ExecutorError(f"jobs must be an integer >= 1, got {jobs!r}")
+    try:
+        check_choice(executor, "", EXECUTORS, what="executor")
+        check_int(jobs, "jobs", minimum=1)
+    except (TypeError, ValueError) as exc:
+        raise ExecutorError(str(exc)) from None
     if executor == "dask":
         if not scheduler:
             raise ExecutorError(

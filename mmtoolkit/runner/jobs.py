@@ -28,17 +28,17 @@ streams per cell, unchanged by reordering rows/columns or by parallel execution.
 from __future__ import annotations
 
 import hashlib
-import importlib
 import inspect
 import json
-import sys
 import time
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import numpy as np
+
+from .. import evaluate, privacy
+from .specs import DomainSpec, WorkloadSpec, accepts_seed, resolve_selector
 
 __all__ = [
     "JobSpec",
@@ -46,7 +46,6 @@ __all__ = [
     "execute",
     "expand_jobs",
     "jsonable",
-    "resolve_selector",
 ]
 
 #: Version of the job-key scheme (bump when the meaning of a stored value changes).
@@ -58,7 +57,7 @@ class JobSpec:
     """Everything a worker needs to compute one job (picklable, no live objects)."""
 
     key: str
-    workload: Any  # config.WorkloadSpec
+    workload: WorkloadSpec
     privacy_spec: dict
     quantity: str  # rmse | total_error | max_variance
     selector: str | None  # registry name or "module:Class"; None for the SVD bound
@@ -73,9 +72,11 @@ class JobSpec:
 
     @property
     def limited(self) -> bool:
+        """Whether the job has a timeout or a memory limit."""
         return self.timeout is not None or self.memory is not None
 
     def describe(self) -> str:
+        """The cells the job serves, ``row × column, ...``."""
         return ", ".join(f"{r} × {c}" for r, c in self.cells)
 
 
@@ -86,49 +87,6 @@ def derive_seed(seed: int, row: str, column: str) -> int:
         int(seed), spawn_key=(zlib.crc32(row.encode()), zlib.crc32(column.encode()))
     )
     return int(ss.generate_state(1, dtype=np.uint32)[0])
-
-
-# ----------------------------------------------------------------------------- selectors
-def resolve_selector(name: str, search_path=()) -> type:
-    """The Selector class for a registry name or a ``"package.module:ClassName"`` path.
-
-    Raises ``ImportError`` / ``KeyError`` / ``TypeError`` with a readable message.
-    """
-    from mmtoolkit.selectors.base import _REGISTRY, Selector, UnknownSelectorError, available
-
-    if ":" not in name:
-        if name not in _REGISTRY:
-            raise UnknownSelectorError(
-                f"unknown selector {name!r}; available: {', '.join(available())}"
-            )
-        return _REGISTRY[name]
-    module_name, _, attr = name.partition(":")
-    if not module_name or not attr:
-        raise ImportError(f"{name!r} is not of the form 'package.module:ClassName'")
-    for p in reversed(tuple(search_path)):
-        if p not in sys.path:
-            sys.path.insert(0, p)
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise ImportError(f"cannot import module {module_name!r}: {exc}") from None
-    obj = module
-    for part in attr.split("."):
-        if not hasattr(obj, part):
-            raise ImportError(f"module {module_name!r} has no attribute {attr!r}")
-        obj = getattr(obj, part)
-    if not (inspect.isclass(obj) and issubclass(obj, Selector)):
-        raise TypeError(f"{name!r} is not a mmtoolkit.selectors.Selector subclass")
-    if inspect.isabstract(obj):
-        raise TypeError(f"{name!r} is abstract (implement _select)")
-    return obj
-
-
-def accepts_seed(cls: type) -> bool:
-    try:
-        return "seed" in inspect.signature(cls.__init__).parameters
-    except (TypeError, ValueError):
-        return False
 
 
 # ----------------------------------------------------------------------------- code
@@ -199,8 +157,6 @@ def jsonable(obj, _depth: int = 0):
 
 def spec_data(value):
     """Canonical plain data of a workload/domain spec (explicit matrices by content hash)."""
-    from .config import DomainSpec, WorkloadSpec
-
     if isinstance(value, WorkloadSpec):
         out = {"kind": value.kind}
         for k, v in value.args.items():
@@ -246,15 +202,15 @@ def expand_jobs(config) -> tuple[list[JobSpec], dict[tuple[str, str], str]]:
     """
     quantity = quantity_of(config.metric)
     package = package_fingerprint()
-    search_path = tuple(getattr(config, "search_path", ()) or ())
+    search_path = tuple(config.search_path)
     jobs: dict[str, JobSpec] = {}
     cell_keys: dict[tuple[str, str], str] = {}
     for row in config.rows:
         wdata = spec_data(row.workload)
         for col in config.columns:
-            timeout = _first(getattr(col, "timeout", None), getattr(config, "timeout", None))
-            memory = _first(getattr(col, "memory", None), getattr(config, "memory", None))
-            objective = getattr(col, "objective", None) or "sum"
+            timeout = config.timeout if col.timeout is None else col.timeout
+            memory = config.memory if col.memory is None else col.memory
+            objective = col.objective or "sum"
             if col.svd_bound:
                 data = {"svd_bound": True}
                 params: dict = {}
@@ -310,10 +266,6 @@ def expand_jobs(config) -> tuple[list[JobSpec], dict[tuple[str, str], str]]:
     return list(jobs.values()), cell_keys
 
 
-def _first(*values):
-    return next((v for v in values if v is not None), None)
-
-
 def _loosest(a, b):
     if a is None or b is None:
         return None
@@ -322,6 +274,7 @@ def _loosest(a, b):
 
 # ----------------------------------------------------------------------------- execution
 def describe_error(exc: BaseException) -> str:
+    """``Type: message`` of an exception, on one line."""
     text = str(exc).strip() or repr(exc)
     return f"{type(exc).__name__}: {' '.join(text.split())}"
 
@@ -334,8 +287,6 @@ class _Stage(Exception):
 
 
 def _compute(spec: JobSpec) -> tuple[float, float, dict]:
-    from mmtoolkit import evaluate, privacy
-
     priv = privacy.from_spec(dict(spec.privacy_spec))
     try:
         W = spec.workload.build()
@@ -408,12 +359,3 @@ def execute(spec: JobSpec) -> dict:
     if rec["status"] != "ok":
         rec["seconds"] = rec["wall"]
     return rec
-
-
-def search_path_for(config_path) -> tuple[str, ...]:
-    """Directories searched for ``module:Class`` selectors: the config's dir and the cwd."""
-    out = []
-    if config_path is not None:
-        out.append(str(Path(config_path).resolve().parent))
-    out.append(str(Path.cwd()))
-    return tuple(dict.fromkeys(out))

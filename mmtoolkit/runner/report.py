@@ -29,12 +29,15 @@ import csv
 import math
 import os
 import re
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..atomic import write_atomic
 from .config import Config, load_config
-from .plots import SHEET_SUFFIXES
+from .figures import SHEET_SUFFIXES, is_sheet, load_sheet
+from .plots import csv_number, render_sheet
+from .run import RunResult, run_config
 
 __all__ = [
     "BEGIN",
@@ -95,6 +98,7 @@ class TableStatus:
 
     @property
     def not_computed(self) -> int:
+        """Config cells without a number in the CSV."""
         return self.cells - self.computed
 
 
@@ -109,17 +113,22 @@ class OtherResult:
 
 @dataclass
 class Scoreboard:
+    """Every table's status, and the other files under results/<paper>/ by paper."""
+
     results: Path
     tables: list[TableStatus]
     others: dict[str, list[OtherResult]]
 
     def papers(self) -> list[str]:
+        """The papers with a table or another result, sorted."""
         return sorted({t.paper for t in self.tables} | set(self.others))
 
     def tables_of(self, paper: str) -> list[TableStatus]:
+        """The tables of ``paper``."""
         return [t for t in self.tables if t.paper == paper]
 
     def unexplained(self) -> list[tuple[TableStatus, tuple[str, str, float, float]]]:
+        """Every (table, cell) outside tolerance without a note."""
         return [(t, u) for t in self.tables for u in t.unexplained]
 
 
@@ -127,15 +136,6 @@ class Scoreboard:
 def _natural(text: str) -> list:
     """Sort key: table4 < table10 < table10a."""
     return [int(p) if p.isdigit() else p for p in re.split(r"(\d+)", text)]
-
-
-def _float(text: str | None) -> float | None:
-    if text is None or text.strip() == "":
-        return None
-    try:
-        return float(text)
-    except ValueError:
-        return None
 
 
 def _read_csv(path: Path) -> list[dict[str, str]]:
@@ -188,14 +188,6 @@ def config_paths(configs: str | os.PathLike) -> list[Path]:
     return sorted(out, key=lambda p: _natural(p.as_posix()))
 
 
-def expected_note(config: Config, row: str, column: str) -> str:
-    """The note the runner writes for a computed cell (the config row's note, if any)."""
-    for r in config.rows:
-        if r.name == row:
-            return r.notes.get(column, "")
-    return ""
-
-
 # ----------------------------------------------------------------------------- tables
 def table_status(config: Config, results: str | os.PathLike) -> TableStatus:
     """Compare ``config`` with its CSV under ``results`` (see the module docstring)."""
@@ -210,7 +202,7 @@ def table_status(config: Config, results: str | os.PathLike) -> TableStatus:
         csv=csv_path if csv_path.is_file() else None,
         md=md_path if md_path.is_file() else None,
     )
-    for spec in getattr(config, "figures", ()) or ():
+    for spec in config.figures:
         png = directory / f"{config.table}_{spec.name}.png"
         if png.is_file():
             st.figures.append(png)
@@ -235,11 +227,11 @@ def table_status(config: Config, results: str | os.PathLike) -> TableStatus:
             line = got.get((r.name, c.name))
             if line is None:
                 continue
-            ours = _float(line["ours"])
+            ours = csv_number(line["ours"])
             note = line["note"] or ""
             want_note = r.notes.get(c.name, "")
             paper = r.paper.get(c.name)
-            csv_paper = _float(line["paper"])
+            csv_paper = csv_number(line["paper"])
             where = f"{r.name} × {c.name}"
             if ours is not None:
                 st.computed += 1
@@ -284,7 +276,7 @@ def script_table_status(paper: str, csv_path: Path) -> TableStatus:
     )
     for line in _read_csv(csv_path):
         st.cells += 1
-        ours, p = _float(line["ours"]), _float(line["paper"])
+        ours, p = csv_number(line["ours"]), csv_number(line["paper"])
         if ours is not None:
             st.computed += 1
         if p is None:
@@ -573,7 +565,7 @@ def reproduce(
     quick: bool = False,
     jobs: int = 1,
     progress=None,
-) -> tuple[list, list[Path]]:
+) -> tuple[list[RunResult], list[Path]]:
     """Run every config of ``papers`` (all when empty) into ``results``, render the figure
     sheets of those papers whose data exists, then regenerate the scoreboard.
 
@@ -582,12 +574,6 @@ def reproduce(
     per config) are passed to the runner.
     Returns (the runner's RunResults, the figure sheets' PNGs).
     """
-    import inspect
-    import sys
-
-    from .plots import is_sheet, load_sheet, render_sheet
-    from .run import run_config
-
     out = progress if progress is not None else sys.stderr
     paths = config_paths(configs)
     light = {p: load_config(p, build_workloads=False) for p in paths}
@@ -600,17 +586,10 @@ def reproduce(
         )
     chosen = [p for p in paths if not papers or light[p].paper in papers]
     loaded = [load_config(p) for p in chosen]  # full validation before anything runs
-    kwargs = {"progress": out}
-    if jobs != 1:
-        kwargs["jobs"] = jobs
-    if quick:
-        if "quick" not in inspect.signature(run_config).parameters:
-            raise ReportError("this runner has no --quick mode")
-        kwargs["quick"] = True
     runs = []
     for cfg in loaded:
         print(f"== {cfg.path}", file=out, flush=True)
-        runs.append(run_config(cfg, results, **kwargs))
+        runs.append(run_config(cfg, results, progress=out, jobs=jobs, quick=quick))
     pngs: list[Path] = []
     root = Path(configs)
     sheets = (

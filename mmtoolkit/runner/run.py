@@ -40,9 +40,18 @@ from ..atomic import write_atomic
 from .config import Config, load_config, quick_config
 from .executors import check_executor, run_jobs
 from .jobs import expand_jobs
+from .plots import render_figures
 from .store import JobStore, reusable, store_path
 
-__all__ = ["CSV_COLUMNS", "Cell", "RunResult", "run_config"]
+__all__ = [
+    "CSV_COLUMNS",
+    "Cell",
+    "RunResult",
+    "compare_with_paper",
+    "render_csv",
+    "render_markdown",
+    "run_config",
+]
 
 #: Header of the CSV file, in order.
 CSV_COLUMNS = (
@@ -77,6 +86,7 @@ class Cell:
 
     @property
     def failed(self) -> bool:
+        """Whether the cell's job failed."""
         return self.error is not None
 
     @property
@@ -87,6 +97,8 @@ class Cell:
 
 @dataclass
 class RunResult:
+    """The cells of a run and the files it wrote."""
+
     config: Config
     cells: list[Cell]
     csv_path: Path
@@ -94,20 +106,25 @@ class RunResult:
 
     @property
     def failed(self) -> list[Cell]:
+        """The failed cells."""
         return [c for c in self.cells if c.failed]
 
     @property
     def ok(self) -> bool:
+        """Whether no cell failed."""
         return not self.failed
 
     def cell(self, row: str, column: str) -> Cell:
+        """The cell of (row, column) (KeyError if none)."""
         for c in self.cells:
             if c.row == row and c.column == column:
                 return c
         raise KeyError((row, column))
 
 
-def _compare(cell: Cell, config: Config) -> None:
+def compare_with_paper(cell: Cell, config: Config) -> None:
+    """Set ``cell.rel_diff`` and ``cell.within_tol`` (the config's tolerance) when the
+    cell has both our value and the paper's."""
     if cell.paper is None or cell.ours is None:
         return
     ours, paper = cell.ours, cell.paper
@@ -179,7 +196,7 @@ def _assemble(config: Config, cell_keys: dict, records: dict[str, dict]) -> list
                 else:
                     notes.append(_status_note(rec))
             cell.note = "; ".join(notes)
-            _compare(cell, config)
+            compare_with_paper(cell, config)
             cells.append(cell)
     return cells
 
@@ -272,11 +289,8 @@ def run_config(
     write_atomic(csv_path, render_csv(cells))
     write_atomic(md_path, render_markdown(config, cells))
     store.rewrite([records[s.key] for s in specs])
-    if config.figures:  # the config's figures (runner/plots.py), from the cells just written
-        from .plots import render_figures
-
-        for png in render_figures(config, cells, directory):
-            print(f"figure: {png}", file=out, flush=True)
+    for png in render_figures(config, cells, directory):  # the config's figures, if any
+        print(f"figure: {png}", file=out, flush=True)
     return RunResult(config=config, cells=cells, csv_path=csv_path, md_path=md_path)
 
 
@@ -287,6 +301,7 @@ def _num(x: float | None) -> str:
 
 
 def render_csv(cells: list[Cell]) -> str:
+    """The CSV text of ``cells`` (columns :data:`CSV_COLUMNS`)."""
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(CSV_COLUMNS)
@@ -335,6 +350,7 @@ def _md_escape(text: str) -> str:
 
 
 def render_markdown(config: Config, cells: list[Cell]) -> str:
+    """The Markdown table of ``cells`` beside the paper's values, with the notes."""
     by_key = {(c.row, c.column): c for c in cells}
     lines = [f"# {config.title}", ""]
     if config.source:

@@ -32,6 +32,7 @@ __all__ = ["JobStore", "reusable", "store_path"]
 
 
 def store_path(results, paper: str, table: str) -> Path:
+    """The job store of a table: ``<results>/<paper>/.jobs/<table>.jsonl``."""
     return Path(results) / paper / ".jobs" / f"{table}.jsonl"
 
 

@@ -97,10 +97,15 @@ def available() -> list[str]:
     return sorted(_REGISTRY)
 
 
-def get(name: str, **params) -> Selector:
-    """Instantiate the selector registered as ``name`` with keyword ``params``."""
+def get_class(name: str) -> type[Selector]:
+    """The Selector class registered as ``name`` (UnknownSelectorError naming the valid ones)."""
     if name not in _REGISTRY:
         raise UnknownSelectorError(
             f"unknown selector {name!r}; available: {', '.join(available())}"
         )
-    return _REGISTRY[name](**params)
+    return _REGISTRY[name]
+
+
+def get(name: str, **params) -> Selector:
+    """Instantiate the selector registered as ``name`` with keyword ``params``."""
+    return get_class(name)(**params)

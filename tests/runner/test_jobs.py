@@ -25,8 +25,8 @@ from mmtoolkit.linalg import Dense, Identity
 from mmtoolkit.privacy import ZCDP
 from mmtoolkit.runner import load_config, run_config
 from mmtoolkit.runner.config import quick_config
-from mmtoolkit.runner.executors import parse_memory
 from mmtoolkit.runner.jobs import derive_seed, expand_jobs
+from mmtoolkit.runner.schema import parse_memory
 from mmtoolkit.runner.store import JobStore, reusable, store_path
 from mmtoolkit.selectors.base import _REGISTRY, Selector, register
 from mmtoolkit.strategy import Strategy
@@ -578,7 +578,7 @@ def test_bad_run_arguments(tmp_path, test_selectors):
     cfg = load_config(write(tmp_path, counting_config(rows=1)))
     from mmtoolkit.runner.executors import ExecutorError
 
-    with pytest.raises(ExecutorError, match="jobs must be an integer >= 1"):
+    with pytest.raises(ExecutorError, match="jobs: must be >= 1, got 0"):
         run_config(cfg, tmp_path, jobs=0, progress=io.StringIO())
     with pytest.raises(ExecutorError, match="unknown executor 'slurm'"):
         run_config(cfg, tmp_path, executor="slurm", progress=io.StringIO())

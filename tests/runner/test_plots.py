@@ -16,13 +16,8 @@ import yaml
 from mmtoolkit import evaluate
 from mmtoolkit.cli import main
 from mmtoolkit.runner import ConfigError, load_config, run_config
-from mmtoolkit.runner.plots import (
-    figure_data,
-    load_sheet,
-    plot_file,
-    render_sheet,
-    sheet_figure_data,
-)
+from mmtoolkit.runner.figures import load_sheet
+from mmtoolkit.runner.plots import figure_data, plot_file, render_sheet, sheet_figure_data
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -191,7 +186,7 @@ MAXVAR = {
             "unknown 'iqr'",
         ),
         (with_figures([{"name": "f", "logy": "yes"}]), "figures[0].logy", "expected true or false"),
-        (with_figures({"name": "f"}), "figures", "expected a list of figures"),
+        (with_figures({"name": "f"}), "figures", "expected a list, got dict"),
     ],
 )
 def test_bad_figures_name_file_and_field(tmp_path, data, where, message):
@@ -405,7 +400,7 @@ def test_sheet_errors_at_render_name_file_and_field(tmp_path, figures, top, wher
             "figures[0].x",
             "missing required field",
         ),
-        ({"paper": "toy", "data": "x.csv", "figures": []}, "figures", "non-empty list"),
+        ({"paper": "toy", "data": "x.csv", "figures": []}, "figures", "must not be empty"),
         (
             {
                 "paper": "toy",

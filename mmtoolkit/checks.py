@@ -1,0 +1,130 @@
+"""Argument checks shared by the package.
+
+Each ``check_*`` returns the (converted) value or raises ``TypeError`` (wrong type) or
+``ValueError`` (bad value) whose message starts with the field name, e.g.
+``"rows[2].k: expected an integer, got str '3'"``. A ``bool`` is never accepted as a
+number (``True`` is an ``int`` in Python). An empty name gives the bare message.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Mapping
+from numbers import Integral, Real
+
+__all__ = [
+    "check_bool",
+    "check_choice",
+    "check_float",
+    "check_int",
+    "check_keys",
+    "check_list",
+    "check_mapping",
+    "check_positive",
+    "check_str",
+    "subfield",
+    "type_name",
+]
+
+
+def type_name(value) -> str:
+    """The name of ``value``'s type as error messages show it (``null`` for None)."""
+    return "null" if value is None else type(value).__name__
+
+
+def subfield(name: str, key) -> str:
+    """The name of field ``key`` inside ``name``: ``a.b``, or ``a['x y']`` for other keys."""
+    part = f".{key}" if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_-]*", str(key)) else f"[{key!r}]"
+    return (name + part) if name else part.lstrip(".")
+
+
+def _msg(name: str, text: str) -> str:
+    return f"{name}: {text}" if name else text
+
+
+def check_bool(value, name: str) -> bool:
+    """``value`` if it is ``True`` or ``False``."""
+    if not isinstance(value, bool):
+        raise TypeError(_msg(name, f"expected true or false, got {value!r}"))
+    return value
+
+
+def check_int(value, name: str, *, minimum: int | None = None) -> int:
+    """``value`` as an ``int`` (any integral type but bool), at least ``minimum``."""
+    if isinstance(value, bool) or not isinstance(value, Integral):
+        raise TypeError(_msg(name, f"expected an integer, got {type_name(value)} {value!r}"))
+    if minimum is not None and value < minimum:
+        raise ValueError(_msg(name, f"must be >= {minimum}, got {value}"))
+    return int(value)
+
+
+def check_float(value, name: str, *, minimum: float | None = None) -> float:
+    """``value`` as a ``float`` (any real number but bool); with ``minimum``, a finite
+    number at least ``minimum``."""
+    if isinstance(value, bool) or not isinstance(value, Real):
+        raise TypeError(_msg(name, f"expected a number, got {type_name(value)} {value!r}"))
+    x = float(value)
+    if minimum is not None and not (x >= minimum and math.isfinite(x)):
+        raise ValueError(_msg(name, f"must be a finite number >= {minimum:g}, got {x!r}"))
+    return x
+
+
+def check_positive(value, name: str, *, what: str = "number") -> float:
+    """``value`` as a finite ``float`` > 0 (``what`` names the unit in the message)."""
+    x = check_float(value, name)
+    if not (x > 0 and math.isfinite(x)):
+        raise ValueError(_msg(name, f"must be a {what} > 0, got {x!r}"))
+    return x
+
+
+def check_str(value, name: str, *, nonempty: bool = True) -> str:
+    """``value`` if it is a string (not blank, unless ``nonempty=False``)."""
+    if not isinstance(value, str):
+        raise TypeError(_msg(name, f"expected a string, got {type_name(value)} {value!r}"))
+    if nonempty and not value.strip():
+        raise ValueError(_msg(name, "must not be empty"))
+    return value
+
+
+def check_choice(value, name: str, choices: Iterable, *, what: str = ""):
+    """``value`` if it is one of ``choices``: ``unknown <what> 'x' (valid: a, b)`` if not."""
+    choices = list(choices)
+    if isinstance(value, bool) or value not in choices:
+        valid = ", ".join(map(str, choices))
+        raise ValueError(
+            _msg(name, f"unknown {what + ' ' if what else ''}{value!r} (valid: {valid})")
+        )
+    return value
+
+
+def check_mapping(value, name: str) -> Mapping:
+    """``value`` if it is a mapping with string keys."""
+    if not isinstance(value, Mapping):
+        raise TypeError(_msg(name, f"expected a mapping, got {type_name(value)}"))
+    for k in value:
+        if not isinstance(k, str):
+            raise TypeError(_msg(name, f"keys must be strings, got {k!r}"))
+    return value
+
+
+def check_list(value, name: str, *, nonempty: bool = True) -> list:
+    """``value`` if it is a list (not empty, unless ``nonempty=False``)."""
+    if not isinstance(value, list):
+        raise TypeError(_msg(name, f"expected a list, got {type_name(value)}"))
+    if nonempty and not value:
+        raise ValueError(_msg(name, "must not be empty"))
+    return value
+
+
+def check_keys(mapping: Mapping, name: str, allowed: Iterable, required: Iterable = ()) -> None:
+    """Every key of ``mapping`` is in ``allowed`` and every ``required`` key is present
+    (the message names the field ``name.key``)."""
+    allowed = set(allowed)
+    for k in mapping:
+        if k not in allowed:
+            valid = ", ".join(sorted(allowed))
+            raise ValueError(f"{subfield(name, k)}: unknown field (valid: {valid})")
+    for k in required:
+        if k not in mapping:
+            raise ValueError(f"{subfield(name, k)}: missing required field")
