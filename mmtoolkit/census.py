@@ -43,7 +43,6 @@ from __future__ import annotations
 import numpy as np
 
 from . import linalg as la
-from . import workloads
 
 #: Attribute sizes of the SF1 Person domain (HDMM §8.1), in data-vector order.
 SIZES = {"sex": 2, "hispanic": 2, "race": 64, "relationship": 17, "age": 115, "state": 51}
@@ -85,16 +84,16 @@ def blocks(two_or_more: str = "flags") -> dict[str, la.Matrix]:
     adult = np.zeros((1, 115))
     adult[0, 18:] = 1.0
     return {
-        "T2": workloads.total(2),
-        "I2": workloads.identity(2),
-        "IT2": workloads.union([workloads.identity(2), workloads.total(2)]),
+        "T2": la.Total(2),
+        "I2": la.Identity(2),
+        "IT2": la.VStack([la.Identity(2), la.Total(2)]),
         "is_hisp": la.Dense(np.array([[1.0, 0.0]])),
         "not_hisp": la.Dense(np.array([[0.0, 1.0]])),
-        "T64": workloads.total(64),
+        "T64": la.Total(64),
         "race1": la.Dense(np.vstack([singles, two1])),
         "race2": la.Dense(np.vstack([np.eye(64)[1:], exactly, two])),
         "white": la.Dense(np.eye(64)[[1]]),
-        "T115": workloads.total(115),
+        "T115": la.Total(115),
         "adult": la.Dense(adult),
         "age1": la.Dense(_ranges(AGE1_BREAKS, 115)),
         "age3": la.Dense(age3),
@@ -164,17 +163,17 @@ def sf1_plus(relationship: bool = True, two_or_more: str = "flags") -> la.Matrix
 
 def _build(relationship: bool, state: bool, two_or_more: str) -> la.Matrix:
     b = blocks(two_or_more)
-    rel = [workloads.total(SIZES["relationship"])] if relationship else []
+    rel = [la.Total(SIZES["relationship"])] if relationship else []
     st = (
-        [workloads.union([workloads.total(SIZES["state"]), workloads.identity(SIZES["state"])])]
+        [la.VStack([la.Total(SIZES["state"]), la.Identity(SIZES["state"])])]
         if state
         else []
     )
     products = [
-        workloads.kron([b[sex], b[hisp], b[race]] + rel + [b[age]] + st)
+        la.Kronecker([b[sex], b[hisp], b[race]] + rel + [b[age]] + st)
         for _, sex, hisp, race, age in PRODUCTS
     ]
-    return workloads.union(products)
+    return la.VStack(products)
 
 
 def domain_sizes(relationship: bool = True, state: bool = False) -> list[int]:

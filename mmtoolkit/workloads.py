@@ -31,6 +31,7 @@ from numbers import Integral, Real
 import numpy as np
 
 from . import linalg as la
+from .census import sf1, sf1_plus  # HDMM's census workloads, exposed here
 from .domain import Domain
 
 __all__ = [
@@ -351,4 +352,3 @@ def eigen_design_figure1() -> la.Dense:
 
 
 from .binary import binary_marginals  # noqa: E402  (Datacube paper's binary-encoded marginals)
-from .census import sf1, sf1_plus  # noqa: E402  (HDMM's census workloads; census imports this module)

@@ -1,0 +1,145 @@
+"""The package's layering (ARCHITECTURE.md, "Layers"), checked on the source:
+
+* no import cycle among the package's modules — imports inside functions count, so a cycle
+  cannot hide in a deferred import;
+* no private name (``_x``) imported from a module of another package;
+* the evaluator and the mechanism reach no method package (``mmtoolkit.selectors``), directly
+  or through what they import: they know strategy kinds only through the protocol.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import mmtoolkit
+
+ROOT = Path(mmtoolkit.__file__).parent
+PKG = "mmtoolkit"
+
+
+def _modules() -> dict[str, Path]:
+    out = {}
+    for path in ROOT.rglob("*.py"):
+        parts = list(path.relative_to(ROOT.parent).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        out[".".join(parts)] = path
+    return out
+
+
+MODULES = _modules()
+
+
+def _is_package(name: str) -> bool:
+    return MODULES[name].name == "__init__.py"
+
+
+def _package(name: str) -> str:
+    return name if _is_package(name) else name.rpartition(".")[0]
+
+
+def _resolve(importer: str, node: ast.ImportFrom) -> str:
+    if not node.level:
+        return node.module or ""
+    base = _package(importer).split(".")
+    base = base[: len(base) - (node.level - 1)]
+    return ".".join(base + ([node.module] if node.module else []))
+
+
+def _imports(name: str):
+    """``(target module, imported name or None, line)`` for every import of a package module."""
+    tree = ast.parse(MODULES[name].read_text(), filename=str(MODULES[name]))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.split(".")[0] == PKG:
+                    yield alias.name, None, node.lineno
+        elif isinstance(node, ast.ImportFrom):
+            source = _resolve(name, node)
+            if source.split(".")[0] != PKG:
+                continue
+            for alias in node.names:
+                sub = f"{source}.{alias.name}"
+                if sub in MODULES:
+                    yield sub, None, node.lineno
+                else:
+                    yield source, alias.name, node.lineno
+
+
+def _graph() -> dict[str, set[str]]:
+    graph: dict[str, set[str]] = {m: set() for m in MODULES}
+    for m in MODULES:
+        for target, _, _ in _imports(m):
+            # a module's own ancestors are initialised before it: not an edge of the order
+            if target in MODULES and not (m == target or m.startswith(target + ".")):
+                graph[m].add(target)
+    return graph
+
+
+def _cycles(graph) -> list[list[str]]:
+    """Strongly connected components with more than one module (Tarjan)."""
+    index, low, stack, on, out, counter = {}, {}, [], set(), [], [0]
+
+    def visit(v):
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on.add(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def test_the_checker_sees_a_cycle():
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert _cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_no_import_cycle():
+    cycles = _cycles(_graph())
+    assert not cycles, "import cycles:\n" + "\n".join(" <-> ".join(c) for c in cycles)
+
+
+def test_no_private_name_imported_across_packages():
+    bad = []
+    for m in MODULES:
+        for target, name, line in _imports(m):
+            if name and name.startswith("_") and not name.startswith("__"):
+                if target in MODULES and _package(target) != _package(m):
+                    where = MODULES[m].relative_to(ROOT.parent)
+                    bad.append(f"{where}:{line} imports {target}.{name}")
+    assert not bad, "\n".join(bad)
+
+
+def test_evaluator_and_mechanism_reach_no_method_package():
+    graph = _graph()
+    starts = [m for m in MODULES if m.startswith(("mmtoolkit.mechanism", "mmtoolkit.evaluate"))]
+    for start in starts:
+        seen, todo = set(), [start]
+        while todo:
+            v = todo.pop()
+            for w in graph[v]:
+                if w not in seen:
+                    seen.add(w)
+                    todo.append(w)
+        methods = sorted(w for w in seen if w.startswith("mmtoolkit.selectors"))
+        assert not methods, f"{start} reaches {methods}"
