@@ -11,11 +11,11 @@ import math
 import numpy as np
 import pytest
 
-from mmtoolkit import budgeting as bg
-from mmtoolkit import datasets, evaluate
+from mmtoolkit import evaluate
 from mmtoolkit.linalg import Marginals
 from mmtoolkit.linalg.fourier import fwht
 from mmtoolkit.privacy import ZCDP, ApproxDP, PureDP
+from mmtoolkit.selectors.datacube import budgets as bg
 
 # Fig. 1(b): marginal on A stacked on the marginal on AB, 3 binary attributes (A, B, C)
 Q = np.array(
@@ -180,7 +180,7 @@ def test_closed_form_only_feasible_when_b_not_consistent(norm):
 
 def test_fourier_intro_d4_all_2way_E6():
     # F+ on all 2-way marginals, d = 4: 2 (Σ_β a_β^{1/3})³ = 1253.8807, F uniform 1452
-    from mmtoolkit.selectors.datacube import fourier_b
+    from mmtoolkit.selectors.datacube.strategies import fourier_b
 
     keys = {a: 1.0 for a in range(16) if bin(a).count("1") == 2}
     F, b = fourier_b(keys)
@@ -294,30 +294,6 @@ def test_consistency_error_at_most_doubles_E10(p):
     assert err(out) <= 2 * err(noisy) + 1e-6
 
 
-# ---------------------------------------------------------------------------- encoding
-def test_binary_encoding_of_adult_datacube():
-    enc = bg.BinaryEncoding(datasets.domain("adult_datacube"))
-    assert enc.bits == (4, 4, 3, 4, 3, 3, 1, 1)
-    assert enc.d == 23
-    W = enc.marginals([["workclass"], ["sex", "salary"]])
-    assert W.shape == (16 + 4, 2**23)
-
-
-def test_binary_encoding_preserves_marginals():
-    from mmtoolkit.domain import Domain
-
-    dom = Domain(["a", "b"], [3, 5])
-    enc = bg.BinaryEncoding(dom)
-    assert enc.bits == (2, 3)
-    rng = np.random.default_rng(0)
-    x = rng.integers(0, 9, size=15).astype(float)
-    xb = enc.encode(x)
-    assert xb.sum() == x.sum()
-    marg_b = enc.marginals([["b"]]) @ xb
-    np.testing.assert_array_equal(marg_b[:5], x.reshape(3, 5).sum(axis=0))
-    np.testing.assert_array_equal(marg_b[5:], 0)  # unused codes 5..7
-
-
 # ------------------------------------------------------------------------- bad input
 def test_bad_input():
     with pytest.raises(ValueError, match="norm"):
@@ -330,11 +306,6 @@ def test_bad_input():
         bg.FourierEstimate(3).add_marginal(8, np.ones(2), 1.0)
     with pytest.raises(ValueError, match="positive"):
         bg.FourierEstimate(3).add_marginal(1, np.ones(2), 0.0)
-    with pytest.raises(ValueError, match="Domain"):
-        bg.BinaryEncoding([2, 3])
-    enc = bg.BinaryEncoding(datasets.domain("adult_datacube"))
-    with pytest.raises(ValueError):
-        enc.marginals([["no-such-attribute"]])
     with pytest.raises(ValueError, match="epsilon"):
         PureDP(0.0)
     with pytest.raises(ValueError, match="epsilon"):

@@ -31,10 +31,10 @@ from pathlib import Path
 import numpy as np
 
 from mmtoolkit import datasets, evaluate, selectors
-from mmtoolkit.budgeting import BinaryEncoding
+from mmtoolkit.binary import BinaryEncoding
 from mmtoolkit.linalg import Dense, Kronecker, Total, VStack
 from mmtoolkit.privacy import PureDP
-from mmtoolkit.selectors.datacube import workload_sets
+from mmtoolkit.selectors.datacube.strategies import workload_sets
 
 METHODS = [("I", "I", "uniform"), ("Q", "Q", "uniform"), ("Q+", "Q", "optimal"),
            ("F", "F", "uniform"), ("F+", "F", "optimal"), ("C", "C", "uniform"),

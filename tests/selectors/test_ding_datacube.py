@@ -8,7 +8,7 @@ import pytest
 from mmtoolkit import datasets, evaluate, selectors, workloads
 from mmtoolkit.linalg import Marginals
 from mmtoolkit.privacy import ZCDP, PureDP
-from mmtoolkit.selectors.ding_datacube import _cells, bmax
+from mmtoolkit.selectors.datacube.bmax import _cells, bmax
 
 
 def brute_force_theta(keys, sizes, p):

@@ -28,11 +28,6 @@ A budgeted strategy is returned as a row-weighted Matrix (``diag(λ) S``: a VSta
 Weighted blocks, or the structured kinds ``Marginals`` / ``Fourier`` with weights ``λ``),
 whose sensitivity is 1, so :mod:`mmtoolkit.evaluate` scores it — with the GLS recovery,
 which is what least-squares inference on ``diag(λ) S`` is — like any other strategy.
-
-Binary encoding (§4.1, §5): :class:`BinaryEncoding` maps an attribute with ``n`` values to
-``⌈log2 n⌉`` binary attributes (most significant bit first), value ``v`` ↦ its binary code;
-codes ``≥ n`` are structurally empty cells that are kept in the binary domain (they are
-released with noise like every other cell, as in the paper's binary treatment).
 """
 
 from __future__ import annotations
@@ -43,13 +38,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .domain import Domain
-from .linalg import Dense, Marginals, Matrix, VStack, Weighted, check_dense_size
-from .linalg.fourier import fwht, local_index, submasks
-from .privacy import ZCDP, ApproxDP, Privacy, PureDP
+from ...linalg import Dense, Marginals, Matrix, VStack, Weighted, check_dense_size
+from ...linalg.fourier import fwht, local_index, submasks
+from ...privacy import ZCDP, ApproxDP, Privacy, PureDP
 
 __all__ = [
-    "BinaryEncoding",
     "FourierEstimate",
     "Grouping",
     "budget_objective",
@@ -468,69 +461,6 @@ def fourier_consistency(d: int, noisy: Mapping, weights: Mapping | None = None, 
     return out
 
 
-# ============================================================================ encoding
-class BinaryEncoding:
-    """Binary encoding of a domain (Cormode et al. §4.1 and §5, "encoded as binary
-    attributes"): attribute ``a`` with ``n_a`` values becomes ``⌈log2 n_a⌉`` binary attributes
-    named ``a.b0`` (most significant bit) … ; value ``v`` ↦ the binary code of ``v``. The
-    binary domain has ``2^D`` cells, ``D = Σ_a ⌈log2 n_a⌉``; codes ``≥ n_a`` are cells that
-    no record can occupy (a 1-value attribute has 0 bits).
-    """
-
-    def __init__(self, domain: Domain):
-        if not isinstance(domain, Domain):
-            raise ValueError(f"BinaryEncoding needs a Domain, got {type(domain).__name__}")
-        self.domain = domain
-        self.bits = tuple(max(0, (n - 1).bit_length()) for n in domain.sizes)
-        self.offsets = tuple(int(o) for o in np.cumsum((0,) + self.bits[:-1]))
-        names = [f"{a}.b{j}" for a, nb in zip(domain.names, self.bits) for j in range(nb)]
-        if not names:
-            raise ValueError("every attribute has a single value: nothing to encode")
-        self.binary = Domain(names, [2] * len(names))
-
-    @property
-    def d(self) -> int:
-        """The number of binary attributes ``D``."""
-        return len(self.binary)
-
-    def attribute_key(self, attrs) -> int:
-        """The binary-domain bitmask of a set of original attributes (names or indices)."""
-        key = 0
-        for i in self.domain.indices(attrs):
-            for j in range(self.bits[i]):
-                key |= 1 << (self.offsets[i] + j)
-        return key
-
-    def marginals(self, attr_sets, weights=None) -> Marginals:
-        """The marginals on the original attribute sets, as one binary-domain Marginals."""
-        attr_sets = list(attr_sets)
-        if not attr_sets:
-            raise ValueError("need at least one attribute set")
-        ws = [1.0] * len(attr_sets) if weights is None else [float(w) for w in weights]
-        if len(ws) != len(attr_sets):
-            raise ValueError(f"{len(ws)} weights for {len(attr_sets)} attribute sets")
-        out: dict[int, float] = {}
-        for attrs, w in zip(attr_sets, ws):
-            key = self.attribute_key(attrs)
-            if key in out:
-                raise ValueError(f"the marginal on {attrs!r} is listed twice")
-            out[key] = w
-        return Marginals(self.binary.sizes, out)
-
-    def encode(self, x) -> np.ndarray:
-        """The binary-domain data vector of an original-domain data vector ``x``."""
-        x = np.asarray(x, dtype=float).ravel()
-        if x.size != self.domain.size:
-            raise ValueError(f"x has {x.size} cells, the domain has {self.domain.size}")
-        check_dense_size(1 << self.d, 1, "BinaryEncoding.encode")
-        T = x.reshape(self.domain.sizes)
-        pad = [(0, (1 << nb) - n) for n, nb in zip(self.domain.sizes, self.bits)]
-        return np.pad(T, pad).ravel()
-
-    def __repr__(self):
-        return f"BinaryEncoding({len(self.domain)} attributes -> {self.d} bits)"
-
-
 RANGES = ("refuse", "as_marginals")
 
 
@@ -545,7 +475,7 @@ def marginal_keys(W, ranges: str = "refuse") -> dict[int, float]:
     Li & Miklau 2012 §5). The default ``"refuse"`` keeps the strict reading for selectors
     that need the workload to BE marginals.
     """
-    from .linalg import Identity, Kronecker, Marginal, Ones
+    from ...linalg import Identity, Kronecker, Marginal, Ones
 
     if ranges not in RANGES:
         raise ValueError(f"ranges must be one of {RANGES}, got {ranges!r}")
@@ -595,7 +525,7 @@ def marginal_keys(W, ranges: str = "refuse") -> dict[int, float]:
 
 def workload_sizes(W) -> tuple[int, ...]:
     """The attribute sizes of a marginals workload (from its first marginal block)."""
-    from .linalg import Kronecker
+    from ...linalg import Kronecker
 
     M = W
     while True:

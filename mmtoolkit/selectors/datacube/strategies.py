@@ -3,7 +3,7 @@
 Cormode, Procopiuc, Srivastava & Yaroslavtsev, "Accurate and Efficient Private Release of
 Datacubes and Contingency Tables" (ICDE 2013), §3–§5. On a workload of marginals over
 **binary** attributes (the paper's §4.1 encoding; encode other domains with
-:class:`mmtoolkit.budgeting.BinaryEncoding` first), ``datacube`` builds one of four fixed
+:class:`mmtoolkit.binary.BinaryEncoding` first), ``datacube`` builds one of four fixed
 strategies and budgets its row groups:
 
 * ``I`` — base counts (one group, C = 1: the optimal budget is the uniform one);
@@ -11,7 +11,7 @@ strategies and budgets its row groups:
   ``b_α = w_α² 2^{|α|}``);
 * ``F`` — the parity coefficients the marginals need (Barak et al.; one group per
   coefficient ``β``, C = 1 with ±1 rows, ``b_β = Σ_{α ∋ β} w_α² 2^{-|α|}``);
-* ``C`` — Ding et al.'s cuboids from BMAX (:mod:`.ding_datacube`; one group per cuboid
+* ``C`` — Ding et al.'s cuboids from BMAX (:mod:`.bmax`; one group per cuboid
   ``κ``, R aggregates each workload marginal from its cuboid, ``b_κ = 2^{|κ|} Σ_{α→κ} w_α²``).
 
 ``budget="uniform"`` gives the paper's I, Q, F, C; ``budget="optimal"`` the closed-form
@@ -40,14 +40,7 @@ import math
 
 import numpy as np
 
-from ..budgeting import (
-    budget_objective,
-    marginal_keys,
-    optimal_budgets,
-    uniform_budgets,
-    workload_sizes,
-)
-from ..linalg import (
+from ...linalg import (
     Dense,
     Fourier,
     Identity,
@@ -59,11 +52,18 @@ from ..linalg import (
     Weighted,
     check_dense_size,
 )
-from ..linalg.fourier import downset, fwht, submasks
-from ..privacy import Privacy
-from ..strategy import Strategy
-from .base import Selector, register
-from .ding_datacube import CANDIDATES, bmax
+from ...linalg.fourier import downset, fwht, submasks
+from ...privacy import Privacy
+from ...strategy import Strategy
+from ..base import Selector, register
+from .bmax import CANDIDATES, bmax
+from .budgets import (
+    budget_objective,
+    marginal_keys,
+    optimal_budgets,
+    uniform_budgets,
+    workload_sizes,
+)
 
 STRATEGIES = ("I", "Q", "F", "C")
 BUDGETS = ("uniform", "optimal")
@@ -110,7 +110,7 @@ def binary_workload(workload: Matrix, encode: bool = False) -> tuple[int, dict[i
         if n != 2:
             raise ValueError(
                 f"datacube works on binary attributes, but attribute {i} has {n} values; "
-                "encode the workload first (mmtoolkit.budgeting.BinaryEncoding(domain)"
+                "encode the workload first (mmtoolkit.binary.BinaryEncoding(domain)"
                 ".marginals(attribute_sets))"
             )
     return len(sizes), keys
@@ -399,7 +399,7 @@ def workload_sets(d: int, k: int, variant: str = "Q1", seed: int = 0, fixed: int
 
     See :func:`mmtoolkit.binary.workload_attribute_sets` (this requires ``k < d``).
     """
-    from ..binary import workload_attribute_sets
+    from ...binary import workload_attribute_sets
 
     if not 0 <= k < d:
         raise ValueError(f"k must satisfy 0 <= k < d = {d}, got {k}")
