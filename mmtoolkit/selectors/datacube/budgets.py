@@ -1,4 +1,4 @@
-"""Non-uniform noise budgeting, GLS recovery and Fourier consistency.
+"""Non-uniform noise budgeting and GLS recovery.
 
 Cormode, Procopiuc, Srivastava & Yaroslavtsev, "Accurate and Efficient Private Release of
 Datacubes and Contingency Tables" (ICDE 2013), the three-step framework of its Fig. 3:
@@ -13,16 +13,18 @@ Datacubes and Contingency Tables" (ICDE 2013), the three-step framework of its F
    variance of ``R y``: ``v Σ_i b_i / λ_i²`` with ``b_i = Σ_q w_q R_qi²``.
    With a *grouping* (Def. 3.1: rows of a group have disjoint supports and one magnitude
    ``C_k``, and every column meets each group) the problem has the closed forms of
-   Cor. 3.3 (``λ_k ∝ (b_k/C_k)^{1/3}``) and App. A (``λ_k² ∝ √b_k / C_k``); otherwise the
-   convex program (1)–(3) is solved with cvxpy;
+   Cor. 3.3 (``λ_k ∝ (b_k/C_k)^{1/3}``) and App. A (``λ_k² ∝ √b_k / C_k``). The package's
+   strategies (I, Q, F, C) have their grouping by construction (C = 1 per group), so only
+   the closed forms are implemented; the general route (a grouping found for an arbitrary
+   ``S``, the convex program (1)–(3)) is the tests' reference (tests/datacube_reference.py);
 3. the GLS recovery ``R* = Q (Sᵀ V⁻¹ S)⁺ Sᵀ V⁻¹`` (§3.2, eq. 7). For marginal and Fourier
    strategies on binary attributes it is diagonal in the parity basis: every noisy marginal
    ``κ`` gives, after a ``2^{|κ|}``-point Walsh–Hadamard transform, independent estimates of
    the coefficients ``θ_β`` (``β ≼ κ``) with variance ``2^{|κ|} v_κ``; GLS is the per-β
    inverse-variance average (:class:`FourierEstimate`).
 
-The consistency step of §3.3/§4.3 (:func:`fourier_consistency`) projects noisy marginals
-onto consistent ones through the Fourier coefficients (least squares, or LP for p = 1, ∞).
+With unit variances the GLS estimate is the least-squares consistency step of §3.3/§4.3
+(one set of coefficients, so the marginals are mutually consistent).
 
 A budgeted strategy is returned as a row-weighted Matrix (``diag(λ) S``: a VStack of
 Weighted blocks, or the structured kinds ``Marginals`` / ``Fourier`` with weights ``λ``),
@@ -33,30 +35,21 @@ which is what least-squares inference on ``diag(λ) S`` is — like any other st
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
 
-from ...linalg import Dense, Marginals, Matrix, VStack, Weighted, check_dense_size
+from ...linalg import Marginals, VStack, Weighted
 from ...linalg.fourier import fwht, local_index, submasks
-from ...privacy import ZCDP, ApproxDP, Privacy, PureDP
 
 __all__ = [
+    "RANGES",
     "FourierEstimate",
-    "Grouping",
     "budget_objective",
-    "budgets_for_privacy",
-    "column_weights",
-    "fourier_consistency",
-    "gls_recovery",
-    "greedy_grouping",
-    "group_totals",
+    "marginal_keys",
     "optimal_budgets",
-    "privacy_spent",
-    "row_weighted",
-    "solve_budgets",
     "uniform_budgets",
+    "workload_sizes",
 ]
 
 
@@ -80,81 +73,6 @@ def _check_C(C, g: int) -> np.ndarray:
     if not np.all(np.isfinite(C)) or np.any(C <= 0):
         raise ValueError("C_k (group column magnitudes) must be positive and finite")
     return C
-
-
-# ============================================================================ grouping
-@dataclass(frozen=True)
-class Grouping:
-    """A grouping of the rows of ``S`` (Def. 3.1): ``labels[i]`` = group of row ``i``,
-    ``C[k]`` = the magnitude every column meets in group ``k``; ``exact`` tells whether the
-    grouping property holds (disjoint supports, one magnitude, every column covered)."""
-
-    labels: np.ndarray
-    C: np.ndarray
-    exact: bool
-
-    @property
-    def size(self) -> int:
-        """The number of groups ``g``."""
-        return int(self.C.size)
-
-
-def greedy_grouping(S, atol: float = 1e-12) -> Grouping:
-    """First-fit grouping of the rows of a dense ``S`` (§3.3, "arbitrary S").
-
-    A row joins the first group whose rows have supports disjoint from it and the same
-    nonzero magnitude; otherwise it opens a new group. Not minimal in general, but any
-    grouping gives feasible budgets; ``exact`` is True when the result has the grouping
-    property, so the closed form is optimal (Thm 3.4, given an R consistent with it).
-    """
-    S = np.asarray(S.dense() if isinstance(S, Matrix) else S, dtype=float)
-    if S.ndim != 2 or S.shape[0] == 0:
-        raise ValueError("greedy_grouping needs a non-empty 2-D strategy matrix")
-    A = np.abs(S)
-    labels = np.empty(S.shape[0], dtype=np.int64)
-    supports: list[np.ndarray] = []
-    mags: list[float] = []
-    uniform_rows = True
-    for i, row in enumerate(A):
-        nz = row > atol
-        if not nz.any():
-            raise ValueError(f"row {i} of the strategy is zero; drop it before budgeting")
-        vals = row[nz]
-        mag = float(vals.max())
-        same = bool(np.all(np.abs(vals - mag) <= atol * max(1.0, mag)))
-        uniform_rows &= same
-        for k, (sup, m) in enumerate(zip(supports, mags)):
-            if same and abs(m - mag) <= atol * max(1.0, mag) and not np.any(sup & nz):
-                supports[k] = sup | nz
-                labels[i] = k
-                break
-        else:
-            labels[i] = len(supports)
-            supports.append(nz.copy())
-            mags.append(mag if same else float(mag))
-    exact = uniform_rows and all(sup.all() for sup in supports)
-    return Grouping(labels, np.array(mags), bool(exact))
-
-
-def column_weights(R, query_weights=None) -> np.ndarray:
-    """``b_i = Σ_q w_q R_qi²`` (§3.2): the weighted squared column norms of a dense ``R``."""
-    R = np.asarray(R.dense() if isinstance(R, Matrix) else R, dtype=float)
-    if R.ndim != 2:
-        raise ValueError("R must be a 2-D recovery matrix")
-    if query_weights is None:
-        return np.sum(R * R, axis=0)
-    w = np.asarray(query_weights, dtype=float).ravel()
-    if w.size != R.shape[0] or np.any(w < 0):
-        raise ValueError(f"need {R.shape[0]} non-negative query weights, got {w.size}")
-    return w @ (R * R)
-
-
-def group_totals(b, grouping: Grouping) -> np.ndarray:
-    """``b_k = Σ_{i ∈ G_k} b_i``."""
-    b = _check_b(b)
-    if b.size != grouping.labels.size:
-        raise ValueError(f"b has {b.size} entries for {grouping.labels.size} rows")
-    return np.bincount(grouping.labels, weights=b, minlength=grouping.size)
 
 
 # ============================================================================ budgets
@@ -208,101 +126,7 @@ def budget_objective(b, lam) -> float:
     return float(np.sum(b[used] / lam[used] ** 2))
 
 
-def privacy_spent(S, lam, norm: int) -> float:
-    """``max_j Σ_i λ_i |S_ij|`` (L1) or ``max_j √(Σ_i λ_i² S_ij²)`` (L2): must be ≤ 1 (E11)."""
-    norm = _check_norm(norm)
-    S = np.asarray(S.dense() if isinstance(S, Matrix) else S, dtype=float)
-    lam = np.asarray(lam, dtype=float).ravel()
-    if norm == 1:
-        return float(np.max(np.abs(S).T @ np.abs(lam)))
-    return math.sqrt(float(np.max((S * S).T @ (lam * lam))))
-
-
-def solve_budgets(S, b, norm: int, solver: str = "CLARABEL") -> tuple[np.ndarray, float]:
-    """The general convex program (1)–(3) for any ``S``, with cvxpy (§3.2).
-
-    L1: minimise ``Σ b_i λ_i^{-2}`` s.t. ``|S|ᵀ λ ≤ 1``, ``λ ≥ 0``. L2: in ``u = λ²``,
-    minimise ``Σ b_i / u_i`` s.t. ``(S∘S)ᵀ u ≤ 1``, ``u ≥ 0``. Rows with ``b_i = 0`` get
-    ``λ_i = 0``. Returns ``(λ, objective)``; one constraint per column, so only for small n.
-    """
-    import cvxpy as cp
-
-    norm = _check_norm(norm)
-    S = np.asarray(S.dense() if isinstance(S, Matrix) else S, dtype=float)
-    b = _check_b(b)
-    if b.size != S.shape[0]:
-        raise ValueError(f"b has {b.size} entries for {S.shape[0]} strategy rows")
-    check_dense_size(*S.shape, "solve_budgets")
-    used = b > 0
-    if not used.any():
-        raise ValueError("every b_i is zero: the recovery uses no strategy row")
-    Su, bu = S[used], b[used]
-    scale = float(np.max(bu))
-    x = cp.Variable(int(used.sum()), pos=True)
-    if norm == 1:
-        objective = cp.sum(cp.multiply(bu / scale, cp.power(x, -2)))
-        constraints = [np.abs(Su).T @ x <= 1]
-    else:
-        objective = cp.sum(cp.multiply(bu / scale, cp.inv_pos(x)))
-        constraints = [(Su * Su).T @ x <= 1]
-    problem = cp.Problem(cp.Minimize(objective), constraints)
-    problem.solve(solver=solver)
-    if problem.status not in ("optimal", "optimal_inaccurate") or x.value is None:
-        raise RuntimeError(f"budget program did not solve: status {problem.status}")
-    lam = np.zeros(b.size)
-    val = np.maximum(np.asarray(x.value, dtype=float), 0.0)
-    lam[used] = val if norm == 1 else np.sqrt(val)
-    # scale onto the constraint boundary (the solver's tolerance may leave it slightly off)
-    lam /= privacy_spent(S, lam, norm)
-    return lam, budget_objective(b, lam)
-
-
-def budgets_for_privacy(lam, privacy: Privacy) -> np.ndarray:
-    """Per-row privacy parameters from budget fractions: ``ε λ`` (PureDP, ApproxDP) or
-    ``ρ λ²`` (ZCDP; ρ-zCDP composes additively and the rows' ρ_i sum to ≤ ρ per column)."""
-    lam = np.asarray(lam, dtype=float)
-    if isinstance(privacy, (PureDP, ApproxDP)):
-        return privacy.epsilon * lam
-    if isinstance(privacy, ZCDP):
-        return privacy.rho * lam**2
-    raise TypeError(f"privacy must be PureDP, ApproxDP or ZCDP, got {privacy!r}")
-
-
-def row_weighted(blocks, lam) -> Matrix:
-    """``diag(λ) S`` for ``S = [S_1; …; S_g]`` with one fraction per block (group): a VStack of
-    Weighted blocks (zero fractions dropped). Its sensitivity is the privacy spent."""
-    blocks = list(blocks)
-    lam = np.asarray(lam, dtype=float).ravel()
-    if len(blocks) != lam.size:
-        raise ValueError(f"{len(blocks)} blocks but {lam.size} budget fractions")
-    parts = [b if w == 1.0 else Weighted(float(w), b) for b, w in zip(blocks, lam) if w != 0.0]
-    if not parts:
-        raise ValueError("every budget fraction is zero")
-    return parts[0] if len(parts) == 1 else VStack(parts)
-
-
 # ============================================================================ recovery
-def gls_recovery(Q, S, row_variances) -> np.ndarray:
-    """Dense ``R* = Q (Sᵀ V⁻¹ S)⁺ Sᵀ V⁻¹`` with ``V = diag(row_variances)`` (§3.2, eq. 7).
-
-    The reference for small problems (size-guarded); structured strategies use
-    :class:`FourierEstimate`. Raises if ``S`` does not support ``Q`` (``R* S ≠ Q``).
-    """
-    Q = np.asarray(Q.dense() if isinstance(Q, Matrix) else Q, dtype=float)
-    S = np.asarray(S.dense() if isinstance(S, Matrix) else S, dtype=float)
-    var = np.asarray(row_variances, dtype=float).ravel()
-    if var.size != S.shape[0] or np.any(var <= 0) or not np.all(np.isfinite(var)):
-        raise ValueError(f"need {S.shape[0]} positive finite row variances")
-    if Q.shape[1] != S.shape[1]:
-        raise ValueError(f"Q has {Q.shape[1]} columns, S has {S.shape[1]}")
-    check_dense_size(S.shape[1], S.shape[1], "gls_recovery")
-    Sw = S / var[:, None]
-    R = Q @ np.linalg.pinv(S.T @ Sw, rcond=1e-12) @ Sw.T
-    if not np.allclose(R @ S, Q, atol=1e-8 * max(1.0, np.abs(Q).max())):
-        raise ValueError("the strategy does not support the workload (R* S != Q)")
-    return R
-
-
 @dataclass
 class _Estimates:
     betas: np.ndarray
@@ -410,57 +234,6 @@ class FourierEstimate:
         return float(np.sum(var)) / float(1 << (2 * m))
 
 
-def fourier_consistency(d: int, noisy: Mapping, weights: Mapping | None = None, p=2):
-    """Consistent marginals from noisy ones through the Fourier coefficients (§4.3).
-
-    ``noisy``: ``{key: cells}``. ``p = 2``: least squares ``min_θ Σ_α w_α ‖R_α θ − q̃_α‖²``
-    (``w_α = 1`` by default, the paper's step; ``w_α = 1/v_α`` makes it GLS). Since
-    ``R_αᵀ R_α = 2^{-|α|} I``, ``θ̂_β = Σ_{α∋β} w_α 2^{-|α|} WHT(q̃_α)_β / Σ_{α∋β} w_α 2^{-|α|}``.
-    ``p = 1`` or ``inf``: the LP ``min_θ ‖R_F θ − q̃‖_p`` (cvxpy). Returns ``{key: cells}``.
-    The output is consistent (all from one θ) and ``‖q̂ − Qx‖_p ≤ 2 ‖q̃ − Qx‖_p`` (§3.3).
-    """
-    if not isinstance(noisy, Mapping) or not noisy:
-        raise ValueError("noisy must be a non-empty mapping {marginal key: noisy cells}")
-    if p == 2:
-        est = FourierEstimate(d)
-        for key, y in noisy.items():
-            w = 1.0 if weights is None else float(weights[key])
-            est.add_marginal(key, y, 1.0 / w)
-        return {key: est.marginal(key) for key in noisy}
-    if p not in (1, math.inf, "inf"):
-        raise ValueError(f"p must be 1, 2 or inf, got {p!r}")
-    import cvxpy as cp
-
-    keys = [int(k) for k in noisy]
-    est = FourierEstimate(d)
-    for k in keys:
-        est.add_marginal(k, noisy[k], 1.0)
-    betas, _, _ = est.solve()
-    index = {int(b): i for i, b in enumerate(betas)}
-    blocks, targets = [], []
-    for k in keys:
-        m = bin(k).count("1")
-        need = submasks(k)
-        H = fwht(np.eye(1 << m))  # symmetric
-        M = np.zeros((1 << m, betas.size))
-        M[:, [index[int(b)] for b in need]] = H[:, local_index(need, k)] / float(1 << m)
-        blocks.append(M)
-        targets.append(np.asarray(noisy[k], dtype=float).ravel())
-    M = np.vstack(blocks)
-    check_dense_size(*M.shape, "LP consistency")
-    q = np.concatenate(targets)
-    theta = cp.Variable(betas.size)
-    norm = 1 if p == 1 else "inf"
-    cp.Problem(cp.Minimize(cp.norm(M @ theta - q, norm))).solve()
-    fitted = M @ theta.value
-    out, off = {}, 0
-    for k in keys:
-        n = 1 << bin(k).count("1")
-        out[k] = fitted[off : off + n]
-        off += n
-    return out
-
-
 RANGES = ("refuse", "as_marginals")
 
 
@@ -543,15 +316,3 @@ def workload_sizes(W) -> tuple[int, ...]:
         f"the workload is not a set of marginals ({type(M).__name__}): cannot read its "
         "attribute sizes"
     )
-
-
-def dense_budgeted(S, lam) -> Dense:
-    """``diag(λ) S`` for a dense ``S`` (rows with ``λ_i = 0`` dropped)."""
-    S = np.asarray(S.dense() if isinstance(S, Matrix) else S, dtype=float)
-    lam = np.asarray(lam, dtype=float).ravel()
-    keep = lam != 0
-    return Dense(lam[keep, None] * S[keep])
-
-
-def _iterable(x) -> bool:
-    return isinstance(x, Iterable) and not isinstance(x, (str, bytes))

@@ -226,15 +226,6 @@ def fourier_coefficients(
     return d, dict(sorted(out.items()))
 
 
-def _popcount(a: np.ndarray) -> np.ndarray:
-    a = np.asarray(a, dtype=np.int64).copy()
-    out = np.zeros_like(a)
-    while np.any(a):
-        out += a & 1
-        a >>= 1
-    return out
-
-
 def fourier_b(keys: dict[int, float]) -> tuple[np.ndarray, np.ndarray]:
     """``(F, b)``: the needed coefficients and ``b_β = Σ_{α ∋ β} w_α² 2^{-|α|}`` (§3.6)."""
     F = downset(keys)
