@@ -18,7 +18,7 @@ from _util import median_seconds, peak_rss_mb
 from mmtoolkit import datasets, selectors, workloads
 from mmtoolkit.binary import BinaryEncoding
 from mmtoolkit.privacy import PureDP
-from mmtoolkit.selectors.datacube.budgets import FourierEstimate
+from mmtoolkit.selectors.datacube import FourierEstimate
 from mmtoolkit.selectors.datacube.strategies import workload_sets
 
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from mmtoolkit.selectors.datacube.budgets import budget_objective
+from mmtoolkit.selectors.datacube import budget_objective
 
 
 def _dense(M) -> np.ndarray:

@@ -25,7 +25,7 @@ from mmtoolkit import evaluate
 from mmtoolkit.linalg import Marginals
 from mmtoolkit.linalg.fourier import fwht
 from mmtoolkit.privacy import PureDP
-from mmtoolkit.selectors.datacube import budgets as bg
+from mmtoolkit.selectors import datacube as dc
 
 # Fig. 1(b): marginal on A stacked on the marginal on AB, 3 binary attributes (A, B, C)
 Q = np.array(
@@ -68,9 +68,9 @@ def test_intro_example_budgets_and_recoveries():
     bk = group_totals(b, g)
     np.testing.assert_array_equal(bk, [2, 4])
     # uniform: Δ1(Q) = 2, every answer has variance 8/ε², total 48
-    uni = bg.uniform_budgets(g.C, 1)
-    assert 2 * bg.budget_objective(b, uni[g.labels]) == pytest.approx(48.0, rel=1e-12)
-    lam, obj = bg.optimal_budgets(bk, g.C, 1)
+    uni = dc.uniform_budgets(g.C, 1)
+    assert 2 * dc.budget_objective(b, uni[g.labels]) == pytest.approx(48.0, rel=1e-12)
+    lam, obj = dc.optimal_budgets(bk, g.C, 1)
     np.testing.assert_allclose(lam, [1 / (1 + CBRT2), CBRT2 / (1 + CBRT2)], rtol=1e-12)
     np.testing.assert_allclose(lam, [0.442493, 0.557507], atol=1e-6)
     assert 2 * obj == pytest.approx(4 * (1 + CBRT2) ** 3, rel=1e-12)
@@ -89,7 +89,7 @@ def test_intro_example_budgets_and_recoveries():
         ]
     )
     np.testing.assert_allclose(R_half @ Q, Q, atol=1e-15)
-    half = 2 * bg.budget_objective(column_weights(R_half), rows)
+    half = 2 * dc.budget_objective(column_weights(R_half), rows)
     assert half == pytest.approx(3 * (1 + CBRT2) ** 3, rel=1e-12)
     assert half == pytest.approx(34.62590, abs=1e-5)
     assert 1 - half / 48 == pytest.approx(0.2786, abs=1e-4)  # the paper's "28%"
@@ -111,11 +111,11 @@ def test_intro_example_budgets_and_recoveries():
 def test_intro_example_gaussian():
     g = greedy_grouping(Q)
     bk = group_totals(np.ones(6), g)
-    lam, obj = bg.optimal_budgets(bk, g.C, 2)
+    lam, obj = dc.optimal_budgets(bk, g.C, 2)
     assert obj == pytest.approx((math.sqrt(2) + 2) ** 2, rel=1e-12)  # 11.65685
     assert privacy_spent(Q, lam[g.labels], 2) == pytest.approx(1.0, rel=1e-12)
-    uni = bg.uniform_budgets(g.C, 2)  # Δ2 = √2: every row gets λ = 1/√2
-    assert bg.budget_objective(np.ones(6), uni[g.labels]) == pytest.approx(12.0, rel=1e-12)
+    uni = dc.uniform_budgets(g.C, 2)  # Δ2 = √2: every row gets λ = 1/√2
+    assert dc.budget_objective(np.ones(6), uni[g.labels]) == pytest.approx(12.0, rel=1e-12)
 
 
 # ------------------------------------------------------------------------ E3: groupings
@@ -162,17 +162,17 @@ def test_closed_form_equals_cvxpy(norm, seed):
     g = greedy_grouping(S)
     assert g.exact
     grouping = Grouping(labels, C, True)
-    lam, obj = bg.optimal_budgets(group_totals(b, grouping), C, norm)
+    lam, obj = dc.optimal_budgets(group_totals(b, grouping), C, norm)
     lam_cvx, obj_cvx = solve_budgets(S, b, norm)
     assert obj == pytest.approx(obj_cvx, rel=1e-6)
     # the optimum is unique (strictly convex objective), so the budgets agree too; near the
     # optimum the objective is flat (error ~ δ²), so the solver's budgets are only ~1e-4 exact
     np.testing.assert_allclose(lam_cvx, lam[labels], rtol=1e-3)
-    assert bg.budget_objective(b, lam[labels]) == pytest.approx(obj, rel=1e-12)
+    assert dc.budget_objective(b, lam[labels]) == pytest.approx(obj, rel=1e-12)
     assert privacy_spent(S, lam[labels], norm) == pytest.approx(1.0, rel=1e-12)
     # optimal never worse than uniform
-    uni = bg.uniform_budgets(C, norm)
-    assert obj <= bg.budget_objective(b, uni[labels]) * (1 + 1e-12)
+    uni = dc.uniform_budgets(C, norm)
+    assert obj <= dc.budget_objective(b, uni[labels]) * (1 + 1e-12)
 
 
 @pytest.mark.parametrize("norm", [1, 2])
@@ -181,8 +181,8 @@ def test_closed_form_only_feasible_when_b_not_consistent(norm):
     S, labels, C, _ = random_grouped(rng)
     b = rng.uniform(0.1, 5.0, size=S.shape[0])  # R not consistent with the grouping
     grouping = Grouping(labels, C, True)
-    lam, _ = bg.optimal_budgets(group_totals(b, grouping), C, norm)
-    grouped = bg.budget_objective(b, lam[labels])
+    lam, _ = dc.optimal_budgets(group_totals(b, grouping), C, norm)
+    grouped = dc.budget_objective(b, lam[labels])
     _, best = solve_budgets(S, b, norm)
     assert privacy_spent(S, lam[labels], norm) <= 1 + 1e-12
     assert grouped >= best * (1 - 1e-6)
@@ -190,26 +190,24 @@ def test_closed_form_only_feasible_when_b_not_consistent(norm):
 
 def test_fourier_intro_d4_all_2way_E6():
     # F+ on all 2-way marginals, d = 4: 2 (Σ_β a_β^{1/3})³ = 1253.8807, F uniform 1452
-    from mmtoolkit.selectors.datacube.strategies import fourier_b
-
     keys = {a: 1.0 for a in range(16) if bin(a).count("1") == 2}
-    F, b = fourier_b(keys)
+    F, b = dc.fourier_b(keys)
     assert F.size == 11
-    lam, obj = bg.optimal_budgets(b, np.ones(F.size), 1)
+    lam, obj = dc.optimal_budgets(b, np.ones(F.size), 1)
     # b is per unit of R in unnormalised form; total variance over all cells:
     assert 2 * obj == pytest.approx(1253.8807, abs=1e-4)
-    uni = bg.uniform_budgets(np.ones(F.size), 1)
-    assert 2 * bg.budget_objective(b, uni) == pytest.approx(1452.0, rel=1e-12)
+    uni = dc.uniform_budgets(np.ones(F.size), 1)
+    assert 2 * dc.budget_objective(b, uni) == pytest.approx(1452.0, rel=1e-12)
 
 
 def test_scale_invariance_E8():
     g = greedy_grouping(Q)
     b = np.ones(6)
-    _, base = bg.optimal_budgets(group_totals(b, g), g.C, 1)
+    _, base = dc.optimal_budgets(group_totals(b, g), g.C, 1)
     c = 3.7  # scale group 2's rows of S by c and R's columns by 1/c
     C2 = g.C * np.array([1.0, c])
     b2 = b / np.where(g.labels == 1, c * c, 1.0)
-    _, scaled = bg.optimal_budgets(group_totals(b2, g), C2, 1)
+    _, scaled = dc.optimal_budgets(group_totals(b2, g), C2, 1)
     assert scaled == pytest.approx(base, rel=1e-12)
 
 
@@ -229,7 +227,7 @@ def test_fourier_gls_equals_dense_gls_and_monte_carlo():
     x = rng.integers(0, 5, size=1 << d).astype(float)
     noise = rng.normal(size=(S.shape[0], 2)) * np.sqrt(var)[:, None]
     y = S @ x[:, None] + noise
-    est = bg.FourierEstimate(d)
+    est = dc.FourierEstimate(d)
     off = 0
     for k, lam in strat.items():
         n = 1 << bin(k).count("1")
@@ -251,7 +249,7 @@ def test_fourier_gls_equals_dense_gls_and_monte_carlo():
     np.testing.assert_allclose(pq, expect, rtol=1e-9)
     # Monte Carlo: 20000 draws of the GLS estimate of marginal 0b0011
     draws = rng.normal(size=(S.shape[0], 20000)) * np.sqrt(var)[:, None]
-    mc = bg.FourierEstimate(d)
+    mc = dc.FourierEstimate(d)
     off = 0
     for k, lam in strat.items():
         n = 1 << bin(k).count("1")
@@ -262,7 +260,7 @@ def test_fourier_gls_equals_dense_gls_and_monte_carlo():
 
 
 def test_fourier_estimate_rejects_unsupported_marginal():
-    est = bg.FourierEstimate(3)
+    est = dc.FourierEstimate(3)
     est.add_marginal(0b011, np.ones(4), 1.0)
     with pytest.raises(ValueError, match="do not support marginal"):
         est.marginal(0b101)
@@ -271,7 +269,7 @@ def test_fourier_estimate_rejects_unsupported_marginal():
 # -------------------------------------------------------------------------- consistency
 def _unit_variance_estimate(d, noisy):
     """The least-squares consistency step (§3.3/§4.3, p = 2): GLS with unit variances."""
-    est = bg.FourierEstimate(d)
+    est = dc.FourierEstimate(d)
     for k, y in noisy.items():
         est.add_marginal(k, y, 1.0)
     return {k: est.marginal(k) for k in noisy}
@@ -312,15 +310,15 @@ def test_consistency_error_at_most_doubles_E10():
 # ------------------------------------------------------------------------- bad input
 def test_bad_input():
     with pytest.raises(ValueError, match="norm"):
-        bg.optimal_budgets([1.0], [1.0], 3)
+        dc.optimal_budgets([1.0], [1.0], 3)
     with pytest.raises(ValueError, match="non-negative"):
-        bg.optimal_budgets([-1.0], [1.0], 1)
+        dc.optimal_budgets([-1.0], [1.0], 1)
     with pytest.raises(ValueError, match="C_k"):
-        bg.optimal_budgets([1.0], [0.0], 1)
+        dc.optimal_budgets([1.0], [0.0], 1)
     with pytest.raises(ValueError, match="outside the domain"):
-        bg.FourierEstimate(3).add_marginal(8, np.ones(2), 1.0)
+        dc.FourierEstimate(3).add_marginal(8, np.ones(2), 1.0)
     with pytest.raises(ValueError, match="positive"):
-        bg.FourierEstimate(3).add_marginal(1, np.ones(2), 0.0)
+        dc.FourierEstimate(3).add_marginal(1, np.ones(2), 0.0)
     with pytest.raises(ValueError, match="epsilon"):
         PureDP(0.0)
     with pytest.raises(ValueError, match="epsilon"):

@@ -11,7 +11,7 @@ from mmtoolkit import datasets, evaluate, selectors, workloads
 from mmtoolkit.binary import BinaryEncoding
 from mmtoolkit.linalg import Fourier, Identity, Marginals
 from mmtoolkit.privacy import ZCDP, ApproxDP, PureDP
-from mmtoolkit.selectors.datacube.budgets import FourierEstimate
+from mmtoolkit.selectors.datacube import FourierEstimate
 from mmtoolkit.selectors.datacube.strategies import workload_sets
 
 

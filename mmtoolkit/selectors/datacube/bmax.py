@@ -54,7 +54,7 @@ from ...linalg import Marginals, Matrix
 from ...privacy import Privacy
 from ...strategy import Strategy
 from ..base import Selector, register
-from .budgets import RANGES, marginal_keys, workload_sizes
+from .cuboids import RANGES, marginal_keys, workload_sizes
 
 #: Largest number of lattice candidates (2^atoms) the "lattice" mode builds.
 MAX_LATTICE_CANDIDATES = 1 << 20
