@@ -16,10 +16,9 @@ import numpy as np
 from _util import median_seconds, peak_rss_mb
 
 from mmtoolkit import datasets, selectors, workloads
-from mmtoolkit.binary import BinaryEncoding
+from mmtoolkit.binary import BinaryEncoding, workload_attribute_sets
 from mmtoolkit.privacy import PureDP
 from mmtoolkit.selectors.datacube import FourierEstimate
-from mmtoolkit.selectors.datacube.strategies import workload_sets
 
 
 def fourier_pipeline(W, d, rng):
@@ -68,7 +67,7 @@ def main():
         print(f"    Adult (HDMM, 32 marginals), candidates={mode}, variant={variant}: "
               f"{t:.4f} s, {len(S.metadata['cuboids'])} cuboids")  # fmt: skip
     enc = BinaryEncoding(datasets.domain("adult_datacube"))
-    Wb = enc.marginals(workload_sets(8, 2, "Q2", seed=0))
+    Wb = enc.marginals(workload_attribute_sets(8, 2, "Q2", seed=0))
     t, S = median_seconds(
         lambda: selectors.get("datacube", strategy="C", budget="optimal").select(Wb, P),
         args.repeats,
@@ -83,7 +82,7 @@ def main():
     enc16 = BinaryEncoding(datasets.domain("nltcs"))
     for k in (1, 2):
         for variant in ("Q1", "Q2", "Q3"):
-            Wn = enc16.marginals(workload_sets(16, k, variant, seed=0, fixed=0))
+            Wn = enc16.marginals(workload_attribute_sets(16, k, variant, seed=0, fixed=0))
             times = {}
             for name, s in (("I", "I"), ("Q+", "Q"), ("F+", "F"), ("C+", "C")):
                 times[name], _ = median_seconds(

@@ -98,6 +98,11 @@ def test_attribute_sets():
     assert workload_attribute_sets(3, 1, lower=True) == [[], [0], [1], [2]]
     assert workload_attribute_sets(3, 1, "Q3", fixed=0) == [[0], [1], [2], [0, 1], [0, 2]]
     assert workload_attribute_sets(3, 3) == [[0, 1, 2]]
+    a = workload_attribute_sets(16, 2, "Q2", seed=4)  # Q2: seeded half of the (k+1)-way
+    assert a == workload_attribute_sets(16, 2, "Q2", seed=4)
+    assert a != workload_attribute_sets(16, 2, "Q2", seed=5)
+    assert len(a) == 120 + 560 // 2
+    assert len(workload_attribute_sets(8, 1, "Q3", fixed=7)) == 8 + 7
 
 
 def test_bad_input():

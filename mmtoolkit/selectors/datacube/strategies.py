@@ -133,21 +133,3 @@ class DataCube(Selector):
         return Strategy(
             matrix=matrix, selector=self.name, metadata=meta, loss=budget_objective(b, lam)
         )
-
-
-def workload_sets(d: int, k: int, variant: str = "Q1", seed: int = 0, fixed: int | None = None):
-    """The attribute sets of the paper's workloads (§5) over ``d`` attributes (indices):
-
-    * ``Q1`` — all k-way marginals;
-    * ``Q2`` — all k-way plus half of the (k+1)-way marginals, the half drawn with
-      ``numpy.random.default_rng(seed)`` (the paper does not say which half);
-    * ``Q3`` — all k-way plus the (k+1)-way marginals containing attribute ``fixed``
-      (default: the last attribute; the paper does not say which).
-
-    See :func:`mmtoolkit.binary.workload_attribute_sets` (this requires ``k < d``).
-    """
-    from ...binary import workload_attribute_sets
-
-    if not 0 <= k < d:
-        raise ValueError(f"k must satisfy 0 <= k < d = {d}, got {k}")
-    return workload_attribute_sets(d, k, variant, seed, fixed)
