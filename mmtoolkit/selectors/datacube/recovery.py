@@ -7,9 +7,11 @@ diagonal in the parity basis (§4, Thm 4.1): every noisy marginal ``κ`` gives, 
 ``2^{|κ|}``-point Walsh–Hadamard transform, independent estimates of the coefficients
 ``θ_β`` (``β ≼ κ``) with variance ``2^{|κ|} v_κ``, and GLS is the per-β inverse-variance
 average. :class:`FourierEstimate` computes it from the noisy answers without any ``2^d``-cell
-vector, which is how a release of those strategies is answered on the paper's 23-bit Adult
-(benchmarks/bench_datacube.py times it); with unit variances it is the least-squares
-consistency step of §3.3/§4.3 (one set of coefficients, so the marginals are consistent).
+vector, so the workload marginals of a Datacube release can be answered on the paper's
+23-bit Adult (:mod:`mmtoolkit.mechanism` reconstructs a Fourier strategy through the
+``2^d``-cell ``x̂``; benchmarks/bench_datacube.py times this route). With unit variances it
+is the least-squares consistency step of §3.3/§4.3 (one set of coefficients, so the
+marginals are mutually consistent).
 The shared evaluator gives the same variances analytically (tests/selectors/test_datacube.py).
 """
 
