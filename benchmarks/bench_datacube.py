@@ -15,17 +15,17 @@ import os
 import numpy as np
 from _util import median_seconds, peak_rss_mb
 
-from mmtoolkit import budgeting as bg
 from mmtoolkit import datasets, selectors, workloads
+from mmtoolkit.binary import BinaryEncoding, workload_attribute_sets
 from mmtoolkit.privacy import PureDP
-from mmtoolkit.selectors.datacube import workload_sets
+from mmtoolkit.selectors.datacube import FourierEstimate
 
 
 def fourier_pipeline(W, d, rng):
     S = selectors.get("datacube", strategy="F", budget="optimal").select(W, PureDP(1.0))
     F = S.matrix
     var = 2.0 / F.weights**2
-    est = bg.FourierEstimate(d)
+    est = FourierEstimate(d)
     est.add_coefficients(F.betas, rng.laplace(size=F.betas.size) * np.sqrt(var / 2), var)
     return [est.marginal(k) for k in W.weights]
 
@@ -66,8 +66,8 @@ def main():
         )
         print(f"    Adult (HDMM, 32 marginals), candidates={mode}, variant={variant}: "
               f"{t:.4f} s, {len(S.metadata['cuboids'])} cuboids")  # fmt: skip
-    enc = bg.BinaryEncoding(datasets.domain("adult_datacube"))
-    Wb = enc.marginals(workload_sets(8, 2, "Q2", seed=0))
+    enc = BinaryEncoding(datasets.domain("adult_datacube"))
+    Wb = enc.marginals(workload_attribute_sets(8, 2, "Q2", seed=0))
     t, S = median_seconds(
         lambda: selectors.get("datacube", strategy="C", budget="optimal").select(Wb, P),
         args.repeats,
@@ -79,10 +79,10 @@ def main():
     print(
         "{:>10} {:>9} {:>9} {:>9} {:>9} {:>8}".format("workload", "I", "Q+", "F+", "C+", "C/rest")
     )
-    enc16 = bg.BinaryEncoding(datasets.domain("nltcs"))
+    enc16 = BinaryEncoding(datasets.domain("nltcs"))
     for k in (1, 2):
         for variant in ("Q1", "Q2", "Q3"):
-            Wn = enc16.marginals(workload_sets(16, k, variant, seed=0, fixed=0))
+            Wn = enc16.marginals(workload_attribute_sets(16, k, variant, seed=0, fixed=0))
             times = {}
             for name, s in (("I", "I"), ("Q+", "Q"), ("F+", "F"), ("C+", "C")):
                 times[name], _ = median_seconds(

@@ -1,11 +1,14 @@
-"""Marginal workloads on a binary-encoded domain (Cormode et al., ICDE 2013, §4.1 and §5).
+"""Binary encoding of a domain, and marginal workloads on it (Cormode et al., ICDE 2013, §4.1, §5).
 
 The datacube paper's Fourier strategy and its experiments work on **binary** attributes:
 Adult's 8 attributes become 23 bits, and a marginal on a set of original attributes is the
-marginal on all of their bits (§5, "encoded as binary attributes"). The encoding is
-:class:`mmtoolkit.budgeting.BinaryEncoding`: attribute ``a`` with ``n_a`` values becomes
-``⌈log2 n_a⌉`` binary attributes (most significant bit first, value ``v`` ↦ its binary
-code; codes ``≥ n_a`` are cells no record occupies; a 1-value attribute has no bit).
+marginal on all of their bits (§5, "encoded as binary attributes"). :class:`BinaryEncoding`
+is that encoding: attribute ``a`` with ``n_a`` values becomes ``⌈log2 n_a⌉`` binary
+attributes (most significant bit first, value ``v`` ↦ its binary code; codes ``≥ n_a`` are
+cells no record occupies and are released with noise like every other cell, as in the
+paper's binary treatment; a 1-value attribute has no bit). It maps the domain, attribute
+sets (:meth:`~BinaryEncoding.attribute_key`, :meth:`~BinaryEncoding.marginals`) and data
+vectors (:meth:`~BinaryEncoding.encode`); nothing in it is specific to one selector.
 
 :func:`binary_marginals` builds the paper's workloads on that encoding:
 
@@ -19,6 +22,7 @@ code; codes ``≥ n_a`` are cells no record occupies; a 1-value attribute has no
 bit an attribute of its own). The result is one :class:`~mmtoolkit.linalg.Marginals` on the
 ``2^D``-cell binary domain (weight 1 per marginal), usable with every selector and the
 shared evaluator; ``datacube``, ``fourier`` and ``ding_datacube`` need this form.
+:func:`workload_attribute_sets` gives the attribute sets of Q1–Q3 alone.
 """
 
 from __future__ import annotations
@@ -28,11 +32,73 @@ from numbers import Integral
 
 import numpy as np
 
-from .budgeting import BinaryEncoding
 from .domain import Domain
-from .linalg import Marginals
+from .linalg import Marginals, check_dense_size
 
-__all__ = ["binary_marginals", "workload_attribute_sets"]
+__all__ = ["BinaryEncoding", "binary_marginals", "workload_attribute_sets"]
+
+
+class BinaryEncoding:
+    """Binary encoding of a domain (Cormode et al. §4.1 and §5, "encoded as binary
+    attributes"): attribute ``a`` with ``n_a`` values becomes ``⌈log2 n_a⌉`` binary attributes
+    named ``a.b0`` (most significant bit) … ; value ``v`` ↦ the binary code of ``v``. The
+    binary domain has ``2^D`` cells, ``D = Σ_a ⌈log2 n_a⌉``; codes ``≥ n_a`` are cells that
+    no record can occupy (a 1-value attribute has 0 bits).
+    """
+
+    def __init__(self, domain: Domain):
+        if not isinstance(domain, Domain):
+            raise ValueError(f"BinaryEncoding needs a Domain, got {type(domain).__name__}")
+        self.domain = domain
+        self.bits = tuple(max(0, (n - 1).bit_length()) for n in domain.sizes)
+        self.offsets = tuple(int(o) for o in np.cumsum((0,) + self.bits[:-1]))
+        names = [f"{a}.b{j}" for a, nb in zip(domain.names, self.bits) for j in range(nb)]
+        if not names:
+            raise ValueError("every attribute has a single value: nothing to encode")
+        self.binary = Domain(names, [2] * len(names))
+
+    @property
+    def d(self) -> int:
+        """The number of binary attributes ``D``."""
+        return len(self.binary)
+
+    def attribute_key(self, attrs) -> int:
+        """The binary-domain bitmask of a set of original attributes (names or indices)."""
+        key = 0
+        for i in self.domain.indices(attrs):
+            for j in range(self.bits[i]):
+                key |= 1 << (self.offsets[i] + j)
+        return key
+
+    def marginals(self, attr_sets, weights=None) -> Marginals:
+        """The marginals on the original attribute sets, as one binary-domain Marginals."""
+        attr_sets = list(attr_sets)
+        if not attr_sets:
+            raise ValueError("need at least one attribute set")
+        ws = [1.0] * len(attr_sets) if weights is None else [float(w) for w in weights]
+        if len(ws) != len(attr_sets):
+            raise ValueError(f"{len(ws)} weights for {len(attr_sets)} attribute sets")
+        out: dict[int, float] = {}
+        for attrs, w in zip(attr_sets, ws):
+            key = self.attribute_key(attrs)
+            if key in out:
+                raise ValueError(f"the marginal on {attrs!r} is listed twice")
+            out[key] = w
+        return Marginals(self.binary.sizes, out)
+
+    def encode(self, x) -> np.ndarray:
+        """The binary-domain data vector of an original-domain data vector ``x``."""
+        x = np.asarray(x, dtype=float).ravel()
+        if x.size != self.domain.size:
+            raise ValueError(f"x has {x.size} cells, the domain has {self.domain.size}")
+        check_dense_size(1 << self.d, 1, "BinaryEncoding.encode")
+        T = x.reshape(self.domain.sizes)
+        pad = [(0, (1 << nb) - n) for n, nb in zip(self.domain.sizes, self.bits)]
+        return np.pad(T, pad).ravel()
+
+    def __repr__(self):
+        return f"BinaryEncoding({len(self.domain)} attributes -> {self.d} bits)"
+
 
 VARIANTS = ("Q1", "Q2", "Q3")
 

@@ -1,4 +1,5 @@
-"""Binary-encoded marginal workloads (Cormode et al. §4.1, §5): mmtoolkit.binary."""
+"""The binary encoding of a domain and the marginal workloads on it (Cormode et al. §4.1, §5):
+mmtoolkit.binary."""
 
 from __future__ import annotations
 
@@ -6,10 +7,30 @@ import numpy as np
 import pytest
 
 from mmtoolkit import Domain, datasets, evaluate, selectors, workloads
-from mmtoolkit.binary import binary_marginals, workload_attribute_sets
-from mmtoolkit.budgeting import BinaryEncoding
+from mmtoolkit.binary import BinaryEncoding, binary_marginals, workload_attribute_sets
 from mmtoolkit.linalg import Marginals
 from mmtoolkit.privacy import PureDP
+
+
+def test_binary_encoding_of_adult_datacube():
+    enc = BinaryEncoding(datasets.domain("adult_datacube"))
+    assert enc.bits == (4, 4, 3, 4, 3, 3, 1, 1)
+    assert enc.d == 23
+    W = enc.marginals([["workclass"], ["sex", "salary"]])
+    assert W.shape == (16 + 4, 2**23)
+
+
+def test_binary_encoding_preserves_marginals():
+    dom = Domain(["a", "b"], [3, 5])
+    enc = BinaryEncoding(dom)
+    assert enc.bits == (2, 3)
+    rng = np.random.default_rng(0)
+    x = rng.integers(0, 9, size=15).astype(float)
+    xb = enc.encode(x)
+    assert xb.sum() == x.sum()
+    marg_b = enc.marginals([["b"]]) @ xb
+    np.testing.assert_array_equal(marg_b[:5], x.reshape(3, 5).sum(axis=0))
+    np.testing.assert_array_equal(marg_b[5:], 0)  # unused codes 5..7
 
 
 def test_answers_match_the_original_marginals_on_encoded_data():
@@ -77,6 +98,11 @@ def test_attribute_sets():
     assert workload_attribute_sets(3, 1, lower=True) == [[], [0], [1], [2]]
     assert workload_attribute_sets(3, 1, "Q3", fixed=0) == [[0], [1], [2], [0, 1], [0, 2]]
     assert workload_attribute_sets(3, 3) == [[0, 1, 2]]
+    a = workload_attribute_sets(16, 2, "Q2", seed=4)  # Q2: seeded half of the (k+1)-way
+    assert a == workload_attribute_sets(16, 2, "Q2", seed=4)
+    assert a != workload_attribute_sets(16, 2, "Q2", seed=5)
+    assert len(a) == 120 + 560 // 2
+    assert len(workload_attribute_sets(8, 1, "Q3", fixed=7)) == 8 + 7
 
 
 def test_bad_input():
@@ -99,3 +125,7 @@ def test_bad_input():
         binary_marginals(Domain(["a", "b", "c"], [1, 4, 2]), 1)
     with pytest.raises(ValueError, match="seed must be"):
         binary_marginals(dom, 0, variant="Q2", seed=1.5)
+    with pytest.raises(ValueError, match="Domain"):
+        BinaryEncoding([2, 3])
+    with pytest.raises(ValueError):
+        BinaryEncoding(datasets.domain("adult_datacube")).marginals([["no-such-attribute"]])

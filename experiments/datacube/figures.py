@@ -31,10 +31,9 @@ from pathlib import Path
 import numpy as np
 
 from mmtoolkit import datasets, evaluate, selectors
-from mmtoolkit.budgeting import BinaryEncoding
+from mmtoolkit.binary import BinaryEncoding, workload_attribute_sets
 from mmtoolkit.linalg import Dense, Kronecker, Total, VStack
 from mmtoolkit.privacy import PureDP
-from mmtoolkit.selectors.datacube import workload_sets
 
 METHODS = [("I", "I", "uniform"), ("Q", "Q", "uniform"), ("Q+", "Q", "optimal"),
            ("F", "F", "uniform"), ("F+", "F", "optimal"), ("C", "C", "uniform"),
@@ -48,9 +47,9 @@ def workload(dataset: str, k: int, variant: str):
     if dataset == "nltcs":
         dom = datasets.domain("nltcs")
         enc = BinaryEncoding(dom)  # identity encoding: 16 binary attributes
-        return enc.marginals(workload_sets(16, k, variant, seed=0, fixed=0))
+        return enc.marginals(workload_attribute_sets(16, k, variant, seed=0, fixed=0))
     enc = BinaryEncoding(datasets.domain("adult_datacube"))  # 8 attributes -> 23 bits
-    return enc.marginals(workload_sets(8, k, variant, seed=0, fixed=7))  # 7 = salary
+    return enc.marginals(workload_attribute_sets(8, k, variant, seed=0, fixed=7))  # 7 = salary
 
 
 def first_cells(W) -> VStack:

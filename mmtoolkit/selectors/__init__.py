@@ -6,7 +6,6 @@ Importing a selector module registers the selectors it defines.
 from . import (  # noqa: F401  (registration imports)
     baselines,
     datacube,
-    ding_datacube,
     eigen_design,
     greedy_h,
     hdmm,

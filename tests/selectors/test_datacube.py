@@ -7,11 +7,11 @@ import math
 import numpy as np
 import pytest
 
-from mmtoolkit import budgeting as bg
 from mmtoolkit import datasets, evaluate, selectors, workloads
+from mmtoolkit.binary import BinaryEncoding, workload_attribute_sets
 from mmtoolkit.linalg import Fourier, Identity, Marginals
 from mmtoolkit.privacy import ZCDP, ApproxDP, PureDP
-from mmtoolkit.selectors.datacube import workload_sets
+from mmtoolkit.selectors.datacube import FourierEstimate
 
 
 def all_kway(d, k):
@@ -65,13 +65,13 @@ def test_fourier_plus_gaussian_lemma_42():
 def test_evaluator_matches_fourier_domain_gls(privacy):
     """Per-cell variances from the evaluator = the GLS variances of FourierEstimate."""
     d = 6
-    sets = workload_sets(d, 1, "Q2", seed=3)
-    W = bg.BinaryEncoding(datasets.domain("nltcs") if d == 16 else _binary(d)).marginals(sets)
+    sets = workload_attribute_sets(d, 1, "Q2", seed=3)
+    W = BinaryEncoding(datasets.domain("nltcs") if d == 16 else _binary(d)).marginals(sets)
     v = privacy.noise_variance(1.0)
     for strat in ("Q", "C"):
         S = selectors.get("datacube", strategy=strat, budget="optimal").select(W, privacy)
         assert S.matrix.sensitivity(privacy.norm) == pytest.approx(1.0, rel=1e-12)
-        est = bg.FourierEstimate(d)
+        est = FourierEstimate(d)
         for key, lam in S.matrix.weights.items():
             est.add_marginal(key, np.zeros(1 << bin(key).count("1")), v / lam**2)
         pq = evaluate.per_query_variance(W, S, privacy)
@@ -114,23 +114,15 @@ def test_identity_and_fourier_selector():
 def test_budgeted_never_worse_on_nltcs_panels():
     """Optimal ≤ uniform for F (GLS = the initial R, so guaranteed) on the NLTCS workloads."""
     dom = datasets.domain("nltcs")
-    enc = bg.BinaryEncoding(dom)
+    enc = BinaryEncoding(dom)
     for variant in ("Q1", "Q2", "Q3"):
-        W = enc.marginals(workload_sets(16, 1, variant, seed=0, fixed=0))
+        W = enc.marginals(workload_attribute_sets(16, 1, variant, seed=0, fixed=0))
         for priv in (PureDP(1.0), ZCDP(0.5)):
             e = {}
             for budget in ("uniform", "optimal"):
                 S = selectors.get("datacube", strategy="F", budget=budget).select(W, priv)
                 e[budget] = evaluate.expected_error(W, S, priv)
             assert e["optimal"] <= e["uniform"] * (1 + 1e-12)
-
-
-def test_workload_sets_seeded():
-    a = workload_sets(16, 2, "Q2", seed=4)
-    assert a == workload_sets(16, 2, "Q2", seed=4)
-    assert a != workload_sets(16, 2, "Q2", seed=5)
-    assert len(a) == 120 + 560 // 2
-    assert len(workload_sets(8, 1, "Q3", fixed=7)) == 8 + 7
 
 
 def test_bad_input():
@@ -157,7 +149,7 @@ def test_first_cell_workload_gives_every_cells_variance():
     spec = importlib.util.spec_from_file_location("dc_figures", path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
-    W = bg.BinaryEncoding(_binary(8)).marginals(workload_sets(8, 2, "Q3", fixed=0))
+    W = BinaryEncoding(_binary(8)).marginals(workload_attribute_sets(8, 2, "Q3", fixed=0))
     W1 = mod.first_cells(W)
     for strat in "IQFC":
         S = selectors.get("datacube", strategy=strat).select(W, PureDP(1.0))

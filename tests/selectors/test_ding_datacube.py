@@ -8,13 +8,13 @@ import pytest
 from mmtoolkit import datasets, evaluate, selectors, workloads
 from mmtoolkit.linalg import Marginals
 from mmtoolkit.privacy import ZCDP, PureDP
-from mmtoolkit.selectors.ding_datacube import _cells, bmax
+from mmtoolkit.selectors.datacube.bmax import bmax, cuboid_cells
 
 
 def brute_force_theta(keys, sizes, p):
     """min over mag levels m of g(m)^{3-p} · m, g = uncapped greedy cover size (independent)."""
     L = np.array(sorted(keys))
-    cl = _cells(L, sizes)
+    cl = cuboid_cells(L, sizes)
     sub = (L[:, None] & L[None, :]) == L[None, :]
     mag = np.where(sub, cl[:, None] / cl[None, :], np.inf)
     best = np.inf
@@ -50,7 +50,7 @@ def test_binary_search_finds_the_smallest_feasible_bound(sizes, k, p):
         assert kappa & c == c and kappa in res.centroids
     # the bound holds for the chosen set
     s = len(res.centroids)
-    worst = max(_cells(np.array([kp]), sizes)[0] / _cells(np.array([c]), sizes)[0]
+    worst = max(cuboid_cells(np.array([kp]), sizes)[0] / cuboid_cells(np.array([c]), sizes)[0]
                 for c, kp in res.assignment.items())  # fmt: skip
     assert s ** (3 - p) * worst <= res.theta * (1 + 1e-12)
 

@@ -11,13 +11,17 @@ import numpy as np
 import pytest
 
 from mmtoolkit import evaluate, selectors, workloads
-from mmtoolkit.budgeting import BinaryEncoding, marginal_keys
+from mmtoolkit.binary import BinaryEncoding
 from mmtoolkit.domain import Domain
 from mmtoolkit.linalg import Dense, Fourier, Identity, Kronecker, Marginals, Total, VStack
 from mmtoolkit.linalg.fourier import bit_reverse, downset, fwht
 from mmtoolkit.privacy import ApproxDP, PureDP
-from mmtoolkit.selectors.datacube import binary_workload, fourier_coefficients
-from mmtoolkit.selectors.ding_datacube import bmax
+from mmtoolkit.selectors.datacube import (
+    binary_workload,
+    bmax,
+    fourier_coefficients,
+    marginal_keys,
+)
 
 PRIV = ApproxDP(0.5, 1e-4, calibration="eigen_design")
 DOM = Domain(["a", "b"], [4, 8], numeric=[True, True])  # 2 + 3 bits, 32 cells

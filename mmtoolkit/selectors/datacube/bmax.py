@@ -50,11 +50,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..budgeting import RANGES, marginal_keys, workload_sizes
-from ..linalg import Marginals, Matrix
-from ..privacy import Privacy
-from ..strategy import Strategy
-from .base import Selector, register
+from ...linalg import Marginals, Matrix
+from ...privacy import Privacy
+from ...strategy import Strategy
+from ..base import Selector, register
+from .cuboids import RANGES, marginal_keys, workload_sizes
 
 #: Largest number of lattice candidates (2^atoms) the "lattice" mode builds.
 MAX_LATTICE_CANDIDATES = 1 << 20
@@ -81,8 +81,10 @@ def _bits(key: int) -> list[int]:
     return [i for i in range(key.bit_length()) if (key >> i) & 1]
 
 
-def _cells(keys: np.ndarray, sizes) -> np.ndarray:
-    """``Π_{i ∈ key} n_i`` (exact in float64 below 2^53)."""
+def cuboid_cells(keys: np.ndarray, sizes) -> np.ndarray:
+    """The number of cells ``Π_{i ∈ key} n_i`` of each cuboid (attribute bitmask) in ``keys``
+    on attributes of sizes ``sizes``, as floats (exact below 2^53); ``mag(c, κ)`` of the
+    module docstring is ``cuboid_cells(κ) / cuboid_cells(c)``."""
     out = np.ones(keys.shape, dtype=float)
     for i, n in enumerate(sizes):
         out *= np.where((keys >> i) & 1, float(n), 1.0)
@@ -146,7 +148,7 @@ def bmax(
     L = np.array(keys, dtype=np.int64)
     cand = _candidates(keys, d, candidates)
     subset = (cand[:, None] & L[None, :]) == L[None, :]
-    mag = _cells(cand, sizes)[:, None] / _cells(L, sizes)[None, :]
+    mag = cuboid_cells(cand, sizes)[:, None] / cuboid_cells(L, sizes)[None, :]
     wmag = np.where(subset, mag * w2[None, :], np.inf)
     levels = np.unique(wmag[np.isfinite(wmag)])
     e = 3 - p

@@ -1,0 +1,143 @@
+"""A marginals workload read as a set of cuboids (attribute bitmasks) with weights.
+
+The Datacube selectors work on the cuboids of a workload rather than on its matrix: Ding,
+Winslett, Han & Li (SIGMOD 2011) pick cuboids to measure for a set of workload cuboids
+(:mod:`.bmax`), and Cormode, Procopiuc, Srivastava & Yaroslavtsev (ICDE 2013, §4.1, §5) budget
+the marginals of a workload over binary attributes (:mod:`.strategies`, :mod:`.fourier`).
+:func:`marginal_keys` gives ``{key: weight}`` (optionally reading range-marginals as the
+cuboid they are summed from, Li & Miklau 2012 §5), :func:`workload_sizes` the attribute
+sizes, and :func:`binary_workload` both for a workload on binary attributes (or, for the
+Fourier basis, on power-of-two attributes read bit by bit, §4.1).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ...linalg import Identity, Kronecker, Marginal, Marginals, Matrix, Ones, VStack, Weighted
+
+__all__ = ["RANGES", "binary_workload", "marginal_keys", "workload_sizes"]
+
+RANGES = ("refuse", "as_marginals")
+
+
+def marginal_keys(W, ranges: str = "refuse") -> dict[int, float]:
+    """``{key: weight}`` of a workload that is a set of (weighted) marginals: a Marginals,
+    a Marginal, or a VStack/Weighted of them on one domain. Raises otherwise.
+
+    ``ranges="as_marginals"`` also accepts Kronecker terms whose factors are not all
+    Identity or 1-row totals (range-marginals: AllRange, Prefix, WidthRange, … on some
+    attributes) and reads each as the cuboid on the attributes whose factor is not a 1-row
+    total: the marginal a DataCube answers it from by summing cells (Ding et al. 2011;
+    Li & Miklau 2012 §5). The default ``"refuse"`` keeps the strict reading for selectors
+    that need the workload to BE marginals.
+    """
+    if ranges not in RANGES:
+        raise ValueError(f"ranges must be one of {RANGES}, got {ranges!r}")
+
+    out: dict[int, float] = {}
+
+    def add(key, w):
+        if key in out:
+            out[key] = math.sqrt(out[key] ** 2 + w * w)  # duplicates add up in WᵀW
+        else:
+            out[key] = w
+
+    def walk(M, w):
+        if isinstance(M, Weighted):
+            walk(M.base, w * M.weight)
+        elif isinstance(M, Marginals):
+            for k, t in M.weights.items():
+                add(k, abs(w * t))
+        elif isinstance(M, Marginal):
+            add(M.key, abs(w))
+        elif isinstance(M, VStack):
+            for blk in M.blocks:
+                walk(blk, w)
+        elif isinstance(M, Kronecker):
+            key = 0
+            for i, f in enumerate(M.factors):
+                if isinstance(f, Identity):
+                    key |= 1 << i
+                elif not (isinstance(f, Ones) and f.shape[0] == 1):
+                    if ranges == "as_marginals":
+                        key |= 1 << i
+                        continue
+                    raise ValueError(
+                        "the workload is not a set of marginals (a Kronecker factor is "
+                        f"{type(f).__name__}, not Identity or Total)"
+                    )
+            add(key, abs(w))
+        else:
+            raise ValueError(
+                f"the workload is not a set of marginals ({type(M).__name__}); build it with "
+                "workloads.marginals / marginals_list or BinaryEncoding.marginals"
+            )
+
+    walk(W, 1.0)
+    return out
+
+
+def workload_sizes(W) -> tuple[int, ...]:
+    """The attribute sizes of a marginals workload (from its first marginal block)."""
+    M = W
+    while True:
+        if isinstance(M, Weighted):
+            M = M.base
+        elif isinstance(M, VStack):
+            M = M.blocks[0]
+        else:
+            break
+    if isinstance(M, Marginals):
+        return tuple(M.sizes)
+    if isinstance(M, Kronecker):
+        return tuple(f.shape[1] for f in M.factors)
+    raise ValueError(
+        f"the workload is not a set of marginals ({type(M).__name__}): cannot read its "
+        "attribute sizes"
+    )
+
+
+def binary_workload(workload: Matrix, encode: bool = False) -> tuple[int, dict[int, float]]:
+    """``(d, {key: weight})`` of a marginals workload on binary attributes; a clear error
+    names the first non-binary attribute.
+
+    ``encode=True`` also accepts attributes whose sizes are all powers of two, through their
+    binary encoding (Cormode et al. §4.1): attribute ``i`` of size ``2^{b_i}`` becomes bits
+    ``o_i … o_i + b_i - 1`` (``o_i = b_0 + … + b_{i-1}``, most significant bit first), which
+    leaves the row-major cell order unchanged, and a marginal key covers all bits of its
+    attributes. A size that is not a power of two is refused.
+    """
+    keys = marginal_keys(workload)
+    sizes = workload_sizes(workload)
+    if encode:
+        bits = []
+        for i, n in enumerate(sizes):
+            if n < 1 or n & (n - 1):
+                raise ValueError(
+                    f"the Fourier basis needs attribute sizes that are powers of two, but "
+                    f"attribute {i} has {n} values"
+                )
+            bits.append(n.bit_length() - 1)
+        offsets = np.cumsum([0] + bits[:-1]).tolist()
+        out: dict[int, float] = {}
+        for key, w in keys.items():
+            bkey = 0
+            for i, (o, b) in enumerate(zip(offsets, bits)):
+                if (key >> i) & 1:
+                    bkey |= ((1 << b) - 1) << o
+            if bkey in out:  # two attributes of size 1 make the same bit key
+                out[bkey] = math.sqrt(out[bkey] ** 2 + w * w)
+            else:
+                out[bkey] = w
+        return int(sum(bits)), out
+    for i, n in enumerate(sizes):
+        if n != 2:
+            raise ValueError(
+                f"datacube works on binary attributes, but attribute {i} has {n} values; "
+                "encode the workload first (mmtoolkit.binary.BinaryEncoding(domain)"
+                ".marginals(attribute_sets))"
+            )
+    return len(sizes), keys

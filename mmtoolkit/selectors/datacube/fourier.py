@@ -1,0 +1,220 @@
+"""The Fourier strategy: parity rows for the coefficients a workload needs (``fourier``).
+
+Barak et al.'s Fourier strategy as used by Cormode, Procopiuc, Srivastava & Yaroslavtsev
+(ICDE 2013, §4, the "F" strategy, with per-coefficient budgets F+ of §3.6) and as the
+Fourier baseline of the Eigen-Design comparisons (Li & Miklau 2012, §5 "Competing
+techniques": the cell counts are transformed with the Fourier (Walsh–Hadamard) transform and
+the queries are computed from the Fourier parameters; "when the workload is not full rank,
+the unnecessary queries of the Fourier basis are removed"), i.e. F with uniform budgets by
+default. It runs on any workload on ``2^d`` cells (:func:`fourier_coefficients`): a Kronecker
+term on attributes of power-of-two sizes is read on the bits of its attributes (row-major
+order of sizes ``2^{b_1} × 2^{b_2} × …`` is the cell order of ``b_1 + b_2 + …`` binary
+attributes, most significant first), and it keeps the coefficients ``β`` whose character
+``χ_β`` is not orthogonal to the workload's row space (``W χ_β ≠ 0``). For marginals these are
+the downset of §4.1 (:func:`fourier_b`); for a full-rank range factor (AllRange, Prefix,
+Identity) every coefficient inside the attribute's bits; for a full-rank workload the whole
+Hadamard basis.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ...linalg import (
+    Dense,
+    Fourier,
+    Identity,
+    Kronecker,
+    Marginals,
+    Matrix,
+    Ones,
+    VStack,
+    Weighted,
+    check_dense_size,
+)
+from ...linalg.fourier import downset, fwht, submasks
+from ...privacy import Privacy
+from ...strategy import Strategy
+from ..base import Selector, register
+from .budgets import BUDGETS, budget_objective, optimal_budgets, uniform_budgets
+from .cuboids import binary_workload
+
+__all__ = [
+    "COEFFICIENTS",
+    "MAX_COEFFICIENTS",
+    "FourierSelector",
+    "fourier_b",
+    "fourier_coefficients",
+]
+
+COEFFICIENTS = ("needed", "attributes", "all")
+
+#: Largest number of Fourier coefficients one workload term may need (2^26).
+MAX_COEFFICIENTS = 1 << 26
+
+
+def _log2(n: int, what: str) -> int:
+    if n < 1 or n & (n - 1):
+        raise ValueError(
+            f"the Fourier (Walsh–Hadamard) basis needs a power-of-two domain, but {what} has "
+            f"{n} cells"
+        )
+    return n.bit_length() - 1
+
+
+def _is_total(f: Matrix) -> bool:
+    return isinstance(f, Ones) and f.shape[0] == 1
+
+
+def _terms(W: Matrix, w: float = 1.0):
+    """Yield ``(factors, w)``: the workload as weighted Kronecker terms (a non-Kronecker
+    block is one term with a single factor on all cells)."""
+    if isinstance(W, Weighted):
+        yield from _terms(W.base, w * W.weight)
+    elif isinstance(W, VStack):
+        for blk in W.blocks:
+            yield from _terms(blk, w)
+    elif isinstance(W, Marginals):
+        for key, t in W.weights.items():
+            fac = [Identity(n) if (key >> i) & 1 else Ones(1, n) for i, n in enumerate(W.sizes)]
+            yield fac, w * t
+    elif isinstance(W, Kronecker):  # includes Marginal
+        yield list(W.factors), w
+    else:
+        yield [W], w
+
+
+def _factor_norms(f: Matrix) -> np.ndarray:
+    """``v[l] = ‖f h_l‖² / n²`` for the rows ``h_l`` of the ``n``-point Hadamard matrix
+    (Sylvester / C order): the squared norm of column ``l`` of ``f Hᵀ / n``."""
+    n = int(f.shape[1])
+    if isinstance(f, Identity):
+        return np.full(n, 1.0 / n)
+    if _is_total(f):
+        v = np.zeros(n)
+        v[0] = 1.0
+        return v
+    if isinstance(f, Dense) and f.shape[0] <= n:  # (f Hᵀ)ᵀ = H fᵀ: m·n entries, like f
+        A = fwht(f.dense().T)
+        return np.sum(A * A, axis=1) / float(n * n)
+    check_dense_size(n, n, "fourier: the Gram matrix of a workload factor")
+    G = f.gram().dense()
+    HGH = fwht(fwht(G).T)  # G symmetric: H G H
+    return np.maximum(np.diag(HGH), 0.0) / float(n * n)
+
+
+def fourier_coefficients(
+    workload: Matrix, coefficients: str = "needed", rtol: float = 1e-9
+) -> tuple[int, dict[int, float]]:
+    """``(d, {β: b_β})``: the parity coefficients the Fourier strategy keeps for a workload
+    on ``2^d`` cells, with ``b_β = ‖W χ_β‖² / 4^d`` (the squared norm of the recovery column
+    of ``β`` when the rows are ``χ_β``; Cormode et al. §3.2, §3.6).
+
+    The workload is read as weighted Kronecker terms; the factor on cells of size ``2^{b}``
+    occupies the next ``b`` bits (most significant first). ``W χ_β`` factorises over the
+    factors, so ``b_β`` is a product of per-factor Hadamard column norms (no ``2^d``-sized
+    array beyond the kept coefficients; a factor that is neither Identity, a 1-row total nor
+    a Dense with no more rows than columns is read through its ``n × n`` Gram, size-guarded).
+
+    ``coefficients``: ``"needed"`` — those with ``b_β > 0`` (Li & Miklau §5: the unnecessary
+    queries of the Fourier basis removed; all of them when ``W`` has full column rank);
+    ``"attributes"`` — every coefficient supported inside the bits of the attributes a term
+    uses (a non-total factor keeps all of its ``2^b`` local coefficients); ``"all"`` — the
+    full Hadamard basis. Pure marginal workloads give the downset of §4.1 with
+    ``b_β = Σ_{α ∋ β} w_α² 2^{-|α|}`` (:func:`fourier_b`).
+    """
+    if coefficients not in COEFFICIENTS:
+        raise ValueError(f"coefficients must be one of {COEFFICIENTS}, got {coefficients!r}")
+    if not isinstance(workload, Matrix):
+        raise ValueError(f"the workload must be a Matrix, got {type(workload).__name__}")
+    d = _log2(int(workload.shape[1]), "the workload")
+    if d == 0:
+        raise ValueError("the workload has a single cell: there is no Fourier basis to use")
+    out: dict[int, float] = {}
+    for factors, w in _terms(workload):
+        masks = np.zeros(1, dtype=np.int64)
+        vals = np.ones(1)
+        offset = 0
+        for f in factors:
+            b = _log2(int(f.shape[1]), f"a workload factor ({type(f).__name__})")
+            v = _factor_norms(f)
+            if coefficients == "needed":
+                keep = np.flatnonzero(v > rtol * max(float(v.max()), 1e-300))
+            elif _is_total(f):
+                keep = np.zeros(1, dtype=np.int64)
+            else:
+                keep = np.arange(v.size)
+            if masks.size * keep.size > MAX_COEFFICIENTS:
+                raise ValueError(
+                    f"a workload term needs more than {MAX_COEFFICIENTS} Fourier coefficients"
+                )
+            local = np.zeros(keep.size, dtype=np.int64)  # C-order local index -> bit mask
+            for t in range(b):
+                local |= ((keep >> (b - 1 - t)) & 1) << (offset + t)
+            masks = (masks[:, None] | local[None, :]).ravel()
+            vals = (vals[:, None] * v[keep][None, :]).ravel()
+            offset += b
+        for m, val in zip(masks.tolist(), (w * w * vals).tolist()):
+            out[m] = out.get(m, 0.0) + val
+    if coefficients == "all":
+        if d > 26:
+            raise ValueError(f"coefficients='all' needs 2^{d} coefficients (> 2^26)")
+        out = {beta: out.get(beta, 0.0) for beta in range(1 << d)}
+    return d, dict(sorted(out.items()))
+
+
+def fourier_b(keys: dict[int, float]) -> tuple[np.ndarray, np.ndarray]:
+    """``(F, b)``: the needed coefficients and ``b_β = Σ_{α ∋ β} w_α² 2^{-|α|}`` (§3.6)."""
+    F = downset(keys)
+    b = np.zeros(F.size)
+    for key, w in keys.items():
+        sub = submasks(key)
+        b[np.searchsorted(F, sub)] += w * w * 2.0 ** (-bin(key).count("1"))
+    return F, b
+
+
+@register
+class FourierSelector(Selector):
+    """Barak et al.'s Fourier strategy, the Fourier baseline of Li & Miklau 2012 §5 and the
+    "F" of Cormode et al. §4: parity rows ``χ_β`` for the coefficients of
+    :func:`fourier_coefficients`, on any workload over ``2^d`` cells.
+
+    Parameters: ``coefficients`` ("needed" — drop the unnecessary coefficients, the default;
+    "attributes"; "all" — the full Hadamard basis) and ``budget`` ("uniform" — the standard
+    mechanism on the kept rows, the default; "optimal" — Cormode et al.'s closed-form
+    per-coefficient budgets, F+).
+    """
+
+    name = "fourier"
+
+    def __init__(self, coefficients: str = "needed", budget: str = "uniform"):
+        if coefficients not in COEFFICIENTS:
+            raise ValueError(f"coefficients must be one of {COEFFICIENTS}, got {coefficients!r}")
+        if budget not in BUDGETS:
+            raise ValueError(f"budget must be one of {BUDGETS}, got {budget!r}")
+        self.params = {"coefficients": coefficients, "budget": budget}
+
+    def _select(self, workload: Matrix, privacy: Privacy, objective: str) -> Strategy:
+        mode = self.params["coefficients"]
+        try:  # pure marginals on power-of-two attributes: the downset of §4.1 directly
+            d, keys = binary_workload(workload, encode=True)
+        except ValueError:
+            keys = None
+        if keys is not None and mode == "needed":
+            F, b = fourier_b(keys)
+            groups = [int(x) for x in F]
+        else:
+            d, coef = fourier_coefficients(workload, mode)
+            groups, b = list(coef), np.array(list(coef.values()))
+        C = np.ones(len(groups))
+        if self.params["budget"] == "uniform":
+            lam = uniform_budgets(C, privacy.norm)
+        else:
+            lam, _ = optimal_budgets(b, C, privacy.norm)
+        kept = {g: lam_g for g, lam_g in zip(groups, lam.tolist()) if lam_g > 0}
+        return Strategy(
+            matrix=Fourier(d, kept),
+            selector=self.name,
+            metadata={"coefficients": len(kept), "mode": mode, "bits": d},
+            loss=budget_objective(b, lam),
+        )

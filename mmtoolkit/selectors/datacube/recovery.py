@@ -1,0 +1,133 @@
+"""GLS recovery of marginals in the parity basis (Cormode et al., ICDE 2013, §3.2, §3.3, §4).
+
+Step 3 of the framework of Cormode, Procopiuc, Srivastava & Yaroslavtsev's Fig. 3: the GLS
+recovery ``R* = Q (Sᵀ V⁻¹ S)⁺ Sᵀ V⁻¹`` (§3.2, eq. 7). For marginal and Fourier strategies on
+binary attributes (the ``datacube`` strategies Q, F, C and the ``fourier`` selector) it is
+diagonal in the parity basis (§4, Thm 4.1): every noisy marginal ``κ`` gives, after a
+``2^{|κ|}``-point Walsh–Hadamard transform, independent estimates of the coefficients
+``θ_β`` (``β ≼ κ``) with variance ``2^{|κ|} v_κ``, and GLS is the per-β inverse-variance
+average. :class:`FourierEstimate` computes it from the noisy answers without any ``2^d``-cell
+vector, so the workload marginals of a Datacube release can be answered on the paper's
+23-bit Adult (:mod:`mmtoolkit.mechanism` reconstructs a Fourier strategy through the
+``2^d``-cell ``x̂``; benchmarks/bench_datacube.py times this route). With unit variances it
+is the least-squares consistency step of §3.3/§4.3 (one set of coefficients, so the
+marginals are mutually consistent).
+The shared evaluator gives the same variances analytically (tests/selectors/test_datacube.py).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ...linalg.fourier import fwht, local_index, submasks
+
+__all__ = ["FourierEstimate"]
+
+
+@dataclass
+class _Estimates:
+    betas: np.ndarray
+    values: np.ndarray  # (len(betas), k) estimates
+    weights: np.ndarray  # inverse variances
+
+
+class FourierEstimate:
+    """GLS in the parity basis on ``d`` binary attributes (§3.2 with §4; digest §4 [D]).
+
+    Add measurements — noisy marginals (:meth:`add_marginal`, i.i.d. noise of variance
+    ``v`` per cell) or noisy coefficients (:meth:`add_coefficients`) — then read the
+    inverse-variance-weighted coefficients (:meth:`solve`) and the consistent GLS marginals
+    (:meth:`marginal`). Each noisy marginal ``κ`` yields ``WHT(ỹ_κ)``: independent estimates of
+    ``θ_β``, ``β ≼ κ``, each of variance ``2^{|κ|} v``. Answers may carry extra columns
+    (several noise draws at once).
+    """
+
+    def __init__(self, d: int):
+        if isinstance(d, bool) or not isinstance(d, int) or d < 1:
+            raise ValueError(f"d must be a positive int, got {d!r}")
+        self.d = d
+        self._parts: list[_Estimates] = []
+        self._solved = None
+
+    def _check_key(self, key) -> int:
+        if isinstance(key, bool) or not isinstance(key, (int, np.integer)):
+            raise ValueError(f"marginal key must be an int bitmask, got {key!r}")
+        key = int(key)
+        if not 0 <= key < 1 << self.d:
+            raise ValueError(
+                f"marginal {key} is outside the domain of d = {self.d} binary attributes"
+            )
+        return key
+
+    def add_marginal(self, key: int, answers, variance: float) -> None:
+        """A noisy marginal on ``key`` (cells in C order over its attributes)."""
+        key = self._check_key(key)
+        y = np.asarray(answers, dtype=float)
+        y = y[:, None] if y.ndim == 1 else y
+        m = bin(key).count("1")
+        if y.shape[0] != 1 << m:
+            raise ValueError(f"marginal {key} has {1 << m} cells, got {y.shape[0]} answers")
+        if not variance > 0:
+            raise ValueError(f"noise variance must be positive, got {variance!r}")
+        betas = submasks(key)
+        theta = fwht(y)[local_index(betas, key)]
+        w = np.full(betas.size, 1.0 / ((1 << m) * float(variance)))
+        self._parts.append(_Estimates(betas, theta, w))
+        self._solved = None
+
+    def add_coefficients(self, betas, answers, variances) -> None:
+        """Noisy unnormalised coefficients ``θ̃_β`` with their variances."""
+        betas = np.asarray([self._check_key(b) for b in betas], dtype=np.int64)
+        y = np.asarray(answers, dtype=float)
+        y = y[:, None] if y.ndim == 1 else y
+        var = np.broadcast_to(np.asarray(variances, dtype=float), betas.shape)
+        if y.shape[0] != betas.size or np.any(var <= 0):
+            raise ValueError("need one answer and one positive variance per coefficient")
+        self._parts.append(_Estimates(betas, y, 1.0 / var))
+        self._solved = None
+
+    def solve(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(betas, θ̂, Var θ̂)``: the GLS coefficients (inverse-variance averages)."""
+        if not self._parts:
+            raise ValueError("no measurement has been added")
+        if self._solved is None:
+            betas = np.concatenate([p.betas for p in self._parts])
+            vals = np.concatenate([p.values for p in self._parts])
+            wts = np.concatenate([p.weights for p in self._parts])
+            uniq, inv = np.unique(betas, return_inverse=True)
+            wsum = np.bincount(inv, weights=wts, minlength=uniq.size)
+            num = np.zeros((uniq.size, vals.shape[1]))
+            np.add.at(num, inv, wts[:, None] * vals)
+            self._solved = (uniq, num / wsum[:, None], 1.0 / wsum)
+        return self._solved
+
+    def _lookup(self, key: int):
+        betas, theta, var = self.solve()
+        need = submasks(key)
+        pos = np.searchsorted(betas, need)
+        ok = (pos < betas.size) & (betas[np.minimum(pos, betas.size - 1)] == need)
+        if not ok.all():
+            raise ValueError(
+                f"the measurements do not support marginal {key}: coefficient(s) "
+                f"{need[~ok][:5].tolist()} are not estimated"
+            )
+        return need, theta[pos], var[pos]
+
+    def marginal(self, key: int) -> np.ndarray:
+        """The GLS estimate of marginal ``key``: ``2^{-|α|} H θ̂_local`` (Thm 4.1)."""
+        key = self._check_key(key)
+        need, theta, _ = self._lookup(key)
+        m = bin(key).count("1")
+        local = np.zeros((1 << m, theta.shape[1]))
+        local[local_index(need, key)] = theta
+        out = fwht(local) / float(1 << m)
+        return out[:, 0] if out.shape[1] == 1 else out
+
+    def cell_variance(self, key: int) -> float:
+        """Variance of every cell of the GLS marginal ``key``: ``2^{-2|α|} Σ_{β≼α} Var θ̂_β``."""
+        key = self._check_key(key)
+        _, _, var = self._lookup(key)
+        m = bin(key).count("1")
+        return float(np.sum(var)) / float(1 << (2 * m))
