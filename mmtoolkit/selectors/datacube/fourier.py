@@ -33,6 +33,7 @@ from ...linalg import (
     check_dense_size,
 )
 from ...linalg.fourier import downset, fwht, submasks
+from ...linalg.marginals import is_total
 from ...privacy import Privacy
 from ...strategy import Strategy
 from ..base import Selector, register
@@ -62,10 +63,6 @@ def _log2(n: int, what: str) -> int:
     return n.bit_length() - 1
 
 
-def _is_total(f: Matrix) -> bool:
-    return isinstance(f, Ones) and f.shape[0] == 1
-
-
 def _terms(W: Matrix, w: float = 1.0):
     """Yield ``(factors, w)``: the workload as weighted Kronecker terms (a non-Kronecker
     block is one term with a single factor on all cells)."""
@@ -90,7 +87,7 @@ def _factor_norms(f: Matrix) -> np.ndarray:
     n = int(f.shape[1])
     if isinstance(f, Identity):
         return np.full(n, 1.0 / n)
-    if _is_total(f):
+    if is_total(f):
         v = np.zeros(n)
         v[0] = 1.0
         return v
@@ -140,7 +137,7 @@ def fourier_coefficients(
             v = _factor_norms(f)
             if coefficients == "needed":
                 keep = np.flatnonzero(v > rtol * max(float(v.max()), 1e-300))
-            elif _is_total(f):
+            elif is_total(f):
                 keep = np.zeros(1, dtype=np.int64)
             else:
                 keep = np.arange(v.size)
