@@ -1,7 +1,7 @@
 """mmtoolkit: workload-adaptive linear query answering under differential privacy.
 
 The matrix-mechanism family (Matrix Mechanism, Eigen-Design, Datacube, ResidualPlanner,
-HDMM) on one implicit-matrix algebra and one evaluator; see DESIGN.md for the architecture.
+HDMM) on one implicit-matrix algebra and one evaluator; see ARCHITECTURE.md for the architecture.
 """
 
 from . import datasets, domain, evaluate, linalg, privacy, selectors, strategy, workloads

@@ -1,6 +1,6 @@
 """Privacy definitions: which noise a strategy's answers get, and how much.
 
-One convention everywhere (DESIGN.md, "Privacy and error"): a strategy ``A`` with
+One convention everywhere (ARCHITECTURE.md, "Privacy and error"): a strategy ``A`` with
 sensitivity ``Δ = sens_p(A)`` (max column Lp norm, add/remove-one-record neighbours) has
 i.i.d. noise of variance ``noise_variance(Δ)`` added to each of its answers, so the
 expected total squared error of answering ``W`` through ``A`` is

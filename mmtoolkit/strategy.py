@@ -1,4 +1,4 @@
-"""The result of strategy selection (DESIGN.md, "strategy.py")."""
+"""The result of strategy selection (ARCHITECTURE.md, "Layers")."""
 
 from __future__ import annotations
 

@@ -51,7 +51,7 @@ def _as_2d(x: np.ndarray) -> tuple[np.ndarray, bool]:
 
 
 class Matrix(ABC):
-    """An implicitly represented real matrix (DESIGN.md, "linalg").
+    """An implicitly represented real matrix (ARCHITECTURE.md, "The strategy-kind protocol").
 
     Subclasses set ``self.shape`` and implement :meth:`_matmat` and :meth:`_rmatmat`
     (products with 2-D arrays ``X`` of shape ``(n, k)`` and ``Y`` of shape ``(m, k)``).
@@ -228,8 +228,8 @@ class Matrix(ABC):
     # ===================================================== the strategy-kind protocol
     # The evaluator (mmtoolkit.evaluate) and the mechanism (mmtoolkit.mechanism) know no
     # strategy kind: they call the methods below. Each default is correct for any matrix; a
-    # kind overrides those its structure answers in closed form (ARCHITECTURE.md, "Add a
-    # strategy kind"). A Weighted strategy forwards them to its base.
+    # kind overrides those its structure answers in closed form (ARCHITECTURE.md, "Where to
+    # add things", (c)). A Weighted strategy forwards them to its base.
 
     def kron_terms(self) -> list[tuple[float, list[Matrix]]]:
         """This matrix as a union of weighted Kronecker products ``[(c_t, factors_t)]``

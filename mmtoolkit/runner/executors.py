@@ -1,4 +1,4 @@
-"""Executors: where jobs run (DESIGN.md, "Runner").
+"""Executors: where jobs run (ARCHITECTURE.md, "Layers").
 
 ``run_jobs(specs, on_result, jobs=N, executor="local"|"dask", scheduler=ADDRESS)`` runs
 every :class:`~mmtoolkit.runner.jobs.JobSpec` and calls ``on_result(spec, record)`` in the

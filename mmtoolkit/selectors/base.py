@@ -1,4 +1,4 @@
-"""The ``Selector`` interface and the registry every method plugs into (DESIGN.md, "Selectors")."""
+"""The ``Selector`` interface and the registry every method plugs into (ARCHITECTURE.md, "Where to add things")."""
 
 from __future__ import annotations
 
