@@ -8,12 +8,8 @@ from . import (  # noqa: F401  (registration imports)
     datacube,
     ding_datacube,
     eigen_design,
-    greedy_h,
     hdmm,
-    hierarchical,
-    lrm,
     mm_sdp,
-    privelet,
     residual_planner,
     svd_strategy,
 )

@@ -13,11 +13,11 @@ import math
 
 import numpy as np
 
-from ..linalg import Kronecker, Matrix, Ones, VStack, Weighted
-from ..linalg.tree import SPLITS, Tree, interval_tree, tree_height
-from ..privacy import Privacy
-from ..strategy import Strategy
-from .base import Selector, register
+from ...linalg import Kronecker, Matrix, Ones, VStack, Weighted
+from ...linalg.tree import SPLITS, Tree, interval_tree, tree_height
+from ...privacy import Privacy
+from ...strategy import Strategy
+from ..base import Selector, register
 
 __all__ = [
     "HBSelector",
