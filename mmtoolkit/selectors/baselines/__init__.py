@@ -7,7 +7,8 @@ Miklau 2012 §5; Li et al. 2010 Example 4.8), one module per baseline family:
   Quadtree (Cormode et al. 2012): ``hierarchical``, ``hb``, ``quadtree``;
 * :mod:`.privelet` — the Haar wavelet strategy (Xiao et al. 2010): ``privelet``;
 * :mod:`.greedy_h` — DAWA's GreedyH tree weighting (Li et al. 2014): ``greedy_h``;
-* :mod:`.lrm` — the Low-Rank Mechanism (Yuan et al. 2012): ``lrm``.
+* :mod:`.lrm` — the Low-Rank Mechanism (Yuan et al. 2012): ``lrm``;
+* :mod:`.sizes` — the per-attribute sizes the tree and wavelet baselines are built on.
 
 Importing this package registers every baseline selector.
 """

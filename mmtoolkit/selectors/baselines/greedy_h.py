@@ -53,7 +53,7 @@ from ...linalg.tree import Tree, interval_tree
 from ...privacy import PureDP
 from ...strategy import Strategy
 from ..base import ALL_PRIVACY, Selector, register
-from .hierarchical import workload_sizes
+from .sizes import workload_sizes
 
 __all__ = ["GreedyHSelector"]
 

@@ -28,7 +28,7 @@ from ...linalg.tree import Tree, TreeGram, interval_tree
 from ...privacy import Privacy
 from ...strategy import Strategy
 from ..base import Selector, register
-from .hierarchical import workload_sizes
+from .sizes import workload_sizes
 
 __all__ = ["PriveletHaar", "PriveletSelector", "haar_tree"]
 
