@@ -17,7 +17,7 @@ import time
 from _util import peak_rss_mb
 
 from mmtoolkit import workloads
-from mmtoolkit.selectors.eigen_design import (
+from mmtoolkit.selectors.eigen_design.design import (
     _principal,
     _separation,
     eigen_queries,

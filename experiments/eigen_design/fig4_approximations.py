@@ -59,7 +59,7 @@ import numpy as np
 from mmtoolkit import Domain, evaluate, workloads
 from mmtoolkit.linalg import Haar
 from mmtoolkit.privacy import ApproxDP
-from mmtoolkit.selectors.eigen_design import (
+from mmtoolkit.selectors.eigen_design.design import (
     _principal,
     _separation,
     eigen_queries,

@@ -9,9 +9,7 @@ from . import (  # noqa: F401  (registration imports)
     ding_datacube,
     eigen_design,
     hdmm,
-    mm_sdp,
     residual_planner,
-    svd_strategy,
 )
 from .base import Selector, UnknownSelectorError, available, get, register
 

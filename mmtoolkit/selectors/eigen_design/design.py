@@ -45,7 +45,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import scipy.linalg
 
-from ..linalg import (
+from ...linalg import (
     Dense,
     Haar,
     Matrix,
@@ -55,11 +55,11 @@ from ..linalg import (
     VStack,
     as_matrix,
 )
-from ..linalg import base as _linalg_base
-from ..linalg.orthobasis import check_orthonormal_rows
-from ..privacy import Privacy, PureDP
-from ..strategy import Strategy
-from .base import Selector, register
+from ...linalg import base as _linalg_base
+from ...linalg.orthobasis import check_orthonormal_rows
+from ...privacy import Privacy, PureDP
+from ...strategy import Strategy
+from ..base import Selector, register
 
 #: Largest domain for which the n x n Gram of W is formed and eigendecomposed densely.
 MAX_EIGEN_N = 16384

@@ -6,7 +6,7 @@ import pytest
 from mmtoolkit import evaluate, selectors, workloads
 from mmtoolkit.linalg import AllRange, Dense, Haar, Identity, OrthoBasis, Permuted, Prefix
 from mmtoolkit.privacy import ZCDP, ApproxDP, PureDP
-from mmtoolkit.selectors.eigen_design import (
+from mmtoolkit.selectors.eigen_design.design import (
     design_costs,
     eigen_queries,
     solve_weighting,
