@@ -6,4 +6,4 @@ and the singular-value-bound strategy (Li et al. 2010, Thm 5.25), registered as
 Importing this package registers the three selectors.
 """
 
-from . import design, mm_sdp, svd  # noqa: F401  (registers the selectors)
+from . import mm_sdp, selector, svd  # noqa: F401  (registers the selectors)

@@ -38,7 +38,7 @@ from ...linalg import Dense, Matrix, SymTridiagonal, VStack
 from ...privacy import Privacy, PureDP
 from ...strategy import Strategy
 from ..base import Selector, register
-from .design import eigen_queries, workload_gram
+from .gram import eigen_queries, workload_gram
 
 #: Largest n Program 5.2 is attempted for by default: the largest size solved within 10
 #: minutes here (benchmarks/bench_mm_sdp.py, all ranges; near idle: SCS n = 16/32/64 in

@@ -16,7 +16,8 @@ from ...linalg import Matrix
 from ...privacy import Privacy, PureDP
 from ...strategy import Strategy
 from ..base import Selector, register
-from .design import eigen_queries, weighted_strategy, workload_gram
+from .design import weighted_strategy
+from .gram import eigen_queries, workload_gram
 
 
 @register

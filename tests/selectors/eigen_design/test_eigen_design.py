@@ -8,11 +8,10 @@ from mmtoolkit.linalg import AllRange, Dense, Haar, Identity, OrthoBasis, Permut
 from mmtoolkit.privacy import ZCDP, ApproxDP, PureDP
 from mmtoolkit.selectors.eigen_design.design import (
     design_costs,
-    eigen_queries,
     solve_weighting,
     weighted_strategy,
-    workload_gram,
 )
+from mmtoolkit.selectors.eigen_design.gram import eigen_queries, workload_gram
 
 FIG1 = workloads.eigen_design_figure1().dense()  # Li & Miklau 2012, Fig. 1(b)
 EPS_DELTA = ApproxDP(0.5, 1e-4, calibration="eigen_design")
