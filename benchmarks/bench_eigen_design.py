@@ -17,13 +17,12 @@ import time
 from _util import peak_rss_mb
 
 from mmtoolkit import workloads
-from mmtoolkit.selectors.eigen_design import (
-    _principal,
-    _separation,
-    eigen_queries,
+from mmtoolkit.selectors.eigen_design.design import (
+    eigen_query_separation,
+    principal_vectors,
     solve_weighting,
-    workload_gram,
 )
+from mmtoolkit.selectors.eigen_design.gram import eigen_queries, workload_gram
 
 HEAD = (
     "n",
@@ -67,8 +66,8 @@ def main():
                 cv_s, cv_r = f"{t_cv:.2f}", f"{wc.value / w.value:.6f}"
             except RuntimeError as err:
                 cv_s, cv_r = "failed", str(err)[:30]
-        t_sep, _ = timed(_separation, sigma, P, 1, 16, "dual", args.tol, 200_000)
-        t_pv, _ = timed(_principal, sigma, P, 1, 0.06, "dual", args.tol, 200_000)
+        t_sep, _ = timed(eigen_query_separation, sigma, P, 1, 16, "dual", args.tol, 200_000)
+        t_pv, _ = timed(principal_vectors, sigma, P, 1, 0.06, "dual", args.tol, 200_000)
         load = f"{load0:.1f}/{os.getloadavg()[0]:.1f}"
         row = (n, f"{t_eig:.2f}", f"{t_dual:.2f}", f"{w.gap:.1e}", cv_s, cv_r)
         row += (f"{t_sep:.2f}", f"{t_pv:.2f}", f"{peak_rss_mb():.0f}", load)

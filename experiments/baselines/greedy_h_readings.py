@@ -2,12 +2,13 @@
 the node's columns, computed from WᵀW … rank-one update, decay factor 1/b^{depth/2}")
 against HDMM Table 4(a) GreedyH/Identity at n = 128 and 1024.
 
-A self-contained dense recursion (independent of ``mmtoolkit.selectors.greedy_h``): the
-criterion Gram ``G`` is ``WᵀW`` or ``(WᵀW)²``; the damping ``β = 2^{-depth/2}`` multiplies
-the node query's squared weight ("alpha"), the cross-child term ("cross"), both or neither;
-the value passed to the parent is the damped criterion ("crit") or the exact node error
-("exact"). Each strategy is scored exactly (dense MM formula). Run:
-``OMP_NUM_THREADS=1 python experiments/baselines/greedy_h_readings.py`` (≈ 1 min).
+A self-contained dense recursion (independent of
+``mmtoolkit.selectors.baselines.greedy_h``): the criterion Gram ``G`` is ``WᵀW`` or
+``(WᵀW)²``; the damping ``β = 2^{-depth/2}`` multiplies the node query's squared weight
+("alpha"), the cross-child term ("cross"), both or neither; the value passed to the parent
+is the damped criterion ("crit") or the exact node error ("exact"). Each strategy is scored
+exactly (dense MM formula). Run (≈ 1 min):
+``OMP_NUM_THREADS=1 python experiments/baselines/greedy_h_readings.py``.
 """
 
 import itertools

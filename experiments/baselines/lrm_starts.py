@@ -2,11 +2,12 @@
 reproduced; configs/hdmm/table3_baselines.yaml, LRM column note).
 
 For Width-32 Range and Prefix on n cells (default 128), run Yuan et al.'s augmented
-Lagrangian (``mmtoolkit.selectors.lrm.lrm_decompose``, rank ⌈1.2 rank(W)⌉) from the identity,
-SVD and Gaussian starts with the default penalty schedule, and from the SVD / Gaussian starts
-with small initial penalties; print the least-squares error of ``L`` relative to Identity,
-LRM's own ``tr(BᵀB)`` relative to Identity and the final relative residual. Rows whose
-residual exceeds 1e-4 are not factorisations of W (their error is not comparable).
+Lagrangian (``mmtoolkit.selectors.baselines.lrm.lrm_decompose``, rank ⌈1.2 rank(W)⌉) from
+the identity, SVD and Gaussian starts with the default penalty schedule, and from the SVD /
+Gaussian starts with small initial penalties; print the least-squares error of ``L``
+relative to Identity, LRM's own ``tr(BᵀB)`` relative to Identity and the final relative
+residual. Rows whose residual exceeds 1e-4 are not factorisations of W (their error is not
+comparable).
 
     OMP_NUM_THREADS=1 PYTHONPATH=. python experiments/baselines/lrm_starts.py [n] [max_iter]
 """
@@ -18,7 +19,7 @@ import time
 import numpy as np
 
 from mmtoolkit import workloads
-from mmtoolkit.selectors.lrm import lrm_decompose
+from mmtoolkit.selectors.baselines.lrm import lrm_decompose
 
 RUNS = [
     ("identity", {}),

@@ -59,14 +59,13 @@ import numpy as np
 from mmtoolkit import Domain, evaluate, workloads
 from mmtoolkit.linalg import Haar
 from mmtoolkit.privacy import ApproxDP
-from mmtoolkit.selectors.eigen_design import (
-    _principal,
-    _separation,
-    eigen_queries,
+from mmtoolkit.selectors.eigen_design.design import (
+    eigen_query_separation,
+    principal_vectors,
     solve_weighting,
     weighted_strategy,
-    workload_gram,
 )
+from mmtoolkit.selectors.eigen_design.gram import eigen_queries, workload_gram
 
 RESULTS = Path(__file__).resolve().parents[2] / "results" / "eigen_design"
 PR = ApproxDP(0.5, 1e-4, calibration="eigen_design")
@@ -200,8 +199,10 @@ def run(name, n, sizes, basis, seed, cache, tol, complete, skip_full):
     methods = {}
     if not skip_full:
         methods["full"] = lambda: solve_weighting(sigma, P, 1, "dual", tol)
-    methods["separation (16)"] = lambda: _separation(sigma, P, 1, 16, "dual", tol, 200_000)
-    methods["principal (6%)"] = lambda: _principal(sigma, P, 1, 0.06, "dual", tol, 200_000)
+    methods["separation (16)"] = lambda: eigen_query_separation(
+        sigma, P, 1, 16, "dual", tol, 200_000
+    )
+    methods["principal (6%)"] = lambda: principal_vectors(sigma, P, 1, 0.06, "dual", tol, 200_000)
     out = {
         "workload": name,
         "n": n,

@@ -20,7 +20,7 @@ import numpy as np
 
 from mmtoolkit import selectors
 from mmtoolkit.linalg import Haar
-from mmtoolkit.selectors.mm_sdp import min_sensitivity_rotation
+from mmtoolkit.selectors.eigen_design.mm_sdp import min_sensitivity_rotation
 from mmtoolkit.workloads import all_range
 
 OUT = Path(__file__).resolve().parents[2] / "results" / "matrix_mechanism" / "running_examples.md"

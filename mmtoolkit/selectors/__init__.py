@@ -7,14 +7,8 @@ from . import (  # noqa: F401  (registration imports)
     baselines,
     datacube,
     eigen_design,
-    greedy_h,
     hdmm,
-    hierarchical,
-    lrm,
-    mm_sdp,
-    privelet,
     residual_planner,
-    svd_strategy,
 )
 from .base import Selector, UnknownSelectorError, available, get, register
 

@@ -1,4 +1,5 @@
-"""The ``Selector`` interface and the registry every method plugs into (ARCHITECTURE.md, "Where to add things")."""
+"""The ``Selector`` interface and the registry every method plugs into
+(ARCHITECTURE.md, "Where to add things")."""
 
 from __future__ import annotations
 

@@ -135,7 +135,7 @@ def test_columns_have_unit_norm_and_evaluator_agrees_with_dense(criterion):
 def test_structured_products_match_dense_ones(monkeypatch):
     """The chunked structured path (used when WᵀW is too large to densify) gives the same
     strategy as the dense path."""
-    from mmtoolkit.selectors import greedy_h
+    from mmtoolkit.selectors.baselines import greedy_h
 
     W = workloads.all_range(50)
     dense = selectors.get("greedy_h").select(W, EPS)

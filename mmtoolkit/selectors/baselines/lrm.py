@@ -28,10 +28,10 @@ import math
 
 import numpy as np
 
-from ..linalg import Dense, Matrix, check_dense_size
-from ..privacy import PureDP
-from ..strategy import Strategy
-from .base import ALL_PRIVACY, Selector, register
+from ...linalg import Dense, Matrix, check_dense_size
+from ...privacy import PureDP
+from ...strategy import Strategy
+from ..base import ALL_PRIVACY, Selector, register
 
 __all__ = ["LowRankSelector", "lrm_decompose", "project_columns"]
 

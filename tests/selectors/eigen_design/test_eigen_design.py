@@ -6,13 +6,12 @@ import pytest
 from mmtoolkit import evaluate, selectors, workloads
 from mmtoolkit.linalg import AllRange, Dense, Haar, Identity, OrthoBasis, Permuted, Prefix
 from mmtoolkit.privacy import ZCDP, ApproxDP, PureDP
-from mmtoolkit.selectors.eigen_design import (
+from mmtoolkit.selectors.eigen_design.design import (
     design_costs,
-    eigen_queries,
     solve_weighting,
     weighted_strategy,
-    workload_gram,
 )
+from mmtoolkit.selectors.eigen_design.gram import eigen_queries, workload_gram
 
 FIG1 = workloads.eigen_design_figure1().dense()  # Li & Miklau 2012, Fig. 1(b)
 EPS_DELTA = ApproxDP(0.5, 1e-4, calibration="eigen_design")

@@ -22,13 +22,12 @@ import math
 
 import numpy as np
 
-from ..linalg import MAX_DENSE_ENTRIES, Haar, Kronecker, Matrix, Product
-from ..linalg.base import check_p
-from ..linalg.tree import Tree, TreeGram, interval_tree
-from ..privacy import Privacy
-from ..strategy import Strategy
-from .base import Selector, register
-from .hierarchical import workload_sizes
+from ...linalg import MAX_DENSE_ENTRIES, Haar, Kronecker, Matrix, Product, check_p
+from ...linalg.tree import Tree, TreeGram, interval_tree
+from ...privacy import Privacy
+from ...strategy import Strategy
+from ..base import Selector, register
+from .sizes import workload_sizes
 
 __all__ = ["PriveletHaar", "PriveletSelector", "haar_tree"]
 

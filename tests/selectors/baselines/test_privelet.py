@@ -7,7 +7,7 @@ import pytest
 
 from mmtoolkit import evaluate, selectors, workloads
 from mmtoolkit.privacy import ZCDP, PureDP
-from mmtoolkit.selectors.privelet import PriveletHaar
+from mmtoolkit.selectors.baselines.privelet import PriveletHaar
 
 EPS = PureDP(1.0)
 

@@ -34,11 +34,11 @@ import time
 
 import numpy as np
 
-from ..linalg import Dense, Matrix, SymTridiagonal, VStack
-from ..privacy import Privacy, PureDP
-from ..strategy import Strategy
-from .base import Selector, register
-from .eigen_design import eigen_queries, workload_gram
+from ...linalg import Dense, Matrix, SymTridiagonal, VStack
+from ...privacy import Privacy, PureDP
+from ...strategy import Strategy
+from ..base import Selector, register
+from .gram import eigen_queries, workload_gram
 
 #: Largest n Program 5.2 is attempted for by default: the largest size solved within 10
 #: minutes here (benchmarks/bench_mm_sdp.py, all ranges; near idle: SCS n = 16/32/64 in

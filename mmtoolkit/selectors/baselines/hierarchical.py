@@ -13,11 +13,12 @@ import math
 
 import numpy as np
 
-from ..linalg import Kronecker, Matrix, Ones, VStack, Weighted
-from ..linalg.tree import SPLITS, Tree, interval_tree, tree_height
-from ..privacy import Privacy
-from ..strategy import Strategy
-from .base import Selector, register
+from ...linalg import Kronecker
+from ...linalg.tree import SPLITS, Tree, interval_tree, tree_height
+from ...privacy import Privacy
+from ...strategy import Strategy
+from ..base import Selector, register
+from .sizes import workload_sizes
 
 __all__ = [
     "HBSelector",
@@ -25,52 +26,10 @@ __all__ = [
     "QuadtreeSelector",
     "hb_branching",
     "hb2d_branching",
-    "workload_sizes",
 ]
 
 
 # ------------------------------------------------------------------------- helpers
-def _peel(W):
-    while isinstance(W, Weighted):
-        W = W.base
-    return W
-
-
-def _structure_sizes(W) -> list[int] | None:
-    W = _peel(W)
-    if isinstance(W, Kronecker):
-        return [f.shape[1] for f in W.factors]
-    if isinstance(W, VStack):
-        found = [_structure_sizes(b) for b in W.blocks]
-        if found and all(f is not None and f == found[0] for f in found):
-            return found[0]
-        return None
-    sizes = getattr(W, "sizes", None)  # Marginals / Marginal
-    if sizes is not None and not isinstance(W, Ones):
-        return [int(s) for s in sizes]
-    return None
-
-
-def workload_sizes(workload: Matrix, dims=None) -> list[int]:
-    """The attribute sizes a baseline builds its per-attribute structure on: ``dims`` when
-    given (their product must be the domain size), else the factor sizes shared by every
-    Kronecker term of the workload, else one attribute of size N."""
-    N = workload.shape[1]
-    if dims is not None:
-        if isinstance(dims, (int, np.integer)) or not all(
-            isinstance(s, (int, np.integer)) and not isinstance(s, bool) and s >= 1 for s in dims
-        ):
-            raise ValueError(f"dims must be a list of positive attribute sizes, got {dims!r}")
-        dims = [int(s) for s in dims]
-        if math.prod(dims) != N:
-            raise ValueError(
-                f"dims {dims} multiply to {math.prod(dims)}, the workload has {N} columns"
-            )
-        return dims
-    found = _structure_sizes(workload)
-    return found if found is not None else [N]
-
-
 def _check_branching(b, low=2) -> int:
     if isinstance(b, bool) or not isinstance(b, (int, np.integer)) or b < low:
         raise ValueError(f"branching must be an integer >= {low}, got {b!r}")

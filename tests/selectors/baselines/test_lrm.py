@@ -6,7 +6,7 @@ import pytest
 from mmtoolkit import evaluate, selectors, workloads
 from mmtoolkit.linalg import Dense, TooLargeError
 from mmtoolkit.privacy import ZCDP, PureDP
-from mmtoolkit.selectors.lrm import lrm_decompose, project_columns
+from mmtoolkit.selectors.baselines.lrm import lrm_decompose, project_columns
 
 EPS = PureDP(1.0)
 

@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..linalg import Matrix
-from ..privacy import Privacy, PureDP
-from ..strategy import Strategy
-from .base import Selector, register
-from .eigen_design import eigen_queries, weighted_strategy, workload_gram
+from ...linalg import Matrix
+from ...privacy import Privacy, PureDP
+from ...strategy import Strategy
+from ..base import Selector, register
+from .design import weighted_strategy
+from .gram import eigen_queries, workload_gram
 
 
 @register

@@ -11,7 +11,7 @@ from mmtoolkit import evaluate, selectors, workloads
 from mmtoolkit.linalg import Dense, Kronecker, Tree, VStack
 from mmtoolkit.linalg.tree import interval_tree
 from mmtoolkit.privacy import ZCDP, PureDP
-from mmtoolkit.selectors.hierarchical import hb2d_branching, hb_branching
+from mmtoolkit.selectors.baselines.hierarchical import hb2d_branching, hb_branching
 
 EPS = PureDP(1.0)
 

@@ -1,11 +1,12 @@
-"""The two baselines every table uses: Identity and the Laplace/Gaussian mechanism on W."""
+"""The two baselines every table uses: Identity and the Laplace/Gaussian mechanism on W
+(HDMM §2 and §15; Li, Hay, Rastogi, Miklau & McGregor, PODS 2010, Example 4.8)."""
 
 from __future__ import annotations
 
-from ..linalg import Identity, Matrix
-from ..privacy import Privacy
-from ..strategy import Strategy
-from .base import Selector, register
+from ...linalg import Identity, Matrix
+from ...privacy import Privacy
+from ...strategy import Strategy
+from ..base import Selector, register
 
 
 @register

@@ -1,4 +1,9 @@
-"""Eigen-Design: optimal weighting of a design set of queries (Li & Miklau, PVLDB 2012).
+"""Eigen-Design's weighting program: the optimal weighting of a design set of queries
+(Li & Miklau, PVLDB 2012, Program 1 §3.1, Thm 1; §3.5; §4.2; Program 2 step 4 §3.3).
+
+This module holds the design sets, Program 1 and its solvers, the §4.2 reductions and the
+strategy built from a weighting; the selector that strings them together (Program 2) is
+:mod:`.selector`, the eigen-queries come from :mod:`.gram`.
 
 The strategy is ``A = [diag(λ) Q ; D']``: the rows ``q_i`` of a square design set ``Q``
 (by default the *eigen-queries*, the eigenvectors of ``WᵀW``, §3.2 Def. 6), weighted by
@@ -32,8 +37,8 @@ eigendecomposition reaches (8192 here); other design sets give a dense ``[diag(�
 Workload reductions of §4.2: *eigen-query separation* (groups of ``group_size``
 eigen-queries by eigenvalue, Program 1 per group, then Program 1 again over the group
 scale factors) and *principal vectors* (the top ``fraction`` of eigen-queries weighted
-individually, one common weight for all other non-zero eigen-queries). Relative error
-(§3.4): ``normalize_rows=True`` scales every query to unit L2 norm before the design.
+individually, one common weight for all other non-zero eigen-queries):
+:func:`eigen_query_separation` and :func:`principal_vectors`.
 """
 
 from __future__ import annotations
@@ -45,117 +50,13 @@ from dataclasses import dataclass, field
 import numpy as np
 import scipy.linalg
 
-from ..linalg import (
-    Dense,
-    Haar,
-    Matrix,
-    OrthoBasis,
-    SymTridiagonal,
-    TooLargeError,
-    VStack,
-    as_matrix,
-)
-from ..linalg import base as _linalg_base
-from ..linalg.orthobasis import check_orthonormal_rows
-from ..privacy import Privacy, PureDP
-from ..strategy import Strategy
-from .base import Selector, register
+from ...linalg import Dense, Haar, OrthoBasis, SymTridiagonal, VStack, as_matrix
+from ...linalg.orthobasis import check_orthonormal_rows
 
-#: Largest domain for which the n x n Gram of W is formed and eigendecomposed densely.
-MAX_EIGEN_N = 16384
-#: Eigenvalues of WᵀW below ZERO_RTOL · σ_max are dropped (Li & Miklau §4.1).
-ZERO_RTOL = 1e-10
 #: The cvxpy solvers Program 1 can be handed to.
 CVXPY_SOLVERS = ("clarabel", "scs", "ecos")
 SOLVERS = ("dual",) + CVXPY_SOLVERS
 DESIGNS = ("eigen", "wavelet", "fourier", "identity")
-REDUCTIONS = ("none", "separation", "principal")
-
-
-# =============================================================================== Gram
-def workload_gram(W: Matrix, normalize_rows: bool = False, max_n: int = MAX_EIGEN_N):
-    """``WᵀW`` as a dense symmetric array (``normalize_rows``: of ``D W``, ``D = diag(1/||w_i||)``).
-
-    Raises ValueError for an empty or all-zero workload and for ``n > max_n``.
-    """
-    W = as_matrix(W)
-    m, n = W.shape
-    if m == 0 or n == 0:
-        raise ValueError(f"the workload is empty (shape {W.shape}); it needs queries and cells")
-    if n > max_n:
-        raise ValueError(
-            f"Eigen-Design eigendecomposes the {n} x {n} Gram of the workload densely; "
-            f"n = {n} exceeds the limit {max_n} (MAX_EIGEN_N)"
-        )
-    if normalize_rows:
-        G = _normalized_gram(W)
-    else:
-        Gm = W.gram()
-        try:
-            G = Gm.dense()
-        except TooLargeError:  # above the shared dense guard but within MAX_EIGEN_N
-            G = _columns_of(Gm, n)
-    G = 0.5 * (G + G.T)
-    if not np.all(np.isfinite(G)):
-        raise ValueError("the workload has non-finite entries")
-    if not np.any(G):
-        raise ValueError("the workload is all zero: no query has a non-zero coefficient")
-    return G
-
-
-def _columns_of(M: Matrix, n: int) -> np.ndarray:
-    out = np.empty((M.shape[0], n))
-    step = max(1, min(n, _linalg_base.MAX_DENSE_ENTRIES // max(M.shape[0], 1)))
-    for s in range(0, n, step):
-        E = np.zeros((n, min(step, n - s)))
-        E[np.arange(s, s + E.shape[1]), np.arange(E.shape[1])] = 1.0
-        out[:, s : s + E.shape[1]] = M.matvec(E)
-    return out
-
-
-def _normalized_gram(W: Matrix) -> np.ndarray:
-    """``(DW)ᵀ(DW)`` with ``D = diag(1/||w_i||₂)`` (zero rows dropped), in column chunks."""
-    m, n = W.shape
-    r = W.rownorm_p(2)
-    if np.isscalar(r):
-        if r == 0:
-            raise ValueError("the workload is all zero: no query has a non-zero coefficient")
-        Gm = W.gram()
-        try:
-            G = Gm.dense()
-        except TooLargeError:
-            G = _columns_of(Gm, n)
-        return G / float(r)
-    r = np.asarray(r, dtype=float)
-    inv = np.zeros(m)
-    inv[r > 0] = 1.0 / r[r > 0]
-    step = max(1, min(n, _linalg_base.MAX_DENSE_ENTRIES // max(m, 1)))
-    G = np.empty((n, n))
-    for s in range(0, n, step):
-        b = min(step, n - s)
-        E = np.zeros((n, b))
-        E[np.arange(s, s + b), np.arange(b)] = 1.0
-        Y = W.matvec(E) * inv[:, None]
-        G[:, s : s + b] = W.rmatvec(Y)
-    return G
-
-
-def eigen_queries(G: np.ndarray, rtol: float = ZERO_RTOL):
-    """Eigen-queries of ``G = WᵀW`` (Li & Miklau Def. 6): ``(σ, Q)`` with ``σ`` descending,
-    zero eigenvalues (``< rtol · σ_max``) dropped, ``Q`` the matching unit eigenvectors as
-    rows. Deterministic signs: the entry of largest magnitude of each row is positive."""
-    sigma, V = np.linalg.eigh(G)
-    order = np.argsort(sigma)[::-1]
-    sigma, V = sigma[order], V[:, order]
-    top = sigma[0]
-    if not top > 0:
-        raise ValueError("the workload is all zero: WᵀW has no positive eigenvalue")
-    keep = sigma > rtol * top
-    sigma, Q = sigma[keep], V[:, keep].T
-    idx = np.argmax(np.abs(Q), axis=1)
-    signs = np.sign(Q[np.arange(Q.shape[0]), idx])
-    signs[signs == 0] = 1.0
-    return sigma, Q * signs[:, None]
 
 
 # ====================================================================== design sets
@@ -378,7 +279,7 @@ def _cvxpy_weighting(c, P, p, solver) -> Weighting:
 
 
 # ========================================================== reductions of §4.2
-def _separation(c, P, p, group_size, solver, tol, max_iter) -> tuple[np.ndarray, dict]:
+def eigen_query_separation(c, P, p, group_size, solver, tol, max_iter) -> tuple[np.ndarray, dict]:
     """Eigen-query separation (Li & Miklau §4.2): Program 1 per group of ``group_size``
     consecutive (by eigenvalue) design queries, then Program 1 over the group factors."""
     k = c.size
@@ -396,7 +297,7 @@ def _separation(c, P, p, group_size, solver, tol, max_iter) -> tuple[np.ndarray,
     return x, {"groups": len(groups), "group_size": group_size}
 
 
-def _principal(c, P, p, fraction, solver, tol, max_iter) -> tuple[np.ndarray, dict]:
+def principal_vectors(c, P, p, fraction, solver, tol, max_iter) -> tuple[np.ndarray, dict]:
     """Principal vectors (Li & Miklau §4.2): the top ``fraction`` of the design queries get
     their own weight, all the others one common weight (k_top + 1 variables)."""
     k = c.size
@@ -411,120 +312,7 @@ def _principal(c, P, p, fraction, solver, tol, max_iter) -> tuple[np.ndarray, di
     return x, {"principal": top}
 
 
-# =========================================================================== selector
-@register
-class EigenDesign(Selector):
-    """Eigen-Design (Li & Miklau, PVLDB 2012, Program 2; §3.5 for ε-DP; §4.2 reductions).
-
-    Parameters
-    ----------
-    design : "eigen" (default; eigen-queries of WᵀW), "wavelet", "fourier", "identity", or a
-        matrix whose linearly independent rows are the design queries (§3.2, Fig. 5).
-    design_sizes : attribute sizes for a named design set on a multi-attribute domain: the
-        Kronecker product of per-attribute sets (multi-D Wavelet, §5); default: one
-        attribute of n cells.
-    solver : "dual" (default; certified multiplicative dual method, scales to n = 8192) or a
-        cvxpy solver "clarabel" / "scs" / "ecos".
-    reduction : "none", "separation" (with ``group_size``, default 16) or "principal" (with
-        ``fraction``, default 0.1) — the workload reductions of §4.2.
-    normalize_rows : scale every query to unit L2 norm first (relative error, §3.4).
-    complete : add the column-completion rows of Program 2 step 4 (default True).
-    tol, max_iter : stopping rule of the dual method (certified relative gap).
-    """
-
-    name = "eigen_design"
-
-    def __init__(
-        self,
-        design="eigen",
-        solver: str = "dual",
-        design_sizes=None,
-        reduction: str = "none",
-        group_size: int = 16,
-        fraction: float = 0.1,
-        normalize_rows: bool = False,
-        complete: bool = True,
-        tol: float = 1e-7,
-        max_iter: int = 200_000,
-    ):
-        if isinstance(design, str) and design not in DESIGNS:
-            raise ValueError(f"unknown design {design!r} (valid: {', '.join(DESIGNS)} or a matrix)")
-        if solver not in SOLVERS:
-            raise ValueError(f"unknown solver {solver!r} (valid: {', '.join(SOLVERS)})")
-        if design_sizes is not None:
-            if not (isinstance(design, str) and design != "eigen"):
-                raise ValueError("design_sizes applies to design wavelet, fourier or identity")
-            if not (
-                isinstance(design_sizes, (list, tuple))
-                and design_sizes
-                and all(
-                    isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in design_sizes
-                )
-            ):
-                raise ValueError(
-                    f"design_sizes must be a list of positive ints, got {design_sizes!r}"
-                )
-            design_sizes = [int(v) for v in design_sizes]
-        if reduction not in REDUCTIONS:
-            raise ValueError(f"unknown reduction {reduction!r} (valid: {', '.join(REDUCTIONS)})")
-        if isinstance(group_size, bool) or not isinstance(group_size, int) or group_size < 1:
-            raise ValueError(f"group_size must be a positive int, got {group_size!r}")
-        if not (isinstance(fraction, (int, float)) and 0 < fraction <= 1):
-            raise ValueError(f"fraction must be in (0, 1], got {fraction!r}")
-        if not (isinstance(tol, (int, float)) and tol > 0):
-            raise ValueError(f"tol must be positive, got {tol!r}")
-        self.params = {
-            "design": design if isinstance(design, str) else "matrix",
-            "design_sizes": design_sizes,
-            "solver": solver,
-            "reduction": reduction,
-            "group_size": group_size,
-            "fraction": fraction,
-            "normalize_rows": bool(normalize_rows),
-            "complete": bool(complete),
-            "tol": tol,
-            "max_iter": int(max_iter),
-        }
-        self._design = design
-
-    def _select(self, workload: Matrix, privacy: Privacy, objective: str) -> Strategy:
-        prm = self.params
-        n = workload.shape[1]
-        t0 = time.perf_counter()
-        G = workload_gram(workload, prm["normalize_rows"])
-        if isinstance(self._design, str) and self._design == "eigen":
-            c, Q = eigen_queries(G)
-        else:
-            Q = design_matrix(self._design, n, prm["design_sizes"])
-            c = design_costs(G, Q)
-            keep = c > ZERO_RTOL * c.max()
-            c, Q = c[keep], Q[keep]
-        t1 = time.perf_counter()
-        p = 2 if isinstance(privacy, PureDP) else 1
-        P = np.abs(Q) if p == 2 else Q * Q
-        opts = (prm["solver"], prm["tol"], prm["max_iter"])
-        if prm["reduction"] == "separation":
-            x, meta = _separation(c, P, p, prm["group_size"], *opts)
-        elif prm["reduction"] == "principal":
-            x, meta = _principal(c, P, p, prm["fraction"], *opts)
-        else:
-            w = solve_weighting(c, P, p, *opts)
-            x = w.x
-            meta = {"program1_lower": w.lower, "gap": w.gap, "iterations": w.iterations}
-        t2 = time.perf_counter()
-        matrix, loss = weighted_strategy(Q, x, p, prm["complete"], c)
-        meta.update(
-            {
-                "rank": int(c.size),
-                "program1_value": loss,
-                "seconds_eigen": t1 - t0,
-                "seconds_weighting": t2 - t1,
-                "norm": "L1" if p == 2 else "L2",
-            }
-        )
-        return Strategy(matrix=matrix, selector=self.name, metadata=meta, loss=loss)
-
-
+# ==================================================== the strategy from a weighting
 def weighted_strategy(Q: np.ndarray, x: np.ndarray, p: int, complete: bool, c=None):
     """``A = [diag(λ) Q ; D']`` from Program 1's ``x`` (``λ = sqrt(x)`` for p = 1, ``x``
     for p = 2), scaled to unit sensitivity, with the column-completion rows of Program 2

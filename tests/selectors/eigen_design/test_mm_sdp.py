@@ -7,7 +7,11 @@ from paper_fixtures import H4, Y4
 from mmtoolkit import evaluate, selectors
 from mmtoolkit.linalg import AllRange, Dense, Identity
 from mmtoolkit.privacy import ApproxDP, PureDP
-from mmtoolkit.selectors.mm_sdp import l1_completion, min_sensitivity_rotation, program_5_2
+from mmtoolkit.selectors.eigen_design.mm_sdp import (
+    l1_completion,
+    min_sensitivity_rotation,
+    program_5_2,
+)
 
 EPS_DELTA = ApproxDP(0.5, 1e-4, calibration="eigen_design")
 

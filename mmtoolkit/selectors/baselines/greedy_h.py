@@ -48,12 +48,12 @@ from __future__ import annotations
 import numpy as np
 from scipy import sparse
 
-from ..linalg import MAX_DENSE_ENTRIES
-from ..linalg.tree import Tree, interval_tree
-from ..privacy import PureDP
-from ..strategy import Strategy
-from .base import ALL_PRIVACY, Selector, register
-from .hierarchical import workload_sizes
+from ...linalg import MAX_DENSE_ENTRIES
+from ...linalg.tree import Tree, interval_tree
+from ...privacy import PureDP
+from ...strategy import Strategy
+from ..base import ALL_PRIVACY, Selector, register
+from .sizes import workload_sizes
 
 __all__ = ["GreedyHSelector"]
 

@@ -167,7 +167,7 @@ def test_design_sizes_give_the_kronecker_design_sets(grams):
     the flat Hadamard (Sylvester)."""
     from scipy.linalg import hadamard
 
-    from mmtoolkit.selectors.eigen_design import design_matrix
+    from mmtoolkit.selectors.eigen_design.design import design_matrix
 
     np.testing.assert_array_equal(design_matrix("wavelet", 64, [4, 4, 4]), kron_haar([4, 4, 4]))
     np.testing.assert_array_equal(design_matrix("fourier", 64, [4, 16]), hadamard(64))

@@ -1,0 +1,109 @@
+"""The eigen-queries of a workload (Li & Miklau, PVLDB 2012, §3.2 Def. 6 and §4.1).
+
+``WᵀW`` is formed as a dense symmetric array (of the row-normalised workload ``D W``,
+``D = diag(1/||w_i||₂)``, for relative error, §3.4) and eigendecomposed; the *eigen-queries*
+are its unit eigenvectors with non-zero eigenvalue, as rows, eigenvalues descending.
+
+Shared by the three selectors of this package: Eigen-Design weights the eigen-queries by
+Program 1 (:mod:`.selector`), the singular-value-bound strategy weights them by ``σ^{1/4}``
+(Li, Hay, Rastogi, Miklau & McGregor, PODS 2010, Thm 5.25; :mod:`.svd`), and the Matrix
+Mechanism's SDP uses ``F = D^{1/2} Q`` as an ``r x n`` factor of ``WᵀW`` (Li et al. 2010,
+§5.1's workload reduction; :mod:`.mm_sdp`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ...linalg import Matrix, TooLargeError, as_matrix
+from ...linalg import base as _linalg_base
+
+#: Largest domain for which the n x n Gram of W is formed and eigendecomposed densely.
+MAX_EIGEN_N = 16384
+#: Eigenvalues of WᵀW below ZERO_RTOL · σ_max are dropped (Li & Miklau §4.1).
+ZERO_RTOL = 1e-10
+
+
+def workload_gram(W: Matrix, normalize_rows: bool = False, max_n: int = MAX_EIGEN_N):
+    """``WᵀW`` as a dense symmetric array (``normalize_rows``: of ``D W``, ``D = diag(1/||w_i||)``).
+
+    Raises ValueError for an empty or all-zero workload and for ``n > max_n``.
+    """
+    W = as_matrix(W)
+    m, n = W.shape
+    if m == 0 or n == 0:
+        raise ValueError(f"the workload is empty (shape {W.shape}); it needs queries and cells")
+    if n > max_n:
+        raise ValueError(
+            f"Eigen-Design eigendecomposes the {n} x {n} Gram of the workload densely; "
+            f"n = {n} exceeds the limit {max_n} (MAX_EIGEN_N)"
+        )
+    if normalize_rows:
+        G = _normalized_gram(W)
+    else:
+        Gm = W.gram()
+        try:
+            G = Gm.dense()
+        except TooLargeError:  # above the shared dense guard but within MAX_EIGEN_N
+            G = _columns_of(Gm, n)
+    G = 0.5 * (G + G.T)
+    if not np.all(np.isfinite(G)):
+        raise ValueError("the workload has non-finite entries")
+    if not np.any(G):
+        raise ValueError("the workload is all zero: no query has a non-zero coefficient")
+    return G
+
+
+def _columns_of(M: Matrix, n: int) -> np.ndarray:
+    out = np.empty((M.shape[0], n))
+    step = max(1, min(n, _linalg_base.MAX_DENSE_ENTRIES // max(M.shape[0], 1)))
+    for s in range(0, n, step):
+        E = np.zeros((n, min(step, n - s)))
+        E[np.arange(s, s + E.shape[1]), np.arange(E.shape[1])] = 1.0
+        out[:, s : s + E.shape[1]] = M.matvec(E)
+    return out
+
+
+def _normalized_gram(W: Matrix) -> np.ndarray:
+    """``(DW)ᵀ(DW)`` with ``D = diag(1/||w_i||₂)`` (zero rows dropped), in column chunks."""
+    m, n = W.shape
+    r = W.rownorm_p(2)
+    if np.isscalar(r):
+        if r == 0:
+            raise ValueError("the workload is all zero: no query has a non-zero coefficient")
+        Gm = W.gram()
+        try:
+            G = Gm.dense()
+        except TooLargeError:
+            G = _columns_of(Gm, n)
+        return G / float(r)
+    r = np.asarray(r, dtype=float)
+    inv = np.zeros(m)
+    inv[r > 0] = 1.0 / r[r > 0]
+    step = max(1, min(n, _linalg_base.MAX_DENSE_ENTRIES // max(m, 1)))
+    G = np.empty((n, n))
+    for s in range(0, n, step):
+        b = min(step, n - s)
+        E = np.zeros((n, b))
+        E[np.arange(s, s + b), np.arange(b)] = 1.0
+        Y = W.matvec(E) * inv[:, None]
+        G[:, s : s + b] = W.rmatvec(Y)
+    return G
+
+
+def eigen_queries(G: np.ndarray, rtol: float = ZERO_RTOL):
+    """Eigen-queries of ``G = WᵀW`` (Li & Miklau Def. 6): ``(σ, Q)`` with ``σ`` descending,
+    zero eigenvalues (``< rtol · σ_max``) dropped, ``Q`` the matching unit eigenvectors as
+    rows. Deterministic signs: the entry of largest magnitude of each row is positive."""
+    sigma, V = np.linalg.eigh(G)
+    order = np.argsort(sigma)[::-1]
+    sigma, V = sigma[order], V[:, order]
+    top = sigma[0]
+    if not top > 0:
+        raise ValueError("the workload is all zero: WᵀW has no positive eigenvalue")
+    keep = sigma > rtol * top
+    sigma, Q = sigma[keep], V[:, keep].T
+    idx = np.argmax(np.abs(Q), axis=1)
+    signs = np.sign(Q[np.arange(Q.shape[0]), idx])
+    signs[signs == 0] = 1.0
+    return sigma, Q * signs[:, None]
