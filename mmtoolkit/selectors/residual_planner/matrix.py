@@ -93,7 +93,8 @@ class ResidualStrategyMatrix(Matrix):
 
     # ----------------------------------------------------- strategy-kind protocol
     def error_route(self, W):
-        return ResidualRoute.build(W, self)
+        # a workload on another factorisation of the domain: the Gram's route, if any
+        return ResidualRoute.build(W, self) or super().error_route(W)
 
     def pinv_operator(self):
         return self.pinv()
