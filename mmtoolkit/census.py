@@ -174,9 +174,3 @@ def _build(relationship: bool, state: bool, two_or_more: str) -> la.Matrix:
         for _, sex, hisp, race, age in PRODUCTS
     ]
     return la.VStack(products)
-
-
-def domain_sizes(relationship: bool = True, state: bool = False) -> list[int]:
-    """Attribute sizes of the SF1 (``state=False``) or SF1+ domain."""
-    names = ["sex", "hispanic", "race"] + (["relationship"] if relationship else []) + ["age"]
-    return [SIZES[a] for a in names + (["state"] if state else [])]
