@@ -82,24 +82,20 @@ class Kronecker(Matrix):
         return Kronecker([f.pinv() for f in self.factors])
 
     def colnorm_p(self, p):
-        parts = [f.colnorm_p(p) for f in self.factors]
+        return self._kron_norms([f.colnorm_p(p) for f in self.factors], 1, "column norms")
+
+    def rownorm_p(self, p):
+        return self._kron_norms([f.rownorm_p(p) for f in self.factors], 0, "row norms")
+
+    def _kron_norms(self, parts, axis: int, what: str):
+        """The Kronecker product of per-factor norms (scalars when every factor's is)."""
         if all(np.isscalar(c) for c in parts):
             return float(math.prod(parts))
         vecs = [
-            np.full(f.shape[1], c) if np.isscalar(c) else np.asarray(c)
+            np.full(f.shape[axis], c) if np.isscalar(c) else np.asarray(c)
             for f, c in zip(self.factors, parts)
         ]
-        return _kron_vectors(vecs, "column norms of a Kronecker product")
-
-    def rownorm_p(self, p):
-        parts = [f.rownorm_p(p) for f in self.factors]
-        if all(np.isscalar(r) for r in parts):
-            return float(math.prod(parts))
-        vecs = [
-            np.full(f.shape[0], r) if np.isscalar(r) else np.asarray(r)
-            for f, r in zip(self.factors, parts)
-        ]
-        return _kron_vectors(vecs, "row norms of a Kronecker product")
+        return _kron_vectors(vecs, f"{what} of a Kronecker product")
 
     def sensitivity(self, p=1):
         # HDMM Thm 3: ||A_1 ⊗ ... ⊗ A_d|| = Π ||A_i|| for the max-column Lp norms.
