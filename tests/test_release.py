@@ -130,7 +130,7 @@ BAD = [
     ("a,b\n0,1\n", {"a": 3, "b": 2, "c": 2}, [], r"column\(s\) 'c' of the domain are missing"),
     ("a,b\n0,x\n", {"a": 3, "b": 2}, [], r"line 2, column 'b': a non-numeric value 'x'"),
     ("a,b,z\n0,1,1\n", {"a": 3, "b": 2}, [], r"the domain does not declare column\(s\) 'z'"),
-    ("a,b\n0,1\n", {"a": 3, "b": 2}, ["--workload", "cube:2"], r"unknown workload SPEC"),
+    ("a,b\n0,1\n", {"a": 3, "b": 2}, ["--workload", "cube:2"], r"unknown workload kind 'cube'"),
     ("a,b\n0,1\n", {"a": 3, "b": 2}, ["--selector", "nope"], r"unknown selector 'nope'"),
     ("a,b\n0,1\n", {"a": 3, "b": 2}, ["--rho", "0.5"], r"either --rho or --epsilon"),
     ("a,b\n0,1\n", {"a": 3, "b": 2}, ["--param", "x"], r"KEY=VALUE"),
