@@ -40,14 +40,18 @@ scalar, or a flow list/mapping in brackets, whose commas do not split), giving t
 Shorthands (the command line's original forms), mapped to the same mappings:
 ``marginals:K`` (``{kind: marginals, k: K}``), ``marginals:K:lower`` (adds ``lower:
 true``), the same two for ``range_marginals`` and ``prefix_marginals``, and
-``marginal:A,B,...`` (``{kind: marginal, attrs: [A, B, ...]}``, names kept as strings).
+``marginal:A,B,...`` (``{kind: marginal, attrs: [A, B, ...]}``, names kept as strings), and
+``kron:KIND,KIND,...`` (``{kind: kron, factors: [KIND, KIND, ...]}``, bare kinds only: with
+the caller's domain, ``kron:prefix,identity`` is prefix on the first attribute and identity
+on the second).
 
 **The caller's domain.** :func:`parse_workload` may be given a
 :class:`~mmtoolkit.domain.Domain` (the command line's ``--domain``/``--data``): every
 builder whose first parameter is ``domain`` then gets it (a spec may not name another one),
-nested ones included, and a top-level builder with an ``n`` parameter left out (``identity``,
-``all_range``, ...) gets the domain's number of cells; otherwise ``n``-style builders take
-their sizes from the spec.
+nested ones included; a top-level builder with an ``n`` parameter left out (``identity``,
+``all_range``, ...) gets the domain's number of cells, and the ``i``-th of ``kron``'s factors
+(when there is one per attribute) the size of attribute ``i``. Otherwise ``n``-style builders
+take their sizes from the spec.
 
 Errors are :class:`SpecError` (a ``ValueError``) naming the field (``where``) and the kind:
 an unknown kind or a string that does not parse lists the valid kinds, a bad keyword lists
@@ -94,6 +98,7 @@ SHORTHANDS = (
     "range_marginals:K[:lower]",
     "prefix_marginals:K[:lower]",
     "marginal:A,B,...",
+    "kron:KIND,KIND,...",
 )
 
 #: Public functions of mmtoolkit.workloads that are not workload builders (functions
@@ -272,7 +277,8 @@ def spec_mapping(text: str, where: str = "") -> dict:
     if kind not in workload_kinds():
         raise SpecError(
             where,
-            f"unknown workload kind {kind!r} in {text!r} (valid: {', '.join(workload_kinds())})",
+            f"unknown workload kind {kind!r}{'' if s == kind else f' in {text!r}'} "
+            f"(valid: {', '.join(workload_kinds())})",
         )
     out: dict[str, Any] = {"kind": kind}
     if not sep:
@@ -317,7 +323,11 @@ def _shorthand(kind: str, rest: str, bad) -> dict:
             if len(parts) == 2:
                 out["lower"] = True
             return out
-    raise bad("expected key=value pairs")
+    if kind == "kron":
+        factors = [a.strip() for a in rest.split(",")]
+        if all(f.isidentifier() for f in factors):
+            return {"kind": kind, "factors": factors}
+    raise bad("expected key=value pairs or a shorthand")
 
 
 # --------------------------------------------------------------------------- parsing
@@ -336,6 +346,7 @@ def parse_workload(
     domain_source: str = "the caller",
     base_dir=None,
     _top: bool = True,
+    _n: int | None = None,
 ) -> WorkloadSpec:
     """The :class:`WorkloadSpec` of a spec (a mapping or a string; module docstring).
 
@@ -380,9 +391,15 @@ def parse_workload(
                 f"the domain is given by {domain_source}; remove 'domain' from the spec",
             )
         raw["domain"] = domain
-    if _top and domain is not None and "n" in sig.parameters and "n" not in raw:
-        raw["n"] = domain.size
+    if _n is None and _top and domain is not None:
+        _n = domain.size
+    if _n is not None and "n" in sig.parameters and "n" not in raw:
+        raw["n"] = _n
+    open_kw = any(p.kind is p.VAR_KEYWORD for p in sig.parameters.values())
+    unknown = [] if open_kw else [k for k in raw if k not in sig.parameters]
     try:
+        if unknown:
+            raise TypeError(f"unknown parameter {unknown[0]!r}")
         sig.bind(**raw)
     except TypeError as exc:
         msg = f"{kind}(): {exc} (parameters: {builder_parameters(kind)})"
@@ -403,8 +420,12 @@ def parse_workload(
         ):
             if not isinstance(v, list) or not v:
                 raise SpecError(sub, "expected a non-empty list of workload specs")
+            # kron factors over the caller's domain: a factor's missing n is its attribute's size
+            sizes = domain.sizes if kind == "kron" and domain is not None else ()
+            ns = list(sizes) if len(sizes) == len(v) else [None] * len(v)
             args[name] = [
-                parse_workload(x, f"{sub}[{i}]", _top=False, **nested) for i, x in enumerate(v)
+                parse_workload(x, f"{sub}[{i}]", _top=False, _n=n, **nested)
+                for i, (x, n) in enumerate(zip(v, ns, strict=True))
             ]
         else:
             args[name] = v
