@@ -33,11 +33,15 @@ on the domain file's numeric attributes, identity on the others), ``all_range:n=
 ``width_range:n=64,w=8``, ``identity`` (the full histogram; small domains) — or a YAML flow
 mapping for nested workloads, ``{kind: kron, factors: [{kind: prefix, n: 8}, {kind:
 identity, n: 8}]}``. Shorthands: ``marginals:K``, ``marginals:K:lower`` (all ≤K-way, with the
-total), ``range_marginals:K``, ``prefix_marginals:K``, ``marginal:A,B,...``. Builders whose
-first parameter is a domain get the records' domain (a SPEC may not name one); a top-level
-``n`` left out is the domain's number of cells, and a workload must have one column per cell
-of the domain (``all_range:n=64`` needs a 64-cell domain). ``binary_marginals`` (queries on
-the binary encoding of the domain, not on the records) is refused.
+total), ``range_marginals:K``, ``prefix_marginals:K``, ``marginal:A,B,...``,
+``kron:prefix,identity`` (one bare kind per attribute, each on that attribute's size).
+Builders whose first parameter is a domain get the records' domain (a SPEC may not name
+one); a top-level ``n`` left out is the domain's number of cells, and a workload must have
+one column per cell of the domain (``all_range:n=64`` needs a 64-cell domain).
+``binary_marginals`` (queries on the binary encoding of the domain, not on the records) is
+refused, and so is any SPEC that does not parse or build (the message names the kind and
+lists the valid kinds or the builder's parameters).
+
 Privacy: ``--epsilon E`` (pure ε-DP, Laplace), ``--epsilon E --delta D`` ((ε, δ)-DP, analytic
 Gaussian), or ``--rho R`` (ρ-zCDP, Gaussian). ``--noise discrete`` draws exact integer noise
 (discrete Laplace / Gaussian). ``--nonnegative`` and ``--round`` are post-processing steps
@@ -86,7 +90,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
             "workload SPEC: KIND or KIND:key=value,... (KIND from `mmtoolkit list workloads`, "
             "values parsed as YAML), e.g. marginals:k=2, marginals:k=3,lower=true, "
             "all_range:n=64, or a YAML mapping {kind: ..., ...}; shorthands marginals:K, "
-            "marginals:K:lower, range_marginals:K, prefix_marginals:K, marginal:A,B. "
+            "marginals:K:lower, range_marginals:K, prefix_marginals:K, marginal:A,B, "
+            "kron:prefix,identity. "
             "Example: mmtoolkit release --data adult.csv --domain adult-domain.json "
             "--workload marginals:2 --selector hdmm --param restarts=5 --epsilon 1 --out a.csv"
         ),
