@@ -25,10 +25,23 @@ nothing is written. Without ``--data`` a synthetic dataset is generated
 (:func:`mmtoolkit.records.synthetic`; ``--records`` and ``--data-seed``) over ``--domain``, or
 over a built-in 6-attribute demo domain when no domain is given either.
 
-Workload SPECs: ``marginals:K`` (all K-way marginals), ``marginals:K:lower`` (all ≤K-way,
-with the total), ``marginal:A,B,...`` (one marginal on named attributes),
-``range_marginals:K`` / ``prefix_marginals:K`` (ranges or prefixes on the domain file's
-numeric attributes, identity on the others), ``identity`` (the full histogram; small domains).
+Workload SPECs follow the package's one grammar (:mod:`mmtoolkit.workload_specs`, shared
+with the experiment configs): ``KIND`` or ``KIND:key=value,...`` with ``KIND`` any of
+``mmtoolkit list workloads`` and values parsed as YAML — ``marginals:k=2``,
+``marginals:k=3,lower=true``, ``marginal:attrs=[age,sex]``, ``prefix_marginals:k=2`` (prefixes
+on the domain file's numeric attributes, identity on the others), ``all_range:n=64``,
+``width_range:n=64,w=8``, ``identity`` (the full histogram; small domains) — or a YAML flow
+mapping for nested workloads, ``{kind: kron, factors: [{kind: prefix, n: 8}, {kind:
+identity, n: 8}]}``. Shorthands: ``marginals:K``, ``marginals:K:lower`` (all ≤K-way, with the
+total), ``range_marginals:K``, ``prefix_marginals:K``, ``marginal:A,B,...``,
+``kron:prefix,identity`` (one bare kind per attribute, each on that attribute's size).
+Builders whose first parameter is a domain get the records' domain (a SPEC may not name
+one); a top-level ``n`` left out is the domain's number of cells, and a workload must have
+one column per cell of the domain (``all_range:n=64`` needs a 64-cell domain).
+``binary_marginals`` (queries on the binary encoding of the domain, not on the records) is
+refused, and so is any SPEC that does not parse or build (the message names the kind and
+lists the valid kinds or the builder's parameters).
+
 Privacy: ``--epsilon E`` (pure ε-DP, Laplace), ``--epsilon E --delta D`` ((ε, δ)-DP, analytic
 Gaussian), or ``--rho R`` (ρ-zCDP, Gaussian). ``--noise discrete`` draws exact integer noise
 (discrete Laplace / Gaussian). ``--nonnegative`` and ``--round`` are post-processing steps
@@ -74,8 +87,11 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
             "Writes the answers (CSV) and a summary (JSON) atomically."
         ),
         epilog=(
-            "workload SPEC: marginals:K | marginals:K:lower | marginal:A,B | "
-            "range_marginals:K | prefix_marginals:K | identity. "
+            "workload SPEC: KIND or KIND:key=value,... (KIND from `mmtoolkit list workloads`, "
+            "values parsed as YAML), e.g. marginals:k=2, marginals:k=3,lower=true, "
+            "all_range:n=64, or a YAML mapping {kind: ..., ...}; shorthands marginals:K, "
+            "marginals:K:lower, range_marginals:K, prefix_marginals:K, marginal:A,B, "
+            "kron:prefix,identity. "
             "Example: mmtoolkit release --data adult.csv --domain adult-domain.json "
             "--workload marginals:2 --selector hdmm --param restarts=5 --epsilon 1 --out a.csv"
         ),
@@ -143,39 +159,36 @@ def _params(items) -> dict:
     return out
 
 
-def _int(text: str, what: str) -> int:
-    try:
-        return int(text)
-    except ValueError:
-        raise ReleaseError(f"{what} must be an integer, got {text!r}") from None
-
-
 def parse_workload(spec: str, domain):
-    """``(W, marginal keys or None)`` for a workload SPEC (module docstring) over ``domain``."""
-    from . import workloads
+    """The workload Matrix of a ``--workload`` SPEC (module docstring) over ``domain``, the
+    records' :class:`~mmtoolkit.domain.Domain`; a :class:`ReleaseError` naming the problem
+    for a SPEC that does not parse, does not build, or is not on ``domain``'s cells."""
+    from .workload_specs import SpecError
+    from .workload_specs import parse_workload as parse_spec
 
-    if not isinstance(spec, str) or not spec:
-        raise ReleaseError("--workload needs a SPEC such as marginals:2")
-    kind, _, rest = spec.partition(":")
-    parts = rest.split(":") if rest else []
-    if kind == "marginals":
-        if not parts or len(parts) > 2 or (len(parts) == 2 and parts[1] != "lower"):
-            raise ReleaseError(f"workload {spec!r}: use marginals:K or marginals:K:lower")
-        return workloads.marginals(domain, _int(parts[0], "K"), lower=len(parts) == 2)
-    if kind == "marginal":
-        if len(parts) != 1 or not parts[0]:
-            raise ReleaseError(f"workload {spec!r}: use marginal:A,B,... (attribute names)")
-        return workloads.marginal(domain, [a.strip() for a in parts[0].split(",")])
-    if kind in ("range_marginals", "prefix_marginals"):
-        if len(parts) != 1:
-            raise ReleaseError(f"workload {spec!r}: use {kind}:K")
-        return getattr(workloads, kind)(domain, _int(parts[0], "K"))
-    if kind == "identity" and not parts:
-        return workloads.identity(domain.size)
-    raise ReleaseError(
-        f"unknown workload SPEC {spec!r}; use marginals:K, marginals:K:lower, marginal:A,B, "
-        "range_marginals:K, prefix_marginals:K or identity"
-    )
+    if not isinstance(spec, str) or not spec.strip():
+        raise ReleaseError("--workload needs a SPEC such as marginals:k=2")
+    where = f"--workload {spec!r}"
+    try:
+        parsed = parse_spec(spec, "--workload", domain=domain, domain_source="--domain / --data")
+    except SpecError as exc:
+        raise ReleaseError(str(exc)) from None
+    if parsed.kind == "binary_marginals":
+        raise ReleaseError(
+            f"{where}: binary_marginals asks queries on the binary encoding of the domain, "
+            "not on the records' domain: release cannot answer it"
+        )
+    try:
+        W = parsed.build()
+    except (ValueError, TypeError, KeyError, IndexError) as exc:
+        msg = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
+        raise ReleaseError(f"{where}: {parsed.kind}(): {msg}") from None
+    if int(W.shape[1]) != domain.size:
+        raise ReleaseError(
+            f"{where}: the workload is on {W.shape[1]} cells but the domain has {domain.size} "
+            f"({' x '.join(map(str, domain.sizes))}); give sizes matching the domain"
+        )
+    return W
 
 
 def _labels(W, domain):
@@ -183,12 +196,12 @@ def _labels(W, domain):
     from .linalg import Marginal, Marginals, peel
 
     _, base = peel(W)
+    if not isinstance(base, (Marginal, Marginals)) or tuple(base.sizes) != tuple(domain.sizes):
+        return None
     if isinstance(base, Marginal):
         keys = [base.key]
     elif isinstance(base, Marginals):
         keys = list(base.keys)
-    else:
-        return None
     names, cells = [], []
     for key in keys:
         attrs = [i for i in range(len(domain)) if (key >> i) & 1]

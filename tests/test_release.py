@@ -130,7 +130,7 @@ BAD = [
     ("a,b\n0,1\n", {"a": 3, "b": 2, "c": 2}, [], r"column\(s\) 'c' of the domain are missing"),
     ("a,b\n0,x\n", {"a": 3, "b": 2}, [], r"line 2, column 'b': a non-numeric value 'x'"),
     ("a,b,z\n0,1,1\n", {"a": 3, "b": 2}, [], r"the domain does not declare column\(s\) 'z'"),
-    ("a,b\n0,1\n", {"a": 3, "b": 2}, ["--workload", "cube:2"], r"unknown workload SPEC"),
+    ("a,b\n0,1\n", {"a": 3, "b": 2}, ["--workload", "cube:2"], r"unknown workload kind 'cube'"),
     ("a,b\n0,1\n", {"a": 3, "b": 2}, ["--selector", "nope"], r"unknown selector 'nope'"),
     ("a,b\n0,1\n", {"a": 3, "b": 2}, ["--rho", "0.5"], r"either --rho or --epsilon"),
     ("a,b\n0,1\n", {"a": 3, "b": 2}, ["--param", "x"], r"KEY=VALUE"),
@@ -175,3 +175,67 @@ def test_missing_privacy_and_output_dir(tmp_path, capsys):
     )  # fmt: skip
     assert code == 2 and "does not exist" in capsys.readouterr().err
     assert list(tmp_path.iterdir()) == []
+
+
+def test_previously_refused_kinds_end_to_end(tmp_path, capsys):
+    """``all_range`` (refused before the one grammar) and ``kron:prefix,identity`` released on a
+    small synthetic domain: one line per query, the expected RMSE from the evaluator."""
+    (tmp_path / "one.json").write_text(json.dumps({"x": {"size": 16, "numeric": True}}))
+    (tmp_path / "two.json").write_text(json.dumps({"x": 4, "y": 3}))
+    cases = [
+        ("one.json", "all_range:n=16", workloads.all_range(16)),
+        ("one.json", "width_range:n=16,w=4", workloads.width_range(16, 4)),
+        ("two.json", "kron:prefix,identity", workloads.kron([workloads.prefix(4),
+                                                             workloads.identity(3)])),
+    ]  # fmt: skip
+    for domain, spec, W in cases:
+        out = tmp_path / "a.csv"
+        argv = ["release", "--domain", str(tmp_path / domain), "--records", "50",
+                "--workload", spec, "--selector", "identity", "--rho", "1", "--seed", "0",
+                "--out", str(out)]  # fmt: skip
+        assert cli_main(argv) == 0, capsys.readouterr().err
+        header, rows = _read(out)
+        assert header == ["query", "answer", "stderr"] and len(rows) == W.shape[0]
+        summary = json.loads((tmp_path / "a.csv.json").read_text())
+        assert summary["workload"] == spec and summary["queries"] == W.shape[0]
+        from mmtoolkit import evaluate, selectors
+        from mmtoolkit.privacy import ZCDP
+
+        S = selectors.get("identity").select(W, ZCDP(1))
+        assert summary["expected_total_squared_error"] == pytest.approx(
+            evaluate.expected_error(W, S, ZCDP(1))
+        )
+
+
+def test_key_value_marginal_spec_keeps_the_labels(tmp_path, capsys):
+    out = tmp_path / "m.csv"
+    argv = ["release", "--records", "20", "--workload", "marginal:attrs=[sex,region]",
+            "--selector", "identity", "--epsilon", "1", "--seed", "0",
+            "--out", str(out)]  # fmt: skip
+    assert cli_main(argv) == 0, capsys.readouterr().err
+    header, rows = _read(out)
+    assert header == ["query", "marginal", "cell", "answer", "stderr"] and len(rows) == 10
+    assert rows[0][1:3] == ["sex;region", "0;0"] and rows[-1][1:3] == ["sex;region", "1;4"]
+
+
+@pytest.mark.parametrize(
+    "spec, message",
+    [
+        ("all_range:n=32", r"--workload 'all_range:n=32': the workload is on 32 cells but the "
+                           r"domain has 16 \(16\); give sizes matching the domain"),
+        ("binary_marginals:k=1", r"binary_marginals asks queries on the binary encoding"),
+        ("permuted:seed=0", r"permuted\(\): missing a required argument: 'W'.*mapping form"),
+        ("marginals:domain=adult,k=1", r"--workload.domain: the domain is given by --domain"),
+        ("marginals:k=1,q=2", r"marginals\(\): unknown parameter 'q' \(parameters: domain, k"),
+        ("marginals:2:upper", r"cannot parse workload spec 'marginals:2:upper' \(kind"),
+    ],
+)  # fmt: skip
+def test_specs_release_cannot_answer_are_refused(tmp_path, capsys, spec, message):
+    (tmp_path / "one.json").write_text(json.dumps({"x": 16}))
+    out = tmp_path / "a.csv"
+    argv = ["release", "--domain", str(tmp_path / "one.json"), "--workload", spec,
+            "--selector", "identity", "--rho", "1", "--out", str(out)]  # fmt: skip
+    assert cli_main(argv) == 2
+    err = capsys.readouterr().err
+    assert __import__("re").search(message, err) and len(err.splitlines()) == 1, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["one.json"]

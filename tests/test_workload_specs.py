@@ -1,0 +1,229 @@
+"""The one workload-spec grammar (mmtoolkit.workload_specs): every kind written as a string
+gives the same spec and workload as its mapping, the CLI's shorthands, the caller's domain,
+and bad specs that name the kind and list the valid kinds / the builder's parameters."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import yaml
+
+from mmtoolkit import workloads
+from mmtoolkit.domain import Domain
+from mmtoolkit.runner import ConfigError, load_config
+from mmtoolkit.workload_specs import (
+    SHORTHANDS,
+    SpecError,
+    WorkloadSpec,
+    build_workload,
+    parse_workload,
+    spec_mapping,
+    workload_kinds,
+)
+
+DOM = "{sizes: [3, 2, 4], names: [a, b, c], numeric: [true, false, true]}"
+DOM_MAP = {"sizes": [3, 2, 4], "names": ["a", "b", "c"], "numeric": [True, False, True]}
+
+#: kind -> (string spec, the mapping it stands for); one entry per `mmtoolkit list workloads`.
+EQUIVALENT = {
+    "all_range": ("all_range:n=16", {"n": 16}),
+    "binary_marginals": (f"binary_marginals:domain={DOM},k=1", {"domain": DOM_MAP, "k": 1}),
+    "eigen_design_figure1": ("eigen_design_figure1", {}),
+    "identity": ("identity:n=5", {"n": 5}),
+    "kron": (
+        "kron:factors=[{kind: prefix, n: 3}, 'identity:n=2']",
+        {"factors": [{"kind": "prefix", "n": 3}, "identity:n=2"]},
+    ),
+    "marginal": (f"marginal:domain={DOM},attrs=[a,c]", {"domain": DOM_MAP, "attrs": ["a", "c"]}),
+    "marginals": (
+        f"marginals:domain={DOM},k=2,lower=true",
+        {"domain": DOM_MAP, "k": 2, "lower": True},
+    ),
+    "marginals_list": (
+        f"marginals_list:domain={DOM},attr_sets=[[a],[b,c]],weights=[1,2.5]",
+        {"domain": DOM_MAP, "attr_sets": [["a"], ["b", "c"]], "weights": [1, 2.5]},
+    ),
+    "matrix": ("matrix:rows=[[1,0],[1,1]]", {"rows": [[1, 0], [1, 1]]}),
+    "permuted": (
+        "permuted:workload={kind: all_range, n: 8},seed=3,legacy=true",
+        {"workload": {"kind": "all_range", "n": 8}, "seed": 3, "legacy": True},
+    ),
+    "prefix": ("prefix:n=7", {"n": 7}),
+    "prefix_marginals": (f"prefix_marginals:domain={DOM},k=2", {"domain": DOM_MAP, "k": 2}),
+    "random_predicates": ("random_predicates:n=6,m=4,seed=0", {"n": 6, "m": 4, "seed": 0}),
+    "range_marginals": (
+        f"range_marginals:domain={DOM},k=1,lower=true",
+        {"domain": DOM_MAP, "k": 1, "lower": True},
+    ),
+    "sf1": ("sf1:relationship=false", {"relationship": False}),
+    "sf1_plus": ("sf1_plus:two_or_more=flags", {"two_or_more": "flags"}),
+    "total": ("total:n=9", {"n": 9}),
+    "union": (
+        "union:workloads=[total:n=4, 'prefix:n=4'],weights=[1, 2]",
+        {"workloads": ["total:n=4", "prefix:n=4"], "weights": [1, 2]},
+    ),
+    "width_range": ("width_range:n=10,w=3", {"n": 10, "w": 3}),
+}
+
+
+def test_every_listed_kind_has_a_string_form():
+    assert set(EQUIVALENT) == set(workload_kinds())
+
+
+@pytest.mark.parametrize("kind", sorted(EQUIVALENT))
+def test_string_and_mapping_give_the_same_workload(kind):
+    text, args = EQUIVALENT[kind]
+    mapping = {"kind": kind, **args}
+    assert spec_mapping(text) == mapping
+    from_text, from_map = parse_workload(text), parse_workload(mapping)
+    assert isinstance(from_text, WorkloadSpec) and from_text == from_map
+    W1, W2 = from_text.build(), from_map.build()
+    assert W1.shape == W2.shape
+    if int(W1.shape[0]) * int(W1.shape[1]) <= 10**5:
+        np.testing.assert_array_equal(W1.dense(), W2.dense())
+
+
+def test_string_specs_build_what_the_builders_build():
+    dom = Domain(["a", "b", "c"], [3, 2, 4], numeric=[True, False, True])
+    cases = {
+        "all_range:n=16": workloads.all_range(16),
+        EQUIVALENT["marginals"][0]: workloads.marginals(dom, 2, lower=True),
+        EQUIVALENT["prefix_marginals"][0]: workloads.prefix_marginals(dom, 2),
+        EQUIVALENT["permuted"][0]: workloads.permuted(workloads.all_range(8), 3, legacy=True),
+        EQUIVALENT["union"][0]: workloads.union(
+            [workloads.total(4), workloads.prefix(4)], weights=[1, 2]
+        ),
+    }
+    for text, W in cases.items():
+        np.testing.assert_array_equal(build_workload(text).dense(), W.dense())
+
+
+@pytest.mark.parametrize(
+    "text, mapping",
+    [
+        ("marginals:2", {"kind": "marginals", "k": 2}),
+        ("marginals:2:lower", {"kind": "marginals", "k": 2, "lower": True}),
+        ("range_marginals:1", {"kind": "range_marginals", "k": 1}),
+        ("prefix_marginals:2", {"kind": "prefix_marginals", "k": 2}),
+        ("prefix_marginals:3:lower", {"kind": "prefix_marginals", "k": 3, "lower": True}),
+        ("marginal:age, sex", {"kind": "marginal", "attrs": ["age", "sex"]}),
+        ("marginal:yes,0", {"kind": "marginal", "attrs": ["yes", "0"]}),  # names stay strings
+        ("kron:prefix,identity", {"kind": "kron", "factors": ["prefix", "identity"]}),
+        ("identity", {"kind": "identity"}),
+        ("{kind: total, n: 3}", {"kind": "total", "n": 3}),
+    ],
+)
+def test_shorthands(text, mapping):
+    assert spec_mapping(text) == mapping
+    assert len(SHORTHANDS) == 6
+
+
+def test_shorthand_equals_key_form():
+    dom = Domain.from_sizes([2, 3, 4])
+    for short, long in [
+        ("marginals:2", "marginals:k=2"),
+        ("marginals:2:lower", "marginals:k=2,lower=true"),
+        ("prefix_marginals:2", "prefix_marginals:k=2"),
+        ("marginal:a0,a2", "marginal:attrs=[a0,a2]"),
+    ]:
+        assert parse_workload(short, domain=dom) == parse_workload(long, domain=dom)
+
+
+def test_the_callers_domain():
+    dom = Domain(["x", "y"], [4, 3], numeric=[True, False])
+    W = build_workload("marginals:k=1", domain=dom)
+    np.testing.assert_array_equal(W.dense(), workloads.marginals(dom, 1).dense())
+    # a top-level n left out is the number of cells; kron factors get their attribute's size
+    assert build_workload("identity", domain=dom).shape == (12, 12)
+    assert build_workload("all_range", domain=dom).shape == (78, 12)
+    np.testing.assert_array_equal(
+        build_workload("kron:prefix,identity", domain=dom).dense(),
+        workloads.kron([workloads.prefix(4), workloads.identity(3)]).dense(),
+    )
+    # nested builders with a domain get it too
+    W = build_workload("{kind: union, workloads: [marginals:1, 'marginal:x']}", domain=dom)
+    assert W.shape == (4 + 3 + 4, 12)
+    # an explicit n wins; a spec may not name a second domain
+    assert build_workload("all_range:n=5", domain=dom).shape == (15, 5)
+    with pytest.raises(SpecError, match=r"w\.domain: the domain is given by --domain"):
+        parse_workload("marginals:domain=adult,k=1", "w", domain=dom, domain_source="--domain")
+
+
+ALL_KINDS = ", ".join(workload_kinds())
+
+
+@pytest.mark.parametrize(
+    "spec, message",
+    [
+        ("cube:2", f"w: unknown workload kind 'cube' in 'cube:2' (valid: {ALL_KINDS})"),
+        ({"kind": "cube"}, f"w.kind: unknown workload kind 'cube' (valid: {ALL_KINDS})"),
+        ("", "w: empty workload spec ''; use KIND, KIND:key=value,"),
+        ("marginals:2:upper",
+         "w: cannot parse workload spec 'marginals:2:upper' (kind 'marginals')"),
+        ("marginals:k=2,lower", "(kind 'marginals'): expected key=value, got 'lower'"),
+        ("marginals:k=1,k=2", "'k' is given twice"),
+        ("total:n=[1", "cannot parse the value of 'n'"),
+        ("{kind: [", "w: cannot parse the mapping"),
+        (3, "w: expected a workload spec (a mapping, or a string"),
+        ({"n": 3}, "w.kind: missing required field"),
+    ],
+)  # fmt: skip
+def test_unparsable_specs_name_the_kind_and_list_the_kinds(spec, message):
+    with pytest.raises(SpecError) as info:
+        parse_workload(spec, "w")
+    assert message in str(info.value)
+    if isinstance(spec, str) and spec.startswith("marginals:"):
+        assert ALL_KINDS in str(info.value)  # the kind is valid, the rest is not: both listed
+        assert "marginals:key=value,... with keys from (domain, k, lower=False)" in str(info.value)
+
+
+@pytest.mark.parametrize(
+    "spec, message",
+    [
+        ("marginals:q=1",
+         "marginals(): unknown parameter 'q' (parameters: domain, k, lower=False)"),
+        ("prefix:n=3,m=2", "prefix(): unknown parameter 'm' (parameters: n)"),
+        ("width_range:n=4", "width_range(): missing a required argument: 'w' (parameters: n, w)"),
+        ("permuted:seed=0", "permuted(): missing a required argument: 'W' (parameters: W, seed, "
+                            "legacy=False); nested workloads need the mapping form"),
+        ("matrix:rows=[[1],[1,2]]", "w.rows: matrix: all rows must have the same length"),
+        ("marginal:domain=adultt,attrs=[a]", "w.domain: unknown dataset 'adultt'"),
+    ],
+)  # fmt: skip
+def test_bad_keywords_list_the_builders_parameters(spec, message):
+    with pytest.raises(SpecError) as info:
+        parse_workload(spec, "w")
+    assert message in str(info.value)
+
+
+def test_builder_errors_name_the_kind():
+    with pytest.raises(SpecError, match=r"^w: marginals\(\): k must be an int"):
+        build_workload("marginals:k=5", "w", domain=Domain.from_sizes([2, 2]))
+
+
+def test_configs_take_string_specs_and_name_file_and_field(tmp_path):
+    rows = [
+        {"name": "s", "workload": f"marginals:domain={DOM},k=1"},
+        {"name": "m", "workload": {"kind": "marginals", "domain": DOM_MAP, "k": 1}},
+        {"name": "nested", "workload": {"kind": "kron", "factors": ["prefix:n=3", "total:n=2"]}},
+    ]
+    cfg = {
+        "paper": "toy",
+        "table": "t",
+        "metric": "rmse",
+        "privacy": {"kind": "zcdp", "rho": 1},
+        "columns": [{"name": "I", "selector": "identity"}],
+        "rows": rows,
+    }
+    path = tmp_path / "c.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    loaded = load_config(path)
+    assert loaded.rows[0].workload == loaded.rows[1].workload
+    assert loaded.rows[2].workload.build().shape == (3, 6)
+    cfg["rows"][2]["workload"]["factors"][1] = "total:n=2,q=1"
+    path.write_text(yaml.safe_dump(cfg))
+    with pytest.raises(ConfigError) as info:
+        load_config(path)
+    assert str(info.value) == (
+        f"{path}: rows[2].workload.factors[1]: total(): unknown parameter 'q' (parameters: n)"
+    )
