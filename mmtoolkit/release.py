@@ -64,8 +64,12 @@ from pathlib import Path
 
 import numpy as np
 
+from . import evaluate, mechanism, records, selectors
 from .atomic import write_files_atomic
-from .linalg import peel
+from .linalg import Marginal, Marginals, TooLargeError, peel
+from .privacy import ZCDP, ApproxDP, PureDP
+from .workload_specs import SpecError
+from .workload_specs import parse_workload as parse_spec
 
 __all__ = ["add_parser", "main", "DEMO_DOMAIN", "parse_workload", "run"]
 
@@ -128,7 +132,6 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 
 # ============================================================================ pieces
 def _privacy(args):
-    from .privacy import ZCDP, ApproxDP, PureDP
 
     if args.rho is not None:
         if args.epsilon is not None or args.delta is not None:
@@ -163,8 +166,6 @@ def parse_workload(spec: str, domain):
     """The workload Matrix of a ``--workload`` SPEC (module docstring) over ``domain``, the
     records' :class:`~mmtoolkit.domain.Domain`; a :class:`ReleaseError` naming the problem
     for a SPEC that does not parse, does not build, or is not on ``domain``'s cells."""
-    from .workload_specs import SpecError
-    from .workload_specs import parse_workload as parse_spec
 
     if not isinstance(spec, str) or not spec.strip():
         raise ReleaseError("--workload needs a SPEC such as marginals:k=2")
@@ -193,7 +194,6 @@ def parse_workload(spec: str, domain):
 
 def _labels(W, domain):
     """Per-query ``(marginal, cell)`` labels for a marginals workload, else None."""
-    from .linalg import Marginal, Marginals, peel
 
     _, base = peel(W)
     if not isinstance(base, (Marginal, Marginals)) or tuple(base.sizes) != tuple(domain.sizes):
@@ -215,7 +215,6 @@ def _labels(W, domain):
 
 def _discrete_summary(strategy, privacy) -> dict:
     """The exact noise parameters and the privacy they spend (≤ the budget)."""
-    from . import mechanism
 
     own = peel(strategy.matrix)[1].discrete_summary(privacy)
     if own is not None:
@@ -230,12 +229,7 @@ def _discrete_summary(strategy, privacy) -> dict:
 
 
 # ============================================================================ run
-def run(args) -> dict:
-    """Do the release described by parsed ``args``; returns the summary (files written)."""
-    from . import evaluate, mechanism, records, selectors
-    from .linalg import TooLargeError
-
-    t0 = time.perf_counter()
+def _output_paths(args) -> tuple[Path, Path]:
     out = Path(args.out)
     summary_path = Path(args.summary) if args.summary else out.with_name(out.name + ".json")
     for path in (out, summary_path):
@@ -243,6 +237,47 @@ def run(args) -> dict:
             raise ReleaseError(f"output directory {path.parent} does not exist")
     if out.resolve() == summary_path.resolve():
         raise ReleaseError("--out and --summary must be different files")
+    return out, summary_path
+
+
+def _load_data(args):
+    """``(records, source description)`` from ``--data``/``--domain`` or synthetic records."""
+    if args.data is not None:
+        if args.domain is None:
+            raise ReleaseError("--data needs --domain (the domain file of the records)")
+        return records.read_csv(args.data, args.domain), str(args.data)
+    if args.records < 0:
+        raise ReleaseError(f"--records must be non-negative, got {args.records}")
+    domain = records.read_domain(args.domain)[0] if args.domain else DEMO_DOMAIN
+    data = records.synthetic(domain, args.records, args.data_seed)
+    return data, f"synthetic(records={args.records}, seed={args.data_seed})"
+
+
+def _answers_csv(W, domain, answers, stderr, integers: bool) -> str:
+    """The answers CSV: ``query[, marginal, cell], answer(s)[, stderr]``."""
+    m = int(W.shape[0])
+    labels = _labels(W, domain)
+    header = ["query"] + (["marginal", "cell"] if labels else [])
+    header += ["answer"] if len(answers) == 1 else [f"answer_{r + 1}" for r in range(len(answers))]
+    columns = [[str(i) for i in range(m)]]
+    if labels:
+        columns += [[f'"{n}"' for n in (x.replace('"', '""') for x in labels[0])], labels[1]]
+    fmt = "{:d}".format if integers else "{:.10g}".format
+    columns += [list(map(fmt, a.tolist())) for a in answers]
+    if stderr is not None:
+        header.append("stderr")
+        columns.append(list(map("{:.10g}".format, stderr.tolist())))
+    buf = io.StringIO()
+    csv.writer(buf, lineterminator="\n").writerow(header)
+    buf.write("\n".join(",".join(row) for row in zip(*columns)))
+    buf.write("\n")
+    return buf.getvalue()
+
+
+def run(args) -> dict:
+    """Do the release described by parsed ``args``; returns the summary (files written)."""
+    t0 = time.perf_counter()
+    out, summary_path = _output_paths(args)
     if args.releases < 1:
         raise ReleaseError(f"--releases must be at least 1, got {args.releases}")
     privacy = _privacy(args)
@@ -251,27 +286,14 @@ def run(args) -> dict:
         raise ReleaseError(
             f"unknown selector {args.selector!r}; available: {', '.join(selectors.available())}"
         )
-
-    # data
-    if args.data is not None:
-        if args.domain is None:
-            raise ReleaseError("--data needs --domain (the domain file of the records)")
-        data = records.read_csv(args.data, args.domain)
-        source = str(args.data)
-    else:
-        if args.records < 0:
-            raise ReleaseError(f"--records must be non-negative, got {args.records}")
-        domain = records.read_domain(args.domain)[0] if args.domain else DEMO_DOMAIN
-        data = records.synthetic(domain, args.records, args.data_seed)
-        source = f"synthetic(records={args.records}, seed={args.data_seed})"
+    data, source = _load_data(args)
     domain = data.domain
     W = parse_workload(args.workload, domain)
     t_load = time.perf_counter() - t0
 
     # strategy and its analytic error
     t1 = time.perf_counter()
-    selector = selectors.get(args.selector, **params)
-    strategy = selector.select(W, privacy)
+    strategy = selectors.get(args.selector, **params).select(W, privacy)
     t_select = time.perf_counter() - t1
     t2 = time.perf_counter()
     total = evaluate.expected_error(W, strategy, privacy)
@@ -298,22 +320,6 @@ def run(args) -> dict:
 
     # outputs, built in memory then written atomically
     m = int(W.shape[0])
-    labels = _labels(W, domain)
-    header = ["query"] + (["marginal", "cell"] if labels else [])
-    header += ["answer"] if len(answers) == 1 else [f"answer_{r + 1}" for r in range(len(answers))]
-    columns = [[str(i) for i in range(m)]]
-    if labels:
-        columns += [[f'"{n}"' for n in (x.replace('"', '""') for x in labels[0])], labels[1]]
-    fmt = "{:d}".format if args.round else "{:.10g}".format
-    columns += [list(map(fmt, a.tolist())) for a in answers]
-    if stderr is not None:
-        header.append("stderr")
-        columns.append(list(map("{:.10g}".format, stderr.tolist())))
-    buf = io.StringIO()
-    csv.writer(buf, lineterminator="\n").writerow(header)
-    buf.write("\n".join(",".join(row) for row in zip(*columns)))
-    buf.write("\n")
-    meta = strategy.metadata or {}
     summary = {
         "privacy": privacy.describe(),
         "privacy_spec": privacy.to_spec(),
@@ -327,7 +333,7 @@ def run(args) -> dict:
         "selector": args.selector,
         "params": json.loads(json.dumps(params, default=repr)),
         "strategy": type(strategy.matrix).__name__,
-        "operator": meta.get("operator"),
+        "operator": (strategy.metadata or {}).get("operator"),
         "workload": args.workload,
         "queries": m,
         "data": source,
@@ -353,7 +359,7 @@ def run(args) -> dict:
     summary["seconds"]["total"] = time.perf_counter() - t0
     write_files_atomic(
         {
-            out: buf.getvalue(),
+            out: _answers_csv(W, domain, answers, stderr, args.round),
             summary_path: json.dumps(summary, indent=2, ensure_ascii=False) + "\n",
         }
     )
