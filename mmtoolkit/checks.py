@@ -100,7 +100,8 @@ def check_positive(value, name: str, *, what: str = "number") -> float:
     """``value`` as a finite ``float`` > 0 (``what`` names the unit in the message)."""
     x = check_float(value, name)
     if not (x > 0 and math.isfinite(x)):
-        raise ValueError(_msg(name, f"must be a {what} > 0, got {x!r}"))
+        finite = "finite " if math.isinf(x) else ""
+        raise ValueError(_msg(name, f"must be a {finite}{what} > 0, got {x!r}"))
     return x
 
 
