@@ -65,21 +65,19 @@ def check_bool(value, name: str) -> bool:
     return value
 
 
-def check_int(value, name: str, *, minimum: int | None = None, maximum: int | None = None) -> int:
-    """``value`` as an ``int`` (any integer type, numpy's included, but bool), in
-    ``[minimum, maximum]`` (either bound optional)."""
+def check_int(value, name: str, *, minimum: int | None = None) -> int:
+    """``value`` as an ``int`` (any integer type, numpy's included, but bool), at least
+    ``minimum``."""
     try:
         if isinstance(value, bool):
             raise TypeError
-        v = operator.index(value)  # Integral types, numpy integers, 0-d integer arrays
+        v = operator.index(value)  # int, numpy integers, 0-d integer arrays
     except TypeError:
         raise CheckTypeError(
             _msg(name, f"expected an integer, got {type_name(value)} {value!r}")
         ) from None
     if minimum is not None and v < minimum:
         raise ValueError(_msg(name, f"must be >= {minimum}, got {v}"))
-    if maximum is not None and v > maximum:
-        raise ValueError(_msg(name, f"must be <= {maximum}, got {v}"))
     return int(v)
 
 

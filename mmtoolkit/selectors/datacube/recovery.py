@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ...checks import check_int
+from ...checks import check_int, check_positive
 from ...linalg.fourier import fwht, local_index, submasks
 
 __all__ = ["FourierEstimate"]
@@ -66,11 +66,10 @@ class FourierEstimate:
         m = bin(key).count("1")
         if y.shape[0] != 1 << m:
             raise ValueError(f"marginal {key} has {1 << m} cells, got {y.shape[0]} answers")
-        if not variance > 0:
-            raise ValueError(f"noise variance must be positive, got {variance!r}")
+        variance = check_positive(variance, "variance")
         betas = submasks(key)
         theta = fwht(y)[local_index(betas, key)]
-        w = np.full(betas.size, 1.0 / ((1 << m) * float(variance)))
+        w = np.full(betas.size, 1.0 / ((1 << m) * variance))
         self._parts.append(_Estimates(betas, theta, w))
         self._solved = None
 
