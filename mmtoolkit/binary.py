@@ -32,6 +32,7 @@ from numbers import Integral
 
 import numpy as np
 
+from .checks import check_int
 from .domain import Domain
 from .linalg import Marginals, check_dense_size
 
@@ -111,8 +112,9 @@ def workload_attribute_sets(
     (including the 0-way total)."""
     if variant not in VARIANTS:
         raise ValueError(f"variant must be one of {VARIANTS}, got {variant!r}")
-    if isinstance(k, bool) or not isinstance(k, Integral) or not 0 <= k <= d:
-        raise ValueError(f"k must be an integer with 0 <= k <= d = {d}, got {k!r}")
+    k = check_int(k, "k", minimum=0)
+    if k > d:
+        raise ValueError(f"k: must be <= d = {d}, got {k}")
     if variant != "Q1" and k >= d:
         raise ValueError(f"{variant} adds (k+1)-way marginals: k must be < d = {d}, got {k}")
     orders = range(0, k + 1) if lower else (k,)
@@ -121,14 +123,12 @@ def workload_attribute_sets(
         return base
     upper = [list(c) for c in combinations(range(d), k + 1)]
     if variant == "Q2":
-        if isinstance(seed, bool) or not isinstance(seed, Integral):
-            raise ValueError(f"seed must be an integer, got {seed!r}")
-        rng = np.random.default_rng(int(seed))
+        rng = np.random.default_rng(check_int(seed, "seed"))
         pick = np.sort(rng.choice(len(upper), size=len(upper) // 2, replace=False))
         return base + [upper[i] for i in pick]
-    f = d - 1 if fixed is None else fixed
-    if isinstance(f, bool) or not isinstance(f, Integral) or not 0 <= f < d:
-        raise ValueError(f"fixed attribute {fixed!r} is outside the {d} attributes")
+    f = d - 1 if fixed is None else check_int(fixed, "fixed", minimum=0)
+    if f >= d:
+        raise ValueError(f"fixed: attribute {f} is outside the {d} attributes")
     return base + [c for c in upper if f in c]
 
 

@@ -18,6 +18,7 @@ import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from .checks import check_bool, check_int
 from .domain import Domain
 
 __all__ = ["available", "domain", "source"]
@@ -42,11 +43,9 @@ def _fixed(names, sizes, numeric_names=()) -> Callable[[], Domain]:
 
 
 def _synth(n: int, d: int, numeric: bool = False) -> Domain:
-    if not isinstance(numeric, bool):
-        raise ValueError(f"synth parameter 'numeric' must be a bool, got {numeric!r}")
-    for pname, v in (("n", n), ("d", d)):
-        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-            raise ValueError(f"synth parameter {pname!r} must be a positive int, got {v!r}")
+    check_bool(numeric, "synth parameter 'numeric'")
+    n = check_int(n, "synth parameter 'n'", minimum=1)
+    d = check_int(d, "synth parameter 'd'", minimum=1)
     return Domain.from_sizes([n] * d, [numeric] * d)
 
 

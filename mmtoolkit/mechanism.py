@@ -38,6 +38,7 @@ import numpy as np
 from scipy.sparse.linalg import lsmr
 
 from . import evaluate
+from .checks import check_int
 from .linalg import Matrix, as_matrix, peel
 from .noise import discrete_gaussian, discrete_laplace
 from .privacy import ZCDP, Privacy, PureDP, check_privacy
@@ -101,11 +102,7 @@ def _check_noise(noise) -> None:
 
 
 def _check_releases(releases):
-    if releases is None:
-        return None
-    if isinstance(releases, bool) or not isinstance(releases, int) or releases < 1:
-        raise ValueError(f"releases must be a positive int or None, got {releases!r}")
-    return releases
+    return None if releases is None else check_int(releases, "releases", minimum=1)
 
 
 def _true_answers(A: Matrix, data) -> np.ndarray:

@@ -22,9 +22,11 @@ from __future__ import annotations
 
 import math
 from fractions import Fraction
-from numbers import Integral, Rational, Real
+from numbers import Integral, Rational
 
 import numpy as np
+
+from .checks import check_float, check_int
 
 __all__ = [
     "as_fraction",
@@ -42,13 +44,9 @@ _CHUNK = 1 << 62
 
 def as_fraction(x, name: str = "value") -> Fraction:
     """``x`` as an exact Fraction (ints, Fractions, finite floats; floats convert exactly)."""
-    if isinstance(x, bool):
-        raise ValueError(f"{name} must be a number, got {x!r}")
-    if isinstance(x, Rational):
+    if isinstance(x, Rational) and not isinstance(x, bool):
         return Fraction(x)
-    if isinstance(x, Real) and math.isfinite(float(x)):
-        return Fraction(float(x))
-    raise ValueError(f"{name} must be a finite rational number, got {x!r}")
+    return Fraction(check_float(x, name, finite=True))
 
 
 def _uniform_below(b: int, rng) -> int:
@@ -100,10 +98,7 @@ def discrete_laplace(s: int, t: int, rng, size=None):
     vectorised form of the same algorithm, :func:`_laplace_array`, when its integers fit in
     int64, else element by element).
     """
-    for name, v in (("s", s), ("t", t)):
-        if isinstance(v, bool) or not isinstance(v, Integral) or v < 1:
-            raise ValueError(f"{name} must be a positive int, got {v!r}")
-    s, t = int(s), int(t)
+    s, t = check_int(s, "s", minimum=1), check_int(t, "t", minimum=1)
     if size is not None:
         if rng is None or not hasattr(rng, "integers"):
             raise ValueError("rng must be a numpy.random.Generator (np.random.default_rng(seed))")
@@ -282,9 +277,7 @@ def rational_ceil_sqrt(x, denominator: int) -> Fraction:
     x = as_fraction(x, "x")
     if x < 0:
         raise ValueError(f"x must be non-negative, got {x}")
-    if isinstance(denominator, bool) or not isinstance(denominator, Integral) or denominator < 1:
-        raise ValueError(f"denominator must be a positive int, got {denominator!r}")
-    t = int(denominator)
+    t = check_int(denominator, "denominator", minimum=1)
     # s = ⌈t·sqrt(x)⌉ = ⌈sqrt(t² x)⌉ computed in integers
     num, den = (t * t * x).numerator, (t * t * x).denominator
     s = math.isqrt(num // den)

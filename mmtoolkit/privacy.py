@@ -24,47 +24,17 @@ import math
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from functools import lru_cache
-from numbers import Real
 
 import numpy as np
 from scipy.optimize import brentq
 from scipy.special import log_ndtr, ndtr
 
+from .checks import check_float, check_positive, check_probability
+
 __all__ = ["Privacy", "PureDP", "ApproxDP", "ZCDP", "check_privacy", "from_spec", "CALIBRATIONS"]
 
 #: The σ calibrations accepted by :class:`ApproxDP`.
 CALIBRATIONS = ("classic", "analytic", "eigen_design")
-
-
-# ----------------------------------------------------------------------------- checks
-def _positive_finite(name: str, value) -> float:
-    """Return ``value`` as a float if it is a positive finite real number, else ValueError."""
-    if isinstance(value, bool) or not isinstance(value, Real):
-        raise ValueError(f"{name} must be a positive finite number, got {value!r}")
-    v = float(value)
-    if not math.isfinite(v) or v <= 0.0:
-        raise ValueError(f"{name} must be a positive finite number, got {value!r}")
-    return v
-
-
-def _probability(name: str, value) -> float:
-    """Return ``value`` as a float if it lies strictly between 0 and 1, else ValueError."""
-    if isinstance(value, bool) or not isinstance(value, Real):
-        raise ValueError(f"{name} must be a number strictly between 0 and 1, got {value!r}")
-    v = float(value)
-    if not (0.0 < v < 1.0):  # also rejects NaN
-        raise ValueError(f"{name} must be a number strictly between 0 and 1, got {value!r}")
-    return v
-
-
-def _sensitivity(value) -> float:
-    """A sensitivity is a finite number ≥ 0 (0 means the answers need no noise)."""
-    if isinstance(value, bool) or not isinstance(value, Real):
-        raise ValueError(f"sensitivity must be a non-negative finite number, got {value!r}")
-    v = float(value)
-    if not math.isfinite(v) or v < 0.0:
-        raise ValueError(f"sensitivity must be a non-negative finite number, got {value!r}")
-    return v
 
 
 # ------------------------------------------------------------------ Gaussian privacy curve
@@ -203,11 +173,11 @@ class PureDP(Privacy):
     family = "laplace"
 
     def __init__(self, epsilon: float):
-        self.epsilon = _positive_finite("epsilon", epsilon)
+        self.epsilon = check_positive(epsilon, "epsilon")
         self._freeze()
 
     def noise_scale(self, sensitivity: float = 1.0) -> float:
-        return _sensitivity(sensitivity) / self.epsilon
+        return check_float(sensitivity, "sensitivity", minimum=0) / self.epsilon
 
     def to_zcdp(self) -> ZCDP:
         """ε-DP implies (ε²/2)-zCDP (Bun & Steinke 2016, Prop. 1.4)."""
@@ -251,8 +221,8 @@ class ApproxDP(Privacy):
     family = "gaussian"
 
     def __init__(self, epsilon: float, delta: float, calibration: str = "analytic"):
-        self.epsilon = _positive_finite("epsilon", epsilon)
-        self.delta = _probability("delta", delta)
+        self.epsilon = check_positive(epsilon, "epsilon")
+        self.delta = check_probability(delta, "delta")
         if not isinstance(calibration, str) or calibration not in CALIBRATIONS:
             raise ValueError(
                 f"calibration must be one of {', '.join(repr(c) for c in CALIBRATIONS)}; "
@@ -275,7 +245,7 @@ class ApproxDP(Privacy):
         return _analytic_sigma_unit(eps, delta)
 
     def noise_scale(self, sensitivity: float = 1.0) -> float:
-        return _sensitivity(sensitivity) * self._unit_sigma()
+        return check_float(sensitivity, "sensitivity", minimum=0) * self._unit_sigma()
 
     def _params(self):
         return (self.epsilon, self.delta, self.calibration)
@@ -313,14 +283,14 @@ class ZCDP(Privacy):
     family = "gaussian"
 
     def __init__(self, rho: float):
-        self.rho = _positive_finite("rho", rho)
+        self.rho = check_positive(rho, "rho")
         self._freeze()
 
     def noise_scale(self, sensitivity: float = 1.0) -> float:
-        return _sensitivity(sensitivity) / math.sqrt(2.0 * self.rho)
+        return check_float(sensitivity, "sensitivity", minimum=0) / math.sqrt(2.0 * self.rho)
 
     def noise_variance(self, sensitivity: float = 1.0) -> float:
-        d = _sensitivity(sensitivity)
+        d = check_float(sensitivity, "sensitivity", minimum=0)
         return d * d / (2.0 * self.rho)
 
     @property
@@ -335,7 +305,7 @@ class ZCDP(Privacy):
         mechanism). For the Gaussian mechanism itself :meth:`gaussian_delta` is exact
         and tighter.
         """
-        d = _probability("delta", delta)
+        d = check_probability(delta, "delta")
         return self.rho + 2.0 * math.sqrt(self.rho * math.log(1.0 / d))
 
     def gaussian_delta(self, epsilon: float) -> float:
@@ -344,7 +314,7 @@ class ZCDP(Privacy):
         With ``μ = sqrt(2ρ)`` (sensitivity/σ): ``δ = Φ(μ/2 − ε/μ) − e^ε Φ(−μ/2 − ε/μ)``
         (Balle & Wang 2018, Thm 8; ResidualPlanner §2 with ``pcost = μ²``).
         """
-        eps = _positive_finite("epsilon", epsilon)
+        eps = check_positive(epsilon, "epsilon")
         return _gaussian_delta(math.sqrt(2.0 * self.rho), eps)
 
     def _params(self):

@@ -30,11 +30,11 @@ import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from numbers import Integral, Real
 from pathlib import Path
 
 import numpy as np
 
+from .checks import check_float, check_int
 from .domain import Domain
 from .linalg import check_dense_size
 
@@ -57,10 +57,6 @@ class RecordsError(ValueError):
 
 
 # ============================================================================ domain files
-def _is_int(x) -> bool:
-    return isinstance(x, Integral) and not isinstance(x, bool)
-
-
 def parse_domain(spec: Mapping, source: str = "domain") -> tuple[Domain, dict]:
     """``(Domain, bins)`` from a parsed domain file (see the module docstring).
 
@@ -91,12 +87,11 @@ def parse_domain(spec: Mapping, source: str = "domain") -> tuple[Domain, dict]:
                         f"{source}: bins of attribute {name!r} must be a list of at least 2 "
                         "increasing edges"
                     )
-                for e in edges:
-                    if isinstance(e, bool) or not isinstance(e, Real) or not math.isfinite(e):
-                        raise RecordsError(
-                            f"{source}: bins of attribute {name!r} must be finite numbers, "
-                            f"got {e!r}"
-                        )
+                try:
+                    for e in edges:
+                        check_float(e, f"{source}: bins of attribute {name!r}", finite=True)
+                except ValueError as exc:
+                    raise RecordsError(str(exc)) from None
                 arr = np.asarray(edges, dtype=float)
                 if np.any(np.diff(arr) <= 0):
                     raise RecordsError(
@@ -114,12 +109,12 @@ def parse_domain(spec: Mapping, source: str = "domain") -> tuple[Domain, dict]:
             num = bool(entry.get("numeric", num))
         else:
             size = entry
-        if not _is_int(size) or size < 1:
-            raise RecordsError(
-                f"{source}: size of attribute {name!r} must be a positive integer, got {size!r}"
-            )
+        try:
+            size = check_int(size, f"{source}: size of attribute {name!r}", minimum=1)
+        except ValueError as exc:
+            raise RecordsError(str(exc)) from None
         names.append(name)
-        sizes.append(int(size))
+        sizes.append(size)
         numeric.append(num)
     return Domain(names, sizes, numeric), bins
 
@@ -342,10 +337,8 @@ def synthetic(domain, records: int = 1000, seed: int = 0) -> Records:
     attribute from a random conditional distribution given the previous one (a Markov
     chain with Dirichlet(1/2) rows), so that marginals are non-uniform and correlated."""
     domain, _ = _domain_and_bins(domain, None)
-    if not _is_int(records) or records < 0:
-        raise ValueError(f"records must be a non-negative int, got {records!r}")
-    if not _is_int(seed):
-        raise ValueError(f"seed must be an int, got {seed!r}")
+    records = check_int(records, "records", minimum=0)
+    seed = check_int(seed, "seed")
     rng = np.random.default_rng(seed)
     sizes = domain.sizes
     codes = np.zeros((records, len(sizes)), dtype=np.int64)

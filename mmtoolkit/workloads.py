@@ -23,15 +23,14 @@ Wherever a domain is expected a :class:`~mmtoolkit.Domain` or a plain sequence o
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Sequence
 from itertools import combinations
-from numbers import Integral, Real
 
 import numpy as np
 
 from . import linalg as la
 from .census import sf1, sf1_plus  # HDMM's census workloads, exposed here
+from .checks import check_bool, check_int, check_positive
 from .domain import Domain
 
 __all__ = [
@@ -59,12 +58,6 @@ __all__ = [
 
 
 # ------------------------------------------------------------------------- helpers
-def _positive_int(name: str, value) -> int:
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, Integral) or value < 1:
-        raise ValueError(f"{name} must be a positive int, got {value!r}")
-    return int(value)
-
-
 def _as_domain(domain) -> Domain:
     if isinstance(domain, Domain):
         return domain
@@ -82,11 +75,10 @@ def _key(domain: Domain, attrs) -> int:
 
 def _check_order(domain: Domain, k) -> int:
     d = len(domain)
-    if isinstance(k, (bool, np.bool_)) or not isinstance(k, Integral) or not 0 <= k <= d:
-        raise ValueError(
-            f"k must be an int with 0 <= k <= {d} (the number of attributes), got {k!r}"
-        )
-    return int(k)
+    k = check_int(k, "k", minimum=0)
+    if k > d:
+        raise ValueError(f"k: must be <= {d} (the number of attributes), got {k}")
+    return k
 
 
 def _attr_sets(d: int, k: int, lower: bool):
@@ -103,43 +95,34 @@ def _weights(weights, count: int, what: str) -> list[float]:
     weights = list(weights)
     if len(weights) != count:
         raise ValueError(f"got {len(weights)} weights for {count} {what}; give one weight each")
-    out = []
-    for i, w in enumerate(weights):
-        if (
-            isinstance(w, (bool, np.bool_))
-            or not isinstance(w, Real)
-            or not (math.isfinite(float(w)) and float(w) > 0.0)
-        ):
-            raise ValueError(f"weight {i} must be a positive finite number, got {w!r}")
-        out.append(float(w))
-    return out
+    return [check_positive(w, f"weight {i}") for i, w in enumerate(weights)]
 
 
 # ----------------------------------------------------------------- 1-D predicate sets
 def identity(n: int) -> la.Matrix:
     """``I_n``: one query per value (the histogram; HDMM §3.2 "Identity")."""
-    return la.Identity(_positive_int("n", n))
+    return la.Identity(check_int(n, "n", minimum=1))
 
 
 def total(n: int) -> la.Matrix:
     """``1ᵀ_n``: the single query counting every record (HDMM §3.2 "Total")."""
-    return la.Total(_positive_int("n", n))
+    return la.Total(check_int(n, "n", minimum=1))
 
 
 def prefix(n: int) -> la.Matrix:
     """The ``n`` prefix (CDF) queries ``[0, i]``, lower-triangular ones (HDMM §3.2, §8.1)."""
-    return la.Prefix(_positive_int("n", n))
+    return la.Prefix(check_int(n, "n", minimum=1))
 
 
 def all_range(n: int) -> la.Matrix:
     """All ``n(n+1)/2`` range queries ``[i, j]``, ``i ≤ j`` (HDMM §3.2 "AllRange", §8.1)."""
-    return la.AllRange(_positive_int("n", n))
+    return la.AllRange(check_int(n, "n", minimum=1))
 
 
 def width_range(n: int, w: int) -> la.Matrix:
     """The ``n − w + 1`` ranges of exactly ``w`` contiguous values (HDMM §8.1 "Width 32 Range")."""
-    n = _positive_int("n", n)
-    w = _positive_int("w", w)
+    n = check_int(n, "n", minimum=1)
+    w = check_int(w, "w", minimum=1)
     if w > n:
         raise ValueError(f"width w must satisfy 1 <= w <= n = {n}, got {w}")
     return la.WidthRange(n, w)
@@ -155,12 +138,8 @@ def permuted(W, seed, legacy: bool = False) -> la.Matrix:
     experiments used, so locality-based baselines (Wavelet, GreedyH) can be compared with
     the published cells. Same seed (and ``legacy``) → same workload.
     """
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
-        raise ValueError(
-            f"permuted needs a non-negative integer seed (same seed, same workload); got {seed!r}"
-        )
-    if not isinstance(legacy, bool):
-        raise ValueError(f"permuted: legacy must be true or false; got {legacy!r}")
+    seed = check_int(seed, "seed", minimum=0)
+    check_bool(legacy, "legacy")
     W = la.as_matrix(W)
     n = W.shape[1]
     if legacy:
@@ -180,15 +159,11 @@ def random_predicates(n: int, m: int, seed) -> la.Dense:
     count; its Table 2 reproduction uses ``m = n = 2048``, ``seed = 0``. Same ``(n, m, seed)``
     → same workload. The matrix is explicit (``m · n`` entries, size-guarded).
     """
-    n = _positive_int("n", n)
-    m = _positive_int("m", m)
-    if isinstance(seed, (bool, np.bool_)) or not isinstance(seed, Integral) or seed < 0:
-        raise ValueError(
-            f"random_predicates needs a non-negative integer seed (same seed, same "
-            f"workload); got {seed!r}"
-        )
+    n = check_int(n, "n", minimum=1)
+    m = check_int(m, "m", minimum=1)
+    seed = check_int(seed, "seed", minimum=0)
     la.check_dense_size(m, n, "random_predicates")
-    bits = np.random.default_rng(int(seed)).integers(0, 2, size=(m, n))
+    bits = np.random.default_rng(seed).integers(0, 2, size=(m, n))
     return la.Dense(bits.astype(float))
 
 

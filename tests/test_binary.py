@@ -109,7 +109,7 @@ def test_bad_input():
     dom = Domain(["a", "b"], [3, 4])
     with pytest.raises(ValueError, match="variant must be"):
         binary_marginals(dom, 1, variant="Q4")
-    with pytest.raises(ValueError, match="k must be"):
+    with pytest.raises(ValueError, match="k: must be <= d = 2, got 3"):
         binary_marginals(dom, 3)
     with pytest.raises(ValueError, match="must be < d"):
         binary_marginals(dom, 2, variant="Q2")
@@ -123,7 +123,7 @@ def test_bad_input():
         binary_marginals([3, 4], 1)
     with pytest.raises(ValueError, match="single-value"):
         binary_marginals(Domain(["a", "b", "c"], [1, 4, 2]), 1)
-    with pytest.raises(ValueError, match="seed must be"):
+    with pytest.raises(ValueError, match="seed: expected an integer"):
         binary_marginals(dom, 0, variant="Q2", seed=1.5)
     with pytest.raises(ValueError, match="Domain"):
         BinaryEncoding([2, 3])

@@ -317,7 +317,7 @@ def test_bad_input():
         dc.optimal_budgets([1.0], [0.0], 1)
     with pytest.raises(ValueError, match="outside the domain"):
         dc.FourierEstimate(3).add_marginal(8, np.ones(2), 1.0)
-    with pytest.raises(ValueError, match="positive"):
+    with pytest.raises(ValueError, match="variance: must be a number > 0"):
         dc.FourierEstimate(3).add_marginal(1, np.ones(2), 0.0)
     with pytest.raises(ValueError, match="epsilon"):
         PureDP(0.0)

@@ -155,7 +155,7 @@ def test_discrete_noise_bad_input():
         mechanism.measure(Identity(4), np.full(4, 0.5), PureDP(1.0), rng, noise="discrete")
     with pytest.raises(ValueError, match="noise must be one of"):
         mechanism.measure(Identity(4), np.ones(4), PureDP(1.0), rng, noise="exact")
-    with pytest.raises(ValueError, match="releases must be a positive int"):
+    with pytest.raises(ValueError, match="releases: must be >= 1, got 0"):
         mechanism.measure(Identity(4), np.ones(4), PureDP(1.0), rng, releases=0)
 
 

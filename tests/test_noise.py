@@ -106,9 +106,9 @@ def test_bad_input():
         bernoulli_exp(-1, rng)
     with pytest.raises(ValueError, match="probability"):
         bernoulli(Fraction(3, 2), rng)
-    with pytest.raises(ValueError, match="positive int"):
+    with pytest.raises(ValueError, match="s: must be >= 1, got 0"):
         discrete_laplace(0, 1, rng)
-    with pytest.raises(ValueError, match="finite rational"):
+    with pytest.raises(ValueError, match="sigma2: must be a finite number, got nan"):
         discrete_gaussian(float("nan"), 1, rng)
 
 

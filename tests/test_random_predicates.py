@@ -38,13 +38,13 @@ def test_uniform_subsets_statistics():
 @pytest.mark.parametrize(
     "kwargs, match",
     [
-        ({"n": 0, "m": 4, "seed": 0}, "n must be a positive int"),
-        ({"n": 4, "m": -1, "seed": 0}, "m must be a positive int"),
-        ({"n": 4.0, "m": 4, "seed": 0}, "n must be a positive int"),
-        ({"n": 4, "m": 4, "seed": -1}, "non-negative integer seed"),
-        ({"n": 4, "m": 4, "seed": 1.5}, "non-negative integer seed"),
-        ({"n": 4, "m": 4, "seed": True}, "non-negative integer seed"),
-        ({"n": 4, "m": 4, "seed": None}, "non-negative integer seed"),
+        ({"n": 0, "m": 4, "seed": 0}, "n: must be >= 1, got 0"),
+        ({"n": 4, "m": -1, "seed": 0}, "m: must be >= 1, got -1"),
+        ({"n": 4.0, "m": 4, "seed": 0}, "n: expected an integer, got float 4.0"),
+        ({"n": 4, "m": 4, "seed": -1}, "seed: must be >= 0, got -1"),
+        ({"n": 4, "m": 4, "seed": 1.5}, "seed: expected an integer, got float 1.5"),
+        ({"n": 4, "m": 4, "seed": True}, "seed: expected an integer, got bool True"),
+        ({"n": 4, "m": 4, "seed": None}, "seed: expected an integer, got null None"),
     ],
 )
 def test_bad_input(kwargs, match):

@@ -82,8 +82,8 @@ def test_bad_csv(files, text, message):
 @pytest.mark.parametrize(
     "domain, message",
     [
-        ({"a": 0}, r"size of attribute 'a' must be a positive integer"),
-        ({"a": "3"}, r"size of attribute 'a' must be a positive integer"),
+        ({"a": 0}, r"size of attribute 'a': must be >= 1, got 0"),
+        ({"a": "3"}, r"size of attribute 'a': expected an integer, got str '3'"),
         ([3, 2], r"must be a non-empty JSON object"),
         ({"a": {"size": 3, "bins": [0, 1]}}, r"has size 3 but 2 bin edges"),
         ({"a": {"bins": [0, 2, 1]}}, r"strictly increasing"),
@@ -154,7 +154,7 @@ def test_synthetic_is_seeded_and_in_range():
     # correlated attributes: the 2-way table is far from the product of its margins
     t = a.marginal([0, 1]) / 2000
     assert np.abs(t - np.outer(t.sum(1), t.sum(0))).max() > 0.02
-    with pytest.raises(ValueError, match="records must be a non-negative int"):
+    with pytest.raises(ValueError, match="records: must be >= 0, got -1"):
         records.synthetic(dom, -1)
 
 

@@ -135,7 +135,7 @@ BAD = [
     ("a,b\n0,1\n", {"a": 3, "b": 2}, ["--rho", "0.5"], r"either --rho or --epsilon"),
     ("a,b\n0,1\n", {"a": 3, "b": 2}, ["--param", "x"], r"KEY=VALUE"),
     ("a,b\n0,1\n", {"a": 3, "b": 2}, ["--selector", "residual_planner"], r"does not support"),
-    ("a,b\n0,1\n", {"a": 3, "b": 2}, ["--workload", "marginals:5"], r"k must be an int"),
+    ("a,b\n0,1\n", {"a": 3, "b": 2}, ["--workload", "marginals:5"], r"k: must be <= 2"),
 ]
 
 

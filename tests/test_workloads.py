@@ -89,7 +89,7 @@ def test_hdmm_sensitivities():
 
 def test_one_dimensional_bad_input():
     for bad in (0, -3, 2.0, True, "4"):
-        with pytest.raises(ValueError, match="n must be a positive int"):
+        with pytest.raises(ValueError, match="n: (expected an integer|must be >= 1)"):
             prefix(bad)
     with pytest.raises(ValueError, match="w"):
         width_range(5, 6)
@@ -131,7 +131,9 @@ def test_union_bad_input():
     with pytest.raises(ValueError, match="2 weights for 3"):
         union([prefix(4)] * 3, weights=[1, 2])
     for bad in (0, -1, float("nan"), float("inf"), "2"):
-        with pytest.raises(ValueError, match="weight 1 must be a positive finite number"):
+        with pytest.raises(
+            ValueError, match="weight 1: (expected a number|must be a (finite )?number > 0)"
+        ):
             union([prefix(4), prefix(4)], weights=[1, bad])
     with pytest.raises(ValueError, match="at least one"):
         union([])
@@ -232,7 +234,7 @@ def test_marginals_list_bad_input():
         marginals_list(dom, [["x", "y"], ["y", "x"]])
     with pytest.raises(ValueError, match="2 weights for 1"):
         marginals_list(dom, [["x"]], weights=[1, 2])
-    with pytest.raises(ValueError, match="weight 0 must be a positive"):
+    with pytest.raises(ValueError, match="weight 0: must be a number > 0"):
         marginals_list(dom, [["x"]], weights=[-1])
     with pytest.raises(ValueError, match="unknown attribute 'w'"):
         marginals_list(dom, [["w"]])
@@ -249,9 +251,12 @@ def test_marginal_bad_input():
     with pytest.raises(ValueError, match="'x' is given more than once"):
         marginal(dom, ["x", 0])
     for bad in (-1, 4, 1.0, True, "2"):
-        with pytest.raises(ValueError, match="k must be an int with 0 <= k <= 3"):
+        with pytest.raises(
+            ValueError,
+            match=r"k: (expected an integer|must be (>= 0|<= 3 \(the number of attributes\)))",
+        ):
             marginals(dom, bad)
-    with pytest.raises(ValueError, match="k must be an int"):
+    with pytest.raises(ValueError, match="k: must be <= 3"):
         range_marginals(dom, 4)
     with pytest.raises(ValueError, match="Domain or a sequence"):
         marginals(7, 1)
@@ -330,5 +335,5 @@ def test_module_exports():
 
 @pytest.mark.parametrize("seed", [None, -1, 1.5, True, "0"])
 def test_permuted_needs_an_integer_seed(seed):
-    with pytest.raises(ValueError, match="integer seed"):
+    with pytest.raises(ValueError, match="seed: (expected an integer|must be >= 0)"):
         workloads.permuted(workloads.all_range(8), seed)

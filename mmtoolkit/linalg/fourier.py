@@ -21,29 +21,15 @@ shared evaluator scores Fourier strategies.
 from __future__ import annotations
 
 import math
-import operator
 from collections.abc import Iterable, Mapping
 
 import numpy as np
 
+from ..checks import check_int
 from .base import Matrix, check_dense_size, check_p
 from .marginals import MarginalsGram, check_dim
 
 __all__ = ["Fourier", "fwht", "downset", "bit_reverse", "local_index"]
-
-
-def _check_d(d) -> int:
-    if isinstance(d, bool):
-        raise ValueError(f"d (number of binary attributes) must be a positive int, got {d!r}")
-    try:
-        d = operator.index(d)
-    except TypeError:
-        raise ValueError(
-            f"d (number of binary attributes) must be a positive int, got {d!r}"
-        ) from None
-    if d < 1:
-        raise ValueError(f"d (number of binary attributes) must be a positive int, got {d}")
-    return int(d)
 
 
 def fwht(X: np.ndarray) -> np.ndarray:
@@ -137,7 +123,7 @@ class Fourier(Matrix):
     """
 
     def __init__(self, d, coefficients):
-        self.d = _check_d(d)
+        self.d = check_int(d, "d", minimum=1)
         if isinstance(coefficients, Mapping):
             items = list(coefficients.items())
         elif isinstance(coefficients, Iterable) and not isinstance(coefficients, (str, bytes)):
@@ -150,12 +136,7 @@ class Fourier(Matrix):
         top = 1 << self.d
         clean: dict[int, float] = {}
         for b, w in items:
-            if isinstance(b, (bool, np.bool_)):
-                raise ValueError(f"coefficient must be an int bitmask, got {b!r}")
-            try:
-                b = operator.index(b)
-            except TypeError:
-                raise ValueError(f"coefficient must be an int bitmask, got {b!r}") from None
+            b = check_int(b, "coefficient")
             if not 0 <= b < top:
                 raise ValueError(
                     f"coefficient {b} is outside the domain: need 0 <= β < 2^{self.d} "
@@ -222,7 +203,7 @@ class Fourier(Matrix):
     def for_marginals(cls, d, keys, weights=None) -> Fourier:
         """The coefficients needed by the marginals ``keys`` (``downset``), weight 1 or
         ``weights[β]`` (a mapping)."""
-        d = _check_d(d)
+        d = check_int(d, "d", minimum=1)
         for k in keys:
             if not 0 <= int(k) < 1 << d:
                 raise ValueError(

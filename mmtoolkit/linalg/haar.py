@@ -18,12 +18,13 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..checks import check_int
 from .base import Matrix, Product, check_dense_size, check_p
-from .ranges import SymmetricFormula, SymTridiagonal, _maybe_scalar, _size
+from .ranges import SymmetricFormula, SymTridiagonal, _maybe_scalar
 
 
 def _power_of_two(n) -> int:
-    n = _size(n)
+    n = check_int(n, "n", minimum=1)
     if n & (n - 1):
         raise ValueError(f"Haar needs n to be a power of two, got {n}")
     return n

@@ -20,16 +20,16 @@ O(d 2^d). Products, pseudo-inverses and inverses of such Grams are pointwise on 
 from __future__ import annotations
 
 import math
-import operator
 from collections.abc import Iterable, Mapping
 from numbers import Number
 
 import numpy as np
 from scipy.fft import dct, idct
 
+from ..checks import check_int
 from .base import Matrix, Product, TooLargeError, as_matrix, check_dense_size, check_p, peel
 from .kronecker import Identity, Kronecker
-from .ranges import Ones, Total, _size
+from .ranges import Ones, Total
 from .route import SUPPORT_RTOL, UnsupportedWorkloadError, as_vector, common_sizes
 
 #: Largest number of attributes for which dense 2^d coefficient vectors are built.
@@ -48,24 +48,19 @@ def key_attrs(key: int, d: int) -> tuple[int, ...]:
 def _check_sizes(sizes) -> tuple[int, ...]:
     if isinstance(sizes, (str, bytes)) or not isinstance(sizes, Iterable):
         raise ValueError(f"sizes must be a sequence of positive integers, got {sizes!r}")
-    out = tuple(_size(n, f"sizes[{i}]") for i, n in enumerate(sizes))
+    out = tuple(check_int(n, f"sizes[{i}]", minimum=1) for i, n in enumerate(sizes))
     if not out:
         raise ValueError("sizes must name at least one attribute")
     return out
 
 
 def _check_key(key, d: int) -> int:
-    if isinstance(key, bool):
-        raise ValueError(f"marginal key must be an int bitmask, got {key!r}")
-    try:
-        k = operator.index(key)
-    except TypeError:
-        raise ValueError(f"marginal key must be an int bitmask, got {key!r}") from None
+    k = check_int(key, "marginal key")
     if not 0 <= k < (1 << d):
         raise ValueError(
-            f"marginal key must satisfy 0 <= key < 2^{d} (d = {d} attributes), got {k}"
+            f"marginal key: must satisfy 0 <= key < 2^{d} (d = {d} attributes), got {k}"
         )
-    return int(k)
+    return k
 
 
 def check_dim(d: int, what: str) -> None:

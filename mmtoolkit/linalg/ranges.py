@@ -21,10 +21,9 @@ Closed forms (0-indexed, ``n`` = domain size):
 
 from __future__ import annotations
 
-import operator
-
 import numpy as np
 
+from ..checks import check_int
 from .base import (
     CountingQueries,
     Dense,
@@ -37,19 +36,6 @@ from .base import (
 )
 
 # ----------------------------------------------------------------------------- helpers
-
-
-def _size(n, name: str = "n") -> int:
-    """Validate a positive integer size (numpy integers accepted, floats and bools not)."""
-    if isinstance(n, bool):
-        raise ValueError(f"{name} must be a positive integer, got {n!r}")
-    try:
-        v = operator.index(n)
-    except TypeError:
-        raise ValueError(f"{name} must be a positive integer, got {n!r}") from None
-    if v < 1:
-        raise ValueError(f"{name} must be >= 1, got {v}")
-    return int(v)
 
 
 def _maybe_scalar(c: np.ndarray) -> float | np.ndarray:
@@ -166,8 +152,8 @@ class Ones(CountingQueries):
     """
 
     def __init__(self, m: int, n: int):
-        self.m = _size(m, "m")
-        self.n = _size(n, "n")
+        self.m = check_int(m, "m", minimum=1)
+        self.n = check_int(n, "n", minimum=1)
         self.shape = (self.m, self.n)
 
     def _matmat(self, X):
@@ -230,7 +216,7 @@ class Prefix(CountingQueries):
     """
 
     def __init__(self, n: int):
-        self.n = _size(n)
+        self.n = check_int(n, "n", minimum=1)
         self.shape = (self.n, self.n)
 
     def _matmat(self, X):
@@ -278,7 +264,7 @@ class Difference(Matrix):
     """
 
     def __init__(self, n: int):
-        self.n = _size(n)
+        self.n = check_int(n, "n", minimum=1)
         self.shape = (self.n, self.n)
 
     def _matmat(self, X):
@@ -328,7 +314,7 @@ class PrefixGram(SymmetricFormula):
     """
 
     def __init__(self, n: int):
-        super().__init__(_size(n))
+        super().__init__(check_int(n, "n", minimum=1))
 
     def _entries(self, i, j):
         return self.n - np.maximum(i, j)
@@ -366,7 +352,7 @@ class AllRange(CountingQueries):
     """
 
     def __init__(self, n: int):
-        self.n = _size(n)
+        self.n = check_int(n, "n", minimum=1)
         self.shape = (self.n * (self.n + 1) // 2, self.n)
         # row offset of the block of ranges starting at i: Σ_{r<i} (n - r)
         self._starts = [i * self.n - i * (i - 1) // 2 for i in range(self.n + 1)]
@@ -423,7 +409,7 @@ class AllRangeGram(SymmetricFormula):
     """
 
     def __init__(self, n: int):
-        super().__init__(_size(n))
+        super().__init__(check_int(n, "n", minimum=1))
 
     def _entries(self, i, j):
         return (np.minimum(i, j) + 1) * (self.n - np.maximum(i, j))
@@ -460,8 +446,8 @@ class WidthRange(CountingQueries):
     """
 
     def __init__(self, n: int, w: int):
-        self.n = _size(n)
-        w = _size(w, "w")
+        self.n = check_int(n, "n", minimum=1)
+        w = check_int(w, "w", minimum=1)
         if w > self.n:
             raise ValueError(f"window width w must satisfy 1 <= w <= n = {self.n}, got {w}")
         self.w = w

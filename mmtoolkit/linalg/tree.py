@@ -30,10 +30,10 @@ Closed forms (``O(N · L)`` per product, never an ``N x N`` array):
 from __future__ import annotations
 
 import math
-import operator
 
 import numpy as np
 
+from ..checks import check_int
 from . import base
 from .base import MAX_DENSE_ENTRIES, Matrix, Product, check_dense_size, check_p
 from .kronecker import group
@@ -53,21 +53,9 @@ SPLITS = ("near_equal", "small_first", "pad")
 
 
 # =============================================================================== builders
-def _int(value, name: str, low: int) -> int:
-    if isinstance(value, bool):
-        raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
-    try:
-        v = operator.index(value)
-    except TypeError:
-        raise ValueError(f"{name} must be an integer >= {low}, got {value!r}") from None
-    if v < low:
-        raise ValueError(f"{name} must be an integer >= {low}, got {v}")
-    return int(v)
-
-
 def tree_height(n: int, b: int) -> int:
     """``⌈log_b n⌉`` in exact integer arithmetic: the least ``h`` with ``b^h ≥ n``."""
-    n, b = _int(n, "n", 1), _int(b, "branching", 2)
+    n, b = check_int(n, "n", minimum=1), check_int(b, "branching", minimum=2)
     h, cap = 0, 1
     while cap < n:
         cap *= b
@@ -101,11 +89,11 @@ def interval_tree(n: int, branching: int, split: str = "near_equal", height=None
     last) or ``"pad"`` (pad to ``b^h`` cells, split equally, keep the real cells: HDMM digest
     §16.13). ``height`` (``pad`` only) defaults to ``⌈log_b n⌉``.
     """
-    n, b = _int(n, "n", 1), _int(branching, "branching", 2)
+    n, b = check_int(n, "n", minimum=1), check_int(branching, "branching", minimum=2)
     if split not in SPLITS:
         raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
     if split == "pad":
-        h = tree_height(n, b) if height is None else _int(height, "height", 0)
+        h = tree_height(n, b) if height is None else check_int(height, "height", minimum=0)
         if b**h < n:
             raise ValueError(f"height {h} is too small: {b}^{h} < n = {n}")
         levels = []
@@ -156,9 +144,9 @@ class Tree(Matrix):
 
     def __init__(self, sizes, levels, weights=None):
         if isinstance(sizes, (list, tuple, np.ndarray)):
-            sizes = tuple(_int(s, "attribute size", 1) for s in sizes)
+            sizes = tuple(check_int(s, "attribute size", minimum=1) for s in sizes)
         else:
-            sizes = (_int(sizes, "n", 1),)
+            sizes = (check_int(sizes, "n", minimum=1),)
         if not sizes:
             raise ValueError("Tree needs at least one attribute")
         d = len(sizes)

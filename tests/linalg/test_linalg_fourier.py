@@ -116,7 +116,7 @@ def test_bad_input():
         Fourier(3, [8])
     with pytest.raises(ValueError, match="outside the domain"):
         Fourier.for_marginals(3, [0b1000])
-    with pytest.raises(ValueError, match="positive int"):
+    with pytest.raises(ValueError, match="d: must be >= 1, got 0"):
         Fourier(0, [0])
     with pytest.raises(ValueError, match="twice"):
         Fourier(3, [1, 1])

@@ -273,12 +273,12 @@ def test_hdmm_registered_with_defaults():
 @pytest.mark.parametrize(
     "name, params, match",
     [
-        ("opt0", {"p": 0}, "p must be an int >= 1"),
-        ("opt_kron", {"p": [2, 0]}, r"p\[1\] must be an int >= 1"),
-        ("hdmm", {"restarts": 0}, "restarts must be an int >= 1"),
-        ("opt_marginals", {"restarts": -1}, "restarts must be an int >= 1"),
+        ("opt0", {"p": 0}, "p: must be >= 1, got 0"),
+        ("opt_kron", {"p": [2, 0]}, r"p\[1\]: must be >= 1, got 0"),
+        ("hdmm", {"restarts": 0}, "restarts: must be >= 1, got 0"),
+        ("opt_marginals", {"restarts": -1}, "restarts: must be >= 1, got -1"),
         ("hdmm", {"operators": ["kron", "magic"]}, "operators must be"),
-        ("hdmm", {"seed": -3}, "seed must be"),
+        ("hdmm", {"seed": -3}, "seed: must be >= 0, got -3"),
     ],
 )
 def test_bad_parameters(name, params, match):

@@ -48,6 +48,7 @@ from __future__ import annotations
 import numpy as np
 from scipy import sparse
 
+from ...checks import check_bool, check_int
 from ...linalg import MAX_DENSE_ENTRIES
 from ...linalg.tree import Tree, interval_tree
 from ...privacy import PureDP
@@ -150,18 +151,11 @@ class GreedyHSelector(Selector):
     def __init__(self, criterion="dawa", granularity=100, root=False, collapse=True, dims=None):
         if criterion not in CRITERIA:
             raise ValueError(f"criterion must be one of {CRITERIA}, got {criterion!r}")
-        if isinstance(granularity, bool) or not isinstance(granularity, (int, np.integer)):
-            raise ValueError(f"granularity must be an integer >= 1, got {granularity!r}")
-        if granularity < 1:
-            raise ValueError(f"granularity must be an integer >= 1, got {granularity}")
-        for name, v in (("root", root), ("collapse", collapse)):
-            if not isinstance(v, bool):
-                raise ValueError(f"{name} must be True or False, got {v!r}")
         self.params = {
             "criterion": criterion,
-            "granularity": int(granularity),
-            "root": root,
-            "collapse": collapse,
+            "granularity": check_int(granularity, "granularity", minimum=1),
+            "root": check_bool(root, "root"),
+            "collapse": check_bool(collapse, "collapse"),
             "dims": dims,
         }
 

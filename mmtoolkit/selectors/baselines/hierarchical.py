@@ -13,6 +13,7 @@ import math
 
 import numpy as np
 
+from ...checks import check_bool, check_int
 from ...linalg import Kronecker
 from ...linalg.tree import SPLITS, Tree, interval_tree, tree_height
 from ...privacy import Privacy
@@ -30,12 +31,6 @@ __all__ = [
 
 
 # ------------------------------------------------------------------------- helpers
-def _check_branching(b, low=2) -> int:
-    if isinstance(b, bool) or not isinstance(b, (int, np.integer)) or b < low:
-        raise ValueError(f"branching must be an integer >= {low}, got {b!r}")
-    return int(b)
-
-
 def _check_split(split) -> str:
     if split not in SPLITS:
         raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
@@ -100,11 +95,9 @@ class HierarchicalSelector(Selector):
     def __init__(self, branching=2, root=True, split="near_equal", dims=None, multi="kron"):
         if multi not in ("kron", "product"):
             raise ValueError(f"multi must be 'kron' or 'product', got {multi!r}")
-        if not isinstance(root, bool):
-            raise ValueError(f"root must be True or False, got {root!r}")
         self.params = {
-            "branching": _check_branching(branching),
-            "root": root,
+            "branching": check_int(branching, "branching", minimum=2),
+            "root": check_bool(root, "root"),
             "split": _check_split(split),
             "dims": dims,
             "multi": multi,
@@ -156,7 +149,7 @@ class HBSelector(Selector):
 
     def __init__(self, branching=None, split2d="pad", dims=None):
         if branching is not None:
-            branching = _check_branching(branching)
+            branching = check_int(branching, "branching", minimum=2)
         if split2d not in ("pad", "near_equal"):
             raise ValueError(f"split2d must be 'pad' or 'near_equal', got {split2d!r}")
         self.params = {"branching": branching, "split2d": split2d, "dims": dims}
@@ -210,9 +203,7 @@ class QuadtreeSelector(Selector):
     name = "quadtree"
 
     def __init__(self, geometric=True, dims=None):
-        if not isinstance(geometric, bool):
-            raise ValueError(f"geometric must be True or False, got {geometric!r}")
-        self.params = {"geometric": geometric, "dims": dims}
+        self.params = {"geometric": check_bool(geometric, "geometric"), "dims": dims}
 
     def _select(self, workload, privacy: Privacy, objective: str) -> Strategy:
         sizes = workload_sizes(workload, self.params["dims"])

@@ -28,6 +28,7 @@ import math
 
 import numpy as np
 
+from ...checks import check_int, check_probability
 from ...linalg import Dense, Matrix, check_dense_size
 from ...privacy import PureDP
 from ...strategy import Strategy
@@ -186,26 +187,15 @@ class LowRankSelector(Selector):
     privacy = ALL_PRIVACY
 
     def __init__(self, rank=None, gamma=1e-4, max_iter=300, inner=10, init="auto", seed=0):
-        if rank is not None and (
-            isinstance(rank, bool) or not isinstance(rank, (int, np.integer)) or rank < 1
-        ):
-            raise ValueError(f"LRM rank must be an integer >= 1, got {rank!r}")
-        if not (isinstance(gamma, (int, float)) and 0 < gamma < 1):
-            raise ValueError(f"gamma must be a number in (0, 1), got {gamma!r}")
-        for name, v in (("max_iter", max_iter), ("inner", inner)):
-            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
-                raise ValueError(f"{name} must be an integer >= 1, got {v!r}")
-        if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
-            raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
         if init not in INITS:
             raise ValueError(f"init must be one of {INITS}, got {init!r}")
         self.params = {
-            "rank": None if rank is None else int(rank),
-            "gamma": float(gamma),
-            "max_iter": int(max_iter),
-            "inner": int(inner),
+            "rank": None if rank is None else check_int(rank, "rank", minimum=1),
+            "gamma": check_probability(gamma, "gamma"),
+            "max_iter": check_int(max_iter, "max_iter", minimum=1),
+            "inner": check_int(inner, "inner", minimum=1),
             "init": init,
-            "seed": int(seed),
+            "seed": check_int(seed, "seed", minimum=0),
         }
 
     def _select(self, workload: Matrix, privacy, objective):

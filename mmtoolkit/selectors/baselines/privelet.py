@@ -22,6 +22,7 @@ import math
 
 import numpy as np
 
+from ...checks import check_bool
 from ...linalg import MAX_DENSE_ENTRIES, Haar, Kronecker, Matrix, Product, check_p
 from ...linalg.tree import Tree, TreeGram, interval_tree
 from ...privacy import Privacy
@@ -111,9 +112,7 @@ class PriveletSelector(Selector):
     name = "privelet"
 
     def __init__(self, pad=True, dims=None):
-        if not isinstance(pad, bool):
-            raise ValueError(f"pad must be True or False, got {pad!r}")
-        self.params = {"pad": pad, "dims": dims}
+        self.params = {"pad": check_bool(pad, "pad"), "dims": dims}
 
     def _select(self, workload, privacy: Privacy, objective: str) -> Strategy:
         sizes = workload_sizes(workload, self.params["dims"])

@@ -11,6 +11,7 @@ import math
 
 import numpy as np
 
+from ...checks import check_int
 from ...linalg import Kronecker, Matrix, Ones, VStack, peel
 
 __all__ = ["workload_sizes"]
@@ -37,11 +38,9 @@ def workload_sizes(workload: Matrix, dims=None) -> list[int]:
     Kronecker term of the workload, else one attribute of size N."""
     N = workload.shape[1]
     if dims is not None:
-        if isinstance(dims, (int, np.integer)) or not all(
-            isinstance(s, (int, np.integer)) and not isinstance(s, bool) and s >= 1 for s in dims
-        ):
+        if isinstance(dims, (int, np.integer)):
             raise ValueError(f"dims must be a list of positive attribute sizes, got {dims!r}")
-        dims = [int(s) for s in dims]
+        dims = [check_int(s, f"dims[{i}]", minimum=1) for i, s in enumerate(dims)]
         if math.prod(dims) != N:
             raise ValueError(
                 f"dims {dims} multiply to {math.prod(dims)}, the workload has {N} columns"

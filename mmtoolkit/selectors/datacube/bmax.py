@@ -50,6 +50,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ...checks import check_float
 from ...linalg import Marginals, Matrix
 from ...privacy import Privacy
 from ...strategy import Strategy
@@ -273,10 +274,10 @@ class DingDataCube(Selector):
         if budget not in ("uniform", "max"):
             raise ValueError(f"budget must be 'uniform' or 'max', got {budget!r}")
         if mag_limit is not None and mag_limit != "L":
-            if isinstance(mag_limit, bool) or not isinstance(mag_limit, (int, float)):
-                raise ValueError(f"mag_limit must be None, a number >= 1 or 'L', got {mag_limit!r}")
-            if not mag_limit >= 1:
-                raise ValueError(f"mag_limit must be None, a number >= 1 or 'L', got {mag_limit!r}")
+            if isinstance(mag_limit, str) or not check_float(mag_limit, "mag_limit") >= 1:
+                raise ValueError(
+                    f"mag_limit: must be None, a number >= 1 or 'L', got {mag_limit!r}"
+                )
         if variant not in VARIANTS:
             raise ValueError(f"variant must be one of {VARIANTS}, got {variant!r}")
         if variant == "hdmm_table" and mag_limit is not None:

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ...checks import check_int, check_positive
 from ...linalg.fourier import fwht, local_index, submasks
 
 __all__ = ["FourierEstimate"]
@@ -45,16 +46,12 @@ class FourierEstimate:
     """
 
     def __init__(self, d: int):
-        if isinstance(d, bool) or not isinstance(d, int) or d < 1:
-            raise ValueError(f"d must be a positive int, got {d!r}")
-        self.d = d
+        self.d = check_int(d, "d", minimum=1)
         self._parts: list[_Estimates] = []
         self._solved = None
 
     def _check_key(self, key) -> int:
-        if isinstance(key, bool) or not isinstance(key, (int, np.integer)):
-            raise ValueError(f"marginal key must be an int bitmask, got {key!r}")
-        key = int(key)
+        key = check_int(key, "marginal key")
         if not 0 <= key < 1 << self.d:
             raise ValueError(
                 f"marginal {key} is outside the domain of d = {self.d} binary attributes"
@@ -69,11 +66,10 @@ class FourierEstimate:
         m = bin(key).count("1")
         if y.shape[0] != 1 << m:
             raise ValueError(f"marginal {key} has {1 << m} cells, got {y.shape[0]} answers")
-        if not variance > 0:
-            raise ValueError(f"noise variance must be positive, got {variance!r}")
+        variance = check_positive(variance, "variance")
         betas = submasks(key)
         theta = fwht(y)[local_index(betas, key)]
-        w = np.full(betas.size, 1.0 / ((1 << m) * float(variance)))
+        w = np.full(betas.size, 1.0 / ((1 << m) * variance))
         self._parts.append(_Estimates(betas, theta, w))
         self._solved = None
 

@@ -34,6 +34,7 @@ import time
 
 import numpy as np
 
+from ...checks import check_int
 from ...linalg import Dense, Matrix, SymTridiagonal, VStack
 from ...privacy import Privacy, PureDP
 from ...strategy import Strategy
@@ -185,8 +186,7 @@ class MatrixMechanismSDP(Selector):
     ):
         if solver not in SDP_SOLVERS:
             raise ValueError(f"unknown SDP solver {solver!r} (valid: {', '.join(SDP_SOLVERS)})")
-        if isinstance(max_n, bool) or not isinstance(max_n, int) or max_n < 1:
-            raise ValueError(f"max_n must be a positive int, got {max_n!r}")
+        max_n = check_int(max_n, "max_n", minimum=1)
         if l1_method not in L1_METHODS:
             raise ValueError(f"unknown l1_method {l1_method!r} (valid: {', '.join(L1_METHODS)})")
         self.params = {

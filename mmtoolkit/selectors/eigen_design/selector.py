@@ -14,6 +14,7 @@ import time
 
 import numpy as np
 
+from ...checks import check_int, check_positive
 from ...linalg import Matrix
 from ...privacy import Privacy, PureDP
 from ...strategy import Strategy
@@ -75,25 +76,19 @@ class EigenDesign(Selector):
         if design_sizes is not None:
             if not (isinstance(design, str) and design != "eigen"):
                 raise ValueError("design_sizes applies to design wavelet, fourier or identity")
-            if not (
-                isinstance(design_sizes, (list, tuple))
-                and design_sizes
-                and all(
-                    isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in design_sizes
-                )
-            ):
+            if not (isinstance(design_sizes, (list, tuple)) and design_sizes):
                 raise ValueError(
                     f"design_sizes must be a list of positive ints, got {design_sizes!r}"
                 )
-            design_sizes = [int(v) for v in design_sizes]
+            design_sizes = [
+                check_int(v, f"design_sizes[{i}]", minimum=1) for i, v in enumerate(design_sizes)
+            ]
         if reduction not in REDUCTIONS:
             raise ValueError(f"unknown reduction {reduction!r} (valid: {', '.join(REDUCTIONS)})")
-        if isinstance(group_size, bool) or not isinstance(group_size, int) or group_size < 1:
-            raise ValueError(f"group_size must be a positive int, got {group_size!r}")
-        if not (isinstance(fraction, (int, float)) and 0 < fraction <= 1):
-            raise ValueError(f"fraction must be in (0, 1], got {fraction!r}")
-        if not (isinstance(tol, (int, float)) and tol > 0):
-            raise ValueError(f"tol must be positive, got {tol!r}")
+        group_size = check_int(group_size, "group_size", minimum=1)
+        if check_positive(fraction, "fraction") > 1:
+            raise ValueError(f"fraction: must be <= 1, got {fraction!r}")
+        check_positive(tol, "tol")
         self.params = {
             "design": design if isinstance(design, str) else "matrix",
             "design_sizes": design_sizes,

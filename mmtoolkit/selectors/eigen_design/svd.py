@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...checks import check_bool
 from ...linalg import Matrix
 from ...privacy import Privacy, PureDP
 from ...strategy import Strategy
@@ -31,9 +32,7 @@ class SVDBoundStrategy(Selector):
     name = "svd_strategy"
 
     def __init__(self, complete: bool = False):
-        if not isinstance(complete, bool):
-            raise ValueError(f"complete must be true or false, got {complete!r}")
-        self.params = {"complete": complete}
+        self.params = {"complete": check_bool(complete, "complete")}
 
     def _select(self, workload: Matrix, privacy: Privacy, objective: str) -> Strategy:
         sigma, Q = eigen_queries(workload_gram(workload))

@@ -3,11 +3,9 @@ parameter checks, seeds and Gram operators."""
 
 from __future__ import annotations
 
-import math
-from numbers import Integral, Real
-
 import numpy as np
 
+from ...checks import check_int, check_positive
 from ...linalg import (
     Dense,
     Identity,
@@ -33,32 +31,6 @@ def norm_of(privacy: Privacy) -> int:
 
 
 # ------------------------------------------------------------------ parameter checks
-def check_int(name: str, value, minimum: int = 1, allow_none: bool = False):
-    if value is None and allow_none:
-        return None
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, Integral) or value < minimum:
-        raise ValueError(f"{name} must be an int >= {minimum}, got {value!r}")
-    return int(value)
-
-
-def check_seed(seed):
-    if seed is None:
-        return None
-    if isinstance(seed, (bool, np.bool_)) or not isinstance(seed, Integral) or seed < 0:
-        raise ValueError(f"seed must be a non-negative int or None, got {seed!r}")
-    return int(seed)
-
-
-def check_positive(name: str, value) -> float:
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, Real)
-        or not (math.isfinite(float(value)) and float(value) > 0)
-    ):
-        raise ValueError(f"{name} must be a positive finite number, got {value!r}")
-    return float(value)
-
-
 def check_p_param(p):
     """``p``: None (HDMM's rule), an int >= 1, or a list of ints >= 1 (one per attribute)."""
     if p is None:
@@ -66,8 +38,8 @@ def check_p_param(p):
     if isinstance(p, (list, tuple)):
         if not p:
             raise ValueError("p must not be an empty list")
-        return [check_int(f"p[{i}]", v) for i, v in enumerate(p)]
-    return check_int("p", p)
+        return [check_int(v, f"p[{i}]", minimum=1) for i, v in enumerate(p)]
+    return check_int(p, "p", minimum=1)
 
 
 def seed_sequences(seed, count: int) -> list[np.random.SeedSequence]:
@@ -180,10 +152,10 @@ def check_search_params(p, restarts, seed, cycles, tol, ftol, maxiter) -> dict:
     restarts, seed, block-cyclic ``cycles``/``tol``, L-BFGS-B ``ftol``/``maxiter``)."""
     return {
         "p": check_p_param(p),
-        "restarts": check_int("restarts", restarts),
-        "seed": check_seed(seed),
-        "cycles": check_int("cycles", cycles),
-        "tol": check_positive("tol", tol),
-        "ftol": check_positive("ftol", ftol),
-        "maxiter": check_int("maxiter", maxiter),
+        "restarts": check_int(restarts, "restarts", minimum=1),
+        "seed": None if seed is None else check_int(seed, "seed", minimum=0),
+        "cycles": check_int(cycles, "cycles", minimum=1),
+        "tol": check_positive(tol, "tol"),
+        "ftol": check_positive(ftol, "ftol"),
+        "maxiter": check_int(maxiter, "maxiter", minimum=1),
     }

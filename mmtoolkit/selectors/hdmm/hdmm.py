@@ -19,13 +19,13 @@ import math
 import numpy as np
 
 from ... import evaluate
+from ...checks import check_int
 from ...linalg import Identity, Matrix, TooLargeError, kron_terms
 from ...linalg.marginals import MAX_MARGINALS_DIM
 from ...privacy import Privacy
 from ...strategy import Strategy
 from ..base import Selector, register
 from ._common import (
-    check_int,
     check_search_params,
     norm_of,
     seed_sequences,
@@ -87,7 +87,7 @@ class HDMMSelector(Selector):
             )
         self.params = {
             "operators": list(operators),
-            "groups": check_int("groups", groups, minimum=2),
+            "groups": check_int(groups, "groups", minimum=2),
             **check_search_params(p, restarts, seed, cycles, tol, ftol, maxiter),
         }
 

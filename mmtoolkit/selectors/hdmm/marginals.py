@@ -20,6 +20,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.optimize import minimize
 
+from ...checks import check_int
 from ...linalg import Marginals, Matrix, kron_terms
 from ...linalg.marginals import (
     check_dim,
@@ -32,8 +33,6 @@ from ...privacy import Privacy
 from ...strategy import Strategy
 from ..base import Selector, register
 from ._common import (
-    check_int,
-    check_seed,
     norm_of,
     seed_sequences,
     term_sizes,
@@ -162,9 +161,9 @@ class OptMarginalsSelector(Selector):
 
     def __init__(self, restarts=1, seed=None, maxiter=15000):
         self.params = {
-            "restarts": check_int("restarts", restarts),
-            "seed": check_seed(seed),
-            "maxiter": check_int("maxiter", maxiter),
+            "restarts": check_int(restarts, "restarts", minimum=1),
+            "seed": None if seed is None else check_int(seed, "seed", minimum=0),
+            "maxiter": check_int(maxiter, "maxiter", minimum=1),
         }
 
     def _select(self, workload: Matrix, privacy: Privacy, objective: str) -> Strategy:

@@ -28,6 +28,7 @@ import numpy as np
 from scipy.linalg import LinAlgError, cho_factor, cho_solve
 from scipy.optimize import minimize
 
+from ...checks import check_int, check_positive
 from ...linalg import Matrix, PIdentity
 from ...linalg.pidentity import pidentity_scale
 from ...privacy import Privacy
@@ -35,10 +36,7 @@ from ...strategy import Strategy
 from ..base import Selector, register
 from ._common import (
     GramOperator,
-    check_int,
     check_p_param,
-    check_positive,
-    check_seed,
     norm_of,
     seed_sequences,
 )
@@ -98,7 +96,7 @@ def optimize_pidentity(
     """
     G = gram if isinstance(gram, GramOperator) else GramOperator(gram)
     n = G.n
-    p = check_int("p", p)
+    p = check_int(p, "p", minimum=1)
     if theta0 is None:
         if rng is None:
             raise ValueError("optimize_pidentity needs an rng or an initial theta0")
@@ -148,10 +146,10 @@ class Opt0Selector(Selector):
             raise ValueError("opt0 optimises one explicit domain: p must be one int, not a list")
         self.params = {
             "p": p,
-            "restarts": check_int("restarts", restarts),
-            "seed": check_seed(seed),
-            "ftol": check_positive("ftol", ftol),
-            "maxiter": check_int("maxiter", maxiter),
+            "restarts": check_int(restarts, "restarts", minimum=1),
+            "seed": None if seed is None else check_int(seed, "seed", minimum=0),
+            "ftol": check_positive(ftol, "ftol"),
+            "maxiter": check_int(maxiter, "maxiter", minimum=1),
         }
 
     def _select(self, workload: Matrix, privacy: Privacy, objective: str) -> Strategy:
@@ -162,7 +160,7 @@ def select_opt0(gram, privacy: Privacy, p=None, restarts=1, seed=None, ftol=FTOL
     """OPT_0 from the workload Gram ``WᵀW`` alone (a Matrix or an array); returns a Strategy."""
     G = gram if isinstance(gram, GramOperator) else GramOperator(gram)
     norm = norm_of(privacy)
-    p = max(1, G.n // 16) if p is None else check_int("p", p)
+    p = max(1, G.n // 16) if p is None else check_int(p, "p", minimum=1)
     best = None
     for ss in seed_sequences(seed, restarts):
         theta, loss = optimize_pidentity(

@@ -21,12 +21,12 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...checks import check_int
 from ...linalg import Identity, Matrix, Ones, VStack, Weighted, kron_terms
 from ...privacy import Privacy
 from ...strategy import Strategy
 from ..base import Selector, register
 from ._common import (
-    check_int,
     check_search_params,
     norm_of,
     peel,
@@ -50,7 +50,7 @@ def _signature(factors) -> str:
 def group_terms(terms, groups: int = 2) -> list[list[int]] | None:
     """Indices of the product terms in each group (see the module docstring), or None when
     the products all share one signature (no union strategy to build)."""
-    groups = check_int("groups", groups, minimum=2)
+    groups = check_int(groups, "groups", minimum=2)
     sigs: dict[str, list[int]] = {}
     for j, (_, factors) in enumerate(terms):
         sigs.setdefault(_signature(factors), []).append(j)
@@ -127,7 +127,7 @@ class OptUnionSelector(Selector):
         ftol=FTOL, maxiter=MAXITER,
     ):  # fmt: skip
         self.params = {
-            "groups": check_int("groups", groups, minimum=2),
+            "groups": check_int(groups, "groups", minimum=2),
             **check_search_params(p, restarts, seed, cycles, tol, ftol, maxiter),
         }
 

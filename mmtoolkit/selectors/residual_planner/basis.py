@@ -28,10 +28,10 @@ The *subset table* lists, for every workload attribute set ``Ã``, every subset 
 from __future__ import annotations
 
 import math
-from numbers import Integral
 
 import numpy as np
 
+from ...checks import check_int
 from ...linalg import Identity, Matrix, TooLargeError, as_matrix, check_dense_size
 
 #: Largest attribute size for which dense per-attribute n x n factors are built.
@@ -57,14 +57,13 @@ def sub_pinv(n: int) -> np.ndarray:
 
 
 def _size(n) -> int:
-    if isinstance(n, bool) or not isinstance(n, Integral) or n < 1:
-        raise ValueError(f"attribute size must be a positive int, got {n!r}")
+    n = check_int(n, "attribute size", minimum=1)
     if n > MAX_ATTRIBUTE_SIZE:
         raise TooLargeError(
             f"attribute size {n} exceeds MAX_ATTRIBUTE_SIZE = {MAX_ATTRIBUTE_SIZE} "
             "(per-attribute factors are dense n x n)"
         )
-    return int(n)
+    return n
 
 
 # ============================================================================ bases

@@ -37,6 +37,7 @@ import numpy as np
 from scipy.linalg import cho_factor, cho_solve, sqrtm
 from scipy.optimize import minimize
 
+from ...checks import check_int
 from ...linalg import Matrix, as_matrix, check_dense_size
 
 
@@ -109,8 +110,7 @@ def hdmm_convex_opt(V, *, maxcor: int = 1) -> tuple[np.ndarray, float]:
     n = V.shape[0]
     if V.shape != (n, n) or not np.allclose(V, V.T, atol=1e-10 * max(1.0, np.abs(V).max())):
         raise ValueError("V must be a symmetric square matrix")
-    if isinstance(maxcor, bool) or not isinstance(maxcor, int) or maxcor < 1:
-        raise ValueError(f"maxcor must be a positive int, got {maxcor!r}")
+    maxcor = check_int(maxcor, "maxcor", minimum=1)
     if n == 1:
         return np.ones((1, 1)), float(V[0, 0])
     lo = np.tril_indices(n, -1)

@@ -36,12 +36,11 @@ records the privacy cost needed to meet the bound). The returned ``Strategy.matr
 
 from __future__ import annotations
 
-import math
 import time
-from numbers import Real
 
 import numpy as np
 
+from ...checks import check_positive
 from ...linalg import Matrix
 from ...privacy import ZCDP, ApproxDP, Privacy
 from ...strategy import Strategy
@@ -86,16 +85,7 @@ class _ResidualBase(Selector):
                 f"solver must be 'auto', 'dual' or a cvxpy solver name, got {solver!r}"
             )
         if variance_bound is not None:
-            if (
-                isinstance(variance_bound, bool)
-                or not isinstance(variance_bound, Real)
-                or not math.isfinite(float(variance_bound))
-                or variance_bound <= 0
-            ):
-                raise ValueError(
-                    f"variance_bound must be a positive finite number, got {variance_bound!r}"
-                )
-            variance_bound = float(variance_bound)
+            variance_bound = check_positive(variance_bound, "variance_bound")
         self._callable = None
         self.weighting = weighting
         self.solver = solver

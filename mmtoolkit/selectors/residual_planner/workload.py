@@ -17,10 +17,10 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Iterable, Sequence
-from numbers import Integral
 
 import numpy as np
 
+from ...checks import check_int
 from ...linalg import (
     Identity,
     Marginals,
@@ -57,9 +57,7 @@ class ResidualWorkload:
                 raise ValueError(f"set {j} must be a collection of attribute indices, got {s!r}")
             items = list(s)
             for a in items:
-                if isinstance(a, bool) or not isinstance(a, Integral):
-                    raise ValueError(f"set {j}: attribute {a!r} is not an attribute index")
-                if not 0 <= a < d:
+                if not 0 <= check_int(a, f"sets[{j}]") < d:
                     raise ValueError(
                         f"set {j}: attribute {a} is outside the domain (attributes 0..{d - 1})"
                     )

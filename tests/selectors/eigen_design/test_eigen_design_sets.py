@@ -180,7 +180,7 @@ def test_design_sizes_give_the_kronecker_design_sets(grams):
     for bad, match in (
         ({"design": "wavelet", "design_sizes": [4, 4]}, "16 cells, not 64"),
         ({"design": "eigen", "design_sizes": [4, 4, 4]}, "design_sizes applies"),
-        ({"design": "wavelet", "design_sizes": [4, 0]}, "positive ints"),
+        ({"design": "wavelet", "design_sizes": [4, 0]}, r"design_sizes\[1\]: must be >= 1, got 0"),
         ({"design": np.eye(64), "design_sizes": [8, 8]}, "design_sizes applies"),
     ):
         with pytest.raises(ValueError, match=match):
