@@ -197,7 +197,7 @@ def test_bad_keywords_list_the_builders_parameters(spec, message):
 
 
 def test_builder_errors_name_the_kind():
-    with pytest.raises(SpecError, match=r"^w: marginals\(\): k must be an int"):
+    with pytest.raises(SpecError, match=r"^w: marginals\(\): k: must be <= 2"):
         build_workload("marginals:k=5", "w", domain=Domain.from_sizes([2, 2]))
 
 
