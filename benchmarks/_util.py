@@ -34,7 +34,7 @@ def score_residual_case(out, case, d, W, strategy, privacy):
     import numpy as np
 
     from mmtoolkit import evaluate
-    from mmtoolkit.selectors.residual_planner.mechanism import measure, reconstruct_workload
+    from mmtoolkit.selectors.residual_planner.measurements import measure, reconstruct_workload
 
     if case == "sum":
         out["value"] = evaluate.rmse(W, strategy, privacy)

@@ -16,7 +16,7 @@ import numpy as np
 from _util import median_seconds, peak_rss_mb
 
 from mmtoolkit import datasets, selectors, workloads
-from mmtoolkit.binary import BinaryEncoding, workload_attribute_sets
+from mmtoolkit.binary_encoding import BinaryEncoding, workload_attribute_sets
 from mmtoolkit.privacy import PureDP
 from mmtoolkit.selectors.datacube import FourierEstimate
 

@@ -28,12 +28,12 @@ from mmtoolkit import mechanism, workloads
 from mmtoolkit.linalg import AllRange, Kronecker, Marginals, PIdentity
 from mmtoolkit.privacy import PureDP
 from mmtoolkit.selectors.hdmm._common import GramOperator
-from mmtoolkit.selectors.hdmm.marginals import (
+from mmtoolkit.selectors.hdmm.opt0 import optimize_pidentity, pidentity_objective
+from mmtoolkit.selectors.hdmm.opt_marginals import (
     MarginalsProblem,
     optimize_marginals,
     project_workload,
 )
-from mmtoolkit.selectors.hdmm.opt0 import optimize_pidentity, pidentity_objective
 
 
 def bench_opt0(sizes, repeats, dense_max):

@@ -35,7 +35,7 @@ import io
 import sys
 from pathlib import Path
 
-from . import datasets, release, selectors
+from . import datasets, release_command, selectors
 from .runner import load_config, run_config
 from .runner.config import ConfigError, workload_kinds
 from .runner.executors import ExecutorError, check_executor
@@ -130,7 +130,7 @@ def _parser() -> argparse.ArgumentParser:
     rpr.add_argument("--quick", action="store_true", help="smoke run (the configs' quick:)")
     rpr.add_argument("-j", "--jobs", type=int, default=1, metavar="N", help="jobs at once")
     rpr.add_argument("-q", "--quiet", action="store_true", help="no per-job progress lines")
-    release.add_parser(sub)  # mmtoolkit release: see mmtoolkit/release.py
+    release_command.add_parser(sub)  # mmtoolkit release: see mmtoolkit/release_command.py
     return p
 
 
@@ -277,7 +277,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "reproduce":
             return _reproduce(args)
         if args.command == "release":
-            return release.main(args)
+            return release_command.main(args)
         return _run(args.configs, args.results, args.quiet, args)
     except ConfigError as exc:
         print(f"mmtoolkit: error: {' '.join(str(exc).split())}", file=sys.stderr)

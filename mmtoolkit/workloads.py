@@ -29,6 +29,7 @@ from itertools import combinations
 import numpy as np
 
 from . import linalg as la
+from .binary_encoding import binary_marginals  # the Datacube paper's binary-encoded marginals
 from .census import sf1, sf1_plus  # HDMM's census workloads, exposed here
 from .checks import check_bool, check_int, check_positive
 from .domain import Domain
@@ -325,5 +326,3 @@ def eigen_design_figure1() -> la.Dense:
         ]
     )
 
-
-from .binary import binary_marginals  # noqa: E402  (Datacube paper's binary-encoded marginals)

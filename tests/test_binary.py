@@ -1,5 +1,5 @@
 """The binary encoding of a domain and the marginal workloads on it (Cormode et al. §4.1, §5):
-mmtoolkit.binary."""
+mmtoolkit.binary_encoding."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from mmtoolkit import Domain, datasets, evaluate, selectors, workloads
-from mmtoolkit.binary import BinaryEncoding, binary_marginals, workload_attribute_sets
+from mmtoolkit.binary_encoding import BinaryEncoding, binary_marginals, workload_attribute_sets
 from mmtoolkit.linalg import Marginals
 from mmtoolkit.privacy import PureDP
 

@@ -10,7 +10,8 @@ import math
 import numpy as np
 import pytest
 
-from mmtoolkit import records, release, workloads
+from mmtoolkit import records, workloads
+from mmtoolkit import release_command as release
 from mmtoolkit.cli import main as cli_main
 
 

@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from mmtoolkit import datasets, evaluate, selectors
-from mmtoolkit.binary import BinaryEncoding, workload_attribute_sets
+from mmtoolkit.binary_encoding import BinaryEncoding, workload_attribute_sets
 from mmtoolkit.linalg import Dense, Kronecker, Total, VStack
 from mmtoolkit.privacy import PureDP
 

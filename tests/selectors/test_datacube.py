@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from mmtoolkit import datasets, evaluate, selectors, workloads
-from mmtoolkit.binary import BinaryEncoding, workload_attribute_sets
+from mmtoolkit.binary_encoding import BinaryEncoding, workload_attribute_sets
 from mmtoolkit.linalg import Fourier, Identity, Marginals
 from mmtoolkit.privacy import ZCDP, ApproxDP, PureDP
 from mmtoolkit.selectors.datacube import FourierEstimate

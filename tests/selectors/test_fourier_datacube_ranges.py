@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from mmtoolkit import evaluate, selectors, workloads
-from mmtoolkit.binary import BinaryEncoding
+from mmtoolkit.binary_encoding import BinaryEncoding
 from mmtoolkit.domain import Domain
 from mmtoolkit.linalg import Dense, Fourier, Identity, Kronecker, Marginals, Total, VStack
 from mmtoolkit.linalg.fourier import bit_reverse, downset, fwht

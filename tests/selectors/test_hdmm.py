@@ -12,8 +12,8 @@ from mmtoolkit.linalg import AllRange, Dense, PIdentity, Prefix
 from mmtoolkit.privacy import ZCDP, ApproxDP, PureDP
 from mmtoolkit.selectors.hdmm._common import GramOperator
 from mmtoolkit.selectors.hdmm.kron import KronProblem
-from mmtoolkit.selectors.hdmm.marginals import MarginalsProblem, project_workload
 from mmtoolkit.selectors.hdmm.opt0 import optimize_pidentity, pidentity_objective
+from mmtoolkit.selectors.hdmm.opt_marginals import MarginalsProblem, project_workload
 from mmtoolkit.selectors.hdmm.union import budget_split, group_terms
 
 PURE = PureDP(1.0)
@@ -216,7 +216,7 @@ def test_marginals_objective_gradient_and_exactness(norm):
     theta = np.random.default_rng(4).random(8) + 0.1
     F, _ = prob.objective(theta, norm)
     strat = selectors.get("opt_marginals").select  # noqa: F841
-    from mmtoolkit.selectors.hdmm.marginals import marginals_strategy
+    from mmtoolkit.selectors.hdmm.opt_marginals import marginals_strategy
 
     M = marginals_strategy(sizes, theta)
     dense = W.dense()

@@ -8,7 +8,7 @@ import pytest
 from mmtoolkit.linalg import Prefix
 from mmtoolkit.privacy import ZCDP
 from mmtoolkit.selectors.residual_planner.basis import general_basis, marginal_basis
-from mmtoolkit.selectors.residual_planner.mechanism import (
+from mmtoolkit.selectors.residual_planner.measurements import (
     MarginalSource,
     _apply,
     covariance,

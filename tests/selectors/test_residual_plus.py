@@ -21,7 +21,7 @@ from mmtoolkit.selectors.residual_planner.convex1d import (
     optimized_strategy,
     unit_diagonal_opt,
 )
-from mmtoolkit.selectors.residual_planner.mechanism import variances
+from mmtoolkit.selectors.residual_planner.measurements import variances
 from mmtoolkit.selectors.residual_planner.plan import select_max, select_sum
 from mmtoolkit.selectors.residual_planner.route import ResidualRoute
 from mmtoolkit.selectors.residual_planner.workload import ResidualWorkload, parse_workload

@@ -17,7 +17,7 @@ one module per piece:
 * :mod:`.bmax` — Ding et al.'s BMAX cuboid selection and the ``ding_datacube`` selector.
 
 The binary encoding of a domain that these selectors expect is not specific to them:
-:class:`mmtoolkit.binary.BinaryEncoding`. Importing this package registers the
+:class:`mmtoolkit.binary_encoding.BinaryEncoding`. Importing this package registers the
 ``datacube``, ``fourier`` and ``ding_datacube`` selectors.
 """
 

@@ -137,7 +137,7 @@ def binary_workload(workload: Matrix, encode: bool = False) -> tuple[int, dict[i
         if n != 2:
             raise ValueError(
                 f"datacube works on binary attributes, but attribute {i} has {n} values; "
-                "encode the workload first (mmtoolkit.binary.BinaryEncoding(domain)"
+                "encode the workload first (mmtoolkit.binary_encoding.BinaryEncoding(domain)"
                 ".marginals(attribute_sets))"
             )
     return len(sizes), keys

@@ -3,7 +3,7 @@
 Cormode, Procopiuc, Srivastava & Yaroslavtsev, "Accurate and Efficient Private Release of
 Datacubes and Contingency Tables" (ICDE 2013), §3–§5. On a workload of marginals over
 **binary** attributes (the paper's §4.1 encoding; encode other domains with
-:class:`mmtoolkit.binary.BinaryEncoding` first), ``datacube`` builds one of four fixed
+:class:`mmtoolkit.binary_encoding.BinaryEncoding` first), ``datacube`` builds one of four fixed
 strategies and budgets its row groups (:mod:`.budgets`):
 
 * ``I`` — base counts (one group, C = 1: the optimal budget is the uniform one);

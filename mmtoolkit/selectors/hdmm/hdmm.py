@@ -31,8 +31,13 @@ from ._common import (
     seed_sequences,
 )
 from .kron import CYCLE_TOL, CYCLES, KronProblem, kron_strategy, optimize_kron
-from .marginals import MarginalsProblem, marginals_strategy, optimize_marginals, project_workload
 from .opt0 import FTOL, MAXITER
+from .opt_marginals import (
+    MarginalsProblem,
+    marginals_strategy,
+    optimize_marginals,
+    project_workload,
+)
 from .union import UnionProblem, optimize_union
 
 OPERATORS = ("kron", "union", "marginals")

@@ -48,7 +48,7 @@ from ...linalg import (
 from ...linalg.marginals import key_attrs
 from ...privacy import ZCDP
 from ...records import Records
-from . import mechanism
+from . import measurements
 from .plan import ResidualPlan
 from .route import ResidualRoute
 
@@ -110,10 +110,10 @@ class ResidualStrategyMatrix(Matrix):
                 raise ValueError(
                     "ResidualPlanner's discrete mechanism (He et al. §5) needs ZCDP privacy"
                 )
-            meas = mechanism.measure_discrete(self.plan, src, privacy.rho, rng)
+            meas = measurements.measure_discrete(self.plan, src, privacy.rho, rng)
         else:
-            meas = mechanism.measure(self.plan, src, privacy, rng)
-        return np.concatenate([w * mechanism.reconstruct(meas, attrs) for w, attrs in targets])
+            meas = measurements.measure(self.plan, src, privacy, rng)
+        return np.concatenate([w * measurements.reconstruct(meas, attrs) for w, attrs in targets])
 
     def discrete_summary(self, privacy):
         return {
