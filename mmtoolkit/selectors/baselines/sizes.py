@@ -12,24 +12,10 @@ import math
 import numpy as np
 
 from ...checks import check_int
-from ...linalg import Kronecker, Matrix, Ones, VStack, peel
+from ...linalg import Matrix, kron_terms
+from ...linalg.route import common_sizes
 
 __all__ = ["workload_sizes"]
-
-
-def _structure_sizes(W) -> list[int] | None:
-    W = peel(W)[1]
-    if isinstance(W, Kronecker):
-        return [f.shape[1] for f in W.factors]
-    if isinstance(W, VStack):
-        found = [_structure_sizes(b) for b in W.blocks]
-        if found and all(f is not None and f == found[0] for f in found):
-            return found[0]
-        return None
-    sizes = getattr(W, "sizes", None)  # Marginals / Marginal
-    if sizes is not None and not isinstance(W, Ones):
-        return [int(s) for s in sizes]
-    return None
 
 
 def workload_sizes(workload: Matrix, dims=None) -> list[int]:
@@ -46,5 +32,5 @@ def workload_sizes(workload: Matrix, dims=None) -> list[int]:
                 f"dims {dims} multiply to {math.prod(dims)}, the workload has {N} columns"
             )
         return dims
-    found = _structure_sizes(workload)
+    found = common_sizes(kron_terms(workload))
     return found if found is not None else [N]

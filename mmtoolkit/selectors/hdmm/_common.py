@@ -22,6 +22,7 @@ from ...linalg import (
     peel,
 )
 from ...linalg.ranges import SymmetricFormula
+from ...linalg.route import common_sizes
 from ...privacy import Privacy, PureDP
 
 
@@ -50,14 +51,12 @@ def seed_sequences(seed, count: int) -> list[np.random.SeedSequence]:
 # ------------------------------------------------------------------ workload terms
 def term_sizes(terms) -> list[int]:
     """The common attribute sizes of all product terms (ValueError if they disagree)."""
-    sizes = [f.shape[1] for f in terms[0][1]]
-    for j, (_, factors) in enumerate(terms[1:], start=1):
-        other = [f.shape[1] for f in factors]
-        if other != sizes:
-            raise ValueError(
-                "the workload's products do not share one factorisation of the domain: "
-                f"product 0 has attribute sizes {sizes}, product {j} has {other}"
-            )
+    sizes = common_sizes(terms)
+    if sizes is None:
+        raise ValueError(
+            "the workload's products do not share one factorisation of the domain: attribute "
+            f"sizes {sorted({tuple(f.shape[1] for f in fs) for _, fs in terms})}"
+        )
     return sizes
 
 
