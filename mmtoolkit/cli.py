@@ -37,10 +37,11 @@ from pathlib import Path
 
 from . import datasets, release_command, selectors
 from .runner import load_config, run_config
-from .runner.config import ConfigError, workload_kinds
+from .runner.config import ConfigError
 from .runner.executors import ExecutorError, check_executor
 from .runner.plots import plot_file
 from .runner.report import ReportError, reproduce, write_report
+from .workload_specs import workload_kinds
 
 TOPICS = ("selectors", "datasets", "workloads", "configs")
 

@@ -5,7 +5,8 @@ import numpy as np
 import pytest
 
 from mmtoolkit import linalg, workloads
-from mmtoolkit.runner.config import load_config, workload_kinds
+from mmtoolkit.runner.config import load_config
+from mmtoolkit.workload_specs import workload_kinds
 from mmtoolkit.workloads import random_predicates
 
 

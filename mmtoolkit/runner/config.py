@@ -82,13 +82,11 @@ from .figures import parse_figures
 from .schema import ConfigError, Fields, parse_memory, read_yaml
 from .specs import (
     METRICS,
-    DomainSpec,
     Metric,
     WorkloadSpec,
     parse_workload,
     resolve_selector,
     search_path_for,
-    workload_kinds,
 )
 
 __all__ = [
@@ -96,14 +94,12 @@ __all__ = [
     "Column",
     "Config",
     "ConfigError",
-    "DomainSpec",
     "Metric",
     "Row",
     "Tolerance",
     "WorkloadSpec",
     "load_config",
     "quick_config",
-    "workload_kinds",
 ]
 
 _TOP_REQUIRED = ("paper", "table", "metric", "privacy", "columns", "rows")

@@ -13,7 +13,7 @@ from mmtoolkit import workloads
 from mmtoolkit.domain import Domain
 from mmtoolkit.privacy import ZCDP
 from mmtoolkit.runner import ConfigError, load_config
-from mmtoolkit.runner.config import DomainSpec, WorkloadSpec, workload_kinds
+from mmtoolkit.workload_specs import DomainSpec, WorkloadSpec, workload_kinds
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -18,10 +18,10 @@ from mmtoolkit.domain import Domain
 from mmtoolkit.linalg import Identity
 from mmtoolkit.privacy import ZCDP
 from mmtoolkit.runner import load_config, run_config
-from mmtoolkit.runner.config import DomainSpec, WorkloadSpec
 from mmtoolkit.runner.run import CSV_COLUMNS
 from mmtoolkit.selectors.base import _REGISTRY, Selector, register
 from mmtoolkit.strategy import Strategy
+from mmtoolkit.workload_specs import DomainSpec, WorkloadSpec
 
 RHO = 0.5  # noise variance 1 per unit L2 sensitivity
 
