@@ -23,7 +23,7 @@ The binary encoding of a domain that these selectors expect is not specific to t
 
 from .bmax import BMaxResult, DingDataCube, bmax
 from .budgets import budget_objective, optimal_budgets, uniform_budgets
-from .cuboids import binary_workload, marginal_keys, workload_sizes
+from .cuboids import binary_workload, marginal_keys
 from .fourier import FourierSelector, fourier_b, fourier_coefficients
 from .recovery import FourierEstimate
 from .strategies import DataCube
@@ -42,5 +42,4 @@ __all__ = [
     "marginal_keys",
     "optimal_budgets",
     "uniform_budgets",
-    "workload_sizes",
 ]

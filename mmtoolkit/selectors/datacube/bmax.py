@@ -51,11 +51,12 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ...checks import check_float
-from ...linalg import Marginals, Matrix
+from ...linalg import Marginals, Matrix, kron_terms
+from ...linalg.route import common_sizes
 from ...privacy import Privacy
 from ...strategy import Strategy
 from ..base import Selector, register
-from .cuboids import RANGES, marginal_keys, workload_sizes
+from .cuboids import RANGES, marginal_keys
 
 #: Largest number of lattice candidates (2^atoms) the "lattice" mode builds.
 MAX_LATTICE_CANDIDATES = 1 << 20
@@ -297,7 +298,7 @@ class DingDataCube(Selector):
 
     def _select(self, workload: Matrix, privacy: Privacy, objective: str) -> Strategy:
         keys = marginal_keys(workload, ranges=self.params["ranges"])
-        sizes = workload_sizes(workload)
+        sizes = tuple(common_sizes(kron_terms(workload)))  # marginal_keys checked the kind
         p = self.params["p"] or privacy.norm
         res = bmax(
             list(keys),

@@ -5,9 +5,9 @@ Winslett, Han & Li (SIGMOD 2011) pick cuboids to measure for a set of workload c
 (:mod:`.bmax`), and Cormode, Procopiuc, Srivastava & Yaroslavtsev (ICDE 2013, §4.1, §5) budget
 the marginals of a workload over binary attributes (:mod:`.strategies`, :mod:`.fourier`).
 :func:`marginal_keys` gives ``{key: weight}`` (optionally reading range-marginals as the
-cuboid they are summed from, Li & Miklau 2012 §5), :func:`workload_sizes` the attribute
-sizes, and :func:`binary_workload` both for a workload on binary attributes (or, for the
-Fourier basis, on power-of-two attributes read bit by bit, §4.1).
+cuboid they are summed from, Li & Miklau 2012 §5), and :func:`binary_workload` keys and
+attribute sizes for a workload on binary attributes (or, for the Fourier basis, on
+power-of-two attributes read bit by bit, §4.1).
 """
 
 from __future__ import annotations
@@ -16,9 +16,20 @@ import math
 
 import numpy as np
 
-from ...linalg import Identity, Kronecker, Marginal, Marginals, Matrix, Ones, VStack, Weighted
+from ...linalg import (
+    Identity,
+    Kronecker,
+    Marginal,
+    Marginals,
+    Matrix,
+    Ones,
+    VStack,
+    Weighted,
+    kron_terms,
+)
+from ...linalg.route import common_sizes
 
-__all__ = ["RANGES", "binary_workload", "marginal_keys", "workload_sizes"]
+__all__ = ["RANGES", "binary_workload", "marginal_keys"]
 
 RANGES = ("refuse", "as_marginals")
 
@@ -80,26 +91,6 @@ def marginal_keys(W, ranges: str = "refuse") -> dict[int, float]:
     return out
 
 
-def workload_sizes(W) -> tuple[int, ...]:
-    """The attribute sizes of a marginals workload (from its first marginal block)."""
-    M = W
-    while True:
-        if isinstance(M, Weighted):
-            M = M.base
-        elif isinstance(M, VStack):
-            M = M.blocks[0]
-        else:
-            break
-    if isinstance(M, Marginals):
-        return tuple(M.sizes)
-    if isinstance(M, Kronecker):
-        return tuple(f.shape[1] for f in M.factors)
-    raise ValueError(
-        f"the workload is not a set of marginals ({type(M).__name__}): cannot read its "
-        "attribute sizes"
-    )
-
-
 def binary_workload(workload: Matrix, encode: bool = False) -> tuple[int, dict[int, float]]:
     """``(d, {key: weight})`` of a marginals workload on binary attributes; a clear error
     names the first non-binary attribute.
@@ -110,8 +101,8 @@ def binary_workload(workload: Matrix, encode: bool = False) -> tuple[int, dict[i
     leaves the row-major cell order unchanged, and a marginal key covers all bits of its
     attributes. A size that is not a power of two is refused.
     """
-    keys = marginal_keys(workload)
-    sizes = workload_sizes(workload)
+    keys = marginal_keys(workload)  # also checks that the workload is a set of marginals
+    sizes = tuple(common_sizes(kron_terms(workload)))
     if encode:
         bits = []
         for i, n in enumerate(sizes):
