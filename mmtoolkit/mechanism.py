@@ -88,17 +88,16 @@ def _matrix(strategy) -> Matrix:
     raise TypeError(f"strategy must be a Strategy or a Matrix, got {type(strategy).__name__}")
 
 
-def _check_rng(rng) -> None:
+def _check_args(privacy, noise, rng) -> None:
+    """The arguments every noisy step takes: a privacy definition, a noise kind, a Generator."""
+    check_privacy(privacy)
+    if noise not in NOISES:
+        raise ValueError(f"noise must be one of {NOISES}, got {noise!r}")
     if not isinstance(rng, np.random.Generator):
         raise ValueError(
             "rng must be a numpy.random.Generator (np.random.default_rng(seed)), "
             f"got {type(rng).__name__}"
         )
-
-
-def _check_noise(noise) -> None:
-    if noise not in NOISES:
-        raise ValueError(f"noise must be one of {NOISES}, got {noise!r}")
 
 
 def _check_releases(releases):
@@ -245,17 +244,14 @@ def measure(
     noise (:func:`discrete_calibration`; integer data and counting-query rows needed).
     ``releases=R`` returns an ``m x R`` array of independent releases.
     """
-    check_privacy(privacy)
-    _check_noise(noise)
+    _check_args(privacy, noise, rng)
     R = _check_releases(releases)
     A = as_matrix(strategy.matrix if isinstance(strategy, Strategy) else strategy)
     Ax = _true_answers(A, x)
     shape = (A.shape[0],) if R is None else (A.shape[0], R)
     if noise == "continuous":
-        _check_rng(rng)
         z = privacy.sample(rng, shape, A.sensitivity(privacy.norm))
         return (Ax if R is None else Ax[:, None]) + z
-    _check_rng(rng)
     cal = discrete_calibration(A, privacy)
     Bx = _integer_answers(Ax, cal.scales)
     noisy = (Bx if R is None else Bx[:, None]) + _discrete_noise(cal, rng, shape)
@@ -319,9 +315,7 @@ def release(
     strategy with a marginals workload uses :func:`answer_marginals`; anything else
     :func:`measure` → :func:`reconstruct` → :func:`answer` on the data vector.
     """
-    check_privacy(privacy)
-    _check_noise(noise)
-    _check_rng(rng)
+    _check_args(privacy, noise, rng)
     W = as_matrix(W)
     if isinstance(strategy, Strategy) and strategy.inference == "none":
         return measure(W, data, privacy, rng, noise)
@@ -397,9 +391,7 @@ def monte_carlo(
     reconstruct → answer, vectorised in batches of noise columns) and compare the empirical
     total squared error and per-query variances with the shared evaluator (see
     :class:`MonteCarloResult`)."""
-    check_privacy(privacy)
-    _check_noise(noise)
-    _check_rng(rng)
+    _check_args(privacy, noise, rng)
     R = _check_releases(releases)
     if R < 2:
         raise ValueError("monte_carlo needs at least 2 releases")
