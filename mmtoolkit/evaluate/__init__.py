@@ -89,27 +89,27 @@ def error_ratio(W, A, B, privacy: Privacy) -> float:
 def per_query_variance(W, A, privacy: Privacy) -> np.ndarray:
     """Variance of every workload answer, in W's row order: v · sens² · diag(W (AᵀA)⁺ Wᵀ)
     (Li et al. 2010, eq. 1)."""
-    W, matrix, inference = _unpack(W, A, privacy)
-    v = privacy.noise_variance(1.0)
-    m = W.shape[0]
+    m = as_matrix(W).shape[0]
     check_dense_size(m, 1, "per_query_variance")
-    if inference == "none":
-        return np.full(m, v * W.sensitivity(privacy.norm) ** 2)
-    route, scale = _route(W, matrix)
-    route.check_support()
-    return v * matrix.sensitivity(privacy.norm) ** 2 * scale * route.profile()
+    return _variance(W, A, privacy, lambda route: route.profile(), lambda v: np.full(m, v))
 
 
 def max_variance(W, A, privacy: Privacy) -> float:
     """Largest per-query variance (the max-variance objective of ResidualPlanner §4.1),
     without materialising the per-query vector where the structure allows."""
+    return _variance(W, A, privacy, lambda route: route.max_profile(), float)
+
+
+def _variance(W, A, privacy, of_route, of_constant):
+    """v · sens² · (the route's profile or its max); a strategy with ``inference="none"``
+    has the constant variance v · sens_p(W)² (``of_constant`` shapes it)."""
     W, matrix, inference = _unpack(W, A, privacy)
     v = privacy.noise_variance(1.0)
     if inference == "none":
-        return v * W.sensitivity(privacy.norm) ** 2
+        return of_constant(v * W.sensitivity(privacy.norm) ** 2)
     route, scale = _route(W, matrix)
     route.check_support()
-    return v * matrix.sensitivity(privacy.norm) ** 2 * scale * route.max_profile()
+    return v * matrix.sensitivity(privacy.norm) ** 2 * scale * of_route(route)
 
 
 def supports(W, A) -> bool:
