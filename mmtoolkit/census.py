@@ -43,6 +43,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import linalg as la
+from .checks import check_bool
 
 #: Attribute sizes of the SF1 Person domain (HDMM §8.1), in data-vector order.
 SIZES = {"sex": 2, "hispanic": 2, "race": 64, "relationship": 17, "age": 115, "state": 51}
@@ -139,12 +140,6 @@ PRODUCTS = [
 ]
 
 
-def _check_bool(name: str, value) -> bool:
-    if not isinstance(value, (bool, np.bool_)):
-        raise ValueError(f"{name} must be true or false, got {value!r}")
-    return bool(value)
-
-
 def sf1(relationship: bool = True, two_or_more: str = "flags") -> la.Matrix:
     """HDMM's SF1 workload (Table 3, row "CPH SF1"): 4151 queries as a union of 33 products.
 
@@ -152,13 +147,13 @@ def sf1(relationship: bool = True, two_or_more: str = "flags") -> la.Matrix:
     domain as the paper's §8.1 states (N = 500,480); ``False`` drops it (N = 29,440).
     ``two_or_more``: "flags" (≥ 2 race flags) or "race1_complement" (module docstring).
     """
-    return _build(_check_bool("relationship", relationship), False, two_or_more)
+    return _build(check_bool(relationship, "relationship"), False, two_or_more)
 
 
 def sf1_plus(relationship: bool = True, two_or_more: str = "flags") -> la.Matrix:
     """HDMM's SF1+ workload (Table 3, row "CPH SF1+"): SF1 asked nationally and per state,
     ``SF1 ⊗ [T_51; I_51]`` (215,852 queries; N = 25,524,480 with Relationship)."""
-    return _build(_check_bool("relationship", relationship), True, two_or_more)
+    return _build(check_bool(relationship, "relationship"), True, two_or_more)
 
 
 def _build(relationship: bool, state: bool, two_or_more: str) -> la.Matrix:

@@ -78,7 +78,7 @@ def test_blocks_are_the_sf1_predicates():
 def test_sf1_bad_input():
     with pytest.raises(ValueError, match="two_or_more"):
         census.sf1(two_or_more="maybe")
-    with pytest.raises(ValueError, match="relationship must be true or false"):
+    with pytest.raises(ValueError, match="relationship: expected true or false"):
         census.sf1(relationship="no")
 
 
