@@ -78,16 +78,10 @@ from typing import Any
 
 from .. import privacy
 from ..checks import subfield
+from ..workload_specs import WorkloadSpec
 from .figures import parse_figures
 from .schema import ConfigError, Fields, parse_memory, read_yaml
-from .specs import (
-    METRICS,
-    Metric,
-    WorkloadSpec,
-    parse_workload,
-    resolve_selector,
-    search_path_for,
-)
+from .specs import METRICS, Metric, parse_workload, resolve_selector, search_path_for
 
 __all__ = [
     "METRICS",
@@ -97,7 +91,6 @@ __all__ = [
     "Metric",
     "Row",
     "Tolerance",
-    "WorkloadSpec",
     "load_config",
     "quick_config",
 ]

@@ -38,7 +38,8 @@ from pathlib import Path
 import numpy as np
 
 from .. import evaluate, privacy
-from .specs import DomainSpec, WorkloadSpec, accepts_seed, resolve_selector
+from ..workload_specs import DomainSpec, WorkloadSpec
+from .specs import accepts_seed, resolve_selector
 
 __all__ = [
     "JobSpec",

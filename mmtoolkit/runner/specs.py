@@ -20,20 +20,16 @@ from pathlib import Path
 from .. import workload_specs
 from ..selectors import Selector
 from ..selectors.base import get_class
-from ..workload_specs import MATRIX_KIND, DomainSpec, WorkloadSpec, workload_kinds
+from ..workload_specs import WorkloadSpec
 from .schema import Fields
 
 __all__ = [
-    "MATRIX_KIND",
     "METRICS",
-    "DomainSpec",
     "Metric",
-    "WorkloadSpec",
     "accepts_seed",
     "parse_workload",
     "resolve_selector",
     "search_path_for",
-    "workload_kinds",
 ]
 
 #: Plain metric names (the fourth kind is the mapping ``{ratio_to: column}``).
