@@ -40,6 +40,7 @@ from scipy.sparse.linalg import lsmr
 from . import evaluate
 from .checks import check_int
 from .linalg import Matrix, as_matrix, peel
+from .linalg.base import SMALL_DENSE_ENTRIES
 from .noise import discrete_gaussian, discrete_laplace
 from .privacy import ZCDP, Privacy, PureDP, check_privacy
 from .records import Records
@@ -66,9 +67,6 @@ LSMR_TOL = 1e-12
 LSMR_MAXITER = 10_000
 #: Noise kinds accepted by :func:`measure` and :func:`release`.
 NOISES = ("continuous", "discrete")
-#: Strategies up to this many entries are reconstructed by a dense pseudo-inverse when no
-#: structured route exists and several releases are reconstructed at once.
-DENSE_PINV_ENTRIES = 4_000_000
 #: Denominator precision of the rational noise parameters of the discrete samplers: each is
 #: rounded (towards more noise) to a relative precision of about 1/PRECISION.
 PRECISION = 10**6
@@ -273,7 +271,7 @@ def reconstruct(strategy, y, tol: float = LSMR_TOL, maxiter: int = LSMR_MAXITER)
     P = A.pinv_operator()
     if P is not None:
         return P @ y
-    if y.ndim == 2 and A.shape[0] * A.shape[1] <= DENSE_PINV_ENTRIES:
+    if y.ndim == 2 and A.shape[0] * A.shape[1] <= SMALL_DENSE_ENTRIES:
         return np.linalg.lstsq(A.dense(), y, rcond=None)[0]
     if y.ndim == 2:
         return np.stack([reconstruct(A, y[:, j], tol, maxiter) for j in range(y.shape[1])], 1)

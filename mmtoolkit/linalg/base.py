@@ -23,8 +23,9 @@ from scipy.sparse.linalg import LinearOperator
 MAX_DENSE_ENTRIES = 50_000_000
 #: Singular values below PINV_RCOND · σ_max are treated as zero by dense pseudo-inverses.
 PINV_RCOND = 1e-12
-#: Strategies up to this many entries are read densely for their discrete-noise row scales.
-DENSE_ROW_SCALE_ENTRIES = 4_000_000
+#: A strategy without structure for a step (its discrete-noise row scales; reconstructing
+#: several releases at once) is read densely up to this many entries.
+SMALL_DENSE_ENTRIES = 4_000_000
 
 
 class TooLargeError(ValueError):
@@ -268,8 +269,8 @@ class Matrix(ABC):
         """Discrete noise: ``d > 0`` (one per row) with ``diag(d)⁻¹ A`` an integer matrix, or
         None if there is none (Canonne, Kamath & Steinke 2020 need integer queries). The
         default reads a small strategy densely (``d_r`` = the row's smallest nonzero
-        ``|a_rj|``) and gives None beyond :data:`DENSE_ROW_SCALE_ENTRIES`."""
-        if self.shape[0] * self.shape[1] > DENSE_ROW_SCALE_ENTRIES:
+        ``|a_rj|``) and gives None beyond :data:`SMALL_DENSE_ENTRIES`."""
+        if self.shape[0] * self.shape[1] > SMALL_DENSE_ENTRIES:
             return None
         M = self.dense()
         absM = np.abs(M)
