@@ -225,7 +225,6 @@ class Matrix(ABC):
             dtype=float,
         )
 
-
     # ===================================================== the strategy-kind protocol
     # The evaluator (mmtoolkit.evaluate) and the mechanism (mmtoolkit.mechanism) know no
     # strategy kind: they call the methods below. Each default is correct for any matrix; a
@@ -320,6 +319,7 @@ class Matrix(ABC):
 
 
 def check_p(p: int) -> None:
+    """Raise ValueError unless ``p`` is a sensitivity norm this package knows (1 or 2)."""
     if p not in (1, 2):
         raise ValueError(f"sensitivity norm p must be 1 or 2, got {p!r}")
 

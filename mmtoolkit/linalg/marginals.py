@@ -64,6 +64,7 @@ def _check_key(key, d: int) -> int:
 
 
 def check_dim(d: int, what: str) -> None:
+    """Raise TooLargeError if the 2^d-subset algebra of ``d`` attributes is too large."""
     if d > MAX_MARGINALS_DIM:
         raise TooLargeError(
             f"{what} needs a dense vector over all 2^{d} attribute subsets "
