@@ -48,7 +48,6 @@ __all__ = [
     "UnsupportedWorkloadError",
     "error_ratio",
     "expected_error",
-    "frobenius_sq",
     "max_variance",
     "per_query_variance",
     "rmse",
@@ -165,11 +164,6 @@ def _unpack(W, A, privacy: Privacy) -> tuple[Matrix, Matrix, str]:
                 "different workload"
             )
     return W, matrix, inference
-
-
-def frobenius_sq(W) -> float:
-    """||W||_F² = tr(WᵀW), the Identity strategy's trace term, without materialising W."""
-    return as_matrix(W).frobenius_sq()
 
 
 def _route(W: Matrix, A: Matrix):
