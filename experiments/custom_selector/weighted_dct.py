@@ -52,12 +52,12 @@ from mmtoolkit.linalg import (
     SUPPORT_RTOL,
     Dense,
     Matrix,
+    Symmetric,
     UnsupportedWorkloadError,
     check_dense_size,
     check_p,
     peel,
 )
-from mmtoolkit.linalg.base import Symmetric
 from mmtoolkit.privacy import ZCDP, ApproxDP
 from mmtoolkit.selectors import Selector
 from mmtoolkit.strategy import Strategy
