@@ -30,6 +30,7 @@ from ...linalg import check_dense_size
 from ...noise import discrete_gaussian, discrete_gaussian_rho, rational_ceil_sqrt
 from ...privacy import Privacy
 from .plan import ResidualPlan
+from .route import product_variances
 
 
 # ============================================================================ data access
@@ -236,19 +237,8 @@ def variances(plan: ResidualPlan, attrs, privacy: Privacy | None = None) -> np.n
     in the answers' order; at pcost 1 (ρ = 1/2) unless ``privacy`` is given."""
     t = _check_target(plan, attrs)
     s2 = plan.sigma2 / plan.pcost() if privacy is None else plan.scaled_sigma2(privacy)
-    bases = plan.bases
-    idx = _index(plan)
-    rows = math.prod(bases[i].rows for i in t)
-    check_dense_size(rows, 1, "per-query variances")
-    out = np.zeros(rows)
-    for pat, B in _subsets(t):
-        if B not in idx:
-            continue
-        vec = np.array([s2[idx[B]]])
-        for j, i in enumerate(t):
-            vec = np.kron(vec, bases[i].row_h if (pat >> j) & 1 else bases[i].row_s)
-        out += vec
-    return out
+    coef = {B: s2[k] for B, k in _index(plan).items()}
+    return product_variances(coef, t, [(plan.bases[i].row_h, plan.bases[i].row_s) for i in t])
 
 
 def covariance(plan: ResidualPlan, attrs, privacy: Privacy | None = None) -> np.ndarray:

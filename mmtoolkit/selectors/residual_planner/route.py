@@ -22,6 +22,26 @@ from ...linalg.marginals import is_total
 from ...linalg.route import common_sizes
 
 
+def product_variances(coef: dict, support, rows) -> np.ndarray:
+    """Per-query variances of a product query set ``⊗_{i∈support} W_i`` (He et al. Thm 4.4,
+    Thm 7.2): ``Σ_{B⊆support} c_B ⊗_{i∈support} (h_i if i ∈ B else s_i)`` over the closure
+    sets ``B`` in ``coef`` (``c_B = σ²_B``), with ``h_i = diag(W_i H_i W_iᵀ)`` and
+    ``s_i = (W_i 1)²/n_i²`` given per attribute as ``rows[j] = (h, s)``."""
+    cells = math.prod(len(h) for h, _ in rows)
+    check_dense_size(cells, 1, "a per-query vector")
+    out = np.zeros(cells)
+    for pat in range(1 << len(support)):
+        B = tuple(support[j] for j in range(len(support)) if (pat >> j) & 1)
+        cb = coef.get(B)
+        if cb is None:
+            continue
+        vec = np.array([cb])
+        for j, (h, s) in enumerate(rows):
+            vec = np.kron(vec, h if (pat >> j) & 1 else s)
+        out += vec
+    return out
+
+
 # ====================================================== residual basis (ResidualPlanner)
 class ResidualRoute:
     """Union of Kronecker products (or weighted Marginals) × a strategy exposing
@@ -247,18 +267,7 @@ class ResidualRoute:
         for h, s, _, _ in self._term_rows(support, factors):
             M = np.column_stack([h, s])
             mats.append(np.unique(M, axis=0) if unique else M)
-        rows = math.prod(M.shape[0] for M in mats)
-        check_dense_size(rows, 1, "a per-query vector")
-        out = np.zeros(rows)
-        for pat, B in self._subsets(support):
-            cb = self.coef.get(B)
-            if cb is None:
-                continue
-            vec = np.array([cb])
-            for j, M in enumerate(mats):
-                vec = np.kron(vec, M[:, 0] if (pat >> j) & 1 else M[:, 1])
-            out += vec
-        return c * out
+        return c * product_variances(self.coef, support, [(M[:, 0], M[:, 1]) for M in mats])
 
     def profile(self) -> np.ndarray:
         F = self._fast()
