@@ -21,13 +21,17 @@ from mmtoolkit.runner import load_config, run_config
 EXAMPLE = Path(__file__).resolve().parents[2] / "experiments" / "custom_selector"
 
 
-@pytest.fixture(scope="module")
-def example():
+def _example_module(name: str):
     sys.path.insert(0, str(EXAMPLE))
     try:
-        yield importlib.import_module("budgeted_marginals")
+        yield importlib.import_module(name)
     finally:
         sys.path.remove(str(EXAMPLE))
+
+
+@pytest.fixture(scope="module")
+def example():
+    yield from _example_module("budgeted_marginals")
 
 
 def dense_marginal(sizes, attrs) -> np.ndarray:
@@ -107,11 +111,7 @@ def test_compare_config_runs_through_the_runner(tmp_path):
 
 @pytest.fixture(scope="module")
 def dct_example():
-    sys.path.insert(0, str(EXAMPLE))
-    try:
-        yield importlib.import_module("weighted_dct")
-    finally:
-        sys.path.remove(str(EXAMPLE))
+    yield from _example_module("weighted_dct")
 
 
 def cosine_matrix(n: int) -> np.ndarray:
