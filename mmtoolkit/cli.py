@@ -21,8 +21,9 @@
     run every config of the papers (all when none is named), render their figure sheets
     and regenerate the scoreboard.
 ``mmtoolkit list [selectors|datasets|workloads|configs]``
-    list registered selectors, dataset presets, workload kinds usable in configs, or the
-    YAML configs under ``configs/`` (all four when no topic is given).
+    list registered selectors (each with its method, paper, privacy kinds, objectives and
+    parameters with types and defaults), dataset presets, workload kinds usable in configs,
+    or the YAML configs under ``configs/`` (all four when no topic is given).
 
 Exit codes: 0 success, 1 if any cell failed, 2 on a malformed config or bad usage
 (a one-line message, no traceback).
@@ -149,8 +150,8 @@ def _list(topic: str | None, configs_dir: str | None) -> int:
     for t in topics:
         if topic is None:
             print(f"{t}:")
-        if t == "selectors":
-            items = selectors.available()
+        if t == "selectors":  # one block per selector: method, paper, privacy, parameters
+            items = [selectors.get_class(n).describe() + "\n" for n in selectors.available()]
         elif t == "datasets":
             items = datasets.available()
         elif t == "workloads":
@@ -166,7 +167,7 @@ def _list(topic: str | None, configs_dir: str | None) -> int:
             )
         indent = "  " if topic is None else ""
         for item in items:
-            print(f"{indent}{item}")
+            print("\n".join(f"{indent}{line}" if line else "" for line in item.split("\n")))
     return 0
 
 

@@ -96,6 +96,8 @@ def test_missing_config_exits_2(tmp_path, capsys):
 
 class _Broken(Selector):
     name = "_test_cli_broken"
+    method = "test-only selector"
+    paper = "none"
 
     def _select(self, workload, privacy, objective):
         raise ValueError("unsupported workload")
@@ -205,6 +207,8 @@ def test_bad_run_options_exit_2(tmp_path, capsys, args, message):
 
 class _Interrupt(Selector):
     name = "_test_cli_interrupt"
+    method = "test-only selector"
+    paper = "none"
 
     def _select(self, workload, privacy, objective):
         raise KeyboardInterrupt

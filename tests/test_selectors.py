@@ -14,6 +14,8 @@ class PureOnly(Selector):
     """Test-only selector restricted to PureDP, with one parameter."""
 
     name = "test_pure_only"
+    method = "test-only selector"
+    paper = "none"
     privacy = frozenset({PureDP})
 
     def __init__(self, scale=1.0, seed=None):

@@ -10,6 +10,28 @@ from . import (  # noqa: F401  (registration imports)
     hdmm,
     residual_planner,
 )
-from .base import Selector, UnknownSelectorError, available, get, register
+from .base import (
+    NotApplicableError,
+    Parameter,
+    Selector,
+    UnknownParameterError,
+    UnknownSelectorError,
+    available,
+    check_registrable,
+    get,
+    get_class,
+    register,
+)
 
-__all__ = ["Selector", "UnknownSelectorError", "available", "get", "register"]
+__all__ = [
+    "NotApplicableError",
+    "Parameter",
+    "Selector",
+    "UnknownParameterError",
+    "UnknownSelectorError",
+    "available",
+    "check_registrable",
+    "get",
+    "get_class",
+    "register",
+]

@@ -1,13 +1,25 @@
 """The ``Selector`` interface and the registry every method plugs into
-(ARCHITECTURE.md, "Where to add things")."""
+(ARCHITECTURE.md, "Where to add things").
+
+A selector class declares what it is as class attributes — ``name`` (the registry key),
+``method`` (the method's name in its paper), ``paper`` (the reference), ``privacy`` (the
+privacy kinds it optimises for) and :meth:`~Selector.objectives` — and its parameters are
+the keyword arguments of its ``__init__`` (:meth:`~Selector.parameters`, with types and
+defaults read from the signature). ``mmtoolkit list selectors`` prints all of it
+(:meth:`~Selector.describe`); an unknown parameter is refused with the valid ones listed
+(:class:`UnknownParameterError`); :meth:`~Selector.applicability` says, without selecting,
+why a selector does not apply to a workload / privacy / objective.
+"""
 
 from __future__ import annotations
 
 import inspect
 import time
 from abc import ABC, abstractmethod
-from typing import ClassVar
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
+from ..checks import CheckTypeError
 from ..linalg import Matrix
 from ..privacy import ZCDP, ApproxDP, Privacy, PureDP
 from ..strategy import Strategy
@@ -24,40 +36,149 @@ class UnknownSelectorError(KeyError):
         return str(self.args[0])
 
 
+class UnknownParameterError(CheckTypeError):
+    """A selector was given a parameter its ``__init__`` does not take; the message lists the
+    valid parameters with their defaults. Both a ``TypeError`` (as Python's own unexpected
+    keyword argument) and a ``ValueError`` (as every other bad selector argument)."""
+
+
+class NotApplicableError(ValueError):
+    """``Selector.select`` refused: :meth:`Selector.applicability` gave the reason."""
+
+
+@dataclass(frozen=True)
+class Parameter:
+    """One keyword parameter of a selector, read from its ``__init__`` signature.
+
+    ``annotation``: the annotation as written (``None`` if there is none); ``default``:
+    the default value, or :data:`Parameter.REQUIRED`.
+    """
+
+    REQUIRED: ClassVar[Any] = inspect.Parameter.empty
+
+    name: str
+    annotation: str | None
+    default: Any
+
+    @property
+    def required(self) -> bool:
+        return self.default is self.REQUIRED
+
+    @property
+    def type(self) -> str | None:
+        """The annotation, else the type of the default (``None`` when neither says)."""
+        if self.annotation is not None:
+            return self.annotation
+        if self.required or self.default is None:
+            return None
+        return type(self.default).__name__
+
+    def __str__(self) -> str:
+        text = self.name if self.type is None else f"{self.name}: {self.type}"
+        return text if self.required else f"{text} = {self.default!r}"
+
+
 class Selector(ABC):
     """A strategy-selection method.
 
-    Subclasses set ``name`` (the registry key used by configs) and ``privacy`` (the
-    privacy kinds they optimise for), take plain keyword parameters in ``__init__`` and
-    implement :meth:`_select`. They never compute error for reporting: ``mmtoolkit.evaluate``
-    does, so every method is scored by the same code.
+    Subclasses set ``name`` (the registry key used by configs), ``method`` (e.g.
+    ``"OPT_0 (p-Identity)"``), ``paper`` (e.g. ``"McKenna et al., PVLDB 2018 (HDMM), §5"``)
+    and ``privacy`` (the privacy kinds they optimise for), take plain keyword parameters in
+    ``__init__`` (stored in ``self.params``) and implement :meth:`_select`. A ``**kwargs``
+    in ``__init__`` forwards to the parent class's ``__init__``, whose parameters then count
+    too. They never compute error for reporting: ``mmtoolkit.evaluate`` does, so every
+    method is scored by the same code. ``mmtoolkit.testing.check_selector`` checks a
+    subclass the way the project checks its own.
     """
 
     name: ClassVar[str]
+    method: ClassVar[str]
+    paper: ClassVar[str]
     privacy: ClassVar[frozenset] = ALL_PRIVACY
+
+    def __new__(cls, *args, **params):
+        # every construction path (selectors.get, configs, direct calls) checks the names
+        unknown = [k for k in params if k not in {p.name for p in cls.parameters()}]
+        if unknown:
+            raise cls._unknown_parameters(unknown)
+        return super().__new__(cls)
 
     def __init__(self, **params):
         if params:
-            raise TypeError(f"selector {self.name!r} takes no parameter {sorted(params)}")
+            raise self._unknown_parameters(sorted(params))
         self.params: dict = {}
 
-    def select(self, workload: Matrix, privacy: Privacy, objective: str = "sum") -> Strategy:
-        """Choose a strategy for ``workload`` under ``privacy``; returns a :class:`Strategy`."""
+    @classmethod
+    def _unknown_parameters(cls, unknown) -> UnknownParameterError:
+        label = getattr(cls, "name", cls.__name__)
+        names = ", ".join(map(repr, unknown))
+        s = "s" if len(unknown) > 1 else ""
+        params = cls.parameters()
+        valid = "; ".join(map(str, params)) if params else "none: it takes no parameters"
+        return UnknownParameterError(
+            f"selector {label!r} has no parameter{s} {names} (valid: {valid})"
+        )
+
+    @classmethod
+    def parameters(cls) -> tuple[Parameter, ...]:
+        """The keyword parameters of ``__init__`` with annotations and defaults, in order
+        (a ``**kwargs`` adds the parameters of the parent class's ``__init__``)."""
+        out: dict[str, Parameter] = {}
+        for klass in cls.__mro__:
+            if klass is Selector:
+                break
+            if "__init__" not in vars(klass):
+                continue
+            forwards = False
+            for p in list(inspect.signature(klass.__init__).parameters.values())[1:]:
+                if p.kind is inspect.Parameter.VAR_KEYWORD:
+                    forwards = True
+                elif p.kind is not inspect.Parameter.VAR_POSITIONAL and p.name not in out:
+                    ann = p.annotation
+                    if ann is inspect.Parameter.empty:
+                        ann = None
+                    elif not isinstance(ann, str):
+                        ann = getattr(ann, "__name__", str(ann))
+                    out[p.name] = Parameter(p.name, ann, p.default)
+            if not forwards:
+                break
+        return tuple(out.values())
+
+    @classmethod
+    def applicability(
+        cls, workload: Matrix, privacy: Privacy, objective: str = "sum"
+    ) -> str | None:
+        """Why this selector does not apply to ``(workload, privacy, objective)``, or None.
+
+        Answered without selecting: :meth:`select` refuses with exactly this reason
+        (:class:`NotApplicableError`). The base class checks the privacy kind and the
+        objective; a subclass may add conditions that hold for *every* parameter setting and
+        are cheap to test (calling ``super().applicability`` first), never one that
+        :meth:`select` would in fact get past. None does not promise that selection
+        succeeds. Arguments of the wrong type raise ``TypeError``.
+        """
         if not isinstance(workload, Matrix):
             raise TypeError(f"workload must be a linalg.Matrix, got {type(workload).__name__}")
         if not isinstance(privacy, Privacy):
             raise TypeError(f"privacy must be a PureDP, ApproxDP or ZCDP, got {privacy!r}")
-        if type(privacy) not in self.privacy:
-            kinds = ", ".join(sorted(k.__name__ for k in self.privacy))
-            raise ValueError(
-                f"selector {self.name!r} does not support {type(privacy).__name__} "
+        if type(privacy) not in cls.privacy:
+            kinds = ", ".join(sorted(k.__name__ for k in cls.privacy))
+            return (
+                f"selector {cls.name!r} does not support {type(privacy).__name__} "
                 f"(supported: {kinds})"
             )
-        if objective not in self.objectives():
-            raise ValueError(
-                f"selector {self.name!r} does not support objective {objective!r} "
-                f"(supported: {', '.join(self.objectives())})"
+        if objective not in cls.objectives():
+            return (
+                f"selector {cls.name!r} does not support objective {objective!r} "
+                f"(supported: {', '.join(cls.objectives())})"
             )
+        return None
+
+    def select(self, workload: Matrix, privacy: Privacy, objective: str = "sum") -> Strategy:
+        """Choose a strategy for ``workload`` under ``privacy``; returns a :class:`Strategy`."""
+        reason = type(self).applicability(workload, privacy, objective)
+        if reason is not None:
+            raise NotApplicableError(reason)
         start = time.perf_counter()
         strategy = self._select(workload, privacy, objective)
         strategy.seconds = time.perf_counter() - start
@@ -75,18 +196,50 @@ class Selector(ABC):
         """The objectives this selector optimises ("sum" = total squared error)."""
         return ("sum",)
 
+    @classmethod
+    def describe(cls) -> str:
+        """The selector's metadata as the lines ``mmtoolkit list selectors`` prints."""
+        kinds = ", ".join(sorted(k.__name__ for k in cls.privacy))
+        params = cls.parameters()
+        width = max((len(p.name) for p in params), default=0)
+        twidth = max((len(p.type or "") for p in params), default=0)
+        lines = [
+            getattr(cls, "name", cls.__name__),
+            f"  method:     {getattr(cls, 'method', '(not declared)')}",
+            f"  paper:      {getattr(cls, 'paper', '(not declared)')}",
+            f"  privacy:    {kinds}",
+            f"  objectives: {', '.join(cls.objectives())}",
+            "  parameters:" + ("" if params else " none"),
+        ]
+        for p in params:
+            default = "(required)" if p.required else f"= {p.default!r}"
+            lines.append(f"    {p.name:<{width}}  {p.type or '':<{twidth}}  {default}")
+        return "\n".join(lines)
+
     def __repr__(self) -> str:
         args = ", ".join(f"{k}={v!r}" for k, v in self.params.items())
         return f"{type(self).__name__}({args})"
 
 
-def register(cls: type[Selector]) -> type[Selector]:
-    """Class decorator adding a Selector subclass to the registry under ``cls.name``."""
+def check_registrable(cls) -> None:
+    """Raise ``TypeError`` unless ``cls`` is a Selector subclass declaring a non-empty
+    ``name``, ``method`` and ``paper`` (what :func:`register` requires)."""
     if not (inspect.isclass(cls) and issubclass(cls, Selector)):
         raise TypeError(f"only Selector subclasses can be registered, got {cls!r}")
-    name = getattr(cls, "name", None)
-    if not isinstance(name, str) or not name:
-        raise TypeError(f"{cls.__name__} must define a non-empty string class attribute 'name'")
+    for attr in ("name", "method", "paper"):
+        value = getattr(cls, attr, None)
+        if not isinstance(value, str) or not value.strip():
+            raise TypeError(
+                f"{cls.__name__} must define a non-empty string class attribute {attr!r} "
+                "(name: the registry key; method: the method's name; paper: its reference)"
+            )
+
+
+def register(cls: type[Selector]) -> type[Selector]:
+    """Class decorator adding a Selector subclass to the registry under ``cls.name``
+    (it must declare ``name``, ``method`` and ``paper``: :func:`check_registrable`)."""
+    check_registrable(cls)
+    name = cls.name
     if name in _REGISTRY and _REGISTRY[name] is not cls:
         raise ValueError(f"a selector named {name!r} is already registered ({_REGISTRY[name]})")
     _REGISTRY[name] = cls
@@ -108,5 +261,6 @@ def get_class(name: str) -> type[Selector]:
 
 
 def get(name: str, **params) -> Selector:
-    """Instantiate the selector registered as ``name`` with keyword ``params``."""
+    """Instantiate the selector registered as ``name`` with keyword ``params`` (an unknown
+    parameter raises :class:`UnknownParameterError` listing the valid ones)."""
     return get_class(name)(**params)

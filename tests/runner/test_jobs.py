@@ -39,6 +39,8 @@ class _Counting(Selector):
     """Identity strategy; counts its calls and can raise KeyboardInterrupt (a "kill")."""
 
     name = "_test_counting"
+    method = "test-only selector"
+    paper = "none"
     calls: list[int] = []
     interrupt_at: int | None = None  # the call number that is "killed"
 
@@ -57,6 +59,8 @@ class _Slow(Selector):
     """Sleeps ``delay`` seconds, then returns the identity strategy."""
 
     name = "_test_slow"
+    method = "test-only selector"
+    paper = "none"
 
     def __init__(self, delay=30.0):
         self.params = {"delay": delay}
@@ -70,6 +74,8 @@ class _Hungry(Selector):
     """Reserves ``gigabytes`` of address space (never touched), then returns Identity."""
 
     name = "_test_hungry"
+    method = "test-only selector"
+    paper = "none"
 
     def __init__(self, gigabytes=2.0):
         self.params = {"gigabytes": gigabytes}

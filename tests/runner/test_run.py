@@ -210,6 +210,8 @@ def test_other_metrics_use_the_evaluator(tmp_path):
 # ------------------------------------------------------------------- test-only selectors
 class _Boom(Selector):
     name = "_test_boom"
+    method = "test-only selector"
+    paper = "none"
 
     def _select(self, workload, privacy, objective):
         raise RuntimeError("boom: cannot handle this workload")
@@ -217,6 +219,8 @@ class _Boom(Selector):
 
 class _Seeded(Selector):
     name = "_test_seeded"
+    method = "test-only selector"
+    paper = "none"
 
     def __init__(self, seed=None):
         self.params = {"seed": seed}

@@ -146,6 +146,8 @@ class GreedyHSelector(Selector):
     """
 
     name = "greedy_h"
+    method = "GreedyH (DAWA's workload-adapted tree)"
+    paper = "Li, Hay, Miklau & Wang, PVLDB 2014 (DAWA), §4"
     privacy = ALL_PRIVACY
 
     def __init__(self, criterion="dawa", granularity=100, root=False, collapse=True, dims=None):

@@ -91,6 +91,8 @@ class HierarchicalSelector(Selector):
     """
 
     name = "hierarchical"
+    method = "H_b: b-ary hierarchical intervals, uniform budget (H2 for b = 2)"
+    paper = "Hay, Rastogi, Miklau & Suciu, PVLDB 2010"
 
     def __init__(self, branching=2, root=True, split="near_equal", dims=None, multi="kron"):
         if multi not in ("kron", "product"):
@@ -146,6 +148,8 @@ class HBSelector(Selector):
     """
 
     name = "hb"
+    method = "HB: hierarchy with the variance-optimal branching factor"
+    paper = "Qardaji, Yang & Li, PVLDB 2013"
 
     def __init__(self, branching=None, split2d="pad", dims=None):
         if branching is not None:
@@ -201,6 +205,8 @@ class QuadtreeSelector(Selector):
     """
 
     name = "quadtree"
+    method = "Quadtree with geometric budget"
+    paper = "Cormode, Procopiuc, Srivastava, Shen & Yu, ICDE 2012"
 
     def __init__(self, geometric=True, dims=None):
         self.params = {"geometric": check_bool(geometric, "geometric"), "dims": dims}

@@ -17,6 +17,8 @@ class IdentitySelector(Selector):
     """
 
     name = "identity"
+    method = "Identity (A = I)"
+    paper = "Li, Hay, Rastogi, Miklau & McGregor, PODS 2010 (the matrix mechanism), Example 4.8"
 
     def _select(self, workload: Matrix, privacy: Privacy, objective: str) -> Strategy:
         return Strategy(matrix=Identity(workload.shape[1]), selector=self.name)
@@ -31,6 +33,11 @@ class LaplaceSelector(Selector):
     """
 
     name = "laplace"
+    method = "LM: the Laplace / Gaussian mechanism on W, no inference"
+    paper = (
+        "Dwork, McSherry, Nissim & Smith, TCC 2006; "
+        "the LM baseline of McKenna et al., PVLDB 2018 (HDMM), §8"
+    )
 
     def _select(self, workload: Matrix, privacy: Privacy, objective: str) -> Strategy:
         return Strategy(matrix=workload, selector=self.name, inference="none")

@@ -184,6 +184,8 @@ class LowRankSelector(Selector):
     """
 
     name = "lrm"
+    method = "LRM: Low-Rank Mechanism"
+    paper = "Yuan, Zhang, Winslett, Xiao, Yang & Hao, PVLDB 2012"
     privacy = ALL_PRIVACY
 
     def __init__(self, rank=None, gamma=1e-4, max_iter=300, inner=10, init="auto", seed=0):
@@ -197,6 +199,17 @@ class LowRankSelector(Selector):
             "init": init,
             "seed": check_int(seed, "seed", minimum=0),
         }
+
+    @classmethod
+    def applicability(cls, workload, privacy, objective="sum"):
+        """Also: the dense workload within the dense-size limit (LRM factors it explicitly)."""
+        reason = super().applicability(workload, privacy, objective)
+        if reason is None:
+            try:
+                check_dense_size(*workload.shape, "LRM's explicit workload matrix")
+            except ValueError as exc:
+                return str(exc)
+        return reason
 
     def _select(self, workload: Matrix, privacy, objective):
         m, n = workload.shape

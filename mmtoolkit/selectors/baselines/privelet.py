@@ -110,6 +110,8 @@ class PriveletSelector(Selector):
     """
 
     name = "privelet"
+    method = "Privelet (Haar wavelet)"
+    paper = "Xiao, Wang & Gehrke, ICDE 2010"
 
     def __init__(self, pad=True, dims=None):
         self.params = {"pad": check_bool(pad, "pad"), "dims": dims}

@@ -256,6 +256,8 @@ class DingDataCube(Selector):
     """
 
     name = "ding_datacube"
+    method = "DataCube: cuboid selection by BMAX"
+    paper = "Ding, Winslett, Han & Li, SIGMOD 2011"
 
     def __init__(
         self,

@@ -183,6 +183,10 @@ class FourierSelector(Selector):
     """
 
     name = "fourier"
+    method = "Fourier (parity) strategy, uniform or optimal (F+) budgets"
+    paper = (
+        "Barak, Chaudhuri, Dwork, Kale, McSherry & Talwar, PODS 2007; Cormode et al., ICDE 2013, §4"
+    )
 
     def __init__(self, coefficients: str = "needed", budget: str = "uniform"):
         if coefficients not in COEFFICIENTS:
@@ -190,6 +194,17 @@ class FourierSelector(Selector):
         if budget not in BUDGETS:
             raise ValueError(f"budget must be one of {BUDGETS}, got {budget!r}")
         self.params = {"coefficients": coefficients, "budget": budget}
+
+    @classmethod
+    def applicability(cls, workload, privacy, objective="sum"):
+        """Also: a domain of ``2^d`` cells (the Walsh–Hadamard basis)."""
+        reason = super().applicability(workload, privacy, objective)
+        if reason is None:
+            try:
+                _log2(int(workload.shape[1]), "the workload")
+            except ValueError as exc:
+                return str(exc)
+        return reason
 
     def _select(self, workload: Matrix, privacy: Privacy, objective: str) -> Strategy:
         mode = self.params["coefficients"]

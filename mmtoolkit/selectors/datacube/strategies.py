@@ -87,6 +87,8 @@ class DataCube(Selector):
     """
 
     name = "datacube"
+    method = "Datacube strategies I / Q / F / C with optimal budgets and GLS recovery"
+    paper = "Cormode, Procopiuc, Srivastava & Yaroslavtsev, ICDE 2013, §3-§4"
 
     def __init__(
         self,
@@ -104,6 +106,17 @@ class DataCube(Selector):
         if p is not None and p not in (1, 2):
             raise ValueError(f"p must be 1, 2 or None, got {p!r}")
         self.params = {"strategy": strategy, "budget": budget, "candidates": candidates, "p": p}
+
+    @classmethod
+    def applicability(cls, workload, privacy, objective="sum"):
+        """Also: a marginals workload on binary attributes (what ``_select`` reads first)."""
+        reason = super().applicability(workload, privacy, objective)
+        if reason is None:
+            try:
+                binary_workload(workload)
+            except ValueError as exc:
+                return str(exc)
+        return reason
 
     def _select(self, workload: Matrix, privacy: Privacy, objective: str) -> Strategy:
         d, keys = binary_workload(workload)

@@ -174,6 +174,8 @@ class MatrixMechanismSDP(Selector):
     """
 
     name = "mm_sdp"
+    method = "Matrix mechanism: the SDP over strategies (Programs 5.2 / 5.3)"
+    paper = "Li, Hay, Rastogi, Miklau & McGregor, PODS 2010, §5.2-§5.4"
 
     def __init__(
         self,

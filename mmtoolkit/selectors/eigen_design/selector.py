@@ -55,6 +55,8 @@ class EigenDesign(Selector):
     """
 
     name = "eigen_design"
+    method = "Eigen-Design (Program 2)"
+    paper = "Li & Miklau, PVLDB 2012, §3.3 (ε-DP: §3.5; reductions: §4.2)"
 
     def __init__(
         self,

@@ -30,6 +30,11 @@ class SVDBoundStrategy(Selector):
     """
 
     name = "svd_strategy"
+    method = "SVD-bound strategy diag(σ^½) Q"
+    paper = (
+        "Li, Hay, Rastogi, Miklau & McGregor, PODS 2010, Thm 5.25; "
+        "Li & Miklau, PVLDB 2012, Program 2"
+    )
 
     def __init__(self, complete: bool = False):
         self.params = {"complete": check_bool(complete, "complete")}

@@ -81,6 +81,8 @@ class HDMMSelector(Selector):
     """
 
     name = "hdmm"
+    method = "OPT_HDMM (best of OPT_⊗, OPT_+, OPT_M)"
+    paper = "McKenna et al., PVLDB 2018 (HDMM), §7.1, Algorithm 2"
 
     def __init__(
         self, restarts=25, seed=None, operators=OPERATORS, p=None, groups=2, cycles=CYCLES,

@@ -149,6 +149,8 @@ class OptKronSelector(Selector):
     """
 
     name = "opt_kron"
+    method = "OPT_⊗ (Kronecker products of p-Identity strategies)"
+    paper = "McKenna et al., PVLDB 2018 (HDMM), §6.1-§6.2"
 
     def __init__(
         self, p=None, restarts=1, seed=None, cycles=CYCLES, tol=CYCLE_TOL, ftol=FTOL,

@@ -139,6 +139,8 @@ class Opt0Selector(Selector):
     """
 
     name = "opt0"
+    method = "OPT_0 (p-Identity strategies)"
+    paper = "McKenna, Miklau, Hay & Machanavajjhala, PVLDB 2018 (HDMM), §5"
 
     def __init__(self, p=None, restarts=1, seed=None, ftol=FTOL, maxiter=MAXITER):
         p = check_p_param(p)

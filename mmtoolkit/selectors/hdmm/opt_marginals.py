@@ -158,6 +158,8 @@ class OptMarginalsSelector(Selector):
     """
 
     name = "opt_marginals"
+    method = "OPT_M (weighted marginals)"
+    paper = "McKenna et al., PVLDB 2018 (HDMM), §6.3"
 
     def __init__(self, restarts=1, seed=None, maxiter=15000):
         self.params = {

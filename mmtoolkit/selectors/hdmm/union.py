@@ -121,6 +121,8 @@ class OptUnionSelector(Selector):
     """
 
     name = "opt_union"
+    method = "OPT_+ (weighted union of Kronecker products)"
+    paper = "McKenna et al., PVLDB 2018 (HDMM), §6.2"
 
     def __init__(
         self, groups=2, p=None, restarts=1, seed=None, cycles=CYCLES, tol=CYCLE_TOL,

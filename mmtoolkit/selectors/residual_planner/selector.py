@@ -172,6 +172,23 @@ class ResidualPlanner(_ResidualBase):
     """ResidualPlanner for marginal workloads (He et al. §4; see the module docstring)."""
 
     name = "residual_planner"
+    method = "ResidualPlanner (residual base mechanisms for marginals)"
+    paper = (
+        "He, Xiao, Toksoz, Ding, Zhang & Kifer, "
+        "ResidualPlanner+ (journal version of Xiao et al., NeurIPS 2023), §4-§6"
+    )
+
+    @classmethod
+    def applicability(cls, workload, privacy, objective="sum"):
+        """Also: a workload of marginals (what ``_parse`` accepts; callable objectives are
+        checked by :meth:`select` as ``"sum"``)."""
+        reason = super().applicability(workload, privacy, objective)
+        if reason is None:
+            try:
+                parse_workload(workload, marginals_only=True)
+            except ValueError as exc:
+                return str(exc)
+        return reason
 
     def _parse(self, workload):
         return parse_workload(workload, marginals_only=True)
@@ -182,6 +199,8 @@ class ResidualPlannerPlus(_ResidualBase):
     """ResidualPlanner+ for generalized marginals (He et al. §7; see the module docstring)."""
 
     name = "residual_planner_plus"
+    method = "ResidualPlanner+ (generalized marginals: prefix, range, custom bases)"
+    paper = "He, Xiao, Toksoz, Ding, Zhang & Kifer, ResidualPlanner+, §7"
 
     def __init__(
         self, strategies="optimize", strategy_solver="exact", strategy_objective="auto", **kwargs
