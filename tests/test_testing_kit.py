@@ -1,0 +1,233 @@
+"""``mmtoolkit.testing.check_selector``: every registered selector passes it, and deliberately
+broken selectors fail it with a message naming the failed check."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from mmtoolkit import selectors, workloads
+from mmtoolkit.linalg import Dense, Identity
+from mmtoolkit.privacy import ZCDP, PureDP
+from mmtoolkit.selectors import Selector
+from mmtoolkit.strategy import Strategy
+from mmtoolkit.testing import CHECKS, SelectorCheckError, check_selector, default_workloads
+
+REPO = Path(__file__).resolve().parents[1]
+
+#: Parameters that keep the slowest selectors within a second or two (one restart per
+#: operator instead of HDMM's 25); every other selector runs with its defaults.
+FAST = {"hdmm": {"restarts": 1}}
+
+
+@pytest.mark.parametrize("name", selectors.available())
+def test_every_registered_selector_passes(name):
+    report = check_selector(selectors.get_class(name), params=FAST.get(name))
+    assert report.passed == list(CHECKS) and not report.failed
+    assert report.selections, "no selection was checked"
+    kinds = {k for _, k, _ in report.selections}
+    assert kinds == {k.__name__ for k in selectors.get_class(name).privacy}
+
+
+# ============================================================================ broken selectors
+class _Base(Selector):
+    """Test-only: the identity strategy through a kind chosen by the subclass."""
+
+    method = "test-only broken selector"
+    paper = "none"
+
+    def __init__(self, seed=None):
+        self.params = {"seed": seed}
+
+    def _select(self, workload, privacy, objective):
+        return Strategy(matrix=self.kind(workload.shape[1]), selector=self.name)
+
+
+class _UnderNoisedKind(Dense):
+    """Its own release path adds noise at half the calibrated scale (the privacy promise
+    and the evaluator's error both assume the full scale)."""
+
+    def __init__(self, n):
+        super().__init__(np.eye(n))
+
+    def release_answers(self, W, data, privacy, rng, noise):
+        x = np.asarray(data, dtype=float)
+        return W @ (x + privacy.sample(rng, x.shape, 0.5 * self.sensitivity(privacy.norm)))
+
+
+class WrongNoiseScale(_Base):
+    name = "test_wrong_noise_scale"
+    kind = _UnderNoisedKind
+
+
+class _HalfSensitivityKind(Dense):
+    """Reports half its true sensitivity: every release is under-noised."""
+
+    def __init__(self, n):
+        super().__init__(np.eye(n))
+
+    def colnorm_p(self, p):
+        return 0.5 * super().colnorm_p(p)
+
+
+class MisreportedSensitivity(_Base):
+    name = "test_misreported_sensitivity"
+    kind = _HalfSensitivityKind
+
+
+class _WrongGramKind(Dense):
+    """``2 I`` claiming the Gram ``I`` (true: ``4 I``): the evaluator's error is 4x off."""
+
+    def __init__(self, n):
+        super().__init__(2.0 * np.eye(n))
+
+    def gram(self):
+        return Identity(self.shape[1])
+
+
+class WrongErrorRoute(_Base):
+    name = "test_wrong_error_route"
+    kind = _WrongGramKind
+
+
+class NonDeterministic(_Base):
+    """Random row weights drawn from an unseeded generator: the seed is ignored."""
+
+    name = "test_non_deterministic"
+
+    def _select(self, workload, privacy, objective):
+        n = workload.shape[1]
+        w = np.random.default_rng().uniform(0.5, 1.5, size=n)
+        return Strategy(matrix=Dense(np.diag(w)), selector=self.name)
+
+
+class Unsupported(_Base):
+    """Measures every cell but the last: a workload touching it is not supported."""
+
+    name = "test_unsupported"
+
+    def _select(self, workload, privacy, objective):
+        n = workload.shape[1]
+        return Strategy(matrix=Dense(np.eye(n)[:-1]), selector=self.name)
+
+
+class OverclaimsInapplicability(_Base):
+    """Says it does not apply to 2-D workloads, yet select works on them."""
+
+    name = "test_overclaims"
+    kind = Identity
+
+    @classmethod
+    def applicability(cls, workload, privacy, objective="sum"):
+        reason = super().applicability(workload, privacy, objective)
+        if reason is None and workload.shape[1] == 16:
+            return "not for 16 cells"
+        return reason
+
+
+class NoMetadata(Selector):
+    name = "test_no_metadata"
+
+    def _select(self, workload, privacy, objective):
+        return Strategy(matrix=Identity(workload.shape[1]), selector=self.name)
+
+
+@pytest.mark.parametrize(
+    "cls, check",
+    [
+        (WrongNoiseScale, "monte_carlo"),
+        (MisreportedSensitivity, "sensitivity"),
+        (WrongErrorRoute, "monte_carlo"),
+        (NonDeterministic, "determinism"),
+        (Unsupported, "support"),
+        (OverclaimsInapplicability, "applicability"),
+        (NoMetadata, "metadata"),
+    ],
+)
+def test_broken_selector_fails_naming_the_check(cls, check):
+    with pytest.raises(SelectorCheckError, match=f"check '{check}' failed") as info:
+        check_selector(cls)
+    assert set(info.value.failures) == {check}, info.value
+    assert info.value.report.failed == info.value.failures
+    assert isinstance(info.value, AssertionError)
+
+
+def test_failure_messages_say_why():
+    with pytest.raises(SelectorCheckError) as info:
+        check_selector(WrongNoiseScale)
+    msg = str(info.value)
+    assert "mechanism.release" in msg and "outside the 99% interval" in msg
+    ratio = float(re.search(r"empirical / expected = ([0-9.]+)", msg).group(1))
+    assert 0.2 < ratio < 0.3  # half the noise scale: a quarter of the error
+    with pytest.raises(SelectorCheckError, match=r"reports L1 sensitivity 0\.5 .* norm is 1"):
+        check_selector(MisreportedSensitivity)
+    with pytest.raises(SelectorCheckError, match="seed=0"):
+        check_selector(NonDeterministic)
+
+
+def test_unknown_parameter_is_refused_listing_the_valid_ones():
+    with pytest.raises(TypeError, match=r"no parameter 'nosuch' \(valid: restarts: int = 25; seed"):
+        selectors.get("hdmm", nosuch=1)
+    with pytest.raises(ValueError, match="takes no parameters"):  # also a ValueError
+        selectors.get("identity", restarts=3)
+    # a **kwargs forwards to the parent's parameters
+    names = [p.name for p in selectors.get_class("residual_planner_plus").parameters()]
+    assert names[:3] == ["strategies", "strategy_solver", "strategy_objective"]
+    assert {"objective", "weighting", "solver", "variance_bound"} <= set(names)
+
+
+def test_instances_params_and_custom_workloads():
+    W = {"prefix(16)": workloads.prefix(16)}
+    report = check_selector(selectors.get("opt0", seed=3), workloads=W)
+    assert {lab for lab, _, _ in report.selections} == {"prefix(16)"}
+    report = check_selector(selectors.get_class("hierarchical"), params={"branching": 4})
+    assert "hierarchical" == report.selector
+    with pytest.raises(SelectorCheckError, match="check 'select' failed: select succeeded on none"):
+        check_selector(selectors.get_class("quadtree"), workloads=[workloads.prefix(8)])
+    with pytest.raises(TypeError, match="Selector subclass or instance"):
+        check_selector("identity")
+
+
+def test_unregistered_selector_is_noted_and_a_name_clash_fails():
+    class Fine(_Base):
+        name = "test_fine_identity"
+        kind = Identity
+
+    report = check_selector(Fine)
+    assert any("not registered" in n for n in report.notes)
+
+    class Clash(_Base):
+        name = "identity"
+        kind = Identity
+
+    with pytest.raises(SelectorCheckError, match="check 'registry' failed.*own name"):
+        check_selector(Clash)
+
+
+def test_bad_privacy_is_checked():
+    class AcceptsAnything(_Base):
+        name = "test_accepts_anything"
+        kind = Identity
+
+        def select(self, workload, privacy, objective="sum"):
+            return self._select(workload, privacy, objective)
+
+    with pytest.raises(SelectorCheckError, match="check 'bad_privacy' failed") as info:
+        check_selector(AcceptsAnything, workloads={"prefix(8)": workloads.prefix(8)})
+    assert "bad_privacy" in info.value.failures
+
+
+def test_applicability_matches_select():
+    W2 = default_workloads()["prefix(4) x identity(4)"]
+    rp = selectors.get_class("residual_planner")
+    assert "PureDP" in rp.applicability(W2, PureDP(1.0))
+    assert "basic matrix" in rp.applicability(W2, ZCDP(0.5))
+    with pytest.raises(selectors.NotApplicableError, match="basic matrix"):
+        rp().select(W2, ZCDP(0.5))
+    assert selectors.get_class("fourier").applicability(workloads.prefix(12), ZCDP(1)) is not None
+    assert selectors.get_class("identity").applicability(W2, ZCDP(1), "max") is not None
+    with pytest.raises(TypeError, match="privacy"):
+        selectors.get_class("identity").applicability(W2, 0.5)
