@@ -9,10 +9,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from mmtoolkit import selectors, workloads
+from mmtoolkit import evaluate, selectors, workloads
 from mmtoolkit.linalg import Dense, Identity
 from mmtoolkit.privacy import ZCDP, PureDP
 from mmtoolkit.selectors import Selector
+from mmtoolkit.selectors.base import _REGISTRY
 from mmtoolkit.strategy import Strategy
 from mmtoolkit.testing import CHECKS, SelectorCheckError, check_selector, default_workloads
 
@@ -231,3 +232,32 @@ def test_applicability_matches_select():
     assert selectors.get_class("identity").applicability(W2, ZCDP(1), "max") is not None
     with pytest.raises(TypeError, match="privacy"):
         selectors.get_class("identity").applicability(W2, 0.5)
+
+
+# ============================================================================ the README
+def readme_selector_example() -> str:
+    """The code block of the README's "Write your own selector" section, as printed."""
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    section = text.split("### Write your own selector", 1)[1]
+    return section.split("```python\n", 1)[1].split("```", 1)[0]
+
+
+def test_readme_example_runs_as_printed(capsys):
+    code = readme_selector_example()
+    assert "check_selector(IntervalTree)" in code and "@selectors.register" in code
+    before = dict(_REGISTRY)
+    try:
+        exec(compile(code, "README.md (Write your own selector)", "exec"), {})
+        assert selectors.get_class("my_interval_tree").method == "H_b: hierarchical intervals"
+    finally:
+        _REGISTRY.clear()
+        _REGISTRY.update(before)
+    out = capsys.readouterr().out.splitlines()
+    assert all(f"ok   {name}" in "\n".join(out) for name in CHECKS)
+    # the last line is the RMSE of the 4-ary tree on all ranges of 256 cells: above the SVD
+    # bound, below the identity strategy's
+    rmse = float(out[-1])
+    W = workloads.all_range(256)
+    assert evaluate.svd_bound_rmse(W, ZCDP(0.5)) < rmse
+    ident = selectors.get("identity").select(W, ZCDP(0.5))
+    assert rmse < evaluate.rmse(W, ident, ZCDP(0.5))

@@ -45,6 +45,8 @@ class BudgetedMarginals(Selector):
     """
 
     name = "budgeted_marginals"
+    method = "every workload marginal measured once, optimal budget split"
+    paper = "Cormode, Procopiuc, Srivastava & Yaroslavtsev, ICDE 2013, §IV (budgeting)"
 
     def __init__(self, split: str = "optimal"):
         if split not in ("optimal", "uniform"):

@@ -374,6 +374,8 @@ class WeightedDCTSelector(Selector):
     """
 
     name = "weighted_dct"
+    method = "weighted DCT-II basis, w_k² ∝ sqrt(d_k) (a heuristic: see the module docstring)"
+    paper = "the Eigen-Design weighting rule of Li & Miklau, PVLDB 2012, §3.1, on the DCT basis"
     privacy = frozenset({ZCDP, ApproxDP})
 
     def __init__(self, weighting: str = "optimal"):

@@ -17,6 +17,7 @@ from mmtoolkit import evaluate, selectors, workloads
 from mmtoolkit.domain import Domain
 from mmtoolkit.privacy import ZCDP, PureDP
 from mmtoolkit.runner import load_config, run_config
+from mmtoolkit.testing import CHECKS, check_selector
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "experiments" / "custom_selector"
 
@@ -365,3 +366,18 @@ def test_dct_config_runs_through_the_runner(tmp_path):
     assert values["DCT (optimal)"] < values["Identity"]
     assert result.cell(cfg.rows[0].name, "DCT (optimal)").metadata["weighting"] == "optimal"
     assert "weighted_dct" not in selectors.available()
+
+
+# ============================================================ the conformance kit on both
+@pytest.mark.parametrize("params", [{}, {"split": "uniform"}])
+def test_budgeted_marginals_passes_check_selector(example, params):
+    report = check_selector(example.BudgetedMarginals, params=params)
+    assert report.passed == list(CHECKS)
+    assert {k for _, k, _ in report.selections} == {"PureDP", "ApproxDP", "ZCDP"}
+
+
+@pytest.mark.parametrize("params", [{}, {"weighting": "uniform"}])
+def test_weighted_dct_passes_check_selector(dct_example, params):
+    report = check_selector(dct_example.WeightedDCTSelector, params=params)
+    assert report.passed == list(CHECKS)
+    assert {k for _, k, _ in report.selections} == {"ApproxDP", "ZCDP"}
