@@ -200,17 +200,6 @@ class LowRankSelector(Selector):
             "seed": check_int(seed, "seed", minimum=0),
         }
 
-    @classmethod
-    def applicability(cls, workload, privacy, objective="sum"):
-        """Also: the dense workload within the dense-size limit (LRM factors it explicitly)."""
-        reason = super().applicability(workload, privacy, objective)
-        if reason is None:
-            try:
-                check_dense_size(*workload.shape, "LRM's explicit workload matrix")
-            except ValueError as exc:
-                return str(exc)
-        return reason
-
     def _select(self, workload: Matrix, privacy, objective):
         m, n = workload.shape
         check_dense_size(m, n, "LRM's explicit workload matrix")
