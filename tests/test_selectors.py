@@ -1,10 +1,13 @@
-"""The Selector base class, the registry and the two baselines."""
+"""The Selector base class, the registry, selector metadata and the two baselines."""
+
+import inspect
+import re
 
 import pytest
 
 from mmtoolkit import evaluate, selectors, workloads
 from mmtoolkit.linalg import Identity
-from mmtoolkit.privacy import ZCDP, PureDP
+from mmtoolkit.privacy import ZCDP, ApproxDP, PureDP
 from mmtoolkit.selectors import Selector, UnknownSelectorError
 from mmtoolkit.selectors.base import _REGISTRY
 from mmtoolkit.strategy import Strategy
@@ -91,3 +94,72 @@ def test_strategy_validates_its_fields():
         Strategy(matrix=[[1.0]], selector="x")
     with pytest.raises(ValueError, match="inference"):
         Strategy(matrix=Identity(2), selector="x", inference="magic")
+
+
+# ============================================================================ metadata
+def test_every_registered_selector_declares_its_metadata():
+    for name in selectors.available():
+        cls = selectors.get_class(name)
+        assert cls.name == name
+        assert cls.method.strip() and cls.paper.strip(), name
+        assert any(ch.isdigit() for ch in cls.paper), f"{name}: the paper's year/section"
+        assert cls.privacy and cls.privacy <= {PureDP, ApproxDP, ZCDP}
+        # the parameters are exactly the signature's (a **kwargs forwards to the parent)
+        sig = inspect.signature(cls.__init__).parameters
+        declared = [p.name for p in cls.parameters()]
+        named = [k for k, p in sig.items() if k != "self" and p.kind is p.POSITIONAL_OR_KEYWORD]
+        assert declared[: len(named)] == named, name
+        for p in cls.parameters():
+            if p.name in sig:
+                assert p.default == sig[p.name].default
+
+
+def test_register_requires_method_and_paper():
+    class Bare(Selector):
+        name = "test_bare"
+
+        def _select(self, workload, privacy, objective):
+            raise AssertionError
+
+    with pytest.raises(TypeError, match="'method'"):
+        selectors.register(Bare)
+    Bare.method = "m"
+    with pytest.raises(TypeError, match="'paper'"):
+        selectors.register(Bare)
+    assert "test_bare" not in selectors.available()
+
+
+def test_parameters_carry_types_and_defaults():
+    params = {p.name: p for p in selectors.get_class("eigen_design").parameters()}
+    assert str(params["tol"]) == "tol: float = 1e-07"
+    assert params["design_sizes"].type is None and not params["design_sizes"].required
+    lrm = {p.name: p for p in selectors.get_class("lrm").parameters()}
+    assert lrm["seed"].type == "int" and lrm["seed"].default == 0  # type read from the default
+    assert selectors.get_class("identity").parameters() == ()
+
+
+def test_unknown_parameter_lists_the_valid_ones():
+    with pytest.raises(selectors.UnknownParameterError) as info:
+        selectors.get("opt0", seed=1, restart=3)
+    msg = str(info.value)
+    assert "selector 'opt0' has no parameter 'restart'" in msg
+    for p in selectors.get_class("opt0").parameters():
+        assert str(p) in msg
+    with pytest.raises(ValueError, match="no parameters 'a', 'b'"):
+        PureOnly(a=1, b=2)  # direct construction is checked too, for user classes
+
+
+def test_list_selectors_prints_the_metadata(capsys):
+    from mmtoolkit.cli import main
+
+    assert main(["list", "selectors"]) == 0
+    out = capsys.readouterr().out
+    blocks = out.strip().split("\n\n")
+    assert [b.splitlines()[0] for b in blocks] == selectors.available()
+    hdmm = blocks[selectors.available().index("hdmm")]
+    assert "method:     OPT_HDMM" in hdmm and "paper:      McKenna et al., PVLDB 2018" in hdmm
+    assert "privacy:    ApproxDP, PureDP, ZCDP" in hdmm and "objectives: sum" in hdmm
+    assert re.search(r"\n    restarts +int +  = 25\n", hdmm), hdmm
+    rp = blocks[selectors.available().index("residual_planner")]
+    assert "privacy:    ApproxDP, ZCDP" in rp and "objectives: sum, max" in rp
+    assert "parameters: none" in blocks[selectors.available().index("identity")]
