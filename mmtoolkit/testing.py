@@ -46,11 +46,11 @@ A new selector's author runs ``check_selector(MySelector)`` (or on an instance, 
     :func:`mmtoolkit.mechanism.release`, one release at a time (a fifth of the releases;
     in quick mode once per strategy kind and noise family). A miss is re-run on fresh
     streams with 4x and then 16x the releases, and the check fails only when all three
-    runs miss: the normal-approximation interval of a mean of skewed totals misses a
-    correct value about 2% of the time here (measured: 49 of ~2500 first runs over 40
-    seeds), so a correct selector fails about once in 10⁵ comparisons, while a noise scale
-    off by 25% (error off by half) misses every run. Seeds are fixed: a run is
-    reproducible.
+    runs miss. A first run misses a correct value about 1% of the time (measured over 40
+    seeds and the 18 quicker registered selectors: 24 of 2320 first runs, every one
+    agreeing on the second), so a correct selector fails about once in 10⁶ comparisons,
+    while a noise scale off by 25% (error off by half) misses every run. Seeds are fixed:
+    a run is reproducible.
 
 A failure raises :class:`SelectorCheckError` (an ``AssertionError``) whose message names
 every failed check and why; success returns a :class:`CheckReport`.
@@ -188,12 +188,11 @@ def check_selector(
     workload under every kind. ``releases``: Monte-Carlo releases per selection (the looped
     release path uses a fifth of them). ``objective``: the objective selected for.
     """
-    cls, make = _factory(selector_or_class, params, seed)
+    cls, make, kwargs = _factory(selector_or_class, params, seed)
     label = getattr(cls, "name", cls.__name__)
     report = CheckReport(selector=label)
     wls = _workloads(workloads)
-    rng_seed = int(seed)
-    kit = _Kit(cls, make, wls, report, quick, releases, objective, rng_seed)
+    kit = _Kit(cls, make, kwargs, wls, report, quick, releases, objective, int(seed))
     for name in CHECKS:
         try:
             getattr(kit, name)()
@@ -202,11 +201,11 @@ def check_selector(
         except Exception as exc:  # noqa: BLE001 - a crash inside a check is its failure
             tb = traceback.extract_tb(exc.__traceback__)[-1]
             report.failed[name] = f"raised {_short(exc)} ({tb.filename}:{tb.lineno})"
-            if name in ("parameters", "select"):
-                break  # nothing to select with, or nothing selected: later checks cannot run
         else:
             report.passed.append(name)
-        if name in ("parameters", "select") and name in report.failed:
+        if (name == "parameters" and kit.selector is None) or (
+            name == "select" and not kit.selections
+        ):
             break  # nothing to select with, or nothing selected: later checks cannot run
     if report.failed:
         raise SelectorCheckError(label, report.failed, report)
@@ -214,12 +213,13 @@ def check_selector(
 
 
 def _factory(selector_or_class, params, seed):
-    """``(class, make)``: ``make()`` returns a fresh selector configured as asked."""
+    """``(class, make, kwargs)``: ``make()`` returns a fresh selector configured as asked,
+    ``kwargs`` its constructor arguments (None for a given instance)."""
     if isinstance(selector_or_class, Selector):
         if params:
             raise TypeError("give params with a selector class, not with an instance")
         inst = selector_or_class
-        return type(inst), lambda: copy.deepcopy(inst)
+        return type(inst), lambda: copy.deepcopy(inst), None
     if not (inspect.isclass(selector_or_class) and issubclass(selector_or_class, Selector)):
         raise TypeError(
             f"check_selector needs a Selector subclass or instance, got {selector_or_class!r}"
@@ -228,7 +228,7 @@ def _factory(selector_or_class, params, seed):
     kwargs = dict(params or {})
     if "seed" not in kwargs and any(p.name == "seed" for p in cls.parameters()):
         kwargs["seed"] = seed
-    return cls, lambda: cls(**kwargs)
+    return cls, lambda: cls(**kwargs), kwargs
 
 
 def _workloads(given) -> dict[str, Matrix]:
@@ -271,11 +271,13 @@ class _Selection:
 class _Kit:
     """The checks; each method raises :class:`_Failed` with the reason."""
 
-    def __init__(self, cls, make, wls, report, quick, releases, objective, seed):
-        self.cls, self.make, self.wls, self.report = cls, make, wls, report
+    def __init__(self, cls, make, kwargs, wls, report, quick, releases, objective, seed):
+        self.cls, self.make, self.kwargs, self.wls, self.report = cls, make, kwargs, wls, report
         self.quick, self.releases, self.objective, self.seed = quick, releases, objective, seed
-        self.selections: list[_Selection] = []
         self.selector: Selector | None = None
+        self.selections: list[_Selection] = []  # the supported ones after ``support``
+        self.first: _Selection | None = None  # the first selection made
+        self.refused: list[tuple[str, Matrix, Privacy, str]] = []  # (..., the reason)
 
     def note(self, text: str) -> None:
         self.report.notes.append(text)
@@ -315,16 +317,22 @@ class _Kit:
                 f"the name {name!r} is registered for {registered.__module__}."
                 f"{registered.__qualname__}, not this class: give it its own name"
             )
+        if self.kwargs is None:
+            return  # an instance: its constructor arguments are not known
         try:
-            inst = get(name)
+            inst = get(name, **self.kwargs)
         except Exception as exc:  # noqa: BLE001
-            raise _Failed(f"selectors.get({name!r}) raised {_short(exc)}") from None
+            raise _Failed(f"selectors.get({name!r}, ...) raised {_short(exc)}") from None
         if type(inst) is not self.cls:
             raise _Failed(f"selectors.get({name!r}) returned a {type(inst).__name__}")
 
     # ------------------------------------------------------------------ parameters
     def parameters(self):
         cls = self.cls
+        try:
+            self.selector = self.make()
+        except Exception as exc:  # noqa: BLE001
+            raise _Failed(f"constructing the selector raised {_short(exc)}") from None
         declared = [p.name for p in cls.parameters()]
         bogus = "no_such_parameter_xyz"
         try:
@@ -339,10 +347,6 @@ class _Kit:
                 ) from None
         else:
             raise _Failed(f"an unknown parameter {bogus}=1 was accepted")
-        try:
-            self.selector = self.make()
-        except Exception as exc:  # noqa: BLE001
-            raise _Failed(f"constructing the selector raised {_short(exc)}") from None
         prm = getattr(self.selector, "params", None)
         if not isinstance(prm, dict):
             raise _Failed(f"self.params must be a dict, got {type(prm).__name__}")
@@ -355,7 +359,8 @@ class _Kit:
 
     # ------------------------------------------------------------------ select
     def _plan(self) -> list[tuple[str, Matrix, Privacy]]:
-        """The (workload, privacy) pairs to select on, refused ones noted."""
+        """The (workload, privacy) pairs to try, in order (quick: each kind starts at the
+        next workload)."""
         kinds = [p for p in default_privacies() if type(p) in self.cls.privacy]
         labels = list(self.wls)
         pairs = []
@@ -367,7 +372,6 @@ class _Kit:
 
     def select(self):
         done_kinds = set()
-        self.refused: list[tuple[str, Matrix, Privacy, str]] = []
         for lab, W, priv in self._plan():
             if self.quick and _kind(priv) in done_kinds:
                 continue
@@ -394,9 +398,9 @@ class _Kit:
                     f"workload {W.shape[1]} cells"
                 )
             self.selections.append(_Selection(lab, W, priv, strategy))
+            self.first = self.first or self.selections[-1]
             self.report.selections.append((lab, _kind(priv), strategy.seconds))
             done_kinds.add(_kind(priv))
-        self.first = self.selections[0] if self.selections else None
         if not self.selections:
             raise _Failed(
                 "select succeeded on none of the workloads "

@@ -186,6 +186,8 @@ def test_instances_params_and_custom_workloads():
     assert {lab for lab, _, _ in report.selections} == {"prefix(16)"}
     report = check_selector(selectors.get_class("hierarchical"), params={"branching": 4})
     assert "hierarchical" == report.selector
+    report = check_selector(selectors.get_class("identity"), quick=False)  # every pair
+    assert len(report.selections) == 3 * len(default_workloads())
     with pytest.raises(SelectorCheckError, match="check 'select' failed: select succeeded on none"):
         check_selector(selectors.get_class("quadtree"), workloads=[workloads.prefix(8)])
     with pytest.raises(TypeError, match="Selector subclass or instance"):
