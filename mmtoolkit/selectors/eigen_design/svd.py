@@ -30,10 +30,10 @@ class SVDBoundStrategy(Selector):
     """
 
     name = "svd_strategy"
-    method = "SVD-bound strategy diag(σ^½) Q"
+    method = "SVD-bound strategy: the eigen-queries of WᵀW weighted by eigenvalue^(1/4)"
     paper = (
-        "Li, Hay, Rastogi, Miklau & McGregor, PODS 2010, Thm 5.25; "
-        "Li & Miklau, PVLDB 2012, Program 2"
+        "Li, Hay, Rastogi, Miklau & McGregor, PODS 2010, Thm 5.25 "
+        "(completion rows: Li & Miklau, PVLDB 2012, Program 2 step 4)"
     )
 
     def __init__(self, complete: bool = False):
