@@ -20,6 +20,9 @@
 ``mmtoolkit reproduce [PAPER ...] [--results DIR] [--configs DIR] [--readme FILE] [--quick] [-j N]``
     run every config of the papers (all when none is named), render their figure sheets
     and regenerate the scoreboard.
+``mmtoolkit compare --workload SPEC [--domain SPEC] (--epsilon E [--delta D] | --rho R) ...``
+    score every selector (and the SVD bound) on one workload; see
+    ``mmtoolkit/compare_command.py``.
 ``mmtoolkit list [selectors|datasets|workloads|configs]``
     list registered selectors, dataset presets, workload kinds usable in configs, or the
     YAML configs under ``configs/`` (all four when no topic is given).
@@ -35,7 +38,7 @@ import io
 import sys
 from pathlib import Path
 
-from . import datasets, release_command, selectors
+from . import compare_command, datasets, release_command, selectors
 from .runner import load_config, run_config
 from .runner.config import ConfigError
 from .runner.executors import ExecutorError, check_executor
@@ -132,6 +135,7 @@ def _parser() -> argparse.ArgumentParser:
     rpr.add_argument("-j", "--jobs", type=int, default=1, metavar="N", help="jobs at once")
     rpr.add_argument("-q", "--quiet", action="store_true", help="no per-job progress lines")
     release_command.add_parser(sub)  # mmtoolkit release: see mmtoolkit/release_command.py
+    compare_command.add_parser(sub)  # mmtoolkit compare: see mmtoolkit/compare_command.py
     return p
 
 
@@ -279,6 +283,8 @@ def main(argv: list[str] | None = None) -> int:
             return _reproduce(args)
         if args.command == "release":
             return release_command.main(args)
+        if args.command == "compare":
+            return compare_command.main(args)
         return _run(args.configs, args.results, args.quiet, args)
     except ConfigError as exc:
         print(f"mmtoolkit: error: {' '.join(str(exc).split())}", file=sys.stderr)

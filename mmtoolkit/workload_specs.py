@@ -85,6 +85,7 @@ __all__ = [
     "builder_parameters",
     "parse_workload",
     "spec_mapping",
+    "split_top_level",
     "workload_kinds",
 ]
 
@@ -233,7 +234,7 @@ def _valid_kinds() -> str:
 
 
 # --------------------------------------------------------------------------- strings
-def _split_top(text: str) -> list[str]:
+def split_top_level(text: str) -> list[str]:
     """``text`` split at the commas outside brackets/braces/quotes."""
     items, depth, quote, start = [], 0, None, 0
     for i, c in enumerate(text):
@@ -293,7 +294,7 @@ def spec_mapping(text: str, where: str = "") -> dict:
             f"use {' or '.join(hint)} ({_valid_kinds()})",
         )
 
-    items = _split_top(rest)
+    items = split_top_level(rest)
     if "=" not in items[0]:
         return _shorthand(kind, rest, bad)
     for item in items:
