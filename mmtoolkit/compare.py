@@ -310,11 +310,11 @@ def _sendable(rec: dict) -> dict:
 def compare(
     W,
     selectors=None,
-    *,
-    privacy: Privacy,
+    privacy: Privacy | None = None,
     objective: str = "sum",
     timeout: float | None = DEFAULT_TIMEOUT,
     seed: int | None = None,
+    *,
     jobs: int | None = None,
     progress=True,
 ):
@@ -323,15 +323,19 @@ def compare(
 
     ``selectors``: None for every registered one, a selector list string
     (``"identity,hdmm:restarts=5"``) or a list of names, ``(name, params)`` pairs, Selector
-    classes or instances. ``objective``: ``"sum"`` (total squared error) or ``"max"`` (max
-    per-query variance), passed to every selector. ``timeout``: seconds per selector
-    (selection and scoring), None for no limit. ``seed``: given to every selector that
-    takes one. ``jobs``: selectors at once. ``progress``: True (stderr), False, or a file.
+    classes or instances (used as they are). ``privacy``: PureDP, ApproxDP or ZCDP
+    (required). ``objective``: ``"sum"`` (total squared error) or ``"max"`` (max per-query
+    variance), passed to every selector. ``timeout``: seconds per selector (selection and
+    scoring), None for no limit. ``seed``: given to every selector that takes one (and was
+    not given one). ``jobs``: selectors at once. ``progress``: True (stderr), False, or a
+    file.
     Raises :class:`CompareError` (a ``ValueError``) for an unknown selector or parameter.
     """
     import pandas as pd
 
     W = W if isinstance(W, Matrix) else as_matrix(W)
+    if privacy is None:
+        raise CompareError("compare needs a privacy: PureDP(ε), ApproxDP(ε, δ) or ZCDP(ρ)")
     check_privacy(privacy)
     if objective not in ("sum", "max"):
         raise CompareError(f"objective must be 'sum' or 'max', got {objective!r}")

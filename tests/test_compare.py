@@ -271,6 +271,9 @@ def test_bad_selectors_are_refused_before_running():
         compare(W, "identity", privacy=ZCDP(1), objective="mean", progress=False)
     with pytest.raises(CompareError, match="cannot compare 3"):
         compare(W, [3], privacy=ZCDP(1), progress=False)
+    with pytest.raises(CompareError, match="compare needs a privacy"):
+        compare(W, "identity", progress=False)
+    assert compare(W, "identity", ZCDP(1), progress=False).status.tolist() == ["ok", "ok"]
 
 
 def test_max_objective_sorts_by_max_variance():
@@ -405,3 +408,29 @@ def test_adult_every_selector_under_three_minutes(tmp_path):
         assert r.rmse == pytest.approx(float(rows[r.selector]["rmse"]), rel=1e-9)
         assert r.rmse == pytest.approx(evaluate.rmse(W, r.strategy, ZCDP(0.5)), rel=1e-12)
     assert not math.isnan(df.attrs["svd_bound_rmse"])
+
+
+def test_every_workload_kind_through_the_command_line(tmp_path, capsys, monkeypatch):
+    """Every kind of `mmtoolkit list workloads` works in `compare --workload` (the same
+    SPECs as tests/test_workload_specs.py's CALLER_SPECS, over the same domain)."""
+    from test_workload_specs import CALLER, CALLER_SPECS
+
+    from mmtoolkit.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    np.save("w.npy", np.arange(64.0).reshape(2, 32))
+    domain = {
+        n: {"size": s, "numeric": bool(x)}
+        for n, s, x in zip(CALLER.names, CALLER.sizes, CALLER.numeric)
+    }
+    (tmp_path / "d.json").write_text(json.dumps(domain))
+    for kind, (spec, expected) in CALLER_SPECS.items():
+        argv = ["compare", "--domain", "d.json", "--workload", spec, "--rho", "1", "-q",
+                "--selectors", "identity", "--out", f"{kind}.csv"]  # fmt: skip
+        assert main(argv) == 0, (kind, capsys.readouterr().err)
+        with open(f"{kind}.csv", newline="") as f:
+            rows = {r["selector"]: r for r in csv.DictReader(f)}
+        W = expected()
+        want = evaluate.rmse(W, IdentitySelector().select(W, ZCDP(1)), ZCDP(1))
+        assert rows["identity"]["status"] == "ok", (kind, rows)
+        assert float(rows["identity"]["rmse"]) == pytest.approx(want, rel=1e-9), kind
