@@ -287,23 +287,57 @@ def _score(entry: _Entry, W, privacy, objective) -> dict:
     return rec
 
 
-def _sendable(rec: dict) -> dict:
-    """``rec`` as a worker sends it back: a strategy that cannot be pickled (or is huge) is
-    replaced by None, with a note."""
+class _WorkloadPickler(pickle.Pickler):
+    """Pickles a strategy with the workload ``W`` as a reference, not a copy: the parent puts
+    its own ``W`` back, so a strategy that *is* the workload (``inference="none"``, e.g. the
+    Laplace mechanism on W) stays the very object it was selected for."""
+
+    def __init__(self, file, W):
+        super().__init__(file, protocol=pickle.HIGHEST_PROTOCOL)
+        self.W = W
+
+    def persistent_id(self, obj):
+        return "W" if obj is self.W else None
+
+
+class _WorkloadUnpickler(pickle.Unpickler):
+    def __init__(self, file, W):
+        super().__init__(file)
+        self.W = W
+
+    def persistent_load(self, pid):
+        if pid != "W":
+            raise pickle.UnpicklingError(f"unknown persistent id {pid!r}")
+        return self.W
+
+
+def _pack(rec: dict, W) -> dict:
+    """``rec`` as a worker sends it back: the strategy pickled with ``W`` by reference
+    (``strategy_pickle``); one that cannot be pickled, or is huge, is replaced by None with a
+    note in the reason."""
     strategy = rec.get("strategy")
     if strategy is None:
         return rec
+    buf = io.BytesIO()
     try:
-        size = len(pickle.dumps(strategy, protocol=pickle.HIGHEST_PROTOCOL))
+        _WorkloadPickler(buf, W).dump(strategy)
     except Exception as exc:  # noqa: BLE001 - e.g. a closure inside a custom strategy kind
         why = f"the strategy cannot be pickled ({describe_error(exc)})"
     else:
-        if size <= MAX_STRATEGY_BYTES:
-            return rec
-        why = f"the strategy is {size / 2**20:.0f} MiB pickled"
+        if buf.tell() <= MAX_STRATEGY_BYTES:
+            return {**rec, "strategy": None, "strategy_pickle": buf.getvalue()}
+        why = f"the strategy is {buf.tell() / 2**20:.0f} MiB pickled"
     note = f"strategy not returned from the worker: {why}"
     reason = rec.get("reason")
     return {**rec, "strategy": None, "reason": f"{reason}; {note}" if reason else note}
+
+
+def _unpack(rec: dict, W) -> dict:
+    """The record of :func:`_pack` with its strategy unpickled (``W`` put back)."""
+    data = rec.pop("strategy_pickle", None)
+    if data is not None:
+        rec["strategy"] = _WorkloadUnpickler(io.BytesIO(data), W).load()
+    return rec
 
 
 # --------------------------------------------------------------------------- compare
@@ -385,9 +419,10 @@ def compare(
 
     def work(spec: JobSpec) -> dict:
         rec = _score(entries[int(spec.key)], W, privacy, objective)
-        return _sendable(rec) if os.getpid() != parent else rec
+        return _pack(rec, W) if os.getpid() != parent else rec
 
     def on_result(spec: JobSpec, rec: dict) -> None:
+        rec = _unpack(rec, W)
         if "select_seconds" not in rec:  # the executor's own record: timeout or a dead worker
             if rec["status"] == "timeout":
                 why = f"no result within {timeout:g} s (selection and scoring)"
