@@ -17,12 +17,12 @@
 ``mmtoolkit plot FILE [FILE ...] [--results DIR]``
     re-render a config's figures from its committed CSV (nothing is recomputed), or the
     figures of a figure sheet ``*.plot.yaml`` (see ``mmtoolkit/runner/figures.py``).
-``mmtoolkit reproduce [PAPER ...] [--results DIR] [--configs DIR] [--readme FILE] [--quick] [-j N]``
-    run every config of the papers (all when none is named), render their figure sheets
-    and regenerate the scoreboard.
 ``mmtoolkit compare --workload SPEC [--domain SPEC] (--epsilon E [--delta D] | --rho R) ...``
     score every selector (and the SVD bound) on one workload; see
     ``mmtoolkit/compare_command.py``.
+``mmtoolkit reproduce [PAPER ...] [--results DIR] [--configs DIR] [--readme FILE] [--quick] [-j N]``
+    run every config of the papers (all when none is named), render their figure sheets
+    and regenerate the scoreboard.
 ``mmtoolkit list [selectors|datasets|workloads|configs]``
     list registered selectors, dataset presets, workload kinds usable in configs, or the
     YAML configs under ``configs/`` (all four when no topic is given).
