@@ -134,8 +134,8 @@ def _parser() -> argparse.ArgumentParser:
     rpr.add_argument("--quick", action="store_true", help="smoke run (the configs' quick:)")
     rpr.add_argument("-j", "--jobs", type=int, default=1, metavar="N", help="jobs at once")
     rpr.add_argument("-q", "--quiet", action="store_true", help="no per-job progress lines")
-    release_command.add_parser(sub)  # mmtoolkit release: see mmtoolkit/release_command.py
     compare_command.add_parser(sub)  # mmtoolkit compare: see mmtoolkit/compare_command.py
+    release_command.add_parser(sub)  # mmtoolkit release: see mmtoolkit/release_command.py
     return p
 
 
@@ -281,10 +281,10 @@ def main(argv: list[str] | None = None) -> int:
             return _plot(args)
         if args.command == "reproduce":
             return _reproduce(args)
-        if args.command == "release":
-            return release_command.main(args)
         if args.command == "compare":
             return compare_command.main(args)
+        if args.command == "release":
+            return release_command.main(args)
         return _run(args.configs, args.results, args.quiet, args)
     except ConfigError as exc:
         print(f"mmtoolkit: error: {' '.join(str(exc).split())}", file=sys.stderr)
