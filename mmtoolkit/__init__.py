@@ -5,12 +5,14 @@ HDMM) on one implicit-matrix algebra and one evaluator; see ARCHITECTURE.md for 
 """
 
 from . import datasets, domain, evaluate, linalg, privacy, selectors, strategy, workloads
+from .compare import compare
 from .domain import Domain
 from .strategy import Strategy
 
 __all__ = [
     "Domain",
     "Strategy",
+    "compare",
     "datasets",
     "domain",
     "evaluate",

@@ -17,6 +17,9 @@
 ``mmtoolkit plot FILE [FILE ...] [--results DIR]``
     re-render a config's figures from its committed CSV (nothing is recomputed), or the
     figures of a figure sheet ``*.plot.yaml`` (see ``mmtoolkit/runner/figures.py``).
+``mmtoolkit compare --workload SPEC [--domain SPEC] (--epsilon E [--delta D] | --rho R) ...``
+    score every selector (and the SVD bound) on one workload; see
+    ``mmtoolkit/compare_command.py``.
 ``mmtoolkit reproduce [PAPER ...] [--results DIR] [--configs DIR] [--readme FILE] [--quick] [-j N]``
     run every config of the papers (all when none is named), render their figure sheets
     and regenerate the scoreboard.
@@ -36,7 +39,7 @@ import io
 import sys
 from pathlib import Path
 
-from . import datasets, release_command, selectors
+from . import compare_command, datasets, release_command, selectors
 from .runner import load_config, run_config
 from .runner.config import ConfigError
 from .runner.executors import ExecutorError, check_executor
@@ -132,6 +135,7 @@ def _parser() -> argparse.ArgumentParser:
     rpr.add_argument("--quick", action="store_true", help="smoke run (the configs' quick:)")
     rpr.add_argument("-j", "--jobs", type=int, default=1, metavar="N", help="jobs at once")
     rpr.add_argument("-q", "--quiet", action="store_true", help="no per-job progress lines")
+    compare_command.add_parser(sub)  # mmtoolkit compare: see mmtoolkit/compare_command.py
     release_command.add_parser(sub)  # mmtoolkit release: see mmtoolkit/release_command.py
     return p
 
@@ -278,6 +282,8 @@ def main(argv: list[str] | None = None) -> int:
             return _plot(args)
         if args.command == "reproduce":
             return _reproduce(args)
+        if args.command == "compare":
+            return compare_command.main(args)
         if args.command == "release":
             return release_command.main(args)
         return _run(args.configs, args.results, args.quiet, args)

@@ -31,7 +31,16 @@ from scipy.special import log_ndtr, ndtr
 
 from .checks import check_float, check_positive, check_probability
 
-__all__ = ["Privacy", "PureDP", "ApproxDP", "ZCDP", "check_privacy", "from_spec", "CALIBRATIONS"]
+__all__ = [
+    "Privacy",
+    "PureDP",
+    "ApproxDP",
+    "ZCDP",
+    "check_privacy",
+    "from_budget",
+    "from_spec",
+    "CALIBRATIONS",
+]
 
 #: The σ calibrations accepted by :class:`ApproxDP`.
 CALIBRATIONS = ("classic", "analytic", "eigen_design")
@@ -381,3 +390,18 @@ def from_spec(spec) -> Privacy:
             f"{', '.join(repr(e) for e in extra)}; allowed: {', '.join(sorted(allowed))}"
         )
     return cls(**{k: spec[k] for k in (*required, *optional) if k in spec})
+
+
+def from_budget(epsilon=None, delta=None, rho=None) -> Privacy:
+    """The :class:`Privacy` of a budget as the command line gives it: ``epsilon`` alone
+    (:class:`PureDP`), ``epsilon`` and ``delta`` (:class:`ApproxDP`, analytic Gaussian) or
+    ``rho`` alone (:class:`ZCDP`); a ValueError naming the flags otherwise."""
+    if rho is not None:
+        if epsilon is not None or delta is not None:
+            raise ValueError("give either --rho or --epsilon [--delta], not both")
+        return ZCDP(rho)
+    if epsilon is None:
+        raise ValueError("a privacy budget is required: --epsilon E [--delta D] or --rho R")
+    if delta is not None:
+        return ApproxDP(epsilon, delta)
+    return PureDP(epsilon)

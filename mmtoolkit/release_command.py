@@ -67,7 +67,7 @@ import numpy as np
 from . import evaluate, mechanism, records, selectors
 from .atomic import write_files_atomic
 from .linalg import Marginal, Marginals, TooLargeError, peel
-from .privacy import ZCDP, ApproxDP, PureDP
+from .privacy import from_budget
 from .workload_specs import SpecError
 from .workload_specs import parse_workload as parse_spec
 
@@ -132,16 +132,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 
 # ============================================================================ pieces
 def _privacy(args):
-
-    if args.rho is not None:
-        if args.epsilon is not None or args.delta is not None:
-            raise ReleaseError("give either --rho or --epsilon [--delta], not both")
-        return ZCDP(args.rho)
-    if args.epsilon is None:
-        raise ReleaseError("a privacy budget is required: --epsilon E [--delta D] or --rho R")
-    if args.delta is not None:
-        return ApproxDP(args.epsilon, args.delta)
-    return PureDP(args.epsilon)
+    return from_budget(args.epsilon, args.delta, args.rho)
 
 
 def _params(items) -> dict:

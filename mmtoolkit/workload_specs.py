@@ -49,9 +49,11 @@ on the second).
 :class:`~mmtoolkit.domain.Domain` (the command line's ``--domain``/``--data``): every
 builder whose first parameter is ``domain`` then gets it (a spec may not name another one),
 nested ones included; a top-level builder with an ``n`` parameter left out (``identity``,
-``all_range``, ...) gets the domain's number of cells, and the ``i``-th of ``kron``'s factors
-(when there is one per attribute) the size of attribute ``i``. Otherwise ``n``-style builders
-take their sizes from the spec.
+``all_range``, ...) gets the domain's number of cells, and so do the members of a top-level
+``union`` and the workload of a top-level ``permuted`` (``union:workloads=[prefix,total]``,
+``permuted:workload=all_range,seed=0``); the ``i``-th of ``kron``'s factors (when there is one
+per attribute) gets the size of attribute ``i``. Otherwise ``n``-style builders take their
+sizes from the spec.
 
 Errors are :class:`SpecError` (a ``ValueError``) naming the field (``where``) and the kind:
 an unknown kind or a string that does not parse lists the valid kinds, a bad keyword lists
@@ -85,6 +87,7 @@ __all__ = [
     "builder_parameters",
     "parse_workload",
     "spec_mapping",
+    "split_top_level",
     "workload_kinds",
 ]
 
@@ -233,7 +236,7 @@ def _valid_kinds() -> str:
 
 
 # --------------------------------------------------------------------------- strings
-def _split_top(text: str) -> list[str]:
+def split_top_level(text: str) -> list[str]:
     """``text`` split at the commas outside brackets/braces/quotes."""
     items, depth, quote, start = [], 0, None, 0
     for i, c in enumerate(text):
@@ -293,7 +296,7 @@ def spec_mapping(text: str, where: str = "") -> dict:
             f"use {' or '.join(hint)} ({_valid_kinds()})",
         )
 
-    items = _split_top(rest)
+    items = split_top_level(rest)
     if "=" not in items[0]:
         return _shorthand(kind, rest, bad)
     for item in items:
@@ -413,16 +416,22 @@ def parse_workload(
         sub = subfield(where, "workload" if name == "W" and "workload" in m else name)
         if name == "domain":
             args[name] = v if v is domain and domain is not None else _parse_domain(sub, v)
-        elif name in _ONE_WORKLOAD_ARGS or _is_spec(v):
+        elif name in _ONE_WORKLOAD_ARGS:  # permuted's W: on the same cells as the result
+            args[name] = parse_workload(v, sub, _top=False, _n=_n, **nested)
+        elif _is_spec(v):
             args[name] = parse_workload(v, sub, _top=False, **nested)
         elif name in _MANY_WORKLOAD_ARGS or (
             isinstance(v, list) and v and all(_is_spec(x) for x in v)
         ):
             if not isinstance(v, list) or not v:
                 raise SpecError(sub, "expected a non-empty list of workload specs")
-            # kron factors over the caller's domain: a factor's missing n is its attribute's size
+            # kron factors over the caller's domain: a factor's missing n is its attribute's
+            # size; union members are on the union's cells
             sizes = domain.sizes if kind == "kron" and domain is not None else ()
-            ns = list(sizes) if len(sizes) == len(v) else [None] * len(v)
+            if kind == "kron":
+                ns = list(sizes) if len(sizes) == len(v) else [None] * len(v)
+            else:
+                ns = [_n] * len(v)
             args[name] = [
                 parse_workload(x, f"{sub}[{i}]", _top=False, _n=n, **nested)
                 for i, (x, n) in enumerate(zip(v, ns, strict=True))

@@ -10,6 +10,7 @@ import yaml
 
 from mmtoolkit import workloads
 from mmtoolkit.domain import Domain
+from mmtoolkit.linalg import Dense
 from mmtoolkit.runner import ConfigError, load_config
 from mmtoolkit.workload_specs import (
     SHORTHANDS,
@@ -227,3 +228,73 @@ def test_configs_take_string_specs_and_name_file_and_field(tmp_path):
     assert str(info.value) == (
         f"{path}: rows[2].workload.factors[1]: total(): unknown parameter 'q' (parameters: n)"
     )
+
+
+# --------------------------------------------------------------------------- command lines
+CALLER = Domain(["a", "b", "c"], [4, 2, 4], numeric=[True, False, True])
+
+#: kind -> (a --workload SPEC over the caller's domain CALLER, the workload it must build);
+#: one entry per `mmtoolkit list workloads`. `matrix:file=` is relative to the cwd.
+CALLER_SPECS = {
+    "all_range": ("all_range", lambda: workloads.all_range(32)),
+    "binary_marginals": ("binary_marginals:k=1", lambda: workloads.binary_marginals(CALLER, 1)),
+    "eigen_design_figure1": ("eigen_design_figure1", workloads.eigen_design_figure1),
+    "identity": ("identity", lambda: workloads.identity(32)),
+    "kron": (
+        "kron:prefix,identity,total",
+        lambda: workloads.kron([workloads.prefix(4), workloads.identity(2), workloads.total(4)]),
+    ),
+    "marginal": ("marginal:a,c", lambda: workloads.marginal(CALLER, ["a", "c"])),
+    "marginals": ("marginals:k=2", lambda: workloads.marginals(CALLER, 2)),
+    "marginals_list": (
+        "marginals_list:attr_sets=[[a],[b,c]]",
+        lambda: workloads.marginals_list(CALLER, [["a"], ["b", "c"]]),
+    ),
+    "matrix": ("matrix:file=w.npy", lambda: Dense(np.arange(64.0).reshape(2, 32))),
+    "permuted": (
+        "permuted:workload=all_range,seed=0",
+        lambda: workloads.permuted(workloads.all_range(32), 0),
+    ),
+    "prefix": ("prefix", lambda: workloads.prefix(32)),
+    "prefix_marginals": ("prefix_marginals:k=3", lambda: workloads.prefix_marginals(CALLER, 3)),
+    "random_predicates": (
+        "random_predicates:m=5,seed=1",
+        lambda: workloads.random_predicates(32, 5, 1),
+    ),
+    "range_marginals": (
+        "range_marginals:1:lower",
+        lambda: workloads.range_marginals(CALLER, 1, True),
+    ),
+    "sf1": ("sf1:relationship=false", lambda: workloads.sf1(relationship=False)),
+    "sf1_plus": ("sf1_plus", workloads.sf1_plus),
+    "total": ("total", lambda: workloads.total(32)),
+    "union": (
+        "union:workloads=[prefix,total],weights=[1,2]",
+        lambda: workloads.union([workloads.prefix(32), workloads.total(32)], weights=[1, 2]),
+    ),
+    "width_range": ("width_range:w=4", lambda: workloads.width_range(32, 4)),
+}
+
+
+def test_every_listed_kind_has_a_command_line_example():
+    assert set(CALLER_SPECS) == set(workload_kinds())
+
+
+@pytest.mark.parametrize("kind", sorted(CALLER_SPECS))
+def test_every_kind_on_the_command_line(kind, tmp_path, monkeypatch):
+    """What `release --workload` and `compare --workload` build from a SPEC over --domain."""
+    from mmtoolkit.release_command import ReleaseError
+    from mmtoolkit.release_command import parse_workload as release_workload
+
+    monkeypatch.chdir(tmp_path)
+    np.save("w.npy", np.arange(64.0).reshape(2, 32))
+    spec, expected = CALLER_SPECS[kind]
+    W, E = build_workload(spec, "--workload", domain=CALLER, domain_source="--domain"), expected()
+    assert W.shape == E.shape
+    if int(W.shape[0]) * int(W.shape[1]) <= 10**6:
+        np.testing.assert_array_equal(W.dense(), E.dense())
+    if W.shape[1] == CALLER.size and kind != "binary_marginals":
+        np.testing.assert_array_equal(release_workload(spec, CALLER).dense(), W.dense())
+    else:  # release answers queries on the records' cells only: refused with the reason
+        with pytest.raises(ReleaseError, match="binary encoding|cells but the domain has 32"):
+            release_workload(spec, CALLER)

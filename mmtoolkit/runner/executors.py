@@ -2,7 +2,10 @@
 
 ``run_jobs(specs, on_result, jobs=N, executor="local"|"dask", scheduler=ADDRESS)`` runs
 every :class:`~mmtoolkit.runner.jobs.JobSpec` and calls ``on_result(spec, record)`` in the
-calling process, in completion order, as each one finishes.
+calling process, in completion order, as each one finishes. The record is
+``work(spec)``: :func:`~mmtoolkit.runner.jobs.execute` unless the caller passes its own
+``work`` (a function that never raises and returns a picklable dict; ``mmtoolkit.compare``
+scores one selector per spec this way, its workload inherited by the forked worker).
 
 * **local, one job at a time, no limits**: jobs run in this process (no fork).
 * **local otherwise** (``jobs > 1``, or a job with a ``timeout`` / ``memory`` limit): every
@@ -65,7 +68,7 @@ def _can_fork() -> bool:
 class _Worker:
     """One forked process computing one job; its record comes back through a pipe."""
 
-    def __init__(self, spec: JobSpec):
+    def __init__(self, spec: JobSpec, work: Callable[[JobSpec], dict] = execute):
         self.spec = spec
         self.started = time.monotonic()
         self.deadline = None if spec.timeout is None else self.started + spec.timeout
@@ -80,7 +83,7 @@ class _Worker:
                         import resource
 
                         resource.setrlimit(resource.RLIMIT_AS, (spec.memory, spec.memory))
-                    rec = execute(spec)
+                    rec = work(spec)
                 except Exception as exc:  # noqa: BLE001 - e.g. setrlimit refused
                     rec = _record(spec, "failed", f"worker: {describe_error(exc)}", 0.0)
                 view = memoryview(pickle.dumps(rec))
@@ -161,14 +164,17 @@ def _record(spec: JobSpec, status: str, error: str, wall: float) -> dict:
 
 
 def _run_forked(
-    specs: Sequence[JobSpec], on_result: Callable[[JobSpec, dict], None], jobs: int
+    specs: Sequence[JobSpec],
+    on_result: Callable[[JobSpec, dict], None],
+    jobs: int,
+    work: Callable[[JobSpec], dict] = execute,
 ) -> None:
     pending = list(specs)
     running: dict[int, _Worker] = {}  # fd -> worker
     try:
         while pending or running:
             while pending and len(running) < jobs:
-                w = _Worker(pending.pop(0))
+                w = _Worker(pending.pop(0), work)
                 running[w.fd] = w
             now = time.monotonic()
             deadlines = [w.deadline for w in running.values() if w.deadline is not None]
@@ -258,16 +264,20 @@ def run_jobs(
     jobs: int = 1,
     executor: str = "local",
     scheduler: str | None = None,
+    work: Callable[[JobSpec], dict] = execute,
 ) -> None:
-    """Run ``specs`` and report each record through ``on_result`` (see module docstring)."""
+    """Run ``specs`` and report each record ``work(spec)`` through ``on_result`` (see the
+    module docstring); a custom ``work`` runs on the local executor only."""
     check_executor(jobs, executor, scheduler)
     if not specs:
         return
     if executor == "dask":
+        if work is not execute:
+            raise ExecutorError("a custom work function runs on the local executor only")
         _run_dask(specs, on_result, scheduler)
         return
     if not _can_fork() or (jobs == 1 and not any(s.limited for s in specs)):
         for spec in specs:
-            on_result(spec, execute(spec))
+            on_result(spec, work(spec))
         return
-    _run_forked(specs, on_result, jobs)
+    _run_forked(specs, on_result, jobs, work)

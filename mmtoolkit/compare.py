@@ -1,0 +1,570 @@
+"""Compare selectors on one workload: ``mmtoolkit.compare(W, privacy=...)``.
+
+Scores every registered selector that applies to a workload (or the listed ones, with
+parameters), and the SVD lower bound, with the shared evaluator, and returns a pandas
+DataFrame with one row per selector::
+
+    >>> from mmtoolkit import compare, workloads
+    >>> from mmtoolkit.privacy import PureDP
+    >>> df = compare(workloads.all_range(32), ["identity", "hierarchical:branching=2"],
+    ...              privacy=PureDP(1.0), progress=False)
+    >>> list(df.selector)
+    ['svd_bound', 'identity', 'hierarchical']
+
+Columns: ``selector`` (registry name, ``svd_bound`` for the bound), ``params`` (the
+effective parameters, seed included), ``status`` (``ok``, ``not applicable``, ``failed``,
+``timeout``), ``rmse``, ``total_error``, ``max_variance`` (:func:`mmtoolkit.evaluate.rmse`,
+:func:`~mmtoolkit.evaluate.expected_error`, :func:`~mmtoolkit.evaluate.max_variance` of the
+selected strategy: the error of the matrix mechanism, Li et al. 2010 Prop. 4.4, HDMM Def. 7),
+``ratio_to_bound`` (``rmse / svd_bound_rmse``: how far above the singular value bound of
+Li & Miklau 2012 Thm 2 the strategy is; the bound holds for the total squared error, so for
+every strategy the ratio is at least 1), ``select_seconds`` (the selection's time; the
+limit for a timeout), ``reason`` (why a row is not ``ok``) and ``strategy`` (the selected
+:class:`~mmtoolkit.strategy.Strategy`, or None). Rows are sorted by error: the bound's
+row, the ``ok`` rows by ``total_error`` (``max_variance`` for ``objective="max"``), then
+timeouts, failures and selectors that do not apply. ``df.attrs`` holds the bound, the
+privacy and the objective.
+
+**Applicability.** A selector that does not apply is listed with the reason, never dropped:
+its class's ``applicability(W, privacy, objective)`` reason (when the class has that
+method), else the refusal ``select`` raises — a ``ValueError`` (privacy kind, objective,
+size limits such as ``mm_sdp``'s ``max_n`` or ``linalg.TooLargeError``, a workload shape the
+method is not defined for, ``UnsupportedWorkloadError``), ``TypeError`` or
+``NotImplementedError``. Any other exception in selection, an error of the evaluator on the
+strategy, or running out of memory is ``failed``.
+
+**Time limit.** With a ``timeout`` (default 60 s; None for none) each selector is selected
+and scored in its own forked worker by the runner's executors
+(:func:`mmtoolkit.runner.executors.run_jobs`; the worker inherits ``W``, so it need not be
+picklable, and sends back the record with the strategy); a worker still running at the limit
+is killed and its row is ``timeout``. ``jobs`` workers run at once (default: 2, or the number
+of CPUs if smaller). Each finished selector prints a progress line to stderr
+(``progress=False`` silences it, a file object receives it).
+
+**Seeds.** ``seed`` is given to every selector whose ``__init__`` takes a ``seed`` parameter
+and that was not given one explicitly.
+
+**Selector lists** (``selectors``; the command line's ``--selectors``): names separated by
+commas, each optionally followed by ``:key=value,key=value`` parameters, values parsed as
+YAML (lists and mappings in brackets, whose commas do not split). An item containing ``=``
+is a parameter of the selector before it; any other item starts a new selector::
+
+    identity,hdmm:restarts=5,seed=1,opt0:p=8,hierarchical:branching=4
+
+is identity, hdmm(restarts=5, seed=1), opt0(p=8), hierarchical(branching=4). In Python the
+list may also hold ``(name, params)`` pairs, Selector classes (e.g. your own, unregistered)
+and Selector instances.
+"""
+
+from __future__ import annotations
+
+import inspect
+import io
+import json
+import math
+import os
+import pickle
+import sys
+import time
+from dataclasses import dataclass
+
+import yaml
+
+from . import evaluate
+from .linalg import Matrix, as_matrix
+from .privacy import Privacy, check_privacy
+from .runner.executors import run_jobs
+from .runner.jobs import JobSpec, describe_error, jsonable
+from .runner.specs import accepts_seed
+from .selectors.base import Selector, available, get_class
+from .workload_specs import split_top_level
+
+__all__ = [
+    "COLUMNS",
+    "STATUSES",
+    "BOUND",
+    "compare",
+    "format_table",
+    "parse_selectors",
+    "plot_ratios",
+    "to_csv",
+]
+
+#: The DataFrame's columns, in order.
+COLUMNS = (
+    "selector",
+    "params",
+    "status",
+    "rmse",
+    "total_error",
+    "max_variance",
+    "ratio_to_bound",
+    "select_seconds",
+    "reason",
+    "strategy",
+)
+
+#: Row statuses, in the order rows are sorted.
+STATUSES = ("ok", "timeout", "failed", "not applicable")
+
+#: The ``selector`` value of the SVD-bound row.
+BOUND = "svd_bound"
+
+#: Default time limit per selector (seconds; selection and scoring).
+DEFAULT_TIMEOUT = 60.0
+
+#: Exceptions of ``select`` that mean "does not apply" (see the module docstring).
+NOT_APPLICABLE = (ValueError, TypeError, NotImplementedError)
+
+#: A strategy larger than this (pickled) is not sent back from a worker.
+MAX_STRATEGY_BYTES = 1 << 28
+
+
+class CompareError(ValueError):
+    """Bad arguments for :func:`compare` (an unknown selector, a bad parameter, ...)."""
+
+
+# --------------------------------------------------------------------------- selector lists
+def parse_selectors(text: str) -> list[tuple[str, dict]]:
+    """``[(name, params), ...]`` of a selector list (module docstring, "Selector lists")."""
+    if not isinstance(text, str) or not text.strip():
+        raise CompareError("the selector list is empty; give NAME[:key=value,...],...")
+    out: list[tuple[str, dict]] = []
+    for raw in split_top_level(text):
+        item = raw.strip()
+        if not item:
+            raise CompareError(f"empty item in the selector list {text!r}")
+        name, colon, first = item.partition(":")
+        name = name.strip()
+        if "=" in name:  # key=value continuing the previous selector's parameters
+            if not out:
+                raise CompareError(
+                    f"{item!r} in {text!r}: a parameter before any selector name; "
+                    "write NAME:key=value,..."
+                )
+            _add_param(out[-1], item, text)
+            continue
+        if not name.isidentifier():
+            raise CompareError(f"{name!r} in {text!r} is not a selector name")
+        out.append((name, {}))
+        if colon:
+            if "=" not in first:
+                raise CompareError(f"{item!r} in {text!r}: expected NAME:key=value")
+            _add_param(out[-1], first, text)
+    return out
+
+
+def _add_param(entry: tuple[str, dict], item: str, text: str) -> None:
+    name, params = entry
+    key, _, value = item.partition("=")
+    key = key.strip()
+    if not key.isidentifier():
+        raise CompareError(f"{item!r} in {text!r}: expected key=value")
+    if key in params:
+        raise CompareError(f"{name}: parameter {key!r} is given twice in {text!r}")
+    try:
+        params[key] = yaml.safe_load(value) if value.strip() else None
+    except yaml.YAMLError:
+        raise CompareError(f"{name}: cannot parse the value of {key!r}: {value!r}") from None
+
+
+@dataclass
+class _Entry:
+    label: str
+    selector: Selector | None  # None for the SVD bound
+    params: dict
+
+
+def _label(cls) -> str:
+    name = getattr(cls, "name", None)
+    return name if isinstance(name, str) and name else cls.__name__
+
+
+def _instantiate(cls, params: dict, seed) -> _Entry:
+    params = dict(params)
+    if seed is not None and "seed" not in params and accepts_seed(cls):
+        params["seed"] = seed
+    try:
+        sel = cls(**params)
+    except (TypeError, ValueError) as exc:
+        raise CompareError(f"selector {_label(cls)!r}: {exc}") from None
+    return _Entry(_label(cls), sel, params)
+
+
+def _entries(selectors, seed) -> list[_Entry]:
+    if selectors is None:
+        items: list = available()
+    elif isinstance(selectors, str):
+        items = parse_selectors(selectors)
+    else:
+        items = list(selectors)
+    if not items:
+        raise CompareError("no selector to compare")
+    out = []
+    for item in items:
+        if isinstance(item, str):
+            parsed = parse_selectors(item)
+            if len(parsed) != 1:
+                raise CompareError(f"{item!r} names {len(parsed)} selectors: give one per item")
+            item = parsed[0]
+        if isinstance(item, Selector):
+            out.append(_Entry(_label(type(item)), item, dict(item.params)))
+        elif inspect.isclass(item) and issubclass(item, Selector):
+            out.append(_instantiate(item, {}, seed))
+        elif isinstance(item, tuple) and len(item) == 2 and isinstance(item[1], dict):
+            name, params = item
+            if inspect.isclass(name) and issubclass(name, Selector):
+                cls = name
+            else:
+                try:
+                    cls = get_class(name)
+                except KeyError as exc:
+                    raise CompareError(str(exc)) from None
+            out.append(_instantiate(cls, params, seed))
+        else:
+            raise CompareError(
+                f"cannot compare {item!r}: give a selector name ('hdmm:restarts=5'), a "
+                "(name, params) pair, a Selector class or a Selector instance"
+            )
+    return out
+
+
+# --------------------------------------------------------------------------- scoring
+def _not_applicable_reason(entry: _Entry, W, privacy, objective) -> str | None:
+    check = getattr(type(entry.selector), "applicability", None)
+    if not callable(check):
+        return None
+    try:
+        return check(W, privacy, objective)
+    except NOT_APPLICABLE as exc:
+        return describe_error(exc)
+
+
+def _score(entry: _Entry, W, privacy, objective) -> dict:
+    """Select with one selector and score the strategy (never raises)."""
+    rec = {"status": "ok", "reason": None, "strategy": None, "select_seconds": 0.0}
+    if entry.selector is None:
+        start = time.perf_counter()
+        try:
+            rec["total_error"] = evaluate.svd_bound_error(W, privacy)
+            rec["rmse"] = evaluate.svd_bound_rmse(W, privacy)
+        except MemoryError:
+            rec.update(status="failed", reason="out of memory")
+        except Exception as exc:  # noqa: BLE001 - reported in the row
+            rec.update(status="failed", reason=describe_error(exc))
+        rec["select_seconds"] = time.perf_counter() - start
+        return rec
+    start = time.perf_counter()
+    try:
+        strategy = entry.selector.select(W, privacy, objective)
+    except MemoryError:
+        rec.update(status="failed", reason="out of memory")
+    except NOT_APPLICABLE as exc:
+        rec.update(status="not applicable", reason=describe_error(exc))
+    except Exception as exc:  # noqa: BLE001 - reported in the row
+        rec.update(status="failed", reason=f"selection: {describe_error(exc)}")
+    rec["select_seconds"] = time.perf_counter() - start
+    if rec["status"] != "ok":
+        return rec
+    rec["select_seconds"] = strategy.seconds
+    rec["strategy"] = strategy
+    try:
+        rec["total_error"] = evaluate.expected_error(W, strategy, privacy)
+        rec["rmse"] = evaluate.rmse(W, strategy, privacy)
+    except MemoryError:
+        rec.update(status="failed", reason="scoring: out of memory")
+        return rec
+    except Exception as exc:  # noqa: BLE001 - e.g. the strategy does not support W
+        rec.update(status="failed", reason=f"scoring: {describe_error(exc)}")
+        return rec
+    try:
+        rec["max_variance"] = evaluate.max_variance(W, strategy, privacy)
+    except Exception as exc:  # noqa: BLE001 - the objective's own metric must not fail
+        if objective == "max":
+            rec.update(status="failed", reason=f"max_variance: {describe_error(exc)}")
+        else:
+            rec["reason"] = f"max_variance not available: {describe_error(exc)}"
+    return rec
+
+
+class _WorkloadPickler(pickle.Pickler):
+    """Pickles a strategy with the workload ``W`` as a reference, not a copy: the parent puts
+    its own ``W`` back, so a strategy that *is* the workload (``inference="none"``, e.g. the
+    Laplace mechanism on W) stays the very object it was selected for."""
+
+    def __init__(self, file, W):
+        super().__init__(file, protocol=pickle.HIGHEST_PROTOCOL)
+        self.W = W
+
+    def persistent_id(self, obj):
+        return "W" if obj is self.W else None
+
+
+class _WorkloadUnpickler(pickle.Unpickler):
+    def __init__(self, file, W):
+        super().__init__(file)
+        self.W = W
+
+    def persistent_load(self, pid):
+        if pid != "W":
+            raise pickle.UnpicklingError(f"unknown persistent id {pid!r}")
+        return self.W
+
+
+def _pack(rec: dict, W) -> dict:
+    """``rec`` as a worker sends it back: the strategy pickled with ``W`` by reference
+    (``strategy_pickle``); one that cannot be pickled, or is huge, is replaced by None with a
+    note in the reason."""
+    strategy = rec.get("strategy")
+    if strategy is None:
+        return rec
+    buf = io.BytesIO()
+    try:
+        _WorkloadPickler(buf, W).dump(strategy)
+    except Exception as exc:  # noqa: BLE001 - e.g. a closure inside a custom strategy kind
+        why = f"the strategy cannot be pickled ({describe_error(exc)})"
+    else:
+        if buf.tell() <= MAX_STRATEGY_BYTES:
+            return {**rec, "strategy": None, "strategy_pickle": buf.getvalue()}
+        why = f"the strategy is {buf.tell() / 2**20:.0f} MiB pickled"
+    note = f"strategy not returned from the worker: {why}"
+    reason = rec.get("reason")
+    return {**rec, "strategy": None, "reason": f"{reason}; {note}" if reason else note}
+
+
+def _unpack(rec: dict, W) -> dict:
+    """The record of :func:`_pack` with its strategy unpickled (``W`` put back)."""
+    data = rec.pop("strategy_pickle", None)
+    if data is not None:
+        rec["strategy"] = _WorkloadUnpickler(io.BytesIO(data), W).load()
+    return rec
+
+
+# --------------------------------------------------------------------------- compare
+def compare(
+    W,
+    selectors=None,
+    privacy: Privacy | None = None,
+    objective: str = "sum",
+    timeout: float | None = DEFAULT_TIMEOUT,
+    seed: int | None = None,
+    *,
+    jobs: int | None = None,
+    progress=True,
+):
+    """Score selectors on workload ``W`` under ``privacy``; a pandas DataFrame, one row per
+    selector plus the SVD bound, sorted by error (module docstring).
+
+    ``selectors``: None for every registered one, a selector list string
+    (``"identity,hdmm:restarts=5"``) or a list of names, ``(name, params)`` pairs, Selector
+    classes or instances (used as they are). ``privacy``: PureDP, ApproxDP or ZCDP
+    (required). ``objective``: ``"sum"`` (total squared error) or ``"max"`` (max per-query
+    variance), passed to every selector. ``timeout``: seconds per selector (selection and
+    scoring), None for no limit. ``seed``: given to every selector that takes one (and was
+    not given one). ``jobs``: selectors at once. ``progress``: True (stderr), False, or a
+    file.
+    Raises :class:`CompareError` (a ``ValueError``) for an unknown selector or parameter.
+    """
+    import pandas as pd
+
+    W = W if isinstance(W, Matrix) else as_matrix(W)
+    if privacy is None:
+        raise CompareError("compare needs a privacy: PureDP(ε), ApproxDP(ε, δ) or ZCDP(ρ)")
+    check_privacy(privacy)
+    if objective not in ("sum", "max"):
+        raise CompareError(f"objective must be 'sum' or 'max', got {objective!r}")
+    if timeout is not None and not (isinstance(timeout, (int, float)) and timeout > 0):
+        raise CompareError(f"timeout must be a positive number of seconds, got {timeout!r}")
+    if jobs is None:
+        jobs = min(2, os.cpu_count() or 1)
+    out = sys.stderr if progress is True else (io.StringIO() if not progress else progress)
+
+    entries = [_Entry(BOUND, None, {}), *_entries(selectors, seed)]
+    rows: list[dict] = [{} for _ in entries]
+    done = 0
+
+    def report(i: int, rec: dict) -> None:
+        nonlocal done
+        done += 1
+        e = entries[i]
+        rows[i] = {**dict.fromkeys(COLUMNS, math.nan), "reason": None, "strategy": None}
+        rows[i].update(selector=e.label, params=dict(e.params), **rec)
+        line = f"[{done}/{len(entries)}] {e.label}: {rec['status']}"
+        if rec["status"] == "ok":
+            line += f", rmse {rec['rmse']:.6g}, {rec['select_seconds']:.1f} s"
+        elif rec.get("reason"):
+            line += f" ({_shorten(rec['reason'], 100)})"
+        print(line, file=out, flush=True)
+
+    specs = []
+    for i, e in enumerate(entries):
+        reason = None if e.selector is None else _not_applicable_reason(e, W, privacy, objective)
+        if reason is not None:
+            report(i, {"status": "not applicable", "reason": reason, "select_seconds": 0.0})
+            continue
+        specs.append(
+            JobSpec(
+                key=str(i),
+                workload=None,  # the worker inherits W (a fork) or runs in this process
+                privacy_spec=privacy.to_spec(),
+                quantity="compare",
+                selector=e.label if e.selector is not None else None,
+                params=e.params,
+                objective=objective,
+                svd_bound=e.selector is None,
+                timeout=timeout,
+            )
+        )
+    parent = os.getpid()
+
+    def work(spec: JobSpec) -> dict:
+        rec = _score(entries[int(spec.key)], W, privacy, objective)
+        return _pack(rec, W) if os.getpid() != parent else rec
+
+    def on_result(spec: JobSpec, rec: dict) -> None:
+        rec = _unpack(rec, W)
+        if "select_seconds" not in rec:  # the executor's own record: timeout or a dead worker
+            if rec["status"] == "timeout":
+                why = f"no result within {timeout:g} s (selection and scoring)"
+                rec = {"status": "timeout", "reason": why, "select_seconds": rec["wall"]}
+            else:  # the worker died (a crash, the OOM killer) or could not start
+                rec = {"status": "failed", "reason": rec["error"], "select_seconds": rec["wall"]}
+        report(int(spec.key), rec)
+
+    run_jobs(specs, on_result, jobs=jobs, work=work)
+
+    df = pd.DataFrame(rows).reindex(columns=list(COLUMNS))
+    bound = df.loc[0, "rmse"] if df.loc[0, "status"] == "ok" else math.nan
+    df["ratio_to_bound"] = df["rmse"] / bound
+    df.attrs.update(
+        svd_bound_rmse=float(bound),
+        svd_bound_error=float(df.loc[0, "total_error"]) if bound == bound else math.nan,
+        privacy=privacy.describe(),
+        objective=objective,
+        queries=int(W.shape[0]),
+        cells=int(W.shape[1]),
+        timeout=timeout,
+        seed=seed,
+    )
+    metric = "max_variance" if objective == "max" else "total_error"
+    order = df["status"].map({s: i for i, s in enumerate(STATUSES)})
+    order[df["selector"] == BOUND] = -1  # the reference row first
+    df = df.assign(_order=order, _metric=df[metric])
+    df = df.sort_values(["_order", "_metric", "selector"], kind="stable", na_position="last")
+    return df.drop(columns=["_order", "_metric"]).reset_index(drop=True)
+
+
+# --------------------------------------------------------------------------- output
+def _shorten(text: str, width: int) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _params_text(params) -> str:
+    if not isinstance(params, dict) or not params:
+        return ""
+    return ",".join(f"{k}={json.dumps(jsonable(v))}" for k, v in params.items())
+
+
+def _strategy_text(strategy) -> str:
+    return "" if strategy is None else type(strategy.matrix).__name__
+
+
+def _num(x, fmt: str) -> str:
+    return "" if x is None or x != x else format(x, fmt)
+
+
+def _note(row, width: int) -> str:
+    """The last column: the strategy kind, "SVD lower bound", or the reason."""
+    if row.selector == BOUND and row.status == "ok":
+        return "SVD lower bound (Li & Miklau 2012)"
+    text = _strategy_text(row.strategy)
+    reason = row.reason if isinstance(row.reason, str) else ""
+    return text or _shorten(reason, width)
+
+
+def format_table(df, reason_width: int = 90) -> str:
+    """The comparison as an aligned text table (what ``mmtoolkit compare`` prints)."""
+    header = ["selector", "params", "status", "rmse", "ratio", "max_var", "seconds", "strategy"]
+    lines = []
+    for r in df.itertuples(index=False):
+        lines.append(
+            [
+                r.selector,
+                _params_text(r.params),
+                r.status,
+                _num(r.rmse, ".5g"),
+                _num(r.ratio_to_bound, ".4f" if r.ratio_to_bound < 1000 else ".4g"),
+                _num(r.max_variance, ".5g"),
+                _num(r.select_seconds, ".2f"),
+                _note(r, reason_width),
+            ]
+        )
+    right = {3, 4, 5, 6}
+    widths = [max(len(h), *(len(row[j]) for row in lines)) for j, h in enumerate(header)]
+
+    def fmt(row):
+        cells = [
+            c.rjust(w) if j in right else c.ljust(w) for j, (c, w) in enumerate(zip(row, widths))
+        ]
+        return "  ".join(cells).rstrip()
+
+    out = [fmt(header), fmt(["-" * w for w in widths])] + [fmt(row) for row in lines]
+    bound = df.attrs.get("svd_bound_rmse")
+    if bound is not None:
+        out.append(
+            f"ratio = rmse / SVD-bound rmse ({_num(bound, '.5g')}); {df.attrs.get('privacy', '')}"
+        )
+    return "\n".join(out) + "\n"
+
+
+def to_csv(df) -> str:
+    """The comparison as CSV text: ``params`` as JSON, ``strategy`` as the matrix kind."""
+    flat = df.assign(
+        params=[json.dumps(jsonable(p), sort_keys=True) for p in df["params"]],
+        strategy=[_strategy_text(s) for s in df["strategy"]],
+    )
+    return flat.to_csv(index=False, lineterminator="\n")
+
+
+def plot_ratios(df, path) -> None:
+    """A bar chart of each scored selector's RMSE relative to the SVD bound, written
+    atomically to ``path`` (PNG)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from .atomic import write_atomic
+
+    ok = df[(df["status"] == "ok") & (df["selector"] != BOUND)]
+    labels = [
+        f"{s} ({_params_text(p)})" if _params_text(p) else s
+        for s, p in zip(ok["selector"], ok["params"])
+    ]
+    fig, ax = plt.subplots(figsize=(8, 0.4 * max(len(ok), 3) + 1.2))
+    try:
+        ratios = ok["ratio_to_bound"].to_numpy(dtype=float)
+        ax.barh(range(len(ok)), ratios, color="tab:blue")
+        ax.set_yticks(range(len(ok)), labels)
+        ax.invert_yaxis()
+        ax.axvline(1.0, color="black", linewidth=1, linestyle="--", label="SVD bound")
+        for y, r in enumerate(ratios):
+            ax.annotate(f" {r:.4g}", (r, y), va="center", fontsize=8)
+        finite = ratios[ratios == ratios]
+        if finite.size and finite.max() > 100 * max(finite.min(), 1e-300):
+            ax.set_xscale("log")
+            ax.set_xlim(left=0.8, right=finite.max() * 5)
+        elif finite.size:
+            ax.set_xlim(left=0, right=finite.max() * 1.15)
+        ax.set_xlabel("RMSE / SVD-bound RMSE")
+        m, n = df.attrs.get("queries"), df.attrs.get("cells")
+        if m is not None and n is not None:
+            ax.set_title(f"{m:,} queries on {n:.4g} cells; {df.attrs.get('objective')} objective")
+        ax.legend(loc="best")
+        fig.tight_layout()
+        buf = io.BytesIO()
+        fig.savefig(buf, format="png", dpi=120)
+    finally:
+        plt.close(fig)
+    write_atomic(path, buf.getvalue())

@@ -1,0 +1,158 @@
+"""``mmtoolkit compare``: score every selector on one workload, from the command line.
+
+::
+
+    mmtoolkit compare --domain adult --workload marginals:k=2 --rho 0.5
+    mmtoolkit compare --workload all_range:n=256 --epsilon 1 \\
+        --selectors identity,hdmm:restarts=5,opt0:p=16 --out ranges.csv --plot ranges.png
+
+runs :func:`mmtoolkit.compare.compare` and prints its table (one row per selector: status,
+RMSE, ratio to the SVD bound, max per-query variance, selection seconds, and the strategy
+kind or the reason a selector did not apply / failed / timed out), with one progress line
+per finished selector on stderr.
+
+* ``--domain``: a dataset preset name (``adult``; ``mmtoolkit list datasets``), a list of
+  attribute sizes (``10,10,10``) or a domain JSON file (the format ``mmtoolkit release``
+  reads, :func:`mmtoolkit.records.read_domain`). Optional when the workload spec gives its
+  own sizes (``all_range:n=256``).
+* ``--workload``: a workload SPEC in the package's one grammar
+  (:mod:`mmtoolkit.workload_specs`, as ``mmtoolkit release --workload`` and the configs):
+  ``KIND`` or ``KIND:key=value,...`` with KIND from ``mmtoolkit list workloads``, a
+  shorthand (``marginals:2``, ``kron:prefix,identity``) or a YAML flow mapping.
+* privacy: ``--epsilon E`` (pure ε-DP), ``--epsilon E --delta D`` ((ε, δ)-DP) or ``--rho R``
+  (ρ-zCDP).
+* ``--selectors``: default every registered selector; else a list
+  ``NAME[:key=value,...],NAME...`` where an item with ``=`` is a parameter of the selector
+  before it (``identity,hdmm:restarts=5,seed=1,opt0:p=8``; values parsed as YAML).
+* ``--objective sum|max``, ``--timeout S`` per selector (default 60), ``--seed N`` (every
+  selector that takes a seed), ``-j N`` selectors at once (default 2), ``-q`` no progress.
+* ``--out FILE.csv`` writes the table (params as JSON, the strategy as its matrix kind);
+  ``--plot FILE.png`` a bar chart of RMSE relative to the SVD bound. Both atomically.
+
+Exit codes: 0 when the comparison ran (whatever the rows' statuses), 2 on bad input (a
+one-line message naming the problem).
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from pathlib import Path
+
+from . import datasets, records
+from .atomic import write_atomic
+from .compare import DEFAULT_TIMEOUT, compare, format_table, plot_ratios, to_csv
+from .domain import Domain
+from .privacy import from_budget
+from .workload_specs import build_workload
+
+__all__ = ["add_parser", "main", "parse_domain"]
+
+_SIZES = re.compile(r"^\s*\d+(\s*,\s*\d+)*\s*$")
+
+
+def add_parser(subparsers) -> argparse.ArgumentParser:
+    """Register the ``compare`` sub-command on an ``argparse`` subparsers object."""
+    p = subparsers.add_parser(
+        "compare",
+        help="score every selector (and the SVD bound) on one workload",
+        description=(
+            "Score every registered selector that applies (or the listed ones) on one "
+            "workload with the shared evaluator, plus the SVD lower bound; print a table "
+            "sorted by error. Selectors that do not apply are listed with the reason."
+        ),
+        epilog=(
+            "--selectors LIST: NAME[:key=value,...],NAME,... ; an item containing '=' is a "
+            "parameter of the selector before it, e.g. identity,hdmm:restarts=5,seed=1,opt0:p=8 "
+            "(values parsed as YAML; brackets keep commas: dims=[16,16]). "
+            "Example: mmtoolkit compare --domain adult --workload marginals:k=2 --rho 0.5"
+        ),
+    )
+    p.add_argument(
+        "--domain",
+        metavar="SPEC",
+        help="dataset preset (adult), attribute sizes (10,10,10) or a domain JSON file",
+    )
+    p.add_argument(
+        "--workload",
+        required=True,
+        metavar="SPEC",
+        help="workload spec, e.g. marginals:k=2, all_range:n=256 (mmtoolkit list workloads)",
+    )
+    p.add_argument("--epsilon", type=float, help="ε (pure DP, or (ε, δ)-DP with --delta)")
+    p.add_argument("--delta", type=float, help="δ for (ε, δ)-DP (analytic Gaussian)")
+    p.add_argument("--rho", type=float, help="ρ for ρ-zCDP (Gaussian)")
+    p.add_argument(
+        "--selectors", metavar="LIST", help="selectors to compare (default: all registered)"
+    )
+    p.add_argument("--objective", choices=("sum", "max"), default="sum", help="default: sum")
+    p.add_argument(
+        "--timeout",
+        type=float,
+        default=DEFAULT_TIMEOUT,
+        metavar="S",
+        help=f"seconds per selector, selection and scoring (default {DEFAULT_TIMEOUT:g}; 0: none)",
+    )
+    p.add_argument("--seed", type=int, default=None, help="seed for selectors that take one")
+    p.add_argument(
+        "-j", "--jobs", type=int, default=None, metavar="N", help="selectors at once (default 2)"
+    )
+    p.add_argument("--out", metavar="FILE.csv", help="write the table as CSV")
+    p.add_argument("--plot", metavar="FILE.png", help="bar chart of RMSE / SVD-bound RMSE")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
+    return p
+
+
+def parse_domain(text: str) -> Domain:
+    """The :class:`~mmtoolkit.domain.Domain` of a ``--domain`` SPEC: a domain JSON file, a
+    list of sizes ``10,10,10`` or a dataset preset name; ValueError naming the choices."""
+    if _SIZES.match(text):
+        return Domain.from_sizes([int(s) for s in text.split(",")])
+    path = Path(text)
+    if path.suffix.lower() == ".json" or path.is_file():
+        if not path.is_file():
+            raise ValueError(f"--domain: no such domain file {text!r}")
+        return records.read_domain(path)[0]
+    if text in datasets.available():
+        return datasets.domain(text)
+    raise ValueError(
+        f"--domain {text!r} is neither a domain JSON file, a list of sizes such as 10,10,10, "
+        f"nor a dataset preset ({', '.join(datasets.available())})"
+    )
+
+
+def main(args) -> int:
+    """Entry point of ``mmtoolkit compare`` (parsed ``args``); returns the exit code."""
+    try:
+        privacy = from_budget(args.epsilon, args.delta, args.rho)
+        domain = parse_domain(args.domain) if args.domain else None
+        W = build_workload(args.workload, "--workload", domain=domain, domain_source="--domain")
+        if args.jobs is not None and args.jobs < 1:
+            raise ValueError(f"-j/--jobs must be at least 1, got {args.jobs}")
+        df = compare(
+            W,
+            args.selectors,
+            privacy=privacy,
+            objective=args.objective,
+            timeout=args.timeout if args.timeout > 0 else None,
+            seed=args.seed,
+            jobs=args.jobs,
+            progress=not args.quiet,
+        )
+    except (ValueError, KeyError, TypeError, OSError) as exc:
+        msg = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
+        print(f"mmtoolkit compare: error: {' '.join(str(msg).split())}", file=sys.stderr)
+        return 2
+    print(format_table(df), end="")
+    try:
+        if args.out:
+            write_atomic(args.out, to_csv(df))
+            print(f"wrote {args.out}")
+        if args.plot:
+            plot_ratios(df, args.plot)
+            print(f"wrote {args.plot}")
+    except OSError as exc:
+        print(f"mmtoolkit compare: error: {exc}", file=sys.stderr)
+        return 2
+    return 0
