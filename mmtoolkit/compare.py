@@ -41,8 +41,9 @@ is killed and its row is ``timeout``. ``jobs`` workers run at once (default: 2, 
 of CPUs if smaller). Each finished selector prints a progress line to stderr
 (``progress=False`` silences it, a file object receives it).
 
-**Seeds.** ``seed`` is given to every selector whose ``__init__`` takes a ``seed`` parameter
-and that was not given one explicitly.
+**Seeds.** ``seed`` (default 0, so a comparison is reproducible) is given to every selector
+whose ``__init__`` takes a ``seed`` parameter and that was not given one explicitly;
+``seed=None`` leaves each such selector to its own default.
 
 **Selector lists** (``selectors``; the command line's ``--selectors``): names separated by
 commas, each optionally followed by ``:key=value,key=value`` parameters, values parsed as
@@ -347,7 +348,7 @@ def compare(
     privacy: Privacy | None = None,
     objective: str = "sum",
     timeout: float | None = DEFAULT_TIMEOUT,
-    seed: int | None = None,
+    seed: int | None = 0,
     *,
     jobs: int | None = None,
     progress=True,
@@ -361,7 +362,7 @@ def compare(
     (required). ``objective``: ``"sum"`` (total squared error) or ``"max"`` (max per-query
     variance), passed to every selector. ``timeout``: seconds per selector (selection and
     scoring), None for no limit. ``seed``: given to every selector that takes one (and was
-    not given one). ``jobs``: selectors at once. ``progress``: True (stderr), False, or a
+    not given one); default 0. ``jobs``: selectors at once. ``progress``: True (stderr), False, or a
     file.
     Raises :class:`CompareError` (a ``ValueError``) for an unknown selector or parameter.
     """

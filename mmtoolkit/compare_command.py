@@ -24,7 +24,7 @@ per finished selector on stderr.
 * ``--selectors``: default every registered selector; else a list
   ``NAME[:key=value,...],NAME...`` where an item with ``=`` is a parameter of the selector
   before it (``identity,hdmm:restarts=5,seed=1,opt0:p=8``; values parsed as YAML).
-* ``--objective sum|max``, ``--timeout S`` per selector (default 60), ``--seed N`` (every
+* ``--objective sum|max``, ``--timeout S`` per selector (default 60), ``--seed N`` (default 0; every
   selector that takes a seed), ``-j N`` selectors at once (default 2), ``-q`` no progress.
 * ``--out FILE.csv`` writes the table (params as JSON, the strategy as its matrix kind);
   ``--plot FILE.png`` a bar chart of RMSE relative to the SVD bound. Both atomically.
@@ -94,7 +94,9 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
         metavar="S",
         help=f"seconds per selector, selection and scoring (default {DEFAULT_TIMEOUT:g}; 0: none)",
     )
-    p.add_argument("--seed", type=int, default=None, help="seed for selectors that take one")
+    p.add_argument(
+        "--seed", type=int, default=0, help="seed for selectors that take one (default 0)"
+    )
     p.add_argument(
         "-j", "--jobs", type=int, default=None, metavar="N", help="selectors at once (default 2)"
     )
