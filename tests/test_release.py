@@ -34,12 +34,13 @@ def test_synthetic_default(tmp_path, capsys):
     )  # fmt: skip
     assert code == 0, capsys.readouterr().err
     header, rows = _read(out)
-    assert header == ["query", "marginal", "cell", "answer", "stderr"]
+    names = list(release.DEMO_DOMAIN)
+    assert header == ["query", "marginal", *names, "answer", "stderr"]
     summary = json.loads((tmp_path / "answers.csv.json").read_text())
     R = records.synthetic(release.DEMO_DOMAIN, 1000, 0)
     W = workloads.marginals(R.domain, 2)
     assert summary["queries"] == W.shape[0] == len(rows)
-    assert rows[0][1:3] == ["age;sex", "0;0"]
+    assert rows[0][1:4] == ["age;sex", "0", "0"] and rows[0][4:8] == [""] * 4
     assert summary["privacy_spec"] == {"kind": "zcdp", "rho": 0.5}
     assert summary["selector"] == "residual_planner" and summary["records"] == 1000
     se = np.array([float(r[-1]) for r in rows])
@@ -63,7 +64,7 @@ def test_discrete_noise_and_postprocessing(tmp_path):
     )  # fmt: skip
     assert code == 0
     header, rows = _read(out)
-    vals = [r[3] for r in rows]
+    vals = [r[header.index("answer")] for r in rows]
     assert all(v.isdigit() for v in vals)  # integers ≥ 0
     s = json.loads((tmp_path / "a.csv.json").read_text())
     assert s["noise"] == "discrete"
@@ -184,19 +185,25 @@ def test_previously_refused_kinds_end_to_end(tmp_path, capsys):
     (tmp_path / "one.json").write_text(json.dumps({"x": {"size": 16, "numeric": True}}))
     (tmp_path / "two.json").write_text(json.dumps({"x": 4, "y": 3}))
     cases = [
-        ("one.json", "all_range:n=16", workloads.all_range(16)),
-        ("one.json", "width_range:n=16,w=4", workloads.width_range(16, 4)),
+        ("one.json", "all_range:n=16", workloads.all_range(16), ["marginal", "x"]),
+        ("one.json", "width_range:n=16,w=4", workloads.width_range(16, 4), []),
         ("two.json", "kron:prefix,identity", workloads.kron([workloads.prefix(4),
-                                                             workloads.identity(3)])),
+                                                             workloads.identity(3)]),
+         ["marginal", "x", "y"]),
     ]  # fmt: skip
-    for domain, spec, W in cases:
+    for domain, spec, W, labels in cases:
         out = tmp_path / "a.csv"
         argv = ["release", "--domain", str(tmp_path / domain), "--records", "50",
                 "--workload", spec, "--selector", "identity", "--rho", "1", "--seed", "0",
                 "--out", str(out)]  # fmt: skip
         assert cli_main(argv) == 0, capsys.readouterr().err
         header, rows = _read(out)
-        assert header == ["query", "answer", "stderr"] and len(rows) == W.shape[0]
+        assert header == ["query", *labels, "answer", "stderr"] and len(rows) == W.shape[0]
+        if spec == "all_range:n=16":  # ranges keep their labels: [i, j] in lexicographic order
+            assert [r[2] for r in rows[:3]] == ["0", "0..1", "0..2"] and rows[-1][2] == "15"
+        if spec == "kron:prefix,identity":
+            assert [r[1:4] for r in rows[:4]] == [["x;y", "0", "0"], ["x;y", "0", "1"],
+                                                  ["x;y", "0", "2"], ["x;y", "0..1", "0"]]
         summary = json.loads((tmp_path / "a.csv.json").read_text())
         assert summary["workload"] == spec and summary["queries"] == W.shape[0]
         from mmtoolkit import evaluate, selectors
@@ -215,8 +222,11 @@ def test_key_value_marginal_spec_keeps_the_labels(tmp_path, capsys):
             "--out", str(out)]  # fmt: skip
     assert cli_main(argv) == 0, capsys.readouterr().err
     header, rows = _read(out)
-    assert header == ["query", "marginal", "cell", "answer", "stderr"] and len(rows) == 10
-    assert rows[0][1:3] == ["sex;region", "0;0"] and rows[-1][1:3] == ["sex;region", "1;4"]
+    assert header == ["query", "marginal", *release.DEMO_DOMAIN, "answer", "stderr"]
+    assert len(rows) == 10
+    pick = [header.index(c) for c in ("marginal", "sex", "region", "age")]
+    assert [rows[0][j] for j in pick] == ["sex;region", "0", "0", ""]
+    assert [rows[-1][j] for j in pick] == ["sex;region", "1", "4", ""]
 
 
 @pytest.mark.parametrize(
