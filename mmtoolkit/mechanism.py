@@ -122,7 +122,7 @@ def data_vector(data, cells: int) -> np.ndarray:
     bad = ~np.isfinite(x)
     if bad.any():
         i = int(np.argmax(bad))
-        raise ValueError(f"data vector: cell {i} is {x[i]!r}; counts must be finite numbers")
+        raise ValueError(f"data vector: cell {i} is {x[i]}; counts must be finite numbers")
     if (x < 0).any():
         i = int(np.argmax(x < 0))
         raise ValueError(f"data vector: cell {i} has a negative count {x[i]:g}")
