@@ -77,14 +77,7 @@ class Domain:
         if numeric is None:
             numeric = (False,) * len(names)
         else:
-            if isinstance(numeric, (str, bytes)) or not isinstance(numeric, Iterable):
-                raise ValueError(f"numeric must be a sequence of bools, got {numeric!r}")
-            numeric = tuple(numeric)
-            if len(numeric) != len(names):
-                raise ValueError(
-                    f"numeric must have one flag per attribute: {len(numeric)} flags for "
-                    f"{len(names)} attributes"
-                )
+            numeric = _per_attribute(numeric, names, "numeric", "flag")
             for name, flag in zip(names, numeric, strict=True):
                 if not isinstance(flag, (bool, np.bool_)):
                     raise ValueError(
@@ -144,11 +137,6 @@ class Domain:
     def labels(self) -> tuple[tuple[str, ...] | None, ...]:
         """Per attribute: its value labels, or ``None`` when it is labelled by its codes."""
         return self._labels
-
-    @property
-    def labelled(self) -> bool:
-        """Whether any attribute carries value labels."""
-        return any(lab is not None for lab in self._labels)
 
     def value_labels(self, attr) -> tuple[str, ...]:
         """The labels of an attribute's codes ``0 … n−1`` (the codes as strings if unlabelled)."""
@@ -306,6 +294,19 @@ class Domain:
         return f"Domain({', '.join(parts)}; size={format_count(self.size)})"
 
 
+def _per_attribute(values, names, what: str, noun: str) -> tuple:
+    """``values`` as a tuple with one item (a ``noun``) per attribute of ``names``."""
+    if isinstance(values, (str, bytes)) or not isinstance(values, Iterable):
+        raise ValueError(f"{what} must be a sequence, one {noun} per attribute, got {values!r}")
+    values = tuple(values)
+    if len(values) != len(names):
+        raise ValueError(
+            f"{what} must have one {noun} per attribute: {len(values)} given for "
+            f"{len(names)} attributes"
+        )
+    return values
+
+
 def _check_labels(labels, names, sizes) -> tuple:
     """Per-attribute label tuples (or None) from the ``labels`` argument of :class:`Domain`."""
     if labels is None:
@@ -315,13 +316,7 @@ def _check_labels(labels, names, sizes) -> tuple:
         if unknown:
             raise ValueError(f"labels given for unknown attribute(s) {unknown}")
         labels = [labels.get(name) for name in names]
-    if isinstance(labels, (str, bytes)) or not isinstance(labels, Iterable):
-        raise ValueError(f"labels must be a sequence (one entry per attribute), got {labels!r}")
-    labels = tuple(labels)
-    if len(labels) != len(names):
-        raise ValueError(
-            f"labels must have one entry per attribute: {len(labels)} for {len(names)} attributes"
-        )
+    labels = _per_attribute(labels, names, "labels", "entry")
     out = []
     for name, n, lab in zip(names, sizes, labels, strict=True):
         if lab is None:

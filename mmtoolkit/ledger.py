@@ -24,12 +24,13 @@ The summary also states the zCDP total as (ε, δ) by the same Prop. 1.3 with
 
 **Charge before release.** :meth:`Ledger.charge` checks that the release fits in what is
 left and writes a *pending* entry before any noise is drawn; a release that would exceed
-the total is refused and nothing is written. :meth:`Ledger.commit` marks the entry done.
-Pending entries count as spent: a release killed after its noise was drawn has spent its
-budget whether or not its answers were saved, and the ledger cannot know which, so it
-assumes the worst. Every write is atomic (:mod:`mmtoolkit.atomic`) under an exclusive lock
-on ``FILE.lock``, so a kill at any moment leaves the old or the new ledger, and concurrent
-releases cannot both take the last of the budget.
+the total is refused and nothing is written. :meth:`Ledger.commit` marks the entry done;
+:meth:`Ledger.cancel` removes it when the release failed before drawing any noise (its
+random generator untouched). Pending entries count as spent: a release killed after its
+noise was drawn has spent its budget whether or not its answers were saved, and the ledger
+cannot know which, so it assumes the worst. Every write is atomic (:mod:`mmtoolkit.atomic`)
+under an exclusive lock on ``FILE.lock``, so a kill at any moment leaves the old or the new
+ledger, and concurrent releases cannot both take the last of the budget.
 """
 
 from __future__ import annotations
@@ -302,6 +303,19 @@ class Ledger:
             self._data["entries"].append(entry)
             write_atomic(self.path, _dump(self._data))
         return entry["id"]
+
+    def cancel(self, entry_id: int) -> None:
+        """Remove a pending entry whose release failed *before drawing any noise* (the
+        caller's random generator is untouched): nothing was spent. A release that may have
+        drawn noise must stay charged."""
+        with _locked(self.path):
+            self._data = self._read()
+            entries = self._data["entries"]
+            keep = [e for e in entries if not (e["id"] == entry_id and e["status"] == "pending")]
+            if len(keep) == len(entries):
+                raise LedgerError(f"ledger {self.path} has no pending entry {entry_id}")
+            self._data["entries"] = keep
+            write_atomic(self.path, _dump(self._data))
 
     def commit(self, entry_id: int) -> None:
         """Mark a pending entry as committed (its release completed)."""

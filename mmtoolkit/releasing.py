@@ -513,9 +513,16 @@ def release(
         text = description or f"{workload_text} by {sel.name}, {len(recs)} records"
         entry = ledger.charge(privacy, releases, text)  # before any noise is drawn
     t3 = time.perf_counter()
-    measured = [
-        mechanism.release_measured(W, strategy, recs, privacy, rng, noise) for _ in range(releases)
-    ]
+    untouched = rng.bit_generator.state
+    try:
+        measured = [
+            mechanism.release_measured(W, strategy, recs, privacy, rng, noise)
+            for _ in range(releases)
+        ]
+    except BaseException:
+        if entry is not None and rng.bit_generator.state == untouched:
+            ledger.cancel(entry)  # failed before any noise was drawn: nothing spent
+        raise  # else the entry stays pending: noise was drawn, the budget is spent
     answers = measured[0].answers if releases == 1 else np.stack([m.answers for m in measured], 1)
     t_release = time.perf_counter() - t3
     if entry is not None:

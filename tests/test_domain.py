@@ -190,7 +190,7 @@ def test_labels_are_optional_metadata():
         ([["F", "F"], None], r"label 'F' appears twice"),
         ([[0, 1], None], r"labels of attribute 'sex' must be strings"),
         ({"z": ["a"]}, r"labels given for unknown attribute\(s\) \['z'\]"),
-        ([None], r"one entry per attribute: 1 for 2 attributes"),
+        ([None], r"one entry per attribute: 1 given for 2 attributes"),
     ]:
         with pytest.raises(ValueError, match=message):
             Domain(["sex", "age"], [2, 3], labels=labels)

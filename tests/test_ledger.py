@@ -135,3 +135,31 @@ def test_cli_init_show(tmp_path, capsys):
     assert cli_main(["ledger", "show", str(path)]) == 0
     out = capsys.readouterr().out
     assert "total: rho = 1" in out and "entries (0)" in out
+
+
+def test_a_release_failing_before_noise_is_not_charged(tmp_path, monkeypatch):
+    """The charge of a release that fails before drawing noise (here: discrete noise asked
+    for an (ε, δ) guarantee) is cancelled; one failing after drawing noise stays charged."""
+    path = tmp_path / "l.json"
+    Ledger.create(path, epsilon=5.0, delta=1e-5)
+    R = records.synthetic({"a": 3, "b": 2}, 20, seed=0)
+    with pytest.raises(ValueError, match="discrete noise is available for PureDP"):
+        mm.release(R, "marginals:1", ApproxDP(1, 1e-6), "identity", noise="discrete", seed=0,
+                   ledger=path)  # fmt: skip
+    assert Ledger(path).entries == []
+    from mmtoolkit import mechanism
+
+    real = mechanism.release_measured
+    calls = []
+
+    def crash_after_noise(*args, **kwargs):  # the second release dies after the first's noise
+        if calls:
+            raise RuntimeError("killed")
+        calls.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(mechanism, "release_measured", crash_after_noise)
+    with pytest.raises(RuntimeError, match="killed"):
+        mm.release(R, "marginals:1", ApproxDP(1, 1e-6), "identity", releases=2, seed=0,
+                   ledger=path)  # fmt: skip
+    assert [e["status"] for e in Ledger(path).entries] == ["pending"]

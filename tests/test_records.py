@@ -108,7 +108,7 @@ def test_unreadable_files(tmp_path, files):
 
 
 class FakeFrame:
-    """A minimal pandas-like frame (pandas is not a dependency)."""
+    """A minimal frame-like object: from_frame needs only ``.columns`` and ``frame[col]``."""
 
     def __init__(self, cols, index=None):
         self._cols = cols
