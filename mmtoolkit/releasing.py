@@ -284,6 +284,10 @@ class ReleaseResult:
         m = int(self.workload.shape[0])
         data = {"query": np.arange(m)}
         if self.tables_spec is not None:
+            answer_cols = set(self._answer_columns(slice(0, 0)))
+            clash = [n for n in self.domain.names if n in {"query", "marginal"} | answer_cols]
+            if clash:
+                raise ValueError(f"attribute name(s) {clash} clash with the frame's columns")
             marg = np.empty(m, dtype=object)
             cells = {n: np.full(m, None, dtype=object) for n in self.domain.names}
             for s in self.tables_spec:
