@@ -7,10 +7,15 @@ HDMM) on one implicit-matrix algebra and one evaluator; see ARCHITECTURE.md for 
 from . import datasets, domain, evaluate, linalg, privacy, selectors, strategy, workloads
 from .compare import compare
 from .domain import Domain
+from .ledger import Ledger
+from .releasing import ReleaseResult, release
 from .strategy import Strategy
 
 __all__ = [
     "Domain",
+    "Ledger",
+    "ReleaseResult",
+    "release",
     "Strategy",
     "compare",
     "datasets",

@@ -23,6 +23,9 @@
 ``mmtoolkit reproduce [PAPER ...] [--results DIR] [--configs DIR] [--readme FILE] [--quick] [-j N]``
     run every config of the papers (all when none is named), render their figure sheets
     and regenerate the scoreboard.
+``mmtoolkit release ...`` / ``mmtoolkit ledger init|show FILE``
+    release labelled noisy answers from records (``mmtoolkit/release_command.py``); create or
+    show a privacy ledger (``mmtoolkit/ledger.py``).
 ``mmtoolkit list [selectors|datasets|workloads|configs]``
     list registered selectors (each with its method, paper, privacy kinds, objectives and
     parameters with types and defaults), dataset presets, workload kinds usable in configs,
@@ -137,6 +140,7 @@ def _parser() -> argparse.ArgumentParser:
     rpr.add_argument("-q", "--quiet", action="store_true", help="no per-job progress lines")
     compare_command.add_parser(sub)  # mmtoolkit compare: see mmtoolkit/compare_command.py
     release_command.add_parser(sub)  # mmtoolkit release: see mmtoolkit/release_command.py
+    release_command.add_ledger_parser(sub)  # mmtoolkit ledger init|show (mmtoolkit/ledger.py)
     return p
 
 
@@ -286,6 +290,8 @@ def main(argv: list[str] | None = None) -> int:
             return compare_command.main(args)
         if args.command == "release":
             return release_command.main(args)
+        if args.command == "ledger":
+            return release_command.ledger_main(args)
         return _run(args.configs, args.results, args.quiet, args)
     except ConfigError as exc:
         print(f"mmtoolkit: error: {' '.join(str(exc).split())}", file=sys.stderr)

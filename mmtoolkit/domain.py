@@ -1,4 +1,5 @@
-"""Attribute domains: names, sizes, which attributes are ordered, and records → data vector.
+"""Attribute domains: names, sizes, which attributes are ordered, the labels of their values,
+and records → data vector.
 
 A record over attributes ``A_1 … A_d`` (attribute ``i`` takes values ``0 … n_i − 1``) is
 one cell of the product domain of ``N = Π n_i`` cells. Cells are numbered in C order (row
@@ -6,6 +7,11 @@ major, the first attribute most significant, the last varying fastest): the tupl
 ``(t_1, …, t_d)`` is cell ``Σ_i t_i Π_{j>i} n_j`` (HDMM App. A.1; ResidualPlanner §2,
 Example 1). ``N`` is kept as a Python int, so a 10^100-cell domain is representable; only
 :meth:`Domain.vectorize` ever allocates a length-``N`` array.
+
+Labels are optional metadata: attribute ``i`` may carry one string per code (its categories
+in the declared order, or bin intervals such as ``"[20, 30)"``, see :mod:`mmtoolkit.records`);
+an attribute without labels is labelled by its codes ``"0" … "n−1"``. Labels never change the
+algebra (sizes and cell order are the same); they name the cells of released tables.
 """
 
 from __future__ import annotations
@@ -38,11 +44,15 @@ class Domain:
     numeric:
         optional tuple of bools, ``True`` for an ordered (numeric) attribute, on which range
         and prefix queries make sense; default all ``False`` (categorical).
+    labels:
+        optional per-attribute value labels: a sequence with, for each attribute, either
+        ``None`` (labelled by its codes) or ``n_i`` distinct strings (code ``j`` ↔ label
+        ``j``); a mapping ``{name: labels}`` is accepted too.
     """
 
-    __slots__ = ("_names", "_sizes", "_numeric", "_index")
+    __slots__ = ("_names", "_sizes", "_numeric", "_labels", "_index")
 
-    def __init__(self, names, sizes, numeric=None):
+    def __init__(self, names, sizes, numeric=None, labels=None):
         if isinstance(names, str) or not isinstance(names, Iterable):
             raise ValueError(f"names must be a sequence of strings, got {names!r}")
         if isinstance(sizes, (str, bytes)) or not isinstance(sizes, Iterable):
@@ -67,23 +77,18 @@ class Domain:
         if numeric is None:
             numeric = (False,) * len(names)
         else:
-            if isinstance(numeric, (str, bytes)) or not isinstance(numeric, Iterable):
-                raise ValueError(f"numeric must be a sequence of bools, got {numeric!r}")
-            numeric = tuple(numeric)
-            if len(numeric) != len(names):
-                raise ValueError(
-                    f"numeric must have one flag per attribute: {len(numeric)} flags for "
-                    f"{len(names)} attributes"
-                )
+            numeric = _per_attribute(numeric, names, "numeric", "flag")
             for name, flag in zip(names, numeric, strict=True):
                 if not isinstance(flag, (bool, np.bool_)):
                     raise ValueError(
                         f"numeric flag of attribute {name!r} must be a bool, got {flag!r}"
                     )
             numeric = tuple(bool(f) for f in numeric)
+        labels = _check_labels(labels, names, sizes)
         object.__setattr__(self, "_names", names)
         object.__setattr__(self, "_sizes", tuple(int(n) for n in sizes))
         object.__setattr__(self, "_numeric", numeric)
+        object.__setattr__(self, "_labels", labels)
         object.__setattr__(self, "_index", {name: i for i, name in enumerate(names)})
 
     # ------------------------------------------------------------ constructors
@@ -127,6 +132,21 @@ class Domain:
     @property
     def numeric(self) -> tuple[bool, ...]:
         return self._numeric
+
+    @property
+    def labels(self) -> tuple[tuple[str, ...] | None, ...]:
+        """Per attribute: its value labels, or ``None`` when it is labelled by its codes."""
+        return self._labels
+
+    def value_labels(self, attr) -> tuple[str, ...]:
+        """The labels of an attribute's codes ``0 … n−1`` (the codes as strings if unlabelled)."""
+        i = self.index(attr)
+        lab = self._labels[i]
+        return lab if lab is not None else tuple(str(j) for j in range(self._sizes[i]))
+
+    def with_labels(self, labels) -> Domain:
+        """This domain with the given value labels (see the class docstring)."""
+        return Domain(self._names, self._sizes, self._numeric, labels)
 
     @property
     def size(self) -> int:
@@ -185,6 +205,7 @@ class Domain:
             [self._names[i] for i in idx],
             [self._sizes[i] for i in idx],
             [self._numeric[i] for i in idx],
+            [self._labels[i] for i in idx],
         )
 
     # --------------------------------------------------------------- records
@@ -250,17 +271,18 @@ class Domain:
     def __eq__(self, other):
         if not isinstance(other, Domain):
             return NotImplemented
-        return (self._names, self._sizes, self._numeric) == (
+        return (self._names, self._sizes, self._numeric, self._labels) == (
             other._names,
             other._sizes,
             other._numeric,
+            other._labels,
         )
 
     def __hash__(self):
-        return hash((self._names, self._sizes, self._numeric))
+        return hash((self._names, self._sizes, self._numeric, self._labels))
 
     def __reduce__(self):
-        return (Domain, (self._names, self._sizes, self._numeric))
+        return (Domain, (self._names, self._sizes, self._numeric, self._labels))
 
     def __repr__(self):
         parts = [
@@ -270,6 +292,49 @@ class Domain:
         if len(parts) > 12:
             parts = parts[:6] + [f"... {len(parts) - 12} more ..."] + parts[-6:]
         return f"Domain({', '.join(parts)}; size={format_count(self.size)})"
+
+
+def _per_attribute(values, names, what: str, noun: str) -> tuple:
+    """``values`` as a tuple with one item (a ``noun``) per attribute of ``names``."""
+    if isinstance(values, (str, bytes)) or not isinstance(values, Iterable):
+        raise ValueError(f"{what} must be a sequence, one {noun} per attribute, got {values!r}")
+    values = tuple(values)
+    if len(values) != len(names):
+        raise ValueError(
+            f"{what} must have one {noun} per attribute: {len(values)} given for "
+            f"{len(names)} attributes"
+        )
+    return values
+
+
+def _check_labels(labels, names, sizes) -> tuple:
+    """Per-attribute label tuples (or None) from the ``labels`` argument of :class:`Domain`."""
+    if labels is None:
+        return (None,) * len(names)
+    if isinstance(labels, Mapping):
+        unknown = sorted(set(labels) - set(names))
+        if unknown:
+            raise ValueError(f"labels given for unknown attribute(s) {unknown}")
+        labels = [labels.get(name) for name in names]
+    labels = _per_attribute(labels, names, "labels", "entry")
+    out = []
+    for name, n, lab in zip(names, sizes, labels, strict=True):
+        if lab is None:
+            out.append(None)
+            continue
+        if isinstance(lab, (str, bytes)) or not isinstance(lab, Iterable):
+            raise ValueError(f"labels of attribute {name!r} must be a list of strings, got {lab!r}")
+        lab = tuple(lab)
+        if len(lab) != n:
+            raise ValueError(f"attribute {name!r} has size {n} but {len(lab)} labels")
+        for v in lab:
+            if not isinstance(v, str):
+                raise ValueError(f"labels of attribute {name!r} must be strings, got {v!r}")
+        if len(set(lab)) != n:
+            dup = next(v for v in lab if lab.count(v) > 1)
+            raise ValueError(f"attribute {name!r}: label {dup!r} appears twice")
+        out.append(lab)
+    return tuple(out)
 
 
 def format_count(n: int) -> str:

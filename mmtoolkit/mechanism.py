@@ -53,6 +53,10 @@ __all__ = [
     "answer",
     "answer_marginals",
     "release",
+    "release_measured",
+    "Measured",
+    "data_vector",
+    "check_finite",
     "standard_errors",
     "clip_nonnegative",
     "round_to_integers",
@@ -102,17 +106,51 @@ def _check_releases(releases):
     return None if releases is None else check_int(releases, "releases", minimum=1)
 
 
+def data_vector(data, cells: int) -> np.ndarray:
+    """``data`` as a checked data vector of ``cells`` counts: one dimension (a histogram, not
+    a table of records — a DataFrame or 2-D array is refused even when its size happens to
+    equal ``cells``), finite and non-negative."""
+    if hasattr(data, "columns") or (hasattr(data, "ndim") and np.ndim(data) > 1):
+        raise ValueError(
+            f"data must be Records or a 1-D data vector (histogram) of {cells} counts, got a "
+            f"{type(data).__name__} of shape {np.shape(data)}; read records with "
+            "records.from_frame / records.from_codes / records.read_csv"
+        )
+    x = np.asarray(data, dtype=float).ravel()
+    if x.size != cells:
+        raise ValueError(f"data vector has {x.size} cells but the strategy is defined on {cells}")
+    bad = ~np.isfinite(x)
+    if bad.any():
+        i = int(np.argmax(bad))
+        raise ValueError(f"data vector: cell {i} is {x[i]}; counts must be finite numbers")
+    if (x < 0).any():
+        i = int(np.argmax(x < 0))
+        raise ValueError(f"data vector: cell {i} has a negative count {x[i]:g}")
+    return x
+
+
 def _true_answers(A: Matrix, data) -> np.ndarray:
     """``A x`` from a data vector, or from records (the kind's ``answer_records``: marginal
     tables for marginals strategies, else the histogram, refused for a large domain)."""
     if isinstance(data, Records):
         return A.answer_records(data)
-    x = np.asarray(data, dtype=float).ravel()
-    if x.size != A.shape[1]:
-        raise ValueError(
-            f"data vector has {x.size} cells but the strategy is defined on {A.shape[1]}"
-        )
-    return A @ x
+    return A @ data_vector(data, A.shape[1])
+
+
+#: Largest domain on which :func:`check_finite` multiplies the workload by a vector of ones.
+FINITE_CHECK_CELLS = 10**7
+
+
+def check_finite(W: Matrix, what: str = "workload") -> None:
+    """Refuse a matrix with a NaN or infinite entry (a NaN would give NaN answers): ``W 1``
+    is finite exactly when every entry is (one product; skipped above
+    :data:`FINITE_CHECK_CELLS` columns, where only structured kinds are usable)."""
+    if W.shape[1] > FINITE_CHECK_CELLS:
+        return
+    s = W @ np.ones(W.shape[1])
+    bad = ~np.isfinite(s)
+    if bad.any():
+        raise ValueError(f"the {what} has a NaN or infinite entry in row {int(np.argmax(bad))}")
 
 
 # ============================================================================ discrete noise
@@ -302,21 +340,47 @@ def answer_marginals(W, strategy, y) -> np.ndarray:
 
 
 # ============================================================================ release
-def release(
-    W, strategy, data, privacy: Privacy, rng: np.random.Generator, noise: str = "continuous"
-) -> np.ndarray:
-    """Noisy answers to the workload ``W`` (a numpy array in ``W``'s row order).
+@dataclass(frozen=True)
+class Measured:
+    """One release with what it measured (for post-processing such as Private-PGM).
 
-    ``data``: :class:`~mmtoolkit.records.Records` or a data vector. Routes: a strategy with
-    ``inference="none"`` releases ``W x + z``; a ResidualPlanner strategy measures and
-    reconstructs from marginal tables (He et al. Alg. 1/2, discrete: Alg. 3); a marginals
-    strategy with a marginals workload uses :func:`answer_marginals`; anything else
-    :func:`measure` → :func:`reconstruct` → :func:`answer` on the data vector.
+    ``answers``: the workload answers; ``matrix``: the measured matrix ``A`` (the workload
+    itself for ``inference="none"``); ``y``: the noisy ``A x + z`` (None when the strategy
+    kind runs a mechanism of its own, e.g. ResidualPlanner, whose noisy measurements are not
+    rows of ``A``); ``noise_std``: the standard deviation of each entry of ``z`` (None with
+    ``y``); ``distribution``: ``"laplace"``, ``"gaussian"``, ``"discrete laplace"`` or
+    ``"discrete gaussian"``.
     """
+
+    answers: np.ndarray
+    matrix: Matrix
+    y: np.ndarray | None
+    noise_std: np.ndarray | None
+    distribution: str
+
+
+def _noise_std(A: Matrix, privacy: Privacy, noise: str) -> tuple[np.ndarray, str]:
+    if noise == "discrete":
+        cal = discrete_calibration(A, privacy)
+        return np.sqrt(cal.variances), f"discrete {cal.kind}"
+    std = math.sqrt(privacy.noise_variance(A.sensitivity(privacy.norm)))
+    kind = "laplace" if isinstance(privacy, PureDP) else "gaussian"
+    return np.full(A.shape[0], std), kind
+
+
+def release_measured(
+    W, strategy, data, privacy: Privacy, rng: np.random.Generator, noise: str = "continuous"
+) -> Measured:
+    """:func:`release`, also returning the noisy measurements and their noise (:class:`Measured`).
+    The workload is checked for NaN entries before any noise is drawn."""
     _check_args(privacy, noise, rng)
     W = as_matrix(W)
+    check_finite(W)
+    if not isinstance(data, Records):
+        data = data_vector(data, W.shape[1])
     if isinstance(strategy, Strategy) and strategy.inference == "none":
-        return measure(W, data, privacy, rng, noise)
+        y = measure(W, data, privacy, rng, noise)
+        return Measured(y, W, y, *_noise_std(W, privacy, noise))
     A = _matrix(strategy)
     if A.shape[1] != W.shape[1]:
         raise ValueError(
@@ -324,12 +388,29 @@ def release(
         )
     own = peel(A)[1].release_answers(W, data, privacy, rng, noise)
     if own is not None:
-        return own
+        kind = "laplace" if isinstance(privacy, PureDP) else "gaussian"
+        return Measured(own, A, None, None, ("discrete " if noise == "discrete" else "") + kind)
     y = measure(A, data, privacy, rng, noise)
     out = A.workload_answers(W, y)
-    if out is not None:
-        return out
-    return answer(W, reconstruct(A, y))
+    if out is None:
+        out = answer(W, reconstruct(A, y))
+    return Measured(out, A, y, *_noise_std(A, privacy, noise))
+
+
+def release(
+    W, strategy, data, privacy: Privacy, rng: np.random.Generator, noise: str = "continuous"
+) -> np.ndarray:
+    """Noisy answers to the workload ``W`` (a numpy array in ``W``'s row order).
+
+    ``data``: :class:`~mmtoolkit.records.Records` or a 1-D data vector (finite, non-negative
+    counts). Routes: a strategy with ``inference="none"`` releases ``W x + z``; a
+    ResidualPlanner strategy measures and reconstructs from marginal tables (He et al.
+    Alg. 1/2, discrete: Alg. 3); a marginals strategy with a marginals workload uses
+    :func:`answer_marginals`; anything else :func:`measure` → :func:`reconstruct` →
+    :func:`answer` on the data vector. :func:`release_measured` also returns the
+    measurements; ``mmtoolkit.release`` (:mod:`mmtoolkit.releasing`) returns labelled tables.
+    """
+    return release_measured(W, strategy, data, privacy, rng, noise).answers
 
 
 def standard_errors(W, strategy, privacy: Privacy) -> np.ndarray:

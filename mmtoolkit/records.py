@@ -1,36 +1,50 @@
-"""Records → data: read a records CSV (or a DataFrame) against a domain file.
+"""Records → data: read a records CSV, a pandas DataFrame or an Arrow table against a domain.
 
-A *domain file* is JSON mapping each attribute name to its size, in data-vector order (the
-format of ``adult-domain.json``)::
+A *domain file* is JSON mapping each attribute name to its declaration, in data-vector order
+(the first attribute is the most significant in the cell order). A declaration is one of
 
-    {"age": 85, "workclass": 9, ...}
+* a size ``n`` (or ``{"size": n}``): the column holds integer codes ``0 … n − 1`` (the format
+  of ``adult-domain.json``: ``{"age": 85, "workclass": 9, ...}``);
+* ``{"values": ["Private", "State-gov", ...]}``: categories, coded in the listed order (the
+  labels of released tables); ``"other": "Other"`` (one of the values) maps any value not
+  listed to that category instead of refusing it; ``"numeric": true`` marks the categories
+  as ordered (range and prefix queries then make sense on them);
+* ``{"bins": [b_0, ..., b_n]}``: ``n`` bins of raw numeric values — ``v`` goes to bin ``j``
+  when ``b_j ≤ v < b_{j+1}`` (values outside ``[b_0, b_n)`` are refused); the bins are
+  labelled by their intervals, ``"[20, 30)"``, and the attribute is numeric.
 
-An entry may also be an object ``{"size": n, "numeric": true, "bins": [b_0, ..., b_n]}``:
-``numeric`` marks an ordered attribute (ranges and prefixes make sense on it) and ``bins``
-declares a binning of raw numeric values — value ``v`` goes to bin ``j`` when
-``b_j ≤ v < b_{j+1}`` (``n + 1`` increasing edges for ``n`` bins); values outside
-``[b_0, b_n)`` are rejected. Without ``bins`` the column holds integer codes ``0 … n − 1``.
+``{"size": n, "numeric": true}`` marks integer codes as ordered. The domain is public
+information: it must come from knowledge of the data's schema, not from the private records
+(:func:`draft_domain` drafts one from a sample for editing, and says so; a release never
+infers a domain).
 
-:func:`read_csv` checks everything before returning and names the problem: a column of the
-domain missing from the CSV, a CSV column the domain does not declare, a row with the wrong
-number of fields, an empty or non-numeric value, a value outside its attribute's size (line
-numbers count the header as line 1). The result, :class:`Records`, holds the integer codes
-(one row per record) and gives the data in the form a strategy needs: the dense histogram
-``x`` (:meth:`Records.vector`, refused when the domain is too large) or marginal tables
-straight from the records (:meth:`Records.marginal`, what HDMM's marginals strategies and
-ResidualPlanner use, never an ``N``-cell vector). :func:`synthetic` generates a small seeded
-dataset (for demos and the CLI's default).
+:func:`read_csv` (UTF-8, a byte-order mark is accepted), :func:`from_frame` (pandas string,
+``Categorical``, integer or float columns; a pyarrow ``Table`` through pandas) check
+everything before returning and name the problem: a column of the domain missing from the
+data, a data column the domain does not declare, a row with the wrong number of fields, an
+empty value, a value not in the attribute's declared values or outside its bins or codes, a
+byte that is not UTF-8 (file and line numbers count the header as line 1). A CSV with a
+header and no records gives a :class:`RecordsWarning`. The result, :class:`Records`, holds
+the integer codes (one row per record) and gives the data in the form a strategy needs: the
+dense histogram ``x`` (:meth:`Records.vector`, refused when the domain is too large) or
+marginal tables straight from the records (:meth:`Records.marginal`, what HDMM's marginals
+strategies and ResidualPlanner use, never an ``N``-cell vector). :func:`synthetic` generates
+a small seeded dataset (for demos and the CLI's default).
 """
 
 from __future__ import annotations
 
 import csv
+import io
 import json
 import math
 import re
+import sys
+import warnings
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 
@@ -40,12 +54,17 @@ from .linalg import check_dense_size
 
 __all__ = [
     "RecordsError",
+    "RecordsWarning",
+    "DomainSpec",
     "Records",
+    "bin_labels",
+    "format_edge",
     "parse_domain",
     "read_domain",
     "read_csv",
     "from_frame",
     "from_codes",
+    "draft_domain",
     "synthetic",
 ]
 
@@ -56,57 +75,123 @@ class RecordsError(ValueError):
     """Bad records or domain input; the message names the file, line and column."""
 
 
-# ============================================================================ domain files
-def parse_domain(spec: Mapping, source: str = "domain") -> tuple[Domain, dict]:
-    """``(Domain, bins)`` from a parsed domain file (see the module docstring).
+class RecordsWarning(UserWarning):
+    """Records that can be released but probably are not what was meant (e.g. none)."""
 
-    ``bins`` maps attribute names to their edge arrays (only binned attributes appear).
-    """
+
+class DomainSpec(NamedTuple):
+    """A parsed domain file: the :class:`Domain` (with value labels), the bin edges of the
+    binned attributes (``{name: edges}``) and the declared "other" categories
+    (``{name: label}``)."""
+
+    domain: Domain
+    bins: dict
+    other: dict
+
+
+# ============================================================================ domain files
+def format_edge(e: float) -> str:
+    """A bin edge as labels show it: ``20`` for a whole number, else ``%g``."""
+    return str(int(e)) if float(e).is_integer() and abs(e) < 1e15 else f"{e:g}"
+
+
+def bin_labels(edges) -> tuple[str, ...]:
+    """The interval labels ``"[b_j, b_{j+1})"`` of the bins with the given edges."""
+    return tuple(
+        f"[{format_edge(a)}, {format_edge(b)})" for a, b in zip(edges[:-1], edges[1:])
+    )
+
+
+def _parse_bins(edges, name: str, source: str) -> np.ndarray:
+    if not isinstance(edges, list) or len(edges) < 2:
+        raise RecordsError(
+            f"{source}: bins of attribute {name!r} must be a list of at least 2 increasing edges"
+        )
+    try:
+        for e in edges:
+            check_float(e, f"{source}: bins of attribute {name!r}", finite=True)
+    except ValueError as exc:
+        raise RecordsError(str(exc)) from None
+    arr = np.asarray(edges, dtype=float)
+    if np.any(np.diff(arr) <= 0):
+        raise RecordsError(f"{source}: bins of attribute {name!r} must be strictly increasing")
+    return arr
+
+
+def _parse_values(values, name: str, source: str) -> tuple[str, ...]:
+    if not isinstance(values, list) or not values:
+        raise RecordsError(
+            f"{source}: values of attribute {name!r} must be a non-empty list of categories"
+        )
+    out = []
+    for v in values:
+        if isinstance(v, bool) or not isinstance(v, (str, int)):
+            raise RecordsError(
+                f"{source}: values of attribute {name!r} must be strings or integers, got {v!r}"
+            )
+        out.append(str(v).strip())
+    seen = set()
+    for v in out:
+        if v in seen:
+            raise RecordsError(f"{source}: attribute {name!r} lists the value {v!r} twice")
+        if v == "":
+            raise RecordsError(f"{source}: attribute {name!r} lists an empty value")
+        seen.add(v)
+    return tuple(out)
+
+
+def parse_domain(spec: Mapping, source: str = "domain") -> DomainSpec:
+    """A :class:`DomainSpec` from a parsed domain file (see the module docstring)."""
     if not isinstance(spec, Mapping) or not spec:
         raise RecordsError(
             f"{source}: a domain must be a non-empty JSON object {{attribute: size}}, "
             f"got {type(spec).__name__}"
         )
-    names, sizes, numeric, bins = [], [], [], {}
+    names, sizes, numeric, labels, bins, other = [], [], [], [], {}, {}
     for name, entry in spec.items():
         if not isinstance(name, str) or not name:
             raise RecordsError(f"{source}: attribute names must be non-empty strings")
-        num = False
+        num, lab = False, None
         if isinstance(entry, Mapping):
-            unknown = sorted(set(entry) - {"size", "numeric", "bins"})
+            unknown = sorted(set(entry) - {"size", "numeric", "bins", "values", "other"})
             if unknown:
                 raise RecordsError(
                     f"{source}: attribute {name!r} has unknown field(s) {unknown} "
-                    "(allowed: size, numeric, bins)"
+                    "(allowed: size, numeric, bins, values, other)"
                 )
-            edges = entry.get("bins")
+            if "bins" in entry and "values" in entry:
+                raise RecordsError(
+                    f"{source}: attribute {name!r} declares both bins and values; give one"
+                )
             size = entry.get("size")
-            if edges is not None:
-                if not isinstance(edges, list) or len(edges) < 2:
+            declared = None
+            if "bins" in entry:
+                edges = _parse_bins(entry["bins"], name, source)
+                bins[name], lab, num, declared = edges, bin_labels(edges), True, "bin edges"
+            elif "values" in entry:
+                lab, declared = _parse_values(entry["values"], name, source), "values"
+            if lab is not None:
+                if size is not None and size != len(lab):
+                    count = len(lab) + (1 if declared == "bin edges" else 0)
                     raise RecordsError(
-                        f"{source}: bins of attribute {name!r} must be a list of at least 2 "
-                        "increasing edges"
+                        f"{source}: attribute {name!r} has size {size!r} but {count} "
+                        f"{declared} ({len(lab)} {'bins' if declared == 'bin edges' else 'values'})"
                     )
-                try:
-                    for e in edges:
-                        check_float(e, f"{source}: bins of attribute {name!r}", finite=True)
-                except ValueError as exc:
-                    raise RecordsError(str(exc)) from None
-                arr = np.asarray(edges, dtype=float)
-                if np.any(np.diff(arr) <= 0):
+                size = len(lab)
+            if "other" in entry:
+                o = entry["other"]
+                if "values" not in entry or not isinstance(o, (str, int)) or str(o) not in lab:
                     raise RecordsError(
-                        f"{source}: bins of attribute {name!r} must be strictly increasing"
+                        f"{source}: other of attribute {name!r} must be one of its declared "
+                        f"values, got {o!r}"
                     )
-                if size is None:
-                    size = len(edges) - 1
-                elif size != len(edges) - 1:
+                other[name] = str(o)
+            if "numeric" in entry:
+                if not isinstance(entry["numeric"], bool):
                     raise RecordsError(
-                        f"{source}: attribute {name!r} has size {size!r} but {len(edges)} bin "
-                        f"edges ({len(edges) - 1} bins)"
+                        f"{source}: numeric of attribute {name!r} must be true or false"
                     )
-                bins[name] = arr
-                num = True
-            num = bool(entry.get("numeric", num))
+                num = entry["numeric"]
         else:
             size = entry
         try:
@@ -116,16 +201,18 @@ def parse_domain(spec: Mapping, source: str = "domain") -> tuple[Domain, dict]:
         names.append(name)
         sizes.append(size)
         numeric.append(num)
-    return Domain(names, sizes, numeric), bins
+        labels.append(lab)
+    return DomainSpec(Domain(names, sizes, numeric, labels), bins, other)
 
 
-def read_domain(path) -> tuple[Domain, dict]:
-    """``(Domain, bins)`` from a JSON domain file (see the module docstring)."""
+def read_domain(path) -> DomainSpec:
+    """A :class:`DomainSpec` from a JSON domain file (see the module docstring)."""
     path = Path(path)
     try:
-        text = path.read_text()
+        raw = path.read_bytes()
     except OSError as exc:
         raise RecordsError(f"cannot read the domain file {path}: {exc.strerror}") from None
+    text = _decode(raw, path, "the domain file")
     try:
         spec = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -135,13 +222,31 @@ def read_domain(path) -> tuple[Domain, dict]:
     return parse_domain(spec, str(path))
 
 
+def _decode(raw: bytes, path, what: str) -> str:
+    """UTF-8 text of a file (a leading byte-order mark is dropped); a byte that is not UTF-8
+    is reported with its line and column."""
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = raw.count(b"\n", 0, exc.start) + 1
+        col = exc.start - (raw.rfind(b"\n", 0, exc.start) + 1) + 1
+        raise RecordsError(
+            f"{path}, line {line}: byte 0x{raw[exc.start]:02x} (column {col}) is not UTF-8; "
+            f"{what} must be UTF-8 text (e.g. re-save a Latin-1 file as UTF-8)"
+        ) from None
+
+
 # ============================================================================ records
 @dataclass(frozen=True)
 class Records:
-    """Integer-coded records over a :class:`Domain` (``codes[r, i]`` ∈ ``0 … n_i − 1``)."""
+    """Integer-coded records over a :class:`Domain` (``codes[r, i]`` ∈ ``0 … n_i − 1``).
+
+    ``bins`` holds the bin edges of binned attributes (``{name: edges}``), so that released
+    tables can label ranges of bins by their intervals."""
 
     domain: Domain
     codes: np.ndarray
+    bins: dict = field(default_factory=dict)
 
     def __post_init__(self):
         d = len(self.domain)
@@ -199,9 +304,36 @@ def _check_columns(header, domain: Domain, source: str) -> list[int]:
     return [seen[n] for n in domain.names]
 
 
+def _shown(values, limit: int = 8) -> str:
+    shown = ", ".join(map(repr, values[:limit]))
+    return shown + (f", ... ({len(values)} values)" if len(values) > limit else "")
+
+
+def _encode_values(vals, name: str, labels, other, where) -> np.ndarray:
+    """Codes of a column of category strings (declared ``labels``; unknown → ``other``)."""
+    index = {v: j for j, v in enumerate(labels)}
+    uniq, inverse = np.unique(vals, return_inverse=True)
+    codes_u = np.array([index.get(str(u), -1) for u in uniq], dtype=np.int64)
+    codes = codes_u[inverse.ravel()] if len(vals) else np.zeros(0, np.int64)
+    bad = codes < 0
+    if bad.any():
+        empty = bad & (vals == "")
+        if empty.any():
+            raise RecordsError(f"{where(int(np.argmax(empty)))}, column {name!r}: an empty value")
+        if other is None:
+            r = int(np.argmax(bad))
+            raise RecordsError(
+                f"{where(r)}, column {name!r}: value {str(vals[r])!r} is not one of the "
+                f"attribute's declared values ({_shown(labels)}); add it to the domain, or "
+                "declare an \"other\" value to map unlisted values to"
+            )
+        codes[bad] = index[other]
+    return codes
+
+
 def _encode_column(values: np.ndarray, name: str, size: int, edges, where) -> np.ndarray:
     """Integer codes of one column of strings; ``where(r)`` names record ``r``'s location."""
-    vals = np.char.strip(values.astype(str))
+    vals = values
     if edges is None:  # optional sign, then digits (vectorised; the regex is its reference)
         digits = np.char.lstrip(vals, "+-")
         ok = np.char.isdigit(digits) & (np.char.str_len(vals) - np.char.str_len(digits) <= 1)
@@ -231,7 +363,7 @@ def _encode_column(values: np.ndarray, name: str, size: int, edges, where) -> np
                 f"domain 0..{size - 1} (size {size})"
             )
         return codes
-    x = vals.astype(float)
+    x = vals.astype(float) if len(vals) else np.zeros(0)
     bad = (x < edges[0]) | (x >= edges[-1])
     if bad.any():
         r = int(np.argmax(bad))
@@ -242,77 +374,113 @@ def _encode_column(values: np.ndarray, name: str, size: int, edges, where) -> np
     return (np.searchsorted(edges, x, side="right") - 1).astype(np.int64)
 
 
-def _encode(table: np.ndarray, domain: Domain, bins: dict, where) -> np.ndarray:
-    bins = bins or {}
-    unknown = sorted(set(bins) - set(domain.names))
-    if unknown:
-        raise RecordsError(f"bins given for unknown attribute(s) {unknown}")
-    cols = [
-        _encode_column(table[:, j], name, n, bins.get(name), where)
-        for j, (name, n) in enumerate(zip(domain.names, domain.sizes, strict=True))
-    ]
+def _encode(table: np.ndarray, spec: DomainSpec, where) -> np.ndarray:
+    domain = spec.domain
+    cols = []
+    for j, name in enumerate(domain.names):
+        vals = np.char.strip(table[:, j].astype(str)) if len(table) else np.zeros(0, dtype=str)
+        labels = domain.labels[j]
+        if labels is not None and name not in spec.bins:
+            cols.append(_encode_values(vals, name, labels, spec.other.get(name), where))
+        else:
+            cols.append(_encode_column(vals, name, domain.sizes[j], spec.bins.get(name), where))
     return np.stack(cols, axis=1) if cols else np.zeros((table.shape[0], 0), np.int64)
 
 
-def read_csv(path, domain, bins: dict | None = None) -> Records:
-    """Read a records CSV (header row of attribute names) against ``domain`` (a
-    :class:`Domain`, a domain-file path, or a mapping); every check of the module docstring
-    is made before anything is returned (:class:`RecordsError` names line and column)."""
-    domain, bins = _domain_and_bins(domain, bins)
+def read_csv(path, domain, bins: dict | None = None, other: dict | None = None) -> Records:
+    """Read a records CSV (UTF-8, header row of attribute names) against ``domain`` (a
+    domain-file path, a parsed domain mapping, a :class:`DomainSpec`, or a :class:`Domain`);
+    every check of the module docstring is made before anything is returned
+    (:class:`RecordsError` names file, line and column). ``bins`` adds bin edges and
+    ``other`` ``{attribute: value}`` maps values an attribute does not declare to one of its
+    declared values (as the domain file's ``"other"``). A header without records gives a
+    :class:`RecordsWarning`."""
+    spec = _spec(domain, bins, other)
     path = Path(path)
     try:
-        fh = open(path, newline="")
+        raw = path.read_bytes()
     except OSError as exc:
         raise RecordsError(f"cannot read the data file {path}: {exc.strerror}") from None
-    with fh:
-        reader = csv.reader(fh)
-        try:
-            header = next(reader)
-        except StopIteration:
-            raise RecordsError(f"{path}: the file is empty (expected a header row)") from None
-        header = [h.strip() for h in header]
-        order = _check_columns(header, domain, str(path))
-        rows, lines = [], []
-        for row in reader:
-            if not row:  # blank line
-                continue
-            if len(row) != len(header):
-                raise RecordsError(
-                    f"{path}, line {reader.line_num}: {len(row)} fields, the header has "
-                    f"{len(header)}"
-                )
-            rows.append(row)
-            lines.append(reader.line_num)
+    reader = csv.reader(io.StringIO(_decode(raw, path, "the data file"), newline=""))
+    try:
+        header = next(reader)
+    except StopIteration:
+        raise RecordsError(f"{path}: the file is empty (expected a header row)") from None
+    header = [h.strip() for h in header]
+    order = _check_columns(header, spec.domain, str(path))
+    rows, lines = [], []
+    for row in reader:
+        if not row:  # blank line
+            continue
+        if len(row) != len(header):
+            raise RecordsError(
+                f"{path}, line {reader.line_num}: {len(row)} fields, the header has {len(header)}"
+            )
+        rows.append(row)
+        lines.append(reader.line_num)
+    if not rows:
+        warnings.warn(
+            f"{path} has a header but no records: the release is of an empty dataset",
+            RecordsWarning,
+            stacklevel=2,
+        )
     table = np.array(rows, dtype=str).reshape(len(rows), len(header))[:, order]
-    codes = _encode(table, domain, bins, lambda r: f"{path}, line {lines[r]}")
-    return Records(domain, codes)
+    codes = _encode(table, spec, lambda r: f"{path}, line {lines[r]}")
+    return Records(spec.domain, codes, dict(spec.bins))
 
 
-def from_frame(frame, domain, bins: dict | None = None) -> Records:
-    """Records from a pandas-like DataFrame (``.columns`` and ``frame[col]``); the same checks
-    as :func:`read_csv`, naming the row label."""
-    domain, bins = _domain_and_bins(domain, bins)
-    if not hasattr(frame, "columns"):
-        raise RecordsError(f"expected a DataFrame (with .columns), got {type(frame).__name__}")
+def _as_pandas(frame):
+    """A pyarrow ``Table`` / ``RecordBatch`` as a pandas DataFrame (other frames unchanged)."""
+    if type(frame).__module__.split(".")[0] == "pyarrow" and hasattr(frame, "to_pandas"):
+        return frame.to_pandas()
+    return frame
+
+
+def from_frame(frame, domain, bins: dict | None = None, other: dict | None = None) -> Records:
+    """Records from a pandas DataFrame (string, ``Categorical``, integer or float columns), a
+    pyarrow ``Table`` (read through pandas; ``pip install pyarrow``), or any frame-like object
+    with ``.columns`` and ``frame[col]``; the same checks and arguments as :func:`read_csv`,
+    errors naming the row label. Missing values (NaN, None) are refused as empty values."""
+    spec = _spec(domain, bins, other)
+    frame = _as_pandas(frame)
+    if not hasattr(frame, "columns") or isinstance(frame, np.ndarray):
+        raise RecordsError(
+            f"expected a DataFrame (with .columns), got {type(frame).__name__}; integer codes "
+            "in an array go through records.from_codes"
+        )
     header = [str(c) for c in frame.columns]
-    _check_columns(header, domain, "DataFrame")
-    cols = [np.asarray(frame[n]) for n in domain.names]
-    n = len(cols[0]) if cols else 0
+    _check_columns(header, spec.domain, "DataFrame")
+    names = spec.domain.names
+    n = len(frame[names[0]]) if names else 0
     index = list(getattr(frame, "index", range(n)))
-    table = np.stack([c.astype(str) for c in cols], axis=1) if cols else np.zeros((n, 0), dtype=str)
-    # integer-valued floats from a DataFrame ("3.0") are codes too
-    for j, c in enumerate(cols):
-        if np.issubdtype(c.dtype, np.floating) and bins.get(domain.names[j]) is None:
+    table = np.empty((n, len(names)), dtype=object)
+    for j, name in enumerate(names):
+        col = frame[name]
+        missing = np.asarray(col.isna()) if hasattr(col, "isna") else None
+        c = np.asarray(col)
+        if c.dtype.kind == "f":  # integer-valued floats ("3.0") are codes / values too
             finite = np.isfinite(c)
             whole = finite & (c == np.round(c))
-            table[whole, j] = c[whole].astype(np.int64).astype(str)
-            table[~finite, j] = ""
-    return Records(domain, _encode(table, domain, bins, lambda r: f"DataFrame, row {index[r]!r}"))
+            strs = c.astype(str).astype(object)
+            if name not in spec.bins:
+                strs[whole] = c[whole].astype(np.int64).astype(str)
+            strs[~finite] = ""
+        else:
+            strs = np.array([str(v) for v in c], dtype=object) if c.dtype.kind == "O" else (
+                c.astype(str).astype(object)
+            )
+        if missing is not None:
+            strs[missing] = ""
+        table[:, j] = strs
+    table = table.astype(str) if n else np.zeros((0, len(names)), dtype=str)
+    codes = _encode(table, spec, lambda r: f"DataFrame, row {index[r]!r}")
+    return Records(spec.domain, codes, dict(spec.bins))
 
 
 def from_codes(codes, domain) -> Records:
     """Records from an int array of codes (one column per attribute, in domain order)."""
-    domain, _ = _domain_and_bins(domain, None)
+    spec = _spec(domain, None, None)
+    domain = spec.domain
     c = np.asarray(codes)
     if c.ndim != 2 or c.shape[1] != len(domain):
         raise RecordsError(
@@ -329,14 +497,71 @@ def from_codes(codes, domain) -> Records:
                 f"record {r}, column {name!r}: value {c[r, i]} is outside the attribute's "
                 f"domain 0..{n - 1} (size {n})"
             )
-    return Records(domain, c)
+    return Records(domain, c, dict(spec.bins))
+
+
+#: The warning :func:`draft_domain` prints: a domain read from the data is not private.
+DRAFT_WARNING = (
+    "WARNING: this domain was read from the data itself. The categories present, their "
+    "number and the value ranges of the records are NOT protected by differential privacy: "
+    "releasing with a domain drafted from the private data can reveal, e.g., that a rare "
+    "value occurs. Edit the draft so that it holds only what is public (the schema, "
+    "categories and ranges known without looking at the records), then pass it as --domain."
+)
+
+
+def draft_domain(source, *, max_values: int = 50, bins: int = 10, out=None) -> dict:
+    """Draft a domain file (a dict; written to ``out`` as JSON when given) from a sample of
+    records — a CSV path, a pandas DataFrame or a pyarrow Table — and print
+    :data:`DRAFT_WARNING` to stderr.
+
+    **A domain read from the private data is not private**: the categories present and the
+    value ranges are a function of the records that no noise protects. Use the draft only as
+    a starting point and edit it to hold public knowledge; a release never infers a domain.
+
+    Per column: a number column with more than ``max_values`` distinct values becomes
+    ``{"bins": ...}`` with ``bins`` equal-width bins from its minimum to just above its
+    maximum; any other column becomes ``{"values": [...]}`` with its distinct values
+    (numbers in increasing order, marked numeric; strings sorted).
+    """
+    import pandas as pd
+
+    check_int(max_values, "max_values", minimum=1)
+    check_int(bins, "bins", minimum=1)
+    if isinstance(source, (str, Path)):
+        frame = pd.read_csv(source, dtype=str, keep_default_na=False, encoding="utf-8-sig")
+        frame = frame.apply(lambda c: c.str.strip())
+    else:
+        frame = _as_pandas(source)
+    print(DRAFT_WARNING, file=sys.stderr)
+    spec = {}
+    for col in frame.columns:
+        s = frame[col].dropna()
+        num = pd.to_numeric(s, errors="coerce")
+        if len(s) and num.notna().all():
+            uniq = np.unique(num.to_numpy(dtype=float))
+            if len(uniq) > max_values:
+                lo, hi = float(uniq[0]), float(uniq[-1])
+                width = (hi - lo) / bins or 1.0
+                edges = [lo + k * width for k in range(bins)] + [hi + width / 1000]
+                spec[str(col)] = {"bins": [round(e, 10) for e in edges]}
+            else:
+                vals = [int(v) if v.is_integer() else float(v) for v in uniq]
+                spec[str(col)] = {"values": [str(v) for v in vals], "numeric": True}
+        else:
+            spec[str(col)] = {"values": sorted({str(v) for v in s})}
+    if out is not None:
+        from .atomic import write_atomic
+
+        write_atomic(out, json.dumps(spec, indent=2, ensure_ascii=False) + "\n")
+    return spec
 
 
 def synthetic(domain, records: int = 1000, seed: int = 0) -> Records:
     """A seeded synthetic dataset: each record draws attribute 0 uniformly and every later
     attribute from a random conditional distribution given the previous one (a Markov
     chain with Dirichlet(1/2) rows), so that marginals are non-uniform and correlated."""
-    domain, _ = _domain_and_bins(domain, None)
+    domain = _spec(domain, None, None).domain
     records = check_int(records, "records", minimum=0)
     seed = check_int(seed, "seed")
     rng = np.random.default_rng(seed)
@@ -344,6 +569,7 @@ def synthetic(domain, records: int = 1000, seed: int = 0) -> Records:
     codes = np.zeros((records, len(sizes)), dtype=np.int64)
     codes[:, 0] = rng.integers(0, sizes[0], records)
     for i in range(1, len(sizes)):
+        check_dense_size(sizes[i - 1], sizes[i], "synthetic records' conditional table")
         P = rng.dirichlet(np.full(sizes[i], 0.5), size=sizes[i - 1])
         cdf = np.cumsum(P, axis=1)
         u = rng.random(records)
@@ -352,16 +578,44 @@ def synthetic(domain, records: int = 1000, seed: int = 0) -> Records:
     return Records(domain, codes)
 
 
-def _domain_and_bins(domain, bins) -> tuple[Domain, dict]:
-    if isinstance(domain, Domain):
-        return domain, dict(bins or {})
-    if isinstance(domain, (str, Path)):
-        dom, file_bins = read_domain(domain)
+def _spec(domain, bins, other) -> DomainSpec:
+    """The :class:`DomainSpec` of a ``domain`` argument, with extra ``bins`` / ``other``."""
+    if isinstance(domain, DomainSpec):
+        spec = domain
+    elif isinstance(domain, Domain):
+        spec = DomainSpec(domain, {}, {})
+    elif isinstance(domain, (str, Path)):
+        spec = read_domain(domain)
     elif isinstance(domain, Mapping):
-        dom, file_bins = parse_domain(domain)
+        spec = parse_domain(domain)
     else:
         raise RecordsError(
             f"domain must be a Domain, a domain-file path or a mapping, got {type(domain).__name__}"
         )
-    file_bins.update(bins or {})
-    return dom, file_bins
+    dom, all_bins, all_other = spec.domain, dict(spec.bins), dict(spec.other)
+    unknown = sorted(set(bins or {}) - set(dom.names))
+    if unknown:
+        raise RecordsError(f"bins given for unknown attribute(s) {unknown}")
+    if bins:
+        labels = list(dom.labels)
+        for name, edges in bins.items():
+            i = dom.index(name)
+            edges = _parse_bins(list(edges), name, "bins")
+            if len(edges) - 1 != dom.sizes[i]:
+                raise RecordsError(
+                    f"bins: attribute {name!r} has size {dom.sizes[i]} but {len(edges)} bin "
+                    f"edges ({len(edges) - 1} bins)"
+                )
+            all_bins[name], labels[i] = edges, bin_labels(edges)
+        dom = dom.with_labels(labels)
+    for name, value in (other or {}).items():
+        if name not in dom or dom.labels[dom.index(name)] is None or name in all_bins:
+            raise RecordsError(
+                f"other: attribute {name!r} is not a categorical attribute declared with values"
+            )
+        if str(value) not in dom.labels[dom.index(name)]:
+            raise RecordsError(
+                f"other: {value!r} is not one of the declared values of attribute {name!r}"
+            )
+        all_other[name] = str(value)
+    return DomainSpec(dom, all_bins, all_other)

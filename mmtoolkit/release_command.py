@@ -2,25 +2,39 @@
 
 ::
 
-    mmtoolkit release --data adult.csv --domain adult-domain.json --workload marginals:2 \\
-        --selector residual_planner --rho 0.5 --seed 1 --out answers.csv
+    mmtoolkit release --data people.csv --domain people-domain.json --workload marginals:2 \\
+        --selector residual_planner --rho 0.5 --seed 1 --out answers.csv [--ledger people.ledger]
 
-reads the records against the domain file (:mod:`mmtoolkit.records`; every bad value is
-reported with its line and column), builds the workload, selects a strategy with the named
-selector (``--param KEY=VALUE`` passes selector parameters, values parsed as YAML), asks the
-shared evaluator for the expected error and per-query standard errors, releases the noisy
-answers (:func:`mmtoolkit.mechanism.release`) and writes
+reads the records against the declared domain file (:mod:`mmtoolkit.records`: categories,
+bins or codes; every bad value is reported with its file, line and column), builds the
+workload, selects a strategy with the named selector (``--param KEY=VALUE`` passes selector
+parameters, values parsed as YAML), asks the shared evaluator for the expected error and
+per-query standard errors, charges the privacy ledger if one is given (``--ledger FILE``,
+:mod:`mmtoolkit.ledger`: refused before any noise is drawn when over its total), releases the
+noisy answers (:func:`mmtoolkit.releasing.release`) and writes
 
-* ``--out`` (CSV): one line per query — ``query, marginal, cell, answer, stderr`` for
-  marginals workloads (``marginal`` the attribute names and ``cell`` their values, joined by
-  ``;``), ``query, answer, stderr`` otherwise; with ``--releases R > 1`` the columns
-  ``answer_1 … answer_R`` hold R independent releases (each one spends the full budget: R
-  releases together are R-fold composition);
-* ``--summary`` (JSON, default ``OUT.json``): the privacy guarantee, selector, parameters
-  and chosen strategy kind, the expected RMSE and total squared error reported by the
-  evaluator, the number of queries and records, the noise kind, seeds and timings.
+* ``--out`` (CSV), tidy: one line per query — ``query, marginal, <one column per
+  attribute>, answer, stderr`` for marginal-type workloads (``marginal`` the attribute names
+  joined by ``;``, each attribute column the cell's label — a category, a bin interval such
+  as ``[20, 30)``, a range ``[20, 50)`` / ``a..c`` of range and prefix marginals — empty
+  outside the marginal), ``query, answer, stderr`` otherwise; with ``--releases R > 1`` the
+  columns ``answer_1 … answer_R`` hold R independent releases (each one spends the full
+  budget: R releases together are R-fold composition);
+* or ``--out-dir DIR``: one CSV per marginal, ``DIR/age__sex.csv`` (``<attributes>, answer,
+  stderr``), and ``DIR/summary.json``;
+* ``--summary`` (JSON, default ``OUT.json``): the privacy guarantee and what was spent, the
+  selector with every parameter it used, the chosen strategy kind, the expected RMSE and
+  total squared error reported by the evaluator, the number of queries and records, the data
+  and domain files, the noise kind, the seed and the selection seed derived from it, and
+  timings. ``--from-summary FILE`` repeats the release a summary describes (same data,
+  workload, selector parameters, privacy and seed: the same answers); flags given beside it
+  override the summary's.
 
-Both files are written atomically (to temporary files renamed at the end): on any error
+One ``--seed`` (default: fresh entropy, recorded in the summary) derives both the selector's
+seed and the noise (:func:`mmtoolkit.releasing.split_seed`). The seed determines the noise:
+keep a summary that holds it as private as the data.
+
+All files are written atomically (to temporary files renamed at the end): on any error
 nothing is written. Without ``--data`` a synthetic dataset is generated
 (:func:`mmtoolkit.records.synthetic`; ``--records`` and ``--data-seed``) over ``--domain``, or
 over a built-in 6-attribute demo domain when no domain is given either.
@@ -48,6 +62,9 @@ Gaussian), or ``--rho R`` (ρ-zCDP, Gaussian). ``--noise discrete`` draws exact 
 applied after the release (they keep privacy but bias the answers: the reported expected
 error is that of the unprocessed answers).
 
+``mmtoolkit ledger init FILE --rho R [--delta D]`` (or ``--epsilon E [--delta D]``) creates a
+ledger with a declared total; ``mmtoolkit ledger show FILE`` prints what was spent.
+
 Exit codes: 0 success, 2 bad input (a one-line message naming the problem, nothing written).
 """
 
@@ -55,26 +72,27 @@ from __future__ import annotations
 
 import argparse
 import csv
+import dataclasses
 import io
 import json
-import math
 import sys
 import time
+import warnings
 from pathlib import Path
 
-import numpy as np
-
-from . import evaluate, mechanism, records, selectors
+from . import mechanism, records, selectors
 from .atomic import write_files_atomic
-from .linalg import Marginal, Marginals, TooLargeError, peel
-from .privacy import from_budget
-from .workload_specs import SpecError
-from .workload_specs import parse_workload as parse_spec
+from .ledger import Ledger, LedgerError
+from .linalg import peel
+from .privacy import from_budget, from_spec
+from .releasing import release, workload_matrix
 
-__all__ = ["add_parser", "main", "DEMO_DOMAIN", "parse_workload", "run"]
+__all__ = ["add_parser", "add_ledger_parser", "main", "ledger_main", "DEMO_DOMAIN", "run"]
 
 #: The domain of the built-in synthetic demo (used when neither --data nor --domain is given).
 DEMO_DOMAIN = {"age": 10, "sex": 2, "education": 6, "region": 5, "income": 4, "hours": 8}
+#: Answer-file columns that a domain attribute may not be named.
+RESERVED_COLUMNS = ("query", "marginal", "answer", "stderr")
 
 
 class ReleaseError(ValueError):
@@ -88,7 +106,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
         help="release noisy workload answers from a records CSV",
         description=(
             "Select a strategy for a workload, then release noisy answers from records. "
-            "Writes the answers (CSV) and a summary (JSON) atomically."
+            "Writes the labelled answers (CSV) and a summary (JSON) atomically."
         ),
         epilog=(
             "workload SPEC: KIND or KIND:key=value,... (KIND from `mmtoolkit list workloads`, "
@@ -96,18 +114,18 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
             "all_range:n=64, or a YAML mapping {kind: ..., ...}; shorthands marginals:K, "
             "marginals:K:lower, range_marginals:K, prefix_marginals:K, marginal:A,B, "
             "kron:prefix,identity. "
-            "Example: mmtoolkit release --data adult.csv --domain adult-domain.json "
+            "Example: mmtoolkit release --data people.csv --domain people-domain.json "
             "--workload marginals:2 --selector hdmm --param restarts=5 --epsilon 1 --out a.csv"
         ),
     )
     p.add_argument("--data", metavar="FILE.csv", help="records CSV (default: synthetic data)")
     p.add_argument(
-        "--domain", metavar="DOMAIN.json", help="domain file {attribute: size} (see records.py)"
+        "--domain", metavar="DOMAIN.json", help="domain file: values, bins or size per attribute"
     )
-    p.add_argument("--records", type=int, default=1000, help="synthetic records (default 1000)")
-    p.add_argument("--data-seed", type=int, default=0, help="seed of the synthetic data")
-    p.add_argument("--workload", required=True, metavar="SPEC", help="workload (see below)")
-    p.add_argument("--selector", required=True, metavar="NAME", help="registered selector")
+    p.add_argument("--records", type=int, default=None, help="synthetic records (default 1000)")
+    p.add_argument("--data-seed", type=int, default=None, help="seed of the synthetic data")
+    p.add_argument("--workload", metavar="SPEC", help="workload (see below)")
+    p.add_argument("--selector", metavar="NAME", help="registered selector")
     p.add_argument(
         "--param",
         action="append",
@@ -119,15 +137,64 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--delta", type=float, help="δ for (ε, δ)-DP (analytic Gaussian)")
     p.add_argument("--rho", type=float, help="ρ for ρ-zCDP (Gaussian)")
     p.add_argument(
-        "--noise", choices=("continuous", "discrete"), default="continuous", help="noise kind"
+        "--noise", choices=("continuous", "discrete"), default=None, help="noise kind"
     )
-    p.add_argument("--seed", type=int, default=None, help="seed of the noise (default: fresh)")
-    p.add_argument("--releases", type=int, default=1, help="independent releases (default 1)")
+    p.add_argument(
+        "--seed", type=int, default=None, help="the one seed: selection and noise (default: fresh)"
+    )
+    p.add_argument("--releases", type=int, default=None, help="independent releases (default 1)")
     p.add_argument("--nonnegative", action="store_true", help="post-process: clip at 0")
     p.add_argument("--round", action="store_true", help="post-process: round to integers")
-    p.add_argument("--out", required=True, metavar="ANSWERS.csv", help="answers CSV to write")
+    p.add_argument("--out", metavar="ANSWERS.csv", help="tidy answers CSV to write")
+    p.add_argument("--out-dir", metavar="DIR", help="write one CSV per marginal into DIR")
     p.add_argument("--summary", metavar="SUMMARY.json", help="summary JSON (default OUT.json)")
+    p.add_argument("--ledger", metavar="LEDGER.json", help="privacy ledger to charge")
+    p.add_argument(
+        "--from-summary", metavar="SUMMARY.json", help="repeat the release a summary describes"
+    )
     return p
+
+
+def add_ledger_parser(subparsers) -> argparse.ArgumentParser:
+    """Register the ``ledger`` sub-command (``init`` and ``show``)."""
+    p = subparsers.add_parser("ledger", help="create or show a privacy ledger")
+    sub = p.add_subparsers(dest="ledger_command", metavar="ACTION")
+    sub.required = True
+    init = sub.add_parser("init", help="create a ledger with a declared total budget")
+    init.add_argument("file", metavar="FILE")
+    init.add_argument("--rho", type=float, help="total ρ (zCDP)")
+    init.add_argument("--epsilon", type=float, help="total ε (pure DP, or (ε, δ) with --delta)")
+    init.add_argument(
+        "--delta",
+        type=float,
+        help="total δ with --epsilon; with --rho, the δ at which ρ is shown as (ε, δ)",
+    )
+    init.add_argument("--dataset", default="", help="the dataset's name (for the report)")
+    show = sub.add_parser("show", help="print the budget spent and the entries")
+    show.add_argument("file", metavar="FILE")
+    return p
+
+
+def ledger_main(args) -> int:
+    """Entry point of ``mmtoolkit ledger``; returns the exit code."""
+    try:
+        if args.ledger_command == "init":
+            rho_delta = args.delta if args.rho is not None else None
+            ledger = Ledger.create(
+                args.file,
+                rho=args.rho,
+                epsilon=args.epsilon,
+                delta=None if args.rho is not None else args.delta,
+                conversion_delta=rho_delta,
+                dataset=args.dataset,
+            )
+            print(f"created {ledger.path}: total " + json.dumps(ledger.total))
+        else:
+            print(Ledger(args.file).report())
+    except (ValueError, OSError) as exc:
+        print(f"mmtoolkit ledger: error: {' '.join(str(exc).split())}", file=sys.stderr)
+        return 2
+    return 0
 
 
 # ============================================================================ pieces
@@ -153,57 +220,6 @@ def _params(items) -> dict:
     return out
 
 
-def parse_workload(spec: str, domain):
-    """The workload Matrix of a ``--workload`` SPEC (module docstring) over ``domain``, the
-    records' :class:`~mmtoolkit.domain.Domain`; a :class:`ReleaseError` naming the problem
-    for a SPEC that does not parse, does not build, or is not on ``domain``'s cells."""
-
-    if not isinstance(spec, str) or not spec.strip():
-        raise ReleaseError("--workload needs a SPEC such as marginals:k=2")
-    where = f"--workload {spec!r}"
-    try:
-        parsed = parse_spec(spec, "--workload", domain=domain, domain_source="--domain / --data")
-    except SpecError as exc:
-        raise ReleaseError(str(exc)) from None
-    if parsed.kind == "binary_marginals":
-        raise ReleaseError(
-            f"{where}: binary_marginals asks queries on the binary encoding of the domain, "
-            "not on the records' domain: release cannot answer it"
-        )
-    try:
-        W = parsed.build()
-    except (ValueError, TypeError, KeyError, IndexError) as exc:
-        msg = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
-        raise ReleaseError(f"{where}: {parsed.kind}(): {msg}") from None
-    if int(W.shape[1]) != domain.size:
-        raise ReleaseError(
-            f"{where}: the workload is on {W.shape[1]} cells but the domain has {domain.size} "
-            f"({' x '.join(map(str, domain.sizes))}); give sizes matching the domain"
-        )
-    return W
-
-
-def _labels(W, domain):
-    """Per-query ``(marginal, cell)`` labels for a marginals workload, else None."""
-
-    _, base = peel(W)
-    if not isinstance(base, (Marginal, Marginals)) or tuple(base.sizes) != tuple(domain.sizes):
-        return None
-    if isinstance(base, Marginal):
-        keys = [base.key]
-    elif isinstance(base, Marginals):
-        keys = list(base.keys)
-    names, cells = [], []
-    for key in keys:
-        attrs = [i for i in range(len(domain)) if (key >> i) & 1]
-        label = ";".join(domain.names[i] for i in attrs) or "(total)"
-        shape = [domain.sizes[i] for i in attrs]
-        idx = np.indices(shape).reshape(len(attrs), -1).T if attrs else np.zeros((1, 0), int)
-        names.extend([label] * len(idx))
-        cells.extend(";".join(map(str, row)) for row in idx)
-    return names, cells
-
-
 def _discrete_summary(strategy, privacy) -> dict:
     """The exact noise parameters and the privacy they spend (≤ the budget)."""
 
@@ -220,141 +236,246 @@ def _discrete_summary(strategy, privacy) -> dict:
 
 
 # ============================================================================ run
-def _output_paths(args) -> tuple[Path, Path]:
-    out = Path(args.out)
-    summary_path = Path(args.summary) if args.summary else out.with_name(out.name + ".json")
-    for path in (out, summary_path):
-        if not path.parent.is_dir():
-            raise ReleaseError(f"output directory {path.parent} does not exist")
-    if out.resolve() == summary_path.resolve():
+def _apply_summary(args) -> dict:
+    """Fill the arguments left unset from ``--from-summary``; returns the selector params."""
+    path = Path(args.from_summary)
+    try:
+        s = json.loads(path.read_text(encoding="utf-8-sig"))
+    except OSError as exc:
+        raise ReleaseError(f"--from-summary: cannot read {path}: {exc.strerror}") from None
+    except json.JSONDecodeError as exc:
+        raise ReleaseError(f"--from-summary {path}: not valid JSON ({exc.msg})") from None
+    need = ("workload", "selector", "params", "privacy_spec", "seed")
+    missing = [k for k in need if k not in s] if isinstance(s, dict) else list(need)
+    if missing:
+        raise ReleaseError(f"--from-summary {path}: not a release summary (no {missing})")
+    for flag in ("data", "domain"):
+        if getattr(args, flag) is None and s.get(f"{flag}_file"):
+            setattr(args, flag, s[f"{flag}_file"])
+    synth = s.get("synthetic") or {}
+    if args.records is None:
+        args.records = synth.get("records")
+    if args.data_seed is None:
+        args.data_seed = synth.get("data_seed")
+    for key in ("workload", "selector", "seed", "noise", "releases"):
+        if getattr(args, key) is None:
+            setattr(args, key, s.get(key))
+    if args.rho is None and args.epsilon is None and args.delta is None:
+        privacy = from_spec(s["privacy_spec"])
+        for key in ("rho", "epsilon", "delta"):
+            setattr(args, key, getattr(privacy, key, None))
+    for step in s.get("postprocessing") or []:
+        args.nonnegative |= step == "clip_nonnegative"
+        args.round |= step == "round_to_integers"
+    return dict(s["params"])
+
+
+def _output_paths(args) -> tuple[Path | None, Path | None, Path]:
+    """``(out, out_dir, summary)`` checked: writable places, none of them an input file."""
+    if (args.out is None) == (args.out_dir is None):
+        raise ReleaseError("give one of --out FILE.csv or --out-dir DIR")
+    out = Path(args.out) if args.out is not None else None
+    out_dir = Path(args.out_dir) if args.out_dir is not None else None
+    if args.summary:
+        summary = Path(args.summary)
+    elif out is not None:
+        summary = out.with_name(out.name + ".json")
+    else:
+        summary = out_dir / "summary.json"
+    if out_dir is not None and out_dir.exists() and not out_dir.is_dir():
+        raise ReleaseError(f"--out-dir {out_dir} exists and is not a directory")
+    for flag, path in (("--out", out), ("--summary", summary)):
+        if path is None:
+            continue
+        if path.is_dir():
+            raise ReleaseError(f"{flag} {path} is a directory; give a file name")
+        parent = path.parent
+        if out_dir is not None and parent == out_dir:
+            continue
+        if parent.exists() and not parent.is_dir():
+            raise ReleaseError(f"{flag} {path}: {parent} is not a directory")
+        if not parent.is_dir():
+            raise ReleaseError(f"output directory {parent} does not exist ({flag} {path})")
+    if out is not None and out.resolve() == summary.resolve():
         raise ReleaseError("--out and --summary must be different files")
-    return out, summary_path
+    inputs = {"--data": args.data, "--domain": args.domain, "--ledger": args.ledger}
+    for flag, path in (("--out", out), ("--summary", summary)):
+        for iflag, ipath in inputs.items():
+            if path is not None and ipath is not None and path.resolve() == Path(ipath).resolve():
+                raise ReleaseError(
+                    f"{flag} {path} is the {iflag} file: writing it would overwrite the input"
+                )
+    if out_dir is not None:
+        for iflag, ipath in inputs.items():
+            if ipath is not None and Path(ipath).resolve().parent == out_dir.resolve():
+                raise ReleaseError(
+                    f"--out-dir {out_dir} holds the {iflag} file {ipath}: choose another "
+                    "directory so that no input can be overwritten"
+                )
+    return out, out_dir, summary
 
 
 def _load_data(args):
-    """``(records, source description)`` from ``--data``/``--domain`` or synthetic records."""
+    """``(records, source description, warnings)`` from ``--data``/``--domain`` or synthetic."""
     if args.data is not None:
         if args.domain is None:
-            raise ReleaseError("--data needs --domain (the domain file of the records)")
-        return records.read_csv(args.data, args.domain), str(args.data)
-    if args.records < 0:
-        raise ReleaseError(f"--records must be non-negative, got {args.records}")
-    domain = records.read_domain(args.domain)[0] if args.domain else DEMO_DOMAIN
-    data = records.synthetic(domain, args.records, args.data_seed)
-    return data, f"synthetic(records={args.records}, seed={args.data_seed})"
+            raise ReleaseError(
+                "--data needs --domain (the declared domain of the records; it is never "
+                "inferred from the data)"
+            )
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", records.RecordsWarning)
+            data = records.read_csv(args.data, args.domain)
+        return data, str(args.data), [str(w.message) for w in caught]
+    n = 1000 if args.records is None else args.records
+    seed = 0 if args.data_seed is None else args.data_seed
+    if n < 0:
+        raise ReleaseError(f"--records must be non-negative, got {n}")
+    domain = records.read_domain(args.domain) if args.domain else DEMO_DOMAIN
+    return records.synthetic(domain, n, seed), f"synthetic(records={n}, seed={seed})", []
 
 
-def _answers_csv(W, domain, answers, stderr, integers: bool) -> str:
-    """The answers CSV: ``query[, marginal, cell], answer(s)[, stderr]``."""
-    m = int(W.shape[0])
-    labels = _labels(W, domain)
-    header = ["query"] + (["marginal", "cell"] if labels else [])
-    header += ["answer"] if len(answers) == 1 else [f"answer_{r + 1}" for r in range(len(answers))]
-    columns = [[str(i) for i in range(m)]]
-    if labels:
-        columns += [[f'"{n}"' for n in (x.replace('"', '""') for x in labels[0])], labels[1]]
-    fmt = "{:d}".format if integers else "{:.10g}".format
-    columns += [list(map(fmt, a.tolist())) for a in answers]
-    if stderr is not None:
-        header.append("stderr")
-        columns.append(list(map("{:.10g}".format, stderr.tolist())))
+def _csv(frame, integers: bool) -> str:
+    """A DataFrame as CSV: floats as ``%.10g`` (integers as such after ``--round``), missing
+    labels as empty fields (formatted column-wise: pandas' float formatter is slow)."""
+    columns = []
+    for name in frame.columns:
+        col = frame[name].to_numpy()
+        if col.dtype.kind == "f":
+            columns.append(list(map("{:.10g}".format, col.tolist())))
+        elif col.dtype.kind in "iu":
+            columns.append(list(map(str, col.tolist())))
+        else:
+            columns.append(["" if v is None or v != v else str(v) for v in col.tolist()])
     buf = io.StringIO()
-    csv.writer(buf, lineterminator="\n").writerow(header)
-    buf.write("\n".join(",".join(row) for row in zip(*columns)))
-    buf.write("\n")
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow([str(c) for c in frame.columns])
+    writer.writerows(zip(*columns))
     return buf.getvalue()
+
+
+def _check_reserved(domain) -> None:
+    clash = [n for n in domain.names if n in RESERVED_COLUMNS or n.startswith("answer_")]
+    if clash:
+        raise ReleaseError(
+            f"attribute name(s) {clash} clash with the answer file's columns "
+            f"{list(RESERVED_COLUMNS)}; rename them in the data and the domain file"
+        )
+
+
+def _table_files(result, out_dir: Path, integers: bool) -> dict:
+    if result.tables_spec is None:
+        raise ReleaseError(
+            "--out-dir writes one CSV per marginal, but this workload is not made of "
+            "marginal-type tables; use --out"
+        )
+    files, used = {}, set()
+    for names, frame in result.tables().items():
+        stem = "__".join(names) or "total"
+        stem = "".join(ch if ch.isalnum() or ch in "_.-" else "_" for ch in stem)
+        name, k = f"{stem}.csv", 2
+        while name in used:
+            name, k = f"{stem}_{k}.csv", k + 1
+        used.add(name)
+        files[out_dir / name] = _csv(frame.reset_index(), integers)
+    return files
+
+
+def _write(files: dict) -> None:
+    """Write atomically; an OS error names the target file, not a temporary one."""
+    try:
+        write_files_atomic(files)
+    except OSError as exc:
+        target = next(
+            (
+                t
+                for t in files
+                if str(exc.filename or "").startswith(str(Path(t).parent / f".{Path(t).name}."))
+                or str(exc.filename2 or "") == str(t)
+                or str(exc.filename or "") == str(t)
+            ),
+            None,
+        )
+        where = str(target) if target is not None else ", ".join(map(str, files))
+        raise ReleaseError(f"cannot write {where}: {exc.strerror or exc}") from None
 
 
 def run(args) -> dict:
     """Do the release described by parsed ``args``; returns the summary (files written)."""
     t0 = time.perf_counter()
-    out, summary_path = _output_paths(args)
-    if args.releases < 1:
-        raise ReleaseError(f"--releases must be at least 1, got {args.releases}")
+    params = _apply_summary(args) if args.from_summary else {}
+    params.update(_params(args.param))
+    if args.workload is None or args.selector is None:
+        raise ReleaseError("--workload and --selector are required (or --from-summary FILE)")
+    out, out_dir, summary_path = _output_paths(args)
+    releases = 1 if args.releases is None else args.releases
+    if releases < 1:
+        raise ReleaseError(f"--releases must be at least 1, got {releases}")
+    if args.seed is not None and args.seed < 0:
+        raise ReleaseError(f"--seed must be a non-negative integer, got {args.seed}")
     privacy = _privacy(args)
-    params = _params(args.param)
     if args.selector not in selectors.available():
         raise ReleaseError(
             f"unknown selector {args.selector!r}; available: {', '.join(selectors.available())}"
         )
-    data, source = _load_data(args)
-    domain = data.domain
-    W = parse_workload(args.workload, domain)
-    t_load = time.perf_counter() - t0
-
-    # strategy and its analytic error
-    t1 = time.perf_counter()
-    strategy = selectors.get(args.selector, **params).select(W, privacy)
-    t_select = time.perf_counter() - t1
-    t2 = time.perf_counter()
-    total = evaluate.expected_error(W, strategy, privacy)
-    try:
-        stderr = mechanism.standard_errors(W, strategy, privacy)
-    except TooLargeError:
-        stderr = None
-    t_eval = time.perf_counter() - t2
-
-    # releases
-    t3 = time.perf_counter()
-    rng = np.random.default_rng(args.seed)
-    answers = [
-        mechanism.release(W, strategy, data, privacy, rng, args.noise) for _ in range(args.releases)
-    ]
+    ledger = Ledger(args.ledger) if args.ledger is not None else None
+    data, source, notes = _load_data(args)
+    _check_reserved(data.domain)
+    W = workload_matrix(args.workload, data.domain, "--workload", "--domain / --data")
+    noise = args.noise or "continuous"
+    result = release(
+        data,
+        W,
+        privacy,
+        args.selector,
+        params=params,
+        seed=args.seed,
+        noise=noise,
+        releases=releases,
+        ledger=ledger,
+        description=f"mmtoolkit release {args.workload} by {args.selector} from {source}",
+    )
     post = []
+    answers = result.answers
     if args.nonnegative:
-        answers = [mechanism.clip_nonnegative(a) for a in answers]
+        answers = mechanism.clip_nonnegative(answers)
         post.append("clip_nonnegative")
     if args.round:
-        answers = [mechanism.round_to_integers(a) for a in answers]
+        answers = mechanism.round_to_integers(answers)
         post.append("round_to_integers")
-    t_release = time.perf_counter() - t3
+    result = dataclasses.replace(result, answers=answers)
 
-    # outputs, built in memory then written atomically
-    m = int(W.shape[0])
-    summary = {
-        "privacy": privacy.describe(),
-        "privacy_spec": privacy.to_spec(),
-        "releases": len(answers),
-        "composition": (
-            "each release spends the full budget; together they are "
-            f"{len(answers)}-fold composition"
-            if len(answers) > 1
-            else None
-        ),
-        "selector": args.selector,
-        "params": json.loads(json.dumps(params, default=repr)),
-        "strategy": type(strategy.matrix).__name__,
-        "operator": (strategy.metadata or {}).get("operator"),
-        "workload": args.workload,
-        "queries": m,
-        "data": source,
-        "records": len(data),
-        "domain_cells": str(domain.size),
-        "expected_total_squared_error": total,
-        "expected_rmse": math.sqrt(total / m),
-        "noise": args.noise,
-        "seed": args.seed,
-        "postprocessing": post,
-        "postprocessing_note": (
-            "the expected error refers to the answers before post-processing" if post else None
-        ),
-        "seconds": {
-            "load": t_load,
-            "select": t_select,
-            "evaluate": t_eval,
-            "release": t_release,
-        },
-    }
-    if args.noise == "discrete":
-        summary["discrete_noise"] = _discrete_summary(strategy, privacy)
-    summary["seconds"]["total"] = time.perf_counter() - t0
-    write_files_atomic(
+    summary = dict(result.summary)
+    summary.update(
         {
-            out: _answers_csv(W, domain, answers, stderr, args.round),
-            summary_path: json.dumps(summary, indent=2, ensure_ascii=False) + "\n",
+            "workload": args.workload,
+            "data": source,
+            "data_file": str(Path(args.data).resolve()) if args.data else None,
+            "domain_file": str(Path(args.domain).resolve()) if args.domain else None,
+            "synthetic": None
+            if args.data
+            else {
+                "records": 1000 if args.records is None else args.records,
+                "data_seed": 0 if args.data_seed is None else args.data_seed,
+            },
+            "warnings": notes,
+            "postprocessing": post,
+            "postprocessing_note": (
+                "the expected error refers to the answers before post-processing" if post else None
+            ),
         }
     )
-    summary["paths"] = {"answers": str(out), "summary": str(summary_path)}
+    if noise == "discrete":
+        summary["discrete_noise"] = _discrete_summary(result.strategy, privacy)
+    if out_dir is not None:
+        files = _table_files(result, out_dir, args.round)
+    else:
+        files = {out: _csv(result.to_frame(), args.round)}
+    summary["outputs"] = [str(p) for p in files]
+    summary["seconds"]["total"] = time.perf_counter() - t0
+    files[summary_path] = json.dumps(summary, indent=2, ensure_ascii=False) + "\n"
+    _write(files)
+    summary["paths"] = {"answers": str(out or out_dir), "summary": str(summary_path)}
     return summary
 
 
@@ -362,10 +483,12 @@ def main(args) -> int:
     """Entry point of ``mmtoolkit release`` (parsed ``args``); returns the exit code."""
     try:
         s = run(args)
-    except (ValueError, KeyError, TypeError, OSError) as exc:
+    except (ValueError, KeyError, TypeError, OSError, LedgerError) as exc:
         msg = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
         print(f"mmtoolkit release: error: {' '.join(str(msg).split())}", file=sys.stderr)
         return 2
+    for note in s["warnings"]:
+        print(f"mmtoolkit release: warning: {note}", file=sys.stderr)
     print(
         f"released {s['queries']} answers x {s['releases']} ({s['workload']}, selector "
         f"{s['selector']}, {s['strategy']}) from {s['records']} records; {s['privacy']}; "

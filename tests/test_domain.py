@@ -175,3 +175,22 @@ def test_vectorize_errors():
         d.vectorize([["a", "b"]])
     with pytest.raises(ValueError, match="too large"):
         Domain.from_sizes([10] * 10).vectorize([[0] * 10])
+
+
+def test_labels_are_optional_metadata():
+    d = Domain(["sex", "age"], [2, 3], [False, True], labels=[["F", "M"], None])
+    assert d.labels == (("F", "M"), None)
+    assert d.value_labels("sex") == ("F", "M") and d.value_labels(1) == ("0", "1", "2")
+    assert d != Domain(["sex", "age"], [2, 3], [False, True])  # labels are part of the value
+    assert d.project(["sex"]).labels == (("F", "M"),)
+    assert pickle.loads(pickle.dumps(d)) == d and hash(d) == hash(d.with_labels(d.labels))
+    assert Domain(["x"], [2], labels={"x": ["a", "b"]}).labels == (("a", "b"),)
+    for labels, message in [
+        ([["F"], None], r"attribute 'sex' has size 2 but 1 labels"),
+        ([["F", "F"], None], r"label 'F' appears twice"),
+        ([[0, 1], None], r"labels of attribute 'sex' must be strings"),
+        ({"z": ["a"]}, r"labels given for unknown attribute\(s\) \['z'\]"),
+        ([None], r"one entry per attribute: 1 given for 2 attributes"),
+    ]:
+        with pytest.raises(ValueError, match=message):
+            Domain(["sex", "age"], [2, 3], labels=labels)

@@ -207,3 +207,31 @@ def test_residual_release_from_vector_equals_records():
     x = np.random.default_rng(2).integers(0, 20, size=12)
     got = mechanism.release(Wp, sp, x, ZCDP(1e12), np.random.default_rng(0))
     np.testing.assert_allclose(got, Wp @ x, atol=1e-3)
+
+
+def test_bad_data_vectors_and_workloads_are_refused_before_noise():
+    """A DataFrame (or 2-D array) of codes whose size happens to equal the domain size is not
+    a histogram; NaN or negative counts and a NaN workload entry are refused by name."""
+    import pandas as pd
+
+    from mmtoolkit.linalg import Dense
+
+    W = Identity(6)
+    codes = pd.DataFrame({"a": [0, 1, 2], "b": [1, 0, 1]})  # 3 records x 2 columns = 6 = N
+    rng = np.random.default_rng(0)
+    for data in (codes, codes.to_numpy()):
+        with pytest.raises(ValueError, match=r"1-D data vector .* records.from_frame"):
+            mechanism.release(W, Identity(6), data, PureDP(1.0), rng)
+    x = np.array([1.0, 2, np.nan, 0, 0, 1])
+    with pytest.raises(ValueError, match=r"data vector: cell 2 is nan"):
+        mechanism.release(W, Identity(6), x, PureDP(1.0), rng)
+    with pytest.raises(ValueError, match=r"data vector: cell 1 has a negative count -2"):
+        mechanism.release(W, Identity(6), [1, -2, 0, 0, 0, 0], PureDP(1.0), rng)
+    bad = np.eye(6)
+    bad[3, 4] = np.nan
+    with pytest.raises(ValueError, match=r"the workload has a NaN or infinite entry in row 3"):
+        mechanism.release(Dense(bad), Identity(6), np.ones(6), PureDP(1.0), rng)
+    state = rng.bit_generator.state
+    with pytest.raises(ValueError):
+        mechanism.release(Dense(bad), Identity(6), np.ones(6), PureDP(1.0), rng)
+    assert rng.bit_generator.state == state  # no noise was drawn

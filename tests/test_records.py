@@ -108,7 +108,7 @@ def test_unreadable_files(tmp_path, files):
 
 
 class FakeFrame:
-    """A minimal pandas-like frame (pandas is not a dependency)."""
+    """A minimal frame-like object: from_frame needs only ``.columns`` and ``frame[col]``."""
 
     def __init__(self, cols, index=None):
         self._cols = cols
@@ -162,3 +162,117 @@ def test_adult_records(adult_dir):
     R = records.read_csv(adult_dir / "adult.csv", adult_dir / "adult-domain.json")
     assert len(R) == 48842 and R.domain.sizes[:3] == (85, 9, 100)
     assert R.marginal(["sex"]).sum() == 48842
+
+
+# ============================================================================ categories
+CAT = {
+    "age": {"bins": [0, 30, 50, 120]},
+    "job": {"values": ["Private", "State-gov", "Other"], "other": "Other"},
+    "sex": {"values": ["F", "M"]},
+    "grade": {"values": [1, 2, 3], "numeric": True},
+}
+
+
+def test_values_bins_and_labels(files):
+    f, d = files("age,job,sex,grade\n23,Private,F,2\n50,Never-worked,M,3\n31, State-gov ,F,1\n",
+                 CAT)  # fmt: skip
+    R = records.read_csv(f, d)
+    np.testing.assert_array_equal(R.codes, [[0, 0, 0, 1], [2, 2, 1, 2], [1, 1, 0, 0]])
+    dom = R.domain
+    assert dom.sizes == (3, 3, 2, 3) and dom.numeric == (True, False, False, True)
+    assert dom.value_labels("age") == ("[0, 30)", "[30, 50)", "[50, 120)")
+    assert dom.value_labels("job") == ("Private", "State-gov", "Other")
+    assert dom.value_labels("grade") == ("1", "2", "3")
+    np.testing.assert_array_equal(R.bins["age"], [0, 30, 50, 120])
+    # without "other", a value not declared is refused, naming file, line and column
+    strict = {**CAT, "job": {"values": ["Private", "State-gov", "Other"]}}
+    f, d = files("age,job,sex,grade\n23,Private,F,2\n50,Never-worked,M,3\n", strict)
+    with pytest.raises(RecordsError, match=r"data.csv, line 3, column 'job': value "
+                       r"'Never-worked' is not one of the attribute's declared values "
+                       r"\('Private', 'State-gov', 'Other'\)"):  # fmt: skip
+        records.read_csv(f, d)
+    # ... unless asked to map it to a declared value
+    R = records.read_csv(f, d, other={"job": "Other"})
+    assert R.codes[1, 1] == 2
+    with pytest.raises(RecordsError, match=r"other: 'Retired' is not one of the declared"):
+        records.read_csv(f, d, other={"job": "Retired"})
+    f, d = files("age,job,sex,grade\n23,Private,,2\n", CAT)
+    with pytest.raises(RecordsError, match=r"line 2, column 'sex': an empty value"):
+        records.read_csv(f, d)
+
+
+@pytest.mark.parametrize(
+    "entry, message",
+    [
+        ({"values": ["a", "a"]}, r"lists the value 'a' twice"),
+        ({"values": []}, r"non-empty list of categories"),
+        ({"values": ["a", 1.5]}, r"must be strings or integers, got 1.5"),
+        ({"values": ["a", "b"], "size": 3}, r"has size 3 but 2 values"),
+        ({"values": ["a"], "bins": [0, 1]}, r"declares both bins and values"),
+        ({"values": ["a", "b"], "other": "c"}, r"other of attribute 'x' must be one of its"),
+        ({"size": 2, "other": "0"}, r"other of attribute 'x' must be one of its declared"),
+        ({"values": ["a"], "numeric": "yes"}, r"numeric of attribute 'x' must be true or false"),
+    ],
+)
+def test_bad_declarations(entry, message):
+    with pytest.raises(RecordsError, match=message):
+        records.parse_domain({"x": entry})
+
+
+def test_encoding_latin1_and_bom(files, tmp_path):
+    f, d = files("a,b,c\n0,1,3\n", DOMAIN)
+    f.write_bytes(b"a,b,c\n0,1,3\n0,1,\xe93\n")
+    with pytest.raises(RecordsError, match=r"data.csv, line 3: byte 0xe9 \(column 5\) is not "
+                       r"UTF-8; the data file must be UTF-8"):  # fmt: skip
+        records.read_csv(f, d)
+    f.write_bytes(b"\xef\xbb\xbfa,b,c\n0,1,3\n")  # the BOM is not part of the first column name
+    assert records.read_csv(f, d).codes.tolist() == [[0, 1, 3]]
+    d.write_bytes(b'\xef\xbb\xbf{"a": 3, "b": 2, "c": 4}')
+    assert records.read_domain(d).domain.sizes == (3, 2, 4)
+
+
+def test_header_only_csv_warns(files):
+    f, d = files("a,b,c\n")
+    with pytest.warns(records.RecordsWarning, match="has a header but no records"):
+        R = records.read_csv(f, d)
+    assert len(R) == 0 and R.marginal(["a"]).tolist() == [0, 0, 0]
+
+
+def test_pandas_string_categorical_and_integer_columns():
+    pd = pytest.importorskip("pandas")
+    frame = pd.DataFrame({
+        "age": [23.0, 50.5, 31.0],
+        "job": pd.Categorical(["Private", "Never-worked", "State-gov"]),
+        "sex": pd.array(["F", "M", "F"], dtype="string"),
+        "grade": np.array([2, 3, 1]),
+    })  # fmt: skip
+    R = records.from_frame(frame, CAT)
+    np.testing.assert_array_equal(R.codes, [[0, 0, 0, 1], [2, 2, 1, 2], [1, 1, 0, 0]])
+    frame.loc[1, "sex"] = None
+    with pytest.raises(RecordsError, match=r"DataFrame, row 1, column 'sex': an empty value"):
+        records.from_frame(frame, CAT)
+    with pytest.raises(RecordsError, match=r"expected a DataFrame .* records.from_codes"):
+        records.from_frame(np.zeros((3, 4)), CAT)
+
+
+def test_arrow_table_through_pandas():
+    pa = pytest.importorskip("pyarrow")
+    table = pa.table({"age": [23, 64], "job": ["Private", "Other"], "sex": ["M", "F"],
+                      "grade": [3, 3]})  # fmt: skip
+    R = records.from_frame(table, CAT)
+    np.testing.assert_array_equal(R.codes, [[0, 0, 1, 2], [2, 2, 0, 2]])
+
+
+def test_draft_domain_warns_and_drafts(tmp_path, capsys):
+    (tmp_path / "s.csv").write_text(
+        "job,age\n" + "".join(f"{j},{a}\n" for j, a in zip("ba" * 40, range(17, 97)))
+    )
+    spec = records.draft_domain(tmp_path / "s.csv", bins=4, out=tmp_path / "draft.json")
+    err = capsys.readouterr().err
+    assert "read from the data itself" in err and "NOT protected by differential privacy" in err
+    assert spec["job"] == {"values": ["a", "b"]}
+    edges = spec["age"]["bins"]
+    assert len(edges) == 5 and edges[0] == 17 and edges[-1] > 96
+    assert json.loads((tmp_path / "draft.json").read_text()) == spec
+    R = records.read_csv(tmp_path / "s.csv", tmp_path / "draft.json")  # the draft is usable
+    assert len(R) == 80 and R.domain.numeric == (False, True)

@@ -92,6 +92,7 @@ def interval_tree(n: int, branching: int, split: str = "near_equal", height=None
     n, b = check_int(n, "n", minimum=1), check_int(branching, "branching", minimum=2)
     if split not in SPLITS:
         raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
+    check_dense_size(n, 1, f"an interval tree over {n} cells (its finest level)")
     if split == "pad":
         h = tree_height(n, b) if height is None else check_int(height, "height", minimum=0)
         if b**h < n:

@@ -49,6 +49,23 @@ def _product_levels(trees: list[list[np.ndarray]]) -> list[tuple]:
 
 
 # ------------------------------------------------------------------- branching rules
+def _height_candidates(n: int):
+    """For each height ``h`` a ``b``-ary tree over ``n ≥ 2`` cells can have, the smallest
+    ``b ≥ 2`` with ``⌈log_b n⌉ = h`` (the least ``b`` with ``b^h ≥ n``), by increasing ``b``.
+    Both branching rules below increase with ``b`` at a fixed height, so their minimum over
+    ``b ∈ {2, …, n}`` is at one of these ``O(log n)`` candidates (exact for any ``n``)."""
+    out = []
+    for h in range(tree_height(n, 2), 0, -1):
+        b = max(2, int(round(n ** (1.0 / h))))
+        while b**h < n:
+            b += 1
+        while b > 2 and (b - 1) ** h >= n:
+            b -= 1
+        if tree_height(n, b) == h:
+            out.append(b)
+    return out
+
+
 def hb_branching(n: int) -> int:
     """Qardaji et al. 2013 (§4, eq. for the average range-query variance; HDMM digest §15):
     the ``b ∈ {2, …, n}`` minimising ``(b − 1) h³ − 2 (b + 1) h² / 3``, ``h = ⌈log_b n⌉``
@@ -56,7 +73,7 @@ def hb_branching(n: int) -> int:
     if n < 2:
         return 2
     best, best_v = 2, math.inf
-    for b in range(2, n + 1):
+    for b in _height_candidates(n):
         h = tree_height(n, b)
         v = (b - 1) * h**3 - 2 * (b + 1) * h**2 / 3
         if v < best_v - 1e-12:
@@ -70,7 +87,7 @@ def hb2d_branching(n: int) -> int:
     if n < 2:
         return 2
     best, best_v = 2, math.inf
-    for b in range(2, n + 1):
+    for b in _height_candidates(n):
         v = b * (n - 1) * tree_height(n, b) ** 2
         if v < best_v:
             best, best_v = b, v

@@ -1,0 +1,351 @@
+"""A privacy ledger: the budget spent on one dataset across releases, in a JSON file.
+
+A ledger declares a total budget for a dataset — ``ρ`` (zCDP), ``ε`` (pure DP) or ``(ε, δ)``
+— and records one entry per release: its privacy definition, what it charges, the time, a
+description and a status. Composition (the privacy spent by several releases together):
+
+* zCDP: ``ρ`` adds (Bun & Steinke 2016, Lemma 2.3);
+* pure DP: ``ε`` adds (basic composition; Dwork & Roth 2014, Thm 3.16);
+* approximate DP: ``(ε, δ)`` add coordinate-wise (the same basic composition theorem).
+
+The three are kept separately; the check against the declared total converts only where a
+conversion is valid:
+
+* a ``ρ`` total: a pure ε-DP release counts as ``ε²/2``-zCDP (Bun & Steinke, Prop. 1.4); an
+  (ε, δ) release of this package is a Gaussian mechanism with noise ``σ`` per unit of L2
+  sensitivity, i.e. ``1/(2σ²)``-zCDP (Prop. 1.6), and is charged so;
+* an ``ε`` total (pure): only pure-DP releases can be charged;
+* an ``(ε, δ)`` total: pure releases count ``(ε, 0)``, (ε, δ) releases as they are, and the
+  zCDP releases together (their ``ρ`` summed first) as ``(ρ + 2√(ρ ln(1/δ_c)), δ_c)``
+  (Bun & Steinke, Prop. 1.3) with the ledger's ``conversion_delta`` ``δ_c``.
+
+The summary also states the zCDP total as (ε, δ) by the same Prop. 1.3 with
+``conversion_delta``.
+
+**Charge before release.** :meth:`Ledger.charge` checks that the release fits in what is
+left and writes a *pending* entry before any noise is drawn; a release that would exceed
+the total is refused and nothing is written. :meth:`Ledger.commit` marks the entry done;
+:meth:`Ledger.cancel` removes it when the release failed before drawing any noise (its
+random generator untouched). Pending entries count as spent: a release killed after its
+noise was drawn has spent its budget whether or not its answers were saved, and the ledger
+cannot know which, so it assumes the worst. Every write is atomic (:mod:`mmtoolkit.atomic`)
+under an exclusive lock on ``FILE.lock``, so a kill at any moment leaves the old or the new
+ledger, and concurrent releases cannot both take the last of the budget.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+from .atomic import write_atomic
+from .checks import check_int, check_positive, check_probability
+from .privacy import ZCDP, Privacy, PureDP, check_privacy
+
+__all__ = ["FORMAT", "Ledger", "LedgerError", "Spent", "charge_of"]
+
+FORMAT = "mmtoolkit-ledger/1"
+#: Relative slack when comparing spent budget with the total (float rounding of sums).
+TOLERANCE = 1e-9
+
+
+class LedgerError(ValueError):
+    """A ledger that cannot be read, or a charge that does not fit in its budget."""
+
+
+def charge_of(privacy: Privacy, releases: int = 1) -> dict:
+    """What ``releases`` releases under ``privacy`` charge: ``{"rho": R·ρ}`` (zCDP),
+    ``{"epsilon": R·ε}`` (pure) or ``{"epsilon": R·ε, "delta": R·δ, "rho": R/(2σ²)}``
+    ((ε, δ): the Gaussian mechanism's σ per unit sensitivity also gives its zCDP ρ)."""
+    check_privacy(privacy)
+    r = check_int(releases, "releases", minimum=1)
+    if isinstance(privacy, ZCDP):
+        return {"rho": r * privacy.rho}
+    if isinstance(privacy, PureDP):
+        return {"epsilon": r * privacy.epsilon}
+    sigma = privacy.noise_scale(1.0)
+    return {"epsilon": r * privacy.epsilon, "delta": r * privacy.delta, "rho": r / (2 * sigma**2)}
+
+
+@dataclass(frozen=True)
+class Spent:
+    """Budget spent (pending entries included), per kind of guarantee."""
+
+    rho: float  # Σ ρ of the zCDP releases
+    epsilon_pure: float  # Σ ε of the pure-DP releases
+    epsilon_approx: float  # Σ ε of the (ε, δ) releases
+    delta_approx: float  # Σ δ of the (ε, δ) releases
+    rho_approx: float  # Σ 1/(2σ²) of the (ε, δ) releases (their zCDP guarantee)
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _zcdp_to_dp(rho: float, delta: float) -> float:
+    return ZCDP(rho).to_approx_dp(delta) if rho > 0 else 0.0
+
+
+class Ledger:
+    """The privacy ledger in the JSON file ``path`` (see the module docstring).
+
+    ``Ledger.create(path, rho=1.0)`` starts one (``epsilon=`` for pure DP, ``epsilon=`` and
+    ``delta=`` for (ε, δ)); ``Ledger(path)`` opens an existing one. :meth:`charge` /
+    :meth:`commit` bracket a release (``mmtoolkit.release(..., ledger=...)`` and
+    ``mmtoolkit release --ledger FILE`` do it); :meth:`remaining`, :meth:`spent` and
+    :meth:`report` read it.
+    """
+
+    def __init__(self, path):
+        self.path = Path(path)
+        self._data = self._read()
+
+    # ------------------------------------------------------------------ files
+    @classmethod
+    def create(
+        cls, path, *, rho=None, epsilon=None, delta=None, conversion_delta=None, dataset=""
+    ) -> Ledger:
+        """Create a ledger file with a declared total: ``rho`` (zCDP), ``epsilon`` (pure DP)
+        or ``epsilon`` and ``delta``. ``conversion_delta`` is the δ at which zCDP totals are
+        stated as (ε, δ) (default: ``delta`` / 2 for an (ε, δ) total, else 1e-6). Refuses to
+        overwrite an existing file."""
+        path = Path(path)
+        if rho is not None:
+            if epsilon is not None or delta is not None:
+                raise LedgerError("a ledger total is --rho, or --epsilon [--delta], not both")
+            total = {"rho": check_positive(rho, "rho")}
+        elif epsilon is not None:
+            total = {"epsilon": check_positive(epsilon, "epsilon")}
+            if delta is not None:
+                total["delta"] = check_probability(delta, "delta")
+        else:
+            raise LedgerError("a ledger needs a total budget: rho, or epsilon [and delta]")
+        if conversion_delta is None:
+            conversion_delta = total["delta"] / 2 if "delta" in total else 1e-6
+        conversion_delta = check_probability(conversion_delta, "conversion_delta")
+        if "delta" in total and conversion_delta >= total["delta"]:
+            raise LedgerError(
+                f"conversion_delta {conversion_delta:g} must be below the total δ "
+                f"{total['delta']:g}"
+            )
+        data = {
+            "format": FORMAT,
+            "dataset": str(dataset),
+            "created": _now(),
+            "total": total,
+            "conversion_delta": conversion_delta,
+            "entries": [],
+        }
+        with _locked(path):
+            if path.exists():
+                raise LedgerError(f"{path} already exists; a ledger is never overwritten")
+            write_atomic(path, _dump(data))
+        return cls(path)
+
+    def _read(self) -> dict:
+        try:
+            text = self.path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            raise LedgerError(
+                f"ledger {self.path} does not exist; create it first (mmtoolkit ledger init "
+                f"{self.path} --rho R, or Ledger.create)"
+            ) from None
+        except OSError as exc:
+            raise LedgerError(f"cannot read ledger {self.path}: {exc.strerror}") from None
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise LedgerError(f"{self.path}: not a valid ledger (JSON: {exc.msg})") from None
+        if not isinstance(data, dict) or data.get("format") != FORMAT:
+            raise LedgerError(f"{self.path}: not a privacy ledger (format {FORMAT} expected)")
+        return data
+
+    # ------------------------------------------------------------------ reading
+    @property
+    def total(self) -> dict:
+        return dict(self._data["total"])
+
+    @property
+    def conversion_delta(self) -> float:
+        return float(self._data["conversion_delta"])
+
+    @property
+    def entries(self) -> list[dict]:
+        return [dict(e) for e in self._data["entries"]]
+
+    def spent(self, extra: dict | None = None) -> Spent:
+        """The budget spent by every entry (pending included), plus ``extra`` (a charge)."""
+        charges = [e["charge"] for e in self._data["entries"]] + ([extra] if extra else [])
+        rho = eps_p = eps_a = delta_a = rho_a = 0.0
+        for c in charges:
+            if "delta" in c:
+                eps_a += c["epsilon"]
+                delta_a += c["delta"]
+                rho_a += c["rho"]
+            elif "epsilon" in c:
+                eps_p += c["epsilon"]
+            else:
+                rho += c["rho"]
+        return Spent(rho, eps_p, eps_a, delta_a, rho_a)
+
+    def _pure_as_zcdp(self, extra: dict | None) -> float:
+        charges = [e["charge"] for e in self._data["entries"]] + ([extra] if extra else [])
+        return sum(c["epsilon"] ** 2 / 2 for c in charges if "epsilon" in c and "delta" not in c)
+
+    def usage(self, extra: dict | None = None) -> dict:
+        """The spent budget in the units of the total (``{"rho": …}``, ``{"epsilon": …}`` or
+        ``{"epsilon": …, "delta": …}``); None values where a charge cannot be expressed."""
+        s = self.spent(extra)
+        total = self._data["total"]
+        if "rho" in total:
+            return {"rho": s.rho + s.rho_approx + self._pure_as_zcdp(extra)}
+        if "delta" not in total:
+            ok = s.rho == 0 and s.epsilon_approx == 0
+            return {"epsilon": s.epsilon_pure if ok else None}
+        dc = self.conversion_delta
+        return {
+            "epsilon": s.epsilon_pure + s.epsilon_approx + _zcdp_to_dp(s.rho, dc),
+            "delta": s.delta_approx + (dc if s.rho > 0 else 0.0),
+        }
+
+    def remaining(self) -> dict:
+        """The budget left, in the units of the total."""
+        used = self.usage()
+        return {k: (None if used[k] is None else self._data["total"][k] - used[k]) for k in used}
+
+    def report(self) -> str:
+        """A human-readable account: total, spent per kind, the zCDP total as (ε, δ), entries."""
+        s = self.spent()
+        total = self._data["total"]
+        dc = self.conversion_delta
+        lines = [
+            f"ledger {self.path}"
+            + (f" (dataset {self._data['dataset']})" if self._data["dataset"] else ""),
+            "total: " + ", ".join(f"{k} = {v:g}" for k, v in total.items()),
+            "spent (pending entries included):",
+            f"  zCDP releases: rho = {s.rho:.6g}  (rho adds; Bun & Steinke 2016 Lemma 2.3)",
+            f"    as (epsilon, delta): epsilon = {_zcdp_to_dp(s.rho, dc):.6g} at delta = {dc:g}"
+            "  (epsilon = rho + 2 sqrt(rho ln(1/delta)), Bun & Steinke 2016 Prop. 1.3)",
+            f"  pure-DP releases: epsilon = {s.epsilon_pure:.6g}  (basic composition)",
+            f"  (epsilon, delta) releases: epsilon = {s.epsilon_approx:.6g}, delta = "
+            f"{s.delta_approx:.6g}  (basic composition)",
+        ]
+        used, left = self.usage(), self.remaining()
+        lines.append(
+            "against the total: "
+            + ", ".join(
+                f"{k} used {used[k]:.6g}, left {left[k]:.6g}"
+                if used[k] is not None
+                else f"{k}: not expressible"
+                for k in used
+            )
+        )
+        lines.append(f"entries ({len(self._data['entries'])}):")
+        for e in self._data["entries"]:
+            charge = ", ".join(f"{k} = {v:.6g}" for k, v in e["charge"].items())
+            state = (
+                "committed"
+                if e["status"] == "committed"
+                else "PENDING: charged, release not confirmed (interrupted?) — counted as spent"
+            )
+            lines.append(
+                f"  #{e['id']} {e['time']} {e['privacy_text']} x{e['releases']}: {charge}; "
+                f"{state}; {e['description']}"
+            )
+        return "\n".join(lines)
+
+    # ------------------------------------------------------------------ writing
+    def charge(self, privacy: Privacy, releases: int = 1, description: str = "") -> int:
+        """Check that ``releases`` releases under ``privacy`` fit in the budget left and
+        record them as a pending entry (written atomically) — call before any noise is
+        drawn. Raises :class:`LedgerError` (nothing written) when they do not fit. Returns
+        the entry id for :meth:`commit`."""
+        charge = charge_of(privacy, releases)
+        with _locked(self.path):
+            self._data = self._read()
+            total = self._data["total"]
+            if "epsilon" in total and "delta" not in total and "epsilon" not in charge:
+                raise LedgerError(
+                    f"ledger {self.path} has a pure ε-DP total; a {type(privacy).__name__} "
+                    "release is not ε-DP and cannot be charged to it"
+                )
+            if "epsilon" in total and "delta" not in total and "delta" in charge:
+                raise LedgerError(
+                    f"ledger {self.path} has a pure ε-DP total; an (ε, δ) release cannot be "
+                    "charged to it"
+                )
+            used = self.usage(charge)
+            for k, v in used.items():
+                if v > total[k] * (1 + TOLERANCE):
+                    before = self.usage()[k]
+                    raise LedgerError(
+                        f"refused: this release ({privacy.describe().split(':')[0]} x "
+                        f"{releases}) would bring {k} to {v:.6g}, over the ledger's total "
+                        f"{total[k]:g} (spent so far {before:.6g}, left "
+                        f"{total[k] - before:.6g}); nothing was released or written"
+                    )
+            ids = [e["id"] for e in self._data["entries"]]
+            entry = {
+                "id": max(ids, default=0) + 1,
+                "time": _now(),
+                "status": "pending",
+                "privacy": privacy.to_spec(),
+                "privacy_text": privacy.describe().split(":")[0],
+                "releases": releases,
+                "charge": charge,
+                "description": str(description),
+            }
+            self._data["entries"].append(entry)
+            write_atomic(self.path, _dump(self._data))
+        return entry["id"]
+
+    def cancel(self, entry_id: int) -> None:
+        """Remove a pending entry whose release failed *before drawing any noise* (the
+        caller's random generator is untouched): nothing was spent. A release that may have
+        drawn noise must stay charged."""
+        with _locked(self.path):
+            self._data = self._read()
+            entries = self._data["entries"]
+            keep = [e for e in entries if not (e["id"] == entry_id and e["status"] == "pending")]
+            if len(keep) == len(entries):
+                raise LedgerError(f"ledger {self.path} has no pending entry {entry_id}")
+            self._data["entries"] = keep
+            write_atomic(self.path, _dump(self._data))
+
+    def commit(self, entry_id: int) -> None:
+        """Mark a pending entry as committed (its release completed)."""
+        with _locked(self.path):
+            self._data = self._read()
+            for e in self._data["entries"]:
+                if e["id"] == entry_id:
+                    e["status"] = "committed"
+                    e["committed"] = _now()
+                    break
+            else:
+                raise LedgerError(f"ledger {self.path} has no entry {entry_id}")
+            write_atomic(self.path, _dump(self._data))
+
+
+def _dump(data: dict) -> str:
+    return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
+
+
+@contextmanager
+def _locked(path: Path):
+    """An exclusive advisory lock on ``path.lock`` for one read-modify-write."""
+    lock = path.with_name(path.name + ".lock")
+    try:
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o666)
+    except OSError as exc:
+        raise LedgerError(f"cannot lock ledger {path}: {exc.strerror} ({lock})") from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)

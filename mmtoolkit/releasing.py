@@ -1,0 +1,584 @@
+"""``mmtoolkit.release``: records in, labelled noisy tables out.
+
+:func:`release` reads the data (a :class:`~mmtoolkit.records.Records`, a records CSV, a pandas
+DataFrame or a pyarrow Table, each against a declared domain — never one inferred from the
+data), builds the workload (a SPEC of :mod:`mmtoolkit.workload_specs` or a Matrix), selects a
+strategy with a registered selector, optionally charges a privacy :class:`~mmtoolkit.ledger.
+Ledger` (before any noise is drawn), draws the noise and returns a :class:`ReleaseResult`:
+the answers with their analytic standard errors, the privacy spent, the seeds, the strategy
+and a JSON-ready summary, the measurements (for post-processing such as Private-PGM), and
+labelled tables (:meth:`ReleaseResult.table`, :meth:`ReleaseResult.tables`,
+:meth:`ReleaseResult.to_frame`).
+
+**One seed.** ``seed`` (an int ≥ 0; fresh entropy when None, recorded) is split with
+``numpy.random.SeedSequence(seed).spawn(2)`` into a *selection* seed (passed as the
+``seed`` parameter of a selector that takes one, unless given in ``params``) and the *noise*
+generator; the summary records the seed, the derived selection seed and every parameter the
+selector used, so the release can be repeated exactly (``mmtoolkit release --from-summary``).
+The seed determines the noise: whoever knows it and the answers can remove the noise, so a
+summary with a seed is as private as the data.
+
+**Labelled tables.** The rows of a marginal-type workload — marginals, and unions of
+Kronecker products of identity (a category per row), prefix (``[b_0, b_{i+1})`` or ``v_0..v_i``)
+and all-range (``[b_i, b_{j+1})`` or ``v_i..v_j``) factors with totals elsewhere, e.g.
+``range_marginals`` and ``prefix_marginals`` — are grouped into tables, one per product
+term, whose cells are labelled by the domain's value labels (categories, bin intervals, or
+codes).
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from . import evaluate, mechanism, records, selectors
+from .checks import check_int
+from .domain import Domain
+from .ledger import Ledger, charge_of
+from .linalg import AllRange, Identity, Marginals, Matrix, Prefix, TooLargeError, Total, peel
+from .privacy import Privacy, check_privacy
+from .selectors.base import get_class
+from .strategy import Strategy
+from .workload_specs import SpecError, parse_workload
+
+__all__ = [
+    "Measurement",
+    "ReleaseResult",
+    "TableSpec",
+    "release",
+    "split_seed",
+    "workload_matrix",
+    "workload_tables",
+]
+
+#: What an axis of a labelled table holds, by the workload factor on that attribute.
+AXES = {Identity: "value", Prefix: "prefix", AllRange: "range"}
+
+
+# ============================================================================ tables
+@dataclass(frozen=True)
+class TableSpec:
+    """Rows ``start:stop`` of a workload: a table over the attributes ``attrs`` (domain
+    indices, domain order), one axis per attribute of kind ``"value"`` (a cell per
+    category), ``"prefix"`` (``[0, i]``) or ``"range"`` (``[i, j]``, lexicographic); cells in
+    C order; ``weight`` the term's (unsquared) weight (answers are ``weight`` × counts)."""
+
+    attrs: tuple[int, ...]
+    axes: tuple[str, ...]
+    start: int
+    stop: int
+    shape: tuple[int, ...]
+    weight: float
+
+
+def workload_tables(W: Matrix, domain: Domain) -> list[TableSpec] | None:
+    """The tables of a marginal-type workload over ``domain`` (see the module docstring), in
+    row order, or None when ``W`` is not one (its answers are then labelled by row)."""
+    d = len(domain)
+    out, row = [], 0
+    for c, factors in W.kron_terms():
+        if len(factors) != d:
+            return None
+        attrs, axes, shape = [], [], []
+        for i, f in enumerate(factors):
+            if f.shape[1] != domain.sizes[i]:
+                return None
+            if isinstance(f, Total) and f.shape[0] == 1:
+                continue
+            kind = next((k for cls, k in AXES.items() if type(f) is cls), None)
+            if kind is None:
+                return None
+            attrs.append(i)
+            axes.append(kind)
+            shape.append(int(f.shape[0]))
+        rows = math.prod(shape)
+        out.append(
+            TableSpec(tuple(attrs), tuple(axes), row, row + rows, tuple(shape), math.sqrt(c))
+        )
+        row += rows
+    return out if row == W.shape[0] else None
+
+
+def _span(domain: Domain, bins: Mapping, i: int, lo: int, hi: int) -> str:
+    """The label of codes ``lo..hi`` of attribute ``i``: an interval for binned attributes."""
+    name = domain.names[i]
+    if name in bins:
+        e = bins[name]
+        return f"[{records.format_edge(e[lo])}, {records.format_edge(e[hi + 1])})"
+    labels = domain.value_labels(i)
+    return labels[lo] if lo == hi else f"{labels[lo]}..{labels[hi]}"
+
+
+def axis_labels(domain: Domain, bins: Mapping, i: int, kind: str) -> list[str]:
+    """The row labels of one axis (attribute ``i``, kind as in :class:`TableSpec`)."""
+    n = domain.sizes[i]
+    if kind == "value":
+        return list(domain.value_labels(i))
+    if kind == "prefix":
+        return [_span(domain, bins, i, 0, r) for r in range(n)]
+    return [_span(domain, bins, i, lo, hi) for lo in range(n) for hi in range(lo, n)]
+
+
+# ============================================================================ result
+@dataclass(frozen=True)
+class Measurement:
+    """Noisy measurements of one release, in the form post-processing reads them.
+
+    ``kind``:
+
+    * ``"marginal"`` — ``values`` is a noisy marginal table of the records on ``attrs``
+      (attribute names, domain order; shape = their sizes), measured with independent noise
+      of standard deviation ``std`` per cell (the strategy's row weights divided out): HDMM's
+      OPT_M / Datacube-style weighted marginals and identity strategies;
+    * ``"reconstructed"`` — ``values`` is the least-squares marginal on ``attrs`` from a
+      mechanism whose raw measurements are not marginals (ResidualPlanner's residual
+      measurements, He et al. §4); ``std`` per cell is its exact standard error, but the
+      noise is correlated across marginals that share attributes;
+    * ``"strategy"`` — ``values`` is ``y = A x + z`` for the strategy matrix ``query`` (``A``),
+      ``std`` the noise standard deviation of each row (``attrs`` is None).
+
+    ``distribution``: ``"gaussian"``, ``"laplace"``, ``"discrete gaussian"`` or
+    ``"discrete laplace"``.
+    """
+
+    kind: str
+    attrs: tuple[str, ...] | None
+    values: np.ndarray
+    std: np.ndarray
+    distribution: str
+    query: Matrix | None = None
+
+
+@dataclass
+class ReleaseResult:
+    """The result of :func:`release`.
+
+    Fields:
+
+    * ``answers`` — noisy workload answers in ``workload`` row order (shape ``(m,)``; with
+      ``releases = R > 1``, ``(m, R)``, one column per independent release);
+    * ``stderr`` — each answer's analytic standard error (None when the evaluator cannot
+      give per-query variances on this domain);
+    * ``workload`` (Matrix), ``domain`` (with value labels), ``bins`` (bin edges by
+      attribute), ``tables_spec`` (:func:`workload_tables`, None if not marginal-type);
+    * ``privacy`` — the guarantee of *each* release; ``spent`` — what all ``releases``
+      together charge (zCDP ρ, pure ε, or (ε, δ) — see :func:`mmtoolkit.ledger.charge_of`);
+      ``ledger_entry`` — the entry id when charged to a ledger;
+    * ``seed`` — the one seed; ``selection_seed`` — the seed derived for the selector (None
+      if it takes none);
+    * ``strategy`` — the selected :class:`~mmtoolkit.strategy.Strategy` (matrix, selector
+      name, every parameter, metadata);
+    * ``measurements`` — per release, a list of :class:`Measurement` (the noisy
+      measurements with their noise scale: what Private-PGM estimates from);
+    * ``summary`` — a JSON-ready dict of all of the above but the arrays (what
+      ``mmtoolkit release`` writes as its summary).
+    """
+
+    answers: np.ndarray
+    stderr: np.ndarray | None
+    workload: Matrix
+    domain: Domain
+    bins: dict
+    privacy: Privacy
+    spent: dict
+    seed: int
+    selection_seed: int | None
+    strategy: Strategy
+    measurements: list
+    summary: dict
+    ledger_entry: int | None = None
+    tables_spec: list | None = field(default=None)
+
+    def __post_init__(self):
+        if self.tables_spec is None:
+            self.tables_spec = workload_tables(self.workload, self.domain)
+
+    @property
+    def releases(self) -> int:
+        return 1 if self.answers.ndim == 1 else int(self.answers.shape[1])
+
+    def _answer_columns(self, rows: slice) -> dict:
+        a = self.answers[rows]
+        if a.ndim == 1:
+            cols = {"answer": a}
+        else:
+            cols = {f"answer_{r + 1}": a[:, r] for r in range(a.shape[1])}
+        if self.stderr is not None:
+            cols["stderr"] = self.stderr[rows]
+        return cols
+
+    def _check_tables(self) -> list[TableSpec]:
+        if self.tables_spec is None:
+            raise ValueError(
+                "the workload is not a union of marginal-type tables (marginals, range or "
+                "prefix marginals): its answers have no table labels; use to_frame()"
+            )
+        return self.tables_spec
+
+    def _frame(self, spec: TableSpec):
+        import pandas as pd
+
+        names = [self.domain.names[i] for i in spec.attrs]
+        labels = [
+            axis_labels(self.domain, self.bins, i, kind)
+            for i, kind in zip(spec.attrs, spec.axes, strict=True)
+        ]
+        cols = self._answer_columns(slice(spec.start, spec.stop))
+        if not names:
+            return pd.DataFrame(cols, index=pd.Index(["(total)"], name="marginal"))
+        index = pd.MultiIndex.from_product(
+            [pd.CategoricalIndex(lab, categories=lab, ordered=True) for lab in labels],
+            names=names,
+        )
+        return pd.DataFrame(cols, index=index)
+
+    def table(self, attrs, release: int | None = None):
+        """The table on ``attrs`` (names, any order; ``()`` for the total) as a pandas
+        DataFrame indexed by the attributes' labels (a ``MultiIndex`` in domain order, each
+        level categorical in the declared order), with columns ``answer`` (``answer_1 …``
+        for several releases; ``release=r`` keeps column ``answer_{r+1}`` as ``answer``) and
+        ``stderr``."""
+        if isinstance(attrs, str):
+            attrs = (attrs,)
+        want = self.domain.indices(attrs) if attrs else ()
+        found = [s for s in self._check_tables() if s.attrs == want]
+        if not found:
+            have = ", ".join(
+                "(" + ", ".join(self.domain.names[i] for i in s.attrs) + ")"
+                for s in self.tables_spec
+            )
+            raise ValueError(f"the workload has no table on {tuple(attrs)}; it has {have}")
+        df = self._frame(found[0])
+        if release is not None:
+            r = check_int(release, "release", minimum=0)
+            if self.answers.ndim == 1:
+                if r != 0:
+                    raise ValueError(f"release {r} out of range: there is 1 release")
+                return df
+            df = df.rename(columns={f"answer_{r + 1}": "answer"})
+            return df.drop(columns=[c for c in df.columns if c.startswith("answer_")])
+        return df
+
+    def tables(self) -> dict:
+        """Every table: ``{attribute-name tuple: DataFrame}`` (see :meth:`table`), in workload
+        order (a product repeated in the workload keeps its first table)."""
+        out = {}
+        for s in self._check_tables():
+            key = tuple(self.domain.names[i] for i in s.attrs)
+            out.setdefault(key, self._frame(s))
+        return out
+
+    def to_frame(self):
+        """Tidy answers, one row per query: ``query``, ``marginal`` (attribute names joined by
+        ``;``, ``(total)`` for the total) and one column per domain attribute holding the
+        cell's label (empty outside the marginal), then the answer column(s) and ``stderr``;
+        a workload that is not marginal-type gives ``query`` and the answers only."""
+        import pandas as pd
+
+        m = int(self.workload.shape[0])
+        data = {"query": np.arange(m)}
+        if self.tables_spec is not None:
+            answer_cols = set(self._answer_columns(slice(0, 0)))
+            clash = [n for n in self.domain.names if n in {"query", "marginal"} | answer_cols]
+            if clash:
+                raise ValueError(f"attribute name(s) {clash} clash with the frame's columns")
+            marg = np.empty(m, dtype=object)
+            cells = {n: np.full(m, None, dtype=object) for n in self.domain.names}
+            for s in self.tables_spec:
+                names = [self.domain.names[i] for i in s.attrs]
+                marg[s.start : s.stop] = ";".join(names) or "(total)"
+                labels = [
+                    axis_labels(self.domain, self.bins, i, kind)
+                    for i, kind in zip(s.attrs, s.axes, strict=True)
+                ]
+                grid = np.indices(s.shape).reshape(len(s.shape), -1) if s.shape else None
+                for a, (name, lab) in enumerate(zip(names, labels, strict=True)):
+                    cells[name][s.start : s.stop] = np.asarray(lab, dtype=object)[grid[a]]
+            data["marginal"] = marg
+            data.update(cells)
+        data.update(self._answer_columns(slice(None)))
+        return pd.DataFrame(data)
+
+
+# ============================================================================ measurements
+def _measurements(meas: mechanism.Measured, tables, domain, answers, stderr) -> list:
+    if meas.y is not None:
+        c, base = peel(meas.matrix)
+        if isinstance(base, Marginals) and tuple(base.sizes) == domain.sizes:
+            out, row = [], 0
+            for key, theta in base.weights.items():
+                attrs = tuple(i for i in range(len(domain)) if (key >> i) & 1)
+                shape = tuple(domain.sizes[i] for i in attrs)
+                k = math.prod(shape)
+                w = c * theta
+                out.append(
+                    Measurement(
+                        "marginal",
+                        tuple(domain.names[i] for i in attrs),
+                        (meas.y[row : row + k] / w).reshape(shape),
+                        (meas.noise_std[row : row + k] / w).reshape(shape),
+                        meas.distribution,
+                    )
+                )
+                row += k
+            return out
+        if isinstance(base, Identity) and base.shape[1] == domain.size:
+            return [
+                Measurement(
+                    "marginal",
+                    domain.names,
+                    (meas.y / c).reshape(domain.sizes),
+                    (meas.noise_std / c).reshape(domain.sizes),
+                    meas.distribution,
+                )
+            ]
+        return [
+            Measurement("strategy", None, meas.y, meas.noise_std, meas.distribution, meas.matrix)
+        ]
+    if tables is None or stderr is None:
+        return []
+    out = []
+    for s in tables:
+        if any(k != "value" for k in s.axes):
+            continue
+        rows = slice(s.start, s.stop)
+        out.append(
+            Measurement(
+                "reconstructed",
+                tuple(domain.names[i] for i in s.attrs),
+                (answers[rows] / s.weight).reshape(s.shape),
+                (stderr[rows] / s.weight).reshape(s.shape),
+                meas.distribution,
+            )
+        )
+    return out
+
+
+# ============================================================================ release
+def split_seed(seed) -> tuple[int, int | None, np.random.Generator]:
+    """``(seed, selection seed, noise generator)`` from the one seed (module docstring);
+    ``seed=None`` draws fresh entropy and returns it, so the release can be repeated."""
+    if seed is None:
+        seq = np.random.SeedSequence()
+        seed = int(seq.entropy)
+    else:
+        seed = check_int(seed, "seed", minimum=0)
+        seq = np.random.SeedSequence(seed)
+    select, noise = seq.spawn(2)
+    return seed, int(select.generate_state(1, np.uint32)[0]), np.random.default_rng(noise)
+
+
+def _load(data, domain, other) -> records.Records:
+    if isinstance(data, records.Records):
+        if domain is not None:
+            raise ValueError(
+                "domain: the Records already carry their domain; give one or the other"
+            )
+        return data
+    if domain is None:
+        raise ValueError(
+            "domain: a release needs the declared domain of the data (a domain file, a mapping "
+            "or a Domain); it is never inferred from the data (records.draft_domain drafts one "
+            "for editing, and explains why a domain read from the data is not private)"
+        )
+    if isinstance(data, (str, Path)):
+        return records.read_csv(data, domain, other=other)
+    if isinstance(data, np.ndarray) or hasattr(data, "columns") or hasattr(data, "to_pandas"):
+        return records.from_frame(data, domain, other=other)
+    raise ValueError(
+        f"data must be Records, a CSV path, a pandas DataFrame or a pyarrow Table, got "
+        f"{type(data).__name__}"
+    )
+
+
+def workload_matrix(
+    workload, dom: Domain, where: str = "workload", domain_source: str = "the data"
+) -> Matrix:
+    """The workload Matrix of a SPEC (:mod:`mmtoolkit.workload_specs`) or a Matrix over
+    ``dom``'s cells; a ``ValueError`` naming ``where`` for a SPEC that does not parse, does
+    not build, or is not on ``dom``'s cells."""
+    if isinstance(workload, Matrix):
+        if workload.shape[1] != dom.size:
+            raise ValueError(
+                f"{where}: defined on {workload.shape[1]} cells, the domain has {dom.size}"
+            )
+        return workload
+    if not isinstance(workload, str) or not workload.strip():
+        raise ValueError(f"{where}: give a SPEC such as 'marginals:k=2' (or a linalg Matrix)")
+    label = f"{where} {workload!r}"
+    try:
+        parsed = parse_workload(workload, where, domain=dom, domain_source=domain_source)
+    except SpecError as exc:
+        raise ValueError(str(exc)) from None
+    if parsed.kind == "binary_marginals":
+        raise ValueError(
+            f"{label}: binary_marginals asks queries on the binary encoding of the domain, "
+            "not on the records' domain: release cannot answer it"
+        )
+    try:
+        W = parsed.build()
+    except (ValueError, TypeError, KeyError, IndexError) as exc:
+        msg = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
+        raise ValueError(f"{label}: {parsed.kind}(): {msg}") from None
+    if int(W.shape[1]) != dom.size:
+        raise ValueError(
+            f"{label}: the workload is on {W.shape[1]} cells but the domain has {dom.size} "
+            f"({' x '.join(map(str, dom.sizes))}); give sizes matching the domain"
+        )
+    return W
+
+
+def _jsonable(value):
+    if isinstance(value, Mapping):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, (np.integer, np.floating, np.bool_)):
+        return value.item()
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    return repr(value)
+
+
+def release(
+    data,
+    workload,
+    privacy: Privacy,
+    selector="residual_planner",
+    *,
+    domain=None,
+    params: Mapping | None = None,
+    seed: int | None = None,
+    noise: str = "continuous",
+    releases: int = 1,
+    ledger=None,
+    description: str = "",
+    other: Mapping | None = None,
+) -> ReleaseResult:
+    """Release noisy answers to ``workload`` from ``data`` (module docstring; the matrix
+    mechanism of Li et al. 2010 §3 with the strategy chosen by ``selector``, e.g. HDMM,
+    McKenna et al. 2018, or ResidualPlanner, He et al. 2023).
+
+    ``data``: :class:`~mmtoolkit.records.Records`, or a CSV path / pandas DataFrame / pyarrow
+    Table with ``domain`` (a domain file, mapping, :class:`~mmtoolkit.records.DomainSpec` or
+    :class:`~mmtoolkit.domain.Domain`; ``other`` maps unlisted values, see
+    :func:`mmtoolkit.records.read_csv`). ``workload``: a SPEC string (``"marginals:2"``) or a
+    Matrix on the domain's cells. ``privacy``: PureDP / ApproxDP / ZCDP, the guarantee of each
+    of the ``releases`` independent releases. ``selector``: a registered name (its
+    ``params``) or a Selector instance. ``seed``: the one seed (module docstring).
+    ``noise``: ``"continuous"`` or ``"discrete"``. ``ledger``: a
+    :class:`~mmtoolkit.ledger.Ledger` or its path, charged (``description``) after every
+    check and before any noise is drawn; a release over its total raises
+    :class:`~mmtoolkit.ledger.LedgerError` and draws nothing.
+    """
+    t0 = time.perf_counter()
+    check_privacy(privacy)
+    if noise not in mechanism.NOISES:
+        raise ValueError(f"noise must be one of {mechanism.NOISES}, got {noise!r}")
+    releases = check_int(releases, "releases", minimum=1)
+    recs = _load(data, domain, other)
+    dom = recs.domain
+    W = workload_matrix(workload, dom)
+    workload_text = workload if isinstance(workload, str) else repr(workload)
+    seed, selection_seed, rng = split_seed(seed)
+    params = dict(params or {})
+    if isinstance(selector, selectors.Selector):
+        sel = selector
+        if params:
+            raise ValueError("params: give them to the Selector instance, not to release()")
+    else:
+        cls = get_class(selector)
+        if "seed" in inspect.signature(cls.__init__).parameters and "seed" not in params:
+            params["seed"] = selection_seed
+        sel = cls(**params)
+    takes_seed = "seed" in sel.params
+    t_load = time.perf_counter() - t0
+
+    t1 = time.perf_counter()
+    strategy = sel.select(W, privacy)
+    t_select = time.perf_counter() - t1
+    t2 = time.perf_counter()
+    total = evaluate.expected_error(W, strategy, privacy)
+    try:
+        stderr = mechanism.standard_errors(W, strategy, privacy)
+    except TooLargeError:
+        stderr = None
+    t_eval = time.perf_counter() - t2
+
+    entry = None
+    if ledger is not None:
+        ledger = ledger if isinstance(ledger, Ledger) else Ledger(ledger)
+        text = description or f"{workload_text} by {sel.name}, {len(recs)} records"
+        entry = ledger.charge(privacy, releases, text)  # before any noise is drawn
+    t3 = time.perf_counter()
+    untouched = rng.bit_generator.state
+    try:
+        measured = [
+            mechanism.release_measured(W, strategy, recs, privacy, rng, noise)
+            for _ in range(releases)
+        ]
+    except BaseException:
+        if entry is not None and rng.bit_generator.state == untouched:
+            ledger.cancel(entry)  # failed before any noise was drawn: nothing spent
+        raise  # else the entry stays pending: noise was drawn, the budget is spent
+    answers = measured[0].answers if releases == 1 else np.stack([m.answers for m in measured], 1)
+    t_release = time.perf_counter() - t3
+    if entry is not None:
+        ledger.commit(entry)
+
+    tables = workload_tables(W, dom)
+    meas = [_measurements(m, tables, dom, m.answers, stderr) for m in measured]
+    spent = charge_of(privacy, releases)
+    m = int(W.shape[0])
+    summary = {
+        "privacy": privacy.describe(),
+        "privacy_spec": privacy.to_spec(),
+        "releases": releases,
+        "spent": spent,
+        "composition": (
+            f"each release spends the full budget; together they are {releases}-fold composition"
+            if releases > 1
+            else None
+        ),
+        "ledger": None if entry is None else {"path": str(ledger.path), "entry": entry},
+        "selector": sel.name,
+        "params": _jsonable(strategy.params),
+        "strategy": type(strategy.matrix).__name__,
+        "operator": (strategy.metadata or {}).get("operator"),
+        "workload": workload_text,
+        "queries": m,
+        "records": len(recs),
+        "domain_cells": str(dom.size),
+        "expected_total_squared_error": total,
+        "expected_rmse": math.sqrt(total / m),
+        "noise": noise,
+        "seed": seed,
+        "selection_seed": selection_seed if takes_seed else None,
+        "seed_derivation": (
+            "numpy SeedSequence(seed).spawn(2): [selection, noise]; the selection seed is "
+            "the selector's seed parameter unless given"
+        ),
+        "seconds": {"load": t_load, "select": t_select, "evaluate": t_eval, "release": t_release},
+    }
+    return ReleaseResult(
+        answers=answers,
+        stderr=stderr,
+        workload=W,
+        domain=dom,
+        bins=dict(recs.bins),
+        privacy=privacy,
+        spent=spent,
+        seed=seed,
+        selection_seed=selection_seed if takes_seed else None,
+        strategy=strategy,
+        measurements=meas,
+        summary=summary,
+        ledger_entry=entry,
+        tables_spec=tables,
+    )

@@ -1,0 +1,165 @@
+"""The privacy ledger (mmtoolkit.ledger): composition per kind, the zCDP → (ε, δ) conversion,
+refusal before any noise, atomic writes that survive a kill, and the command line."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import mmtoolkit as mm
+from mmtoolkit import records
+from mmtoolkit.cli import main as cli_main
+from mmtoolkit.ledger import Ledger, LedgerError
+from mmtoolkit.privacy import ZCDP, ApproxDP, PureDP
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_two_quarter_rho_releases_are_half_rho_with_its_epsilon_delta(tmp_path):
+    """Done-when: two releases of ρ = 0.25 are recorded as ρ = 0.5, with the (ε, δ) it
+    implies (ε = ρ + 2√(ρ ln 1/δ), Bun & Steinke 2016 Prop. 1.3); a third is refused."""
+    path = tmp_path / "adult.ledger"
+    Ledger.create(path, rho=0.6, conversion_delta=1e-6, dataset="adult")
+    R = records.synthetic({"a": 3, "b": 2}, 40, seed=0)
+    for seed in (1, 2):
+        result = mm.release(R, "marginals:2", ZCDP(0.25), "identity", seed=seed, ledger=path)
+        assert result.ledger_entry == seed
+    ledger = Ledger(path)
+    assert ledger.usage() == {"rho": 0.5} and ledger.spent().rho == 0.5
+    assert [e["status"] for e in ledger.entries] == ["committed", "committed"]
+    eps = 0.5 + 2 * math.sqrt(0.5 * math.log(1e6))
+    assert ZCDP(0.5).to_approx_dp(1e-6) == pytest.approx(eps)
+    report = ledger.report()
+    assert "rho = 0.5" in report and f"epsilon = {eps:.6g} at delta = 1e-06" in report
+    before = path.read_bytes()
+    with pytest.raises(LedgerError, match=r"would bring rho to 0.75, over the ledger's total 0.6"):
+        mm.release(R, "marginals:2", ZCDP(0.25), "identity", seed=3, ledger=path)
+    assert path.read_bytes() == before  # nothing written
+
+
+def test_refusal_happens_before_noise(tmp_path, monkeypatch):
+    path = tmp_path / "l.json"
+    Ledger.create(path, rho=0.1)
+    from mmtoolkit import mechanism
+
+    def boom(*args, **kwargs):
+        raise AssertionError("noise drawn for a refused release")
+
+    monkeypatch.setattr(mechanism, "release_measured", boom)
+    R = records.synthetic({"a": 3}, 10, seed=0)
+    with pytest.raises(LedgerError, match="refused"):
+        mm.release(R, "marginals:1", ZCDP(0.2), "identity", seed=0, ledger=path)
+    assert Ledger(path).entries == []
+
+
+def test_composition_per_kind(tmp_path):
+    # a ρ total: pure ε counts ε²/2 (Prop. 1.4), an (ε, δ) Gaussian release 1/(2σ²) (Prop. 1.6)
+    rho = Ledger.create(tmp_path / "rho.json", rho=1.0)
+    rho.charge(PureDP(0.5))
+    approx = ApproxDP(1.0, 1e-6)
+    rho.charge(approx, releases=2)
+    sigma = approx.noise_scale(1.0)
+    assert rho.usage()["rho"] == pytest.approx(0.125 + 2 / (2 * sigma**2))
+    # a pure ε total: ε adds; a zCDP release cannot be charged to it
+    pure = Ledger.create(tmp_path / "pure.json", epsilon=1.0)
+    pure.charge(PureDP(0.4), releases=2)
+    assert pure.usage() == {"epsilon": pytest.approx(0.8)}
+    with pytest.raises(LedgerError, match="pure ε-DP total; a ZCDP release is not ε-DP"):
+        pure.charge(ZCDP(0.01))
+    with pytest.raises(LedgerError, match="would bring epsilon to 1.2"):
+        pure.charge(PureDP(0.4))
+    # an (ε, δ) total: basic composition, the zCDP part converted once with δ_c
+    ed = Ledger.create(tmp_path / "ed.json", epsilon=10.0, delta=1e-5)
+    assert ed.conversion_delta == 5e-6
+    ed.charge(PureDP(1.0))
+    ed.charge(ApproxDP(2.0, 1e-6))
+    ed.charge(ZCDP(0.1))
+    ed.charge(ZCDP(0.1))
+    used = ed.usage()
+    assert used["epsilon"] == pytest.approx(3.0 + ZCDP(0.2).to_approx_dp(5e-6))
+    assert used["delta"] == pytest.approx(1e-6 + 5e-6)
+    with pytest.raises(LedgerError, match="already exists"):
+        Ledger.create(tmp_path / "ed.json", rho=1)
+
+
+def test_bad_ledgers(tmp_path):
+    with pytest.raises(LedgerError, match="does not exist; create it first"):
+        Ledger(tmp_path / "none.json")
+    (tmp_path / "x.json").write_text("{}")
+    with pytest.raises(LedgerError, match="not a privacy ledger"):
+        Ledger(tmp_path / "x.json")
+    with pytest.raises(LedgerError, match="needs a total budget"):
+        Ledger.create(tmp_path / "y.json")
+    with pytest.raises(ValueError, match=r"rho: must be a number > 0"):
+        Ledger.create(tmp_path / "y.json", rho=-1)
+    assert not (tmp_path / "y.json").exists()
+
+
+def test_a_kill_after_the_charge_leaves_a_valid_ledger_that_counts_it(tmp_path):
+    """Charge-before-release: a process killed after its charge (its noise may have been
+    drawn) leaves a well-formed ledger whose pending entry counts as spent."""
+    path = tmp_path / "l.json"
+    Ledger.create(path, rho=0.5)
+    code = (
+        "import os, signal\n"
+        "from mmtoolkit.ledger import Ledger\n"
+        "from mmtoolkit.privacy import ZCDP\n"
+        f"Ledger({str(path)!r}).charge(ZCDP(0.3), description='killed')\n"
+        "os.kill(os.getpid(), signal.SIGKILL)\n"
+    )
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    proc = subprocess.run([sys.executable, "-c", code], env=env, cwd=REPO)
+    assert proc.returncode == -signal.SIGKILL
+    ledger = Ledger(path)
+    assert [(e["status"], e["description"]) for e in ledger.entries] == [("pending", "killed")]
+    assert "PENDING" in ledger.report()
+    with pytest.raises(LedgerError, match="would bring rho to 0.6"):
+        ledger.charge(ZCDP(0.3))
+    assert not list(tmp_path.glob(".l.json.*"))  # no temporary left behind
+    json.loads(path.read_text())
+
+
+def test_cli_init_show(tmp_path, capsys):
+    path = tmp_path / "d.ledger"
+    assert cli_main(["ledger", "init", str(path), "--rho", "1", "--delta", "1e-9"]) == 0
+    assert Ledger(path).conversion_delta == 1e-9
+    assert cli_main(["ledger", "init", str(path), "--rho", "1"]) == 2
+    assert "already exists" in capsys.readouterr().err
+    assert cli_main(["ledger", "show", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "total: rho = 1" in out and "entries (0)" in out
+
+
+def test_a_release_failing_before_noise_is_not_charged(tmp_path, monkeypatch):
+    """The charge of a release that fails before drawing noise (here: discrete noise asked
+    for an (ε, δ) guarantee) is cancelled; one failing after drawing noise stays charged."""
+    path = tmp_path / "l.json"
+    Ledger.create(path, epsilon=5.0, delta=1e-5)
+    R = records.synthetic({"a": 3, "b": 2}, 20, seed=0)
+    with pytest.raises(ValueError, match="discrete noise is available for PureDP"):
+        mm.release(R, "marginals:1", ApproxDP(1, 1e-6), "identity", noise="discrete", seed=0,
+                   ledger=path)  # fmt: skip
+    assert Ledger(path).entries == []
+    from mmtoolkit import mechanism
+
+    real = mechanism.release_measured
+    calls = []
+
+    def crash_after_noise(*args, **kwargs):  # the second release dies after the first's noise
+        if calls:
+            raise RuntimeError("killed")
+        calls.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(mechanism, "release_measured", crash_after_noise)
+    with pytest.raises(RuntimeError, match="killed"):
+        mm.release(R, "marginals:1", ApproxDP(1, 1e-6), "identity", releases=2, seed=0,
+                   ledger=path)  # fmt: skip
+    assert [e["status"] for e in Ledger(path).entries] == ["pending"]
