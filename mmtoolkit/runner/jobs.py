@@ -45,6 +45,7 @@ from .specs import accepts_seed, resolve_selector
 __all__ = [
     "JobSpec",
     "derive_seed",
+    "compact_json",
     "execute",
     "expand_jobs",
     "jsonable",
@@ -181,6 +182,11 @@ def _stable(value):
     if isinstance(value, dict):
         return {k: _stable(v) for k, v in value.items()}
     return value
+
+
+def compact_json(data: dict) -> str:
+    """``data`` as one line of JSON with sorted keys (results files), or ``""`` if empty."""
+    return json.dumps(data, sort_keys=True, separators=(",", ":")) if data else ""
 
 
 def jsonable(obj, _depth: int = 0):

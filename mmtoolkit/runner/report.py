@@ -322,7 +322,7 @@ def collect(
                 if p.is_file() and not p.name.startswith(".") and p.resolve() not in claimed
             )
             for f in files:
-                # <table>.quick.csv: a smoke run (mmtoolkit run --quick), not a table
+                # <table>.quick.csv: a smoke run (older versions wrote them here), not a table
                 if f.suffix == ".csv" and not f.stem.endswith(".quick") and is_runner_csv(f):
                     st = script_table_status(paper, f)
                     tables.append(st)

@@ -26,12 +26,14 @@ reproduction record, so they hold only what the config and the code determine: r
 committed config again with unchanged code writes identical files. Timings are not in
 them: a cell's ``seconds`` (the selection time of a selector column, evaluation excluded;
 the computation time of an ``svd_bound`` column) and the metadata entries that are
-timings (:func:`~.jobs.split_timings`: keys with a word ``seconds`` or ``time``) stay in the job
-store (:mod:`.store`, git-ignored) and in the sidecar ``<results>/<paper>/.jobs/<table>
-.timings.csv`` (:func:`~.store.timings_path`). Objects in the metadata are written without
-memory addresses (:func:`~.jobs.stable_text`), and the Markdown names the config by its
-path relative to the directory holding ``<results>``. A figure of ``y: seconds`` is drawn
-from the run's timings and so differs on every run (no committed config has one).
+timings (:func:`~.jobs.split_timings`: keys with a word ``seconds`` or ``time``) stay in
+the job store (:mod:`.store`, git-ignored) and in its timings sidecar
+``<results>/<paper>/.jobs/<table>.timings.csv`` (:func:`~.store.timings_path`). Objects
+in the metadata are written without memory addresses (:func:`~.jobs.stable_text`), and the
+Markdown names the config by its path relative to the directory holding ``<results>``. A
+figure of ``y: seconds`` is drawn from the run's timings and so differs on every run (no
+committed config has one). Still written with timings: the scalability and benchmark
+tables of ``experiments/`` and ``benchmarks/`` scripts, which measure time by design.
 
 A quick run (``quick=True``: the config's smoke variant) writes everything under
 ``<results>/quick/`` (:data:`QUICK_DIR`, git-ignored), never beside the real tables.
@@ -41,7 +43,6 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 import math
 import os
 import sys
@@ -53,7 +54,7 @@ from typing import Any, TextIO
 from ..atomic import write_atomic
 from .config import Config, load_config, quick_config
 from .executors import check_executor, run_jobs
-from .jobs import expand_jobs, split_timings
+from .jobs import compact_json, expand_jobs, split_timings
 from .plots import render_figures
 from .store import JobStore, render_timings, reusable, store_path, timings_path
 
@@ -338,14 +339,10 @@ def render_csv(cells: list[Cell]) -> str:
                 "" if c.within_tol is None else str(c.within_tol).lower(),
                 c.note,
                 c.state,
-                _compact(split_timings(c.metadata)[0]),
+                compact_json(split_timings(c.metadata)[0]),
             ]
         )
     return buf.getvalue()
-
-
-def _compact(data: dict) -> str:
-    return json.dumps(data, sort_keys=True, separators=(",", ":")) if data else ""
 
 
 def _fmt(x: float | None) -> str:

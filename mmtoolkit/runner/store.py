@@ -35,7 +35,7 @@ import os
 from pathlib import Path
 
 from ..atomic import write_atomic
-from .jobs import split_timings
+from .jobs import compact_json, split_timings
 
 __all__ = [
     "TIMINGS_COLUMNS",
@@ -69,9 +69,8 @@ def render_timings(cells) -> str:
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(TIMINGS_COLUMNS)
     for c in cells:
-        timings = split_timings(c.metadata)[1]
-        text = json.dumps(timings, sort_keys=True, separators=(",", ":")) if timings else ""
-        w.writerow([c.row, c.column, c.state, repr(float(c.seconds)), text])
+        timings = compact_json(split_timings(c.metadata)[1])
+        w.writerow([c.row, c.column, c.state, repr(float(c.seconds)), timings])
     return buf.getvalue()
 
 
