@@ -10,10 +10,11 @@
     when unrelated package code has changed since). ``-j N`` runs N jobs at once in local processes;
     ``--executor dask --scheduler ADDRESS`` sends them to a Dask cluster
     (``pip install 'mmtoolkit[dask]'``); ``--quick`` runs the config's ``quick:`` variant
-    into ``<table>.quick.{csv,md}``.
+    into ``DIR/quick/<paper>/<table>.quick.{csv,md}`` (git-ignored).
 ``mmtoolkit report [--results DIR] [--configs DIR] [--readme FILE] [--check]``
     regenerate the scoreboard ``DIR/README.md`` (and FILE's status block) from the configs
-    and results; ``--check`` writes nothing and exits 1 if a file is out of date.
+    and results; ``--check`` writes nothing, prints what it checked and exits 1 if a file
+    is out of date.
 ``mmtoolkit plot FILE [FILE ...] [--results DIR]``
     re-render a config's figures from its committed CSV (nothing is recomputed), or the
     figures of a figure sheet ``*.plot.yaml`` (see ``mmtoolkit/runner/figures.py``).
@@ -22,7 +23,7 @@
     ``mmtoolkit/compare_command.py``.
 ``mmtoolkit reproduce [PAPER ...] [--results DIR] [--configs DIR] [--readme FILE] [--quick] [-j N]``
     run every config of the papers (all when none is named), render their figure sheets
-    and regenerate the scoreboard.
+    and regenerate the scoreboard (``--quick``: only the quick tables, under ``DIR/quick``).
 ``mmtoolkit release ...`` / ``mmtoolkit ledger init|show FILE``
     release labelled noisy answers from records (``mmtoolkit/release_command.py``); create or
     show a privacy ledger (``mmtoolkit/ledger.py``).
@@ -47,7 +48,7 @@ from .runner import load_config, run_config
 from .runner.config import ConfigError
 from .runner.executors import ExecutorError, check_executor
 from .runner.plots import plot_file
-from .runner.report import ReportError, reproduce, write_report
+from .runner.report import ReportError, check_summary, collect, reproduce, write_report
 from .workload_specs import workload_kinds
 
 TOPICS = ("selectors", "datasets", "workloads", "configs")
@@ -96,7 +97,7 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--quick",
         action="store_true",
-        help="smoke run of the config's quick: variant, written to <table>.quick.*",
+        help="smoke run of the config's quick: variant, into DIR/quick/<paper>/<table>.quick.*",
     )
 
     ls = sub.add_parser("list", help="list selectors, datasets, workload kinds or configs")
@@ -227,16 +228,15 @@ def _run(paths: list[str], results: str, quiet: bool, args=None) -> int:
 
 
 def _report(args) -> int:
+    configs = _configs_dir(args.configs)
     try:
-        paths = write_report(
-            args.results, _configs_dir(args.configs), args.readme, check=args.check
-        )
+        board = collect(args.results, configs)
+        paths = write_report(args.results, configs, args.readme, check=args.check, board=board)
     except ReportError as exc:
         print(f"mmtoolkit: error: {' '.join(str(exc).split())}", file=sys.stderr)
         return 2
     if args.check:
-        for path in paths:
-            print(f"{path}: out of date (run `mmtoolkit report`)")
+        print(check_summary(board, args.readme, paths))
         return 1 if paths else 0
     for path in paths:
         print(f"wrote {path}")
@@ -270,7 +270,8 @@ def _reproduce(args) -> int:
         print(f"{r.config.path}: {len(r.cells)} cells -> {r.csv_path}")
     for png in pngs:
         print(f"wrote {png}")
-    print(f"wrote {Path(args.results) / 'README.md'}")
+    if not args.quick:
+        print(f"wrote {Path(args.results) / 'README.md'}")
     return 1 if failed else 0
 
 

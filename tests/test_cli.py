@@ -183,9 +183,9 @@ def test_run_options_resume_fresh_jobs_quick(tmp_path, capsys):
     assert "[4/4] " in capsys.readouterr().err
     for key, row in read_csv(out / "toy" / "cli.csv").items():
         assert row["ours"] == first[key]["ours"]
-    # --quick: the first row only, into cli.quick.csv
+    # --quick: the first row only, into quick/toy/cli.quick.csv
     assert main(["run", str(cfg), "--results", str(out), "--quick"]) == 0
-    quick = read_csv(out / "toy" / "cli.quick.csv")
+    quick = read_csv(out / "quick" / "toy" / "cli.quick.csv")
     assert sorted(quick) == [("1-way", "Identity"), ("1-way", "LM")]
     assert quick[("1-way", "LM")]["ours"] == first[("1-way", "LM")]["ours"]
 

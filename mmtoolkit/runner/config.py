@@ -58,7 +58,7 @@ Format
       params: {HDMM: {restarts: 2}}   # parameter overrides; a selector with a `restarts`
                                    #   parameter not overridden here runs with restarts: 1
       timeout: 60                  #   per-job timeout of the quick run
-                                   # results go to <table>.quick.{csv,md} (quick_config)
+                                   # results go to <results>/quick/<paper>/<table>.quick.*
 
 Workload specs are described in :mod:`.specs`. Each row's workload is built once while
 loading, so a bad argument value (``k`` larger than the number of attributes, an unknown
@@ -428,7 +428,8 @@ def quick_config(config: Config) -> Config:
     the columns in ``quick.columns`` (default: all); apply ``quick.params`` overrides per
     column; every selector with a ``restarts`` parameter that the overrides leave unset
     runs with ``restarts: 1``; ``quick.timeout`` (if given) replaces the per-job timeout.
-    Results go to table ``<table>.quick`` so a smoke run never overwrites the real table.
+    Results go to table ``<table>.quick`` (which ``run_config(quick=True)`` writes under the
+    git-ignored ``<results>/quick/``), so a smoke run never overwrites the real table.
     """
     q = config.quick or {}
     cfg = copy.copy(config)

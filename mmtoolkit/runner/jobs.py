@@ -30,6 +30,7 @@ from __future__ import annotations
 import hashlib
 import inspect
 import json
+import re
 import time
 import zlib
 from dataclasses import dataclass, field
@@ -44,9 +45,12 @@ from .specs import accepts_seed, resolve_selector
 __all__ = [
     "JobSpec",
     "derive_seed",
+    "compact_json",
     "execute",
     "expand_jobs",
     "jsonable",
+    "split_timings",
+    "stable_text",
 ]
 
 #: Version of the job-key scheme (bump when the meaning of a stored value changes).
@@ -131,10 +135,65 @@ def code_fingerprint(selector: str | None = None, search_path=(), package: str |
 
 
 # ----------------------------------------------------------------------------- keys
+#: A default ``repr`` with a memory address: ``<pkg.mod.Class object at 0x7f...>``.
+_OBJECT_AT = re.compile(r"<(?:[\w.]*\.)?(\w+) object at 0x[0-9a-fA-F]+>")
+#: Any other address in a repr (``<function f at 0x...>``, ``<... at 0x...>``).
+_AT_ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
+#: A metadata key is a timing when one of its ``_``-separated words is one of these.
+_TIMING_WORDS = frozenset({"seconds", "time"})
+
+
+def stable_text(text: str) -> str:
+    """``text`` without memory addresses: ``<pkg.mod.Plan object at 0x7f..>`` reads
+    ``<Plan>``, and `` at 0x...`` is dropped from any other repr, so the same object gives
+    the same text in every process (results files must not change between runs)."""
+    return _AT_ADDRESS.sub("", _OBJECT_AT.sub(r"<\1>", text))
+
+
+def _is_timing(key: str) -> bool:
+    return not _TIMING_WORDS.isdisjoint(re.split(r"[_\W]+", key.lower()))
+
+
+def split_timings(metadata: dict, _path: str = "") -> tuple[dict, dict]:
+    """``(kept, timings)``: a strategy's metadata without the entries that are timings (at
+    any depth; a key is a timing when one of its ``_``-separated words is ``seconds`` or
+    ``time``, e.g. ``parse_seconds``), and those timings by dotted path. Strings in ``kept``
+    lose any memory address (:func:`stable_text`: records stored by older versions
+    may hold one). ``kept`` goes to the committed CSV, ``timings`` to the sidecar."""
+    kept: dict = {}
+    timings: dict = {}
+    for key, value in metadata.items():
+        where = f"{_path}{key}"
+        if _is_timing(str(key)):
+            timings[where] = value
+        elif isinstance(value, dict):
+            kept[key], inner = split_timings(value, f"{where}.")
+            timings.update(inner)
+        else:
+            kept[key] = _stable(value)
+    return kept, timings
+
+
+def _stable(value):
+    if isinstance(value, str):
+        return stable_text(value)
+    if isinstance(value, list):
+        return [_stable(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _stable(v) for k, v in value.items()}
+    return value
+
+
+def compact_json(data: dict) -> str:
+    """``data`` as one line of JSON with sorted keys (results files), or ``""`` if empty."""
+    return json.dumps(data, sort_keys=True, separators=(",", ":")) if data else ""
+
+
 def jsonable(obj, _depth: int = 0):
-    """A JSON-safe copy of ``obj`` (numpy scalars/arrays, tuples, sets, other objects)."""
+    """A JSON-safe copy of ``obj`` (numpy scalars/arrays, tuples, sets; any other object
+    as its repr without memory addresses, :func:`stable_text`)."""
     if _depth > 20:
-        return repr(obj)
+        return stable_text(repr(obj))
     if obj is None or isinstance(obj, (bool, str)):
         return obj
     if isinstance(obj, (int, np.integer)):
@@ -153,7 +212,7 @@ def jsonable(obj, _depth: int = 0):
         return [jsonable(v, _depth + 1) for v in obj]
     if isinstance(obj, (set, frozenset)):
         return sorted((jsonable(v, _depth + 1) for v in obj), key=repr)
-    return repr(obj)
+    return stable_text(repr(obj))
 
 
 def spec_data(value):

@@ -19,6 +19,7 @@ from ..atomic import write_atomic
 from .config import load_config
 from .figures import FigureSheet, FigureSpec, SeriesSpec, is_sheet, load_sheet
 from .schema import ConfigError, Fields
+from .store import read_timings, timings_path
 
 __all__ = [
     "CsvCell",
@@ -363,7 +364,9 @@ def render_sheet(sheet: FigureSheet, results: str | os.PathLike = "results") -> 
 
 def plot_file(path: str | os.PathLike, results: str | os.PathLike = "results") -> list[Path]:
     """Re-render the figures of a config (from its committed CSV, nothing is recomputed) or
-    of a figure sheet; errors are ConfigErrors naming the file."""
+    of a figure sheet; errors are ConfigErrors naming the file. A config figure of
+    ``y: seconds`` reads the timings from the table's sidecar (:func:`~.store.timings_path`:
+    the committed CSV has none)."""
     if is_sheet(path):
         return render_sheet(load_sheet(path), results)
     config = load_config(path, build_workloads=False)
@@ -372,4 +375,9 @@ def plot_file(path: str | os.PathLike, results: str | os.PathLike = "results") -
     table = Path(results) / config.paper / f"{config.table}.csv"
     if not table.is_file():
         raise ConfigError(f"{path}: no results table {table} yet (run the config first)")
-    return render_figures(config, cells_from_csv(table), table.parent)
+    cells = cells_from_csv(table)
+    if any(spec.y == "seconds" for spec in config.figures):
+        timings = read_timings(timings_path(results, config.paper, config.table))
+        for c in cells:
+            c.seconds = timings.get((c.row, c.column), c.seconds)
+    return render_figures(config, cells, table.parent)

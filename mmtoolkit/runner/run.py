@@ -15,19 +15,34 @@ resumes where it stopped. A job that raises is recorded as a failed cell (``ours
 ``timeout`` / ``out of memory`` cell; the run continues. Both output files are written
 atomically from the store's records.
 
-CSV columns: ``row, column, ours, paper, rel_diff, within_tol, seconds, note, status,
-metadata``; numbers at full precision, empty where absent. ``rel_diff = (ours - paper) /
-|paper|``; ``seconds`` is the selection time of a selector column (evaluation excluded)
-and the computation time of an ``svd_bound`` column; ``status`` is ``ok``, ``failed``,
-``timeout`` or ``out of memory``; ``metadata`` is the strategy's metadata as compact JSON
-(e.g. a chosen branching factor), empty when there is none.
+CSV columns: ``row, column, ours, paper, rel_diff, within_tol, note, status, metadata``;
+numbers at full precision, empty where absent. ``rel_diff = (ours - paper) / |paper|``;
+``status`` is ``ok``, ``failed``, ``timeout`` or ``out of memory``; ``metadata`` is the
+strategy's metadata as compact JSON (e.g. a chosen branching factor), empty when there is
+none.
+
+**Reruns rewrite no byte.** The CSV, the Markdown and the figures are committed as the
+reproduction record, so they hold only what the config and the code determine: running a
+committed config again with unchanged code writes identical files. Timings are not in
+them: a cell's ``seconds`` (the selection time of a selector column, evaluation excluded;
+the computation time of an ``svd_bound`` column) and the metadata entries that are
+timings (:func:`~.jobs.split_timings`: keys with a word ``seconds`` or ``time``) stay in
+the job store (:mod:`.store`, git-ignored) and in its timings sidecar
+``<results>/<paper>/.jobs/<table>.timings.csv`` (:func:`~.store.timings_path`). Objects
+in the metadata are written without memory addresses (:func:`~.jobs.stable_text`), and the
+Markdown names the config by its path relative to the directory holding ``<results>``. A
+figure of ``y: seconds`` is drawn from the run's timings and so differs on every run (no
+committed config has one). Still written with timings: the scalability and benchmark
+tables of ``experiments/`` and ``benchmarks/`` scripts, which measure time by design.
+
+A quick run (``quick=True``: the config's smoke variant) writes everything under
+``<results>/quick/`` (:data:`QUICK_DIR`, git-ignored), never beside the real tables.
 """
 
 from __future__ import annotations
 
 import csv
 import io
-import json
 import math
 import os
 import sys
@@ -39,15 +54,17 @@ from typing import Any, TextIO
 from ..atomic import write_atomic
 from .config import Config, load_config, quick_config
 from .executors import check_executor, run_jobs
-from .jobs import expand_jobs
+from .jobs import compact_json, expand_jobs, split_timings
 from .plots import render_figures
-from .store import JobStore, reusable, store_path
+from .store import JobStore, render_timings, reusable, store_path, timings_path
 
 __all__ = [
     "CSV_COLUMNS",
+    "QUICK_DIR",
     "Cell",
     "RunResult",
     "compare_with_paper",
+    "relative_path",
     "render_csv",
     "render_markdown",
     "run_config",
@@ -61,11 +78,13 @@ CSV_COLUMNS = (
     "paper",
     "rel_diff",
     "within_tol",
-    "seconds",
     "note",
     "status",
     "metadata",
 )
+
+#: Where quick runs write, under the results directory (git-ignored).
+QUICK_DIR = "quick"
 
 
 @dataclass
@@ -78,7 +97,7 @@ class Cell:
     paper: float | None = None
     rel_diff: float | None = None
     within_tol: bool | None = None
-    seconds: float = 0.0
+    seconds: float = 0.0  # selection time: goes to the timings sidecar, not the CSV
     note: str = ""
     error: str | None = None  # "Type: message" when the job failed
     metadata: dict[str, Any] = field(default_factory=dict)  # the strategy's metadata, if any
@@ -222,15 +241,18 @@ def run_config(
     ``reuse_stale=True`` also reuses records computed by other package code — for edits that
     do not change values, e.g. a new workload builder; the count is reported). ``jobs``,
     ``executor`` and ``scheduler`` choose where jobs run (:mod:`.executors`); ``quick``
-    runs the config's quick variant (:func:`~.config.quick_config`) into ``<table>.quick``.
-    One progress line per finished job (with an ETA) goes to ``progress`` (default
-    ``sys.stderr``). Returns a :class:`RunResult`; failed cells have ``.failed`` true.
+    runs the config's quick variant (:func:`~.config.quick_config`) into
+    ``<results>/quick/<paper>/<table>.quick.*`` (:data:`QUICK_DIR`). One progress line
+    per finished job (with an ETA) goes to ``progress`` (default ``sys.stderr``). Returns a
+    :class:`RunResult`; failed cells have ``.failed`` true.
     """
     check_executor(jobs, executor, scheduler)
     if not isinstance(config, Config):
         config = load_config(config)
+    root = Path(results).parent  # the Markdown shows the config's path relative to it
     if quick:
         config = quick_config(config)
+        results = Path(results) / QUICK_DIR
     out = progress if progress is not None else sys.stderr
     specs, cell_keys = expand_jobs(config)
     store = JobStore(store_path(results, config.paper, config.table))
@@ -287,8 +309,9 @@ def run_config(
     csv_path = directory / f"{config.table}.csv"
     md_path = directory / f"{config.table}.md"
     write_atomic(csv_path, render_csv(cells))
-    write_atomic(md_path, render_markdown(config, cells))
+    write_atomic(md_path, render_markdown(config, cells, root=root))
     store.rewrite([records[s.key] for s in specs])
+    write_atomic(timings_path(results, config.paper, config.table), render_timings(cells))
     for png in render_figures(config, cells, directory):  # the config's figures, if any
         print(f"figure: {png}", file=out, flush=True)
     return RunResult(config=config, cells=cells, csv_path=csv_path, md_path=md_path)
@@ -314,10 +337,9 @@ def render_csv(cells: list[Cell]) -> str:
                 _num(c.paper),
                 _num(c.rel_diff),
                 "" if c.within_tol is None else str(c.within_tol).lower(),
-                f"{c.seconds:.6f}",
                 c.note,
                 c.state,
-                json.dumps(c.metadata, sort_keys=True, separators=(",", ":")) if c.metadata else "",
+                compact_json(split_timings(c.metadata)[0]),
             ]
         )
     return buf.getvalue()
@@ -349,8 +371,21 @@ def _md_escape(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
-def render_markdown(config: Config, cells: list[Cell]) -> str:
-    """The Markdown table of ``cells`` beside the paper's values, with the notes."""
+def relative_path(path, start) -> str:
+    """``path`` relative to ``start`` in POSIX form (both resolved first), or ``path`` as
+    given when they do not share a drive."""
+    try:
+        return Path(os.path.relpath(Path(path).resolve(), Path(start).resolve())).as_posix()
+    except ValueError:
+        return Path(path).as_posix()
+
+
+def render_markdown(config: Config, cells: list[Cell], *, root=None) -> str:
+    """The Markdown table of ``cells`` beside the paper's values, with the notes.
+
+    ``root``: the config's path is shown relative to it (the runner passes the directory
+    holding the results directory, so the text does not depend on how the path was given).
+    """
     by_key = {(c.row, c.column): c for c in cells}
     lines = [f"# {config.title}", ""]
     if config.source:
@@ -361,7 +396,8 @@ def render_markdown(config: Config, cells: list[Cell]) -> str:
         lines.append(f"- **Agreement (✓/✗):** {config.tolerance.describe()}")
     if config.seed is not None:
         lines.append(f"- **Seed:** {config.seed}")
-    lines.append(f"- **Config:** `{config.path}`")
+    shown = Path(config.path).as_posix() if root is None else relative_path(config.path, root)
+    lines.append(f"- **Config:** `{shown}`")
     lines.append("")
 
     # a "paper" sub-column only for columns the paper reports

@@ -18,22 +18,71 @@ then:
 
 At the end of a run the store is rewritten (atomically) with exactly the records of the
 config's current jobs.
+
+Beside it, the **timings sidecar** ``<results>/<paper>/.jobs/<table>.timings.csv``
+(:func:`timings_path`, :func:`render_timings`, :func:`read_timings`) lists every cell's
+selection seconds and the timing entries of its strategy's metadata: the timings the
+committed tables leave out so that a rerun rewrites no tracked byte. It is git-ignored
+like the store and rewritten by every run.
 """
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import os
 from pathlib import Path
 
 from ..atomic import write_atomic
+from .jobs import compact_json, split_timings
 
-__all__ = ["JobStore", "reusable", "store_path"]
+__all__ = [
+    "TIMINGS_COLUMNS",
+    "JobStore",
+    "read_timings",
+    "render_timings",
+    "reusable",
+    "store_path",
+    "timings_path",
+]
+
+#: Header of the timings sidecar, in order.
+TIMINGS_COLUMNS = ("row", "column", "status", "seconds", "timings")
 
 
 def store_path(results, paper: str, table: str) -> Path:
     """The job store of a table: ``<results>/<paper>/.jobs/<table>.jsonl``."""
     return Path(results) / paper / ".jobs" / f"{table}.jsonl"
+
+
+def timings_path(results, paper: str, table: str) -> Path:
+    """The timings sidecar of a table: ``<results>/<paper>/.jobs/<table>.timings.csv``."""
+    return Path(results) / paper / ".jobs" / f"{table}.timings.csv"
+
+
+def render_timings(cells) -> str:
+    """The sidecar text of ``cells`` (objects with ``row``, ``column``, ``state``,
+    ``seconds``, ``metadata``): one line per cell with its selection seconds (full
+    precision) and its metadata's timing entries as JSON (:func:`~.jobs.split_timings`)."""
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(TIMINGS_COLUMNS)
+    for c in cells:
+        timings = compact_json(split_timings(c.metadata)[1])
+        w.writerow([c.row, c.column, c.state, repr(float(c.seconds)), timings])
+    return buf.getvalue()
+
+
+def read_timings(path: str | os.PathLike) -> dict[tuple[str, str], float]:
+    """Selection seconds by (row, column) from a timings sidecar; empty if there is none."""
+    try:
+        with open(path, newline="", encoding="utf-8") as f:
+            return {(r["row"], r["column"]): float(r["seconds"]) for r in csv.DictReader(f)}
+    except FileNotFoundError:
+        return {}
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ValueError(f"{path}: not a timings sidecar ({type(exc).__name__}: {exc})") from None
 
 
 class JobStore:

@@ -86,7 +86,10 @@ def test_compare_config_runs_through_the_runner(tmp_path):
     cfg = load_config(EXAMPLE / "compare.yaml")
     assert cfg.column("Budgeted").selector == "budgeted_marginals:BudgetedMarginals"
     result = run_config(cfg, tmp_path, progress=io.StringIO(), quick=True)
-    assert result.ok and result.csv_path == tmp_path / "examples" / "custom_selector.quick.csv"
+    assert (
+        result.ok
+        and result.csv_path == tmp_path / "quick" / "examples" / "custom_selector.quick.csv"
+    )
     row = "Adult 1-way"
     values = {c.column: c.ours for c in result.cells}
     # the published ResidualPlanner / SVD-bound values (ResidualPlanner Table 4)
@@ -353,7 +356,9 @@ def test_dct_config_runs_through_the_runner(tmp_path):
     cfg = load_config(EXAMPLE / "dct.yaml")
     assert cfg.column("DCT (optimal)").selector == "weighted_dct:WeightedDCTSelector"
     result = run_config(cfg, tmp_path, progress=io.StringIO(), quick=True)
-    assert result.ok and result.csv_path == tmp_path / "examples" / "weighted_dct.quick.csv"
+    assert (
+        result.ok and result.csv_path == tmp_path / "quick" / "examples" / "weighted_dct.quick.csv"
+    )
     values = {c.column: c.ours for c in result.cells}
     assert set(values) == {"SVDB", "HDMM", "RP+", "Identity", "DCT (optimal)", "DCT (uniform)"}
     assert all(math.isfinite(v) for v in values.values())

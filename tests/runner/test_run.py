@@ -141,8 +141,12 @@ def test_csv_columns_paper_and_agreement(tmp_path, small_config):
         assert rows[key]["paper"] == "" and rows[key]["rel_diff"] == ""
         assert rows[key]["within_tol"] == ""
     assert rows[("2x3 1-way", "Identity")]["note"] == "identity note"
-    for r in rows.values():
-        assert float(r["seconds"]) >= 0
+    # timings are not in the committed CSV but in the git-ignored sidecar beside the store
+    assert "seconds" not in CSV_COLUMNS
+    timings = read_csv(tmp_path / "res" / "toy" / ".jobs" / "small.timings.csv")
+    assert [(t["row"], t["column"]) for t in timings] == [(c.row, c.column) for c in result.cells]
+    for t, c in zip(timings, result.cells):
+        assert float(t["seconds"]) == c.seconds >= 0 and t["status"] == "ok"
 
 
 def test_markdown_shows_ours_and_paper(tmp_path, small_config):
@@ -165,7 +169,8 @@ def test_markdown_shows_ours_and_paper(tmp_path, small_config):
         "small.csv",
         "small.md",
     ]
-    assert [p.name for p in (result.md_path.parent / ".jobs").iterdir()] == ["small.jsonl"]
+    jobs = sorted(p.name for p in (result.md_path.parent / ".jobs").iterdir())
+    assert jobs == ["small.jsonl", "small.timings.csv"]
 
 
 def test_other_metrics_use_the_evaluator(tmp_path):
