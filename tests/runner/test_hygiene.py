@@ -39,6 +39,8 @@ class _Timed(Selector):
     timing, a nested timing next to a deterministic count."""
 
     name = "_test_timed"
+    method = "identity strategy with volatile metadata (test)"
+    paper = "none (test fixture)"
 
     def __init__(self):
         self.params = {}
