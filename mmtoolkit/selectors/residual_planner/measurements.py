@@ -122,8 +122,11 @@ class MarginalSource:
         d, r = RT.shape
         cells = math.prod(shape)
         strides = [math.prod(shape[j + 1 :]) for j in range(k)]
-        # bins (c * cells + code) for a last attribute c: one block of `cells` bins per c
-        shifted = RT + (np.arange(d, dtype=np.int64) * cells)[:, None]
+        # bins (c * cells + code) for a last attribute c: one block of `cells` bins per c, so
+        # a run over consecutive last attributes is one add of a slice (if it fits)
+        shifted = None
+        if d * r <= 8 * MAX_BATCH_CELLS:
+            shifted = RT + (np.arange(d, dtype=np.int64) * cells)[:, None]
         limit = max(1, MAX_BATCH_CELLS // max(r, 1))
         buf = np.empty(min(limit, d) * r, dtype=np.int64)  # reused: no fresh pages per run
         out = np.empty((S, cells))
@@ -141,7 +144,7 @@ class MarginalSource:
                 sets = run[at : at + limit]
                 last = attrs[sets, -1]
                 lo, hi = int(last.min()), int(last.max()) + 1
-                if hi - lo == len(sets):  # consecutive attributes: a slice, no gather
+                if shifted is not None and hi - lo == len(sets):  # a slice, no gather
                     idx = np.add(
                         shifted[lo:hi],
                         code - lo * cells,
