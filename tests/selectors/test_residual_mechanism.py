@@ -244,6 +244,13 @@ def test_vectorised_measure_and_reconstruct_match_set_by_set(general, batch, mon
     assert m.omega.keys() == ref.keys()
     for A in ref:  # the same generator stream, the same noise: equal to float rounding
         np.testing.assert_allclose(m.omega[A], ref[A], rtol=1e-12, atol=1e-9)
+    # the same measurements from a data vector and from a marginal callable
+    x = np.zeros(plan.sizes)
+    np.add.at(x, tuple(data.T), 1)
+    src = MarginalSource(data, plan.sizes)
+    for other in (x.ravel(), lambda attrs: src(attrs)):
+        o = measure(plan, other, HALF, np.random.default_rng(7))
+        np.testing.assert_allclose(o.values, m.values, rtol=1e-12, atol=1e-9)
     got = reconstruct_workload(m)
     for s, g in zip(plan.workload.sets, got, strict=True):
         np.testing.assert_allclose(g, _reference_reconstruct(plan, ref, s), rtol=1e-11, atol=1e-9)
