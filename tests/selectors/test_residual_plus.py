@@ -1,5 +1,6 @@
 """ResidualPlanner+ (He et al. §7, §9): bases, the 1-D optimiser, tables, evaluator integration."""
 
+import itertools
 import math
 
 import cvxpy as cp
@@ -281,3 +282,77 @@ def test_plus_bad_input():
     wl = ResidualWorkload([general_basis(Prefix(3)), marginal_basis(2)], [(0, 1)])
     assert select_sum(wl).pcost() == pytest.approx(1.0)
     assert select_max(wl).pcost() == pytest.approx(1.0)
+
+
+# ---------------------------------------------- max variance: worst-case rows and cutting planes
+def test_dominant_profiles_attain_every_nonnegative_maximum():
+    from mmtoolkit.selectors.residual_planner.route import dominant_profiles
+
+    rng = np.random.default_rng(0)
+    for _ in range(300):
+        m = int(rng.integers(1, 15))
+        h, s = rng.integers(0, 6, m) / 5.0, rng.integers(0, 6, m) / 5.0  # with ties
+        keep = dominant_profiles(h, s)
+        for a, b in rng.random((20, 2)):
+            assert (a * h[keep] + b * s[keep]).max() == pytest.approx((a * h + b * s).max())
+    # a point inside the hull of others is dropped; the extreme ones are kept
+    assert list(dominant_profiles([0, 1, 0.4, 0.3], [1, 0, 0.4, 0.9])) == [0, 1, 3]
+
+
+def _full_rows(wl):
+    """Dense (queries x closure) matrix: every query's weighted variance coefficients
+    (Thm 7.2), built per query from the attributes' (h, s) rows — no hull, no grouping."""
+    index = {A: k for k, A in enumerate(wl.table.closure_sets())}
+    blocks = []
+    for w, st in zip(wl.weights, wl.sets, strict=True):
+        cols = []
+        for A in index:
+            if not set(A) <= set(st):
+                continue
+            vec = np.array([w])
+            for i in st:
+                b = wl.bases[i]
+                vec = np.kron(vec, b.row_h if i in A else b.row_s)
+            cols.append((index[A], vec))
+        M = np.zeros((len(cols[0][1]), len(index)))
+        for k, vec in cols:
+            M[:, k] = vec
+        blocks.append(M)
+    return np.vstack(blocks)
+
+
+@pytest.mark.parametrize("d, n", [(3, 6), (4, 5), (5, 4)])
+def test_max_variance_equals_the_full_constraint_program(d, n):
+    import scipy.sparse as sp
+
+    from mmtoolkit.selectors.residual_planner.plan import (
+        DUAL_GAP_RTOL,
+        _inner_cvxpy,
+        _max_cuts,
+        row_constraints,
+    )
+
+    basis = general_basis(AllRange(n))
+    sets = [s for k in range(4) for s in itertools.combinations(range(d), k)]
+    wl = ResidualWorkload([basis] * d, sets, np.linspace(1, 2, len(sets)))
+    full = _full_rows(wl)
+    p = wl.table.closure_product([b.beta for b in wl.bases])
+    x = cp.Variable(len(p), nonneg=True)
+    prob = cp.Problem(cp.Minimize(p @ cp.inv_pos(x)), [full @ x <= 1.0])
+    prob.solve(solver="CLARABEL")
+    best = prob.value
+    # the worst-case rows decide the max exactly, for any σ²
+    M = row_constraints(wl)
+    assert M.shape[0] < full.shape[0]
+    for sigma2 in [np.ones(len(p)), np.random.default_rng(d).random(len(p))]:
+        assert (M @ sigma2).max() == pytest.approx((full @ sigma2).max(), rel=1e-12)
+    plan = select_max(wl)
+    assert plan.info["gap"] <= DUAL_GAP_RTOL
+    assert plan.max_variance() == pytest.approx((full @ plan.sigma2).max(), rel=1e-12)
+    assert plan.pcost() == pytest.approx(1.0)
+    assert plan.max_variance() == pytest.approx(best, rel=1e-6)
+    # cutting planes on the full program: optimal to the certified gap with a few rows
+    xs, P, gap, info = _max_cuts(sp.csr_matrix(full), p, _inner_cvxpy("CLARABEL"))
+    assert gap <= DUAL_GAP_RTOL and info["rows"] < full.shape[0]
+    assert P == pytest.approx(best, rel=1e-6)
+    assert (full @ xs).max() <= 1 + 1e-12 and float(p @ (1 / xs)) == pytest.approx(P)

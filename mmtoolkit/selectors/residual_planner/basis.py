@@ -33,6 +33,7 @@ import numpy as np
 
 from ...checks import check_int
 from ...linalg import Identity, Matrix, TooLargeError, as_matrix, check_dense_size
+from .route import dominant_profiles
 
 #: Largest attribute size for which dense per-attribute n x n factors are built.
 MAX_ATTRIBUTE_SIZE = 4096
@@ -126,11 +127,11 @@ class AttributeBasis:
     def rows(self) -> int:
         return int(self.workload.shape[0])
 
-    def profiles(self) -> tuple[np.ndarray, np.ndarray]:
-        """Distinct ``(h, s)`` row pairs and, per row, the index of its pair."""
-        M = np.column_stack([self.row_h, self.row_s])
-        uniq, inv = np.unique(M, axis=0, return_inverse=True)
-        return uniq, inv.ravel()
+    def worst_profiles(self) -> np.ndarray:
+        """The ``(h, s)`` row pairs that can attain a maximum variance (one per row of the
+        result): the upper-right hull vertices of :func:`route.dominant_profiles`."""
+        keep = dominant_profiles(self.row_h, self.row_s)
+        return np.column_stack([self.row_h[keep], self.row_s[keep]])
 
     def __repr__(self):
         kind = "marginal" if self.marginal else "general"

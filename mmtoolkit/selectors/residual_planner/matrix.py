@@ -113,7 +113,8 @@ class ResidualStrategyMatrix(Matrix):
             meas = measurements.measure_discrete(self.plan, src, privacy.rho, rng)
         else:
             meas = measurements.measure(self.plan, src, privacy, rng)
-        return np.concatenate([w * measurements.reconstruct(meas, attrs) for w, attrs in targets])
+        answers = measurements.reconstruct_sets(meas, [attrs for _, attrs in targets])
+        return np.concatenate([w * a for (w, _), a in zip(targets, answers, strict=True)])
 
     def discrete_summary(self, privacy):
         return {

@@ -9,10 +9,20 @@
   (:mod:`mmtoolkit.noise`); ``σ_A`` is rounded *up* to a rational ``s/t`` (Eq. 4).
 * :func:`reconstruct` — Algorithm 2 / 6: ``q = Σ_{A'⊆Ã} U_{Ã←A'} ω_{A'}`` with
   ``U = ⊗ (Sub_i† if i∈A', 1_{n_i}/n_i if i∈Ã\\A')``, then the answers ``(⊗_{i∈Ã} W_i) q``;
-  the unique linear unbiased estimate (Thm 4.4, Thm 7.2).
+  the unique linear unbiased estimate (Thm 4.4, Thm 7.2). :func:`reconstruct_sets` /
+  :func:`iter_reconstruct` do many sets at once (the lower-order ``Sub†ω`` shared by
+  several targets computed once).
+
 * :func:`variances` / :func:`covariance` — Thm 4.4 / Thm 7.2:
   ``Cov = Σ_{A'⊆Ã} σ²_{A'} ⊗_{i∈Ã} K_i`` with ``K_i = W_i H_i W_iᵀ`` for ``i ∈ A'`` and
   ``W_i 11ᵀ W_iᵀ / n_i²`` otherwise (``H_i = Sub_i†Γ_iΓ_iᵀSub_i†ᵀ``).
+
+Both directions are vectorised over the closure (no Python loop over its sets): sets of one
+size and the same bases at every position are stacked, marginal tables are counted with
+one ``bincount`` per run of sets sharing all but their last attribute, and the residual
+factors are applied to the whole stack (for marginal attributes ``Sub`` and ``Sub†`` are
+differences and means, not matrix products). Batches hold at most ``MAX_BATCH_CELLS``
+numbers; the measurements are one array in closure order.
 
 Data are given as records (an int array, one row per record, one column per attribute),
 as a dense data vector (small domains only), or as a callable ``attrs -> marginal``.
@@ -20,6 +30,7 @@ as a dense data vector (small domains only), or as a callable ``attrs -> margina
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -31,6 +42,10 @@ from ...noise import discrete_gaussian, discrete_gaussian_rho, rational_ceil_sqr
 from ...privacy import Privacy
 from .plan import ResidualPlan
 from .route import product_variances
+
+#: Entries per vectorised batch (noise draws, marginal tables, index arrays): bounds the
+#: memory of measurement and reconstruction beyond the measurements themselves.
+MAX_BATCH_CELLS = 1 << 20
 
 
 # ============================================================================ data access
@@ -69,20 +84,87 @@ class MarginalSource:
     def __call__(self, attrs: tuple[int, ...]) -> np.ndarray:
         attrs = tuple(attrs)
         if attrs not in self._cache:
-            shape = tuple(self.sizes[i] for i in attrs)
-            if self._fn is not None:
-                v = np.asarray(self._fn(attrs), dtype=float).reshape(shape)
-            elif self._records is not None:
-                if attrs:
-                    idx = np.ravel_multi_index(tuple(self._records[:, i] for i in attrs), shape)
-                    v = np.bincount(idx, minlength=math.prod(shape)).reshape(shape)
-                else:
-                    v = np.array(len(self._records))
-            else:
-                drop = tuple(i for i in range(len(self.sizes)) if i not in attrs)
-                v = self._x.sum(axis=drop)
-            self._cache[attrs] = v
+            self._cache[attrs] = self._marginal(attrs)
         return self._cache[attrs]
+
+    def _marginal(self, attrs: tuple[int, ...]) -> np.ndarray:
+        shape = tuple(self.sizes[i] for i in attrs)
+        if self._fn is not None:
+            return np.asarray(self._fn(attrs), dtype=float).reshape(shape)
+        if self._records is not None:
+            if not attrs:
+                return np.array(len(self._records))
+            idx = np.ravel_multi_index(tuple(self._records[:, i] for i in attrs), shape)
+            return np.bincount(idx, minlength=math.prod(shape)).reshape(shape)
+        drop = tuple(i for i in range(len(self.sizes)) if i not in attrs)
+        return self._x.sum(axis=drop)
+
+    def batch(self, attrs: np.ndarray) -> np.ndarray:
+        """The marginals of several attribute sets of equal sizes, stacked: ``attrs`` is an
+        ``(S, k)`` int array (sorted rows, ``sizes[attrs[s, j]]`` the same for every ``s``);
+        returns ``(S, n_1, ..., n_k)`` floats, not cached. From records, one ``bincount``
+        per run of sets sharing their first ``k - 1`` attributes, over all of the run's last
+        attributes at once (one pass over the records per set, no Python loop over sets)."""
+        attrs = np.asarray(attrs, dtype=np.int64)
+        S, k = attrs.shape
+        shape = tuple(self.sizes[i] for i in attrs[0]) if S else ()
+        if self._records is None or k == 0 or S == 1:
+            return np.stack(
+                [np.asarray(self._marginal(tuple(int(a) for a in row)), float) for row in attrs]
+            ).reshape((S, *shape))
+        return self._count(attrs, shape).reshape((S, *shape))
+
+    def _count(self, attrs: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+        if not hasattr(self, "_rt"):
+            self._rt = np.ascontiguousarray(self._records.T)  # (d, records)
+        RT = self._rt
+        S, k = attrs.shape
+        d, r = RT.shape
+        cells = math.prod(shape)
+        strides = [math.prod(shape[j + 1 :]) for j in range(k)]
+        # bins (c * cells + code) for a last attribute c: one block of `cells` bins per c, so
+        # a run over consecutive last attributes is one add of a slice (if it fits)
+        shifted = None
+        if d * r <= 8 * MAX_BATCH_CELLS:
+            shifted = RT + (np.arange(d, dtype=np.int64) * cells)[:, None]
+        limit = max(1, MAX_BATCH_CELLS // max(r, 1))
+        buf = np.empty(min(limit, d) * r, dtype=np.int64)  # reused: no fresh pages per run
+        out = np.empty((S, cells))
+        prefixes, inv = np.unique(attrs[:, :-1], axis=0, return_inverse=True)
+        inv = inv.ravel()
+        order = np.argsort(inv, kind="stable")
+        bounds = np.searchsorted(inv[order], np.arange(len(prefixes) + 1))
+        code = np.empty(r, dtype=np.int64)
+        for u, pre in enumerate(prefixes):
+            code[:] = 0
+            for j, a in enumerate(pre):
+                code += RT[a] * strides[j]
+            run = order[bounds[u] : bounds[u + 1]]
+            for at in range(0, len(run), limit):
+                sets = run[at : at + limit]
+                last = attrs[sets, -1]
+                lo, hi = int(last.min()), int(last.max()) + 1
+                if shifted is not None and hi - lo == len(sets):  # a slice, no gather
+                    idx = np.add(
+                        shifted[lo:hi],
+                        code - lo * cells,
+                        out=buf[: (hi - lo) * r].reshape(hi - lo, r),
+                    )
+                    rows = last - lo
+                else:
+                    idx = np.add(RT[last], code, out=buf[: len(sets) * r].reshape(len(sets), r))
+                    idx += (np.arange(len(sets)) * cells)[:, None]
+                    lo, hi, rows = 0, len(sets), np.arange(len(sets))
+                counts = np.bincount(idx.ravel(), minlength=(hi - lo) * cells)
+                block = counts.reshape(hi - lo, cells)
+                s0 = int(sets[0])
+                if np.array_equal(sets, np.arange(s0, s0 + len(sets))) and np.array_equal(
+                    rows, np.arange(len(rows))
+                ):
+                    out[s0 : s0 + len(sets)] = block  # no gather, no scatter
+                else:
+                    out[sets] = block[rows]
+        return out
 
 
 def _apply(T: np.ndarray, mats) -> np.ndarray:
@@ -94,21 +176,175 @@ def _apply(T: np.ndarray, mats) -> np.ndarray:
     return T
 
 
+# ============================================================================ layout
+def _apply_batch(T: np.ndarray, mats, out=None) -> np.ndarray:
+    """:func:`_apply` on every ``T[s]`` of a stack ``T`` (axis 0 = the stack). ``mats[j]``: a
+    matrix, ``"sub"`` (``Sub_n = [1, -I]``: ``x_0 - x_{1:}``), ``"pinv"`` (``Sub_n†``:
+    ``[Σy/n; Σy/n - y]``, Lemma 1) or None (identity). ``out``: where to write the result
+    (for a final ``"sub"`` written in place)."""
+    last = max((j for j, M in enumerate(mats) if M is not None), default=-1)
+    for j, M in enumerate(mats):
+        ax = j + 1
+        head = (slice(None),) * ax
+        if M is None:
+            continue
+        if isinstance(M, str) and M == "sub":
+            dest = out if (j == last and out is not None) else None
+            T = np.subtract(T[(*head, slice(0, 1))], T[(*head, slice(1, None))], out=dest)
+        elif isinstance(M, str):  # "pinv"
+            mean = T.sum(axis=ax, keepdims=True) / (T.shape[ax] + 1)
+            T = np.concatenate([mean, mean - T], axis=ax)
+        else:
+            T = np.moveaxis(np.tensordot(T, M, axes=(ax, 1)), -1, ax)
+    if out is not None and T is not out:
+        out[...] = T
+        return out
+    return T
+
+
+class _Layout:
+    """How a plan's measurements are laid out and batched.
+
+    ``ω_A`` of closure set ``k`` is ``values[off[k]:off[k + 1]]`` (``Π_{i∈A}(n_i - 1)``
+    entries, closure order); its noise has ``zlen[k] = Π_{i∈A} cols(Γ_i)`` draws. Closure
+    sets whose attributes have the same basis at every position (``group``) are measured and
+    reconstructed together.
+    """
+
+    def __init__(self, plan: ResidualPlan):
+        bases = plan.bases
+        d = len(bases)
+        table = plan.table
+        self.sets = table.closure  # (K, kmax), -1 padded, sorted by size
+        self.size = table.closure_size
+        self.kmax = table.kmax
+        keys: dict = {}
+        akey = [keys.setdefault(("m", b.n) if b.marginal else id(b), len(keys)) for b in bases]
+        self.attr_key = np.array([*akey, -1], dtype=np.int64)
+        ext = lambda f: np.array([*[f(b) for b in bases], 1], dtype=np.int64)  # noqa: E731
+        self.dims = ext(lambda b: b.sub.shape[0])[self.sets].prod(axis=1)
+        self.zlen = ext(lambda b: b.gamma.shape[1])[self.sets].prod(axis=1)
+        self.cells = ext(lambda b: b.n)[self.sets].prod(axis=1)
+        self.off = np.concatenate([[0], np.cumsum(self.dims)])
+        if self.kmax:
+            _, group = np.unique(self.attr_key[self.sets], axis=0, return_inverse=True)
+            self.group = group.ravel()
+        else:
+            self.group = np.zeros(len(self.sets), dtype=np.int64)
+        self.base = d + 1
+        self.codes = None
+        if self.kmax * math.log2(self.base) < 62:
+            self.codes = self._encode(self.sets)
+            self.code_order = np.argsort(self.codes)
+            self.sorted_codes = self.codes[self.code_order]
+
+    @functools.cached_property
+    def index(self) -> dict:
+        return {tuple(int(a) for a in row if a >= 0): k for k, row in enumerate(self.sets)}
+
+    def _encode(self, B: np.ndarray) -> np.ndarray:
+        code = np.zeros(len(B), dtype=np.int64)
+        for j in range(B.shape[1]):
+            code += (B[:, j] + 1) * self.base**j
+        return code
+
+    def lookup(self, B: np.ndarray) -> np.ndarray:
+        """Closure index of each row of ``B`` (sorted attribute sets), -1 if not measured."""
+        if self.codes is None or len(B) <= 8:
+            return np.array([self.index.get(tuple(int(a) for a in row), -1) for row in B])
+        code = self._encode(B)
+        pos = np.minimum(np.searchsorted(self.sorted_codes, code), len(self.codes) - 1)
+        return np.where(self.sorted_codes[pos] == code, self.code_order[pos], -1)
+
+    def chunks(self):
+        """Contiguous closure ranges of one set size and at most MAX_BATCH_CELLS draws."""
+        lo, K = 0, len(self.sets)
+        while lo < K:
+            hi = int(np.searchsorted(self.size, self.size[lo], side="right"))
+            cum = np.cumsum(self.zlen[lo:hi])
+            hi = lo + max(1, int(np.searchsorted(cum, MAX_BATCH_CELLS, side="right")))
+            yield lo, hi
+            lo = hi
+
+    @functools.cached_property
+    def batches(self) -> list:
+        """Per chunk ``(lo, hi, noise offsets, [(closure indices, attributes)])`` with one
+        entry per group of the chunk (what :func:`measure` loops over)."""
+        out = []
+        for lo, hi in self.chunks():
+            k = int(self.size[lo])
+            zoff = np.concatenate([[0], np.cumsum(self.zlen[lo:hi])])
+            groups = []
+            for g in np.unique(self.group[lo:hi]):
+                c = lo + np.nonzero(self.group[lo:hi] == g)[0]
+                groups.append((c, self.sets[c, :k]))
+            out.append((lo, hi, zoff, groups))
+        return out
+
+    def rows(self, flat: np.ndarray, off: np.ndarray, c: np.ndarray, length: int) -> np.ndarray:
+        """``flat[off[c_s] : off[c_s] + length]`` for every ``s`` as an ``(S, length)`` array."""
+        if len(c) == 1:
+            return flat[off[c[0]] : off[c[0]] + length][None, :]
+        lo, hi = int(c.min()), int(c.max()) + 1
+        if off[hi] - off[lo] == (hi - lo) * length:  # equal lengths: a reshaped view
+            return flat[off[lo] : off[hi]].reshape(hi - lo, length)[c - lo]
+        return flat[off[c][:, None] + np.arange(length)]
+
+
+def _layout(plan: ResidualPlan) -> _Layout:
+    if not hasattr(plan, "_measurement_layout"):
+        plan._measurement_layout = _Layout(plan)
+    return plan._measurement_layout
+
+
+def _residual_factors(bases, attrs, which: str) -> list:
+    """Per position the factor of :func:`_apply_batch`: ``Sub_i`` (``which="sub"``), ``Γ_i``
+    (``"gamma"``) or ``Sub_i†`` (``"pinv"``), with the marginal-attribute fast paths."""
+    out = []
+    for a in attrs:
+        b = bases[a]
+        if which == "gamma":
+            out.append("sub" if b.marginal else None)  # Γ = Sub (marginal) or I (§7.2)
+        elif b.marginal:
+            out.append(which)
+        else:
+            out.append(b.sub if which == "sub" else b.sub_pinv)
+    return out
+
+
 # ============================================================================ measurement
 @dataclass
 class Measurements:
-    """Noisy residual answers ``ω_A`` by closure set, and the σ²_A they were drawn with."""
+    """Noisy residual answers ``ω_A`` of every closure set, concatenated in closure order
+    (``values``; ``omega[A]`` is a view of set ``A``'s part), and the σ²_A they were drawn
+    with."""
 
     plan: ResidualPlan
-    omega: dict
+    values: np.ndarray
     sigma2: np.ndarray
     rho: float | Fraction | None = None
     extra: dict = field(default_factory=dict)
+    #: reconstruction's shared residual estimates (:func:`_residual_estimates`)
+    _lower: tuple | None = field(default=None, init=False, repr=False, compare=False)
+
+    @functools.cached_property
+    def omega(self) -> dict:
+        off = _layout(self.plan).off
+        return {A: self.values[off[k] : off[k + 1]] for k, A in enumerate(self.plan.closure_sets())}
 
 
 def measure(plan: ResidualPlan, data, privacy: Privacy, rng) -> Measurements:
     """Algorithm 1 (marginal attributes) / Algorithm 5 (general attributes) for every closure
-    set; σ²_A = the plan's, calibrated to ``privacy`` (pcost = 2ρ)."""
+    set: ``ω_A = (⊗_{i∈A} Sub_i) v_A + σ_A (⊗_{i∈A} Γ_i) z`` with σ²_A = the plan's,
+    calibrated to ``privacy`` (pcost = 2ρ). For marginal attributes (``Γ_i = Sub_i``) this
+    is ``(⊗ Sub_i)(v_A + σ_A z)``.
+
+    Vectorised over the closure: sets of one size are taken in contiguous chunks, the noise
+    of a chunk drawn in one call (the generator's stream is the same as set by set: ``z_A``
+    of shape ``(cols Γ_i)_{i∈A}`` in closure order), and the sets of a chunk with the same
+    bases at every position are counted (:meth:`MarginalSource.batch`) and transformed as
+    one stack.
+    """
     if not isinstance(rng, np.random.Generator):
         raise ValueError(
             f"rng must be a numpy.random.Generator (np.random.default_rng(seed)), "
@@ -116,17 +352,49 @@ def measure(plan: ResidualPlan, data, privacy: Privacy, rng) -> Measurements:
         )
     src = data if isinstance(data, MarginalSource) else MarginalSource(data, plan.sizes)
     sigma2 = plan.scaled_sigma2(privacy)
+    sigma = np.sqrt(sigma2)
     bases = plan.bases
-    omega = {}
-    for A, s2 in zip(plan.closure_sets(), sigma2, strict=True):
-        v = np.asarray(src(A), dtype=float)
-        mean = _apply(v, [bases[i].sub for i in A])
-        zshape = tuple(bases[i].gamma.shape[1] for i in A)
-        z = rng.standard_normal(zshape) if zshape else np.array(rng.standard_normal())
-        noise = _apply(z, [bases[i].gamma for i in A])
-        omega[A] = (mean + math.sqrt(s2) * noise).ravel()
+    lay = _layout(plan)
+    values = np.empty(int(lay.off[-1]))
+    zbuf = np.empty(max(int(zoff[-1]) for _, _, zoff, _ in lay.batches))
+    for lo, _, zoff, groups in lay.batches:
+        z = rng.standard_normal(out=zbuf[: int(zoff[-1])])  # the stream of one call per set
+        for c, attrs in groups:
+            k = attrs.shape[1]
+            v = src.batch(attrs)
+            zs = lay.rows(z, zoff, c - lo, int(lay.zlen[c[0]]))  # a view of z, or a copy
+            zs = zs.reshape((len(c), *(bases[a].gamma.shape[1] for a in attrs[0])))
+            zs *= sigma[c].reshape((-1,) + (1,) * k)
+            dest = _row_view(values, lay.off, c)
+            if dest is not None:
+                dest = dest.reshape((len(c), *(bases[a].n - 1 for a in attrs[0])))
+            if all(bases[a].marginal for a in attrs[0]):
+                v += zs  # (⊗Sub)(v + σz)
+                omega = _apply_batch(v, _residual_factors(bases, attrs[0], "sub"), out=dest)
+            else:
+                omega = _apply_batch(v, _residual_factors(bases, attrs[0], "sub"), out=dest)
+                omega += _apply_batch(zs, _residual_factors(bases, attrs[0], "gamma"))
+            if dest is None:
+                _write_rows(values, lay.off, c, omega.reshape(len(c), -1))
     rho = privacy.rho if hasattr(privacy, "rho") else None
-    return Measurements(plan, omega, sigma2, rho)
+    return Measurements(plan, values, sigma2, rho)
+
+
+def _row_view(flat, off, c):
+    """``flat[off[c_0] : off[c_{-1} + 1]]`` when ``c`` is a run of consecutive closure sets
+    (then their parts are that contiguous slice), else None."""
+    lo, hi = int(c[0]), int(c[-1]) + 1
+    if hi - lo != len(c):
+        return None
+    return flat[off[lo] : off[hi]]
+
+
+def _write_rows(flat, off, c, block) -> None:
+    lo, hi, length = int(c.min()), int(c.max()) + 1, block.shape[1]
+    if off[hi] - off[lo] == (hi - lo) * length:
+        flat[off[lo] : off[hi]].reshape(hi - lo, length)[c - lo] = block
+    else:
+        flat[off[c][:, None] + np.arange(length)] = block
 
 
 def measure_discrete(
@@ -153,7 +421,8 @@ def measure_discrete(
     src = data if isinstance(data, MarginalSource) else MarginalSource(data, plan.sizes)
     bases = plan.bases
     sigma2 = plan.sigma2 / plan.pcost() / (2.0 * float(rho_f))
-    omega, used, total = {}, np.empty_like(sigma2), Fraction(0)
+    off = _layout(plan).off
+    values, used, total = np.empty(int(off[-1])), np.empty_like(sigma2), Fraction(0)
     for k, (A, s2) in enumerate(zip(plan.closure_sets(), sigma2, strict=True)):
         sbar = rational_ceil_sqrt(Fraction(s2), denominator)
         sizes = [bases[i].n for i in A]
@@ -169,10 +438,10 @@ def measure_discrete(
         z = discrete_gaussian(gamma2, Hv.shape if Hv.shape else None, rng)
         y = Hv + z
         Ydag = [bases[i].sub / bases[i].n for i in A]
-        omega[A] = _apply(np.asarray(y, dtype=float), Ydag).ravel()
+        values[off[k] : off[k + 1]] = _apply(np.asarray(y, dtype=float), Ydag).ravel()
         used[k] = float(sbar * sbar)
         total += discrete_gaussian_rho(math.prod(n * (n - 1) for n in sizes), gamma2)
-    return Measurements(plan, omega, used, float(total), {"rho_exact": total})
+    return Measurements(plan, values, used, float(total), {"rho_exact": total})
 
 
 # ============================================================================ reconstruction
@@ -206,30 +475,131 @@ def _check_target(plan: ResidualPlan, attrs) -> tuple[int, ...]:
     return t
 
 
+def _residual_estimates(meas: Measurements, c: np.ndarray, size: int) -> np.ndarray:
+    """``(⊗_{i∈B} Sub_i†) ω_B`` for the closure sets ``c`` (one size, the same bases at every
+    position) as an ``(S, Π_{i∈B} n_i)`` array. Sets smaller than the largest are shared by
+    many targets: computed once and kept."""
+    lay = _layout(meas.plan)
+    bases = meas.plan.bases
+
+    def compute(cs):
+        attrs = lay.sets[cs[0], :size]
+        w = lay.rows(meas.values, lay.off, cs, int(lay.dims[cs[0]]))
+        w = w.reshape((len(cs), *(bases[a].n - 1 for a in attrs)))
+        return _apply_batch(w, _residual_factors(bases, attrs, "pinv")).reshape(len(cs), -1)
+
+    if size == lay.kmax:
+        return compute(c)
+    if meas._lower is None:
+        cells = np.where(lay.size < lay.kmax, lay.cells, 0)
+        off = np.concatenate([[0], np.cumsum(cells)])
+        meas._lower = (np.empty(int(off[-1])), off, np.zeros(len(off) - 1, dtype=bool))
+    flat, off, done = meas._lower
+    need = np.unique(c[~done[c]])
+    if len(need):
+        _write_rows(flat, off, need, compute(need))
+        done[need] = True
+    return lay.rows(flat, off, c, int(lay.cells[c[0]]))
+
+
+def _estimate_batch(meas: Measurements, targets: np.ndarray, answers: bool) -> np.ndarray:
+    """Algorithm 2 / 6 for a stack of sorted target sets with the same bases at every
+    position: ``q = Σ_{A'⊆Ã} U_{Ã←A'} ω_{A'}`` with ``U = ⊗(Sub_i† if i∈A', 1/n_i otherwise)``
+    (then ``⊗ W_i`` if ``answers``), one row per target."""
+    plan = meas.plan
+    bases = plan.bases
+    lay = _layout(plan)
+    S, k = targets.shape
+    first = [int(a) for a in targets[0]]
+    shape = tuple(bases[a].n for a in first)
+    q = np.zeros((S, *shape))
+    for pat in range(1 << k):
+        pos = [j for j in range(k) if (pat >> j) & 1]
+        c = lay.lookup(targets[:, pos])
+        if np.any(c < 0):
+            if any(shape[j] == 1 for j in pos):  # an attribute of size 1 has no residual
+                continue
+            bad = np.argmax(c < 0)
+            raise ValueError(
+                f"the marginal on {targets[bad].tolist()} cannot be reconstructed: the residual "
+                f"of {targets[bad, pos].tolist()} was not measured (not in the closure of the "
+                "workload)"
+            )
+        u = _residual_estimates(meas, c, len(pos))
+        # the averaged attributes Ã \ A' are broadcast axes of value 1/n
+        full = u.reshape((S, *(shape[j] if j in pos else 1 for j in range(k))))
+        scale = 1.0 / math.prod(shape[j] for j in range(k) if j not in pos)
+        q += scale * full
+    if answers:
+        W = [None if bases[a].marginal else bases[a].workload.dense() for a in first]
+        q = _apply_batch(q, W)
+    return q.reshape(S, -1)
+
+
+def _target_arrays(sets, d: int):
+    """``(indices, sorted (S, k) int array)`` per set size, the attributes checked."""
+    by_size: dict = {}
+    for j, attrs in enumerate(sets):
+        by_size.setdefault(len(attrs), []).append(j)
+    for k, idx in by_size.items():
+        idx = np.array(idx)
+        T = np.array([list(sets[j]) for j in idx], dtype=np.int64).reshape(len(idx), k)
+        T = np.sort(T, axis=1)
+        bad = (T < 0) | (T >= d)
+        if bad.any():
+            raise ValueError(
+                f"attribute {int(T[bad][0])} is outside the domain (attributes 0..{d - 1})"
+            )
+        if k > 1 and np.any(np.diff(T, axis=1) == 0):
+            j = int(idx[np.argmax((np.diff(T, axis=1) == 0).any(axis=1))])
+            raise ValueError(f"attributes repeated in {list(sets[j])}")
+        yield idx, T
+
+
+def iter_reconstruct(measurements: Measurements, sets, *, answers: bool = True):
+    """Algorithm 2 / 6 for many attribute sets, vectorised: yields ``(j, estimate of
+    sets[j])`` (as :func:`reconstruct`) batch by batch — sets with the same bases at every
+    position together, at most MAX_BATCH_CELLS numbers per batch — so a caller can consume
+    the answers without holding them all."""
+    plan = measurements.plan
+    lay = _layout(plan)
+    for idx, T in _target_arrays(sets, len(plan.bases)):
+        if T.shape[1]:
+            _, group = np.unique(lay.attr_key[T], axis=0, return_inverse=True)
+            group = group.ravel()
+        else:
+            group = np.zeros(len(T), dtype=np.int64)
+        for g in np.unique(group):
+            rows = np.nonzero(group == g)[0]
+            first = T[rows[0]]
+            size = max(
+                math.prod(plan.bases[a].n for a in first),
+                math.prod(plan.bases[a].rows for a in first) if answers else 1,
+            )
+            step = max(1, MAX_BATCH_CELLS // size)
+            for at in range(0, len(rows), step):
+                part = rows[at : at + step]
+                out = _estimate_batch(measurements, T[part], answers)
+                yield from zip(idx[part].tolist(), out, strict=True)
+
+
+def reconstruct_sets(measurements: Measurements, sets, *, answers: bool = True) -> list:
+    """:func:`reconstruct` of every set of ``sets``, in order (vectorised,
+    :func:`iter_reconstruct`)."""
+    out: list = [None] * len(sets)
+    for j, est in iter_reconstruct(measurements, sets, answers=answers):
+        out[j] = est
+    return out
+
+
 def reconstruct(measurements: Measurements, attrs, *, answers: bool = True) -> np.ndarray:
     """Algorithm 2 / 6: the unbiased estimate of the (generalized) marginal on ``attrs``.
 
     ``answers=True`` applies ``⊗_{i∈Ã} W_i`` (the workload's queries; for marginals W = I);
     ``answers=False`` returns the estimated marginal table ``Q_Ã x`` itself (flattened).
     """
-    plan = measurements.plan
-    t = _check_target(plan, attrs)
-    bases = plan.bases
-    shape = tuple(bases[i].n for i in t)
-    q = np.zeros(shape)
-    idx = _index(plan)
-    for pat, B in _subsets(t):
-        if B not in idx:
-            continue
-        w = measurements.omega[B].reshape(tuple(bases[i].n - 1 for i in B))
-        w = _apply(w, [bases[i].sub_pinv for i in B])
-        # insert the averaged attributes Ã \ A' as broadcast axes of value 1/n
-        full = w.reshape(tuple(bases[i].n if (pat >> j) & 1 else 1 for j, i in enumerate(t)))
-        scale = 1.0 / math.prod(bases[i].n for j, i in enumerate(t) if not (pat >> j) & 1)
-        q = q + scale * full
-    if answers:
-        q = _apply(q, [None if bases[i].marginal else bases[i].workload.dense() for i in t])
-    return q.ravel()
+    ((_, T),) = _target_arrays([tuple(attrs)], len(measurements.plan.bases))
+    return _estimate_batch(measurements, T, answers)[0]
 
 
 def variances(plan: ResidualPlan, attrs, privacy: Privacy | None = None) -> np.ndarray:
@@ -268,16 +638,18 @@ def covariance(plan: ResidualPlan, attrs, privacy: Privacy | None = None) -> np.
 
 def reconstruct_workload(measurements: Measurements) -> list[np.ndarray]:
     """Answers to every set of the plan's workload, in workload order (Algorithm 2 / 6)."""
-    return [reconstruct(measurements, s) for s in measurements.plan.workload.sets]
+    return reconstruct_sets(measurements, measurements.plan.workload.sets)
 
 
 __all__ = [
     "MarginalSource",
     "Measurements",
     "covariance",
+    "iter_reconstruct",
     "measure",
     "measure_discrete",
     "reconstruct",
+    "reconstruct_sets",
     "reconstruct_workload",
     "variances",
 ]

@@ -28,9 +28,10 @@ from .workload import ResidualWorkload
 
 #: Default solver: "auto" = the dual L-BFGS-B method for the max-variance program when its
 #: duality gap certifies the optimum, else cvxpy with CLARABEL (the digest's pitfall 9: ECOS is
-#: visibly less accurate); CLARABEL for user-supplied losses.
+#: visibly less accurate), and CLARABEL inside the cutting planes of a program with many more
+#: rows than variables (:func:`select_max`); CLARABEL for user-supplied losses.
 DEFAULT_SOLVER = "auto"
-#: Relative duality gap below which the dual method's solution is accepted.
+#: Relative duality gap below which a max-variance solution is accepted (certified).
 DUAL_GAP_RTOL = 1e-7
 #: Largest number of per-row variance constraints built for a max-variance program.
 MAX_CONSTRAINT_ROWS = 5_000_000
@@ -61,6 +62,7 @@ class ResidualPlan:
         self.objective = objective
         self.value = value
         self.info: dict = {}
+        self._rows = None  # row_constraints(workload), built on first use
 
     # --------------------------------------------------------------- structure
     @property
@@ -106,6 +108,7 @@ class ResidualPlan:
         """The same plan rescaled to pcost = 1."""
         out = ResidualPlan(self.workload, self.sigma2 / self.pcost(), self.objective, self.value)
         out.info = dict(self.info)
+        out._rows = self._rows
         return out
 
     # --------------------------------------------------------------- variances
@@ -130,8 +133,9 @@ class ResidualPlan:
     def max_variance(self, sigma2=None) -> float:
         """Largest weighted query variance ``max θ²_Ã Var(q)`` over every workload query."""
         s = self.sigma2 if sigma2 is None else sigma2
-        M = row_constraints(self.workload)
-        return float(np.max(M @ s))
+        if self._rows is None:
+            self._rows = row_constraints(self.workload)
+        return float(np.max(self._rows @ s))
 
 
 # ============================================================================ constraints
@@ -147,8 +151,11 @@ def row_constraints(workload: ResidualWorkload):
     """Sparse ``M`` with ``(M σ²)_r`` = weighted variance of query-row class ``r``.
 
     For marginal attributes every cell of a set has the same variance (Thm 4.4), so there
-    is one row per set; for general attributes one row per distinct combination of the
-    per-attribute row profiles ``(h_i, s_i)`` of the set (Thm 7.2).
+    is one row per set; for general attributes one row per combination of the per-attribute
+    row profiles ``(h_i, s_i)`` of the set (Thm 7.2) that can be a worst case (the
+    upper-right hull vertices, :meth:`AttributeBasis.worst_profiles`): every other query's
+    variance is at most a convex combination of these rows', so ``max(M σ²)`` is the exact
+    max variance and ``M σ² ≤ 1`` the exact feasible set.
     """
     import scipy.sparse as sp
 
@@ -158,32 +165,47 @@ def row_constraints(workload: ResidualWorkload):
         inside = [b.beta for b in bases]  # h = 1 - 1/n on every cell
         outside = [1.0 / (b.n * b.n) for b in bases]
         return table.sparse_matrix(inside, outside, set_factor=workload.weights)
-    profiles = [b.profiles()[0] for b in bases]
+    profiles = [b.worst_profiles() for b in bases]
     count = sum(math.prod(len(profiles[i]) for i in s) for s in workload.sets)
     if count > MAX_CONSTRAINT_ROWS:
         raise TooLargeError(
             f"the per-row variance constraints would have {count} rows "
             f"(> MAX_CONSTRAINT_ROWS = {MAX_CONSTRAINT_ROWS})"
         )
+    # vectorised over the sets with the same number of profiles at each position
+    d, kmax = len(bases), table.kmax
+    counts = np.array([len(pr) for pr in profiles] + [1])
+    prof = np.ones((d + 1, int(counts.max()), 2))  # row d: padding (a factor of 1)
+    for i, pr in enumerate(profiles):
+        prof[i, : len(pr)] = pr
+    P = table.padded
     pidx = _pair_index(table)
+    if kmax:
+        shapes, group = np.unique(counts[P], axis=0, return_inverse=True)
+    else:  # only the 0-way total
+        shapes, group = np.zeros((1, 0), dtype=np.int64), np.zeros(len(P), dtype=np.int64)
     r_all, c_all, v_all = [], [], []
     row0 = 0
-    for j, s in enumerate(workload.sets):
-        k = len(s)
-        grids = np.meshgrid(*[np.arange(len(profiles[i])) for i in s], indexing="ij")
-        combos = [g.ravel() for g in grids]
-        nrow = combos[0].size if k else 1
-        for pat in range(1 << k):
-            c = pidx[j, pat]
-            if c < 0:
+    for g, shape in enumerate(shapes):
+        J = np.nonzero(group.ravel() == g)[0]
+        combos = np.indices(tuple(int(c) for c in shape)).reshape(kmax, -1).T
+        if not kmax:
+            combos = np.zeros((1, 0), dtype=np.int64)
+        ncombo = len(combos)
+        rows = row0 + np.arange(len(J))[:, None] * ncombo + np.arange(ncombo)[None, :]
+        for pat in range(1 << kmax):
+            c = pidx[J, pat]
+            ok = c >= 0
+            if not ok.any():
                 continue
-            coef = np.full(nrow, workload.weights[j])
-            for pos, i in enumerate(s):
-                coef = coef * profiles[i][combos[pos], 0 if (pat >> pos) & 1 else 1]
-            r_all.append(np.arange(row0, row0 + nrow))
-            c_all.append(np.full(nrow, c))
-            v_all.append(coef)
-        row0 += nrow
+            coef = np.repeat(workload.weights[J[ok], None], ncombo, axis=1)
+            for pos in range(kmax):
+                att = P[J[ok], pos]
+                coef *= prof[att[:, None], combos[None, :, pos], 0 if (pat >> pos) & 1 else 1]
+            r_all.append(rows[ok].ravel())
+            c_all.append(np.repeat(c[ok], ncombo))
+            v_all.append(coef.ravel())
+        row0 += len(J) * ncombo
     return sp.csr_matrix(
         (np.concatenate(v_all), (np.concatenate(r_all), np.concatenate(c_all))),
         shape=(row0, table.num_closure),
@@ -254,15 +276,15 @@ def _solve(problem, solver: str, what: str) -> None:
         raise InfeasibleError(f"{what}: solver {solver} returned status {problem.status}")
 
 
-def _max_dual(M, p, rounds: int = 8):
+def _dual_rounds(M, p, lam, rounds: int = 8):
     """The max-variance program by its concave dual (scipy L-BFGS-B; bounds λ ≥ 0).
 
     ``min Σ p_A/x_A s.t. Mx ≤ 1`` has Lagrangian minimiser ``x_A(λ) = sqrt(p_A / (Mᵀλ)_A)`` and
     dual ``g(λ) = 2 Σ_A sqrt(p_A (Mᵀλ)_A) - 1ᵀλ`` with gradient ``M x(λ) - 1``. The primal point
-    ``x(λ)`` scaled to feasibility gives an upper bound, ``g(λ)`` a lower bound; returns
-    ``(x, P, relative gap)``.
+    ``x(λ)`` scaled to feasibility gives an upper bound, ``g(λ)`` a lower bound; starts from
+    ``lam`` and returns ``(x, upper bound, lower bound, λ)``.
     """
-    from scipy.optimize import minimize
+    from scipy.optimize import Bounds, minimize
 
     MT = M.T.tocsr()
 
@@ -273,9 +295,6 @@ def _max_dual(M, p, rounds: int = 8):
         c = np.maximum(MT @ lam, 1e-300)
         return -(2.0 * np.sum(np.sqrt(p * c)) - lam.sum()), -(M @ np.sqrt(p / c) - 1.0)
 
-    m = M.shape[0]
-    x1 = xof(np.ones(m))
-    lam = np.full(m, float(np.max(M @ x1)) ** 2)  # x(λ) then has max constraint value ≈ 1
     best_x, best_P, D = None, np.inf, -np.inf
     for _ in range(rounds):
         res = minimize(
@@ -283,7 +302,7 @@ def _max_dual(M, p, rounds: int = 8):
             lam,
             jac=True,
             method="L-BFGS-B",
-            bounds=[(0.0, None)] * m,
+            bounds=Bounds(0.0, np.inf),
             options={"maxiter": 5000, "ftol": 1e-16, "gtol": 1e-13, "maxcor": 30},
         )
         lam = res.x
@@ -295,47 +314,145 @@ def _max_dual(M, p, rounds: int = 8):
             best_x, best_P = x, P
         if (best_P - D) <= DUAL_GAP_RTOL * best_P:
             break
-    return best_x, best_P, (best_P - D) / best_P
+    return best_x, best_P, D, lam
+
+
+def _dual_value(M, p, lam) -> float:
+    """``g(λ) = 2 Σ_A sqrt(p_A (Mᵀλ)_A) - 1ᵀλ``: for any ``λ ≥ 0`` a lower bound of
+    ``min Σ p_A/x_A s.t. Mx ≤ 1`` (weak duality)."""
+    lam = np.clip(np.asarray(lam, dtype=float).ravel(), 0.0, None)
+    return float(2.0 * np.sum(np.sqrt(p * np.maximum(M.T @ lam, 0.0))) - lam.sum())
+
+
+def _inner_dual(sub, p, lam):
+    if lam is None:  # x(λ) then has max constraint value ≈ 1
+        x1 = np.sqrt(p / np.maximum(np.asarray(sub.sum(axis=0)).ravel(), 1e-300))
+        lam = np.full(sub.shape[0], float(np.max(sub @ x1)) ** 2)
+    x, _, _, lam = _dual_rounds(sub, p, lam)
+    return x, lam, {"solver": "dual"}
+
+
+def _inner_cvxpy(solver):
+    def inner(sub, p, lam):
+        import cvxpy as cp
+
+        x = cp.Variable(len(p), nonneg=True)
+        rows = sub @ x <= 1.0
+        prob = cp.Problem(cp.Minimize(p @ cp.inv_pos(x)), [rows])
+        _solve(prob, solver, "the max-variance program")
+        xs = np.clip(np.asarray(x.value, dtype=float), 1e-300, None)
+        return xs, rows.dual_value, {"solver": solver, "status": prob.status}
+
+    return inner
+
+
+def _polish(sub, p, lam):
+    """A few dual rounds warm-started at a solver's multipliers (a tighter certificate)."""
+    lam = np.where(lam > 0, lam, 0.0)
+    x, _, d_low, lam = _dual_rounds(sub, p, lam, rounds=2)
+    return x, d_low, lam
+
+
+def _covering_rows(M, v) -> np.ndarray:
+    """For every column of ``M`` with a non-zero, the row of largest ``v`` among its
+    non-zeros (so that no variable of a restricted program is unbounded)."""
+    C = M.tocsc()
+    counts = np.diff(C.indptr)
+    cols = np.repeat(np.arange(C.shape[1]), counts)
+    order = np.lexsort((-v[C.indices], cols))
+    first = C.indptr[:-1][counts > 0]
+    return np.unique(C.indices[order[first]])
+
+
+def _max_cuts(M, p, inner):
+    """``min Σ_A p_A/x_A s.t. Mx ≤ 1`` over a growing set of rows (cutting planes).
+
+    At most ``len(p)`` rows are active at the optimum. ``inner(rows, p, λ₀)`` solves the
+    program restricted to a set of rows and returns ``(x, λ, info)`` (``λ`` its constraint
+    multipliers); start: the most loaded rows at ``x ∝ sqrt(p / Mᵀ1)`` (and one row per
+    variable); each round, an exact vectorised scan of ``M x`` over every row adds the most
+    violated ones. Bounds: ``g(λ)`` (:func:`_dual_value`) of the restricted multipliers is a
+    lower bound for the full program (λ padded with zeros is dual feasible); ``x`` scaled to
+    satisfy every row gives an upper bound. Stops when their relative gap is ≤ DUAL_GAP_RTOL
+    or nothing is violated. Returns ``(x, P, relative gap, info)``.
+    """
+    M = M.tocsr()
+    m, k = M.shape
+    batch = max(2 * k, 64)
+    if m <= 2 * batch:
+        active = np.arange(m)
+    else:
+        v = M @ np.sqrt(p / np.maximum(np.asarray(M.sum(axis=0)).ravel(), 1e-300))
+        top = np.argpartition(-v, batch)[:batch]
+        active = np.union1d(top, _covering_rows(M, v))
+    lam = None
+    best_x, best_P, D, info = None, np.inf, -np.inf, {}
+    cut_rounds = 0
+    while cut_rounds < 100:
+        cut_rounds += 1
+        sub = M[active]
+        x, lam, info = inner(sub, p, lam)
+        lam = np.clip(np.asarray(lam, dtype=float).ravel(), 0.0, None)
+        D = max(D, _dual_value(sub, p, lam))
+        v = M @ x
+        top = float(np.max(v[active]))
+        xs = x / float(np.max(v))
+        P = float(np.dot(p, 1.0 / xs))
+        if P < best_P:
+            best_x, best_P = xs, P
+        if (best_P - D) <= DUAL_GAP_RTOL * best_P or len(active) == m:
+            break
+        inside = np.zeros(m, dtype=bool)
+        inside[active] = True
+        cand = np.nonzero(~inside & (v > top))[0]
+        if not len(cand):  # every row holds: polish the restricted program's own gap
+            if inner is not _inner_dual:
+                x, d_low, lam = _polish(sub, p, lam)
+                D = max(D, d_low)
+                xs = x / float(np.max(M @ x))
+                P = float(np.dot(p, 1.0 / xs))
+                if P < best_P:
+                    best_x, best_P = xs, P
+                info["polished"] = True
+            break
+        new = cand[np.argsort(-v[cand])[:batch]]
+        merged = np.concatenate([active, new])
+        order = np.argsort(merged)
+        active = merged[order]
+        lam = np.concatenate([lam, np.zeros(len(new))])[order]
+    info = {**info, "rows": int(len(active)), "of_rows": int(m), "cut_rounds": cut_rounds}
+    return best_x, best_P, (best_P - D) / best_P, info
 
 
 def select_max(workload: ResidualWorkload, solver: str = DEFAULT_SOLVER) -> ResidualPlan:
     """Minimise the max weighted query variance at pcost = 1 (§4.4; digest §2.5).
 
     Solves the homogeneous program ``min Σ_A p_A / x_A s.t. M x ≤ 1`` (one row of ``M`` per
-    query class, :func:`row_constraints`); with optimum ``P*``, ``σ² = P* x*`` has pcost 1
-    and max variance ``P*``. ``solver``: a cvxpy solver name (the paper used ECOS; CLARABEL is
-    more accurate), ``"dual"`` (L-BFGS-B on the concave dual, :func:`_max_dual`, certified by
-    its duality gap) or ``"auto"`` (the dual when its relative gap is ≤ DUAL_GAP_RTOL, else
-    CLARABEL). The plan's ``info`` records the solver used and the gap.
+    query class that can be a worst case, :func:`row_constraints`); with optimum ``P*``,
+    ``σ² = P* x*`` has pcost 1 and max variance ``P*``. Programs with many more rows than
+    variables (ResidualPlanner+ on ranges) are solved by cutting planes (:func:`_max_cuts`).
+    ``solver``: a cvxpy solver name (the paper used ECOS; CLARABEL is more accurate),
+    ``"dual"`` (L-BFGS-B on the concave dual, :func:`_dual_rounds`) or ``"auto"`` (the dual
+    when its certified relative gap is ≤ DUAL_GAP_RTOL, else CLARABEL; CLARABEL inside the
+    cutting planes). The plan's ``info`` records the solver, the certified gap and the rows.
     """
     name = _check_solver(solver, allow_dual=True)
-    M = row_constraints(workload)
+    M = row_constraints(workload).tocsr()
     p = workload.table.closure_product([b.beta for b in workload.bases])
-    info = {}
-    xs = None
-    if name in ("AUTO", "DUAL"):
-        x, P, gap = _max_dual(M, p)
-        info = {"solver": "dual", "gap": gap}
-        if name == "DUAL" or gap <= DUAL_GAP_RTOL:
-            xs = x
-        else:
-            name = "CLARABEL"
-    if xs is None:
-        import cvxpy as cp
-
-        x = cp.Variable(len(p), nonneg=True)
-        prob = cp.Problem(cp.Minimize(p @ cp.inv_pos(x)), [M @ x <= 1.0])
-        _solve(prob, name, "the max-variance program")
-        xs = np.clip(np.asarray(x.value, dtype=float), 1e-300, None)
-        info = {
-            "solver": name,
-            "status": prob.status,
-            **({"dual_gap": info["gap"]} if info else {}),
-        }
+    k = len(p)
+    cuts = M.shape[0] > 4 * max(2 * k, 64)
+    first = {"AUTO": "CLARABEL" if cuts else "DUAL"}.get(name, name)
+    inner = _inner_dual if first == "DUAL" else _inner_cvxpy(first)
+    xs, _, gap, info = _max_cuts(M, p, inner)
+    info["gap"] = gap
+    if name == "AUTO" and not cuts and gap > DUAL_GAP_RTOL:
+        xs, _, gap, info = _max_cuts(M, p, _inner_cvxpy("CLARABEL"))
+        info["gap"] = gap
     # rescale to exact feasibility (solver tolerance) and to pcost = 1
     xs = xs / max(float(np.max(M @ xs)), 1e-300)
     sigma2 = xs * float(np.dot(p, 1.0 / xs))
     plan = ResidualPlan(workload, sigma2, objective="max")
+    plan._rows = M
     plan.value = plan.max_variance()
     plan.info = info
     return plan

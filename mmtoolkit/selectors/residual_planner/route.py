@@ -42,6 +42,36 @@ def product_variances(coef: dict, support, rows) -> np.ndarray:
     return out
 
 
+def dominant_profiles(h, s) -> np.ndarray:
+    """Indices of the rows ``(h_r, s_r)`` that can be a worst case: the vertices of the
+    upper-right convex hull of the points ``(h_r, s_r)`` (one index per distinct vertex).
+
+    A product query's variance ``Σ_B c_B Π_{i∈B} h_i Π_{i∉B} s_i`` (``c_B ≥ 0``, He et al.
+    Thm 7.2) is, for fixed other attributes, ``a·h_i + b·s_i`` with ``a, b ≥ 0``: linear in
+    attribute ``i``'s row pair. A pair dominated by a convex combination of others therefore
+    never has a larger variance than all of them, so the max variance over a product of row
+    sets — and every per-row constraint ``variance ≤ t`` of the max-variance program (§4.4) —
+    is decided by these rows alone (exactly, not approximately).
+    """
+    h = np.asarray(h, dtype=float)
+    s = np.asarray(s, dtype=float)
+    order = np.lexsort((-s, -h))  # h descending, then s descending
+    front = []  # Pareto front: h strictly decreasing, s strictly increasing
+    for r in order:
+        if not front or s[r] > s[front[-1]]:
+            front.append(int(r))
+    hull: list[int] = []  # upper hull of the front (monotone chain, h increasing)
+    for r in reversed(front):
+        while len(hull) >= 2:
+            o, a = hull[-2], hull[-1]
+            cross = (h[a] - h[o]) * (s[r] - s[o]) - (s[a] - s[o]) * (h[r] - h[o])
+            if cross < 0:
+                break
+            hull.pop()  # a lies on or below the segment o -> r
+        hull.append(r)
+    return np.array(sorted(hull), dtype=np.int64)
+
+
 # ====================================================== residual basis (ResidualPlanner)
 class ResidualRoute:
     """Union of Kronecker products (or weighted Marginals) × a strategy exposing
@@ -262,12 +292,14 @@ class ResidualRoute:
             total += c * acc
         return total
 
-    def _term_profile(self, c, support, factors, unique: bool) -> np.ndarray:
-        mats = []
+    def _term_profile(self, c, support, factors, worst: bool) -> np.ndarray:
+        """Per-query variances of a term; ``worst``: only the rows that can attain the
+        term's maximum (:func:`dominant_profiles`)."""
+        rows = []
         for h, s, _, _ in self._term_rows(support, factors):
-            M = np.column_stack([h, s])
-            mats.append(np.unique(M, axis=0) if unique else M)
-        return c * product_variances(self.coef, support, [(M[:, 0], M[:, 1]) for M in mats])
+            keep = dominant_profiles(h, s) if worst else slice(None)
+            rows.append((h[keep], s[keep]))
+        return c * product_variances(self.coef, support, rows)
 
     def profile(self) -> np.ndarray:
         F = self._fast()
@@ -276,12 +308,10 @@ class ResidualRoute:
             cells = [math.prod(self.sizes[i] for i in s) for _, s, _ in self.terms]
             check_dense_size(sum(cells), 1, "a per-query vector")
             return np.repeat(per, cells)
-        return np.concatenate([self._term_profile(c, s, f, unique=False) for c, s, f in self.terms])
+        return np.concatenate([self._term_profile(c, s, f, worst=False) for c, s, f in self.terms])
 
     def max_profile(self) -> float:
         F = self._fast()
         if F is not None and F["const"]:
             return float(np.max(self._fast_values(F["h"], 1.0 / F["n"] ** 2)))
-        return max(
-            float(np.max(self._term_profile(c, s, f, unique=True))) for c, s, f in self.terms
-        )
+        return max(float(np.max(self._term_profile(c, s, f, worst=True))) for c, s, f in self.terms)

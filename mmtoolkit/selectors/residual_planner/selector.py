@@ -26,8 +26,9 @@ selection objective is ``"max"``, else ``"sum"``).
 
 Both take ``objective`` (default ``"sum"``; used when :meth:`select` is called with its
 default), ``weighting``, ``solver`` (``"auto"`` (default): for ``"max"`` the dual L-BFGS-B method
-when its duality gap certifies the optimum, else cvxpy/CLARABEL; ``"dual"``; or a cvxpy
-solver name such as ``"CLARABEL"``, ``"ECOS"``, ``"SCS"``) and ``variance_bound``
+when its duality gap certifies the optimum, else cvxpy/CLARABEL, and CLARABEL inside cutting
+planes when the program has many more rows than variables, as on range workloads; ``"dual"``;
+or a cvxpy solver name such as ``"CLARABEL"``, ``"ECOS"``, ``"SCS"``) and ``variance_bound``
 (optional: the utility-constrained problem, Eq. 2 — the strategy is the same, the metadata
 records the privacy cost needed to meet the bound). The returned ``Strategy.matrix`` is a
 :class:`~.matrix.ResidualStrategyMatrix` at pcost 1; ``metadata["plan"]`` holds the
