@@ -3,8 +3,9 @@
 * no import cycle among the package's modules — imports inside functions count, so a cycle
   cannot hide in a deferred import;
 * no private name (``_x``) imported from a module of another package;
-* the evaluator and the mechanism reach no method package (``mmtoolkit.selectors``), directly
-  or through what they import: they know strategy kinds only through the protocol.
+* the evaluator, the mechanism and Private-PGM reach no method package
+  (``mmtoolkit.selectors``), directly or through what they import: they know strategy kinds
+  only through the protocol.
 """
 
 from __future__ import annotations
@@ -132,7 +133,8 @@ def test_no_private_name_imported_across_packages():
 
 def test_evaluator_and_mechanism_reach_no_method_package():
     graph = _graph()
-    starts = [m for m in MODULES if m.startswith(("mmtoolkit.mechanism", "mmtoolkit.evaluate"))]
+    prefixes = ("mmtoolkit.mechanism", "mmtoolkit.evaluate", "mmtoolkit.pgm")
+    starts = [m for m in MODULES if m.startswith(prefixes)]
     for start in starts:
         seen, todo = set(), [start]
         while todo:

@@ -2,14 +2,16 @@
 
 ``Matrix`` (``base``) also defines the strategy-kind protocol: the methods the evaluator and
 the mechanism call (``error_route``, ``gram_route``, ``pinv_operator``, ``row_scales``,
-``answer_records``, ``workload_answers``, ``release_answers``); ``route`` says what an error
-route is. Each structured kind implements them in its own module.
+``answer_records``, ``workload_answers``, ``release_answers``; ``marginal_measurements`` for
+Private-PGM); ``route`` says what an error route is. Each structured kind implements them in
+its own module.
 """
 
 from .base import (
     MAX_DENSE_ENTRIES,
     CountingQueries,
     Dense,
+    MarginalMeasurement,
     Matrix,
     Product,
     Sum,
@@ -53,6 +55,7 @@ from .route import RANK_RTOL, SUPPORT_RTOL, ErrorRoute, UnsupportedWorkloadError
 from .tree import Tree, TreeGram, TreeGramInverse
 
 __all__ = [
+    "MarginalMeasurement",
     "kron_terms",
     "peel",
     "MAX_DENSE_ENTRIES",

@@ -31,6 +31,7 @@ from ...linalg import (
     MAX_MARGINALS_DIM,
     Dense,
     Kronecker,
+    MarginalMeasurement,
     Marginals,
     MarginalsGram,
     Matrix,
@@ -208,8 +209,37 @@ class ResidualStrategyMatrix(Matrix):
             return math.sqrt(self.pcost_bound())
         return super().sensitivity(p)
 
+    # ------------------------------------------------------------ Private-PGM
+    def marginal_measurements(self, data, privacy, rng):
+        """Private-PGM input (:meth:`Matrix.marginal_measurements`): the base mechanisms'
+        noisy residual answers (He et al. Alg. 1/5), whitened. ``ω_A`` has covariance
+        ``σ²_A ⊗_{i∈A} Γ_iΓ_iᵀ``; with ``T_i = (Γ_iΓ_iᵀ)^{-1/2}``, ``(⊗ T_i) ω_A`` measures the
+        marginal on ``A`` through ``Q = ⊗ T_i Sub_i`` with i.i.d. noise of standard deviation
+        ``σ_A`` (the rows of the whitened strategy, module docstring). The empty set's
+        measurement is the noisy total."""
+        src = data.codes if isinstance(data, Records) else np.asarray(data).ravel()
+        meas = measurements.measure(self.plan, src, privacy, rng)
+        bases = self.plan.bases
+        out = []
+        for A, s2 in zip(self._sets, meas.sigma2, strict=True):
+            if any(bases[i].sub.shape[0] == 0 for i in A):
+                continue  # a size-1 attribute: the residual is empty
+            whiten = [_inverse_sqrt(bases[i].gamma @ bases[i].gamma.T) for i in A]
+            y = meas.omega[A].reshape(tuple(bases[i].sub.shape[0] for i in A))
+            for ax, T in enumerate(whiten):
+                y = np.moveaxis(np.tensordot(T, y, axes=(1, ax)), 0, ax)
+            factors = tuple(T @ bases[i].sub for T, i in zip(whiten, A, strict=True))
+            out.append(MarginalMeasurement(A, factors, y.ravel(), math.sqrt(s2)))
+        return out
+
     def __repr__(self):
         kind = "marginal" if self.plan.workload.all_marginal else "generalized"
         return (
             f"ResidualStrategyMatrix({kind}, {len(self._sets)} base mechanisms, shape={self.shape})"
         )
+
+
+def _inverse_sqrt(G: np.ndarray) -> np.ndarray:
+    """``G^{-1/2}`` of a symmetric positive definite matrix (eigendecomposition)."""
+    w, V = np.linalg.eigh(G)
+    return (V / np.sqrt(w)) @ V.T

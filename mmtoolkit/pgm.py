@@ -1,0 +1,324 @@
+"""Consistent non-negative marginals and synthetic records by Private-PGM (optional extra).
+
+Least-squares answers (:func:`mmtoolkit.mechanism.release`) are unbiased but can be negative
+and, for strategies other than ResidualPlanner, mutually inconsistent. Private-PGM (McKenna,
+Sheldon & Miklau, "Graphical-model based estimation and inference for differential
+privacy", ICML 2019, §3-4) instead finds a *distribution* ``p`` with ``r`` records whose
+marginals ``μ_C`` minimise the noise-weighted squared loss of the measurements,
+
+    L(μ) = Σ_C ||Q_C μ_C − y_C||² / (2 σ_C²),
+
+so every answer is non-negative and all marginals are marginals of one table (any two
+agree on the attributes they share). The measurements are a marginal-type strategy's noisy
+answers with their noise scales (:meth:`mmtoolkit.linalg.Matrix.marginal_measurements`:
+ResidualPlanner, weighted marginals such as HDMM's OPT_M or Datacube, a marginals workload
+measured directly). This module calls the ``mbi`` package (the authors' library), installed
+by ``pip install 'mmtoolkit[pgm]'``.
+
+Models (``model=``):
+
+* ``"graphical"`` — Private-PGM's graphical model over the measured cliques, fitted by
+  mirror descent with exact marginal inference on its junction tree (§4, Alg. 1). Exact, but
+  the junction tree of many overlapping cliques (all 2-way marginals of 14 attributes)
+  covers the whole domain and cannot be stored.
+* ``"mixture"`` — a mixture of product distributions (``mbi``'s
+  ``MixtureOfProductsEstimator``, the RAP-softmax parametrisation: Aydore et al. 2021,
+  Liu et al. 2021) fitted to the same loss by Adam; it scales to any set of cliques, and is
+  still one distribution, so consistency and non-negativity hold exactly.
+* ``"auto"`` (default) — ``"graphical"`` when its junction tree has at most
+  :data:`MAX_MODEL_MB` of parameters, else ``"mixture"``.
+
+The total ``r`` is the inverse-variance weighted mean of the unbiased estimates of the total
+that single measurements give (those whose query rows span the all-ones vector: a
+ResidualPlanner's empty-set measurement, every identity marginal), or ``total=``.
+
+Without the extra, ``import mmtoolkit.pgm`` works and :func:`estimate` raises an ImportError
+saying what to install.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from .checks import check_int
+from .domain import Domain
+from .linalg import MarginalMeasurement, as_matrix
+from .linalg.marginals import marginal_key
+
+__all__ = ["MISSING_EXTRA", "MAX_MODEL_MB", "MODELS", "PGMResult", "estimate", "measure"]
+
+#: The message when the optional extra is not installed.
+MISSING_EXTRA = "Private-PGM post-processing needs the optional extra: pip install 'mmtoolkit[pgm]'"
+#: Largest junction tree (in megabytes of float64 parameters) ``model="auto"`` fits exactly.
+MAX_MODEL_MB = 256.0
+#: The models :func:`estimate` fits.
+MODELS = ("auto", "graphical", "mixture")
+
+
+def _mbi():
+    """The ``mbi`` package, with JAX in float64 (the fit of ~10^5 records stalls in float32,
+    as mbi itself warns); an ImportError naming the extra when it is missing."""
+    try:
+        import jax
+    except ImportError:
+        raise ImportError(MISSING_EXTRA) from None
+    jax.config.update("jax_enable_x64", True)
+    try:
+        import mbi
+        import mbi.extensions.mixture_of_products as mixture
+    except ImportError:
+        raise ImportError(MISSING_EXTRA) from None
+    return mbi, mixture
+
+
+def measure(strategy, data, privacy, rng) -> list[MarginalMeasurement]:
+    """The noisy measurements of a marginal-type strategy (a ``Strategy`` or ``Matrix``) on
+    ``data`` (records or a data vector): its kind's ``marginal_measurements``."""
+    matrix = getattr(strategy, "matrix", strategy)
+    return as_matrix(matrix).marginal_measurements(data, privacy, rng)
+
+
+# ============================================================================ queries
+class _KronQuery:
+    """``y = (⊗_j Q_j) vec(μ_C)`` applied factor-wise to a clique's table (an ``mbi`` linear
+    query). Equal (and hashing equal) when the factors are, so the fit compiled for one
+    release is reused by the next release of the same strategy."""
+
+    def __init__(self, factors):
+        self.factors = tuple(None if f is None else np.asarray(f, dtype=float) for f in factors)
+        digest = hashlib.sha1()
+        for f in self.factors:
+            digest.update(b"I" if f is None else repr(f.shape).encode() + f.tobytes())
+        self._key = digest.hexdigest()
+
+    def __call__(self, factor):
+        import jax.numpy as jnp
+
+        T = factor.datavector(flatten=False)
+        for ax, F in enumerate(self.factors):
+            if F is not None:
+                T = jnp.moveaxis(jnp.tensordot(jnp.asarray(F), T, axes=(1, ax)), 0, ax)
+        return T.reshape(-1)
+
+    def op_norm_sq(self) -> float:
+        """``||⊗Q_j||₂² = Π ||Q_j||₂²`` (the step size of the fit)."""
+        return float(math.prod(1.0 if f is None else np.linalg.norm(f, 2) ** 2
+                               for f in self.factors))  # fmt: skip
+
+    def __hash__(self):
+        return hash(self._key)
+
+    def __eq__(self, other):
+        return isinstance(other, _KronQuery) and other._key == self._key
+
+
+def _total_estimate(measurements, sizes) -> tuple[float, float] | None:
+    """Inverse-variance weighted total from the measurements whose query rows span ``1``:
+    ``u = ⊗ Q_j⁺ᵀ 1`` gives ``uᵀy`` with variance ``σ² ||u||²``. None if none does."""
+    num = den = 0.0
+    for m in measurements:
+        u = np.ones(1)
+        for i, F in zip(m.attrs, m.factors, strict=True):
+            ones = np.ones(sizes[i])
+            if F is None:
+                ui = ones
+            else:
+                ui = np.linalg.pinv(F).T @ ones
+                if not np.allclose(F.T @ ui, ones, atol=1e-8 * sizes[i]):
+                    break  # 1 is not in this factor's row space
+            u = np.kron(u, ui)
+        else:
+            var = m.std**2 * float(u @ u)
+            num += float(u @ np.asarray(m.answers, dtype=float)) / var
+            den += 1.0 / var
+    return None if den == 0.0 else (num / den, 1.0 / den)
+
+
+def _check_measurement(m, sizes) -> None:
+    if not isinstance(m, MarginalMeasurement):
+        raise TypeError(f"measurements must be MarginalMeasurement, got {type(m).__name__}")
+    rows = 1
+    for i, F in zip(m.attrs, m.factors, strict=True):
+        if not 0 <= i < len(sizes):
+            raise ValueError(f"measurement on attributes {m.attrs}: no attribute {i}")
+        cols = sizes[i] if F is None else np.shape(F)[1]
+        if cols != sizes[i]:
+            raise ValueError(
+                f"measurement on attributes {m.attrs}: its factor for attribute {i} has "
+                f"{cols} columns, the attribute has {sizes[i]} values"
+            )
+        rows *= sizes[i] if F is None else np.shape(F)[0]
+    if np.size(m.answers) != rows:
+        raise ValueError(
+            f"measurement on attributes {m.attrs}: {np.size(m.answers)} answers for a query "
+            f"of {rows} rows"
+        )
+    if not (m.std > 0 and math.isfinite(m.std)):
+        raise ValueError(f"measurement on attributes {m.attrs}: std must be > 0, got {m.std}")
+
+
+# ============================================================================ estimate
+def estimate(
+    measurements: Sequence[MarginalMeasurement], domain, *, model: str = "auto",
+    iters: int = 1000, components: int = 300, learning_rate: float = 0.1, seed: int = 0,
+    total: float | None = None,
+) -> PGMResult:  # fmt: skip
+    """Fit Private-PGM (McKenna et al. 2019, §3-4; see the module docstring) to noisy
+    marginal measurements and return its non-negative, mutually consistent marginals.
+
+    ``domain``: a :class:`~mmtoolkit.domain.Domain` (or attribute sizes) the measurements'
+    attribute indices refer to. ``model``: one of :data:`MODELS`. ``iters``: optimiser
+    steps. ``components``, ``learning_rate``, ``seed``: the mixture model's size, Adam step
+    and initialisation seed. ``total``: the number of records if known (else estimated
+    from the measurements, module docstring).
+    """
+    if not isinstance(domain, Domain):
+        domain = Domain.from_sizes(domain)
+    if model not in MODELS:
+        raise ValueError(f"model must be one of {MODELS}, got {model!r}")
+    iters = check_int(iters, "iters", minimum=1)
+    components = check_int(components, "components", minimum=1)
+    seed = check_int(seed, "seed", minimum=0)
+    if not (isinstance(learning_rate, (int, float)) and learning_rate > 0):
+        raise ValueError(f"learning_rate must be a positive number, got {learning_rate!r}")
+    measurements = list(measurements)
+    if not measurements:
+        raise ValueError("estimate needs at least one measurement")
+    sizes = domain.sizes
+    for m in measurements:
+        _check_measurement(m, sizes)
+    mbi, mixture = _mbi()
+    if total is None:
+        est = _total_estimate(measurements, sizes)
+        if est is None:
+            raise ValueError(
+                "the measurements do not determine the number of records (no query spans the "
+                "total); pass total="
+            )
+        total = est[0]
+    total = max(1.0, float(total))
+
+    names = domain.names
+    mdomain = mbi.Domain(names, sizes)
+    lms = [
+        mbi.LinearMeasurement(
+            np.asarray(m.answers, dtype=float).ravel(), tuple(names[i] for i in m.attrs),
+            float(m.std), _KronQuery(m.factors),
+        )
+        for m in measurements
+        if m.attrs  # the total's measurement went into `total`, which the model keeps fixed
+    ]  # fmt: skip
+    cliques = [lm.clique for lm in lms]
+    if model == "auto":
+        small = mbi.junction_tree.hypothetical_model_size(mdomain, cliques) <= MAX_MODEL_MB
+        model = "graphical" if small else "mixture"
+    if model == "graphical":
+        fitted = mbi.estimation.MirrorDescent().estimate(mdomain, lms, total, iters=iters)
+    else:
+        fitted = _mixture_estimator(mixture, learning_rate, components, seed).estimate(
+            mdomain, lms, total, iters=iters
+        )
+    return PGMResult(domain, model, fitted, total)
+
+
+_ESTIMATORS: dict = {}
+
+
+def _mixture_estimator(mixture, learning_rate, components, seed):
+    """One estimator object per setting: JAX caches the compiled fit on it, so the releases
+    of one strategy compile once."""
+    key = (learning_rate, components, seed)
+    if key not in _ESTIMATORS:
+        import optax
+
+        _ESTIMATORS[key] = mixture.MixtureOfProductsEstimator(
+            optimizer=optax.adam(learning_rate), num_components=components, seed=seed
+        )
+    return _ESTIMATORS[key]
+
+
+# ============================================================================ result
+@dataclass(frozen=True)
+class PGMResult:
+    """A fitted Private-PGM model: ``marginal(attrs)`` / ``marginals(W)`` answer from it,
+    ``synthetic(records, seed)`` samples records. ``model``: ``"graphical"`` or
+    ``"mixture"``; ``fitted``: the ``mbi`` model; ``total``: its number of records."""
+
+    domain: Domain
+    model: str
+    fitted: object
+    total: float
+
+    def marginal(self, attrs) -> np.ndarray:
+        """The model's contingency table on ``attrs`` (names or indices), attributes in
+        domain order, summing to :attr:`total`; non-negative."""
+        idx = self.domain.indices(attrs)
+        if not idx:
+            return np.array(self.total)
+        factor = self.fitted.project(tuple(self.domain.names[i] for i in idx))
+        return np.asarray(factor.datavector(flatten=False), dtype=float)
+
+    def marginals(self, W) -> np.ndarray:
+        """Answers to a workload of (weighted) marginals in ``W``'s row order, like
+        :func:`mmtoolkit.mechanism.release` returns them."""
+        W = as_matrix(W)
+        if W.shape[1] != self.domain.size:
+            raise ValueError(
+                f"the workload is defined on {W.shape[1]} cells, the model on {self.domain.size}"
+            )
+        out = []
+        for c, factors in W.kron_terms():
+            key = None if len(factors) != len(self.domain) else marginal_key(factors)
+            if key is None:
+                raise ValueError("marginals(W) needs a workload of marginals")
+            attrs = [i for i in range(len(self.domain)) if (key >> i) & 1]
+            out.append(math.sqrt(c) * self.marginal(attrs).ravel())
+        return np.concatenate(out)
+
+    def value_labels(self, attr) -> list:
+        """The values of attribute ``attr`` as they appear in :meth:`synthetic` (its codes
+        ``0 … n−1``; the domain's category labels once domains carry them)."""
+        return list(range(self.domain[attr]))
+
+    def synthetic(self, records: int | None = None, seed: int = 0):
+        """``records`` synthetic records (default: the model's rounded total) drawn from the
+        model with ``seed``, as a pandas DataFrame with one column per attribute holding
+        the attribute's values (:meth:`value_labels`)."""
+        import pandas as pd
+
+        n = max(1, round(self.total)) if records is None else check_int(records, "records",
+                                                                         minimum=1)  # fmt: skip
+        seed = check_int(seed, "seed", minimum=0)
+        codes = self._sample(n, np.random.default_rng(seed))
+        columns = {}
+        for j, name in enumerate(self.domain.names):
+            labels = np.asarray(self.value_labels(name), dtype=object)
+            columns[name] = labels[codes[:, j]]
+        return pd.DataFrame(columns)
+
+    def _sample(self, n: int, rng: np.random.Generator) -> np.ndarray:
+        """``n x d`` codes: i.i.d. draws from the mixture, or the graphical model's own
+        synthetic-data routine (randomised rounding along the junction tree, §4) under a
+        seeded and then restored numpy global state (mbi draws from it)."""
+        if self.model == "mixture":
+            products = self.fitted.products
+            comp = rng.integers(self.fitted.num_components, size=n)
+            out = np.empty((n, len(self.domain)), dtype=np.int64)
+            for j, name in enumerate(self.domain.names):
+                cdf = np.cumsum(np.asarray(products[name], dtype=float), axis=1)
+                u = rng.random(n) * cdf[comp, -1]
+                out[:, j] = np.minimum((cdf[comp] <= u[:, None]).sum(axis=1),
+                                       self.domain.sizes[j] - 1)  # fmt: skip
+            return out
+        state = np.random.get_state()
+        np.random.seed(int(rng.integers(2**32)))
+        try:
+            data = self.fitted.synthetic_data(n)
+        finally:
+            np.random.set_state(state)
+        return np.stack([np.asarray(data.data[name]) for name in self.domain.names], axis=1)
