@@ -281,9 +281,10 @@ class PGMResult:
         return np.concatenate(out)
 
     def value_labels(self, attr) -> list:
-        """The values of attribute ``attr`` as they appear in :meth:`synthetic` (its codes
-        ``0 … n−1``; the domain's category labels once domains carry them)."""
-        return list(range(self.domain[attr]))
+        """The values of attribute ``attr`` as they appear in :meth:`synthetic`: the domain's
+        value labels (categories, bin intervals) when it has them, else its codes ``0 … n−1``."""
+        labels = self.domain.labels[self.domain.index(attr)]
+        return list(labels) if labels is not None else list(range(self.domain[attr]))
 
     def synthetic(self, records: int | None = None, seed: int = 0):
         """``records`` synthetic records (default: the model's rounded total) drawn from the

@@ -83,7 +83,7 @@ def _consistency_gap(res, dom, sets):
 @pytest.mark.parametrize("model", ["graphical", "mixture"])
 def test_small_domain_fit_is_consistent_nonnegative_and_accurate(model):
     pytest.importorskip("mbi")
-    dom = mm.Domain(["a", "b", "c"], [3, 4, 2])
+    dom = mm.Domain(["a", "b", "c"], [3, 4, 2], labels={"a": ["x", "y", "z"]})
     W = workloads.marginals(dom, 2)
     R = records.synthetic(dom, 500, seed=1)
     st = selectors.get("residual_planner").select(W, ZCDP(0.5))
@@ -105,6 +105,7 @@ def test_small_domain_fit_is_consistent_nonnegative_and_accurate(model):
     assert df.equals(res.synthetic(records=200, seed=4))  # seeded
     for name in dom.names:
         assert set(df[name]) <= set(res.value_labels(name))
+    assert set(df["a"]) <= {"x", "y", "z"} and set(df["b"]) <= {0, 1, 2, 3}  # labels, codes
 
 
 def test_graphical_fit_recovers_exact_marginals_at_huge_budget():
@@ -148,6 +149,7 @@ def test_adult_two_way_private_pgm_beats_least_squares(adult_dir, capsys):
     pytest.importorskip("mbi")
     dom, bins = records.read_domain(adult_dir / "adult-domain.json")
     R = records.read_csv(adult_dir / "adult.csv", dom, bins)
+    dom = dom.with_labels({"sex": ["female", "male"], "income>50K": ["<=50K", ">50K"]})
     W = workloads.marginals(dom, 2)
     privacy = ZCDP(0.5)
     st = selectors.get("residual_planner").select(W, privacy)
@@ -167,6 +169,8 @@ def test_adult_two_way_private_pgm_beats_least_squares(adult_dir, capsys):
             assert list(df.columns) == list(dom.names) and len(df) == 1000
             for name in dom.names:
                 assert set(df[name]) <= set(res.value_labels(name))
+            assert set(df["sex"]) <= {"female", "male"}  # the domain's labels, not codes
+            assert set(df["income>50K"]) <= {"<=50K", ">50K"}
         ls_sq.append(np.mean((ls - truth) ** 2))
         pgm_sq.append(np.mean((ans - truth) ** 2))
     rmse_ls, rmse_pgm = math.sqrt(np.mean(ls_sq)), math.sqrt(np.mean(pgm_sq))
