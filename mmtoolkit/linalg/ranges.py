@@ -46,16 +46,40 @@ def _maybe_scalar(c: np.ndarray) -> float | np.ndarray:
     return c
 
 
+def _cumsum(X: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    """``np.cumsum(X, axis=0)``, fast for wide blocks.
+
+    numpy's running sum walks each column of a C-ordered block with a stride (about 40 ns
+    per entry at 8192 x 512); accumulating row by row, vectorised across the columns, does
+    the same additions in the same order (bit-identical) several times faster.
+    """
+    X = np.asarray(X)
+    if (
+        X.ndim != 2
+        or X.shape[1] < 64
+        or X.shape[0] < 2
+        or X.dtype.kind != "f"
+        or X.strides[1] != X.itemsize  # an F-ordered block already sums contiguously
+    ):
+        return np.cumsum(X, axis=0, out=out)
+    if out is None:
+        out = np.empty(X.shape, dtype=X.dtype)
+    out[0] = X[0]
+    for i in range(1, X.shape[0]):
+        np.add(out[i - 1], X[i], out=out[i])
+    return out
+
+
 def _cumsum0(X: np.ndarray) -> np.ndarray:
     """Prefix sums with a leading zero row: ``S[j] = Σ_{r<j} X[r]``."""
     S = np.zeros((X.shape[0] + 1, X.shape[1]))
-    np.cumsum(X, axis=0, out=S[1:])
+    _cumsum(X, out=S[1:])
     return S
 
 
 def _rev_cumsum(Y: np.ndarray) -> np.ndarray:
     """``out[j] = Σ_{r>=j} Y[r]``."""
-    return np.cumsum(Y[::-1], axis=0)[::-1]
+    return _cumsum(Y[::-1])[::-1]
 
 
 class SymmetricFormula(Symmetric):
@@ -220,7 +244,7 @@ class Prefix(CountingQueries):
         self.shape = (self.n, self.n)
 
     def _matmat(self, X):
-        return np.cumsum(X, axis=0)
+        return _cumsum(X)
 
     def _rmatmat(self, Y):
         return _rev_cumsum(Y)
@@ -320,7 +344,7 @@ class PrefixGram(SymmetricFormula):
         return self.n - np.maximum(i, j)
 
     def _matmat(self, X):
-        return _rev_cumsum(np.cumsum(X, axis=0))
+        return _rev_cumsum(_cumsum(X))
 
     def pinv(self):
         d = np.full(self.n, 2.0)
@@ -372,7 +396,7 @@ class AllRange(CountingQueries):
             block = Y[self._starts[i] : self._starts[i + 1]]
             D[i] += block.sum(axis=0)
             D[i + 1 :] -= block
-        return np.cumsum(D[:-1], axis=0)
+        return _cumsum(D[:-1])
 
     def gram(self):
         return AllRangeGram(self.n)
@@ -418,7 +442,7 @@ class AllRangeGram(SymmetricFormula):
         # (Gx)_a = (n-a) Σ_{b<=a} (b+1) x_b + (a+1) Σ_{b>a} (n-b) x_b
         n = self.n
         a = np.arange(n, dtype=float)[:, None]
-        low = np.cumsum((a + 1) * X, axis=0)
+        low = _cumsum((a + 1) * X)
         high = _rev_cumsum((n - a) * X)
         high = np.vstack([high[1:], np.zeros((1, X.shape[1]))])
         return (n - a) * low + (a + 1) * high

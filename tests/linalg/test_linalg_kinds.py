@@ -317,3 +317,20 @@ def test_vstack_of_weighted_kroneckers(n1, n2, nblocks, seed):
         blocks.append(Weighted(c, Kronecker([A, B])))
         refs.append(c * np.kron(RA, RB))
     check_against_dense(VStack(blocks), np.vstack(refs), rng=rng, pinv_exact=False)
+
+
+def test_range_products_on_wide_blocks():
+    # blocks of >= 64 columns take the row-by-row running sum (linalg.ranges._cumsum):
+    # the same additions in the same order as np.cumsum, in every memory layout
+    from mmtoolkit.linalg.ranges import _cumsum
+
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(50, 80))
+    for block in (X, np.asfortranarray(X), X[::-1], X[:, ::2], X[:, :70]):
+        np.testing.assert_array_equal(_cumsum(block), np.cumsum(block, axis=0))
+    for M in (Prefix(50), AllRange(50), PrefixGram(50), AllRangeGram(50)):
+        D = M.dense()
+        for block in (X, np.asfortranarray(X), X.T.copy().T, X[::-1]):
+            np.testing.assert_allclose(M.matvec(block), D @ block, rtol=1e-12, atol=1e-9)
+        Y = rng.normal(size=(M.shape[0], 70))
+        np.testing.assert_allclose(M.rmatvec(Y), D.T @ Y, rtol=1e-12, atol=1e-9)
