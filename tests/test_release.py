@@ -434,9 +434,6 @@ def test_hb_on_a_huge_domain_ends_with_the_size_guard(tmp_path, capsys):
     assert "interval tree over 1000000000000 cells" in err and "MAX_DENSE_ENTRIES" in err
 
 
-@pytest.mark.xfail(
-    raises=MemoryError, strict=False, reason="the OPT_0 size guard lands with the OPT_0 speed work"
-)
 def test_opt0_on_all_ranges_of_a_million_cells_ends_with_the_size_guard(tmp_path, capsys):
     """OPT_0 on all ranges of 10^6 cells: the size-guard error, not a MemoryError (the guard
     itself is in selectors/hdmm/opt0.py)."""

@@ -378,3 +378,13 @@ def test_same_seed_same_strategy_and_error(name, params, W, privacy):
     assert a.loss == b.loss
     assert evaluate.expected_error(W, a, privacy) == evaluate.expected_error(W, b, privacy)
     assert not np.array_equal(a.matrix.dense(), c.matrix.dense())  # the seed matters
+
+
+def test_opt0_size_guard_before_allocating():
+    """OPT_0's p x n parameter is size-checked before anything is allocated: all ranges on
+    10^6 cells (p = n/16) fail with TooLargeError naming Θ, not a numpy MemoryError."""
+    from mmtoolkit.linalg import TooLargeError
+
+    W = workloads.all_range(10**6)
+    with pytest.raises(TooLargeError, match=r"OPT_0's parameter Θ \(p = 62500, n = 1000000\)"):
+        selectors.get("opt0").select(W, PureDP(1.0))

@@ -29,7 +29,7 @@ from scipy.linalg import LinAlgError, cho_factor, cho_solve
 from scipy.optimize import minimize
 
 from ...checks import check_int, check_positive
-from ...linalg import Matrix, PIdentity
+from ...linalg import Matrix, PIdentity, check_dense_size
 from ...linalg.pidentity import pidentity_scale
 from ...privacy import Privacy
 from ...strategy import Strategy
@@ -97,6 +97,9 @@ def optimize_pidentity(
     G = gram if isinstance(gram, GramOperator) else GramOperator(gram)
     n = G.n
     p = check_int(p, "p", minimum=1)
+    # Θ, its gradient and L-BFGS-B's 2·10 correction vectors are all p x n: fail before
+    # allocating rather than with a MemoryError (n = 10⁶, p = n/16 asks for 6·10¹⁰ entries)
+    check_dense_size(p, n, f"OPT_0's parameter Θ (p = {p}, n = {n})")
     if theta0 is None:
         if rng is None:
             raise ValueError("optimize_pidentity needs an rng or an initial theta0")
