@@ -45,7 +45,7 @@ from .linalg import AllRange, Identity, Marginals, Matrix, Prefix, TooLargeError
 from .privacy import Privacy, check_privacy
 from .selectors.base import get_class
 from .strategy import Strategy
-from .workload_specs import SpecError, parse_workload
+from .workload_specs import SpecError, build_spec, parse_workload
 
 __all__ = [
     "Measurement",
@@ -422,10 +422,9 @@ def workload_matrix(
             "not on the records' domain: release cannot answer it"
         )
     try:
-        W = parsed.build()
-    except (ValueError, TypeError, KeyError, IndexError) as exc:
-        msg = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
-        raise ValueError(f"{label}: {parsed.kind}(): {msg}") from None
+        W = build_spec(parsed, label)
+    except SpecError as exc:
+        raise ValueError(str(exc)) from None
     if int(W.shape[1]) != dom.size:
         raise ValueError(
             f"{label}: the workload is on {W.shape[1]} cells but the domain has {dom.size} "

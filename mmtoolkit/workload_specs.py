@@ -83,6 +83,7 @@ __all__ = [
     "DomainSpec",
     "SpecError",
     "WorkloadSpec",
+    "build_spec",
     "build_workload",
     "builder_parameters",
     "parse_workload",
@@ -444,7 +445,12 @@ def parse_workload(
 def build_workload(value, where: str = "", **kwargs) -> Matrix:
     """The workload Matrix of a spec: :func:`parse_workload` (same keyword arguments), then
     :meth:`WorkloadSpec.build`, a builder's error a :class:`SpecError` naming the kind."""
-    spec = parse_workload(value, where, **kwargs)
+    return build_spec(parse_workload(value, where, **kwargs), where)
+
+
+def build_spec(spec: WorkloadSpec, where: str = "") -> Matrix:
+    """:meth:`WorkloadSpec.build`, a builder's error a :class:`SpecError` naming ``where``
+    and the kind."""
     try:
         return spec.build()
     except (ValueError, TypeError, KeyError, IndexError) as exc:
