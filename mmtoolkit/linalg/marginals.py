@@ -223,20 +223,19 @@ class SubsetLattice:
 
     def superset_sum(self, f: np.ndarray) -> np.ndarray:
         """``g_B = Σ_{a ⊇ B} f_a`` (``f`` zero outside the family)."""
-        if self.full:
-            return superset_sum(f, self.d)
-        g = np.array(f, dtype=float)
-        for lo, hi in self._pairs:
-            g[lo] += g[hi]
-        return g
+        return superset_sum(f, self.d) if self.full else self._sweep(f, down=True)
 
     def subset_sum(self, f: np.ndarray) -> np.ndarray:
         """``g_E = Σ_{B ⊆ E} f_B``."""
-        if self.full:
-            return subset_sum(f, self.d)
+        return subset_sum(f, self.d) if self.full else self._sweep(f, down=False)
+
+    def _sweep(self, f, down: bool) -> np.ndarray:
         g = np.array(f, dtype=float)
         for lo, hi in self._pairs:
-            g[hi] += g[lo]
+            if down:
+                g[lo] += g[hi]
+            else:
+                g[hi] += g[lo]
         return g
 
     def superset_min(self, f: np.ndarray) -> np.ndarray:

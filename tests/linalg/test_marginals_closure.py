@@ -14,7 +14,7 @@ import tracemalloc
 
 import numpy as np
 import pytest
-from linalg_oracle import close
+from linalg_oracle import close, random_factor
 
 from mmtoolkit import evaluate, selectors, workloads
 from mmtoolkit.linalg import (
@@ -67,17 +67,6 @@ def random_keys(rng, d, count, max_order):
     return sorted(keys)
 
 
-def random_factor(rng, n):
-    kind = int(rng.integers(0, 4))
-    if kind == 0:
-        return Identity(n)
-    if kind == 1:
-        return Total(n)
-    if kind == 2:
-        return Prefix(n)
-    return Dense(rng.integers(0, 3, size=(int(rng.integers(1, 3)), n)).astype(float))
-
-
 def random_case(seed):
     rng = np.random.default_rng(seed)
     d = int(rng.integers(6, 11))
@@ -104,16 +93,20 @@ def random_case(seed):
     return W, A
 
 
-@pytest.mark.parametrize("seed", range(40))
-def test_closure_route_matches_the_dense_subset_route(seed):
-    W, A = random_case(seed)
-    supported, trace, profile = reference(W, A.gram())
-    route = MarginalsRoute.build(W, A.gram())
+def check_support_is(route, supported: bool) -> None:
     if supported:
         route.check_support()
     else:
         with pytest.raises(UnsupportedWorkloadError):
             route.check_support()
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_closure_route_matches_the_dense_subset_route(seed):
+    W, A = random_case(seed)
+    supported, trace, profile = reference(W, A.gram())
+    route = MarginalsRoute.build(W, A.gram())
+    check_support_is(route, supported)
     close(route.trace(), trace, rtol=RTOL, what="trace")
     close(route.profile(), profile, rtol=RTOL, what="profile")
     close(route.max_profile(), np.max(profile), rtol=RTOL, what="max profile")
@@ -124,12 +117,7 @@ def test_support_check_scan_and_search_agree(seed, monkeypatch):
     W, A = random_case(seed)
     supported = reference(W, A.gram())[0]
     monkeypatch.setattr(marginals_module, "MAX_SEARCHED_LIVE", 0)  # scan all 2^d instead
-    route = MarginalsRoute.build(W, A.gram())
-    if supported:
-        route.check_support()
-    else:
-        with pytest.raises(UnsupportedWorkloadError):
-            route.check_support()
+    check_support_is(MarginalsRoute.build(W, A.gram()), supported)
 
 
 def test_unsupported_marginals_are_refused_by_the_evaluator():

@@ -7,25 +7,13 @@ import tracemalloc
 
 import numpy as np
 import pytest
+from linalg_oracle import random_factor
 
 from mmtoolkit import census
-from mmtoolkit.linalg import Dense, Identity, Kronecker, Matrix, Prefix, Total, VStack
+from mmtoolkit.linalg import Dense, Identity, Kronecker, Matrix, Prefix, VStack
 from mmtoolkit.linalg import base as base_module
 
 RTOL = 1e-12
-
-
-def random_factor(rng, n):
-    kind = int(rng.integers(0, 5))
-    if kind == 0:
-        return Identity(n)
-    if kind == 1:
-        return Total(n)
-    if kind == 2:
-        return Prefix(n)
-    if kind == 3:
-        return VStack([Total(n), Identity(n)])
-    return Dense(rng.normal(size=(int(rng.integers(1, 4)), n)) * (rng.random((1, n)) < 0.7))
 
 
 def random_stack(seed):
