@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.sparse.linalg import LinearOperator
 
-from mmtoolkit.linalg import Dense, Matrix, Product
+from mmtoolkit.linalg import Dense, Identity, Matrix, Prefix, Product, Total, VStack
 
 RTOL = 1e-9
 #: pinv of a matrix with condition number up to 1e4, computed by different algorithms.
@@ -148,3 +148,18 @@ def check_against_dense(
     close(op.matmat(X), ref @ X, what="as_operator().matmat")
     close(op @ X, ref @ X, what="as_operator() @ X")
     close(op.H @ Y, ref.T @ Y, what="as_operator().H @ Y")
+
+
+def random_factor(rng, n: int) -> Matrix:
+    """A random per-attribute factor on ``n`` cells: Identity, Total, Prefix, ``[T; I]`` or a
+    small dense matrix with entries in -2..2."""
+    kind = int(rng.integers(0, 5))
+    if kind == 0:
+        return Identity(n)
+    if kind == 1:
+        return Total(n)
+    if kind == 2:
+        return Prefix(n)
+    if kind == 3:
+        return VStack([Total(n), Identity(n)])
+    return Dense(rng.integers(-2, 3, size=(int(rng.integers(1, 4)), n)).astype(float))
