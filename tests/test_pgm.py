@@ -147,9 +147,8 @@ def test_adult_two_way_private_pgm_beats_least_squares(adult_dir, capsys):
     attribute to 1e-6 (relative to the total), and their RMSE against the true counts is no
     worse than the least-squares answers'; synthetic records come back in the labels."""
     pytest.importorskip("mbi")
-    dom, bins = records.read_domain(adult_dir / "adult-domain.json")
-    R = records.read_csv(adult_dir / "adult.csv", dom, bins)
-    dom = dom.with_labels({"sex": ["female", "male"], "income>50K": ["<=50K", ">50K"]})
+    R = records.read_csv(adult_dir / "adult.csv", adult_dir / "adult-domain.json")
+    dom = R.domain.with_labels({"sex": ["female", "male"], "income>50K": ["<=50K", ">50K"]})
     W = workloads.marginals(dom, 2)
     privacy = ZCDP(0.5)
     st = selectors.get("residual_planner").select(W, privacy)
