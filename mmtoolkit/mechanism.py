@@ -273,7 +273,7 @@ def _discrete_noise(cal: DiscreteCalibration, rng, shape) -> np.ndarray:
 #: Rows of noise drawn at once by :func:`measure`. A numpy Generator draws the same values
 #: in the same order whether asked for all rows at once or block by block (tests check it),
 #: so blocking changes no release; it keeps the noise from being an m-sized temporary.
-NOISE_BLOCK = 1 << 20
+NOISE_BLOCK = 1 << 18
 
 
 def _add_noise(Ax: np.ndarray, R: int | None, draw, x) -> np.ndarray:
@@ -306,7 +306,9 @@ def measure(
     then answered from marginal tables, others from the histogram). ``noise="continuous"``:
     ``z`` i.i.d. with scale ``privacy.noise_scale(sens_p(A))``; ``"discrete"``: exact integer
     noise (:func:`discrete_calibration`; integer data and counting-query rows needed).
-    ``releases=R`` returns an ``m x R`` array of independent releases.
+    ``releases=R`` returns an ``m x R`` array of independent releases. Continuous noise is
+    drawn :data:`NOISE_BLOCK` rows at a time and added in place (the same draws as one
+    draw of all rows, so no extra ``m``-sized arrays; issue 17).
     """
     _check_args(privacy, noise, rng)
     R = _check_releases(releases)
