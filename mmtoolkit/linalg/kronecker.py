@@ -28,19 +28,22 @@ from .route import (
 BLOCK_ENTRIES = 1 << 17
 
 
-def _apply_steps(X, mats, in_sizes, out_sizes, transpose):
-    """kmatvec step by step; each step writes its factor's product into one new array a
-    cache-sized block of columns at a time (the factor's temporaries are block-sized)."""
+def _apply_steps(X, mats, in_sizes, out_sizes, transpose, out=None):
+    """kmatvec step by step; each step writes its factor's product into one new array (the
+    last into ``out`` if given, one column only) a cache-sized block of columns at a time, so
+    the factor's temporaries are block-sized."""
     k = X.shape[1]
     Y = X.T  # (k, N): the column index is the most significant "axis"
-    for A, n_i, m_i in zip(reversed(mats), reversed(in_sizes), reversed(out_sizes)):
+    steps = list(zip(reversed(mats), reversed(in_sizes), reversed(out_sizes)))
+    for step, (A, n_i, m_i) in enumerate(steps):
         rows = Y.reshape(-1, n_i)  # (rest, n_i); the factor acts on its transpose
         apply = A._rmatmat if transpose else A._matmat
         width = max(1, BLOCK_ENTRIES // max(n_i, m_i))
-        if rows.shape[0] <= width:
+        last = out is not None and step == len(steps) - 1
+        if rows.shape[0] <= width and not last:
             Y = apply(rows.T)
             continue
-        Y = np.empty((m_i, rows.shape[0]))
+        Y = out.reshape(m_i, -1) if last else np.empty((m_i, rows.shape[0]))
         for s in range(0, rows.shape[0], width):
             Y[:, s : s + width] = apply(rows[s : s + width].T)
     return Y.reshape(math.prod(out_sizes), k)
@@ -61,9 +64,12 @@ def _apply_lean(x, mats, in_sizes, out_sizes, transpose):
     slab = max(1, BLOCK_ENTRIES // max(t_in, t_out))
     for s in range(0, n_in, slab):
         part = src[s : s + slab]
-        rows_in[s : s + slab] = _apply_steps(
-            part.T, mats[1:], in_sizes[1:], out_sizes[1:], transpose
-        ).T
+        if slab == 1:  # written straight into its row
+            _apply_steps(part.T, mats[1:], in_sizes[1:], out_sizes[1:], transpose, rows_in[s])
+        else:
+            rows_in[s : s + slab] = _apply_steps(
+                part.T, mats[1:], in_sizes[1:], out_sizes[1:], transpose
+            ).T
     rows_out = buf[: n_out * t_out].reshape(n_out, t_out)
     apply = mats[0]._rmatmat if transpose else mats[0]._matmat
     width = max(1, BLOCK_ENTRIES // max(n_in, n_out))
