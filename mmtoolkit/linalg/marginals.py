@@ -223,9 +223,6 @@ class Marginals(Matrix):
     def d(self) -> int:
         return len(self.sizes)
 
-    def _dropped_axes(self, key):
-        return tuple(i for i in range(self.d) if not (key >> i) & 1)
-
     def _matmat(self, X):
         # every table summed from its smallest computed superset table (issue 17): a few
         # passes over the data, the rest over tables at least one attribute smaller
