@@ -119,6 +119,8 @@ def data_vector(data, cells: int) -> np.ndarray:
     x = np.asarray(data, dtype=float).ravel()
     if x.size != cells:
         raise ValueError(f"data vector has {x.size} cells but the strategy is defined on {cells}")
+    if x.size and np.isfinite(x.max()) and x.min() >= 0:  # NaN propagates through max
+        return x  # (two reading passes, no N-sized temporary)
     bad = ~np.isfinite(x)
     if bad.any():
         i = int(np.argmax(bad))
@@ -268,6 +270,32 @@ def _discrete_noise(cal: DiscreteCalibration, rng, shape) -> np.ndarray:
 
 
 # ============================================================================ measure
+#: Rows of noise drawn at once by :func:`measure`. A numpy Generator draws the same values
+#: in the same order whether asked for all rows at once or block by block (tests check it),
+#: so blocking changes no release; it keeps the noise from being an m-sized temporary.
+NOISE_BLOCK = 1 << 18
+
+
+def _add_noise(Ax: np.ndarray, R: int | None, draw, x) -> np.ndarray:
+    """``A x + z`` (``m`` or ``m x R``) with ``z = draw(shape)`` drawn NOISE_BLOCK rows at a
+    time; one release is added in place into ``Ax`` when it is a fresh array of its own."""
+    m = Ax.shape[0]
+    if R is None:
+        own = Ax.dtype == np.float64 and Ax.flags.writeable and Ax.flags.c_contiguous
+        if own and isinstance(x, np.ndarray) and np.may_share_memory(Ax, x):
+            own = False
+        out = Ax if own else np.array(Ax, dtype=float)
+    else:
+        out = np.empty((m, R))
+    for s in range(0, m, NOISE_BLOCK):
+        e = min(m, s + NOISE_BLOCK)
+        if R is None:
+            out[s:e] += draw((e - s,))
+        else:
+            np.add(Ax[s:e, None], draw((e - s, R)), out=out[s:e])
+    return out
+
+
 def measure(
     strategy, x, privacy: Privacy, rng: np.random.Generator, noise: str = "continuous",
     releases: int | None = None,
@@ -278,7 +306,9 @@ def measure(
     then answered from marginal tables, others from the histogram). ``noise="continuous"``:
     ``z`` i.i.d. with scale ``privacy.noise_scale(sens_p(A))``; ``"discrete"``: exact integer
     noise (:func:`discrete_calibration`; integer data and counting-query rows needed).
-    ``releases=R`` returns an ``m x R`` array of independent releases.
+    ``releases=R`` returns an ``m x R`` array of independent releases. Continuous noise is
+    drawn :data:`NOISE_BLOCK` rows at a time and added in place (the same draws as one
+    draw of all rows, so no extra ``m``-sized arrays; issue 17).
     """
     _check_args(privacy, noise, rng)
     R = _check_releases(releases)
@@ -286,8 +316,8 @@ def measure(
     Ax = _true_answers(A, x)
     shape = (A.shape[0],) if R is None else (A.shape[0], R)
     if noise == "continuous":
-        z = privacy.sample(rng, shape, A.sensitivity(privacy.norm))
-        return (Ax if R is None else Ax[:, None]) + z
+        sens = A.sensitivity(privacy.norm)
+        return _add_noise(Ax, R, lambda size: privacy.sample(rng, size, sens), x)
     cal = discrete_calibration(A, privacy)
     Bx = _integer_answers(Ax, cal.scales)
     noisy = (Bx if R is None else Bx[:, None]) + _discrete_noise(cal, rng, shape)

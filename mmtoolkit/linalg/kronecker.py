@@ -23,6 +23,67 @@ from .route import (
     as_vector,
 )
 
+#: Entries of one block of a factor-wise product step (a few MB, so a block's temporaries
+#: stay in cache and none is the size of the data).
+BLOCK_ENTRIES = 1 << 17
+
+
+def _apply_steps(X, mats, in_sizes, out_sizes, transpose, out=None):
+    """kmatvec step by step; each step writes its factor's product into one new array (the
+    last into ``out`` if given, one column only) a cache-sized block of columns at a time, so
+    the factor's temporaries are block-sized."""
+    k = X.shape[1]
+    Y = X.T  # (k, N): the column index is the most significant "axis"
+    steps = list(zip(reversed(mats), reversed(in_sizes), reversed(out_sizes)))
+    for step, (A, n_i, m_i) in enumerate(steps):
+        rows = Y.reshape(-1, n_i)  # (rest, n_i); the factor acts on its transpose
+        apply = A._rmatmat if transpose else A._matmat
+        width = max(1, BLOCK_ENTRIES // max(n_i, m_i))
+        last = out is not None and step == len(steps) - 1
+        if rows.shape[0] <= width and not last:
+            Y = apply(rows.T)
+            continue
+        Y = out.reshape(m_i, -1) if last else np.empty((m_i, rows.shape[0]))
+        for s in range(0, rows.shape[0], width):
+            Y[:, s : s + width] = apply(rows[s : s + width].T)
+    return Y.reshape(math.prod(out_sizes), k)
+
+
+def _apply_lean(x, mats, in_sizes, out_sizes, transpose):
+    """``(A_1 ⊗ R) x`` for one vector with a single array of the size of the result
+    (issue 17): ``R = A_2 ⊗ ... ⊗ A_d`` is applied to one slab ``x[i]`` (``N/n_1`` cells) at a
+    time, its results stored as the rows of a buffer of ``max(n_1, m_1)`` rows, and then
+    ``A_1`` acts along the rows in place, a block of columns at a time (block ``c`` of the
+    result overwrites only block ``c`` of its input, read first). The products are the
+    same as kmatvec's (R before A_1), so the result agrees with it up to float rounding."""
+    n_in, n_out = in_sizes[0], out_sizes[0]
+    t_in, t_out = math.prod(in_sizes[1:]), math.prod(out_sizes[1:])
+    buf = np.empty(max(n_in, n_out) * t_out)
+    rows_in = buf[: n_in * t_out].reshape(n_in, t_out)
+    src = x.reshape(n_in, t_in)
+    slab = max(1, BLOCK_ENTRIES // max(t_in, t_out))
+    for s in range(0, n_in, slab):
+        part = src[s : s + slab]
+        if slab == 1:  # written straight into its row
+            _apply_steps(part.T, mats[1:], in_sizes[1:], out_sizes[1:], transpose, rows_in[s])
+        else:
+            rows_in[s : s + slab] = _apply_steps(
+                part.T, mats[1:], in_sizes[1:], out_sizes[1:], transpose
+            ).T
+    rows_out = buf[: n_out * t_out].reshape(n_out, t_out)
+    apply = mats[0]._rmatmat if transpose else mats[0]._matmat
+    width = max(1, BLOCK_ENTRIES // max(n_in, n_out))
+    for s in range(0, t_out, width):
+        rows_out[:, s : s + width] = apply(rows_in[:, s : s + width])
+    del rows_in, rows_out, part
+    size = n_out * t_out
+    if size < buf.size:
+        try:  # give the unused tail back (realloc shrinks in place; nothing else refers to buf)
+            buf.resize(size, refcheck=True)
+        except ValueError:
+            buf = buf[:size]
+    return buf
+
 
 def _kron_vectors(vectors, what: str) -> np.ndarray:
     size = math.prod(len(v) for v in vectors)
@@ -46,12 +107,9 @@ class Kronecker(Matrix):
     # kmatvec (HDMM App. A.5): for i = d..1, Y <- A_i @ reshape(Y, (-1, n_i)).T ; the new
     # axis lands in front, so after d steps the axes are back in order (extra columns last).
     def _apply(self, X, mats, in_sizes, out_sizes, transpose):
-        k = X.shape[1]
-        Y = X.T  # (k, N): the column index is the most significant "axis"
-        for A, n_i in zip(reversed(mats), reversed(in_sizes)):
-            Z = Y.reshape(-1, n_i).T
-            Y = A._rmatmat(Z) if transpose else A._matmat(Z)
-        return Y.reshape(math.prod(out_sizes), k)
+        if X.shape[1] == 1 and len(mats) > 1 and math.prod(in_sizes) > BLOCK_ENTRIES:
+            return _apply_lean(X[:, 0], mats, in_sizes, out_sizes, transpose)[:, None]
+        return _apply_steps(X, mats, in_sizes, out_sizes, transpose)
 
     def _matmat(self, X):
         return self._apply(

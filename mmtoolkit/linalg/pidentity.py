@@ -21,6 +21,12 @@ from scipy.linalg import cho_factor, cho_solve
 from .base import Matrix, Symmetric, check_dense_size, check_p
 
 
+def _column_major(X) -> bool:
+    """Whether consecutive entries of a column of the 2-D ``X`` are closer in memory than
+    consecutive entries of a row (then the products run on ``X.T``)."""
+    return X.shape[1] > 1 and abs(X.strides[0]) < abs(X.strides[1])
+
+
 def _theta_array(theta, norm: int) -> np.ndarray:
     T = np.array(theta, dtype=float)
     if T.ndim != 2 or T.shape[0] < 1 or T.shape[1] < 1:
@@ -74,8 +80,18 @@ class PIdentity(Matrix):
         return self._core
 
     def _matmat(self, X):
-        DX = X / self.s[:, None]
-        return np.vstack([DX, self.theta @ DX])
+        # written once into the result, in X's memory order (a block of a Kronecker
+        # product's kmatvec is a transposed C-ordered block; issue 17)
+        n = self.n
+        if _column_major(X):
+            out = np.empty((X.shape[1], n + self.p))
+            DX = np.divide(X.T, self.s, out=out[:, :n])
+            out[:, n:] = DX @ self.theta.T
+            return out.T
+        out = np.empty((n + self.p, X.shape[1]))
+        DX = np.divide(X, self.s[:, None], out=out[:n])
+        np.matmul(self.theta, DX, out=out[n:])
+        return out
 
     def _rmatmat(self, Y):
         n = self.n
@@ -203,9 +219,21 @@ class PIdentityPinv(Matrix):
         return X - A.theta.T @ (A.core @ (A.theta @ X))
 
     def _matmat(self, Z):
+        # A⁺z = s ∘ K(z_I + Θᵀz_Θ), in Z's memory order like PIdentity._matmat
         A = self.A
         n = A.n
-        return A.s[:, None] * self._K(Z[:n] + A.theta.T @ Z[n:])
+        if _column_major(Z):
+            R = Z.T
+            U = R[:, n:] @ A.theta
+            U += R[:, :n]
+            U -= ((U @ A.theta.T) @ A.core.T) @ A.theta
+            U *= A.s
+            return U.T
+        U = A.theta.T @ Z[n:]
+        U += Z[:n]
+        U -= A.theta.T @ (A.core @ (A.theta @ U))
+        U *= A.s[:, None]
+        return U
 
     def _rmatmat(self, Y):
         A = self.A
