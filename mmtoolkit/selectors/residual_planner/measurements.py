@@ -99,12 +99,14 @@ class MarginalSource:
         drop = tuple(i for i in range(len(self.sizes)) if i not in attrs)
         return self._x.sum(axis=drop)
 
-    def batch(self, attrs: np.ndarray) -> np.ndarray:
+    def batch(self, attrs: np.ndarray, buffer: np.ndarray | None = None) -> np.ndarray:
         """The marginals of several attribute sets of equal sizes, stacked: ``attrs`` is an
         ``(S, k)`` int array (sorted rows, ``sizes[attrs[s, j]]`` the same for every ``s``);
         returns ``(S, n_1, ..., n_k)`` floats, not cached. From records, one ``bincount``
         per run of sets sharing their first ``k - 1`` attributes, over all of the run's last
-        attributes at once (one pass over the records per set, no Python loop over sets)."""
+        attributes at once (one pass over the records per set, no Python loop over sets),
+        written into ``buffer`` (a float array of at least ``S · Π n_j`` numbers, reused
+        across calls so its pages are not faulted in again) when given."""
         attrs = np.asarray(attrs, dtype=np.int64)
         S, k = attrs.shape
         shape = tuple(self.sizes[i] for i in attrs[0]) if S else ()
@@ -112,9 +114,9 @@ class MarginalSource:
             return np.stack(
                 [np.asarray(self._marginal(tuple(int(a) for a in row)), float) for row in attrs]
             ).reshape((S, *shape))
-        return self._count(attrs, shape).reshape((S, *shape))
+        return self._count(attrs, shape, buffer).reshape((S, *shape))
 
-    def _count(self, attrs: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    def _count(self, attrs: np.ndarray, shape: tuple[int, ...], buffer=None) -> np.ndarray:
         if not hasattr(self, "_rt"):
             self._rt = np.ascontiguousarray(self._records.T)  # (d, records)
         RT = self._rt
@@ -129,7 +131,10 @@ class MarginalSource:
             shifted = RT + (np.arange(d, dtype=np.int64) * cells)[:, None]
         limit = max(1, MAX_BATCH_CELLS // max(r, 1))
         buf = np.empty(min(limit, d) * r, dtype=np.int64)  # reused: no fresh pages per run
-        out = np.empty((S, cells))
+        if buffer is not None and buffer.size >= S * cells:
+            out = buffer.reshape(-1)[: S * cells].reshape(S, cells)
+        else:
+            out = np.empty((S, cells))
         prefixes, inv = np.unique(attrs[:, :-1], axis=0, return_inverse=True)
         inv = inv.ravel()
         order = np.argsort(inv, kind="stable")
@@ -333,6 +338,10 @@ class Measurements:
         return {A: self.values[off[k] : off[k + 1]] for k, A in enumerate(self.plan.closure_sets())}
 
 
+#: numbers per slice of a stack transformed at once by :func:`measure` (256 KB of floats)
+CACHE_CELLS = 1 << 15
+
+
 def measure(plan: ResidualPlan, data, privacy: Privacy, rng) -> Measurements:
     """Algorithm 1 (marginal attributes) / Algorithm 5 (general attributes) for every closure
     set: ``ω_A = (⊗_{i∈A} Sub_i) v_A + σ_A (⊗_{i∈A} Γ_i) z`` with σ²_A = the plan's,
@@ -357,18 +366,35 @@ def measure(plan: ResidualPlan, data, privacy: Privacy, rng) -> Measurements:
     lay = _layout(plan)
     values = np.empty(int(lay.off[-1]))
     zbuf = np.empty(max(int(zoff[-1]) for _, _, zoff, _ in lay.batches))
+    vbuf = np.empty(  # the counts of the largest group, reused by every group
+        max(
+            (len(c) * math.prod(plan.sizes[a] for a in attrs[0]) for *_, groups in lay.batches
+             for c, attrs in groups),
+            default=0,
+        )
+    )  # fmt: skip
     for lo, _, zoff, groups in lay.batches:
         z = rng.standard_normal(out=zbuf[: int(zoff[-1])])  # the stream of one call per set
         for c, attrs in groups:
             k = attrs.shape[1]
-            v = src.batch(attrs)
+            v = src.batch(attrs, vbuf)
             zs = lay.rows(z, zoff, c - lo, int(lay.zlen[c[0]]))  # a view of z, or a copy
             zs = zs.reshape((len(c), *(bases[a].gamma.shape[1] for a in attrs[0])))
             zs *= sigma[c].reshape((-1,) + (1,) * k)
             dest = _row_view(values, lay.off, c)
             if dest is not None:
                 dest = dest.reshape((len(c), *(bases[a].n - 1 for a in attrs[0])))
-            if all(bases[a].marginal for a in attrs[0]):
+            if all(bases[a].marginal for a in attrs[0]) and dest is not None:
+                # (⊗Sub)(v + σz), a cache-sized slice of the stack at a time (the stack's
+                # temporaries would otherwise be fresh pages, several times the slice's size)
+                factors = _residual_factors(bases, attrs[0], "sub")
+                step = max(1, CACHE_CELLS // max(1, v[0].size))
+                for s0 in range(0, len(c), step):
+                    part = v[s0 : s0 + step]
+                    part += zs[s0 : s0 + step]
+                    _apply_batch(part, factors, out=dest[s0 : s0 + step])
+                omega = dest
+            elif all(bases[a].marginal for a in attrs[0]):
                 v += zs  # (⊗Sub)(v + σz)
                 omega = _apply_batch(v, _residual_factors(bases, attrs[0], "sub"), out=dest)
             else:
