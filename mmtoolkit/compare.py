@@ -26,8 +26,8 @@ timeouts, failures and selectors that do not apply. ``df.attrs`` holds the bound
 privacy and the objective.
 
 **Applicability.** A selector that does not apply is listed with the reason, never dropped:
-its class's ``applicability(W, privacy, objective)`` reason (when the class has that
-method), else the refusal ``select`` raises — a ``ValueError`` (privacy kind, objective,
+its class's ``applicability(W, privacy, objective)`` reason, else the refusal ``select``
+raises — a ``ValueError`` (privacy kind, objective,
 size limits such as ``mm_sdp``'s ``max_n`` or ``linalg.TooLargeError``, a workload shape the
 method is not defined for, ``UnsupportedWorkloadError``), ``TypeError`` or
 ``NotImplementedError``. Any other exception in selection, an error of the evaluator on the
@@ -72,7 +72,7 @@ from dataclasses import dataclass
 import yaml
 
 from . import evaluate
-from .linalg import Matrix, as_matrix
+from .linalg import as_matrix
 from .privacy import Privacy, check_privacy
 from .runner.executors import run_jobs
 from .runner.jobs import JobSpec, describe_error, jsonable
@@ -232,11 +232,8 @@ def _entries(selectors, seed) -> list[_Entry]:
 
 # --------------------------------------------------------------------------- scoring
 def _not_applicable_reason(entry: _Entry, W, privacy, objective) -> str | None:
-    check = getattr(type(entry.selector), "applicability", None)
-    if not callable(check):
-        return None
     try:
-        return check(W, privacy, objective)
+        return type(entry.selector).applicability(W, privacy, objective)
     except NOT_APPLICABLE as exc:
         return describe_error(exc)
 
@@ -248,7 +245,7 @@ def _score(entry: _Entry, W, privacy, objective) -> dict:
         start = time.perf_counter()
         try:
             rec["total_error"] = evaluate.svd_bound_error(W, privacy)
-            rec["rmse"] = evaluate.svd_bound_rmse(W, privacy)
+            rec["rmse"] = math.sqrt(rec["total_error"] / W.shape[0])  # = svd_bound_rmse
         except MemoryError:
             rec.update(status="failed", reason="out of memory")
         except Exception as exc:  # noqa: BLE001 - reported in the row
@@ -271,7 +268,7 @@ def _score(entry: _Entry, W, privacy, objective) -> dict:
     rec["strategy"] = strategy
     try:
         rec["total_error"] = evaluate.expected_error(W, strategy, privacy)
-        rec["rmse"] = evaluate.rmse(W, strategy, privacy)
+        rec["rmse"] = math.sqrt(rec["total_error"] / W.shape[0])  # = evaluate.rmse
     except MemoryError:
         rec.update(status="failed", reason="scoring: out of memory")
         return rec
@@ -368,7 +365,7 @@ def compare(
     """
     import pandas as pd
 
-    W = W if isinstance(W, Matrix) else as_matrix(W)
+    W = as_matrix(W)
     if privacy is None:
         raise CompareError("compare needs a privacy: PureDP(ε), ApproxDP(ε, δ) or ZCDP(ρ)")
     check_privacy(privacy)

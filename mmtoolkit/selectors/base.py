@@ -98,7 +98,8 @@ class Selector(ABC):
 
     def __new__(cls, *args, **params):
         # every construction path (selectors.get, configs, direct calls) checks the names
-        unknown = [k for k in params if k not in {p.name for p in cls.parameters()}]
+        names = {p.name for p in cls.parameters()} if params else set()
+        unknown = [k for k in params if k not in names]
         if unknown:
             raise cls._unknown_parameters(unknown)
         return super().__new__(cls)
