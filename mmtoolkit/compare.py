@@ -76,8 +76,7 @@ from .linalg import as_matrix
 from .privacy import Privacy, check_privacy
 from .runner.executors import run_jobs
 from .runner.jobs import JobSpec, describe_error, jsonable
-from .runner.specs import accepts_seed
-from .selectors.base import Selector, available, get_class
+from .selectors.base import Selector, accepts_seed, available, get_class
 from .workload_specs import split_top_level
 
 __all__ = [

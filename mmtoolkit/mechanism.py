@@ -139,15 +139,17 @@ def _true_answers(A: Matrix, data) -> np.ndarray:
     return A @ data_vector(data, A.shape[1])
 
 
-#: Largest domain on which :func:`check_finite` multiplies the workload by a vector of ones.
+#: Largest number of columns (cells) and of rows (queries) for which :func:`check_finite`
+#: multiplies the workload by a vector of ones.
 FINITE_CHECK_CELLS = 10**7
 
 
 def check_finite(W: Matrix, what: str = "workload") -> None:
     """Refuse a matrix with a NaN or infinite entry (a NaN would give NaN answers): ``W 1``
     is finite exactly when every entry is (one product; skipped above
-    :data:`FINITE_CHECK_CELLS` columns, where only structured kinds are usable)."""
-    if W.shape[1] > FINITE_CHECK_CELLS:
+    :data:`FINITE_CHECK_CELLS` columns or rows, where only structured kinds are usable and
+    the product itself would not fit)."""
+    if W.shape[1] > FINITE_CHECK_CELLS or W.shape[0] > FINITE_CHECK_CELLS:
         return
     s = W @ np.ones(W.shape[1])
     bad = ~np.isfinite(s)
@@ -402,10 +404,10 @@ def release_measured(
     W, strategy, data, privacy: Privacy, rng: np.random.Generator, noise: str = "continuous"
 ) -> Measured:
     """:func:`release`, also returning the noisy measurements and their noise (:class:`Measured`).
-    The workload is checked for NaN entries before any noise is drawn."""
+    The caller checks the workload for NaN entries (:func:`check_finite`) once, before any
+    noise is drawn — :func:`release` and ``releasing.workload_matrix`` do."""
     _check_args(privacy, noise, rng)
     W = as_matrix(W)
-    check_finite(W)
     if not isinstance(data, Records):
         data = data_vector(data, W.shape[1])
     if isinstance(strategy, Strategy) and strategy.inference == "none":
@@ -440,6 +442,8 @@ def release(
     :func:`answer` on the data vector. :func:`release_measured` also returns the
     measurements; ``mmtoolkit.release`` (:mod:`mmtoolkit.releasing`) returns labelled tables.
     """
+    W = as_matrix(W)
+    check_finite(W)
     return release_measured(W, strategy, data, privacy, rng, noise).answers
 
 

@@ -28,7 +28,6 @@ codes).
 
 from __future__ import annotations
 
-import inspect
 import math
 import time
 from collections.abc import Mapping
@@ -43,7 +42,7 @@ from .domain import Domain
 from .ledger import Ledger, charge_of
 from .linalg import AllRange, Identity, Marginals, Matrix, Prefix, TooLargeError, Total, peel
 from .privacy import Privacy, check_privacy
-from .selectors.base import get_class
+from .selectors.base import accepts_seed, get_class
 from .strategy import Strategy
 from .workload_specs import SpecError, build_spec, parse_workload
 
@@ -408,6 +407,7 @@ def workload_matrix(
             raise ValueError(
                 f"{where}: defined on {workload.shape[1]} cells, the domain has {dom.size}"
             )
+        mechanism.check_finite(workload)
         return workload
     if not isinstance(workload, str) or not workload.strip():
         raise ValueError(f"{where}: give a SPEC such as 'marginals:k=2' (or a linalg Matrix)")
@@ -430,6 +430,7 @@ def workload_matrix(
             f"{label}: the workload is on {W.shape[1]} cells but the domain has {dom.size} "
             f"({' x '.join(map(str, dom.sizes))}); give sizes matching the domain"
         )
+    mechanism.check_finite(W)  # e.g. a `matrix` kind loaded from a .npy file
     return W
 
 
@@ -493,7 +494,7 @@ def release(
             raise ValueError("params: give them to the Selector instance, not to release()")
     else:
         cls = get_class(selector)
-        if "seed" in inspect.signature(cls.__init__).parameters and "seed" not in params:
+        if accepts_seed(cls) and "seed" not in params:
             params["seed"] = selection_seed
         sel = cls(**params)
     takes_seed = "seed" in sel.params

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from .. import workload_specs
 from ..selectors import Selector
-from ..selectors.base import get_class
+from ..selectors.base import accepts_seed, get_class
 from ..workload_specs import WorkloadSpec
 from .schema import Fields
 
@@ -95,14 +95,6 @@ def resolve_selector(name: str, search_path=()) -> type:
     if inspect.isabstract(obj):
         raise TypeError(f"{name!r} is abstract (implement _select)")
     return obj
-
-
-def accepts_seed(cls: type) -> bool:
-    """Whether the selector class's ``__init__`` takes a ``seed`` parameter."""
-    try:
-        return "seed" in inspect.signature(cls.__init__).parameters
-    except (TypeError, ValueError):
-        return False
 
 
 def search_path_for(config_path) -> tuple[str, ...]:

@@ -247,6 +247,14 @@ def register(cls: type[Selector]) -> type[Selector]:
     return cls
 
 
+def accepts_seed(cls: type) -> bool:
+    """Whether the selector class's ``__init__`` takes a ``seed`` parameter."""
+    try:
+        return "seed" in inspect.signature(cls.__init__).parameters
+    except (TypeError, ValueError):
+        return False
+
+
 def available() -> list[str]:
     """The registered selector names, sorted."""
     return sorted(_REGISTRY)
