@@ -44,7 +44,7 @@ from . import datasets, records
 from .atomic import write_atomic
 from .compare import DEFAULT_TIMEOUT, compare, format_table, plot_ratios, to_csv
 from .domain import Domain
-from .privacy import from_budget
+from .privacy import add_budget_arguments, from_budget
 from .workload_specs import build_workload
 
 __all__ = ["add_parser", "main", "parse_domain"]
@@ -80,9 +80,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
         metavar="SPEC",
         help="workload spec, e.g. marginals:k=2, all_range:n=256 (mmtoolkit list workloads)",
     )
-    p.add_argument("--epsilon", type=float, help="ε (pure DP, or (ε, δ)-DP with --delta)")
-    p.add_argument("--delta", type=float, help="δ for (ε, δ)-DP (analytic Gaussian)")
-    p.add_argument("--rho", type=float, help="ρ for ρ-zCDP (Gaussian)")
+    add_budget_arguments(p)
     p.add_argument(
         "--selectors", metavar="LIST", help="selectors to compare (default: all registered)"
     )

@@ -81,6 +81,7 @@ class Spent:
     epsilon_approx: float  # Σ ε of the (ε, δ) releases
     delta_approx: float  # Σ δ of the (ε, δ) releases
     rho_approx: float  # Σ 1/(2σ²) of the (ε, δ) releases (their zCDP guarantee)
+    rho_pure: float  # Σ ε²/2 of the pure-DP releases (their zCDP guarantee, Prop. 1.4)
 
 
 def _now() -> str:
@@ -181,7 +182,7 @@ class Ledger:
     def spent(self, extra: dict | None = None) -> Spent:
         """The budget spent by every entry (pending included), plus ``extra`` (a charge)."""
         charges = [e["charge"] for e in self._data["entries"]] + ([extra] if extra else [])
-        rho = eps_p = eps_a = delta_a = rho_a = 0.0
+        rho = eps_p = eps_a = delta_a = rho_a = rho_p = 0.0
         for c in charges:
             if "delta" in c:
                 eps_a += c["epsilon"]
@@ -189,13 +190,10 @@ class Ledger:
                 rho_a += c["rho"]
             elif "epsilon" in c:
                 eps_p += c["epsilon"]
+                rho_p += c["epsilon"] ** 2 / 2
             else:
                 rho += c["rho"]
-        return Spent(rho, eps_p, eps_a, delta_a, rho_a)
-
-    def _pure_as_zcdp(self, extra: dict | None) -> float:
-        charges = [e["charge"] for e in self._data["entries"]] + ([extra] if extra else [])
-        return sum(c["epsilon"] ** 2 / 2 for c in charges if "epsilon" in c and "delta" not in c)
+        return Spent(rho, eps_p, eps_a, delta_a, rho_a, rho_p)
 
     def usage(self, extra: dict | None = None) -> dict:
         """The spent budget in the units of the total (``{"rho": …}``, ``{"epsilon": …}`` or
@@ -203,7 +201,7 @@ class Ledger:
         s = self.spent(extra)
         total = self._data["total"]
         if "rho" in total:
-            return {"rho": s.rho + s.rho_approx + self._pure_as_zcdp(extra)}
+            return {"rho": s.rho + s.rho_approx + s.rho_pure}
         if "delta" not in total:
             ok = s.rho == 0 and s.epsilon_approx == 0
             return {"epsilon": s.epsilon_pure if ok else None}

@@ -392,6 +392,14 @@ def from_spec(spec) -> Privacy:
     return cls(**{k: spec[k] for k in (*required, *optional) if k in spec})
 
 
+def add_budget_arguments(parser) -> None:
+    """Add the command line's budget flags ``--epsilon``, ``--delta`` and ``--rho`` to the
+    argparse ``parser`` (read back with :func:`from_budget`)."""
+    parser.add_argument("--epsilon", type=float, help="ε (pure DP, or (ε, δ)-DP with --delta)")
+    parser.add_argument("--delta", type=float, help="δ for (ε, δ)-DP (analytic Gaussian)")
+    parser.add_argument("--rho", type=float, help="ρ for ρ-zCDP (Gaussian)")
+
+
 def from_budget(epsilon=None, delta=None, rho=None) -> Privacy:
     """The :class:`Privacy` of a budget as the command line gives it: ``epsilon`` alone
     (:class:`PureDP`), ``epsilon`` and ``delta`` (:class:`ApproxDP`, analytic Gaussian) or

@@ -84,7 +84,7 @@ from . import mechanism, records, selectors
 from .atomic import write_files_atomic
 from .ledger import Ledger, LedgerError
 from .linalg import peel
-from .privacy import from_budget, from_spec
+from .privacy import add_budget_arguments, from_budget, from_spec
 from .releasing import release, workload_matrix
 
 __all__ = ["add_parser", "add_ledger_parser", "main", "ledger_main", "DEMO_DOMAIN", "run"]
@@ -133,9 +133,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
         metavar="KEY=VALUE",
         help="selector parameter (repeatable; VALUE parsed as YAML)",
     )
-    p.add_argument("--epsilon", type=float, help="ε (pure DP, or (ε, δ)-DP with --delta)")
-    p.add_argument("--delta", type=float, help="δ for (ε, δ)-DP (analytic Gaussian)")
-    p.add_argument("--rho", type=float, help="ρ for ρ-zCDP (Gaussian)")
+    add_budget_arguments(p)
     p.add_argument(
         "--noise", choices=("continuous", "discrete"), default=None, help="noise kind"
     )

@@ -42,6 +42,7 @@ from .domain import Domain
 from .ledger import Ledger, charge_of
 from .linalg import AllRange, Identity, Marginals, Matrix, Prefix, TooLargeError, Total, peel
 from .privacy import Privacy, check_privacy
+from .runner.jobs import jsonable
 from .selectors.base import accepts_seed, get_class
 from .strategy import Strategy
 from .workload_specs import SpecError, build_spec, parse_workload
@@ -434,18 +435,6 @@ def workload_matrix(
     return W
 
 
-def _jsonable(value):
-    if isinstance(value, Mapping):
-        return {str(k): _jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_jsonable(v) for v in value]
-    if isinstance(value, (np.integer, np.floating, np.bool_)):
-        return value.item()
-    if value is None or isinstance(value, (bool, int, float, str)):
-        return value
-    return repr(value)
-
-
 def release(
     data,
     workload,
@@ -548,7 +537,7 @@ def release(
         ),
         "ledger": None if entry is None else {"path": str(ledger.path), "entry": entry},
         "selector": sel.name,
-        "params": _jsonable(strategy.params),
+        "params": jsonable(strategy.params),
         "strategy": type(strategy.matrix).__name__,
         "operator": (strategy.metadata or {}).get("operator"),
         "workload": workload_text,
