@@ -72,10 +72,11 @@ from dataclasses import dataclass
 import yaml
 
 from . import evaluate
+from .jsonsafe import jsonable
 from .linalg import as_matrix
 from .privacy import Privacy, check_privacy
 from .runner.executors import run_jobs
-from .runner.jobs import JobSpec, describe_error, jsonable
+from .runner.jobs import JobSpec, describe_error
 from .selectors.base import Selector, accepts_seed, available, get_class
 from .workload_specs import split_top_level
 

@@ -39,10 +39,10 @@ import numpy as np
 from . import evaluate, mechanism, records, selectors
 from .checks import check_int
 from .domain import Domain
+from .jsonsafe import jsonable
 from .ledger import Ledger, charge_of
 from .linalg import AllRange, Identity, Marginals, Matrix, Prefix, TooLargeError, Total, peel
 from .privacy import Privacy, check_privacy
-from .runner.jobs import jsonable
 from .selectors.base import accepts_seed, get_class
 from .strategy import Strategy
 from .workload_specs import SpecError, build_spec, parse_workload

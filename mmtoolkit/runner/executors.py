@@ -40,7 +40,8 @@ import time
 from collections.abc import Callable, Sequence
 
 from ..checks import check_choice, check_int
-from .jobs import JobSpec, describe_error, execute, jsonable
+from ..jsonsafe import jsonable
+from .jobs import JobSpec, describe_error, execute
 
 __all__ = [
     "EXECUTORS",

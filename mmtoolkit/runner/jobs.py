@@ -39,6 +39,7 @@ from pathlib import Path
 import numpy as np
 
 from .. import evaluate, privacy
+from ..jsonsafe import jsonable, stable_text
 from ..workload_specs import DomainSpec, WorkloadSpec
 from .specs import accepts_seed, resolve_selector
 
@@ -48,9 +49,7 @@ __all__ = [
     "compact_json",
     "execute",
     "expand_jobs",
-    "jsonable",
     "split_timings",
-    "stable_text",
 ]
 
 #: Version of the job-key scheme (bump when the meaning of a stored value changes).
@@ -135,19 +134,8 @@ def code_fingerprint(selector: str | None = None, search_path=(), package: str |
 
 
 # ----------------------------------------------------------------------------- keys
-#: A default ``repr`` with a memory address: ``<pkg.mod.Class object at 0x7f...>``.
-_OBJECT_AT = re.compile(r"<(?:[\w.]*\.)?(\w+) object at 0x[0-9a-fA-F]+>")
-#: Any other address in a repr (``<function f at 0x...>``, ``<... at 0x...>``).
-_AT_ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
 #: A metadata key is a timing when one of its ``_``-separated words is one of these.
 _TIMING_WORDS = frozenset({"seconds", "time"})
-
-
-def stable_text(text: str) -> str:
-    """``text`` without memory addresses: ``<pkg.mod.Plan object at 0x7f..>`` reads
-    ``<Plan>``, and `` at 0x...`` is dropped from any other repr, so the same object gives
-    the same text in every process (results files must not change between runs)."""
-    return _AT_ADDRESS.sub("", _OBJECT_AT.sub(r"<\1>", text))
 
 
 def _is_timing(key: str) -> bool:
@@ -187,32 +175,6 @@ def _stable(value):
 def compact_json(data: dict) -> str:
     """``data`` as one line of JSON with sorted keys (results files), or ``""`` if empty."""
     return json.dumps(data, sort_keys=True, separators=(",", ":")) if data else ""
-
-
-def jsonable(obj, _depth: int = 0):
-    """A JSON-safe copy of ``obj`` (numpy scalars/arrays, tuples, sets; any other object
-    as its repr without memory addresses, :func:`stable_text`)."""
-    if _depth > 20:
-        return stable_text(repr(obj))
-    if obj is None or isinstance(obj, (bool, str)):
-        return obj
-    if isinstance(obj, (int, np.integer)):
-        return int(obj)
-    if isinstance(obj, (float, np.floating)):
-        return float(obj)
-    if isinstance(obj, np.bool_):
-        return bool(obj)
-    if isinstance(obj, np.ndarray):
-        if obj.size <= 10_000:
-            return jsonable(obj.tolist(), _depth + 1)
-        return f"array(shape={obj.shape}, dtype={obj.dtype})"
-    if isinstance(obj, dict):
-        return {str(k): jsonable(v, _depth + 1) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [jsonable(v, _depth + 1) for v in obj]
-    if isinstance(obj, (set, frozenset)):
-        return sorted((jsonable(v, _depth + 1) for v in obj), key=repr)
-    return stable_text(repr(obj))
 
 
 def spec_data(value):

@@ -18,9 +18,10 @@ import pytest
 import yaml
 
 from mmtoolkit.cli import main
+from mmtoolkit.jsonsafe import jsonable, stable_text
 from mmtoolkit.linalg import Identity
 from mmtoolkit.runner import run_config
-from mmtoolkit.runner.jobs import jsonable, split_timings, stable_text
+from mmtoolkit.runner.jobs import split_timings
 from mmtoolkit.runner.plots import plot_file
 from mmtoolkit.runner.report import reproduce, write_report
 from mmtoolkit.runner.store import read_timings, timings_path
