@@ -401,6 +401,52 @@ def test_stacked_kronecker_route_matches_dense():
     )
 
 
+@pytest.mark.parametrize("chunk", [1, 6, 30, 1 << 20])
+def test_stacked_route_contraction_matches_dense(monkeypatch, chunk):
+    """The two-block trace, contracted attribute by attribute over the distinct factors
+    (slabs of trailing attributes; ``chunk`` moves the head/tail split from all-head to
+    all-tail), equals the dense trace on a union whose products repeat factors."""
+    from mmtoolkit.evaluate.dense import DenseRoute
+    from mmtoolkit.evaluate.stacked import StackedKroneckerRoute
+    from mmtoolkit.linalg import Kronecker, VStack, Weighted
+
+    monkeypatch.setattr(StackedKroneckerRoute, "CHUNK", chunk)
+    W = _separate_objects_union()
+    rng = np.random.default_rng(8)
+    blocks = [
+        Weighted(w, Kronecker([PIdentity(rng.random((2, n))) for n in (5, 4, 6)]))
+        for w in (0.6, 0.8)
+    ]
+    A = VStack(blocks)
+    route = StackedKroneckerRoute.build(W, A)
+    assert route is not None
+    assert route.trace() == pytest.approx(DenseRoute(W, A).trace(), rel=1e-10)
+
+
+def test_union_beyond_the_stacked_route_is_refused_and_skipped_by_hdmm(monkeypatch):
+    """A two-block union on more cells than the stacked route sums over raises a clear
+    TooLargeError (no hours-long loop), and OPT_HDMM leaves OPT_+ out there."""
+    from mmtoolkit.evaluate.stacked import StackedKroneckerRoute
+    from mmtoolkit.linalg import TooLargeError
+
+    W = workloads.union(
+        [
+            workloads.kron([workloads.prefix(8), workloads.total(6)]),
+            workloads.kron([workloads.total(8), workloads.prefix(6)]),
+        ]
+    )
+    both = selectors.get("hdmm", restarts=1, seed=0).select(W, GAUSS)
+    assert "OPT_+" in both.metadata["losses"]
+    union = selectors.get("opt_union", seed=0).select(W, GAUSS)
+    monkeypatch.setattr(StackedKroneckerRoute, "MAX_CELLS", 47)  # N = 48
+    with pytest.raises(TooLargeError, match="MAX_CELLS"):
+        evaluate.rmse(W, union, GAUSS)
+    s = selectors.get("hdmm", restarts=1, seed=0).select(W, GAUSS)
+    assert "OPT_+" not in s.metadata["losses"]
+    assert s.metadata["losses"]["OPT_kron"] == both.metadata["losses"]["OPT_kron"]
+    assert np.isfinite(evaluate.rmse(W, s, GAUSS))
+
+
 def test_lone_large_pidentity_route(monkeypatch):
     import mmtoolkit.linalg.base as base
 
