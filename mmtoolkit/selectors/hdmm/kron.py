@@ -11,7 +11,8 @@ surrogate Gram ``Σ_j (c_j Π_{i'≠i} C_i'j) (W_i^(j))ᵀW_i^(j)`` (eq. 6; its 
 exactly the global objective with the other factors fixed), warm-started from the current
 ``Θ_i``, until a full cycle improves the objective by less than ``tol`` (relative) or
 ``cycles`` cycles ran. A single product needs one pass (the problem separates, Def. 10).
-Cost per OPT_0 iteration is O(p_i² n_i + k · Gram products), never ∏ n_i.
+Cost per OPT_0 iteration is O(p_i² n_i + K_i Gram products), K_i the number of distinct factor
+Grams on attribute i (not the number of products k), never ∏ n_i.
 """
 
 from __future__ import annotations
