@@ -13,6 +13,9 @@
 5. OPT_0 at n = 1024 (issue [selection-speed]): one restart, p = 64, seed 0, on Prefix and
    All Range: wall and CPU seconds and the RMSE under PureDP ε = √2 (``sqrt(loss / m)``),
    beside the paper's "< 10 s at N = 1024" (App. C.5).
+6. OPT_⊗ on the k-way prefix-marginal unions of Synth-20^20 (ResidualPlanner Table 14,
+   k = 1..7: 20 to 77,520 products) and the exact score of an OPT_+ strategy on 10^10 cells
+   (Table 13, 1-way): selection and scoring seconds (issue [selection-speed]).
 
 ``experiments/hdmm/fig6_scalability.py`` plots these tables beside the paper's points.
 
@@ -27,9 +30,9 @@ from pathlib import Path
 import numpy as np
 from _util import median_seconds, peak_rss_mb
 
-from mmtoolkit import mechanism, workloads
+from mmtoolkit import Domain, evaluate, mechanism, selectors, workloads
 from mmtoolkit.linalg import AllRange, Kronecker, Marginals, PIdentity
-from mmtoolkit.privacy import PureDP
+from mmtoolkit.privacy import ZCDP, PureDP
 from mmtoolkit.selectors.hdmm._common import GramOperator
 from mmtoolkit.selectors.hdmm.opt0 import optimize_pidentity, pidentity_objective
 from mmtoolkit.selectors.hdmm.opt_marginals import (
@@ -141,6 +144,27 @@ def bench_mechanism(kron_sizes, marg_d):
     return lines
 
 
+def bench_prefix_unions(orders, union_d):
+    """OPT_⊗ on the k-way prefix-marginal unions of Synth-20^20 (ResidualPlanner Table 14:
+    20 to 77,520 products; p = 20, one restart, default stopping) and the exact score of an
+    OPT_+ strategy on the 1-way union of Synth-10^d (Table 13: 10^d cells). Seconds."""
+    privacy = ZCDP(0.5)
+    lines = ["| workload | products | selection s | scoring s | RMSE |", "|---|---|---|---|---|"]
+    cases = [("opt_kron", 20, 20, k) for k in orders]
+    cases += [("opt_union", 10, union_d, 1)] if union_d else []
+    for name, n, d, k in cases:
+        W = workloads.prefix_marginals(Domain([f"a{i}" for i in range(d)], [n] * d, [True] * d), k)
+        start = time.perf_counter()
+        s = selectors.get(name, p=n, seed=0).select(W, privacy)
+        mid = time.perf_counter()
+        rmse = evaluate.rmse(W, s, privacy)
+        end = time.perf_counter()
+        label = f"{name}, {k}-way prefix, Synth-{n}^{d} | {len(W.blocks)}"
+        lines.append(f"| {label} | {mid - start:.2f} | {end - mid:.2f} | {rmse:.3f} |")
+        print(lines[-1], flush=True)
+    return lines
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--repeats", type=int, default=3)
@@ -152,6 +176,8 @@ def main():
     parser.add_argument("--opt0-full", type=int, nargs="*", default=[256, 1024, 2048, 4096, 8192])
     parser.add_argument("--optm-full", type=int, nargs="*", default=list(range(8, 16)))
     parser.add_argument("--opt0-one", type=int, default=1024, help="0 skips the case")
+    parser.add_argument("--prefix-k", type=int, nargs="*", default=list(range(1, 8)))
+    parser.add_argument("--union-d", type=int, default=10, help="0 skips the OPT_+ case")
     parser.add_argument("--write", action="store_true")
     args = parser.parse_args()
     out = ["# HDMM benchmarks", "", "## OPT_0 objective + gradient (AllRange, p = n/16)", ""]
@@ -167,6 +193,8 @@ def main():
         out += bench_opt0_one(args.opt0_one)
     out += ["", "## OPT_M whole optimisation (all ≤3-way marginals of [10]^d, one restart)", ""]
     out += bench_optm_full(args.optm_full)
+    out += ["", "## OPT_⊗ / OPT_+ on prefix-marginal unions (ResidualPlanner Tables 13-14)", ""]
+    out += bench_prefix_unions(args.prefix_k, args.union_d)
     if args.write:
         path = Path(__file__).resolve().parents[1] / "results" / "hdmm" / "bench_hdmm.md"
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -23,6 +23,7 @@ Wherever a domain is expected a :class:`~mmtoolkit.Domain` or a plain sequence o
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Sequence
 from itertools import combinations
 
@@ -259,10 +260,13 @@ def marginals_list(domain, attr_sets, weights=None) -> la.Matrix:
     return la.Marginals(dom.sizes, keys)
 
 
-def _generalized_marginals(dom: Domain, k, lower: bool, numeric_block) -> la.Matrix:
+def _generalized_marginals(dom: Domain, k, lower: bool, numeric_block, max_cells=None) -> la.Matrix:
     """Union of ``⊗_i V_i`` over attribute sets A: ``V_i`` = ``numeric_block(n_i)`` on numeric
-    attributes of A, ``I`` on categorical attributes of A, ``1ᵀ`` outside A."""
+    attributes of A, ``I`` on categorical attributes of A, ``1ᵀ`` outside A (``max_cells``:
+    only the sets A whose marginal has at most that many cells, ``Π_{i∈A} n_i``)."""
     k = _check_order(dom, k)
+    if max_cells is not None:
+        max_cells = check_int(max_cells, "max_cells", minimum=1)
     kept = [
         numeric_block(n) if num else la.Identity(n)
         for n, num in zip(dom.sizes, dom.numeric, strict=True)
@@ -270,8 +274,12 @@ def _generalized_marginals(dom: Domain, k, lower: bool, numeric_block) -> la.Mat
     out = [la.Total(n) for n in dom.sizes]
     blocks = []
     for s in _attr_sets(len(dom), k, bool(lower)):
+        if max_cells is not None and math.prod(dom.sizes[i] for i in s) > max_cells:
+            continue
         chosen = set(s)
         blocks.append(la.Kronecker([kept[i] if i in chosen else out[i] for i in range(len(dom))]))
+    if not blocks:
+        raise ValueError(f"no attribute set of the requested orders has at most {max_cells} cells")
     return la.VStack(blocks)
 
 
@@ -288,14 +296,16 @@ def range_marginals(domain, k: int, lower: bool = False) -> la.Matrix:
     return _generalized_marginals(_as_domain(domain), k, lower, la.AllRange)
 
 
-def prefix_marginals(domain, k: int, lower: bool = False) -> la.Matrix:
+def prefix_marginals(domain, k: int, lower: bool = False, max_cells=None) -> la.Matrix:
     """Prefix-marginals on every ``k``-attribute set (``lower=True``: every set of size ≤ k).
 
     On each chosen attribute: prefix sums (:func:`prefix`) if numeric, the identity if
     categorical; total elsewhere. The "k-way prefix-sum" generalized-marginal workloads of
-    ResidualPlanner+ §7.1 and §9.3 (its Tables 8–9 and 12–14).
+    ResidualPlanner+ §7.1 and §9.3 (its Tables 8–9 and 12–14). ``max_cells``: leave out the
+    sets whose marginal has more cells (``Π n_i``) than that, as the ResidualPlanner+
+    max-variance experiments do with 5000 (Table 9; He et al. §8 "small marginals").
     """
-    return _generalized_marginals(_as_domain(domain), k, lower, la.Prefix)
+    return _generalized_marginals(_as_domain(domain), k, lower, la.Prefix, max_cells)
 
 
 # --------------------------------------------------------------------------- sizes

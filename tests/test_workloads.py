@@ -291,6 +291,32 @@ def test_range_and_prefix_marginals_vs_numpy(k, lower):
     )
 
 
+def test_prefix_marginals_max_cells_drops_large_sets():
+    """``max_cells`` keeps exactly the sets with Π n_i ≤ max_cells (the dense rows of the
+    kept products, in order), and refuses a filter that keeps nothing."""
+    dom = Domain(["num1", "cat", "num2"], [3, 2, 4], [True, False, True])
+    W = prefix_marginals(dom, 3, lower=True, max_cells=8)
+    kept = [
+        s
+        for r in range(4)
+        for s in combinations(range(3), r)
+        if math.prod(dom.sizes[i] for i in s) <= 8
+    ]
+    blocks = []
+    for s in kept:
+        mats = [
+            (ref_prefix(n) if num else np.eye(n)) if i in s else np.ones((1, n))
+            for i, (n, num) in enumerate(zip(dom.sizes, dom.numeric))
+        ]
+        blocks.append(ref_kron(mats))
+    assert len(kept) == 6  # all but {num1, num2} (12 cells) and {num1, cat, num2} (24)
+    np.testing.assert_array_equal(W.dense(), np.vstack(blocks))
+    with pytest.raises(ValueError, match="at most 1 cells"):
+        prefix_marginals(dom, 2, max_cells=1)
+    with pytest.raises(ValueError, match="max_cells"):
+        prefix_marginals(dom, 2, max_cells=0)
+
+
 def test_range_marginals_cps_hdmm_count():
     # HDMM "2-way Range-Marginals" on CPS: 10 products (R100, R50, I7, I4, I2) on 2 attributes
     cps = datasets.domain("cps")

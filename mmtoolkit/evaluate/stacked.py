@@ -40,6 +40,9 @@ class StackedKroneckerRoute:
     """
 
     CHUNK = 1 << 20
+    #: Largest domain whose two-block trace is computed: the sum runs over all N cells
+    #: (~N·K_1 flops, ~15 s of one core at N = 10^10), so beyond this it is refused.
+    MAX_CELLS = 10**11
 
     @classmethod
     def build(cls, W: Matrix, A: Matrix):
@@ -60,6 +63,11 @@ class StackedKroneckerRoute:
             return LoneProductRoute.build(terms, parsed[0])
         if any(n * n > _linalg_base.MAX_DENSE_ENTRIES for n in sizes):
             return None
+        if math.prod(sizes) > cls.MAX_CELLS:
+            raise TooLargeError(
+                f"the exact error of a two-block union strategy on N = {math.prod(sizes):.3g} "
+                f"cells sums over every cell (limit MAX_CELLS = {cls.MAX_CELLS:.3g})"
+            )
         try:
             return cls(terms, parsed, sizes)
         except np.linalg.LinAlgError:
@@ -93,29 +101,52 @@ class StackedKroneckerRoute:
             self._q[id(f)] = (f, np.sum(V * f.gram().matvec(V), axis=0))
         return self._q[id(f)][1]
 
-    def _grid_sum(self, Q: np.ndarray, lams: list[np.ndarray]) -> np.ndarray:
-        """Σ over cells of (⊗ rows of Q-factors) / (c1 + c2 ⊗λ) for several terms at once."""
-        d = len(lams)
-        split = d
-        while split > 0 and math.prod(len(x) for x in lams[split - 1 :]) <= self.CHUNK:
-            split -= 1
-        tail_l = functools.reduce(np.kron, lams[split:], np.ones(1))
-        tail_q = [functools.reduce(np.kron, qs[split:], np.ones(1)) for qs in Q]
-        total = np.zeros(len(Q))
-        heads = [range(len(x)) for x in lams[:split]]
-        for idx in itertools.product(*heads):
-            lh = math.prod(float(lams[i][j]) for i, j in enumerate(idx))
-            inv = 1.0 / (self.c1 + self.c2 * lh * tail_l)
-            for t, qs in enumerate(Q):
-                qh = math.prod(float(qs[i][j]) for i, j in enumerate(idx))
-                if qh != 0.0:
-                    total[t] += qh * float(tail_q[t] @ inv)
-        return total
+    def _distinct_q(self):
+        """Per attribute, the distinct rows ``q`` of the terms' factors (one per distinct
+        workload factor object) as a K_i x n_i array, and ``index[i, t]``, term t's row."""
+        Q, index = [], np.empty((len(self.sizes), len(self.terms)), dtype=np.intp)
+        for i in range(len(self.sizes)):
+            rows: dict[int, tuple[int, Matrix]] = {}  # insertion order = row order
+            for t, (_, fs) in enumerate(self.terms):
+                hit = rows.get(id(fs[i]))
+                if hit is None:
+                    hit = rows[id(fs[i])] = (len(rows), fs[i])
+                index[i, t] = hit[0]
+            Q.append(np.array([self._qvec(f, i) for _, f in rows.values()]))
+        return Q, index
 
     def trace(self) -> float:
-        Q = [[self._qvec(f, i) for i, f in enumerate(fs)] for _, fs in self.terms]
-        per_term = self._grid_sum(Q, self.lam)
-        return float(sum(c * v for (c, _), v in zip(self.terms, per_term)))
+        """``Σ_t c_t Σ_cells Π_i q_ti[j_i] / (c1 + c2 Π_i λ_i[j_i])`` for all terms at once:
+        the N-cell array ``1/(c1 + c2 ⊗λ)`` (generated a slab of trailing attributes at a
+        time) is contracted attribute by attribute with the K_i distinct ``q`` rows, so the
+        cost is ~N·K_1 flops whatever the number of terms (a union of many products repeats
+        very few factors per attribute)."""
+        Q, index = self._distinct_q()
+        d = len(self.sizes)
+        width = [max(n, len(q)) for n, q in zip(self.sizes, Q)]
+        split = d  # attributes split.. form one slab of cells per index of the head ones
+        while split > 0 and math.prod(width[split - 1 :]) <= self.CHUNK:
+            split -= 1
+        tail_l = functools.reduce(np.kron, self.lam[split:], np.ones(1))
+        tail_index = tuple(index[split:])
+        per_term = np.zeros(len(self.terms))
+        inv = np.empty_like(tail_l)
+        for head in itertools.product(*(range(n) for n in self.sizes[:split])):
+            lh = math.prod(float(self.lam[i][j]) for i, j in enumerate(head))
+            np.multiply(tail_l, self.c2 * lh, out=inv)
+            inv += self.c1
+            np.reciprocal(inv, out=inv)
+            # contract the cell axes in order: (K_s..K_{i-1}, n_i, rest) -> (K_s..K_i, rest)
+            X = inv.reshape(1, -1)
+            for i in range(split, d):
+                X = np.matmul(Q[i], X.reshape(X.shape[0], self.sizes[i], -1))
+                X = X.reshape(X.shape[0] * X.shape[1], -1)
+            X = X.reshape([len(Q[i]) for i in range(split, d)])
+            weight = np.ones(len(self.terms))
+            for i, j in enumerate(head):
+                weight *= Q[i][index[i], j]
+            per_term += weight * X[tail_index]
+        return float(np.dot([c for c, _ in self.terms], per_term))
 
     def _inv_denominator(self) -> np.ndarray:
         N = math.prod(self.sizes)

@@ -337,19 +337,42 @@ class KroneckerRoute:
         self.W = W
         self.a_factors = None if isinstance(A, Identity) else A.factors
         self._factors: dict[tuple[int, int], StrategyFactor] = {}
+        self._identity = StrategyFactor(None)
         self._grams: dict = {}
+        self._plans: dict[tuple[int, ...], list] = {}
+        self._values: dict[tuple, tuple] = {}
 
     def _groups(self, factors):
-        """[(workload factor group, strategy factor)] for one term."""
+        """[(workload factor group, strategy factor)] for one term (the alignment of the
+        term's factor sizes with the strategy's is computed once per distinct size list)."""
         if self.a_factors is None:
-            return [(f, StrategyFactor(None)) for f in factors]
-        out = []
-        for gw, ga in align([f.shape[1] for f in factors], [f.shape[1] for f in self.a_factors]):
-            key = (ga.start, ga.stop)
-            if key not in self._factors:
-                self._factors[key] = StrategyFactor(group(self.a_factors[ga]))
-            out.append((group(factors[gw]), self._factors[key]))
-        return out
+            return [(f, self._identity) for f in factors]
+        sizes = tuple(f.shape[1] for f in factors)
+        plan = self._plans.get(sizes)
+        if plan is None:
+            plan = self._plans[sizes] = []
+            for gw, ga in align(list(sizes), [f.shape[1] for f in self.a_factors]):
+                key = (ga.start, ga.stop)
+                if key not in self._factors:
+                    self._factors[key] = StrategyFactor(group(self.a_factors[ga]))
+                plan.append((gw, self._factors[key]))
+        return [(group(factors[gw]), sf) for gw, sf in plan]
+
+    def _pair_value(self, what: str, wf: Matrix, sf: StrategyFactor):
+        """The factor trace (``what="trace"``), row profile (``"profile"``) or its maximum
+        (``"max"``) of one (workload factor, strategy factor) pair, computed once per pair:
+        a union of many products repeats very few factors per attribute."""
+        key = (what, id(wf), id(sf))
+        hit = self._values.get(key)
+        if hit is None:  # wf is kept with its value, so its id cannot be reused meanwhile
+            if what == "trace":
+                value = sf.trace_with(wf, self._grams)
+            elif what == "profile":
+                value = sf.row_profile(wf)
+            else:
+                value = float(np.max(self._pair_value("profile", wf, sf)))
+            hit = self._values[key] = (wf, value)
+        return hit[1]
 
     @functools.cached_property
     def terms(self):
@@ -392,7 +415,7 @@ class KroneckerRoute:
                 continue
             value = c
             for wf, sf in self._groups(factors):
-                value *= sf.trace_with(wf, self._grams)
+                value *= self._pair_value("trace", wf, sf)
             total += value
         return total
 
@@ -401,7 +424,8 @@ class KroneckerRoute:
         for c, factors in self.terms:
             groups = self._groups(factors)
             vec = kron_all(
-                [sf.row_profile(wf) for wf, sf in groups], [wf.shape[0] for wf, _ in groups]
+                [self._pair_value("profile", wf, sf) for wf, sf in groups],
+                [wf.shape[0] for wf, _ in groups],
             )
             parts.append(c * vec)
         return np.concatenate(parts)
@@ -413,6 +437,6 @@ class KroneckerRoute:
         for c, factors in self.terms:
             value = c
             for wf, sf in self._groups(factors):
-                value *= float(np.max(sf.row_profile(wf)))
+                value *= self._pair_value("max", wf, sf)
             best = max(best, value)
         return best

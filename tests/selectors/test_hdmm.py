@@ -165,6 +165,67 @@ def test_kron_surrogate_gradient(norm):
     )
 
 
+def _separate_objects_union():
+    """A prefix-marginal-like union whose equal factors are separate objects (a content
+    match) and whose coefficients differ, plus one distinct factor (AllRange)."""
+    blocks = []
+    for S in [(0, 1), (0, 2), (1, 2), (0,), (2,)]:
+        blocks.append(
+            workloads.kron(
+                [Prefix(n) if i in S else workloads.total(n) for i, n in enumerate((5, 4, 6))]
+            )
+        )
+    blocks.append(workloads.kron([AllRange(5), Prefix(4), workloads.total(6)]))
+    return workloads.union(blocks, weights=[1.0, 2.0, 0.5, 3.0, 1.5, 0.7])
+
+
+@pytest.mark.parametrize("norm", [1, 2])
+def test_kron_distinct_grams_equal_direct_per_term_computation(norm):
+    """The deduplicated OPT_⊗ objective (one trace per distinct Gram, vectorised product-sum,
+    surrogate as a weighted sum of the distinct Grams) equals the per-term formula of HDMM
+    Thm 6 / eq. 6 computed term by term with dense Grams."""
+    from mmtoolkit.linalg import kron_terms
+
+    W = _separate_objects_union()
+    prob = KronProblem(W, p=[3, 2, 4])
+    assert [len(g) for g in prob.grams] == [3, 2, 2]  # Prefix, Total, AllRange / Prefix, Total
+    rng = np.random.default_rng(5)
+    thetas = [rng.random((p, n)) for p, n in zip(prob.ps, prob.sizes)]
+    terms = kron_terms(W)
+    C = np.array(
+        [
+            [pidentity_objective(t, GramOperator(fs[i].gram().dense()), norm)[0] for _, fs in terms]
+            for i, t in enumerate(thetas)
+        ]
+    )
+    c = np.array([cj for cj, _ in terms])
+    loss, grads = prob.objective(thetas, norm)
+    assert loss == pytest.approx(float(np.sum(c * np.prod(C, axis=0))), rel=1e-10)
+    for i, t in enumerate(thetas):
+        w = c * np.prod(np.delete(C, i, axis=0), axis=0)
+        sur = sum(wj * fs[i].gram().dense() for wj, (_, fs) in zip(w, terms))
+        loss_i, grad_i = pidentity_objective(t, GramOperator(sur), norm)
+        np.testing.assert_allclose(grads[i], grad_i, rtol=1e-10, atol=1e-12 * np.abs(grad_i).max())
+        fast = prob.surrogate(C, i)
+        np.testing.assert_allclose(fast.matmat(np.eye(fast.n)), sur, rtol=1e-12, atol=1e-12)
+        assert pidentity_objective(t, fast, norm)[0] == pytest.approx(loss_i, rel=1e-10)
+
+
+def test_kron_union_route_matches_dense():
+    """The Kronecker error route (pair values computed once per distinct factor pair) equals
+    the dense trace and per-query variances on a union with repeated factors."""
+    from mmtoolkit.evaluate.dense import DenseRoute
+
+    W = _separate_objects_union()
+    s = selectors.get("opt_kron", p=2, seed=1).select(W, GAUSS)
+    route = s.matrix.error_route(W)
+    dense = DenseRoute(W, s.matrix)
+    assert route.trace() == pytest.approx(dense.trace(), rel=1e-10)
+    np.testing.assert_allclose(route.profile(), dense.profile(), rtol=1e-10)
+    assert route.max_profile() == pytest.approx(dense.max_profile(), rel=1e-10)
+    assert s.loss == pytest.approx(dense.trace(), rel=1e-10)
+
+
 def test_kron_p_rule_and_loss_matches_evaluator():
     W = workloads.kron(
         [workloads.all_range(64), workloads.union([workloads.total(5), workloads.identity(5)])]
@@ -338,6 +399,52 @@ def test_stacked_kronecker_route_matches_dense():
     assert evaluate.max_variance(W, A, PURE) == pytest.approx(
         2 * A.sensitivity(1) ** 2 * dense.max_profile(), rel=1e-9
     )
+
+
+@pytest.mark.parametrize("chunk", [1, 6, 30, 1 << 20])
+def test_stacked_route_contraction_matches_dense(monkeypatch, chunk):
+    """The two-block trace, contracted attribute by attribute over the distinct factors
+    (slabs of trailing attributes; ``chunk`` moves the head/tail split from all-head to
+    all-tail), equals the dense trace on a union whose products repeat factors."""
+    from mmtoolkit.evaluate.dense import DenseRoute
+    from mmtoolkit.evaluate.stacked import StackedKroneckerRoute
+    from mmtoolkit.linalg import Kronecker, VStack, Weighted
+
+    monkeypatch.setattr(StackedKroneckerRoute, "CHUNK", chunk)
+    W = _separate_objects_union()
+    rng = np.random.default_rng(8)
+    blocks = [
+        Weighted(w, Kronecker([PIdentity(rng.random((2, n))) for n in (5, 4, 6)]))
+        for w in (0.6, 0.8)
+    ]
+    A = VStack(blocks)
+    route = StackedKroneckerRoute.build(W, A)
+    assert route is not None
+    assert route.trace() == pytest.approx(DenseRoute(W, A).trace(), rel=1e-10)
+
+
+def test_union_beyond_the_stacked_route_is_refused_and_skipped_by_hdmm(monkeypatch):
+    """A two-block union on more cells than the stacked route sums over raises a clear
+    TooLargeError (no hours-long loop), and OPT_HDMM leaves OPT_+ out there."""
+    from mmtoolkit.evaluate.stacked import StackedKroneckerRoute
+    from mmtoolkit.linalg import TooLargeError
+
+    W = workloads.union(
+        [
+            workloads.kron([workloads.prefix(8), workloads.total(6)]),
+            workloads.kron([workloads.total(8), workloads.prefix(6)]),
+        ]
+    )
+    both = selectors.get("hdmm", restarts=1, seed=0).select(W, GAUSS)
+    assert "OPT_+" in both.metadata["losses"]
+    union = selectors.get("opt_union", seed=0).select(W, GAUSS)
+    monkeypatch.setattr(StackedKroneckerRoute, "MAX_CELLS", 47)  # N = 48
+    with pytest.raises(TooLargeError, match="MAX_CELLS"):
+        evaluate.rmse(W, union, GAUSS)
+    s = selectors.get("hdmm", restarts=1, seed=0).select(W, GAUSS)
+    assert "OPT_+" not in s.metadata["losses"]
+    assert s.metadata["losses"]["OPT_kron"] == both.metadata["losses"]["OPT_kron"]
+    assert np.isfinite(evaluate.rmse(W, s, GAUSS))
 
 
 def test_lone_large_pidentity_route(monkeypatch):

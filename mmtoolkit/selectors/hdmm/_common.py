@@ -146,6 +146,46 @@ class GramOperator:
         return out
 
 
+#: Largest factor Gram (entries) whose dense content keys the deduplication of
+#: :func:`distinct_grams`; bigger Grams are shared by object identity only.
+CONTENT_KEY_ENTRIES = 1 << 20
+
+
+def distinct_grams(factors: list[Matrix]) -> tuple[list[GramOperator], np.ndarray]:
+    """The distinct Grams ``fᵀf`` of a list of factors, prepared once each, and the index of
+    each factor's Gram in that list.
+
+    A union of many Kronecker products usually repeats very few factors per attribute (a
+    prefix-marginal union of 77,520 products has two: Prefix and Total), and the OPT_⊗
+    quantities (traces ``C_ij``, surrogate Grams, HDMM Thm 6 / eq. 6) depend on a factor only
+    through its Gram. Factors are matched first by identity, then by the exact content of
+    their Gram (dense, if it has at most ``CONTENT_KEY_ENTRIES`` entries), so equal factors
+    built as separate objects share one entry too.
+    """
+    grams: list[GramOperator] = []
+    index = np.empty(len(factors), dtype=np.intp)
+    by_id: dict[int, int] = {}
+    by_content: dict[tuple, int] = {}
+    for j, f in enumerate(factors):
+        k = by_id.get(id(f))
+        if k is None:
+            Y = f.gram()
+            n = Y.shape[0]
+            key = None
+            if n * n <= CONTENT_KEY_ENTRIES:
+                D = np.ascontiguousarray(Y.dense(), dtype=float)
+                key = (D.shape, D.tobytes())
+                k = by_content.get(key)
+            if k is None:
+                k = len(grams)
+                grams.append(GramOperator(Y))
+                if key is not None:
+                    by_content[key] = k
+            by_id[id(f)] = k  # f stays alive in ``factors`` while the ids are compared
+        index[j] = k
+    return grams, index
+
+
 def check_search_params(p, restarts, seed, cycles, tol, ftol, maxiter) -> dict:
     """The validated search parameters shared by OPT_⊗, OPT_+ and OPT_HDMM (p rule,
     restarts, seed, block-cyclic ``cycles``/``tol``, L-BFGS-B ``ftol``/``maxiter``)."""

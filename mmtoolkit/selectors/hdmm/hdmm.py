@@ -8,8 +8,10 @@ applicable operator from it; a candidate replaces the incumbent when its selecti
 (Thm 6), OPT_M exact (projection onto the marginals algebra), OPT_+ the separate-answering
 upper bound, replaced by the exact least-squares value whenever the shared evaluator computes
 it structurally (two groups; HDMM's own 2-D numbers were LSMR simulations). OPT_+ is
-skipped when all products share one signature, OPT_⊗ and OPT_+ when the products do not share
-one factorisation of the domain.
+skipped when all products share one signature or when the domain has more cells than the
+shared evaluator can score a union strategy on (``StackedKroneckerRoute.MAX_CELLS``; HDMM §8
+itself reaches N ≈ 10⁸ with OPT_+), OPT_⊗ and OPT_+ when the products do not share one
+factorisation of the domain.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import numpy as np
 
 from ... import evaluate
 from ...checks import check_int
+from ...evaluate.stacked import StackedKroneckerRoute
 from ...linalg import Identity, Matrix, TooLargeError, kron_terms
 from ...linalg.marginals import MAX_MARGINALS_DIM
 from ...privacy import Privacy
@@ -107,7 +110,8 @@ class HDMMSelector(Selector):
                 kp = None  # products on different factorisations: no product strategy
             if kp is not None and "kron" in prm["operators"]:
                 ops["kron"] = kp
-            if kp is not None and "union" in prm["operators"]:
+            scorable = workload.shape[1] <= StackedKroneckerRoute.MAX_CELLS
+            if kp is not None and "union" in prm["operators"] and scorable:
                 up = UnionProblem(workload, prm["p"], prm["groups"])
                 if up.applicable:
                     ops["union"] = up

@@ -11,7 +11,8 @@ surrogate Gram ``Σ_j (c_j Π_{i'≠i} C_i'j) (W_i^(j))ᵀW_i^(j)`` (eq. 6; its 
 exactly the global objective with the other factors fixed), warm-started from the current
 ``Θ_i``, until a full cycle improves the objective by less than ``tol`` (relative) or
 ``cycles`` cycles ran. A single product needs one pass (the problem separates, Def. 10).
-Cost per OPT_0 iteration is O(p_i² n_i + k · Gram products), never ∏ n_i.
+Cost per OPT_0 iteration is O(p_i² n_i + K_i Gram products), K_i the number of distinct factor
+Grams on attribute i (not the number of products k), never ∏ n_i.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from ._common import (
     GramOperator,
     check_search_params,
     default_p,
+    distinct_grams,
     norm_of,
     seed_sequences,
     term_sizes,
@@ -39,7 +41,15 @@ CYCLE_TOL = 1e-4
 
 
 class KronProblem:
-    """The prepared OPT_⊗ problem: product terms, per-attribute factor Grams and p."""
+    """The prepared OPT_⊗ problem: product terms, per-attribute factor Grams and p.
+
+    Attribute ``i`` keeps only its *distinct* factor Grams (``grams[i]``, see
+    :func:`distinct_grams`) and ``index[i, j]``, the position of term ``j``'s Gram among them.
+    A trace ``tr[Y (A_iᵀA_i)⁻¹]`` is computed once per distinct Gram, the product-sum
+    ``Σ_j c_j Π_i C_ij`` over the terms is one vectorised gather over ``index``, and the
+    surrogate Gram of eq. 6 is a weighted sum of the distinct Grams (term weights summed per
+    Gram), so the cost per OPT_0 iteration does not grow with the number of terms.
+    """
 
     def __init__(self, W_or_terms, p=None):
         terms = kron_terms(W_or_terms) if isinstance(W_or_terms, Matrix) else W_or_terms
@@ -49,20 +59,15 @@ class KronProblem:
         self.sizes = term_sizes(terms)
         self.d = len(self.sizes)
         self.coeffs = np.array([c for c, _ in terms])
-        cache: dict[int, GramOperator] = {}
-        self.grams: list[list[GramOperator]] = []  # grams[i][j]
+        self.grams: list[list[GramOperator]] = []  # grams[i]: distinct Grams on attribute i
+        self.index = np.empty((self.d, len(terms)), dtype=np.intp)
         for i in range(self.d):
-            row = []
-            for _, factors in terms:
-                f = factors[i]
-                if id(f) not in cache:
-                    cache[id(f)] = GramOperator(f.gram())
-                row.append(cache[id(f)])
-            self.grams.append(row)
-        self._keep = [f for _, fs in terms for f in fs]  # keep ids valid
+            grams, self.index[i] = distinct_grams([factors[i] for _, factors in terms])
+            self.grams.append(grams)
         if p is None:
             self.ps = [
-                default_p([factors[i] for _, factors in terms], n) for i, n in enumerate(self.sizes)
+                default_p(list({id(fs[i]): fs[i] for _, fs in terms}.values()), n)
+                for i, n in enumerate(self.sizes)
             ]
         elif isinstance(p, list):
             if len(p) != self.d:
@@ -75,30 +80,31 @@ class KronProblem:
         self.terms = terms
 
     def factor_traces(self, i: int, theta: np.ndarray, norm: int) -> np.ndarray:
-        """``C_ij`` for every term j (HDMM Thm 6)."""
-        out = np.empty(len(self.terms))
-        seen: dict[int, float] = {}
-        for j, G in enumerate(self.grams[i]):
-            if id(G) not in seen:
-                seen[id(G)] = pidentity_objective(theta, G, norm)[0]
-            out[j] = seen[id(G)]
-        return out
+        """``C_ij`` for every term j (HDMM Thm 6), one OPT_0 trace per distinct Gram."""
+        values = np.array([pidentity_objective(theta, G, norm)[0] for G in self.grams[i]])
+        return values[self.index[i]]
 
     def objective(self, thetas, norm: int):
         """``(Σ_j c_j Π_i C_ij, [∂/∂Θ_i])``: the exact OPT_⊗ objective and its block
         gradients, each through the surrogate Gram of eq. 6."""
         C = np.array([self.factor_traces(i, t, norm) for i, t in enumerate(thetas)])
         loss = float(np.sum(self.coeffs * np.prod(C, axis=0)))
-        grads = []
-        for i, t in enumerate(thetas):
-            sur = GramOperator.weighted_sum(self.surrogate_weights(C, i), self.grams[i])
-            grads.append(pidentity_objective(t, sur, norm)[1])
+        grads = [
+            pidentity_objective(t, self.surrogate(C, i), norm)[1] for i, t in enumerate(thetas)
+        ]
         return loss, grads
 
-    def surrogate_weights(self, C: np.ndarray, i: int) -> np.ndarray:
-        """``c_j Π_{i'≠i} C_i'j`` (HDMM eq. 6, squared)."""
+    def surrogate(self, C: np.ndarray, i: int, normalise: bool = False) -> GramOperator:
+        """The surrogate Gram ``Σ_j (c_j Π_{i'≠i} C_i'j) (W_i^(j))ᵀW_i^(j)`` of HDMM eq. 6, as
+        a weighted sum of attribute ``i``'s distinct Grams (``normalise``: scaled to a largest
+        weight of 1, which leaves the OPT_0 minimiser unchanged)."""
         others = np.prod(np.delete(C, i, axis=0), axis=0) if self.d > 1 else 1.0
-        return self.coeffs * others
+        weights = np.bincount(
+            self.index[i], weights=self.coeffs * others, minlength=len(self.grams[i])
+        )
+        if normalise:
+            weights = weights / weights.max()
+        return GramOperator.weighted_sum(weights, self.grams[i])
 
 
 def optimize_kron(
@@ -118,11 +124,10 @@ def optimize_kron(
     for _ in range(cycles):
         previous = loss
         for i in range(problem.d):
-            weights = problem.surrogate_weights(C, i)
-            sur = GramOperator.weighted_sum(weights / weights.max(), problem.grams[i])
             thetas[i], _ = optimize_pidentity(
-                sur, problem.ps[i], norm, theta0=thetas[i], ftol=ftol, maxiter=maxiter
-            )
+                problem.surrogate(C, i, normalise=True), problem.ps[i], norm, theta0=thetas[i],
+                ftol=ftol, maxiter=maxiter,
+            )  # fmt: skip
             C[i] = problem.factor_traces(i, thetas[i], norm)
         loss = float(np.sum(problem.coeffs * np.prod(C, axis=0)))
         if single or previous - loss <= tol * abs(previous):
