@@ -19,12 +19,12 @@ Routes, chosen from the operator's own ``kron_terms()`` (never from its type):
   pseudo-inverse ``A⁺ = ⊗ A_i⁺`` (the kind's ``pinv_operator()``) runs the same steps in the
   other order, so ``x̂`` comes back chunked like the data: one rechunk per product.
 * **Marginals** (every term a marginal ``⊗ (I or 1ᵀ)`` and the measurements small): each
-  block's marginal tables are summed from one another along :func:`~mmtoolkit.linalg.
-  marginals.table_plan` (the block's own ``Marginals``), and dask sums the blocks' partial
-  tables; ``y`` is small. Reconstruction computes the small tables of ``A⁺ y``
-  (``MarginalsPinv.tables``, HDMM App. A.4) once and expands ``x̂`` block by block
-  (:func:`~mmtoolkit.linalg.marginals.expand_tables`); answers of a marginals workload come
-  from ``y`` alone (the kind's ``workload_answers``), with no ``x̂``.
+  block's marginal tables are summed from one another along ``table_plan`` (the block's own
+  ``Marginals``) and placed in zero tables of full size; dask sums these partial answers
+  (one task per block, then a tree), so ``y`` is one small chunk. Reconstruction computes
+  the small tables of ``A⁺ y`` (``MarginalsPinv.tables``, HDMM App. A.4) once and expands
+  ``x̂`` block by block (``expand_tables``); answers of a marginals workload come from ``y``
+  alone (the kind's ``workload_answers``), with no ``x̂``.
 
 Noise: one root ``SeedSequence`` is drawn from the caller's generator and block ``b`` of ``y``
 (its index in C order over the block grid) draws from ``SeedSequence(root, spawn_key=(b,))``,
@@ -38,7 +38,6 @@ blocks are checked (finite, non-negative) as they are read.
 from __future__ import annotations
 
 import math
-import operator
 
 import numpy as np
 
@@ -46,7 +45,15 @@ from .linalg import Marginals, Matrix, as_matrix, peel
 from .linalg.kronecker import group
 from .linalg.marginals import expand_tables, key_attrs, marginal_key
 
-__all__ = ["BLOCK_CELLS", "is_dask_array", "apply", "measure", "reconstruct", "release"]
+__all__ = [
+    "BLOCK_CELLS",
+    "is_dask_array",
+    "data_chunks",
+    "apply",
+    "measure",
+    "reconstruct",
+    "release",
+]
 
 #: Cells of a block (2^23 float64 = 64 MB) when this module chooses a chunking, and the
 #: largest measurement vector treated as small (marginals: computed in one piece).
@@ -74,8 +81,10 @@ def _route(M: Matrix):
     """``("marginals", sizes, [(θ_t, key_t)])`` when every Kronecker term of ``M`` is a
     marginal over the same attributes and ``M`` has at most :data:`BLOCK_CELLS` rows;
     ``("kron", [(w_t, factors_t)])`` when every term is a product of at least two factors (or
-    one small one); else a ValueError. Term weights are ``kron_terms``' squared weights'
-    roots with the sign of ``M``'s outer weight."""
+    one small one); else a ValueError. Term weights are the roots of ``kron_terms``' squared
+    weights with the sign of ``M``'s outer weight (a negative weight inside ``M``, which no
+    selector builds, flips the sign of its rows' measurements but not the release's
+    distribution: the noise is symmetric)."""
     sign = math.copysign(1.0, peel(M)[0])
     terms = M.kron_terms()
     keys = [marginal_key(factors) for _, factors in terms]
@@ -118,6 +127,15 @@ def _lead_axes(sizes, cells: int) -> int:
     return max(1, len(sizes) - 1)
 
 
+def data_chunks(sizes, cells: int = BLOCK_CELLS) -> tuple[int, ...]:
+    """The chunking this module gives a data tensor of shape ``sizes``: the fewest first axes
+    split (front first) so that the rest fits a block of about ``cells`` cells (what
+    :func:`reconstruct` gives ``x̂`` by default; a good chunking for data made block by
+    block)."""
+    sizes = tuple(int(n) for n in sizes)
+    return _split(sizes, 0, _lead_axes(sizes, cells), cells)
+
+
 def _as_tensor(X, sizes):
     """``X`` (a dask array of ``Π sizes`` cells, any shape) viewed as a ``sizes`` tensor."""
     sizes = tuple(int(n) for n in sizes)
@@ -129,8 +147,9 @@ def _as_tensor(X, sizes):
     return X if tuple(X.shape) == sizes else X.reshape(sizes)
 
 
-def _check_block(block):
-    """A data block must hold finite, non-negative counts (checked as it is read)."""
+def _check_block(block) -> np.ndarray:
+    """A data block as float64, refused unless it holds finite, non-negative counts."""
+    block = np.asarray(block, dtype=float)
     if block.size and not (np.isfinite(block.max()) and block.min() >= 0):
         bad = ~np.isfinite(block) | (block < 0)
         at = np.unravel_index(int(np.argmax(bad)), block.shape)
@@ -138,13 +157,14 @@ def _check_block(block):
             f"data: cell {at} of a block of shape {block.shape} is {block[at]}; counts must "
             "be finite and non-negative"
         )
+    return block
 
 
 # ============================================================================ Kronecker route
 def _trailing_block(block, R: Matrix, k: int, out_sizes, weight: float, check: bool):
     """``R`` on the trailing axes of a block whose axes ``k..`` are whole."""
     if check:
-        _check_block(block)
+        block = _check_block(block)
     lead = block.shape[:k]
     X = block.reshape(math.prod(lead), -1)
     Y = R.matvec(X.T).T.reshape(lead + tuple(out_sizes))
@@ -154,7 +174,7 @@ def _trailing_block(block, R: Matrix, k: int, out_sizes, weight: float, check: b
 def _lead_block(block, G: Matrix, k: int, out_sizes, weight: float, check: bool):
     """``G`` along the first ``k`` axes of a block in which they are whole."""
     if check:
-        _check_block(block)
+        block = _check_block(block)
     Y = G.matvec(block.reshape(math.prod(block.shape[:k]), -1))
     Y = Y.reshape(tuple(out_sizes) + block.shape[k:])
     return Y * weight if weight != 1.0 else Y
@@ -188,7 +208,7 @@ def _kron_apply(weight: float, factors, X, cells: int, check: bool):
     k = chunked[-1] + 1 if chunked else _lead_axes(n, cells)
     if k >= d:  # the last axis is chunked: make the trailing axes whole
         k = _lead_axes(n, cells)
-        X = X.rechunk(_split(n, 0, k, cells))
+        X = X.rechunk(data_chunks(n, cells))
     G, R = group(factors[:k]), group(factors[k:])
     Y = X.map_blocks(
         _trailing_block, R, k, m[k:], 1.0, check,
@@ -202,56 +222,40 @@ def _kron_apply(weight: float, factors, X, cells: int, check: bool):
 
 
 # ============================================================================ marginals route
-def _block_tables(block, keys, check: bool) -> dict[int, np.ndarray]:
-    """The block's marginal tables (its own ``Marginals``, summed along ``table_plan``), each
-    with the dropped axes kept as length 1."""
+def _block_answers(block, terms, sizes, check: bool, block_info=None):
+    """One block's share of ``[θ_t Q_{a_t} x]_t``: the block's marginal tables (its own
+    ``Marginals``, summed from one another along ``table_plan``) placed at the block's
+    position in zero tables of full size, packed in term order (shape ``(1,)*d + (m,)``)."""
     if check:
-        _check_block(block)
-    M = Marginals(block.shape, dict.fromkeys(keys, 1.0))
+        block = _check_block(block)
+    loc = block_info[0]["array-location"]
+    d = len(sizes)
+    M = Marginals(block.shape, dict.fromkeys((k for _, k in terms), 1.0))
     flat = M.matvec(block.reshape(-1))
-    out, off = {}, 0
+    tables, off = {}, 0
     for key in M.keys:
-        shape = tuple(n if (key >> i) & 1 else 1 for i, n in enumerate(block.shape))
-        size = math.prod(shape)
-        out[key] = flat[off : off + size].reshape(shape)
-        off += size
-    return out
+        shape = tuple(block.shape[i] for i in key_attrs(key, d))
+        tables[key] = flat[off : off + math.prod(shape)].reshape(shape)
+        off += math.prod(shape)
+    out = []
+    for theta, key in terms:
+        attrs = key_attrs(key, d)
+        full = np.zeros(tuple(sizes[i] for i in attrs))
+        full[tuple(slice(*loc[i]) for i in attrs)] = tables[key]
+        out.append((theta * full).ravel())
+    return np.concatenate(out).reshape((1,) * d + (-1,))
 
 
-def _nested(grid: np.ndarray, piece):
-    """A nested list (for ``da.block``) of ``piece(index)`` over the block grid."""
-
-    def level(prefix):
-        if len(prefix) == grid.ndim:
-            return piece(prefix)
-        return [level(prefix + (i,)) for i in range(grid.shape[len(prefix)])]
-
-    return level(())
-
-
-def _marginal_tables(sizes, keys, X, check: bool) -> dict:
-    """``{key: the marginal table of X over key}`` as dask arrays: per-block partial tables
-    (one task per block computes all of them) summed by dask over the dropped axes."""
-    dask, da = _dask()
+def _marginal_answers(sizes, terms, X, check: bool):
+    """``[θ_t Q_{a_t} X]_t`` (1-D, one chunk): per-block partial answers summed by dask."""
     X = _as_tensor(X, sizes)
     d = len(sizes)
-    keys = sorted(set(keys))
-    parts = X.to_delayed()
-    per_block = np.empty(parts.shape, dtype=object)
-    for idx in np.ndindex(parts.shape):
-        per_block[idx] = dask.delayed(_block_tables)(parts[idx], keys, check)
-    tables = {}
-    for key in keys:
-
-        def piece(idx, key=key):
-            shape = tuple(X.chunks[i][idx[i]] if (key >> i) & 1 else 1 for i in range(d))
-            item = dask.delayed(operator.getitem)(per_block[idx], key)
-            return da.from_delayed(item, shape, dtype=float, meta=np.empty((0,) * d))
-
-        full = da.block(_nested(per_block, piece))
-        drop = tuple(i for i in range(d) if not (key >> i) & 1)
-        tables[key] = full.sum(axis=drop) if drop else full
-    return tables
+    m = sum(math.prod(sizes[i] for i in key_attrs(k, d)) for _, k in terms)
+    parts = X.map_blocks(
+        _block_answers, terms, sizes, check, new_axis=d, meta=np.empty((0,) * (d + 1)),
+        chunks=tuple((1,) * b for b in X.numblocks) + ((m,),),
+    )  # fmt: skip
+    return parts.sum(axis=tuple(range(d)))
 
 
 def _expand_block(tables, sizes, scale: float, block_info=None):
@@ -280,9 +284,7 @@ def _apply(M: Matrix, X, cells: int, check: bool):
     _, da = _dask()
     route = _route(M)
     if route[0] == "marginals":
-        _, sizes, terms = route
-        tables = _marginal_tables(sizes, [k for _, k in terms], X, check)
-        return da.concatenate([theta * tables[key].reshape(-1) for theta, key in terms])
+        return _marginal_answers(route[1], route[2], X, check)
     terms = route[1]
     if len(terms) == 1:
         return _kron_apply(*terms[0], X, cells, check)
@@ -354,7 +356,7 @@ def reconstruct(A, y, chunks=None, cells: int = BLOCK_CELLS):
         raise ValueError(f"y has shape {y.shape}, the strategy has {A.shape[0]} rows")
     tables = dask.delayed(base.tables)(y.reshape(-1, 1))
     if chunks is None:
-        chunks = _split(sizes, 0, _lead_axes(sizes, cells), cells)
+        chunks = data_chunks(sizes, cells)
     chunks = da.core.normalize_chunks(chunks, sizes, dtype=float)
     return da.map_blocks(
         _expand_block, tables, sizes, scale, chunks=chunks, dtype=float,
