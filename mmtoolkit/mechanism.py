@@ -444,7 +444,9 @@ def release(
     """Noisy answers to the workload ``W`` (a numpy array in ``W``'s row order).
 
     ``data``: :class:`~mmtoolkit.records.Records` or a 1-D data vector (finite, non-negative
-    counts). Routes: a strategy with ``inference="none"`` releases ``W x + z``; a
+    counts); a ``dask.array`` (vector or tensor) gives a lazy dask array of answers through
+    :mod:`mmtoolkit.dask_release` (as ``measure`` and ``reconstruct`` do). Routes: a
+    strategy with ``inference="none"`` releases ``W x + z``; a
     ResidualPlanner strategy measures and reconstructs from marginal tables (He et al.
     Alg. 1/2, discrete: Alg. 3); a marginals strategy with a marginals workload uses
     :func:`answer_marginals`; anything else :func:`measure` → :func:`reconstruct` →
