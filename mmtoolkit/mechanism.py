@@ -37,7 +37,7 @@ from statistics import NormalDist
 import numpy as np
 from scipy.sparse.linalg import lsmr
 
-from . import evaluate
+from . import dask_release, evaluate
 from .checks import check_int
 from .linalg import Matrix, as_matrix, peel
 from .linalg.base import SMALL_DENSE_ENTRIES
@@ -110,6 +110,11 @@ def data_vector(data, cells: int) -> np.ndarray:
     """``data`` as a checked data vector of ``cells`` counts: one dimension (a histogram, not
     a table of records — a DataFrame or 2-D array is refused even when its size happens to
     equal ``cells``), finite and non-negative."""
+    if dask_release.is_dask_array(data):
+        raise ValueError(
+            "a dask array is released by mechanism.release / measure / reconstruct (the Dask "
+            "route, mmtoolkit.dask_release), not read into memory"
+        )
     if hasattr(data, "columns") or (hasattr(data, "ndim") and np.ndim(data) > 1):
         raise ValueError(
             f"data must be Records or a 1-D data vector (histogram) of {cells} counts, got a "
@@ -315,6 +320,8 @@ def measure(
     _check_args(privacy, noise, rng)
     R = _check_releases(releases)
     A = as_matrix(strategy.matrix if isinstance(strategy, Strategy) else strategy)
+    if dask_release.is_dask_array(x):  # past one machine (issue 17)
+        return dask_release.measure(A, x, privacy, rng, noise, R)
     Ax = _true_answers(A, x)
     shape = (A.shape[0],) if R is None else (A.shape[0], R)
     if noise == "continuous":
@@ -333,6 +340,8 @@ def reconstruct(strategy, y, tol: float = LSMR_TOL, maxiter: int = LSMR_MAXITER)
     strategy and several releases, LSMR otherwise (HDMM §7.2). ``y``: one release (vector) or
     several (``m x R``, one column per release)."""
     A = _matrix(strategy)
+    if dask_release.is_dask_array(y):
+        return dask_release.reconstruct(A, y)
     y = np.asarray(y, dtype=float)
     if y.ndim not in (1, 2) or y.shape[0] != A.shape[0]:
         raise ValueError(
@@ -435,7 +444,9 @@ def release(
     """Noisy answers to the workload ``W`` (a numpy array in ``W``'s row order).
 
     ``data``: :class:`~mmtoolkit.records.Records` or a 1-D data vector (finite, non-negative
-    counts). Routes: a strategy with ``inference="none"`` releases ``W x + z``; a
+    counts); a ``dask.array`` (vector or tensor) gives a lazy dask array of answers through
+    :mod:`mmtoolkit.dask_release` (as ``measure`` and ``reconstruct`` do). Routes: a
+    strategy with ``inference="none"`` releases ``W x + z``; a
     ResidualPlanner strategy measures and reconstructs from marginal tables (He et al.
     Alg. 1/2, discrete: Alg. 3); a marginals strategy with a marginals workload uses
     :func:`answer_marginals`; anything else :func:`measure` → :func:`reconstruct` →
@@ -444,6 +455,11 @@ def release(
     """
     W = as_matrix(W)
     check_finite(W)
+    if dask_release.is_dask_array(data):  # a lazy dask array of answers (issue 17)
+        _check_args(privacy, noise, rng)
+        if isinstance(strategy, Strategy) and strategy.inference == "none":
+            return dask_release.measure(W, data, privacy, rng, noise)
+        return dask_release.release(W, _matrix(strategy), data, privacy, rng, noise)
     return release_measured(W, strategy, data, privacy, rng, noise).answers
 
 

@@ -583,8 +583,12 @@ class MarginalsPinv(Matrix):
         self.A = A
         self.shape = (A.shape[1], A.shape[0])
 
-    def _matmat(self, Y):
-        A, sizes, d, R = self.A, self.A.sizes, self.A.d, Y.shape[1]
+    def tables(self, Y) -> dict[int, np.ndarray]:
+        """The small tables ``t_a`` (one per measured marginal ``a``, over ``a``'s attributes
+        with a trailing column axis) with ``A⁺ Y = Σ_a Q_aᵀ t_a``: every ``μ_B⁺ z_B`` added into
+        the smallest measured table containing ``B`` (:func:`expand_tables` broadcasts them
+        to the cells)."""
+        A, sizes, R = self.A, self.A.sizes, Y.shape[1]
         res = Residuals(A, Y)
         acc = {key: np.zeros(_broadcast_shape(sizes, key, key, R)) for key in A.keys}
         done = set()
@@ -603,22 +607,40 @@ class MarginalsPinv(Matrix):
                 if sub == 0:
                     break
                 sub = (sub - 1) & S
-        for key, parent in reversed(table_plan(sizes, A.keys)):
-            child = acc.pop(key).reshape(_broadcast_shape(sizes, key, parent, R))
-            if parent in acc:
-                acc[parent] += child
-            else:  # the first contribution writes the parent (x̂ for the data's key)
-                acc[parent] = np.broadcast_to(
-                    child, _broadcast_shape(sizes, parent, parent, R)
-                ).copy()
-        full = (1 << d) - 1
-        return acc[full].reshape(self.shape[0], R)
+        return acc
+
+    def _matmat(self, Y):
+        out = expand_tables(self.A.sizes, self.tables(Y), consume=True)
+        return out.reshape(self.shape[0], Y.shape[1])
 
     def _rmatmat(self, X):
         return self.A._matmat(self.A.gram().pinv()._matmat(X))
 
     def pinv(self):
         return self.A
+
+
+def expand_tables(sizes, tables, consume: bool = False) -> np.ndarray:
+    """``Σ_a Q_aᵀ t_a`` as a tensor of shape ``sizes + (R,)`` for tables ``{a: t_a}`` (each over
+    ``a``'s attributes with a trailing axis of ``R`` columns; HDMM App. A.4): the tables are
+    added into their parents along :func:`table_plan` in reverse, so the result is the only
+    array of that size and is written in a few passes. The input tables are modified in place
+    only with ``consume=True``."""
+    sizes = _check_sizes(sizes)
+    full = (1 << len(sizes)) - 1
+    acc, own = dict(tables), set(tables) if consume else set()
+    R = next(iter(tables.values())).shape[-1]
+    for key, parent in reversed(table_plan(sizes, list(tables))):
+        child = acc.pop(key).reshape(_broadcast_shape(sizes, key, parent, R))
+        if parent in own:
+            acc[parent] += child
+        elif parent in acc:  # a given table: added into a copy
+            acc[parent] = acc[parent] + child
+            own.add(parent)
+        else:  # the first contribution writes the parent (the cells for the data's key)
+            acc[parent] = np.broadcast_to(child, _broadcast_shape(sizes, parent, parent, R)).copy()
+            own.add(parent)
+    return acc[full].reshape(sizes + (R,))
 
 
 # ======================================================================= MarginalsGram
