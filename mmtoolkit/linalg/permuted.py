@@ -29,14 +29,6 @@ def _check_perm(perm, n: int) -> np.ndarray:
     return p
 
 
-def _take_rows(X: np.ndarray, idx: np.ndarray) -> np.ndarray:
-    """``X[idx]`` in ``X``'s memory order: a column-major block stays column-major, so a
-    structured base's running sums down the columns stay contiguous."""
-    if X.ndim == 2 and X.flags.f_contiguous and not X.flags.c_contiguous:
-        return np.take(X.T, idx, axis=1).T
-    return X[idx]
-
-
 def _permute_norms(c, perm):
     return c if np.isscalar(c) else np.asarray(c)[perm]
 
@@ -102,10 +94,10 @@ class PermutedGram(Matrix):
         self.shape = base.shape
 
     def _matmat(self, X):
-        return _take_rows(self.base._matmat(_take_rows(X, self.inv)), self.perm)
+        return self.base._matmat(X[self.inv])[self.perm]
 
     def _rmatmat(self, Y):
-        return _take_rows(self.base._rmatmat(_take_rows(Y, self.inv)), self.perm)
+        return self.base._rmatmat(Y[self.inv])[self.perm]
 
     @property
     def T(self):

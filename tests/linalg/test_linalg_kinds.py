@@ -334,19 +334,3 @@ def test_range_products_on_wide_blocks():
             np.testing.assert_allclose(M.matvec(block), D @ block, rtol=1e-12, atol=1e-9)
         Y = rng.normal(size=(M.shape[0], 70))
         np.testing.assert_allclose(M.rmatvec(Y), D.T @ Y, rtol=1e-12, atol=1e-9)
-
-
-def test_permuted_gram_keeps_a_column_major_block_column_major():
-    """OPT_0 hands the Gram a column-major block (Θᵀ); the permutation's gathers keep that
-    order, so the base's running sums walk contiguous memory — same values as row-major."""
-    rng = np.random.default_rng(5)
-    n = 40
-    perm = rng.permutation(n)
-    G = PermutedGram(AllRange(n).gram(), perm)
-    X = np.asfortranarray(rng.random((n, 7)))
-    ref = AllRange(n).gram().dense()[np.ix_(perm, perm)] @ X
-    for product in (G._matmat, G._rmatmat):
-        Y = product(X)
-        assert Y.flags.f_contiguous
-        np.testing.assert_allclose(Y, ref, rtol=1e-12)
-        assert np.array_equal(Y, product(np.ascontiguousarray(X)))

@@ -78,7 +78,7 @@ def test_pidentity_bad_input():
 def test_opt0_objective_and_gradient(norm, kind):
     n, p = 24, 3
     W = AllRange(n)
-    if kind == "permuted":  # PermutedGram on a column-major block (order-keeping gathers)
+    if kind == "permuted":
         W = workloads.permuted(W, seed=3)
     elif kind == "prefix":
         W = Prefix(n)

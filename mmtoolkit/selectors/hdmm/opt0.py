@@ -85,9 +85,9 @@ def _objective(theta: np.ndarray, gram: GramOperator, norm: int):
     p, n = theta.shape
     s = pidentity_scale(theta, norm)
     Ts = theta * s  # Θ D_s
-    # Y D_s Θᵀ, n x p; Ts.T is column-major, so a structured Gram's running sums down the
-    # columns walk contiguous memory (the same additions as on a row-major copy)
-    B = gram.matmat(Ts.T)
+    # Y D_s Θᵀ, n x p, from a row-major block: a Gram's reductions (running sums, column
+    # sums) then add in the same order whatever the kind
+    B = gram.matmat(np.ascontiguousarray(Ts.T))
     P = theta @ theta.T
     P[np.diag_indices(p)] += 1.0
     try:
