@@ -377,11 +377,21 @@ def measure(plan: ResidualPlan, data, privacy: Privacy, rng) -> Measurements:
         )
     )  # fmt: skip
 
-    def draw(i: int) -> np.ndarray:  # chunk i's noise: the stream of one call per set
-        return rng.standard_normal(out=zbufs[i % 2][: int(batches[i][2][-1])])
+    def draw(i: int) -> np.ndarray:
+        """Chunk i's noise σ_A z_A (the stream of one call per set), each set's part scaled."""
+        lo, hi, zoff, _ = batches[i]
+        z = rng.standard_normal(out=zbufs[i % 2][: int(zoff[-1])])
+        zlen = lay.zlen[lo:hi]
+        if np.all(zlen == zlen[0]):  # sets of equal draws: rows of a view
+            rows = z.reshape(hi - lo, int(zlen[0]))
+            rows *= sigma[lo:hi, None]
+        else:
+            z *= np.repeat(sigma[lo:hi], zlen)
+        return z
 
-    # the next chunk's noise is drawn on a second thread while this chunk is counted (both
-    # release the GIL); one thread draws every chunk in order, so the stream is unchanged
+    # the next chunk's noise is drawn and scaled on a second thread while this chunk is
+    # counted (both release the GIL); one thread draws every chunk in order, so the stream
+    # is unchanged
     with ThreadPoolExecutor(max_workers=1) as noise:
         pending = noise.submit(draw, 0)
         for i, (lo, _, zoff, groups) in enumerate(batches):
@@ -389,11 +399,9 @@ def measure(plan: ResidualPlan, data, privacy: Privacy, rng) -> Measurements:
             if i + 1 < len(batches):
                 pending = noise.submit(draw, i + 1)  # into the other buffer
             for c, attrs in groups:
-                k = attrs.shape[1]
                 v = src.batch(attrs, vbuf)
                 zs = lay.rows(z, zoff, c - lo, int(lay.zlen[c[0]]))  # a view of z, or a copy
                 zs = zs.reshape((len(c), *(bases[a].gamma.shape[1] for a in attrs[0])))
-                zs *= sigma[c].reshape((-1,) + (1,) * k)
                 dest = _row_view(values, lay.off, c)
                 if dest is not None:
                     dest = dest.reshape((len(c), *(bases[a].n - 1 for a in attrs[0])))
