@@ -47,6 +47,9 @@ from .route import product_variances
 #: Entries per vectorised batch (noise draws, marginal tables, index arrays): bounds the
 #: memory of measurement and reconstruction beyond the measurements themselves.
 MAX_BATCH_CELLS = 1 << 20
+#: record codes per ``bincount`` when counting marginals (2 MB of int64 indices: written and
+#: read back while still in cache; d = 100, 10,000 records: 2.3 s of counting instead of 2.75)
+COUNT_CODES = 1 << 18
 
 
 # ============================================================================ data access
@@ -130,7 +133,7 @@ class MarginalSource:
         shifted = None
         if d * r <= 8 * MAX_BATCH_CELLS:
             shifted = RT + (np.arange(d, dtype=np.int64) * cells)[:, None]
-        limit = max(1, MAX_BATCH_CELLS // max(r, 1))
+        limit = max(1, min(MAX_BATCH_CELLS, COUNT_CODES) // max(r, 1))
         buf = np.empty(min(limit, d) * r, dtype=np.int64)  # reused: no fresh pages per run
         if buffer is not None and buffer.size >= S * cells:
             out = buffer.reshape(-1)[: S * cells].reshape(S, cells)
