@@ -20,7 +20,8 @@
 ``experiments/hdmm/fig6_scalability.py`` plots these tables beside the paper's points.
 
 Writes ``results/hdmm/bench_hdmm.md`` with ``--write``. Timings depend on the machine and
-on its load: set OMP_NUM_THREADS=1 on a shared machine.
+on its load. OPT_0 runs its BLAS on one thread by itself (``opt0.one_blas_thread``); for the
+other cases set OMP_NUM_THREADS=1 on a shared machine.
 """
 
 import argparse

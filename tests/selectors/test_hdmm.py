@@ -74,11 +74,15 @@ def test_pidentity_bad_input():
 
 # ------------------------------------------------------------------------------- OPT_0
 @pytest.mark.parametrize("norm", [1, 2])
-@pytest.mark.parametrize("kind", ["structured", "dense"])
+@pytest.mark.parametrize("kind", ["structured", "dense", "permuted", "prefix"])
 def test_opt0_objective_and_gradient(norm, kind):
     n, p = 24, 3
     W = AllRange(n)
-    G = GramOperator(W.gram() if kind == "structured" else W.gram().dense())
+    if kind == "permuted":
+        W = workloads.permuted(W, seed=3)
+    elif kind == "prefix":
+        W = Prefix(n)
+    G = GramOperator(W.gram() if kind != "dense" else W.gram().dense())
     rng = np.random.default_rng(1)
     theta = rng.random((p, n)) if norm == 1 else rng.normal(size=(p, n))
     loss, _ = pidentity_objective(theta, G, norm)
@@ -92,6 +96,25 @@ def test_opt0_objective_and_gradient(norm, kind):
         return pidentity_objective(x.reshape(p, n), G, norm)[1].ravel()
 
     assert_grad(f, g, theta.ravel())
+
+
+def test_opt0_blas_on_one_thread_inside_only():
+    from threadpoolctl import threadpool_info
+
+    from mmtoolkit.selectors.hdmm.opt0 import one_blas_thread
+
+    def blas_threads():
+        return [i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"]
+
+    before = blas_threads()
+    assert before  # numpy's and scipy's BLAS are found
+    with one_blas_thread():
+        assert blas_threads() == [1] * len(before)
+    assert blas_threads() == before
+    # the objective leaves the caller's setting as it was
+    G = GramOperator(AllRange(32).gram())
+    pidentity_objective(np.random.default_rng(0).random((2, 32)), G, 1)
+    assert blas_threads() == before
 
 
 @pytest.mark.parametrize(
