@@ -18,11 +18,12 @@ def _upto3(d):
     return [sum(1 << i for i in c) for k in range(4) for c in combinations(range(d), k)]
 
 
-@pytest.fixture
-def small_blocks(monkeypatch):
+@pytest.fixture(params=[20, 10**9], ids=["recursive", "grouped"])
+def small_blocks(monkeypatch, request):
     """Blocks of a few entries, so that small problems take the slab / block / in-place and
-    intermediate-table code paths."""
+    intermediate-table code paths (Kronecker slabs recursive, or in groups by kmatvec)."""
     monkeypatch.setattr(kronecker, "BLOCK_ENTRIES", 50)
+    monkeypatch.setattr(kronecker, "RECURSE_ENTRIES", request.param)
     monkeypatch.setattr(marginals, "PLAN_DIRECT_CELLS", 1)
 
 

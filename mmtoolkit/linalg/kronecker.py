@@ -26,6 +26,9 @@ from .route import (
 #: Entries of one block of a factor-wise product step (a few MB, so a block's temporaries
 #: stay in cache and none is the size of the data).
 BLOCK_ENTRIES = 1 << 17
+#: Slabs at least this large are applied one by one, recursively (a few factor products per
+#: slab: Python overhead small beside the work); smaller ones in groups by kmatvec.
+RECURSE_ENTRIES = 1 << 12
 
 
 def _apply_steps(X, mats, in_sizes, out_sizes, transpose, out=None):
@@ -52,8 +55,10 @@ def _apply_steps(X, mats, in_sizes, out_sizes, transpose, out=None):
 def _apply_lean(x, mats, in_sizes, out_sizes, transpose, buf=None, overwrite=False):
     """``(A_1 ⊗ R) x`` for one vector with a single array of the size of the result
     (issue 17): ``R = A_2 ⊗ ... ⊗ A_d`` is applied to one slab ``x[i]`` (``N/n_1`` cells) at a
-    time — recursively, slab by slab again while a slab exceeds :data:`BLOCK_ENTRIES`, so
-    the innermost steps run in cache —, its results stored as the rows of a buffer of
+    time — recursively, slab by slab again down to two factors (while a slab has at least
+    :data:`RECURSE_ENTRIES` cells), so the innermost steps run in cache and need no
+    transposes; with two factors ``A_d`` acts on a block of rows at once —, its results
+    stored as the rows of a buffer of
     ``max(n_1, m_1)`` rows, and then ``A_1`` acts along the rows in place, a block of columns
     at a time (block ``c`` of the result overwrites only block ``c`` of its input, read
     first). The products are the same as kmatvec's (R before A_1), so the result agrees with
@@ -74,7 +79,12 @@ def _apply_lean(x, mats, in_sizes, out_sizes, transpose, buf=None, overwrite=Fal
     rows_in = buf[: n_in * t_out].reshape(n_in, t_out)
     src = x.reshape(n_in, t_in)
     rest = (mats[1:], in_sizes[1:], out_sizes[1:], transpose)
-    if len(mats) > 2 and t_in > BLOCK_ENTRIES:  # slab by slab, each slab lean in turn
+    if len(mats) == 2:  # the last factor on a block of rows at once (one product each)
+        apply_last = mats[1]._rmatmat if transpose else mats[1]._matmat
+        rows = max(1, BLOCK_ENTRIES // max(t_in, t_out))
+        for s in range(0, n_in, rows):  # computed in full, then written
+            rows_in[s : s + rows] = apply_last(src[s : s + rows].T).T
+    elif t_in >= RECURSE_ENTRIES:  # slab by slab, each slab lean in turn
         sub = max(in_sizes[1], out_sizes[1]) * math.prod(out_sizes[2:])
         scratch = np.empty(sub, dtype=buf.dtype) if overwrite or sub > t_out else None
         for i in range(n_in):
@@ -82,14 +92,10 @@ def _apply_lean(x, mats, in_sizes, out_sizes, transpose, buf=None, overwrite=Fal
                 _apply_lean(src[i], *rest, buf=rows_in[i])
             else:
                 rows_in[i] = _apply_lean(src[i], *rest, buf=scratch)
-    else:
+    else:  # small slabs (many small factors): kmatvec on a group of slabs at once
         slab = max(1, BLOCK_ENTRIES // max(t_in, t_out))
-        for s in range(0, n_in, slab):
-            part = src[s : s + slab]
-            if slab == 1 and not overwrite:  # written straight into its row
-                _apply_steps(part.T, *rest, rows_in[s])
-            else:  # computed in full, then written (in place: over slabs already read)
-                rows_in[s : s + slab] = _apply_steps(part.T, *rest).T
+        for s in range(0, n_in, slab):  # computed in full, then written
+            rows_in[s : s + slab] = _apply_steps(src[s : s + slab].T, *rest).T
     rows_out = buf[: n_out * t_out].reshape(n_out, t_out)
     apply = mats[0]._rmatmat if transpose else mats[0]._matmat
     width = max(1, BLOCK_ENTRIES // max(n_in, n_out))
