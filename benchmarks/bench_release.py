@@ -31,9 +31,11 @@ the release is ``x̂``, the workload identity, and the all-range error ``eᵀ(G�
 and the same two through ``mmtoolkit release`` on 10^6 synthetic records (the first with
 ``--select-for``, answering the (a, b) marginal).
 
-``--root DIR`` imports the package from ``DIR`` (default: this checkout), e.g. another
-worktree to compare before/after in one run. ``--write`` replaces the "Release at scale"
-section of ``benchmarks/README.md`` with the table printed.
+Cases run with one BLAS thread (:data:`BLAS_THREADS`, unless set by the caller).
+``--releases-only`` runs only the releases. ``--root DIR`` imports the package from ``DIR``
+(default: this checkout), e.g. another worktree to compare before/after in one run.
+``--write`` replaces the "Release at scale" section of ``benchmarks/README.md`` with the
+table printed.
 """
 
 import argparse
@@ -47,6 +49,10 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+#: Each case runs with one BLAS thread unless these are set: on this 2-core machine shared
+#: with other jobs two threads make the many small products (p-Identity blocks, OPT_0)
+#: several times slower (OPT_⊗ selection on [1000]^3: 147 s with two, about 5 s with one).
+BLAS_THREADS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 SECTION = "## Release at scale (issue 17)"
 
 
@@ -253,6 +259,7 @@ def run_cli_release(kind, out, n, d):
     if summary.get("selected_for"):
         out["expected_rmse_W"] = summary["selected_for"]["expected_rmse"]
     out["seconds"] = summary["seconds"]
+    out["select"] = summary["seconds"]["select"]
     import pandas as pd
 
     answers = pd.read_csv(tmp / "answers.csv")["answer"].to_numpy()
@@ -355,6 +362,7 @@ def main(argv=None):
         action="store_true",
         help="also N = 10^9 and the 10^9 releases (about 18 GB: run under flock)",
     )
+    ap.add_argument("--releases-only", action="store_true", help="only --huge's releases")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--release-n", type=float, default=1e9, help=argparse.SUPPRESS)  # tests
     ap.add_argument("--root", default=str(HERE.parent), help="import mmtoolkit from here")
@@ -368,8 +376,11 @@ def main(argv=None):
         else:
             print(json.dumps(run_case(kind, int(float(N)), args.repeats)))
         return
-    sizes = [int(float(s)) for s in args.sizes.split(",")] + ([10**9] if args.huge else [])
+    sizes = [] if args.releases_only else [int(float(s)) for s in args.sizes.split(",")]
+    sizes += [10**9] if args.huge and not args.releases_only else []
     env = dict(os.environ, PYTHONPATH=args.root)
+    for var in BLAS_THREADS:  # one BLAS thread unless the caller chose
+        env.setdefault(var, "1")
 
     def child(kind, N, reps):
         cmd = [sys.executable, __file__, "--case", f"{kind}:{N}", "--repeats", str(reps)]
@@ -386,7 +397,7 @@ def main(argv=None):
         for kind in args.kinds.split(","):
             rows.append(child(kind, N, args.repeats if N <= 10**8 else 1))
     text = table([r for r in rows if r is not None])
-    if args.huge:
+    if args.huge or args.releases_only:
         huge = [
             child(k, int(args.release_n), 1)
             for k in ("rel-kron", "rel-marg", "cli-kron", "cli-marg")

@@ -412,7 +412,7 @@ def _distribution(privacy: Privacy, noise: str) -> str:
 def _noise_std(A: Matrix, privacy: Privacy, noise: str) -> tuple[np.ndarray, str]:
     if noise == "discrete":
         cal = discrete_calibration(A, privacy)
-        return np.sqrt(cal.variances), f"discrete {cal.kind}"
+        return np.sqrt(cal.variances), _distribution(privacy, noise)
     std = math.sqrt(privacy.noise_variance(A.sensitivity(privacy.norm)))
     # one value broadcast (read-only), not an m-vector
     return np.broadcast_to(np.float64(std), (A.shape[0],)), _distribution(privacy, noise)

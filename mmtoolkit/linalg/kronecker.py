@@ -58,9 +58,8 @@ def _apply_lean(x, mats, in_sizes, out_sizes, transpose, buf=None, overwrite=Fal
     time — recursively, slab by slab again down to two factors (while a slab has at least
     :data:`RECURSE_ENTRIES` cells), so the innermost steps run in cache and need no
     transposes; with two factors ``A_d`` acts on a block of rows at once —, its results
-    stored as the rows of a buffer of
-    ``max(n_1, m_1)`` rows, and then ``A_1`` acts along the rows in place, a block of columns
-    at a time (block ``c`` of the result overwrites only block ``c`` of its input, read
+    stored as the rows of a buffer of ``max(n_1, m_1)`` rows, and then ``A_1`` acts along
+    the rows in place, a block of columns at a time (block ``c`` of the result overwrites only block ``c`` of its input, read
     first). The products are the same as kmatvec's (R before A_1), so the result agrees with
     it up to float rounding.
 
@@ -79,12 +78,12 @@ def _apply_lean(x, mats, in_sizes, out_sizes, transpose, buf=None, overwrite=Fal
     rows_in = buf[: n_in * t_out].reshape(n_in, t_out)
     src = x.reshape(n_in, t_in)
     rest = (mats[1:], in_sizes[1:], out_sizes[1:], transpose)
-    if len(mats) == 2:  # the last factor on a block of rows at once (one product each)
+    rows = BLOCK_ENTRIES // max(t_in, t_out)
+    if len(mats) == 2 and rows > 1:  # the last factor on a block of rows at once
         apply_last = mats[1]._rmatmat if transpose else mats[1]._matmat
-        rows = max(1, BLOCK_ENTRIES // max(t_in, t_out))
         for s in range(0, n_in, rows):  # computed in full, then written
             rows_in[s : s + rows] = apply_last(src[s : s + rows].T).T
-    elif t_in >= RECURSE_ENTRIES:  # slab by slab, each slab lean in turn
+    elif len(mats) > 2 and t_in >= RECURSE_ENTRIES:  # slab by slab, each one lean in turn
         sub = max(in_sizes[1], out_sizes[1]) * math.prod(out_sizes[2:])
         scratch = np.empty(sub, dtype=buf.dtype) if overwrite or sub > t_out else None
         for i in range(n_in):
@@ -94,8 +93,12 @@ def _apply_lean(x, mats, in_sizes, out_sizes, transpose, buf=None, overwrite=Fal
                 rows_in[i] = _apply_lean(src[i], *rest, buf=scratch)
     else:  # small slabs (many small factors): kmatvec on a group of slabs at once
         slab = max(1, BLOCK_ENTRIES // max(t_in, t_out))
-        for s in range(0, n_in, slab):  # computed in full, then written
-            rows_in[s : s + slab] = _apply_steps(src[s : s + slab].T, *rest).T
+        for s in range(0, n_in, slab):
+            part = src[s : s + slab]
+            if slab == 1 and not overwrite:  # a large result slab: straight into its row
+                _apply_steps(part.T, *rest, rows_in[s])
+            else:  # computed in full, then written (in place: over slabs already read)
+                rows_in[s : s + slab] = _apply_steps(part.T, *rest).T
     rows_out = buf[: n_out * t_out].reshape(n_out, t_out)
     apply = mats[0]._rmatmat if transpose else mats[0]._matmat
     width = max(1, BLOCK_ENTRIES // max(n_in, n_out))

@@ -217,7 +217,7 @@ class PIdentityPinv(Matrix):
     def __init__(self, A: PIdentity):
         self.A = A
         self.shape = (A.n, A.n + A.p)
-        self._sT = None
+        self._sTM = None
 
     def _K(self, X):
         A = self.A
@@ -226,17 +226,17 @@ class PIdentityPinv(Matrix):
     def _matmat(self, Z):
         A = self.A
         n = A.n
-        if self._sT is None:
-            self._sT = A.theta.T * A.s[:, None]  # sΘᵀ, n x p
+        if self._sTM is None:
+            self._sTM = (A.theta.T * A.s[:, None]) @ A.core  # (sΘᵀ)M, n x p
         if _column_major(Z):  # rows of R = Zᵀ are the vectors
             R = Z.T
             t = R[:, n:] - R[:, :n] @ A.theta.T
             out = np.multiply(R[:, :n], A.s)
-            out += (t @ A.core.T) @ self._sT.T
+            out += t @ self._sTM.T
             return out.T
         t = Z[n:] - A.theta @ Z[:n]
         out = np.multiply(Z[:n], A.s[:, None])
-        out += self._sT @ (A.core @ t)
+        out += self._sTM @ t
         return out
 
     def _rmatmat(self, Y):
