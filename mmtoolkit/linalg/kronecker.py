@@ -28,7 +28,7 @@ from .route import (
 BLOCK_ENTRIES = 1 << 17
 #: Slabs at least this large are applied one by one, recursively (a few factor products per
 #: slab: Python overhead small beside the work); smaller ones in groups by kmatvec.
-RECURSE_ENTRIES = 1 << 12
+RECURSE_ENTRIES = 1 << 10
 
 
 def _apply_steps(X, mats, in_sizes, out_sizes, transpose, out=None):
@@ -59,9 +59,9 @@ def _apply_lean(x, mats, in_sizes, out_sizes, transpose, buf=None, overwrite=Fal
     :data:`RECURSE_ENTRIES` cells), so the innermost steps run in cache and need no
     transposes; with two factors ``A_d`` acts on a block of rows at once —, its results
     stored as the rows of a buffer of ``max(n_1, m_1)`` rows, and then ``A_1`` acts along
-    the rows in place, a block of columns at a time (block ``c`` of the result overwrites only block ``c`` of its input, read
-    first). The products are the same as kmatvec's (R before A_1), so the result agrees with
-    it up to float rounding.
+    the rows in place, a block of columns at a time (block ``c`` of the result overwrites
+    only block ``c`` of its input, read first). The products are the same as kmatvec's (R
+    before A_1), so the result agrees with it up to float rounding.
 
     ``buf``: where to build the result (at least ``max(n_1, m_1)·|R x[i]|`` entries; default a
     new array of ``x``'s float dtype). ``overwrite=True``: ``x``'s own memory is the buffer
