@@ -10,16 +10,32 @@ Two strategy kinds on N = 10^6 ... 10^8 cells (10^9 with ``--huge``, not run by 
 Each case runs in a fresh subprocess (so its peak RSS, ``getrusage(RUSAGE_SELF).ru_maxrss``,
 is its own; the table shows it and, in N-vectors of 8N bytes, its growth over the RSS after
 the imports and the strategy were built — the data vector counts as one): it times
-``mechanism.measure`` (PureDP, ε = 1) and ``mechanism.reconstruct`` (median of
-``--repeats``), and the floor on the same ``N``-vector in the same process:
-``x.sum()``, ``x *= 2`` and drawing ``N`` Laplace variates. Ratios printed:
+``mechanism.measure`` (PureDP, ε = 1) and ``mechanism.reconstruct`` with ``overwrite=True``
+(``x̂`` built in ``y``'s memory, as ``mechanism.release`` does; median of ``--repeats``), and
+the floor on the same ``N``-vector in the same process: ``x.sum()``, ``x *= 2`` and drawing
+``N`` Laplace variates into a new array — with the mechanism's own sampler
+(``PureDP.sample``) and, for reference, with numpy's ``rng.laplace`` (the floor before issue
+17's second part, about 4x slower). Ratios printed, with the mechanism's draw (and numpy's):
 
 * kron: (measure + reconstruct) / (draw + 4 passes ``x *= 2``; one pass per factor);
 * marg: (measure + reconstruct) / (draw + 1 pass ``x.sum()`` + 1 pass ``x *= 2``).
 
-``--root DIR`` imports the package from ``DIR`` (default: this checkout), e.g. another
-worktree to compare before/after in one run. ``--write`` replaces the "Release at scale"
-section of ``benchmarks/README.md`` with the table printed.
+``--huge`` adds the N = 10^9 rows (about 17 GB: run it under ``flock
+/tmp/mmtk-bigmem.lock``) and four releases at 10^9 cells, each printing its time, peak RSS
+and the expected RMSE the evaluator reports beside the empirical RMSE of that release on a
+synthetic data vector (exact answers known): ``mechanism.release`` on ``[1000]^3`` with the
+OPT_⊗ strategy for all ranges ⊗ all ranges ⊗ identity (2.5·10^14 queries, never formed:
+the release is ``x̂``, the workload identity, and the all-range error ``eᵀ(G₁⊗G₂⊗I)e``,
+``e = x̂ − x``, is computed through the factors' O(n) Grams), ``mechanism.release`` of the
+≤3-way marginals of ``[10]^9`` with OPT_M (answered from the noisy marginals, no ``x̂``),
+and the same two through ``mmtoolkit release`` on 10^6 synthetic records (the first with
+``--select-for``, answering the (a, b) marginal).
+
+Cases run with one BLAS thread (:data:`BLAS_THREADS`, unless set by the caller).
+``--releases-only`` runs only the releases. ``--root DIR`` imports the package from ``DIR``
+(default: this checkout), e.g. another worktree to compare before/after in one run.
+``--write`` replaces the "Release at scale" section of ``benchmarks/README.md`` with the
+table printed.
 """
 
 import argparse
@@ -33,6 +49,10 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+#: Each case runs with one BLAS thread unless these are set: on this 2-core machine shared
+#: with other jobs two threads make the many small products (p-Identity blocks, OPT_0)
+#: several times slower (OPT_⊗ selection on [1000]^3: 147 s with two, about 5 s with one).
+BLAS_THREADS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 SECTION = "## Release at scale (issue 17)"
 
 
@@ -77,15 +97,29 @@ def run_case(kind, N, repeats):
             times.append(time.perf_counter() - t)
         return statistics.median(times), out
 
+    privacy = PureDP(1.0)
     floor = {
         "sum": timed(lambda: x.sum())[0],
         "scale": timed(lambda: x.__imul__(2.0))[0],
-        "draw": timed(lambda: rng.laplace(0.0, 1.0, N))[0],
+        "draw": timed(lambda: privacy.sample(rng, N))[0],
+        "np_laplace": timed(lambda: rng.laplace(0.0, 1.0, N))[0],
     }
     x /= 2.0**repeats  # undo the scaling (exact: powers of two)
-    privacy = PureDP(1.0)
-    measure_s, y = timed(lambda: mechanism.measure(A, x, privacy, np.random.default_rng(2)))
-    recon_s, xhat = timed(lambda: mechanism.reconstruct(A, y))
+    # x̂ is built in y's memory, as release() does (a checkout from before issue 17's second
+    # part, --root, has no overwrite)
+    inplace = "overwrite" in __import__("inspect").signature(mechanism.reconstruct).parameters
+    m_times, r_times = [], []
+    for _ in range(repeats):
+        xhat = y = None
+        t = time.perf_counter()
+        y = mechanism.measure(A, x, privacy, np.random.default_rng(2))
+        m_times.append(time.perf_counter() - t)
+        t = time.perf_counter()
+        xhat = (
+            mechanism.reconstruct(A, y, overwrite=True) if inplace else mechanism.reconstruct(A, y)
+        )
+        r_times.append(time.perf_counter() - t)
+    measure_s, recon_s = statistics.median(m_times), statistics.median(r_times)
     return {
         "kind": kind,
         "N": N,
@@ -100,6 +134,180 @@ def run_case(kind, N, repeats):
     }
 
 
+def _fill_counts(N, seed):
+    """A synthetic data vector: ``N`` counts uniform on 0..4 (float64), filled in chunks."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    x = np.empty(N)
+    for s in range(0, N, 1 << 24):
+        x[s : s + (1 << 24)] = rng.integers(0, 5, min(1 << 24, N - s))
+    return x
+
+
+def _peak_mb(who=None):
+    import resource as r
+
+    return r.getrusage(r.RUSAGE_SELF if who is None else who).ru_maxrss / 1024
+
+
+def kron_sampling_sd(W, A, privacy):
+    """Relative standard deviation of the empirical total squared error ``eᵀ WᵀW e`` of one
+    release (``e = x̂ − x``, covariance ``Σ = v (AᵀA)⁻¹``) for Gaussian noise:
+    ``sqrt(2 tr(K²)) / tr(K)``, ``K = WᵀW Σ`` a Kronecker product of per-attribute factors
+    (dense ``n x n``); for Laplace noise it is a little larger (fourth moments)."""
+    import numpy as np
+
+    num, den = 1.0, 1.0
+    for wf, af in zip(W.factors, A.factors):
+        K = wf.gram().dense() @ af.gram().pinv().dense()
+        num *= float(np.sum(K * K.T))
+        den *= float(np.trace(K))
+    return float(np.sqrt(2.0 * num) / den)
+
+
+def run_release(kind, N):
+    """A release at N cells (10^9 in the table) through ``mechanism.release`` (kind
+    ``rel-kron``/``rel-marg``) or the ``mmtoolkit release`` command (``cli-kron``/
+    ``cli-marg``): seconds, peak RSS, and the expected RMSE the evaluator reports against
+    the empirical RMSE of that release."""
+    import math
+
+    import numpy as np
+
+    from mmtoolkit import evaluate, mechanism, selectors
+    from mmtoolkit import workloads as wl
+    from mmtoolkit.linalg import Identity, Kronecker
+    from mmtoolkit.privacy import PureDP
+
+    privacy = PureDP(1.0)
+    out = {"kind": kind, "N": N}
+    n, d = round(N ** (1 / 3)), round(math.log10(N))
+    if kind.startswith("cli-"):
+        return run_cli_release(kind, out, n, d)
+    t = time.perf_counter()
+    if kind == "rel-kron":
+        W = wl.kron([wl.all_range(n), wl.all_range(n), wl.identity(n)])
+        S = selectors.get_class("opt_kron")(seed=0).select(W, privacy)
+        released = Kronecker([Identity(n)] * 3)  # the data-vector estimate x̂
+    else:
+        W = wl.marginals((10,) * d, 3, lower=True)
+        S = selectors.get_class("opt_marginals")(seed=0).select(W, privacy)
+        released = W
+    out["select"] = time.perf_counter() - t
+    out["strategy"] = f"{type(S.matrix).__name__} {S.matrix.shape[0]:.4g} rows"
+    t = time.perf_counter()
+    out["expected_rmse"] = evaluate.rmse(released, S, privacy)
+    if released is not W:
+        out["expected_rmse_W"] = evaluate.rmse(W, S, privacy)
+    out["evaluate"] = time.perf_counter() - t
+    x = _fill_counts(int(W.shape[1]), 1)
+    out["base_mb"] = _peak_mb()
+    t = time.perf_counter()
+    ans = mechanism.release(released, S, x, privacy, np.random.default_rng(2))
+    out["release"] = time.perf_counter() - t
+    out["peak_mb"] = _peak_mb()
+    out["queries"] = int(released.shape[0])
+    t = time.perf_counter()
+    if kind == "rel-kron":  # e = x̂ − x in place; ||e||² and eᵀ(G₁⊗G₂⊗I)e structurally
+        ans -= x
+        del x
+        out["empirical_rmse"] = math.sqrt(float(ans @ ans) / ans.size)
+        g = W.gram() @ ans  # Kronecker of the factors' O(n) Grams, no answers formed
+        out["empirical_rmse_W"] = math.sqrt(float(ans @ g) / W.shape[0])
+        out["sampling_sd_W"] = 0.5 * kron_sampling_sd(W, S.matrix, privacy)
+    else:
+        err = ans - W @ x
+        out["empirical_rmse"] = math.sqrt(float(err @ err) / err.size)
+    out["check"] = time.perf_counter() - t
+    out["peak_mb_all"] = _peak_mb()
+    return out
+
+
+def run_cli_release(kind, out, n, d):
+    """``python -m mmtoolkit release`` on 10^6 synthetic records of a 10^9-cell domain (its
+    own process; peak RSS from RUSAGE_CHILDREN), answers read back and compared with the
+    records' exact answers."""
+    import math
+    import tempfile
+
+    from mmtoolkit import records
+    from mmtoolkit import workloads as wl
+
+    tmp = Path(tempfile.mkdtemp(prefix="bench_release_"))
+    if kind == "cli-kron":
+        sizes = {"a": n, "b": n, "c": n}
+        args = ["--workload", "marginal:a,b", "--select-for", "kron:all_range,all_range,identity",
+                "--selector", "opt_kron"]  # fmt: skip
+    else:
+        sizes = {f"a{i}": 10 for i in range(d)}
+        args = ["--workload", "marginals:3:lower", "--selector", "opt_marginals"]
+    (tmp / "domain.json").write_text(json.dumps(sizes))
+    n_rec = 10**6
+    cmd = [sys.executable, "-m", "mmtoolkit", "release", "--domain", str(tmp / "domain.json"),
+           "--records", str(n_rec), "--data-seed", "3", *args, "--epsilon", "1", "--seed", "1",
+           "--out", str(tmp / "answers.csv")]  # fmt: skip
+    t = time.perf_counter()
+    done = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    out["release"] = time.perf_counter() - t
+    if done.returncode:
+        raise RuntimeError(done.stderr[-2000:])
+    out["peak_mb"] = _peak_mb(resource.RUSAGE_CHILDREN)
+    out["base_mb"] = 0.0
+    summary = json.loads((tmp / "answers.csv.json").read_text())
+    out["expected_rmse"] = summary["expected_rmse"]
+    if summary.get("selected_for"):
+        out["expected_rmse_W"] = summary["selected_for"]["expected_rmse"]
+    out["seconds"] = summary["seconds"]
+    out["select"] = summary["seconds"]["select"]
+    import pandas as pd
+
+    answers = pd.read_csv(tmp / "answers.csv")["answer"].to_numpy()
+    recs = records.synthetic(sizes, n_rec, 3)
+    if kind == "cli-kron":
+        truth = recs.marginal(("a", "b")).ravel()
+    else:
+        truth = wl.marginals(recs.domain, 3, lower=True).answer_records(recs)
+    out["queries"] = int(answers.size)
+    err = answers - truth
+    out["empirical_rmse"] = math.sqrt(float(err @ err) / err.size)
+    for f in tmp.iterdir():
+        f.unlink()
+    tmp.rmdir()
+    return out
+
+
+def huge_table(rows):
+    out = [
+        "| release at N = 10^9 | queries released | select s | release s | peak RSS MB "
+        "| expected RMSE | empirical RMSE | empirical / expected |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    names = {
+        "rel-kron": "`mechanism.release`, [1000]^3, OPT_⊗ for all ranges ⊗ all ranges ⊗ "
+        "identity; released: x̂ (workload identity)",
+        "rel-marg": "`mechanism.release`, ≤3-way marginals of [10]^9, OPT_M",
+        "cli-kron": "`mmtoolkit release`, 10^6 records on [1000]^3, `--select-for` all ranges ⊗ "
+        "all ranges ⊗ identity (OPT_⊗); released: the (a, b) marginal",
+        "cli-marg": "`mmtoolkit release`, 10^6 records on [10]^9, ≤3-way marginals, OPT_M",
+    }
+    for r in rows:
+        out.append(
+            f"| {names[r['kind']]} | {r['queries']:,} | {r.get('select', float('nan')):.1f} "
+            f"| {r['release']:.1f} | {r['peak_mb']:.0f} | {r['expected_rmse']:.5g} "
+            f"| {r['empirical_rmse']:.5g} | {r['empirical_rmse'] / r['expected_rmse']:.4f} |"
+        )
+        if "empirical_rmse_W" in r:
+            out.append(
+                f"| ↳ the same release scored on all ranges ⊗ all ranges ⊗ identity (2.5·10^14 "
+                f"queries, eᵀ(G₁⊗G₂⊗I)e structurally; sampling sd of the ratio ≈ "
+                f"{r['sampling_sd_W']:.1%}) | | | | | {r['expected_rmse_W']:.5g} "
+                f"| {r['empirical_rmse_W']:.5g} "
+                f"| {r['empirical_rmse_W'] / r['expected_rmse_W']:.4f} |"
+            )
+    return "\n".join(out)
+
+
 def floor_of(r):
     if r["kind"] == "kron":
         return r["draw"] + 4 * r["scale"]
@@ -109,16 +317,20 @@ def floor_of(r):
 def table(rows):
     out = [
         "| strategy | N | measure s | reconstruct s | floor s (draw / sum / x*=2) "
-        "| (m + r) / floor | peak RSS MB | (peak − start) / N-vector |",
-        "|---|---:|---:|---:|---|---:|---:|---:|",
+        "| (m + r) / floor | numpy draw s: (m + r) / floor | peak RSS MB "
+        "| (peak − start) / N-vector |",
+        "|---|---:|---:|---:|---|---:|---:|---:|---:|",
     ]
     names = {"kron": "Kronecker of 4 p-Identity (p = 4)", "marg": "≤3-way marginals of [10]^d"}
     for r in rows:
         f = floor_of(r)
+        fn = f - r["draw"] + r.get("np_laplace", r["draw"])
         out.append(
             f"| {names[r['kind']]} | {r['N']:.0e} | {r['measure']:.2f} | {r['reconstruct']:.2f} "
             f"| {f:.2f} ({r['draw']:.2f} / {r['sum']:.3f} / {r['scale']:.3f}) "
-            f"| {(r['measure'] + r['reconstruct']) / f:.2f} | {r['peak_mb']:.0f} "
+            f"| {(r['measure'] + r['reconstruct']) / f:.2f} "
+            f"| {r['np_laplace']:.2f}: {(r['measure'] + r['reconstruct']) / fn:.2f} "
+            f"| {r['peak_mb']:.0f} "
             f"| {(r['peak_mb'] - r['base_mb']) / r['vector_mb']:.2f} |"
         )
     return "\n".join(out)
@@ -145,30 +357,52 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--kinds", default="kron,marg")
     ap.add_argument("--sizes", default="1e6,1e7,1e8", help="comma-separated N")
-    ap.add_argument("--huge", action="store_true", help="also N = 10^9 (about 20 GB)")
+    ap.add_argument(
+        "--huge",
+        action="store_true",
+        help="also N = 10^9 and the 10^9 releases (about 18 GB: run under flock)",
+    )
+    ap.add_argument("--releases-only", action="store_true", help="only --huge's releases")
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--release-n", type=float, default=1e9, help=argparse.SUPPRESS)  # tests
     ap.add_argument("--root", default=str(HERE.parent), help="import mmtoolkit from here")
     ap.add_argument("--write", action="store_true", help="update benchmarks/README.md")
     ap.add_argument("--case", help=argparse.SUPPRESS)  # child: kind:N
     args = ap.parse_args(argv)
     if args.case:
         kind, N = args.case.split(":")
-        print(json.dumps(run_case(kind, int(float(N)), args.repeats)))
+        if kind.startswith(("rel-", "cli-")):
+            print(json.dumps(run_release(kind, int(float(N)))))
+        else:
+            print(json.dumps(run_case(kind, int(float(N)), args.repeats)))
         return
-    sizes = [int(float(s)) for s in args.sizes.split(",")] + ([10**9] if args.huge else [])
+    sizes = [] if args.releases_only else [int(float(s)) for s in args.sizes.split(",")]
+    sizes += [10**9] if args.huge and not args.releases_only else []
     env = dict(os.environ, PYTHONPATH=args.root)
+    for var in BLAS_THREADS:  # one BLAS thread unless the caller chose
+        env.setdefault(var, "1")
+
+    def child(kind, N, reps):
+        cmd = [sys.executable, __file__, "--case", f"{kind}:{N}", "--repeats", str(reps)]
+        done = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
+        if done.returncode:
+            print(f"{kind} N={N:.0e} failed:\n{done.stderr[-2000:]}", file=sys.stderr)
+            return None
+        row = json.loads(done.stdout.strip().splitlines()[-1])
+        print(json.dumps(row), file=sys.stderr, flush=True)
+        return row
+
     rows = []
     for N in sizes:
         for kind in args.kinds.split(","):
-            reps = args.repeats if N <= 10**8 else 1
-            cmd = [sys.executable, __file__, "--case", f"{kind}:{N}", "--repeats", str(reps)]
-            done = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
-            if done.returncode:
-                print(f"{kind} N={N:.0e} failed:\n{done.stderr[-2000:]}", file=sys.stderr)
-                continue
-            rows.append(json.loads(done.stdout.strip().splitlines()[-1]))
-            print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
-    text = table(rows)
+            rows.append(child(kind, N, args.repeats if N <= 10**8 else 1))
+    text = table([r for r in rows if r is not None])
+    if args.huge or args.releases_only:
+        huge = [
+            child(k, int(args.release_n), 1)
+            for k in ("rel-kron", "rel-marg", "cli-kron", "cli-marg")
+        ]
+        text += "\n\n" + huge_table([r for r in huge if r is not None])
     print(text)
     if args.write:
         write_readme(text)

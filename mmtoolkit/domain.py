@@ -209,8 +209,9 @@ class Domain:
         )
 
     # --------------------------------------------------------------- records
-    def vectorize(self, records) -> np.ndarray:
-        """The C-order count vector (length :attr:`size`, int64) of integer-coded records.
+    def vectorize(self, records, dtype=np.int64) -> np.ndarray:
+        """The C-order count vector (length :attr:`size`, ``dtype`` int64 or float64 — counted
+        straight into that type, one array of the domain's size) of integer-coded records.
 
         ``records`` has shape ``(num_records, len(self))`` (a 1-D array is accepted for a
         one-attribute domain); column ``i`` holds values ``0 … n_i − 1`` of attribute ``i``.
@@ -259,7 +260,9 @@ class Domain:
         if d == 0:
             return np.array([R.shape[0]], dtype=np.int64)
         flat = np.ravel_multi_index(tuple(R.T), self._sizes)
-        return np.bincount(flat, minlength=N).astype(np.int64)
+        if np.dtype(dtype) == np.float64:
+            return np.bincount(flat, weights=np.ones(flat.size), minlength=N)
+        return np.bincount(flat, minlength=N).astype(np.int64, copy=False)
 
     # ------------------------------------------------------------- value semantics
     def __setattr__(self, name, value):

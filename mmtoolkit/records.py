@@ -259,9 +259,10 @@ class Records:
     def __len__(self) -> int:
         return int(self.codes.shape[0])
 
-    def vector(self) -> np.ndarray:
-        """The C-order histogram ``x`` (length ``domain.size``; refused for large domains)."""
-        return self.domain.vectorize(self.codes)
+    def vector(self, dtype=np.int64) -> np.ndarray:
+        """The C-order histogram ``x`` (length ``domain.size``, int64 or float64; refused for
+        large domains)."""
+        return self.domain.vectorize(self.codes, dtype)
 
     def marginal(self, attrs) -> np.ndarray:
         """The contingency table ``Q_A x`` on ``attrs`` (names or indices), computed from the

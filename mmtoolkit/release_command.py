@@ -30,6 +30,11 @@ noisy answers (:func:`mmtoolkit.releasing.release`) and writes
   workload, selector parameters, privacy and seed: the same answers); flags given beside it
   override the summary's.
 
+``--select-for SPEC`` selects the strategy for another workload on the same domain than the
+one answered: a workload too large to answer (all ranges ⊗ all ranges ⊗ identity on
+``[1000]^3`` has 2.5·10^14 queries) can still choose the strategy that answers a smaller one
+(a 2-way marginal); the summary reports both expected RMSEs.
+
 One ``--seed`` (default: fresh entropy, recorded in the summary) derives both the selector's
 seed and the noise (:func:`mmtoolkit.releasing.split_seed`). The seed determines the noise:
 keep a summary that holds it as private as the data.
@@ -126,6 +131,12 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--data-seed", type=int, default=None, help="seed of the synthetic data")
     p.add_argument("--workload", metavar="SPEC", help="workload (see below)")
     p.add_argument("--selector", metavar="NAME", help="registered selector")
+    p.add_argument(
+        "--select-for",
+        metavar="SPEC",
+        help="select the strategy for this workload, answer --workload with it (default: "
+        "--workload; e.g. a workload too large to answer)",
+    )
     p.add_argument(
         "--param",
         action="append",
@@ -258,6 +269,8 @@ def _apply_summary(args) -> dict:
     for key in ("workload", "selector", "seed", "noise", "releases"):
         if getattr(args, key) is None:
             setattr(args, key, s.get(key))
+    if args.select_for is None and s.get("selected_for"):
+        args.select_for = s["selected_for"]["workload"]
     if args.rho is None and args.epsilon is None and args.delta is None:
         privacy = from_spec(s["privacy_spec"])
         for key in ("rho", "epsilon", "delta"):
@@ -432,6 +445,7 @@ def run(args) -> dict:
         releases=releases,
         ledger=ledger,
         description=f"mmtoolkit release {args.workload} by {args.selector} from {source}",
+        select_for=args.select_for,
     )
     post = []
     answers = result.answers

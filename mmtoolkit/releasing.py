@@ -449,6 +449,7 @@ def release(
     ledger=None,
     description: str = "",
     other: Mapping | None = None,
+    select_for=None,
 ) -> ReleaseResult:
     """Release noisy answers to ``workload`` from ``data`` (module docstring; the matrix
     mechanism of Li et al. 2010 §3 with the strategy chosen by ``selector``, e.g. HDMM,
@@ -464,7 +465,11 @@ def release(
     ``noise``: ``"continuous"`` or ``"discrete"``. ``ledger``: a
     :class:`~mmtoolkit.ledger.Ledger` or its path, charged (``description``) after every
     check and before any noise is drawn; a release over its total raises
-    :class:`~mmtoolkit.ledger.LedgerError` and draws nothing.
+    :class:`~mmtoolkit.ledger.LedgerError` and draws nothing. ``select_for``: the workload
+    (SPEC or Matrix on the same domain) the strategy is selected for, when it is not the one
+    answered — e.g. all ranges ⊗ all ranges ⊗ identity on [1000]^3, whose 2.5·10^14 answers
+    cannot be held, selecting the strategy for a 2-way marginal that is released (issue 17);
+    the summary then also reports that workload's expected RMSE.
     """
     t0 = time.perf_counter()
     check_privacy(privacy)
@@ -490,7 +495,8 @@ def release(
     t_load = time.perf_counter() - t0
 
     t1 = time.perf_counter()
-    strategy = sel.select(W, privacy)
+    W_sel = W if select_for is None else workload_matrix(select_for, dom, "select_for")
+    strategy = sel.select(W_sel, privacy)
     t_select = time.perf_counter() - t1
     t2 = time.perf_counter()
     total = evaluate.expected_error(W, strategy, privacy)
@@ -541,6 +547,13 @@ def release(
         "strategy": type(strategy.matrix).__name__,
         "operator": (strategy.metadata or {}).get("operator"),
         "workload": workload_text,
+        "selected_for": None
+        if select_for is None
+        else {
+            "workload": select_for if isinstance(select_for, str) else repr(select_for),
+            "queries": int(W_sel.shape[0]),
+            "expected_rmse": evaluate.rmse(W_sel, strategy, privacy),
+        },
         "queries": m,
         "records": len(recs),
         "domain_cells": str(dom.size),

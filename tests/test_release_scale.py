@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from mmtoolkit import mechanism
+from mmtoolkit import privacy as privacy_module
 from mmtoolkit.linalg import Kronecker, Marginals, PIdentity, kronecker, marginals
 from mmtoolkit.linalg.marginals import table_plan
 from mmtoolkit.privacy import ZCDP, PureDP
@@ -17,11 +18,12 @@ def _upto3(d):
     return [sum(1 << i for i in c) for k in range(4) for c in combinations(range(d), k)]
 
 
-@pytest.fixture
-def small_blocks(monkeypatch):
+@pytest.fixture(params=[20, 10**9], ids=["recursive", "grouped"])
+def small_blocks(monkeypatch, request):
     """Blocks of a few entries, so that small problems take the slab / block / in-place and
-    intermediate-table code paths."""
+    intermediate-table code paths (Kronecker slabs recursive, or in groups by kmatvec)."""
     monkeypatch.setattr(kronecker, "BLOCK_ENTRIES", 50)
+    monkeypatch.setattr(kronecker, "RECURSE_ENTRIES", request.param)
     monkeypatch.setattr(marginals, "PLAN_DIRECT_CELLS", 1)
 
 
@@ -79,7 +81,7 @@ def test_blocked_noise_is_the_same_stream(monkeypatch, privacy):
     rng = np.random.default_rng(5)
     A = Kronecker([PIdentity(rng.random((2, 6))), PIdentity(rng.random((1, 5)))])
     x = rng.integers(0, 9, A.shape[1]).astype(float)
-    monkeypatch.setattr(mechanism, "NOISE_BLOCK", 7)
+    monkeypatch.setattr(privacy_module, "NOISE_BLOCK", 7)
     got = mechanism.measure(A, x, privacy, np.random.default_rng(11))
     want = A @ x + privacy.sample(
         np.random.default_rng(11), A.shape[0], A.sensitivity(privacy.norm)
@@ -118,3 +120,134 @@ def test_peak_memory_of_measure_and_reconstruct(kind):
     assert peak < 1.5 * vec
     assert xhat.shape == (N,)
     assert abs(xhat.sum() - x.sum()) < 0.05 * x.sum()
+
+
+# ------------------------------------------------------------------ issue 17, second part
+def test_laplace_noise_is_numpys_transform_of_the_same_uniforms():
+    """add_noise draws rng.laplace's values (same uniforms, the inverse CDF vectorised; SIMD
+    log may differ in the last bit) and Gaussian noise bit for bit."""
+    got = PureDP(0.5).sample(np.random.default_rng(9), (3000, 3), 1.5)
+    want = np.random.default_rng(9).laplace(0.0, 3.0, (3000, 3))
+    np.testing.assert_allclose(got, want, rtol=4e-16, atol=0)
+    got = ZCDP(0.2).sample(np.random.default_rng(9), 5000, 1.5)
+    want = np.random.default_rng(9).normal(0.0, ZCDP(0.2).noise_scale(1.5), 5000)
+    np.testing.assert_array_equal(got, want)
+
+
+def _kron_case(rng):
+    return Kronecker(
+        [PIdentity(rng.random((p, n)), norm=1 + (n % 2)) for p, n in [(2, 5), (3, 7), (1, 4)]]
+    )
+
+
+def test_reconstruct_in_place_matches_dense(small_blocks):
+    rng = np.random.default_rng(12)
+    A = _kron_case(rng)
+    P = np.linalg.pinv(A.dense())
+    y = rng.random(A.shape[0])
+    want = P @ y
+    buf = y.copy()
+    got = mechanism.reconstruct(A, buf, overwrite=True)
+    np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12)
+    assert np.shares_memory(got, buf)  # built in y's memory: no new N-vector
+    # a weighted Kronecker strategy too (the weight is undone after the in-place product)
+    buf = y.copy()
+    got = mechanism.reconstruct(2.5 * A, buf, overwrite=True)
+    np.testing.assert_allclose(got, want / 2.5, rtol=1e-10, atol=1e-12)
+
+
+def test_release_without_measurements_matches_release_measured(small_blocks):
+    """release() builds x̂ in y's memory and answers in x̂'s; the answers are those of
+    release_measured (which keeps y) for the same seed."""
+    from mmtoolkit.linalg import AllRange, Identity
+
+    rng = np.random.default_rng(13)
+    A = _kron_case(rng)
+    x = rng.integers(0, 6, A.shape[1]).astype(float)
+    for W in (Kronecker([Identity(5), Identity(7), Identity(4)]),
+              Kronecker([AllRange(5), Identity(7), AllRange(4)])):  # fmt: skip
+        for privacy in (PureDP(1.0), ZCDP(0.5)):
+            a = mechanism.release(W, A, x, privacy, np.random.default_rng(4))
+            b = mechanism.release_measured(W, A, x, privacy, np.random.default_rng(4)).answers
+            np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-9)
+
+
+def test_too_many_answers_refused_before_noise():
+    """All ranges ⊗ all ranges ⊗ identity on [1000]^3 has 2.5·10^14 queries: a clear error
+    before any noise is drawn, no MemoryError."""
+    from mmtoolkit import workloads as wl
+    from mmtoolkit.linalg import Identity
+
+    W = wl.kron([wl.all_range(1000), wl.all_range(1000), wl.identity(1000)])
+    A = Kronecker([Identity(1000)] * 3)
+    rng = np.random.default_rng(0)
+    state = rng.bit_generator.state
+    with pytest.raises(ValueError, match="do not fit in this machine's memory"):
+        mechanism.release(W, A, np.zeros(4), PureDP(1.0), rng)  # refused before the data
+    assert rng.bit_generator.state == state
+
+
+def test_float32_path_close_to_float64(small_blocks):
+    """float32 data: y and x̂ are float32 (half the memory); the error they add is rounding
+    (~1e-7 relative), far below the noise."""
+    rng = np.random.default_rng(14)
+    A = _kron_case(rng)
+    x = rng.integers(0, 50, A.shape[1]).astype(float)
+    y64 = mechanism.measure(A, x, PureDP(1.0), np.random.default_rng(3))
+    y32 = mechanism.measure(A, x.astype(np.float32), PureDP(1.0), np.random.default_rng(3))
+    assert y32.dtype == np.float32
+    np.testing.assert_allclose(y32, y64, rtol=1e-5, atol=1e-5)
+    x64 = mechanism.reconstruct(A, y64, overwrite=True)
+    x32 = mechanism.reconstruct(A, y32, overwrite=True)
+    assert x32.dtype == np.float32
+    noise = np.sqrt(np.mean((x64 - x) ** 2))
+    assert np.sqrt(np.mean((x32 - x64) ** 2)) < 1e-5 * noise
+
+
+def test_empirical_rmse_of_one_release_matches_expected():
+    """The 10^9 check of bench_release.py --huge at N = 52^3 (above BLOCK_ENTRIES: the lean,
+    in-place path): OPT_⊗ for all ranges ⊗ all ranges ⊗ identity, x̂ released;
+    ||x̂ − x||² / N against the evaluator's identity-workload RMSE (within 1%), and
+    eᵀ(G₁⊗G₂⊗I)e (structural, no answers) equal to ||W e||²."""
+    import math
+
+    from mmtoolkit import evaluate, selectors
+    from mmtoolkit import workloads as wl
+    from mmtoolkit.linalg import Identity
+
+    n = 52
+    assert n**3 > kronecker.BLOCK_ENTRIES
+    W = wl.kron([wl.all_range(n), wl.all_range(n), wl.identity(n)])
+    S = selectors.get_class("opt_kron")(seed=0).select(W, PureDP(1.0))
+    ident = Kronecker([Identity(n)] * 3)
+    rng = np.random.default_rng(5)
+    x = rng.integers(0, 5, n**3).astype(float)
+    e = mechanism.release(ident, S, x, PureDP(1.0), np.random.default_rng(6)) - x
+    expected = evaluate.rmse(ident, S, PureDP(1.0))
+    assert math.sqrt(e @ e / e.size) == pytest.approx(expected, rel=0.01)
+    small = wl.kron([wl.all_range(6), wl.all_range(5), wl.identity(4)])
+    v = rng.normal(size=small.shape[1])
+    assert v @ (small.gram() @ v) == pytest.approx(np.sum((small @ v) ** 2), rel=1e-12)
+
+
+@pytest.mark.parametrize("privacy", [PureDP(1.0), ZCDP(0.5)])
+def test_monte_carlo_of_in_place_releases(small_blocks, privacy):
+    """Single-vector releases through the lean in-place path (measure, x̂ in y's memory,
+    answers in x̂'s), repeated: the mean total squared error agrees with the evaluator."""
+    from statistics import NormalDist
+
+    from mmtoolkit import evaluate
+    from mmtoolkit.linalg import AllRange, Identity
+
+    rng = np.random.default_rng(21)
+    A = _kron_case(rng)
+    W = Kronecker([AllRange(5), Identity(7), AllRange(4)])
+    x = rng.integers(0, 6, A.shape[1]).astype(float)
+    truth = W @ x
+    gen = np.random.default_rng(22)
+    totals = np.array(
+        [np.sum((mechanism.release(W, A, x, privacy, gen) - truth) ** 2) for _ in range(600)]
+    )
+    expected = evaluate.expected_error(W, A, privacy)
+    half = NormalDist().inv_cdf(0.9995) * totals.std(ddof=1) / np.sqrt(totals.size)
+    assert abs(totals.mean() - expected) < half

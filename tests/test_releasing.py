@@ -202,3 +202,33 @@ def test_cli_tidy_csv_labels(tmp_path):
     assert rows[0] == ["query", "marginal", "sex", "job", "answer", "stderr"]
     assert [r[1:4] for r in rows[1:]] == [["sex", "F", ""], ["sex", "M", ""], ["job", "", "a"],
                                           ["job", "", "b"]]  # fmt: skip
+
+
+def test_select_for_a_larger_workload(tmp_path):
+    """select_for / --select-for: the strategy chosen for one workload answers another; the
+    summary gives both expected RMSEs (each the evaluator's), and --from-summary repeats it."""
+    from mmtoolkit import evaluate
+
+    R = records.synthetic({"a": 8, "b": 8, "c": 4}, 500, seed=1)
+    big = "kron:all_range,all_range,identity"
+    res = mm.release(R, "marginal:a,b", PureDP(1.0), "opt_kron", seed=3, select_for=big)
+    assert res.answers.shape == (64,)
+    assert res.strategy.matrix.shape[1] == 256
+    W_big = workloads.kron([workloads.all_range(8), workloads.all_range(8), workloads.identity(4)])
+    sel = res.summary["selected_for"]
+    assert sel["workload"] == big and sel["queries"] == W_big.shape[0]
+    assert sel["expected_rmse"] == pytest.approx(evaluate.rmse(W_big, res.strategy, PureDP(1.0)))
+    assert res.summary["expected_rmse"] == pytest.approx(
+        evaluate.rmse(res.workload, res.strategy, PureDP(1.0))
+    )
+    (tmp_path / "d.json").write_text(json.dumps({"a": 8, "b": 8, "c": 4}))
+    out, again = tmp_path / "o.csv", tmp_path / "again.csv"
+    argv = ["release", "--domain", str(tmp_path / "d.json"), "--records", "500",
+            "--workload", "marginal:a,b", "--select-for", big, "--selector", "opt_kron",
+            "--epsilon", "1", "--seed", "3", "--out", str(out)]  # fmt: skip
+    assert cli_main(argv) == 0
+    summary = json.loads((tmp_path / "o.csv.json").read_text())
+    assert summary["selected_for"]["workload"] == big
+    assert cli_main(["release", "--from-summary", str(tmp_path / "o.csv.json"),
+                     "--out", str(again)]) == 0  # fmt: skip
+    assert out.read_text() == again.read_text()

@@ -76,7 +76,9 @@ class MarginalMeasurement:
 
 
 def _as_2d(x: np.ndarray) -> tuple[np.ndarray, bool]:
-    x = np.asarray(x, dtype=float)
+    # float32 stays float32 (the opt-in float32 data path of mechanism.measure, issue 17)
+    if not (isinstance(x, np.ndarray) and x.dtype == np.float32):
+        x = np.asarray(x, dtype=float)
     if x.ndim == 1:
         return x[:, None], True
     if x.ndim == 2:
@@ -297,6 +299,13 @@ class Matrix(ABC):
         dense pseudo-inverse when small, LSMR on the implicit operator otherwise)."""
         return None
 
+    def apply_overwrite(self, y: np.ndarray) -> np.ndarray:
+        """Reconstruction at scale: ``self @ y`` for one vector ``y`` that the caller gives
+        up — a kind may build the result in ``y``'s memory (a Kronecker product does, issue
+        17; ``mechanism.reconstruct(..., overwrite=True)`` asks it of ``A⁺``). The default is
+        ``self @ y``."""
+        return self @ y
+
     def row_scales(self) -> np.ndarray | None:
         """Discrete noise: ``d > 0`` (one per row) with ``diag(d)⁻¹ A`` an integer matrix, or
         None if there is none (Canonne, Kamath & Steinke 2020 need integer queries). The
@@ -322,7 +331,7 @@ class Matrix(ABC):
                 f"the records' domain has {records.domain.size} cells but the strategy is "
                 f"defined on {self.shape[1]}"
             )
-        return self @ records.vector()
+        return self @ records.vector(np.float64)  # one N-sized array
 
     def workload_answers(self, W: Matrix, y: np.ndarray) -> np.ndarray | None:
         """Answering: ``W A⁺ y`` straight from the noisy strategy answers ``y`` (one release
@@ -524,6 +533,11 @@ class Weighted(Matrix):
     def pinv_operator(self):
         inner = self.base.pinv_operator()
         return None if inner is None or self.weight == 0 else Weighted(1.0 / self.weight, inner)
+
+    def apply_overwrite(self, y):
+        out = self.base.apply_overwrite(y)
+        out *= self.weight
+        return out
 
     def row_scales(self):
         inner = self.base.row_scales()

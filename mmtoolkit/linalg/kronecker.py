@@ -26,6 +26,9 @@ from .route import (
 #: Entries of one block of a factor-wise product step (a few MB, so a block's temporaries
 #: stay in cache and none is the size of the data).
 BLOCK_ENTRIES = 1 << 17
+#: Slabs at least this large are applied one by one, recursively (a few factor products per
+#: slab: Python overhead small beside the work); smaller ones in groups by kmatvec.
+RECURSE_ENTRIES = 1 << 10
 
 
 def _apply_steps(X, mats, in_sizes, out_sizes, transpose, out=None):
@@ -49,40 +52,81 @@ def _apply_steps(X, mats, in_sizes, out_sizes, transpose, out=None):
     return Y.reshape(math.prod(out_sizes), k)
 
 
-def _apply_lean(x, mats, in_sizes, out_sizes, transpose):
+def _apply_lean(x, mats, in_sizes, out_sizes, transpose, buf=None, overwrite=False):
     """``(A_1 ⊗ R) x`` for one vector with a single array of the size of the result
     (issue 17): ``R = A_2 ⊗ ... ⊗ A_d`` is applied to one slab ``x[i]`` (``N/n_1`` cells) at a
-    time, its results stored as the rows of a buffer of ``max(n_1, m_1)`` rows, and then
-    ``A_1`` acts along the rows in place, a block of columns at a time (block ``c`` of the
-    result overwrites only block ``c`` of its input, read first). The products are the
-    same as kmatvec's (R before A_1), so the result agrees with it up to float rounding."""
+    time — recursively, slab by slab again down to two factors (while a slab has at least
+    :data:`RECURSE_ENTRIES` cells), so the innermost steps run in cache and need no
+    transposes; with two factors ``A_d`` acts on a block of rows at once —, its results
+    stored as the rows of a buffer of ``max(n_1, m_1)`` rows, and then ``A_1`` acts along
+    the rows in place, a block of columns at a time (block ``c`` of the result overwrites
+    only block ``c`` of its input, read first). The products are the same as kmatvec's (R
+    before A_1), so the result agrees with it up to float rounding.
+
+    ``buf``: where to build the result (at least ``max(n_1, m_1)·|R x[i]|`` entries; default a
+    new array of ``x``'s float dtype). ``overwrite=True``: ``x``'s own memory is the buffer
+    (the caller gives ``x`` up and checked :func:`_fits_in_place`): slab ``i``'s result,
+    computed in full before it is written, lands at offset ``i·|R x[i]| ≤ i·|x[i]|``, so it
+    overwrites only slabs already read. Returns the result, a 1-D view of the buffer."""
     n_in, n_out = in_sizes[0], out_sizes[0]
     t_in, t_out = math.prod(in_sizes[1:]), math.prod(out_sizes[1:])
-    buf = np.empty(max(n_in, n_out) * t_out)
+    own = buf is None and not overwrite
+    if overwrite:
+        buf = x
+    elif own:
+        buf = np.empty(max(n_in, n_out) * t_out, dtype=_float_dtype(x))
     rows_in = buf[: n_in * t_out].reshape(n_in, t_out)
     src = x.reshape(n_in, t_in)
-    slab = max(1, BLOCK_ENTRIES // max(t_in, t_out))
-    for s in range(0, n_in, slab):
-        part = src[s : s + slab]
-        if slab == 1:  # written straight into its row
-            _apply_steps(part.T, mats[1:], in_sizes[1:], out_sizes[1:], transpose, rows_in[s])
-        else:
-            rows_in[s : s + slab] = _apply_steps(
-                part.T, mats[1:], in_sizes[1:], out_sizes[1:], transpose
-            ).T
+    rest = (mats[1:], in_sizes[1:], out_sizes[1:], transpose)
+    rows = BLOCK_ENTRIES // max(t_in, t_out)
+    if len(mats) == 2 and rows > 1:  # the last factor on a block of rows at once
+        apply_last = mats[1]._rmatmat if transpose else mats[1]._matmat
+        for s in range(0, n_in, rows):  # computed in full, then written
+            rows_in[s : s + rows] = apply_last(src[s : s + rows].T).T
+    elif len(mats) > 2 and t_in >= RECURSE_ENTRIES:  # slab by slab, each one lean in turn
+        sub = max(in_sizes[1], out_sizes[1]) * math.prod(out_sizes[2:])
+        scratch = np.empty(sub, dtype=buf.dtype) if overwrite or sub > t_out else None
+        for i in range(n_in):
+            if scratch is None:  # built in its own row
+                _apply_lean(src[i], *rest, buf=rows_in[i])
+            else:
+                rows_in[i] = _apply_lean(src[i], *rest, buf=scratch)
+    else:  # small slabs (many small factors): kmatvec on a group of slabs at once
+        slab = max(1, BLOCK_ENTRIES // max(t_in, t_out))
+        for s in range(0, n_in, slab):
+            part = src[s : s + slab]
+            if slab == 1 and not overwrite:  # a large result slab: straight into its row
+                _apply_steps(part.T, *rest, rows_in[s])
+            else:  # computed in full, then written (in place: over slabs already read)
+                rows_in[s : s + slab] = _apply_steps(part.T, *rest).T
     rows_out = buf[: n_out * t_out].reshape(n_out, t_out)
     apply = mats[0]._rmatmat if transpose else mats[0]._matmat
     width = max(1, BLOCK_ENTRIES // max(n_in, n_out))
     for s in range(0, t_out, width):
         rows_out[:, s : s + width] = apply(rows_in[:, s : s + width])
-    del rows_in, rows_out, part
     size = n_out * t_out
-    if size < buf.size:
+    if own and size < buf.size:
+        del rows_in, rows_out, src
         try:  # give the unused tail back (realloc shrinks in place; nothing else refers to buf)
             buf.resize(size, refcheck=True)
         except ValueError:
-            buf = buf[:size]
-    return buf
+            pass
+    return buf[:size]
+
+
+def _float_dtype(x) -> np.dtype:
+    """float32 for float32 data (the opt-in float32 path, see ``mechanism.measure``), else
+    float64."""
+    return np.dtype(np.float32) if x.dtype == np.float32 else np.dtype(np.float64)
+
+
+def _fits_in_place(in_sizes, out_sizes) -> bool:
+    """Whether :func:`_apply_lean` can build the result in its input's memory (its first
+    level; deeper levels use a slab-sized scratch): result slabs no longer than input slabs,
+    and the row buffer no longer than the input."""
+    n_in, n_out = in_sizes[0], out_sizes[0]
+    t_in, t_out = math.prod(in_sizes[1:]), math.prod(out_sizes[1:])
+    return t_out <= t_in and max(n_in, n_out) * t_out <= n_in * t_in
 
 
 def _kron_vectors(vectors, what: str) -> np.ndarray:
@@ -110,6 +154,24 @@ class Kronecker(Matrix):
         if X.shape[1] == 1 and len(mats) > 1 and math.prod(in_sizes) > BLOCK_ENTRIES:
             return _apply_lean(X[:, 0], mats, in_sizes, out_sizes, transpose)[:, None]
         return _apply_steps(X, mats, in_sizes, out_sizes, transpose)
+
+    def apply_overwrite(self, y):
+        # in place in y's memory (issue 17) when the lean path applies and fits
+        if all(isinstance(f, Identity) for f in self.factors):
+            return y
+        ins = [f.shape[1] for f in self.factors]
+        outs = [f.shape[0] for f in self.factors]
+        lean = y.ndim == 1 and len(ins) > 1 and y.size > BLOCK_ENTRIES
+        if (
+            lean
+            and y.size == self.shape[1]
+            and y.dtype in (np.float64, np.float32)
+            and y.flags.c_contiguous
+            and y.flags.writeable
+            and _fits_in_place(ins, outs)
+        ):
+            return _apply_lean(y, self.factors, ins, outs, False, overwrite=True)
+        return self @ y
 
     def _matmat(self, X):
         return self._apply(
@@ -255,6 +317,9 @@ class Identity(CountingQueries):
 
     def pinv_operator(self):
         return self
+
+    def apply_overwrite(self, y):
+        return y
 
 
 def group(factors: list[Matrix]) -> Matrix:

@@ -208,32 +208,36 @@ class LowRankUpdate(Matrix):
 
 class PIdentityPinv(Matrix):
     """``A⁺ = (AᵀA)⁻¹Aᵀ`` of a p-Identity strategy: ``A⁺z = s ∘ K (z_I + Θᵀ z_Θ)`` with
-    ``K = I − ΘᵀMΘ`` (HDMM §7.2 / App. A.3), O(np) per vector; shape ``(n, n + p)``."""
+    ``K = I − ΘᵀMΘ`` (HDMM §7.2 / App. A.3), O(np) per vector; shape ``(n, n + p)``.
+
+    Applied as ``A⁺z = s ∘ z_I + (sΘᵀ) M (z_Θ − Θ z_I)`` (the same matrix: ``I − MΘΘᵀ = M``
+    since ``M = (I + ΘΘᵀ)⁻¹``): two products of width ``p`` and one scaling, so a block of a
+    Kronecker product's reconstruction is read about twice (issue 17)."""
 
     def __init__(self, A: PIdentity):
         self.A = A
         self.shape = (A.n, A.n + A.p)
+        self._sTM = None
 
     def _K(self, X):
         A = self.A
         return X - A.theta.T @ (A.core @ (A.theta @ X))
 
     def _matmat(self, Z):
-        # A⁺z = s ∘ K(z_I + Θᵀz_Θ), in Z's memory order like PIdentity._matmat
         A = self.A
         n = A.n
-        if _column_major(Z):
+        if self._sTM is None:
+            self._sTM = (A.theta.T * A.s[:, None]) @ A.core  # (sΘᵀ)M, n x p
+        if _column_major(Z):  # rows of R = Zᵀ are the vectors
             R = Z.T
-            U = R[:, n:] @ A.theta
-            U += R[:, :n]
-            U -= ((U @ A.theta.T) @ A.core.T) @ A.theta
-            U *= A.s
-            return U.T
-        U = A.theta.T @ Z[n:]
-        U += Z[:n]
-        U -= A.theta.T @ (A.core @ (A.theta @ U))
-        U *= A.s[:, None]
-        return U
+            t = R[:, n:] - R[:, :n] @ A.theta.T
+            out = np.multiply(R[:, :n], A.s)
+            out += t @ self._sTM.T
+            return out.T
+        t = Z[n:] - A.theta @ Z[:n]
+        out = np.multiply(Z[:n], A.s[:, None])
+        out += self._sTM @ t
+        return out
 
     def _rmatmat(self, Y):
         A = self.A
