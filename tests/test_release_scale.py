@@ -63,6 +63,25 @@ def test_marginals_lean_matches_dense(small_blocks, sizes):
                                atol=1e-12)  # fmt: skip
 
 
+@pytest.mark.parametrize("case", ["full table", "two-way only"])
+def test_marginals_pinv_with_unmeasured_subsets_matches_dense(small_blocks, case):
+    """Residuals whose subsets are not measured (every subset of the full table; the 1- and
+    0-way subsets of 2-way tables) each get their own table, from chained means."""
+    sizes = (3, 2, 4, 3)
+    d, rng = len(sizes), np.random.default_rng(5)
+    if case == "full table":
+        keys = [(1 << d) - 1, 0b0011, 0b0100]
+    else:
+        keys = [k for k in range(1 << d) if k.bit_count() == 2]
+    A = Marginals(sizes, {k: 0.5 + rng.random() for k in keys})
+    P = np.linalg.pinv(A.dense())
+    Y = rng.random((A.shape[0], 2))
+    np.testing.assert_allclose(A.pinv_operator() @ Y, P @ Y, rtol=1e-10, atol=1e-12)
+    W = Marginals(sizes, {0b0101: 1.0, 0b1000: 2.0})
+    np.testing.assert_allclose(A.workload_answers(W, Y), W.dense() @ P @ Y, rtol=1e-10,
+                               atol=1e-12)  # fmt: skip
+
+
 def test_table_plan_reads_the_data_four_times():
     """≤3-way marginals of [10]^8: 93 tables, 4 read from the data, each from a parent."""
     d = 8

@@ -547,22 +547,36 @@ class Residuals:
         self.tables = A._noisy_tables(Y)
         self.mu_pinv = A.gram().pinv_spectrum()
         self._cache: dict[int, np.ndarray] = {}
+        self._means: dict[tuple[int, int], np.ndarray] = {}
 
     def __getitem__(self, B: int) -> np.ndarray:
         if B not in self._cache:
-            sizes, d = self.sizes, self.d
-            shape = tuple(sizes[i] for i in key_attrs(B, d)) + (self.R,)
-            z = np.zeros(shape)
-            for S, (theta, t) in self.tables.items():
-                if S & B != B:
-                    continue
-                S_attrs = key_attrs(S, d)
-                drop = tuple(j for j, i in enumerate(S_attrs) if not (B >> i) & 1)
-                z = z + theta * (t.mean(axis=drop) if drop else t)
-            for j in range(len(shape) - 1):  # ⊗_{i∈B} P⊥_i: centre every kept axis
-                z = z - z.mean(axis=j, keepdims=True)
-            self._cache[B] = z
+            self._cache[B] = self.take(B)
         return self._cache[B]
+
+    def take(self, B: int) -> np.ndarray:
+        """``z_B`` computed afresh and not cached (for a caller that uses it once)."""
+        shape = tuple(self.sizes[i] for i in key_attrs(B, self.d)) + (self.R,)
+        z = np.zeros(shape)
+        for S, (theta, _) in self.tables.items():
+            if S & B == B:
+                z += theta * self._mean(S, B)
+        for j in range(len(shape) - 1):  # ⊗_{i∈B} P⊥_i: centre every kept axis
+            z -= z.mean(axis=j, keepdims=True)
+        return z
+
+    def _mean(self, S: int, B: int) -> np.ndarray:
+        """The mean of ``S``'s noisy table over ``S \\ B``, from the (cached) mean over one
+        attribute fewer: all subsets of a big table cost a few passes over it, not one each."""
+        if B == S:
+            return self.tables[S][1]
+        m = self._means.get((S, B))
+        if m is None:
+            j = (S & ~B) & -(S & ~B)  # the lowest attribute averaged out
+            parent = B | j
+            m = self._mean(S, parent).mean(axis=(parent & (j - 1)).bit_count())
+            self._means[(S, B)] = m
+        return m
 
 
 def _broadcast_shape(sizes, key: int, within: int, R: int) -> tuple[int, ...]:
@@ -573,9 +587,9 @@ def _broadcast_shape(sizes, key: int, within: int, R: int) -> tuple[int, ...]:
 class MarginalsPinv(Matrix):
     """``A⁺ = (AᵀA)⁺ Aᵀ`` of weighted marginals, applied in the marginal domain (HDMM §6.3,
     App. A.4; issue 17): ``A⁺ y = Σ_B μ_B⁺ P_B Aᵀ y`` and ``P_B Aᵀ y`` is the small table
-    ``z_B`` (:class:`Residuals`) broadcast over the attributes outside ``B``. Each ``μ_B⁺ z_B``
-    is added into the smallest measured table containing ``B``, and these tables are expanded
-    to the ``N`` cells along :func:`table_plan` in reverse (each table added into its parent),
+    ``z_B`` (:class:`Residuals`) broadcast over the attributes outside ``B``. The tables
+    ``μ_B⁺ z_B`` are expanded to the ``N`` cells along :func:`table_plan` in reverse (each
+    table added into its parent),
     so ``x̂`` is the only ``N``-cell array and is written in a few passes (4 for the ≤3-way
     marginals of ``[10]^8``). Equal to ``Product(gram().pinv(), A.T)`` up to float rounding."""
 
@@ -584,29 +598,23 @@ class MarginalsPinv(Matrix):
         self.shape = (A.shape[1], A.shape[0])
 
     def tables(self, Y) -> dict[int, np.ndarray]:
-        """The small tables ``t_a`` (one per measured marginal ``a``, over ``a``'s attributes
-        with a trailing column axis) with ``A⁺ Y = Σ_a Q_aᵀ t_a``: every ``μ_B⁺ z_B`` added into
-        the smallest measured table containing ``B`` (:func:`expand_tables` broadcasts them
-        to the cells)."""
-        A, sizes, R = self.A, self.A.sizes, Y.shape[1]
-        res = Residuals(A, Y)
-        acc = {key: np.zeros(_broadcast_shape(sizes, key, key, R)) for key in A.keys}
-        done = set()
-        for S in A.keys:
+        """The small tables ``t_a`` with ``A⁺ Y = Σ_a Q_aᵀ t_a``, each over ``a``'s attributes
+        with a trailing column axis: ``t_B = μ_B⁺ z_B`` for every ``B`` of the Gram's support
+        (every subset of a measured marginal; :func:`expand_tables` adds each into its parent
+        along :func:`table_plan` and broadcasts them to the cells)."""
+        res = Residuals(self.A, Y)
+        acc = {}
+        for S in self.A.keys:
             sub = S
-            while True:  # every B ⊆ S, each once, into its smallest measured superset
-                if sub not in done and res.mu_pinv[sub] != 0.0:
-                    done.add(sub)
-                    home = min(
-                        (k for k in A.keys if k & sub == sub),
-                        key=lambda k: (_kept_rows(sizes, k), k),
-                    )
-                    acc[home] += res.mu_pinv[sub] * res[sub].reshape(
-                        _broadcast_shape(sizes, sub, home, R)
-                    )
+            while True:  # every B ⊆ S, each once
+                if sub not in acc and res.mu_pinv[sub] != 0.0:
+                    acc[sub] = res.take(sub)
+                    acc[sub] *= res.mu_pinv[sub]
                 if sub == 0:
                     break
                 sub = (sub - 1) & S
+        if not acc:  # a zero spectrum: A⁺ = 0
+            acc[0] = np.zeros(Y.shape[1])
         return acc
 
     def _matmat(self, Y):
