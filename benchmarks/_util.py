@@ -63,8 +63,8 @@ def child_cases(script, run_case, cases, description=None):
     peak RSS is the case's own).
 
     Call from ``main()``. In a child (``--case C --d D``) prints ``run_case(C, D)`` as JSON and
-    returns ``(args, None)``; in the parent returns ``(args, results)`` where ``results``
-    yields ``(case, d, record)`` — ``record`` the child's JSON dict, or a string with the last
+    returns ``(args, None)``; in the parent (no ``--d``: every case, or only ``--case C``'s
+    default sizes) returns ``(args, results)`` where ``results`` yields ``(case, d, record)`` — ``record`` the child's JSON dict, or a string with the last
     line of its stderr when it failed. ``args.write`` asks the script to write its results.
     """
     parser = argparse.ArgumentParser(description=description)
@@ -72,9 +72,12 @@ def child_cases(script, run_case, cases, description=None):
     parser.add_argument("--d", type=int)
     parser.add_argument("--write", action="store_true")
     args = parser.parse_args()
-    if args.case:
+    if args.case and args.d is not None:
         print(json.dumps(run_case(args.case, args.d)))
         return args, None
+    if args.d is not None:
+        parser.error("--d needs --case")
+    cases = [(c, d) for c, d in cases if args.case in (None, c)]
     here = Path(script).resolve().parent
 
     def results():
