@@ -64,8 +64,9 @@ def child_cases(script, run_case, cases, description=None):
 
     Call from ``main()``. In a child (``--case C --d D``) prints ``run_case(C, D)`` as JSON and
     returns ``(args, None)``; in the parent (no ``--d``: every case, or only ``--case C``'s
-    default sizes) returns ``(args, results)`` where ``results`` yields ``(case, d, record)`` — ``record`` the child's JSON dict, or a string with the last
-    line of its stderr when it failed. ``args.write`` asks the script to write its results.
+    default sizes) returns ``(args, results)`` where ``results`` yields ``(case, d,
+    record)`` — ``record`` the child's JSON dict, or a string with the last line of its
+    stderr when it failed. ``args.write`` asks the script to write its results.
     """
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--case", choices=sorted({c for c, _ in cases}))

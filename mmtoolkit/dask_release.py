@@ -77,9 +77,10 @@ def _dask():
 
 
 # ============================================================================ routes
-def _route(M: Matrix):
+def _route(M: Matrix, kron_only: bool = False):
     """``("marginals", sizes, [(θ_t, key_t)])`` when every Kronecker term of ``M`` is a
-    marginal over the same attributes and ``M`` has at most :data:`BLOCK_CELLS` rows;
+    marginal over the same attributes and ``M`` has at most :data:`BLOCK_CELLS` rows (not with
+    ``kron_only``: a product of identities and totals is also a Kronecker product);
     ``("kron", [(w_t, factors_t)])`` when every term is a product of at least two factors (or
     one small one); else a ValueError. Term weights are the roots of ``kron_terms``' squared
     weights with the sign of ``M``'s outer weight (a negative weight inside ``M``, which no
@@ -90,7 +91,8 @@ def _route(M: Matrix):
     keys = [marginal_key(factors) for _, factors in terms]
     sizes = tuple(f.shape[1] for f in terms[0][1])
     if (
-        M.shape[0] <= BLOCK_CELLS
+        not kron_only
+        and M.shape[0] <= BLOCK_CELLS
         and None not in keys
         and all(tuple(f.shape[1] for f in fs) == sizes for _, fs in terms)
     ):
@@ -337,21 +339,18 @@ def reconstruct(A, y, chunks=None, cells: int = BLOCK_CELLS):
             f"{type(peel(A)[1]).__name__} has none (pinv_operator() is None)"
         )
     route = _route(A)
+    scale, base = peel(P)
+    if route[0] == "marginals" and not hasattr(base, "tables"):
+        route = _route(A, kron_only=True)  # e.g. identities ⊗ totals: a product's pinv
     if route[0] == "kron":
         if not is_dask_array(y):
             raise ValueError("reconstruct on the Dask route needs y as a dask array")
-        terms = _route(P)
+        terms = _route(P, kron_only=True)
         if terms[0] != "kron" or len(terms[1]) != 1:
             raise ValueError("the pseudo-inverse of a Kronecker strategy is not one product")
         return _kron_apply(*terms[1][0], y, cells, check=False)
     dask, da = _dask()
     sizes = route[1]
-    scale, base = peel(P)
-    if not hasattr(base, "tables"):
-        raise ValueError(
-            f"the pseudo-inverse {type(base).__name__} of this marginals strategy gives no "
-            "small tables (tables(Y)); the Dask route cannot expand x̂"
-        )
     if y.shape != (A.shape[0],):
         raise ValueError(f"y has shape {y.shape}, the strategy has {A.shape[0]} rows")
     tables = dask.delayed(base.tables)(y.reshape(-1, 1))

@@ -60,6 +60,22 @@ def test_kron_linear_parts_equal_in_memory(client, kron_case, chunks):
     close(dask_release.reconstruct(A, Y, cells=200).compute().ravel(), x)
 
 
+@pytest.mark.parametrize("last", [Identity(10), Total(10)])
+def test_product_of_identities_and_totals_reconstructs(client, last):
+    """A product of identities and totals is a marginal strategy (measured by tables) whose
+    pseudo-inverse is a Kronecker product with no tables: reconstructed factor-wise."""
+    A = Kronecker([Identity(12), last])
+    x = np.random.default_rng(6).integers(0, 6, 120).astype(float)
+    y = A @ x + np.random.default_rng(7).normal(0, 2, A.shape[0])
+    close(mechanism.reconstruct(A, da.from_array(y, chunks=len(y))).compute().ravel(),
+          mechanism.reconstruct(A, y))  # fmt: skip
+    W = Kronecker([Prefix(12), Identity(10)])
+    X = da.from_array(x.reshape(12, 10), chunks=(4, 10))
+    assert mechanism.release(W, A, X, PureDP(1.0), np.random.default_rng(1)).compute().shape == (
+        120,
+    )
+
+
 def test_kron_release_equals_in_memory_with_the_same_noise(client, kron_case):
     A, x = kron_case
     X = da.from_array(x.reshape(SIZES), chunks=(3, 10, 8))
