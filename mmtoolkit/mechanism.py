@@ -432,19 +432,21 @@ def _noise_std(A: Matrix, privacy: Privacy, noise: str) -> tuple[np.ndarray, str
     return np.broadcast_to(np.float64(std), (A.shape[0],)), _distribution(privacy, noise)
 
 
-def _check_answers_fit(m: int) -> None:
-    """Refuse (before any noise is drawn) a workload whose answers alone would not fit in
-    this machine's memory, with a message instead of a MemoryError (issue 17)."""
+def _check_answers_fit(m: int, rows: int) -> None:
+    """Refuse (before any noise is drawn) a release whose answers (``m``) and measurements
+    (``rows``, held together at least while the answers are formed) would not fit in this
+    machine's memory, with a message instead of a MemoryError (issue 17)."""
     try:
         ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (AttributeError, ValueError, OSError):  # not POSIX: no check
         return
-    if 8 * m > ram:
+    if 8 * (m + rows) > ram:
         raise ValueError(
-            f"the workload has {m:.4g} queries: its answers ({8 * m / 2**30:.3g} GiB) do not "
-            f"fit in this machine's memory ({ram / 2**30:.3g} GiB); release a workload with "
-            "fewer queries answered from the same strategy (e.g. the data vector estimate, "
-            "workload identity, from which any query is post-processing) or part of it"
+            f"the workload has {m:.4g} queries and the strategy {rows:.4g} rows: answers and "
+            f"measurements ({8 * (m + rows) / 2**30:.3g} GiB) do not fit in this machine's "
+            f"memory ({ram / 2**30:.3g} GiB); release a workload with fewer queries answered "
+            "from the same strategy (e.g. the data vector estimate, workload identity, from "
+            "which any query is post-processing) or part of it"
         )
 
 
@@ -463,10 +465,11 @@ def _release(W, strategy, data, privacy, rng, noise, keep_y: bool) -> Measured:
     — one N-sized array for the whole release beyond the data (issue 17)."""
     _check_args(privacy, noise, rng)
     W = as_matrix(W)
-    _check_answers_fit(W.shape[0])
+    none = isinstance(strategy, Strategy) and strategy.inference == "none"
+    _check_answers_fit(W.shape[0], W.shape[0] if none else _matrix(strategy).shape[0])
     if not isinstance(data, Records):
         data = data_vector(data, W.shape[1])
-    if isinstance(strategy, Strategy) and strategy.inference == "none":
+    if none:
         y = measure(W, data, privacy, rng, noise)
         return Measured(y, W, y, *_noise_std(W, privacy, noise))
     A = _matrix(strategy)

@@ -204,6 +204,10 @@ def test_too_many_answers_refused_before_noise():
     with pytest.raises(ValueError, match="do not fit in this machine's memory"):
         mechanism.release(W, A, np.zeros(4), PureDP(1.0), rng)  # refused before the data
     assert rng.bit_generator.state == state
+    # a workload that fits, a strategy whose measurements do not (2.5e14 rows)
+    with pytest.raises(ValueError, match="strategy 2.505e\\+14 rows"):
+        mechanism.release(A, W, np.zeros(4), PureDP(1.0), rng)
+    assert rng.bit_generator.state == state
 
 
 def test_float32_path_close_to_float64(small_blocks):

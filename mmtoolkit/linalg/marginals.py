@@ -635,6 +635,8 @@ def expand_tables(sizes, tables, consume: bool = False) -> np.ndarray:
     array of that size and is written in a few passes. The input tables are modified in place
     only with ``consume=True``."""
     sizes = _check_sizes(sizes)
+    if not tables:
+        raise ValueError("expand_tables needs at least one table")
     full = (1 << len(sizes)) - 1
     acc, own = dict(tables), set(tables) if consume else set()
     R = next(iter(tables.values())).shape[-1]
