@@ -171,8 +171,10 @@ class Privacy(ABC):
         to the same uniforms, vectorised (about 8x faster at 10^8 values; numpy's SIMD
         ``log`` differs from libm's in the last bit for a few values in a thousand, so the
         values equal ``rng.laplace``'s to 1 ulp; a uniform equal to 0, probability 2^-53,
-        is redrawn). The generator advances exactly as for one draw of ``out.size`` values,
-        whatever the blocking. float32 ``out``: the noise is drawn in float64 and rounded.
+        is redrawn after its block, so a release containing one differs from ``rng.laplace``
+        from then on). The generator otherwise advances exactly as for one draw of
+        ``out.size`` values, whatever the blocking. float32 ``out``: the noise is drawn in
+        float64 and rounded.
         """
         if not isinstance(rng, np.random.Generator):
             raise ValueError(
