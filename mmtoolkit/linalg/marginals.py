@@ -560,12 +560,12 @@ class Residuals:
         z = np.zeros(shape)
         for S, (theta, _) in self.tables.items():
             if S & B == B:
-                z += theta * self._mean(S, B)
+                z += theta * self.mean(S, B)
         for j in range(len(shape) - 1):  # ⊗_{i∈B} P⊥_i: centre every kept axis
             z -= z.mean(axis=j, keepdims=True)
         return z
 
-    def _mean(self, S: int, B: int) -> np.ndarray:
+    def mean(self, S: int, B: int) -> np.ndarray:
         """The mean of ``S``'s noisy table over ``S \\ B``, from the (cached) mean over one
         attribute fewer: all subsets of a big table cost a few passes over it, not one each."""
         if B == S:
@@ -574,7 +574,7 @@ class Residuals:
         if m is None:
             j = (S & ~B) & -(S & ~B)  # the lowest attribute averaged out
             parent = B | j
-            m = self._mean(S, parent).mean(axis=(parent & (j - 1)).bit_count())
+            m = self.mean(S, parent).mean(axis=(parent & (j - 1)).bit_count())
             self._means[(S, B)] = m
         return m
 
@@ -582,6 +582,22 @@ class Residuals:
 def _broadcast_shape(sizes, key: int, within: int, R: int) -> tuple[int, ...]:
     """The shape that broadcasts a table over ``key`` against one over ``within ⊇ key``."""
     return tuple(sizes[i] if (key >> i) & 1 else 1 for i in key_attrs(within, len(sizes))) + (R,)
+
+
+def _between_sums(mu: np.ndarray, S: int, d: int):
+    """``(C, c_{S,C})`` for every ``C ⊆ S`` with ``c ≠ 0``, where
+    ``c_{S,C} = Σ_{C⊆B⊆S} (−1)^{|B\\C|} μ[B]``: the superset Möbius transform of ``μ``
+    restricted to the subsets of ``S`` (``|S|·2^|S|`` operations)."""
+    attrs = key_attrs(S, d)
+    keys = np.zeros(1 << len(attrs), dtype=np.int64)
+    for j, i in enumerate(attrs):  # local mask (bit j = attribute attrs[j]) -> global key
+        keys[1 << j : 2 << j] = keys[: 1 << j] + (1 << i)
+    f = np.asarray(mu, dtype=float)[keys]
+    for j in range(len(attrs)):
+        g = f.reshape(-1, 2, 1 << j)
+        g[:, 0, :] -= g[:, 1, :]
+    nz = np.flatnonzero(f)
+    return zip(keys[nz].tolist(), f[nz].tolist(), strict=True)
 
 
 class MarginalsPinv(Matrix):
@@ -598,21 +614,22 @@ class MarginalsPinv(Matrix):
         self.shape = (A.shape[1], A.shape[0])
 
     def tables(self, Y) -> dict[int, np.ndarray]:
-        """The small tables ``t_a`` with ``A⁺ Y = Σ_a Q_aᵀ t_a``, each over ``a``'s attributes
-        with a trailing column axis: ``t_B = μ_B⁺ z_B`` for every ``B`` of the Gram's support
-        (every subset of a measured marginal; :func:`expand_tables` adds each into its parent
-        along :func:`table_plan` and broadcasts them to the cells)."""
+        """The small tables ``t_C`` with ``A⁺ Y = Σ_C Q_Cᵀ t_C`` (each over ``C``'s attributes
+        with a trailing column axis; :func:`expand_tables` adds each into its parent along
+        :func:`table_plan` and broadcasts them to the cells), in closed form with no centring:
+        the centred ``z_B = ⊗_{i∈B}(I − avg_i) Σ_{S⊇B} θ_S mean_{S\\B}(y_S)`` expand into the
+        means ``m_{S,C} = mean_{S\\C}(y_S)`` of the measured tables, so
+        ``t_C = Σ_{S⊇C} θ_S c_{S,C} m_{S,C}`` with ``c_{S,C} = Σ_{C⊆B⊆S} (−1)^{|B\\C|} μ_B⁺``
+        (a Möbius transform of the spectrum over the subsets of ``S``)."""
         res = Residuals(self.A, Y)
         acc = {}
-        for S in self.A.keys:
-            sub = S
-            while True:  # every B ⊆ S, each once
-                if sub not in acc and res.mu_pinv[sub] != 0.0:
-                    acc[sub] = res.take(sub)
-                    acc[sub] *= res.mu_pinv[sub]
-                if sub == 0:
-                    break
-                sub = (sub - 1) & S
+        for S, (theta, _) in res.tables.items():
+            for C, c in _between_sums(res.mu_pinv, S, self.A.d):
+                term = (theta * c) * res.mean(S, C)
+                if C in acc:
+                    acc[C] += term
+                else:
+                    acc[C] = term
         if not acc:  # a zero spectrum: A⁺ = 0
             acc[0] = np.zeros(Y.shape[1])
         return acc
