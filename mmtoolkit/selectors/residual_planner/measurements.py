@@ -223,7 +223,7 @@ class _Layout:
     def __init__(self, plan: ResidualPlan):
         bases = plan.bases
         d = len(bases)
-        table = plan.table
+        table = self.table = plan.table
         self.sets = table.closure  # (K, kmax), -1 padded, sorted by size
         self.size = table.closure_size
         self.kmax = table.kmax
@@ -249,7 +249,8 @@ class _Layout:
 
     @functools.cached_property
     def index(self) -> dict:
-        return {tuple(int(a) for a in row if a >= 0): k for k, row in enumerate(self.sets)}
+        """``{closure set (sorted attribute tuple): its closure index}``."""
+        return {A: k for k, A in enumerate(self.table.closure_sets())}
 
     def _encode(self, B: np.ndarray) -> np.ndarray:
         code = np.zeros(len(B), dtype=np.int64)
@@ -495,12 +496,6 @@ def measure_discrete(
 
 
 # ============================================================================ reconstruction
-def _index(plan: ResidualPlan) -> dict:
-    if not hasattr(plan, "_closure_index"):
-        plan._closure_index = {A: k for k, A in enumerate(plan.closure_sets())}
-    return plan._closure_index
-
-
 def _subsets(S: tuple[int, ...]):
     k = len(S)
     for pat in range(1 << k):
@@ -515,7 +510,7 @@ def _check_target(plan: ResidualPlan, attrs) -> tuple[int, ...]:
             raise ValueError(f"attribute {a} is outside the domain (attributes 0..{d - 1})")
     if len(set(t)) != len(t):
         raise ValueError(f"attributes repeated in {list(attrs)}")
-    idx = _index(plan)
+    idx = _layout(plan).index
     for _, B in _subsets(t):
         if B not in idx and all(plan.bases[i].n > 1 for i in B):
             raise ValueError(
@@ -657,7 +652,7 @@ def variances(plan: ResidualPlan, attrs, privacy: Privacy | None = None) -> np.n
     in the answers' order; at pcost 1 (ρ = 1/2) unless ``privacy`` is given."""
     t = _check_target(plan, attrs)
     s2 = plan.sigma2 / plan.pcost() if privacy is None else plan.scaled_sigma2(privacy)
-    coef = {B: s2[k] for B, k in _index(plan).items()}
+    coef = {B: s2[k] for B, k in _layout(plan).index.items()}
     return product_variances(coef, t, [(plan.bases[i].row_h, plan.bases[i].row_s) for i in t])
 
 
@@ -666,7 +661,7 @@ def covariance(plan: ResidualPlan, attrs, privacy: Privacy | None = None) -> np.
     t = _check_target(plan, attrs)
     s2 = plan.sigma2 / plan.pcost() if privacy is None else plan.scaled_sigma2(privacy)
     bases = plan.bases
-    idx = _index(plan)
+    idx = _layout(plan).index
     rows = math.prod(bases[i].rows for i in t)
     check_dense_size(rows, rows, "a covariance matrix")
     K_in, K_out = [], []
