@@ -563,6 +563,23 @@ class MonteCarloResult:
     query_var: np.ndarray
     expected_var: np.ndarray
 
+    @classmethod
+    def from_totals(cls, totals, level, expected, query_var, expected_var) -> MonteCarloResult:
+        """The result for the releases' total squared errors ``totals`` (one per release)."""
+        totals = np.asarray(totals, dtype=float)
+        mean, sd = float(totals.mean()), float(totals.std(ddof=1))
+        half = NormalDist().inv_cdf((1 + level) / 2) * sd / math.sqrt(totals.size)
+        return cls(
+            releases=int(totals.size),
+            mean_total=mean,
+            sd_total=sd,
+            ci=(mean - half, mean + half),
+            level=level,
+            expected=float(expected),
+            query_var=np.asarray(query_var, dtype=float),
+            expected_var=np.asarray(expected_var, dtype=float),
+        )
+
     @property
     def within_ci(self) -> bool:
         return self.ci[0] <= self.expected <= self.ci[1]
@@ -614,17 +631,4 @@ def monte_carlo(
         totals[done : done + k] = np.sum(err * err, axis=0)
         sq += np.sum(err * err, axis=1)
         done += k
-    mean = float(totals.mean())
-    sd = float(totals.std(ddof=1))
-    zq = NormalDist().inv_cdf((1 + level) / 2)
-    half = zq * sd / math.sqrt(R)
-    return MonteCarloResult(
-        releases=R,
-        mean_total=mean,
-        sd_total=sd,
-        ci=(mean - half, mean + half),
-        level=level,
-        expected=float(expected),
-        query_var=sq / R,
-        expected_var=np.asarray(expected_var, dtype=float),
-    )
+    return MonteCarloResult.from_totals(totals, level, expected, sq / R, expected_var)

@@ -63,7 +63,6 @@ import inspect
 import math
 import traceback
 from dataclasses import dataclass, field
-from statistics import NormalDist
 
 import numpy as np
 
@@ -552,32 +551,24 @@ def _vectorised(s: _Selection, x, releases: int, rng):
     return mechanism.monte_carlo(s.workload, s.strategy, x, s.privacy, releases, rng, level=LEVEL)
 
 
-@dataclass(frozen=True)
-class _LoopResult:
-    releases: int
-    mean_total: float
-    ci: tuple[float, float]
-    expected: float
-
-    @property
-    def within_ci(self) -> bool:
-        return self.ci[0] <= self.expected <= self.ci[1]
-
-
-def _release_loop(s: _Selection, x, releases: int, rng) -> _LoopResult:
+def _release_loop(s: _Selection, x, releases: int, rng) -> mechanism.MonteCarloResult:
     """A fifth of ``releases`` (at least 50) calls of :func:`mechanism.release`, one release
-    each: the strategy kind's own release path, with the interval of
-    :func:`mechanism.monte_carlo`."""
+    each: the strategy kind's own release path, scored as :func:`mechanism.monte_carlo`."""
     releases = max(50, releases // 5)
     truth = s.workload @ np.asarray(x, dtype=float)
     totals = np.empty(releases)
+    sq = np.zeros(s.workload.shape[0])
     for r in range(releases):
         err = mechanism.release(s.workload, s.strategy, x, s.privacy, rng) - truth
         totals[r] = float(err @ err)
-    mean = float(totals.mean())
-    half = NormalDist().inv_cdf((1 + LEVEL) / 2) * float(totals.std(ddof=1)) / math.sqrt(releases)
-    expected = evaluate.expected_error(s.workload, s.strategy, s.privacy)
-    return _LoopResult(releases, mean, (mean - half, mean + half), float(expected))
+        sq += err * err
+    return mechanism.MonteCarloResult.from_totals(
+        totals,
+        LEVEL,
+        evaluate.expected_error(s.workload, s.strategy, s.privacy),
+        sq / releases,
+        evaluate.per_query_variance(s.workload, s.strategy, s.privacy),
+    )
 
 
 def _differ(a: Strategy, b: Strategy, seed: int) -> str | None:
