@@ -459,7 +459,7 @@ class Marginals(Matrix):
             ans = np.zeros(tuple(sizes[i] for i in T_attrs) + (R,))
             sub = T
             while True:  # every B ⊆ T
-                if mu_pinv[sub] != 0.0:
+                if sub in mu_pinv:
                     bshape = _broadcast_shape(sizes, sub, T, R)
                     ans = ans + mu_pinv[sub] * residuals[sub].reshape(bshape)
                 if sub == 0:
@@ -540,12 +540,14 @@ class Residuals:
     subspace (HDMM App. A.4): ``z_B = Σ_{S⊇B} θ_S mean_{S\\B}(y_S)`` centred on every axis of
     ``B`` (``P_B Aᵀ y`` is ``z_B`` broadcast over the other attributes); ``self[B]`` is
     ``z_B`` as a table over ``B`` with a trailing column axis (cached). ``mu_pinv``: the
-    spectrum of ``(AᵀA)⁺``."""
+    nonzero spectrum of ``(AᵀA)⁺``, ``{B: 1/μ_B}`` over the live residuals
+    (``MarginalsGram.live_spectrum``: on the down-closure of the keys, no 2^d array)."""
 
     def __init__(self, A: Marginals, Y: np.ndarray):
         self.sizes, self.d, self.R = A.sizes, A.d, Y.shape[1]
         self.tables = A._noisy_tables(Y)
-        self.mu_pinv = A.gram().pinv_spectrum()
+        keys, mu = A.gram().live_spectrum()
+        self.mu_pinv = dict(zip(keys.tolist(), (1.0 / mu).tolist(), strict=True))
         self._cache: dict[int, np.ndarray] = {}
         self._means: dict[tuple[int, int], np.ndarray] = {}
 
@@ -584,15 +586,16 @@ def _broadcast_shape(sizes, key: int, within: int, R: int) -> tuple[int, ...]:
     return tuple(sizes[i] if (key >> i) & 1 else 1 for i in key_attrs(within, len(sizes))) + (R,)
 
 
-def _between_sums(mu: np.ndarray, S: int, d: int):
+def _between_sums(mu: dict, S: int, d: int):
     """``(C, c_{S,C})`` for every ``C ⊆ S`` with ``c ≠ 0``, where
-    ``c_{S,C} = Σ_{C⊆B⊆S} (−1)^{|B\\C|} μ[B]``: the superset Möbius transform of ``μ``
-    restricted to the subsets of ``S`` (``|S|·2^|S|`` operations)."""
+    ``c_{S,C} = Σ_{C⊆B⊆S} (−1)^{|B\\C|} μ[B]`` (``mu``: ``{B: μ_B}``, absent keys 0): the
+    superset Möbius transform of ``μ`` restricted to the subsets of ``S`` (``|S|·2^|S|``
+    operations)."""
     attrs = key_attrs(S, d)
     keys = np.zeros(1 << len(attrs), dtype=np.int64)
     for j, i in enumerate(attrs):  # local mask (bit j = attribute attrs[j]) -> global key
         keys[1 << j : 2 << j] = keys[: 1 << j] + (1 << i)
-    f = np.asarray(mu, dtype=float)[keys]
+    f = np.array([mu.get(k, 0.0) for k in keys.tolist()])
     for j in range(len(attrs)):
         g = f.reshape(-1, 2, 1 << j)
         g[:, 0, :] -= g[:, 1, :]
