@@ -11,8 +11,9 @@ Quadtree are ``d = 2`` (each 2-D node splits into ``b × b`` children).
 
 Closed forms (``O(N · L)`` per product, never an ``N x N`` array):
 
-* ``A x`` sums ``x`` over the blocks of each level (``np.add.reduceat`` per axis), ``Aᵀ y``
-  broadcasts the node values back; every column meets exactly one node per level, so the
+* ``A x`` sums ``x`` over the finest blocks (``np.add.reduceat`` per axis) and each coarser
+  level from the next finer one's sums; ``Aᵀ y`` accumulates the coarse levels top down on
+  the node grids and broadcasts them to the cells once; every column meets exactly one node per level, so the
   column norms are ``Σ_ℓ |w_ℓ|^p`` (HDMM §10: the sensitivity of a hierarchy is its number
   of levels when the weights are 1).
 * ``AᵀA = Σ_Q a_Q 1_Q 1_Qᵀ`` with ``a_Q = w_Q²``, a sum over a laminar family. Writing
@@ -20,7 +21,9 @@ Closed forms (``O(N · L)`` per product, never an ``N x N`` array):
   ``M_Q = blockdiag(M_C) + a_Q 1 1ᵀ`` over the children ``C``; by Sherman–Morrison
   ``M_Q⁻¹ = D⁻¹ − c_Q v_Q v_Qᵀ`` with ``v_Q = D⁻¹ 1 = (u_C)_C``, ``s = 1ᵀ v_Q``,
   ``c_Q = a_Q / (1 + a_Q s)`` and ``u_Q = M_Q⁻¹ 1 = v_Q / (1 + a_Q s)``. One bottom-up pass
-  stores ``u`` per level (:class:`TreeSolver`); ``M⁻¹ x`` is then one more pass.
+  over the node grids gives every ``c_Q`` and ``u`` as a product of per-node factors
+  (:class:`TreeSolver`); ``M⁻¹ x`` is then two passes over the cells (block sums, then the
+  result), all corrections on the node grid one level above the finest (issue 17).
 * When the finest level is not all single cells (a collapsed node, GreedyH), the strategy
   only sees sums over the finest nodes: with ``P`` the membership matrix of the finest
   partition and ``D = PᵀP``, ``A = Ã Pᵀ`` and ``(AᵀA)⁺ = P D⁻¹ M̃⁻¹ D⁻¹ Pᵀ`` where ``M̃`` is
@@ -29,6 +32,7 @@ Closed forms (``O(N · L)`` per product, never an ``N x N`` array):
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -44,6 +48,7 @@ __all__ = [
     "Tree",
     "TreeGram",
     "TreeGramInverse",
+    "TreePinv",
     "TreeSolver",
     "interval_tree",
     "tree_height",
@@ -131,6 +136,52 @@ def _expand(Y: np.ndarray, counts) -> np.ndarray:
     return Y
 
 
+def _outer_counts(counts) -> np.ndarray:
+    """Cells per node of a node grid: the outer product of the per-axis node sizes."""
+    out = np.ones(())
+    for c in counts:
+        out = np.multiply.outer(out, c.astype(float))
+    return out
+
+
+#: cells per block of the blocked passes over the cells (issue 17: temporaries in cache)
+BLOCK_CELLS = 1 << 17
+
+
+def _node_blocks(counts0: np.ndarray, rest: int):
+    """``(n0, n1, c0, c1)``: runs of whole nodes ``n0:n1`` along the first axis covering
+    cells ``c0:c1`` of it, each about :data:`BLOCK_CELLS` cells (``rest`` per index)."""
+    ends = np.cumsum(counts0)
+    step = max(1, BLOCK_CELLS // max(1, rest))
+    n0 = c0 = 0
+    while n0 < len(counts0):
+        n1 = min(len(counts0), max(n0 + 1, int(np.searchsorted(ends, c0 + step)) + 1))
+        c1 = int(ends[n1 - 1])
+        yield n0, n1, c0, c1
+        n0, c0 = n1, c1
+
+
+def _expanded_add(F: np.ndarray, D: np.ndarray, counts, scale, out: np.ndarray) -> None:
+    """``out = (F + expand(D)) · scale`` block by block (``out`` may be ``F``); ``D`` is on
+    the node grid of ``counts``, ``scale`` a scalar or an array shaped like ``F``."""
+    rest = math.prod(F.shape[1:])
+    for n0, n1, c0, c1 in _node_blocks(counts[0], rest):
+        e = _expand(D[n0:n1], (counts[0][n0:n1],) + tuple(counts[1:]))
+        blk = out[c0:c1]
+        np.add(F[c0:c1], e, out=blk)
+        blk *= scale if np.ndim(scale) == 0 else scale[c0:c1]
+
+
+def _scaled_block_sum(F: np.ndarray, scale: np.ndarray, starts) -> np.ndarray:
+    """``_block_sum(F · scale, starts)`` without an array of ``F``'s size."""
+    counts0 = _sizes_from_starts(starts[0], F.shape[0])
+    parts = [
+        _block_sum(F[c0:c1] * scale[c0:c1], (starts[0][n0:n1] - c0,) + tuple(starts[1:]))
+        for n0, n1, c0, c1 in _node_blocks(counts0, math.prod(F.shape[1:]))
+    ]
+    return np.concatenate(parts, axis=0)
+
+
 # =================================================================================== Tree
 class Tree(Matrix):
     """A weighted hierarchy of nested interval (rectangle) partitions: one row ``w_Q 1_Q``
@@ -206,6 +257,17 @@ class Tree(Matrix):
             ws.append(w)
         self.weights = ws
         self.shape = (sum(math.prod(g) for g in self.grid), math.prod(sizes))
+        # level ℓ's starts in the coordinates of level ℓ+1's node grid, and its node counts
+        # there: a level's sums come from the next finer level's (one pass over the cells)
+        self.nest = [
+            tuple(np.searchsorted(f, c) for f, c in zip(finer, coarse))
+            for coarse, finer in zip(parsed, parsed[1:])
+        ]
+        self.nest_counts = [
+            tuple(_sizes_from_starts(s, len(f)) for s, f in zip(ns, finer))
+            for ns, finer in zip(self.nest, parsed[1:])
+        ]
+        self.offsets = np.concatenate([[0], np.cumsum([math.prod(g) for g in self.grid])])
 
     # --------------------------------------------------------------------- structure
     @property
@@ -218,7 +280,7 @@ class Tree(Matrix):
         """Cells per finest node, per attribute."""
         return self.counts[-1]
 
-    @property
+    @functools.cached_property
     def reduced(self) -> bool:
         """True when some finest node has more than one cell (the strategy cannot tell the
         cells of that node apart)."""
@@ -238,23 +300,46 @@ class Tree(Matrix):
 
     # ---------------------------------------------------------------------- products
     def _matmat(self, X):
-        T = self._tensor(X)
-        out = [
-            (_block_sum(T, lv) * self._w(li)).reshape(-1, X.shape[1])
-            for li, lv in enumerate(self.levels)
-        ]
-        return np.vstack(out)
+        k = X.shape[1]
+        S = self._tensor(X)
+        if self.reduced:
+            S = _block_sum(S, self.levels[-1])
+        dtype = X.dtype if np.issubdtype(X.dtype, np.floating) else float
+        out = np.empty((self.shape[0], k), dtype=dtype)
+        for li in range(self.depth - 1, -1, -1):
+            if li < self.depth - 1:
+                S = _block_sum(S, self.nest[li])  # from the finer level's sums
+            np.multiply(S, self._w(li), out=self._slot(out, li))
+        return out
+
+    def _slot(self, Y, li):
+        """Level ``li``'s rows of ``Y`` as a view of its node grid (trailing axis)."""
+        return Y[self.offsets[li] : self.offsets[li + 1]].reshape(self.grid[li] + (Y.shape[1],))
+
+    def coarse_sum(self, Y) -> np.ndarray | None:
+        """``Σ_{ℓ<L-1} w_ℓ y_ℓ`` broadcast to the node grid of level ``L-2`` (top down on the
+        node grids), or None for a one-level tree: the coarse levels' part of ``Aᵀ y``."""
+        acc = None
+        for li in range(self.depth - 1):
+            part = self._slot(Y, li) * self._w(li)
+            acc = part if acc is None else _expand(acc, self.nest_counts[li - 1]) + part
+        return acc
+
+    def fine_adjoint(self, Y, out=None) -> np.ndarray:
+        """``Ãᵀ y`` on the finest node grid (trailing axis): ``w_fine y_fine`` plus the
+        coarse levels expanded, in one pass; ``out`` may be ``Y``'s finest slot."""
+        F = self._slot(Y, self.depth - 1)
+        out = np.multiply(F, self._w(self.depth - 1), out=out)
+        acc = self.coarse_sum(Y)
+        if acc is not None:
+            _expanded_add(out, acc, self.nest_counts[-1], 1.0, out)
+        return out
 
     def _rmatmat(self, Y):
-        k = Y.shape[1]
-        out = np.zeros(self.sizes + (k,))
-        offset = 0
-        for li, (g, c) in enumerate(zip(self.grid, self.counts)):
-            rows = math.prod(g)
-            block = Y[offset : offset + rows].reshape(g + (k,)) * self._w(li)
-            out += _expand(block, c)
-            offset += rows
-        return out.reshape(-1, k)
+        X = self.fine_adjoint(Y)
+        if self.reduced:
+            X = _expand(X, self.fine_counts)
+        return X.reshape(-1, Y.shape[1])
 
     def gram(self):
         return TreeGram(self)
@@ -262,7 +347,7 @@ class Tree(Matrix):
     def pinv(self):
         if not self.invertible:
             return super().pinv()
-        return Product(TreeGram(self).pinv(), self.T)
+        return TreePinv(self)
 
     def pinv_operator(self):
         return self.pinv() if self.invertible else None
@@ -302,11 +387,7 @@ class Tree(Matrix):
         check_dense_size(self.shape[0], 1, "row norms of a Tree")
         parts = []
         for li, (g, c) in enumerate(zip(self.grid, self.counts)):
-            cells = np.ones(g)
-            for axis, cnt in enumerate(c):
-                shape = [1] * len(g)
-                shape[axis] = len(cnt)
-                cells = cells * cnt.reshape(shape)
+            cells = _outer_counts(c)
             parts.append((np.abs(np.broadcast_to(self.weights[li], g)) ** p * cells).ravel())
         out = np.concatenate(parts)
         return float(out[0]) if np.all(out == out[0]) else out
@@ -318,11 +399,14 @@ class Tree(Matrix):
 # ============================================================================ the Gram
 class TreeSolver:
     """The bottom-up Sherman–Morrison pass over a :class:`Tree` (module docstring), in the
-    reduced coordinates (one cell per finest node).
+    reduced coordinates (one cell per finest node), kept on the node grids.
 
-    ``U[ℓ]`` holds ``u_Q = M_Q⁻¹ 1`` for every node of level ``ℓ`` (one tensor over the
-    reduced cells) and ``c[ℓ]`` the node-grid of ``c_Q = a_Q / (1 + a_Q 1ᵀv_Q)``;
-    ``red[ℓ]`` the level's starts in reduced coordinates; ``a_fine`` the finest weights².
+    With ``K = L − 2`` the level above the finest, ``u_Q = M_Q⁻¹ 1`` on a level-``ℓ`` node is
+    ``U[ℓ](j) = g_ℓ(K-node of j) / a_j`` with ``g_ℓ = Π_{m=ℓ..K} f_m`` and ``f_Q = 1 / (1 +
+    a_Q 1ᵀv_Q)``, so the pass stores only ``c[ℓ]`` (``c_Q = a_Q f_Q``) per level and ``g[ℓ]``
+    on the level-``K`` grid; ``red[ℓ]`` holds level ``ℓ < L − 1``'s starts in reduced coordinates,
+    ``a_fine`` the finest weights². :meth:`solve` then costs one read and one write of the
+    cells plus arrays of the node grids (issue 17: no per-level cell arrays).
     """
 
     def __init__(self, tree: Tree):
@@ -332,23 +416,48 @@ class TreeSolver:
         fine = tree.levels[-1]
         self.group_counts = tree.fine_counts
         self.shape = tuple(len(s) for s in fine)
-        self.red = [tuple(np.searchsorted(f, s) for f, s in zip(fine, lv)) for lv in tree.levels]
+        self.red = [  # the finest level's own (identity) starts are not kept
+            lv if not tree.reduced else tuple(np.searchsorted(f, s) for f, s in zip(fine, lv))
+            for lv in tree.levels[:-1]
+        ]
         self.red_counts = [
             tuple(_sizes_from_starts(r, g) for r, g in zip(rl, self.shape)) for rl in self.red
         ]
         L = tree.depth
-        self.a_fine = np.broadcast_to(np.asarray(tree.weights[-1]) ** 2, self.shape)
-        U = 1.0 / self.a_fine
-        self.U = [None] * L
+        w_fine = tree.weights[-1]
+        self.a_fine = np.broadcast_to(np.asarray(w_fine) ** 2, self.shape)
+        self.inv_a = 1.0 / np.asarray(w_fine) ** 2  # a scalar when the level's weight is
         self.c = [None] * L
-        self.U[L - 1] = U
-        for li in range(L - 2, -1, -1):
+        self.g = [None] * L
+        if L == 1:
+            return
+        K = L - 2
+        self.K = K
+        # level ℓ <= K in the coordinates of the level-K grid, and the node counts there
+        self.up = [
+            tuple(np.searchsorted(rk, r) for rk, r in zip(self.red[K], rl))
+            for rl in self.red[: K + 1]
+        ]
+        gK = tuple(len(r) for r in self.red[K])
+        self.up_counts = [tuple(_sizes_from_starts(u, n) for u, n in zip(ul, gK)) for ul in self.up]
+        if np.ndim(self.inv_a) == 0:  # Σ_{j ∈ Q} 1/a_j on the level-K grid
+            self.r = self.inv_a * _outer_counts(self.red_counts[K])
+        else:
+            self.r = _block_sum(self.inv_a, self.red[K])
+        g = np.ones(gK)
+        for li in range(K, -1, -1):
             a = np.asarray(tree.weights[li]) ** 2
-            s = _block_sum(U, self.red[li])
+            s = _block_sum(self.r * g, self.up[li])
             f = 1.0 / (1.0 + a * s)
             self.c[li] = np.broadcast_to(a * f, s.shape)
-            U = U * _expand(f, self.red_counts[li])
-            self.U[li] = U
+            g = g * _expand(f, self.up_counts[li])
+            self.g[li] = g
+
+    def u(self, li: int) -> np.ndarray:
+        """``U[ℓ]``: ``u_Q = M_Q⁻¹ 1`` of each level-``li`` node on its reduced cells."""
+        if li == self.tree.depth - 1:
+            return np.broadcast_to(self.inv_a, self.shape)
+        return self.inv_a * _expand(self.g[li], self.red_counts[self.K])
 
     def cell_c(self, li: int) -> np.ndarray:
         """``c_Q`` of level ``li`` broadcast to the reduced cells of each node."""
@@ -356,11 +465,38 @@ class TreeSolver:
 
     def solve(self, X: np.ndarray) -> np.ndarray:
         """``M̃⁻¹ X`` for a tensor of the reduced shape with one trailing axis."""
-        Y = X / self.a_fine[..., None]
-        for li in range(self.tree.depth - 2, -1, -1):
-            t = _block_sum(Y, self.red[li]) * self.c[li][..., None]
-            Y = Y - _expand(t, self.red_counts[li]) * self.U[li + 1][..., None]
-        return Y
+        return self.solve_split(X, None)
+
+    def solve_split(self, F: np.ndarray, C: np.ndarray | None, out=None) -> np.ndarray:
+        """``M̃⁻¹ (F + expand(C))`` for ``F`` on the reduced cells and ``C`` on the level-``K``
+        grid (or None), both with one trailing axis, in two passes over the cells: the
+        level-``K`` block sums of ``F / a`` (then the Sherman–Morrison corrections ``t_Q`` of
+        all levels on the node grids, fine to coarse) and ``(F + expand(C − E)) / a``.
+        ``out`` (may be ``F``) receives the result."""
+        inv_a = self.inv_a if np.ndim(self.inv_a) == 0 else self.inv_a[..., None]
+        if out is None:
+            out = np.empty_like(F)
+        if self.tree.depth == 1:
+            np.multiply(F, inv_a, out=out)
+            return out
+        K = self.K
+        r = self.r[..., None]
+        if np.ndim(self.inv_a) == 0:
+            B = _block_sum(F, self.red[K]) * self.inv_a
+        else:
+            B = _scaled_block_sum(F, inv_a, self.red[K])
+        E = np.zeros_like(B)
+        if C is not None:
+            B += C * r
+        for li in range(K, -1, -1):
+            t = _block_sum(B - r * E, self.up[li]) * self.c[li][..., None]
+            E += _expand(t, self.up_counts[li]) * self.g[li + 1][..., None] if li < K else t
+        if C is not None:
+            E = C - E
+        else:
+            np.negative(E, out=E)
+        _expanded_add(F, E, self.red_counts[K], inv_a, out)
+        return out
 
     def to_reduced(self, X: np.ndarray) -> np.ndarray:
         """``D⁻¹ Pᵀ X``: cell tensor (trailing axis) → mean over each finest node."""
@@ -434,8 +570,10 @@ class TreeGramInverse(Matrix):
     def _matmat(self, X):
         s = self.solver
         k = X.shape[1]
-        Y = s.from_reduced(s.solve(s.to_reduced(self.tree._tensor(X))))
-        return Y.reshape(-1, k)
+        T = self.tree._tensor(X)
+        if self.tree.reduced:
+            return s.from_reduced(s.solve(s.to_reduced(T))).reshape(-1, k)
+        return s.solve(T).reshape(-1, k)
 
     _rmatmat = _matmat
 
@@ -450,6 +588,47 @@ class TreeGramInverse(Matrix):
 
     def __repr__(self):
         return f"TreeGramInverse({self.tree!r})"
+
+
+class TreePinv(Matrix):
+    """``A⁺ = P D⁻¹ M̃⁻¹ Ãᵀ`` of an invertible :class:`Tree` (module docstring; the
+    hierarchical reconstruction of Hay et al. 2010 as least squares): the coarse levels are
+    summed top down on the node grids, then :meth:`TreeSolver.solve_split` makes two passes
+    over the finest level's rows. :meth:`apply_overwrite` builds ``x̂`` in those rows of
+    ``y`` (issue 17)."""
+
+    def __init__(self, tree: Tree):
+        self.tree = tree
+        self.solver = TreeSolver(tree)
+        self.shape = (tree.shape[1], tree.shape[0])
+
+    def _apply(self, Y, out):
+        t = self.tree
+        F = t._slot(Y, t.depth - 1)
+        out = np.multiply(F, t._w(t.depth - 1), out=out)
+        X = self.solver.solve_split(out, t.coarse_sum(Y), out=out)
+        if t.reduced:
+            X = self.solver.from_reduced(X)
+        return X.reshape(-1, Y.shape[1])
+
+    def _matmat(self, Y):
+        return self._apply(Y, None)
+
+    def apply_overwrite(self, y):
+        if y.ndim != 1 or not np.issubdtype(y.dtype, np.floating):
+            return self @ y
+        Y = y.reshape(-1, 1)
+        F = self.tree._slot(Y, self.tree.depth - 1)
+        return self._apply(Y, F).reshape(-1)
+
+    def _rmatmat(self, X):
+        return self.tree._matmat(TreeGramInverse(self.tree)._matmat(X))
+
+    def pinv(self):
+        return self.tree
+
+    def __repr__(self):
+        return f"TreePinv({self.tree!r})"
 
 
 # ================================================================ block-diagonal products
@@ -620,7 +799,7 @@ class TreeRoute:
                 leaf = np.tensordot(rf.diag(), leaf, axes=([0], [0]))
             value = float(leaf)
             for li in range(self.tree.depth - 1):
-                V = s.U[li + 1]
+                V = s.u(li + 1)
                 Z = V
                 for axis, rf in enumerate(facs):
                     Z = self._along(rf, s.red[li][axis], Z, axis)
