@@ -274,3 +274,22 @@ def test_monte_carlo_of_in_place_releases(small_blocks, privacy):
     expected = evaluate.expected_error(W, A, privacy)
     half = NormalDist().inv_cdf(0.9995) * totals.std(ddof=1) / np.sqrt(totals.size)
     assert abs(totals.mean() - expected) < half
+
+
+@pytest.mark.parametrize("kind", ["fourier", "privelet 1-D", "privelet padded"])
+def test_orthogonal_row_kinds_reconstruct_exactly_not_by_least_squares(kind):
+    """Fourier (Barak et al. 2007) and the Haar wavelet (Privelet) have closed-form
+    pseudo-inverses: the mechanism uses them (an LSMR solve would stop at its tolerance)."""
+    from mmtoolkit.linalg import Fourier
+    from mmtoolkit.selectors.baselines.privelet import PriveletHaar
+
+    rng = np.random.default_rng(6)
+    A = {
+        "fourier": lambda: Fourier(5, {b: 0.5 + rng.random() for b in (0, 1, 3, 6, 17, 31)}),
+        "privelet 1-D": lambda: PriveletHaar(64),
+        "privelet padded": lambda: PriveletHaar(45),
+    }[kind]()
+    assert A.pinv_operator() is not None
+    y = rng.random(A.shape[0])
+    np.testing.assert_allclose(mechanism.reconstruct(A, y), np.linalg.pinv(A.dense()) @ y,
+                               rtol=1e-12, atol=1e-12)  # fmt: skip

@@ -185,6 +185,9 @@ class Fourier(Matrix):
         inv = {int(b): 1.0 / (self.shape[1] * w) for b, w in zip(self.betas, self.weights)}
         return Fourier(self.d, inv).T
 
+    def pinv_operator(self):
+        return self.pinv()  # exact, one transform: never least squares for a Fourier release
+
     def colnorm_p(self, p):
         check_p(p)
         return float(np.sum(np.abs(self.weights) ** p))

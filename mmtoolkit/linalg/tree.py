@@ -13,9 +13,9 @@ Closed forms (``O(N · L)`` per product, never an ``N x N`` array):
 
 * ``A x`` sums ``x`` over the finest blocks (``np.add.reduceat`` per axis) and each coarser
   level from the next finer one's sums; ``Aᵀ y`` accumulates the coarse levels top down on
-  the node grids and broadcasts them to the cells once; every column meets exactly one node per level, so the
-  column norms are ``Σ_ℓ |w_ℓ|^p`` (HDMM §10: the sensitivity of a hierarchy is its number
-  of levels when the weights are 1).
+  the node grids and broadcasts them to the cells once; every column meets exactly one
+  node per level, so the column norms are ``Σ_ℓ |w_ℓ|^p`` (HDMM §10: the sensitivity of a
+  hierarchy is its number of levels when the weights are 1).
 * ``AᵀA = Σ_Q a_Q 1_Q 1_Qᵀ`` with ``a_Q = w_Q²``, a sum over a laminar family. Writing
   ``M_Q`` for the part of the Gram on ``Q`` built from ``Q`` and its descendants,
   ``M_Q = blockdiag(M_C) + a_Q 1 1ᵀ`` over the children ``C``; by Sherman–Morrison

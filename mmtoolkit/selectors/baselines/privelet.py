@@ -80,6 +80,9 @@ class PriveletHaar(Matrix):
     def pinv(self):
         return Product(self.gram().pinv(), self.T)
 
+    def pinv_operator(self):
+        return self.pinv()  # exact, O(n log n): never least squares for a wavelet release
+
     def colnorm_p(self, p):
         check_p(p)  # every column has one ±1 per level and one in the total row
         return float(self.levels + 1)
