@@ -31,29 +31,40 @@ def _power_of_two(n) -> int:
 
 
 def _haar_forward(X: np.ndarray) -> np.ndarray:
-    """``H X`` in O(n k): pairwise sums recurse, pairwise differences are the details."""
-    cur = X
-    details = []
-    while cur.shape[0] > 1:
-        even, odd = cur[0::2], cur[1::2]
-        details.append(even - odd)
-        cur = even + odd
-    return np.vstack([cur] + details[::-1])
+    """``H X`` in O(n k): pairwise sums recurse, pairwise differences are the details. Each
+    level writes its details and sums into the result (rows ``[m/2, m)`` and ``[0, m/2)``),
+    so the temporaries are one copy of the current sums (at most ``n/2`` rows)."""
+    n = X.shape[0]
+    out = np.empty(X.shape, dtype=np.result_type(X.dtype, np.float32))
+    if n == 1:
+        out[...] = X
+        return out
+    h = n // 2
+    np.subtract(X[0::2], X[1::2], out=out[h:n])
+    np.add(X[0::2], X[1::2], out=out[:h])
+    m = h
+    while m > 1:
+        h = m // 2
+        even, odd = out[0:m:2].copy(), out[1:m:2].copy()
+        np.subtract(even, odd, out=out[h:m])
+        np.add(even, odd, out=out[:h])
+        m = h
+    return out
 
 
 def _haar_adjoint(Y: np.ndarray) -> np.ndarray:
-    """``Hᵀ Y`` in O(n k): inverse of the forward recursion's data flow."""
+    """``Hᵀ Y`` in O(n k): inverse of the forward recursion's data flow, built in the result
+    (level ``s`` expands rows ``[0, s)`` into ``[0, 2s)`` from a copy of at most ``n/2`` rows)."""
     n = Y.shape[0]
-    cur = Y[0:1]
+    out = np.empty(Y.shape, dtype=np.result_type(Y.dtype, np.float32))
+    out[0:1] = Y[0:1]
     s = 1
     while s < n:
-        d = Y[s : 2 * s]
-        nxt = np.empty((2 * s, Y.shape[1]))
-        nxt[0::2] = cur + d
-        nxt[1::2] = cur - d
-        cur = nxt
+        cur, d = out[:s].copy(), Y[s : 2 * s]
+        np.add(cur, d, out=out[0 : 2 * s : 2])
+        np.subtract(cur, d, out=out[1 : 2 * s : 2])
         s *= 2
-    return np.array(cur, dtype=float)
+    return out
 
 
 def _row_norms_sq(n: int) -> np.ndarray:

@@ -136,6 +136,15 @@ def _expand(Y: np.ndarray, counts) -> np.ndarray:
     return Y
 
 
+def _nest(coarse: np.ndarray, fine: np.ndarray) -> np.ndarray | None:
+    """The positions of ``coarse``'s starts among ``fine``'s (both sorted), or None when
+    some start of ``coarse`` is not a start of ``fine`` (the levels are not nested)."""
+    pos = np.searchsorted(fine, coarse)
+    if np.any(pos >= len(fine)) or not np.array_equal(fine[pos], coarse):
+        return None
+    return pos
+
+
 def _outer_counts(counts) -> np.ndarray:
     """Cells per node of a node grid: the outer product of the per-axis node sizes."""
     out = np.ones(())
@@ -205,10 +214,14 @@ class Tree(Matrix):
         if not isinstance(levels, (list, tuple)) or not levels:
             raise ValueError("Tree needs a non-empty list of levels")
         parsed = []
+        # self.nest[ℓ]: level ℓ's starts on level ℓ+1's node grid (a level's sums come from
+        # the next finer level's: one pass over the cells)
+        self.nest = []
         for li, level in enumerate(levels):
             parts = [level] if d == 1 else list(level)
             if len(parts) != d:
                 raise ValueError(f"level {li} has {len(parts)} partitions for {d} attributes")
+            nest = []
             arrs = []
             for i, (s, n) in enumerate(zip(parts, sizes)):
                 a = np.asarray(s)
@@ -217,19 +230,23 @@ class Tree(Matrix):
                         f"level {li}, attribute {i}: interval starts must be a non-empty 1-D "
                         "integer array"
                     )
-                a = a.astype(np.int64)
+                a = a.astype(np.int64, copy=False)
                 if a[0] != 0 or a[-1] >= n or np.any(np.diff(a) <= 0):
                     raise ValueError(
                         f"level {li}, attribute {i}: interval starts must begin at 0, increase "
                         f"strictly and stay below the attribute size {n}"
                     )
-                if li and not np.all(np.isin(parsed[-1][i], a)):
+                if li and (pos := _nest(parsed[-1][i], a)) is None:
                     raise ValueError(
                         f"level {li}, attribute {i} does not refine level {li - 1}: the levels "
                         "of a tree must be nested"
                     )
                 arrs.append(a)
+                if li:
+                    nest.append(pos)
             parsed.append(tuple(arrs))
+            if li:
+                self.nest.append(tuple(nest))
         self.sizes = sizes
         self.levels = parsed
         self.counts = [tuple(_sizes_from_starts(s, n) for s, n in zip(lv, sizes)) for lv in parsed]
@@ -257,13 +274,7 @@ class Tree(Matrix):
             ws.append(w)
         self.weights = ws
         self.shape = (sum(math.prod(g) for g in self.grid), math.prod(sizes))
-        # level ℓ's starts in the coordinates of level ℓ+1's node grid, and its node counts
-        # there: a level's sums come from the next finer level's (one pass over the cells)
-        self.nest = [
-            tuple(np.searchsorted(f, c) for f, c in zip(finer, coarse))
-            for coarse, finer in zip(parsed, parsed[1:])
-        ]
-        self.nest_counts = [
+        self.nest_counts = [  # level ℓ's node sizes on level ℓ+1's grid
             tuple(_sizes_from_starts(s, len(f)) for s, f in zip(ns, finer))
             for ns, finer in zip(self.nest, parsed[1:])
         ]
@@ -401,12 +412,13 @@ class TreeSolver:
     """The bottom-up Sherman–Morrison pass over a :class:`Tree` (module docstring), in the
     reduced coordinates (one cell per finest node), kept on the node grids.
 
-    With ``K = L − 2`` the level above the finest, ``u_Q = M_Q⁻¹ 1`` on a level-``ℓ`` node is
-    ``U[ℓ](j) = g_ℓ(K-node of j) / a_j`` with ``g_ℓ = Π_{m=ℓ..K} f_m`` and ``f_Q = 1 / (1 +
-    a_Q 1ᵀv_Q)``, so the pass stores only ``c[ℓ]`` (``c_Q = a_Q f_Q``) per level and ``g[ℓ]``
-    on the level-``K`` grid; ``red[ℓ]`` holds level ``ℓ < L − 1``'s starts in reduced coordinates,
-    ``a_fine`` the finest weights². :meth:`solve` then costs one read and one write of the
-    cells plus arrays of the node grids (issue 17: no per-level cell arrays).
+    Per level ``ℓ < L − 1`` it stores, on the level's node grid, ``s_Q = 1ᵀv_Q`` (summed from
+    the children: ``s_Q = Σ_C f_C s_C``, with ``s`` of a level-``K = L − 2`` node the sum of
+    ``1/a_j`` over its cells), ``f_Q = 1 / (1 + a_Q s_Q)`` and ``c_Q = a_Q f_Q``; then ``u_Q``
+    on a cell ``j`` of ``Q`` is ``Π f`` over ``Q`` and its descendants above ``j`` times
+    ``1/a_j``. ``red[ℓ]`` holds level ``ℓ < L − 1``'s starts in reduced coordinates,
+    ``a_fine`` the finest weights². :meth:`solve_split` costs one read and one write of the
+    cells plus a few passes over the node grids (issue 17: no per-level cell arrays).
     """
 
     def __init__(self, tree: Tree):
@@ -420,44 +432,42 @@ class TreeSolver:
             lv if not tree.reduced else tuple(np.searchsorted(f, s) for f, s in zip(fine, lv))
             for lv in tree.levels[:-1]
         ]
-        self.red_counts = [
-            tuple(_sizes_from_starts(r, g) for r, g in zip(rl, self.shape)) for rl in self.red
-        ]
+        self.red_counts = (
+            [tuple(_sizes_from_starts(r, g) for r, g in zip(rl, self.shape)) for rl in self.red]
+            if tree.reduced
+            else tree.counts[:-1]
+        )
         L = tree.depth
         w_fine = tree.weights[-1]
         self.a_fine = np.broadcast_to(np.asarray(w_fine) ** 2, self.shape)
         self.inv_a = 1.0 / np.asarray(w_fine) ** 2  # a scalar when the level's weight is
-        self.c = [None] * L
-        self.g = [None] * L
+        self.s, self.f, self.c = [None] * L, [None] * L, [None] * L
         if L == 1:
             return
         K = L - 2
         self.K = K
-        # level ℓ <= K in the coordinates of the level-K grid, and the node counts there
-        self.up = [
-            tuple(np.searchsorted(rk, r) for rk, r in zip(self.red[K], rl))
-            for rl in self.red[: K + 1]
-        ]
-        gK = tuple(len(r) for r in self.red[K])
-        self.up_counts = [tuple(_sizes_from_starts(u, n) for u, n in zip(ul, gK)) for ul in self.up]
+        # tree.nest[ℓ]: level ℓ's starts on level ℓ+1's node grid (the reduced cells for K)
         if np.ndim(self.inv_a) == 0:  # Σ_{j ∈ Q} 1/a_j on the level-K grid
-            self.r = self.inv_a * _outer_counts(self.red_counts[K])
+            self.r = self.inv_a * _outer_counts(tree.nest_counts[K])
         else:
-            self.r = _block_sum(self.inv_a, self.red[K])
-        g = np.ones(gK)
+            self.r = _block_sum(self.inv_a, tree.nest[K])
+        s = self.r
         for li in range(K, -1, -1):
+            if li < K:
+                s = _block_sum(self.f[li + 1] * s, tree.nest[li])
             a = np.asarray(tree.weights[li]) ** 2
-            s = _block_sum(self.r * g, self.up[li])
             f = 1.0 / (1.0 + a * s)
+            self.s[li], self.f[li] = s, f
             self.c[li] = np.broadcast_to(a * f, s.shape)
-            g = g * _expand(f, self.up_counts[li])
-            self.g[li] = g
 
     def u(self, li: int) -> np.ndarray:
         """``U[ℓ]``: ``u_Q = M_Q⁻¹ 1`` of each level-``li`` node on its reduced cells."""
         if li == self.tree.depth - 1:
             return np.broadcast_to(self.inv_a, self.shape)
-        return self.inv_a * _expand(self.g[li], self.red_counts[self.K])
+        h = self.f[li]
+        for m in range(li + 1, self.K + 1):
+            h = _expand(h, self.tree.nest_counts[m - 1]) * self.f[m]
+        return self.inv_a * _expand(h, self.tree.nest_counts[self.K])
 
     def cell_c(self, li: int) -> np.ndarray:
         """``c_Q`` of level ``li`` broadcast to the reduced cells of each node."""
@@ -470,32 +480,37 @@ class TreeSolver:
     def solve_split(self, F: np.ndarray, C: np.ndarray | None, out=None) -> np.ndarray:
         """``M̃⁻¹ (F + expand(C))`` for ``F`` on the reduced cells and ``C`` on the level-``K``
         grid (or None), both with one trailing axis, in two passes over the cells: the
-        level-``K`` block sums of ``F / a`` (then the Sherman–Morrison corrections ``t_Q`` of
-        all levels on the node grids, fine to coarse) and ``(F + expand(C − E)) / a``.
-        ``out`` (may be ``F``) receives the result."""
+        level-``K`` block sums of ``F / a``, then ``(F + expand(C − E)) / a``. In between, on
+        the node grids: fine to coarse, each level's Sherman–Morrison coefficient
+        ``t_Q = c_Q 1_Qᵀ(current residual)`` with the block sums ``D`` passed up as
+        ``D_parent = Σ_C (D_C − t_C s_C)``; coarse to fine, ``E = Σ_Q t_Q Π f`` on the
+        level-``K`` grid. ``out`` (may be ``F``) receives the result."""
         inv_a = self.inv_a if np.ndim(self.inv_a) == 0 else self.inv_a[..., None]
         if out is None:
             out = np.empty_like(F)
         if self.tree.depth == 1:
             np.multiply(F, inv_a, out=out)
             return out
-        K = self.K
-        r = self.r[..., None]
+        K, nest = self.K, self.tree.nest
         if np.ndim(self.inv_a) == 0:
-            B = _block_sum(F, self.red[K]) * self.inv_a
+            D = _block_sum(F, nest[K]) * self.inv_a
         else:
-            B = _scaled_block_sum(F, inv_a, self.red[K])
-        E = np.zeros_like(B)
+            D = _scaled_block_sum(F, inv_a, nest[K])
         if C is not None:
-            B += C * r
+            D += C * self.r[..., None]
+        t = [None] * (K + 1)
         for li in range(K, -1, -1):
-            t = _block_sum(B - r * E, self.up[li]) * self.c[li][..., None]
-            E += _expand(t, self.up_counts[li]) * self.g[li + 1][..., None] if li < K else t
+            if li < K:
+                D = _block_sum(D - t[li + 1] * self.s[li + 1][..., None], nest[li])
+            t[li] = D * self.c[li][..., None]
+        E = t[0]
+        for li in range(1, K + 1):
+            E = _expand(E, self.tree.nest_counts[li - 1]) * self.f[li][..., None] + t[li]
         if C is not None:
             E = C - E
         else:
-            np.negative(E, out=E)
-        _expanded_add(F, E, self.red_counts[K], inv_a, out)
+            E = -E
+        _expanded_add(F, E, self.tree.nest_counts[K], inv_a, out)
         return out
 
     def to_reduced(self, X: np.ndarray) -> np.ndarray:
