@@ -29,7 +29,7 @@ import math
 import numpy as np
 
 from ...linalg import Matrix, UnsupportedWorkloadError, VStack, as_matrix, check_dense_size
-from ...linalg.kronecker import StrategyFactor, group, kron_all
+from ...linalg.kronecker import FactorPairs, StrategyFactor, group, kron_all
 from ...linalg.route import SUPPORT_RTOL, align, common_sizes
 
 
@@ -110,8 +110,7 @@ class SeparateRoute:
         self.W, self.A = W, A
         self._slots: dict[tuple[int, int], tuple] = {}  # strategy factors per aligned slot
         self._masks: dict[tuple, tuple] = {}  # supporting blocks per (slot, workload factor)
-        self._values: dict[tuple, tuple] = {}
-        self._grams: dict = {}
+        self.pairs = FactorPairs()
         self._plans: dict[tuple[int, ...], list] = {}
 
     @functools.cached_property
@@ -162,24 +161,15 @@ class SeparateRoute:
             hit = self._masks[key] = (wf, zero, mask)  # wf kept alive while its id is a key
         return hit[1], hit[2]
 
-    def _pair(self, what: str, wf: Matrix, sf: StrategyFactor):
-        key = (what, id(wf), id(sf))
-        hit = self._values.get(key)
-        if hit is None:
-            if what == "trace":
-                value = sf.trace_with(wf, self._grams)
-            elif what == "profile":
-                value = sf.row_profile(wf)
-            else:
-                value = float(np.max(self._pair("profile", wf, sf)))
-            hit = self._values[key] = (wf, value)
-        return hit[1]
+    def _factor(self, ga: slice, g: int) -> StrategyFactor:
+        """Block ``g``'s strategy factor on one aligned slot."""
+        factors, index, _ = self._slot(ga)
+        return factors[index[g]]
 
     def _value(self, what, c, groups, g):
         value = c / self.A.parsed[g][0]
         for wf, ga in groups:
-            factors, index, _ = self._slot(ga)
-            value *= self._pair(what, wf, factors[index[g]])
+            value *= self.pairs.value(what, wf, self._factor(ga, g))
         return value
 
     @functools.cached_property
@@ -231,8 +221,7 @@ class SeparateRoute:
                 check_dense_size(math.prod(rows), 1, "a per-query vector")
                 parts.append(np.zeros(math.prod(rows)))
                 continue
-            vecs = [self._pair("profile", wf, self._slot(ga)[0][self._slot(ga)[1][g]])
-                    for wf, ga in groups]  # fmt: skip
+            vecs = [self.pairs.value("profile", wf, self._factor(ga, g)) for wf, ga in groups]
             parts.append(c / self.A.parsed[g][0] * kron_all(vecs, rows))
         return np.concatenate(parts)
 
