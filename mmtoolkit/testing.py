@@ -512,7 +512,7 @@ class _Kit:
         looped = set()
         for k, s in enumerate(self.selections):
             x = np.random.default_rng([self.seed, k, 1]).integers(0, 40, size=s.workload.shape[1])
-            self._confirm(s, x, k, "measure -> reconstruct -> answer", _vectorised)
+            self._confirm(s, x, k, "mechanism.monte_carlo", _vectorised)
             base = peel(s.strategy.matrix)[1]
             own = [
                 name
@@ -547,7 +547,8 @@ class _Kit:
 
 
 def _vectorised(s: _Selection, x, releases: int, rng):
-    """:func:`mechanism.monte_carlo`: batches of releases through the generic path."""
+    """:func:`mechanism.monte_carlo`: batches of releases (measure, then the kind's
+    ``workload_answers`` or reconstruct → answer)."""
     return mechanism.monte_carlo(s.workload, s.strategy, x, s.privacy, releases, rng, level=LEVEL)
 
 

@@ -334,9 +334,11 @@ class Matrix(ABC):
         return self @ records.vector(np.float64)  # one N-sized array
 
     def workload_answers(self, W: Matrix, y: np.ndarray) -> np.ndarray | None:
-        """Answering: ``W A⁺ y`` straight from the noisy strategy answers ``y`` (one release
-        or ``m x R``) when the structure avoids the N-cell ``x̂`` (marginals: HDMM §6.3,
-        App. A.4); None: the mechanism reconstructs ``x̂`` and answers ``W x̂``."""
+        """Answering: the workload answers straight from the noisy strategy answers ``y``
+        (one release or ``m x R``): ``W A⁺ y`` when the structure avoids the N-cell ``x̂``
+        (marginals: HDMM §6.3, App. A.4), or a kind's own answering rule (HDMM's separate
+        union answers each product from one block); None: the mechanism reconstructs ``x̂``
+        and answers ``W x̂``."""
         return None
 
     def discrete_summary(self, privacy) -> dict | None:

@@ -395,6 +395,29 @@ class StrategyFactor:
         return out
 
 
+class FactorPairs:
+    """The factor trace (``what="trace"``), row profile (``"profile"``) or its maximum
+    (``"max"``) of (workload factor, strategy factor) pairs, each computed once: a union of
+    many products repeats very few factors per attribute (the Kronecker routes' cache)."""
+
+    def __init__(self):
+        self._grams: dict = {}
+        self._values: dict[tuple, tuple] = {}
+
+    def value(self, what: str, wf: Matrix, sf: StrategyFactor):
+        key = (what, id(wf), id(sf))
+        hit = self._values.get(key)
+        if hit is None:  # wf is kept with its value, so its id cannot be reused meanwhile
+            if what == "trace":
+                value = sf.trace_with(wf, self._grams)
+            elif what == "profile":
+                value = sf.row_profile(wf)
+            else:
+                value = float(np.max(self.value("profile", wf, sf)))
+            hit = self._values[key] = (wf, value)
+        return hit[1]
+
+
 class KroneckerRoute:
     """Union of Kronecker products × Kronecker (or Identity) strategy (HDMM Thm 5, 6)."""
 
@@ -403,9 +426,8 @@ class KroneckerRoute:
         self.a_factors = None if isinstance(A, Identity) else A.factors
         self._factors: dict[tuple[int, int], StrategyFactor] = {}
         self._identity = StrategyFactor(None)
-        self._grams: dict = {}
         self._plans: dict[tuple[int, ...], list] = {}
-        self._values: dict[tuple, tuple] = {}
+        self.pairs = FactorPairs()
 
     def _groups(self, factors):
         """[(workload factor group, strategy factor)] for one term (the alignment of the
@@ -422,22 +444,6 @@ class KroneckerRoute:
                     self._factors[key] = StrategyFactor(group(self.a_factors[ga]))
                 plan.append((gw, self._factors[key]))
         return [(group(factors[gw]), sf) for gw, sf in plan]
-
-    def _pair_value(self, what: str, wf: Matrix, sf: StrategyFactor):
-        """The factor trace (``what="trace"``), row profile (``"profile"``) or its maximum
-        (``"max"``) of one (workload factor, strategy factor) pair, computed once per pair:
-        a union of many products repeats very few factors per attribute."""
-        key = (what, id(wf), id(sf))
-        hit = self._values.get(key)
-        if hit is None:  # wf is kept with its value, so its id cannot be reused meanwhile
-            if what == "trace":
-                value = sf.trace_with(wf, self._grams)
-            elif what == "profile":
-                value = sf.row_profile(wf)
-            else:
-                value = float(np.max(self._pair_value("profile", wf, sf)))
-            hit = self._values[key] = (wf, value)
-        return hit[1]
 
     @functools.cached_property
     def terms(self):
@@ -480,7 +486,7 @@ class KroneckerRoute:
                 continue
             value = c
             for wf, sf in self._groups(factors):
-                value *= self._pair_value("trace", wf, sf)
+                value *= self.pairs.value("trace", wf, sf)
             total += value
         return total
 
@@ -489,7 +495,7 @@ class KroneckerRoute:
         for c, factors in self.terms:
             groups = self._groups(factors)
             vec = kron_all(
-                [self._pair_value("profile", wf, sf) for wf, sf in groups],
+                [self.pairs.value("profile", wf, sf) for wf, sf in groups],
                 [wf.shape[0] for wf, _ in groups],
             )
             parts.append(c * vec)
@@ -502,6 +508,6 @@ class KroneckerRoute:
         for c, factors in self.terms:
             value = c
             for wf, sf in self._groups(factors):
-                value *= self._pair_value("max", wf, sf)
+                value *= self.pairs.value("max", wf, sf)
             best = max(best, value)
         return best

@@ -7,11 +7,13 @@ applicable operator from it; a candidate replaces the incumbent when its selecti
 (sensitivity² · trace term, at unit sensitivity) is lower. Losses: Identity and OPT_⊗ exact
 (Thm 6), OPT_M exact (projection onto the marginals algebra), OPT_+ the separate-answering
 upper bound, replaced by the exact least-squares value whenever the shared evaluator computes
-it structurally (two groups; HDMM's own 2-D numbers were LSMR simulations). OPT_+ is
-skipped when all products share one signature or when the domain has more cells than the
-shared evaluator can score a union strategy on (``StackedKroneckerRoute.MAX_CELLS``; HDMM §8
-itself reaches N ≈ 10⁸ with OPT_+), OPT_⊗ and OPT_+ when the products do not share one
-factorisation of the domain.
+it structurally (two groups; HDMM's own 2-D numbers were LSMR simulations). With
+``answering="separate"`` OPT_+ is a SeparateUnion (each product answered from its own block,
+HDMM's journal-era template) whose loss is its exact closed-form error at any domain size.
+OPT_+ is skipped when all products share one signature or, with least-squares answering,
+when the domain has more cells than the shared evaluator can score a union strategy on
+(``StackedKroneckerRoute.MAX_CELLS``; HDMM §8 itself reaches N ≈ 10⁸ with OPT_+), OPT_⊗ and
+OPT_+ when the products do not share one factorisation of the domain.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ import math
 import numpy as np
 
 from ... import evaluate
-from ...checks import check_int
+from ...checks import check_choice
 from ...evaluate.stacked import StackedKroneckerRoute
 from ...linalg import Identity, Matrix, TooLargeError, kron_terms
 from ...linalg.marginals import MAX_MARGINALS_DIM
@@ -41,7 +43,8 @@ from .opt_marginals import (
     optimize_marginals,
     project_workload,
 )
-from .union import UnionProblem, optimize_union
+from .separate import SeparateUnion
+from .union import ANSWERING, UnionProblem, check_groups, optimize_union
 
 OPERATORS = ("kron", "union", "marginals")
 #: The exact OPT_+ loss costs (number of products) x N operations; above this budget the
@@ -63,7 +66,10 @@ def identity_loss(W: Matrix) -> float:
 
 def union_loss(W: Matrix, matrix: Matrix, bound: float, norm: int) -> tuple[float, str]:
     """The exact least-squares loss of an OPT_+ stack where the shared evaluator has an exact
-    structured route (two blocks), else the separate-answering bound (digest §16.10)."""
+    structured route (two blocks), else the separate-answering bound (digest §16.10); a
+    SeparateUnion's exact error (its closed-form route)."""
+    if isinstance(matrix, SeparateUnion):
+        return matrix.sensitivity(norm) ** 2 * evaluate.trace_term(W, matrix), "exact"
     if len(matrix.blocks) > 2 or len(kron_terms(W)) * W.shape[1] > EXACT_UNION_BUDGET:
         return bound, "separate-answering bound"
     try:
@@ -78,9 +84,11 @@ class HDMMSelector(Selector):
 
     Parameters: ``restarts`` S (default 25, §8.1), ``seed``, ``operators`` (subset of
     ``["kron", "union", "marginals"]``), ``p`` (OPT_⊗/OPT_+ p rule or override),
-    ``groups`` (OPT_+, default 2), ``cycles``/``tol`` (block-cyclic), ``ftol``/``maxiter``
-    (each OPT_0). PureDP: L1 versions; ApproxDP/ZCDP: L2 versions. ``metadata["operator"]``
-    names the winner; ``metadata["losses"]`` the best selection loss of each operator.
+    ``groups`` (OPT_+, default 2, or ``"products"``), ``answering`` (OPT_+:
+    ``"least_squares"``, default, or ``"separate"``, see ``opt_union``), ``cycles``/``tol``
+    (block-cyclic), ``ftol``/``maxiter`` (each OPT_0). PureDP: L1 versions; ApproxDP/ZCDP:
+    L2 versions. ``metadata["operator"]`` names the winner; ``metadata["losses"]`` the best
+    selection loss of each operator.
     """
 
     name = "hdmm"
@@ -88,8 +96,8 @@ class HDMMSelector(Selector):
     paper = "McKenna et al., PVLDB 2018 (HDMM), §7.1, Algorithm 2"
 
     def __init__(
-        self, restarts=25, seed=None, operators=OPERATORS, p=None, groups=2, cycles=CYCLES,
-        tol=CYCLE_TOL, ftol=FTOL, maxiter=MAXITER,
+        self, restarts=25, seed=None, operators=OPERATORS, p=None, groups=2,
+        answering="least_squares", cycles=CYCLES, tol=CYCLE_TOL, ftol=FTOL, maxiter=MAXITER,
     ):  # fmt: skip
         if isinstance(operators, str) or not all(o in OPERATORS for o in operators):
             raise ValueError(
@@ -97,7 +105,8 @@ class HDMMSelector(Selector):
             )
         self.params = {
             "operators": list(operators),
-            "groups": check_int(groups, "groups", minimum=2),
+            "groups": check_groups(groups),
+            "answering": check_choice(answering, "answering", ANSWERING),
             **check_search_params(p, restarts, seed, cycles, tol, ftol, maxiter),
         }
 
@@ -110,7 +119,10 @@ class HDMMSelector(Selector):
                 kp = None  # products on different factorisations: no product strategy
             if kp is not None and "kron" in prm["operators"]:
                 ops["kron"] = kp
-            scorable = workload.shape[1] <= StackedKroneckerRoute.MAX_CELLS
+            scorable = (
+                prm["answering"] == "separate"
+                or workload.shape[1] <= StackedKroneckerRoute.MAX_CELLS
+            )
             if kp is not None and "union" in prm["operators"] and scorable:
                 up = UnionProblem(workload, prm["p"], prm["groups"])
                 if up.applicable:
@@ -143,7 +155,9 @@ class HDMMSelector(Selector):
                         {"operator": "OPT_kron", "p": problem.ps},
                     )
                 elif op == "union":
-                    matrix, loss, meta = optimize_union(problem, norm, rng, **kw)
+                    matrix, loss, meta = optimize_union(
+                        problem, norm, rng, prm["answering"], **kw
+                    )  # fmt: skip
                     loss, meta["loss_kind"] = union_loss(workload, matrix, loss, norm)
                     cand = (lambda m=matrix: m, loss, meta)
                 else:

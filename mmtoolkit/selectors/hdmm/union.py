@@ -7,6 +7,15 @@ than ``groups`` groups, the two groups whose queried attributes (non-Total) over
 (Jaccard index; ties: the earliest pair) are merged. ``[R⊗T; T⊗R]`` and ``[P⊗I; I⊗P]`` thus
 split into their two products.
 A workload whose products all share one signature has no OPT_+ candidate.
+``groups="products"`` instead makes every product term its own group (the union-of-Kronecker
+template as the ResidualPlanner+ paper ran it, He et al. §9: its OPT+ values in Tables 12-14
+are exactly this grouping with separate answering). A group of one product has a factorised
+OPT_⊗ optimum (Def. 10: OPT_0 per factor), so each distinct factor Gram (with its p) is
+optimised once per restart and shared by every group that has it: 15,504 groups over 20
+attributes cost two OPT_0 runs. A Total factor ``c·1ᵀ`` is answered by ``1ᵀ`` itself, its
+exact optimum (error ``c²``; any unit-sensitivity ``A`` has ``||1ᵀA⁺||² ≥ n²/||A1||² ≥ 1``),
+which p-Identity strategies only approach as ``Θ → ∞`` (OPT_0 stops at ~1 + 3e-5 per factor,
+and 19 such factors per 1-way product on 20 attributes add 0.06%).
 
 Each group ``g`` gets ``𝔸_g = OPT_⊗(𝕎_g)`` with unit sensitivity and error ``e_g = ||𝕎_g 𝔸_g⁺||²``.
 Budget split (closed form): the strategy is ``[w_1 𝔸_1; ...; w_l 𝔸_l]``. Answering each group
@@ -21,36 +30,59 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...checks import check_int
-from ...linalg import Identity, Matrix, Ones, VStack, Weighted, kron_terms
+from ...checks import check_choice, check_int
+from ...linalg import Identity, Kronecker, Matrix, Ones, PIdentity, VStack, Weighted, kron_terms
 from ...privacy import Privacy
 from ...strategy import Strategy
 from ..base import Selector, register
 from ._common import (
     check_search_params,
+    default_p,
+    distinct_grams,
     norm_of,
     peel,
     seed_sequences,
+    term_sizes,
 )
 from .kron import CYCLE_TOL, CYCLES, KronProblem, kron_strategy, optimize_kron
-from .opt0 import FTOL, MAXITER
+from .opt0 import FTOL, MAXITER, optimize_pidentity
+from .separate import SeparateUnion
+
+#: How an OPT_+ strategy's answers are formed (module docstring).
+ANSWERING = ("least_squares", "separate")
+
+
+def _is_total(base: Matrix) -> bool:
+    return isinstance(base, Ones) and base.shape[0] == 1
 
 
 def _signature(factors) -> str:
     out = []
     for f in factors:
         _, base = peel(f)
-        if isinstance(base, Ones) and base.shape[0] == 1:
+        if _is_total(base):
             out.append("T")
         else:
             out.append("I" if isinstance(base, Identity) else "Q")
     return "".join(out)
 
 
-def group_terms(terms, groups: int = 2) -> list[list[int]] | None:
+def check_groups(groups):
+    """``groups``: an int >= 2 or ``"products"`` (one group per product term)."""
+    if isinstance(groups, str):
+        if groups != "products":
+            raise ValueError(f"groups must be an int >= 2 or 'products', got {groups!r}")
+        return groups
+    return check_int(groups, "groups", minimum=2)
+
+
+def group_terms(terms, groups: int | str = 2) -> list[list[int]] | None:
     """Indices of the product terms in each group (see the module docstring), or None when
-    the products all share one signature (no union strategy to build)."""
-    groups = check_int(groups, "groups", minimum=2)
+    there is no union strategy to build: the products all share one signature (``groups`` an
+    int) or there is only one product (``"products"``)."""
+    groups = check_groups(groups)
+    if groups == "products":
+        return [[j] for j in range(len(terms))] if len(terms) > 1 else None
     sigs: dict[str, list[int]] = {}
     for j, (_, factors) in enumerate(terms):
         sigs.setdefault(_signature(factors), []).append(j)
@@ -83,31 +115,112 @@ def budget_split(errors, norm: int) -> tuple[np.ndarray, float]:
 
 
 class UnionProblem:
-    """The groups of an OPT_+ problem, each a prepared :class:`KronProblem`."""
+    """The groups of an OPT_+ problem: each group of several products a prepared
+    :class:`KronProblem` (``problems``), or, for ``groups="products"``, the shared factor
+    problems of one group per product (``products``, :class:`ProductFactors`)."""
 
-    def __init__(self, W: Matrix, p=None, groups: int = 2):
+    def __init__(self, W: Matrix, p=None, groups=2):
         terms = [(c, f) for c, f in kron_terms(W) if c != 0.0]
         parts = group_terms(terms, groups)
-        self.problems = (
-            None if parts is None else [KronProblem([terms[j] for j in idx], p) for idx in parts]
-        )
-        self.parts = parts
+        self.parts, self.problems, self.products = parts, None, None
+        if parts is not None and groups == "products":
+            self.products = ProductFactors(terms, p)
+        elif parts is not None:
+            self.problems = [KronProblem([terms[j] for j in idx], p) for idx in parts]
 
     @property
     def applicable(self) -> bool:
-        return self.problems is not None
+        return self.parts is not None
 
 
-def optimize_union(problem: UnionProblem, norm: int, rng, **kw) -> tuple[Matrix, float, dict]:
-    """OPT_+: OPT_⊗ per group, optimal budget split; ``(strategy, bound, metadata)``."""
-    blocks, errors = [], []
-    for sub in problem.problems:
-        thetas, err = optimize_kron(sub, norm, rng, **kw)
-        blocks.append(kron_strategy(thetas, norm))
-        errors.append(err)
+class ProductFactors:
+    """One OPT_+ group per product term, each a single product whose OPT_⊗ optimum is OPT_0
+    per factor (HDMM Def. 10): the distinct (factor Gram, p) pairs over every attribute and
+    term (``keys``, Grams matched as in :func:`distinct_grams`, with one factor having it in
+    ``examples``) and each term's pair per attribute (``slot``, terms x attributes)."""
+
+    def __init__(self, terms, p=None):
+        sizes = term_sizes(terms)
+        d, k = len(sizes), len(terms)
+        self.d, self.coeffs = d, np.array([c for c, _ in terms])
+        flat = [f for _, fs in terms for f in fs]
+        self.grams, index = distinct_grams(flat)
+        if p is None:  # HDMM's rule for the factor's own predicates
+            by_id: dict[int, int] = {}
+            ps = np.array(
+                [[by_id.setdefault(id(f), default_p([f], f.shape[1])) for f in fs]
+                 for _, fs in terms]
+            )  # fmt: skip
+        elif isinstance(p, list):
+            if len(p) != d:
+                raise ValueError(f"p lists {len(p)} values but the workload has {d} attributes")
+            ps = np.tile(np.asarray(p), (k, 1))
+        else:
+            ps = np.full((k, d), p)
+        pairs = np.stack([index.reshape(k, d), ps], axis=-1).reshape(-1, 2)
+        keys, first, slot = np.unique(pairs, axis=0, return_index=True, return_inverse=True)
+        self.keys = [(int(u), int(q)) for u, q in keys]
+        self.examples = [flat[i] for i in first]
+        self.slot = slot.reshape(k, d)
+
+
+def optimize_products(products: ProductFactors, norm: int, rng, ftol=FTOL, maxiter=MAXITER):
+    """``(blocks, errors)``: OPT_0 once per distinct (factor Gram, p) (a Total factor: ``1ᵀ``,
+    module docstring), then each product's block ``⊗_i A_i`` sharing the factor objects,
+    error ``c_j Π_i C_i``."""
+    factors, costs = [], []
+    for (u, q), example in zip(products.keys, products.examples):
+        weight, base = peel(example)
+        if _is_total(base):
+            factors.append(base)
+            costs.append(weight * weight)
+            continue
+        theta, err = optimize_pidentity(
+            products.grams[u], q, norm, rng, ftol=ftol, maxiter=maxiter
+        )  # fmt: skip
+        factors.append(PIdentity(theta, norm=norm))
+        costs.append(err)
+    costs = np.array(costs)
+    errors = products.coeffs * np.prod(costs[products.slot], axis=1)
+    blocks = [
+        factors[row[0]] if products.d == 1 else Kronecker([factors[s] for s in row])
+        for row in products.slot
+    ]
+    return blocks, errors
+
+
+#: Largest number of blocks whose weights the metadata lists one by one.
+LISTED_WEIGHTS = 32
+
+
+def optimize_union(
+    problem: UnionProblem, norm: int, rng, answering: str = "least_squares", cycles=CYCLES,
+    tol=CYCLE_TOL, ftol=FTOL, maxiter=MAXITER,
+) -> tuple[Matrix, float, dict]:  # fmt: skip
+    """OPT_+: OPT_⊗ per group, optimal budget split; ``(strategy, bound, metadata)``, the
+    strategy a VStack or, with ``answering="separate"``, a SeparateUnion (module docstring)."""
+    answering = check_choice(answering, "answering", ANSWERING)
+    if problem.products is not None:
+        blocks, errors = optimize_products(problem.products, norm, rng, ftol, maxiter)
+        groups = "products"
+    else:
+        blocks, errors = [], []
+        for sub in problem.problems:
+            thetas, err = optimize_kron(sub, norm, rng, cycles, tol, ftol, maxiter)
+            blocks.append(kron_strategy(thetas, norm))
+            errors.append(err)
+        groups = problem.parts
     w, bound = budget_split(errors, norm)
-    matrix = VStack([Weighted(float(wg), b) for wg, b in zip(w, blocks)])
-    meta = {"operator": "OPT_+", "groups": problem.parts, "weights": w.tolist(), "norm": norm}
+    stacked = [Weighted(float(wg), b) for wg, b in zip(w, blocks)]
+    matrix = SeparateUnion(stacked) if answering == "separate" else VStack(stacked)
+    meta = {"operator": "OPT_+", "groups": groups}
+    if len(w) <= LISTED_WEIGHTS:
+        meta["weights"] = w.tolist()
+    else:
+        meta["blocks"], meta["weight_range"] = len(w), [float(w.min()), float(w.max())]
+    meta["norm"] = norm
+    if answering == "separate":
+        meta["answering"] = answering
     return matrix, bound, meta
 
 
@@ -115,9 +228,12 @@ def optimize_union(problem: UnionProblem, norm: int, rng, **kw) -> tuple[Matrix,
 class OptUnionSelector(Selector):
     """OPT_+ (HDMM §6.2): a weighted stack of OPT_⊗ strategies, one per group of products.
 
-    Parameters: ``groups`` (default 2, as in OPT_HDMM), ``p`` (as for ``opt_kron``),
+    Parameters: ``groups`` (default 2, as in OPT_HDMM; or ``"products"``: one group per
+    product term), ``answering`` (``"least_squares"``, default: the matrix mechanism over the
+    stack; ``"separate"``: each product answered from its own block, HDMM's journal-era
+    template and the ResidualPlanner+ paper's OPT+), ``p`` (as for ``opt_kron``),
     ``restarts``, ``seed``, ``cycles``, ``tol``, ``ftol``, ``maxiter``. ``loss`` is the
-    separate-answering upper bound of the module docstring.
+    separate-answering error of the module docstring (an upper bound under least squares).
     """
 
     name = "opt_union"
@@ -125,11 +241,12 @@ class OptUnionSelector(Selector):
     paper = "McKenna et al., PVLDB 2018 (HDMM), §6.2"
 
     def __init__(
-        self, groups=2, p=None, restarts=1, seed=None, cycles=CYCLES, tol=CYCLE_TOL,
-        ftol=FTOL, maxiter=MAXITER,
+        self, groups=2, answering="least_squares", p=None, restarts=1, seed=None, cycles=CYCLES,
+        tol=CYCLE_TOL, ftol=FTOL, maxiter=MAXITER,
     ):  # fmt: skip
         self.params = {
-            "groups": check_int(groups, "groups", minimum=2),
+            "groups": check_groups(groups),
+            "answering": check_choice(answering, "answering", ANSWERING),
             **check_search_params(p, restarts, seed, cycles, tol, ftol, maxiter),
         }
 
@@ -139,10 +256,11 @@ class OptUnionSelector(Selector):
         if not problem.applicable:
             raise ValueError(
                 "opt_union needs a workload whose products differ in the attributes they "
-                "query (all products here share one signature); use opt_kron"
+                "query (all products here share one signature; with groups='products', "
+                "more than one product); use opt_kron"
             )
         norm = norm_of(privacy)
-        kw = {k: prm[k] for k in ("cycles", "tol", "ftol", "maxiter")}
+        kw = {k: prm[k] for k in ("answering", "cycles", "tol", "ftol", "maxiter")}
         best = None
         for ss in seed_sequences(prm["seed"], prm["restarts"]):
             cand = optimize_union(problem, norm, np.random.default_rng(ss), **kw)
