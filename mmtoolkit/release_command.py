@@ -271,6 +271,16 @@ def _apply_summary(args) -> dict:
             setattr(args, key, s.get(key))
     if args.select_for is None and s.get("selected_for"):
         args.select_for = s["selected_for"]["workload"]
+    for flag, value, entry in (
+        ("--workload", args.workload, s),
+        ("--select-for", args.select_for, s.get("selected_for") or {}),
+    ):
+        if value == entry.get("workload") and entry.get("workload_is_spec") is False:
+            raise ReleaseError(
+                f"--from-summary {path}: the release was made from Python with a Matrix as "
+                f"its {flag[2:]} ({value}), which cannot be rebuilt from the summary; give "
+                f"{flag} SPEC"
+            )
     if args.rho is None and args.epsilon is None and args.delta is None:
         privacy = from_spec(s["privacy_spec"])
         for key in ("rho", "epsilon", "delta"):
@@ -461,6 +471,7 @@ def run(args) -> dict:
     summary.update(
         {
             "workload": args.workload,
+            "workload_is_spec": True,
             "data": source,
             "data_file": str(Path(args.data).resolve()) if args.data else None,
             "domain_file": str(Path(args.domain).resolve()) if args.domain else None,

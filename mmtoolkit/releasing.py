@@ -547,10 +547,12 @@ def release(
         "strategy": type(strategy.matrix).__name__,
         "operator": (strategy.metadata or {}).get("operator"),
         "workload": workload_text,
+        "workload_is_spec": isinstance(workload, str),  # else a Matrix's repr: not replayable
         "selected_for": None
         if select_for is None
         else {
             "workload": select_for if isinstance(select_for, str) else repr(select_for),
+            "workload_is_spec": isinstance(select_for, str),
             "queries": int(W_sel.shape[0]),
             "expected_rmse": evaluate.rmse(W_sel, strategy, privacy),
         },

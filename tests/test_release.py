@@ -308,6 +308,33 @@ def test_from_summary_repeats_the_release(tmp_path, capsys):
     assert code == 0 and (tmp_path / "other.csv").read_bytes() != out.read_bytes()
 
 
+def test_from_summary_of_a_matrix_workload_says_it_cannot_be_replayed(tmp_path, capsys):
+    """A release made from Python with a Matrix workload records its repr, which no SPEC
+    parses: replaying it names the problem and the flag to give instead."""
+    import pandas as pd
+
+    from mmtoolkit import release
+    from mmtoolkit.linalg import Identity, Kronecker
+    from mmtoolkit.privacy import ZCDP
+
+    rng = np.random.default_rng(0)
+    df = pd.DataFrame({"a": rng.choice(["x", "y"], 50), "b": rng.choice(["p", "q", "r"], 50)})
+    dom = {"a": {"values": ["x", "y"]}, "b": {"values": ["p", "q", "r"]}}
+    (tmp_path / "dom.json").write_text(json.dumps(dom))
+    df.to_csv(tmp_path / "data.csv", index=False)
+    res = release(df, Kronecker([Identity(2), Identity(3)]), ZCDP(0.5), "identity",
+                  domain=dom, seed=1)  # fmt: skip
+    assert res.summary["workload_is_spec"] is False
+    (tmp_path / "s.json").write_text(json.dumps(res.summary))
+    argv = ["release", "--from-summary", str(tmp_path / "s.json"), "--data",
+            str(tmp_path / "data.csv"), "--domain", str(tmp_path / "dom.json"),
+            "--out", str(tmp_path / "o.csv")]  # fmt: skip
+    assert cli_main(argv) == 2
+    err = capsys.readouterr().err
+    assert "made from Python with a Matrix as its workload" in err and "give --workload" in err
+    assert cli_main(argv + ["--workload", "marginals:2"]) == 0, capsys.readouterr().err
+
+
 # ============================================================================ labelled output
 def test_out_dir_writes_one_labelled_csv_per_marginal(tmp_path, capsys):
     (tmp_path / "data.csv").write_text(
