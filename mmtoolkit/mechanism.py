@@ -8,9 +8,9 @@
   ``releases=R`` draws R independent releases at once (an ``m x R`` array).
 * :func:`reconstruct` — ``x̂ = A⁺ y`` (least squares, minimum norm) by the strategy kind's own
   ``pinv_operator()`` when its structure gives ``A⁺`` exactly (identity, Kronecker products
-  factor-wise — HDMM §7.2 —, p-Identity, weighted marginals, invertible trees, Haar,
-  ResidualPlanner); anything else by a dense pseudo-inverse when small and LSMR on the
-  implicit operator otherwise.
+  factor-wise — HDMM §7.2 —, p-Identity, weighted marginals, invertible trees, Haar and
+  Privelet's padded Haar, Fourier, ResidualPlanner); anything else by a dense
+  pseudo-inverse when small and LSMR on the implicit operator otherwise.
 * :func:`answer` — ``W x̂``. :func:`answer_marginals` — ``W A⁺ y`` for a marginals workload
   and a weighted-marginals strategy straight from the noisy marginal tables, in the
   ``2^d`` spectral algebra (no ``N``-cell vector; what makes HDMM's OPT_M usable on Adult).
@@ -18,7 +18,8 @@
   strategy kind: it calls the kind's protocol methods (:mod:`mmtoolkit.linalg.base`) —
   ``release_answers`` for a kind with a mechanism of its own (ResidualPlanner),
   ``answer_records`` to measure (marginal tables for marginals strategies),
-  ``workload_answers`` to answer without ``x̂`` (marginals), else ``x̂`` and ``W x̂``.
+  ``workload_answers`` to answer without ``x̂`` (marginals) or by the kind's own answering
+  rule (HDMM's separate union: each product from one block), else ``x̂`` and ``W x̂``.
   :func:`standard_errors` gives each answer's analytic standard error (the shared
   evaluator's per-query variance); :func:`clip_nonnegative` and :func:`round_to_integers`
   are optional post-processing steps (they keep privacy but bias the answers).

@@ -15,7 +15,9 @@ maximum come from the strategy's own *error route* (``A.error_route(W)``, the st
 protocol of :mod:`mmtoolkit.linalg.route`): Kronecker and identity strategies factor-wise
 (HDMM Thm 5, 6), marginals Grams in the spectral form (HDMM §6.3), tree Grams by a
 Sherman–Morrison pass, orthonormal bases in that basis, ResidualPlanner strategies in the
-residual basis. A kind without one goes to the generic routes here: ``stacked`` (a union of
+residual basis; a kind with its own answering rule (HDMM's separate union, each product
+answered from one block) gives that rule's error instead of tr(WᵀW (AᵀA)⁺). A kind without
+one goes to the generic routes here: ``stacked`` (a union of
 weighted Kronecker products, HDMM OPT_+) and then ``dense`` (size-guarded by
 ``linalg.MAX_DENSE_ENTRIES``). ``bound`` holds the SVD lower bound.
 """

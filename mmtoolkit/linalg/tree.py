@@ -329,10 +329,12 @@ class Tree(Matrix):
 
     def coarse_sum(self, Y) -> np.ndarray | None:
         """``Σ_{ℓ<L-1} w_ℓ y_ℓ`` broadcast to the node grid of level ``L-2`` (top down on the
-        node grids), or None for a one-level tree: the coarse levels' part of ``Aᵀ y``."""
+        node grids), or None for a one-level tree: the coarse levels' part of ``Aᵀ y``. In
+        float64 for float32 ``y`` too: these sums carry the root total down the tree and
+        cancel against the solver's corrections."""
         acc = None
         for li in range(self.depth - 1):
-            part = self._slot(Y, li) * self._w(li)
+            part = np.multiply(self._slot(Y, li), self._w(li), dtype=np.float64)  # exact sums
             acc = part if acc is None else _expand(acc, self.nest_counts[li - 1]) + part
         return acc
 
@@ -461,7 +463,7 @@ class TreeSolver:
             self.c[li] = np.broadcast_to(a * f, s.shape)
 
     def u(self, li: int) -> np.ndarray:
-        """``U[ℓ]``: ``u_Q = M_Q⁻¹ 1`` of each level-``li`` node on its reduced cells."""
+        """``u_Q = M_Q⁻¹ 1`` of each level-``li`` node, on its reduced cells."""
         if li == self.tree.depth - 1:
             return np.broadcast_to(self.inv_a, self.shape)
         h = self.f[li]
@@ -493,7 +495,7 @@ class TreeSolver:
             return out
         K, nest = self.K, self.tree.nest
         if np.ndim(self.inv_a) == 0:
-            D = _block_sum(F, nest[K]) * self.inv_a
+            D = _block_sum(F, nest[K]).astype(np.float64) * self.inv_a  # node grid: float64
         else:
             D = _scaled_block_sum(F, inv_a, nest[K])
         if C is not None:
@@ -576,9 +578,9 @@ class TreeGram(Matrix):
 class TreeGramInverse(Matrix):
     """``(AᵀA)⁺ = P D⁻¹ M̃⁻¹ D⁻¹ Pᵀ`` for a :class:`Tree` (module docstring), ``O(N · L)``."""
 
-    def __init__(self, tree: Tree):
+    def __init__(self, tree: Tree, solver: TreeSolver | None = None):
         self.tree = tree
-        self.solver = TreeSolver(tree)
+        self.solver = TreeSolver(tree) if solver is None else solver
         N = tree.shape[1]
         self.shape = (N, N)
 
@@ -630,14 +632,14 @@ class TreePinv(Matrix):
         return self._apply(Y, None)
 
     def apply_overwrite(self, y):
-        if y.ndim != 1 or not np.issubdtype(y.dtype, np.floating):
+        if y.ndim != 1 or not np.issubdtype(y.dtype, np.floating) or not y.flags.writeable:
             return self @ y
         Y = y.reshape(-1, 1)
         F = self.tree._slot(Y, self.tree.depth - 1)
         return self._apply(Y, F).reshape(-1)
 
     def _rmatmat(self, X):
-        return self.tree._matmat(TreeGramInverse(self.tree)._matmat(X))
+        return self.tree._matmat(TreeGramInverse(self.tree, self.solver)._matmat(X))
 
     def pinv(self):
         return self.tree

@@ -233,7 +233,8 @@ class OptUnionSelector(Selector):
     stack; ``"separate"``: each product answered from its own block, HDMM's journal-era
     template and the ResidualPlanner+ paper's OPT+), ``p`` (as for ``opt_kron``),
     ``restarts``, ``seed``, ``cycles``, ``tol``, ``ftol``, ``maxiter``. ``loss`` is the
-    separate-answering error of the module docstring (an upper bound under least squares).
+    error of answering each group from its own block (module docstring): an upper bound on
+    both the least-squares error and the separate route's, which may pick a better block.
     """
 
     name = "opt_union"
