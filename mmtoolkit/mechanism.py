@@ -312,7 +312,9 @@ def measure(
     ``releases=R`` returns an ``m x R`` array of independent releases. Continuous noise is
     added in place by :meth:`~mmtoolkit.privacy.Privacy.add_noise`, drawn in cache-sized
     blocks (the same values as one draw of all rows, so no extra ``m``-sized arrays; issue
-    17).
+    17) — for one release of a kind with ``answers_streamed`` (a Kronecker product with a
+    p-Identity first factor) to each piece of ``A x`` as soon as it is computed, while it is
+    in cache (:meth:`~mmtoolkit.privacy.Privacy.noise_stream`, the same values).
 
     float32 data path (opt-in): a float32 data vector ``x`` gives float32 ``y`` and
     :func:`reconstruct` then a float32 ``x̂`` — half the memory. The kinds' products keep
@@ -332,11 +334,19 @@ def measure(
     A = as_matrix(strategy.matrix if isinstance(strategy, Strategy) else strategy)
     if dask_release.is_dask_array(x):  # past one machine (issue 17)
         return dask_release.measure(A, x, privacy, rng, noise, R)
-    Ax = _true_answers(A, x)
-    shape = (A.shape[0],) if R is None else (A.shape[0], R)
     if noise == "continuous":
         sens = A.sensitivity(privacy.norm)
+        if R is None and not isinstance(x, Records):  # the noise added piece by piece
+            x = data_vector(x, A.shape[1])
+            y = A.answers_streamed(x, privacy.noise_stream(rng, A.shape[0], sens).add)
+            if y is not None:
+                return y
+            Ax = A @ x
+        else:
+            Ax = _true_answers(A, x)
         return _add_noise(Ax, R, privacy, rng, sens, x)
+    Ax = _true_answers(A, x)
+    shape = (A.shape[0],) if R is None else (A.shape[0], R)
     cal = discrete_calibration(A, privacy)
     Bx = _integer_answers(Ax, cal.scales)
     noisy = (Bx if R is None else Bx[:, None]) + _discrete_noise(cal, rng, shape)

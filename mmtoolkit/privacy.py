@@ -33,6 +33,7 @@ from .checks import check_float, check_positive, check_probability
 
 __all__ = [
     "Privacy",
+    "NoiseStream",
     "PureDP",
     "ApproxDP",
     "ZCDP",
@@ -129,6 +130,50 @@ def _laplace_into(z, u, rng: np.random.Generator, b: float) -> None:
     np.copysign(z, u, out=z)
 
 
+class NoiseStream:
+    """``size`` i.i.d. noise values (``family`` "laplace" or "gaussian", scale ``b`` / ``σ``)
+    added in order to consecutive pieces of the answers (:meth:`Privacy.noise_stream`).
+
+    The values are drawn :data:`NOISE_BLOCK` at a time into a cache-sized buffer (the last
+    block shorter), so a piece may end inside a block: the rest of that block is kept for
+    the next piece."""
+
+    def __init__(self, family: str, scale: float, rng: np.random.Generator, size: int):
+        self.family, self.scale, self.rng = family, float(scale), rng
+        self.left = int(size)  # values not yet added
+        block = min(NOISE_BLOCK, self.left)
+        self.buf = np.empty(block)
+        self.u = np.empty(block) if family == "laplace" else None
+        self.pos = self.end = 0  # buf[pos:end]: drawn, not yet added
+
+    def add(self, piece: np.ndarray) -> None:
+        """Add the next ``piece.size`` values to ``piece`` (a 1-D float64 or float32 array,
+        in place)."""
+        k = piece.size
+        if k > self.left:
+            raise ValueError(f"the noise stream has {self.left} values left, not {k}")
+        self.left -= k
+        if self.scale == 0.0:
+            return
+        done = 0
+        while done < k:
+            if self.pos == self.end:
+                self._draw(min(NOISE_BLOCK, k - done + self.left))
+            take = min(self.end - self.pos, k - done)
+            piece[done : done + take] += self.buf[self.pos : self.pos + take]
+            self.pos += take
+            done += take
+
+    def _draw(self, k: int) -> None:
+        z = self.buf[:k]
+        if self.family == "laplace":
+            _laplace_into(z, self.u[:k], self.rng, self.scale)
+        else:
+            self.rng.standard_normal(out=z)
+            z *= self.scale
+        self.pos, self.end = 0, k
+
+
 # ----------------------------------------------------------------------------- classes
 class Privacy(ABC):
     """A privacy definition: the noise family, its sensitivity norm and its calibration.
@@ -163,7 +208,18 @@ class Privacy(ABC):
         """Add i.i.d. noise of this definition's family and scale to ``out`` in place
         (any C-contiguous float64 or float32 array), drawn :data:`NOISE_BLOCK` values at a
         time into a cache-sized buffer, so nothing the size of ``out`` is allocated (issue
-        17).
+        17): one :meth:`noise_stream` of ``out.size`` values added to ``out`` in C order.
+        """
+        if out.dtype not in (np.float64, np.float32) or not out.flags.c_contiguous:
+            raise ValueError("add_noise needs a C-contiguous float64 or float32 array")
+        self.noise_stream(rng, out.size, sensitivity).add(out.reshape(-1))
+
+    def noise_stream(
+        self, rng: np.random.Generator, size: int, sensitivity: float = 1.0
+    ) -> NoiseStream:
+        """The noise of one draw of ``size`` values as a :class:`NoiseStream`: its ``add``
+        adds the next values to consecutive pieces of the answers, so a product can add the
+        noise to each piece of its result while that piece is in cache (issue 17).
 
         Gaussian: ``scale · rng.standard_normal`` — the values ``rng.normal(0, scale)``
         draws. Laplace: the inverse CDF of ``rng.random`` uniforms, ``b·log(2U)`` for
@@ -172,33 +228,17 @@ class Privacy(ABC):
         ``log`` differs from libm's in the last bit for a few values in a thousand, so the
         values equal ``rng.laplace``'s to 1 ulp; a uniform equal to 0, probability 2^-53,
         is redrawn after its block, so a release containing one differs from ``rng.laplace``
-        from then on). The generator otherwise advances exactly as for one draw of
-        ``out.size`` values, whatever the blocking. float32 ``out``: the noise is drawn in
-        float64 and rounded.
+        from then on). The values are drawn in blocks of :data:`NOISE_BLOCK` at fixed
+        offsets of the stream, so they do not depend on how the answers are cut into pieces,
+        and the generator advances exactly as for one draw of ``size`` values. float32
+        answers: the noise is drawn in float64 and rounded.
         """
         if not isinstance(rng, np.random.Generator):
             raise ValueError(
                 f"rng must be a numpy.random.Generator (np.random.default_rng(seed)), "
                 f"got {type(rng).__name__}"
             )
-        if out.dtype not in (np.float64, np.float32) or not out.flags.c_contiguous:
-            raise ValueError("add_noise needs a C-contiguous float64 or float32 array")
-        scale = self.noise_scale(sensitivity)
-        if scale == 0.0:
-            return
-        flat = out.reshape(-1)
-        size = min(NOISE_BLOCK, flat.size)
-        buf = np.empty(size)
-        u = np.empty(size) if self.family == "laplace" else None
-        for s in range(0, flat.size, NOISE_BLOCK):
-            k = min(NOISE_BLOCK, flat.size - s)
-            z = buf[:k]
-            if self.family == "laplace":
-                _laplace_into(z, u[:k], rng, scale)
-            else:
-                rng.standard_normal(out=z)
-                z *= scale
-            flat[s : s + k] += z
+        return NoiseStream(self.family, self.noise_scale(sensitivity), rng, size)
 
     @abstractmethod
     def _params(self) -> tuple:

@@ -21,9 +21,10 @@ def _upto3(d):
 @pytest.fixture(params=[20, 10**9], ids=["recursive", "grouped"])
 def small_blocks(monkeypatch, request):
     """Blocks of a few entries, so that small problems take the slab / block / in-place and
-    intermediate-table code paths (Kronecker slabs recursive, or in groups by kmatvec)."""
+    intermediate-table code paths (Kronecker slabs recursive, or all in groups of slabs)."""
     monkeypatch.setattr(kronecker, "BLOCK_ENTRIES", 50)
-    monkeypatch.setattr(kronecker, "RECURSE_ENTRIES", request.param)
+    monkeypatch.setattr(kronecker, "COLUMN_ENTRIES", 120)
+    monkeypatch.setattr(kronecker, "SLAB_ENTRIES", request.param)
     monkeypatch.setattr(marginals, "PLAN_DIRECT_CELLS", 1)
 
 
@@ -45,6 +46,66 @@ def test_kronecker_lean_matches_dense(small_blocks):
     np.testing.assert_allclose(mechanism.reconstruct(A, y), P @ y, rtol=1e-10, atol=1e-12)
     Y = rng.random((A.shape[0], 3))  # several releases: step by step, blocked
     np.testing.assert_allclose(A.pinv() @ Y, P @ Y, rtol=1e-10, atol=1e-12)
+
+
+def test_kronecker_lean_with_other_factor_kinds_matches_dense(small_blocks):
+    """Factors without a batched form of their own (the generic ``apply_along``: first,
+    middle and last axes) beside p-Identity ones, forward, transposed and pseudo-inverse."""
+    from mmtoolkit.linalg import AllRange, Dense, Identity, Prefix
+
+    rng = np.random.default_rng(31)
+    A = Kronecker(
+        [Prefix(4), PIdentity(rng.random((2, 5))), Identity(3), AllRange(3),
+         Dense(rng.random((3, 4)))]
+    )  # fmt: skip
+    D = A.factors[0].dense()
+    for f in A.factors[1:]:
+        D = np.kron(D, f.dense())
+    x, y = rng.random(A.shape[1]), rng.random(A.shape[0])
+    np.testing.assert_allclose(A @ x, D @ x, rtol=1e-10, atol=0)
+    np.testing.assert_allclose(A.T @ y, D.T @ y, rtol=1e-10, atol=0)
+    B = Kronecker([PIdentity(rng.random((1, 4))), Identity(3), PIdentity(rng.random((2, 5)))])
+    P = np.linalg.pinv(B.dense())
+    z = rng.random(B.shape[0])
+    np.testing.assert_allclose(mechanism.reconstruct(B, z), P @ z, rtol=1e-10, atol=1e-12)
+    got = mechanism.reconstruct(B, z.copy(), overwrite=True)
+    np.testing.assert_allclose(got, P @ z, rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("privacy", [PureDP(0.7), ZCDP(0.3)])
+def test_noise_stream_in_pieces_is_one_draw(monkeypatch, privacy):
+    """A noise stream added to pieces of any sizes (across block boundaries) gives the
+    values of one add_noise, bit for bit, and leaves the generator where one draw does."""
+    monkeypatch.setattr(privacy_module, "NOISE_BLOCK", 7)
+    sizes = [3, 11, 1, 0, 7, 20, 2]
+    base = np.arange(sum(sizes), dtype=float)
+    want = base.copy()
+    g1, g2 = np.random.default_rng(8), np.random.default_rng(8)
+    privacy.add_noise(want, g1, 1.5)
+    got = base.copy()
+    stream = privacy.noise_stream(g2, got.size, 1.5)
+    for s, k in zip(np.cumsum([0] + sizes), sizes):
+        stream.add(got[s : s + k])
+    np.testing.assert_array_equal(got, want)
+    assert g1.bit_generator.state == g2.bit_generator.state
+    with pytest.raises(ValueError, match="values left"):
+        stream.add(np.zeros(1))
+
+
+@pytest.mark.parametrize("privacy", [PureDP(0.7), ZCDP(0.3)])
+def test_streamed_measure_is_product_plus_one_draw(small_blocks, monkeypatch, privacy):
+    """measure() with a p-Identity first factor adds the noise slab by slab as the product
+    finishes them: A x plus the values of one draw, bit for bit (also weighted); A x itself
+    equals the dense product."""
+    monkeypatch.setattr(privacy_module, "NOISE_BLOCK", 7)
+    rng = np.random.default_rng(32)
+    A = _kron_case(rng)
+    x = rng.integers(0, 9, A.shape[1]).astype(float)
+    for S in (A, 2.5 * A):
+        got = mechanism.measure(S, x, privacy, np.random.default_rng(11))
+        z = privacy.sample(np.random.default_rng(11), S.shape[0], S.sensitivity(privacy.norm))
+        np.testing.assert_array_equal(got, S @ x + z)
+    np.testing.assert_allclose(A @ x, A.dense() @ x, rtol=1e-10, atol=0)
 
 
 @pytest.mark.parametrize("sizes", [(3, 4, 2, 5, 3), (2, 3, 4, 3, 2, 3)])

@@ -126,6 +126,24 @@ class Matrix(ABC):
         out = self._rmatmat(Y)
         return out[:, 0] if vec else out
 
+    def apply_along(self, X: np.ndarray, out: np.ndarray) -> None:
+        """One step of a Kronecker product's product (HDMM App. A.5; issue 17): ``self``
+        applied along the middle axis of the 3-D ``X`` (``a x n x b``), written into ``out``
+        (``a x m x b``). ``out`` may lie in ``X``'s memory with ``X``'s strides (its first
+        ``min(m, n)`` entries along the middle axis those of ``X``): the step is done in
+        place. The default computes ``self @`` (``X`` as an ``n x ab`` matrix, copied when
+        its axes do not merge) in full and then writes it; kinds with a cheaper batched or
+        in-place form override it."""
+        a, n, b = X.shape
+        m = self.shape[0]
+        if a == 1:
+            out[0] = self._matmat(X[0])
+        elif b == 1:
+            out[:, :, 0] = self._matmat(X[:, :, 0].T).T
+        else:
+            res = self._matmat(X.transpose(1, 0, 2).reshape(n, a * b))
+            out[...] = res.reshape(m, a, b).transpose(1, 0, 2)
+
     def __matmul__(self, other):
         if isinstance(other, Matrix):
             return Product(self, other)
@@ -305,6 +323,14 @@ class Matrix(ABC):
         17; ``mechanism.reconstruct(..., overwrite=True)`` asks it of ``A⁺``). The default is
         ``self @ y``."""
         return self @ y
+
+    def answers_streamed(self, x: np.ndarray, each) -> np.ndarray | None:
+        """Measurement at scale: ``self @ x`` for one data vector ``x``, calling ``each`` on
+        consecutive pieces of the result (1-D views, in order, each once it is final) so the
+        caller can add noise to a piece while it is in cache (issue 17); None when the kind
+        has no such product (the default: ``mechanism.measure`` then adds the noise to the
+        whole of ``self @ x``)."""
+        return None
 
     def row_scales(self) -> np.ndarray | None:
         """Discrete noise: ``d > 0`` (one per row) with ``diag(d)⁻¹ A`` an integer matrix, or
@@ -540,6 +566,15 @@ class Weighted(Matrix):
         out = self.base.apply_overwrite(y)
         out *= self.weight
         return out
+
+    def answers_streamed(self, x, each):
+        w = self.weight
+
+        def scaled(piece):
+            piece *= w
+            each(piece)
+
+        return self.base.answers_streamed(x, scaled)
 
     def row_scales(self):
         inner = self.base.row_scales()

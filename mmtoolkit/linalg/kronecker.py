@@ -15,6 +15,7 @@ import numpy as np
 
 from . import base
 from .base import CountingQueries, Matrix, as_matrix, check_dense_size, check_p, peel
+from .pidentity import PIdentity
 from .route import (
     RANK_RTOL,
     SUPPORT_RTOL,
@@ -26,42 +27,96 @@ from .route import (
 #: Entries of one block of a factor-wise product step (a few MB, so a block's temporaries
 #: stay in cache and none is the size of the data).
 BLOCK_ENTRIES = 1 << 17
-#: Slabs at least this large are applied one by one, recursively (a few factor products per
-#: slab: Python overhead small beside the work); smaller ones in groups by kmatvec.
-RECURSE_ENTRIES = 1 << 10
+#: Entries of one block of columns of the first factor's in-place pass over the whole
+#: result (wider than a cache-sized block: its rows are far apart in memory, and longer runs
+#: of each row stream better).
+COLUMN_ENTRIES = 1 << 19
+#: Entries of a group of slabs that the trailing factors are applied to at once, one factor
+#: at a time (:class:`_Steps`, in cache); larger slabs are applied one by one, recursively.
+SLAB_ENTRIES = 1 << 17
 
 
-def _apply_steps(X, mats, in_sizes, out_sizes, transpose, out=None):
-    """kmatvec step by step; each step writes its factor's product into one new array (the
-    last into ``out`` if given, one column only) a cache-sized block of columns at a time, so
-    the factor's temporaries are block-sized."""
+def _apply_steps(X, mats, in_sizes, out_sizes, transpose):
+    """kmatvec step by step; each step writes its factor's product into one new array a
+    cache-sized block of columns at a time, so the factor's temporaries are block-sized."""
     k = X.shape[1]
     Y = X.T  # (k, N): the column index is the most significant "axis"
-    steps = list(zip(reversed(mats), reversed(in_sizes), reversed(out_sizes)))
-    for step, (A, n_i, m_i) in enumerate(steps):
+    for A, n_i, m_i in zip(reversed(mats), reversed(in_sizes), reversed(out_sizes)):
         rows = Y.reshape(-1, n_i)  # (rest, n_i); the factor acts on its transpose
         apply = A._rmatmat if transpose else A._matmat
         width = max(1, BLOCK_ENTRIES // max(n_i, m_i))
-        last = out is not None and step == len(steps) - 1
-        if rows.shape[0] <= width and not last:
+        if rows.shape[0] <= width:
             Y = apply(rows.T)
             continue
-        Y = out.reshape(m_i, -1) if last else np.empty((m_i, rows.shape[0]))
+        Y = np.empty((m_i, rows.shape[0]))
         for s in range(0, rows.shape[0], width):
             Y[:, s : s + width] = apply(rows[s : s + width].T)
     return Y.reshape(math.prod(out_sizes), k)
 
 
-def _apply_lean(x, mats, in_sizes, out_sizes, transpose, buf=None, overwrite=False):
+class _Steps:
+    """Kronecker factors ``A_1 ⊗ ... ⊗ A_k`` applied to a group of slabs ``(g, n_1 ... n_k)``
+    one factor at a time, the last first as in kmatvec (:meth:`Matrix.apply_along`: one
+    batched product per factor, no transposes), between two scratch arrays sized for the
+    largest intermediate result of ``group`` slabs (reused for every group); the first step
+    reads the slabs, the last writes the result (issue 17)."""
+
+    def __init__(self, mats, in_sizes, out_sizes, transpose, group, dtype):
+        self.group = group
+        self.ops = [f.T if transpose else f for f in reversed(mats)]
+        self.views = []  # (a, n, b, m) of each step: the factor acts along n of (a, n, b)
+        cur = list(in_sizes)
+        for k in reversed(range(len(mats))):
+            a, b = math.prod(cur[:k]), math.prod(cur[k + 1 :])
+            self.views.append((a, in_sizes[k], b, out_sizes[k]))
+            cur[k] = out_sizes[k]
+        size = group * max((a * m * b for a, _, b, m in self.views[:-1]), default=0)
+        self.bufs = [np.empty(size, dtype) for _ in range(min(2, len(self.views) - 1))]
+
+    def __call__(self, src, dst):
+        """``src`` ``(g, N_slab)`` slabs (``g ≤ group``) → ``dst`` ``(g, M_slab)``."""
+        g, cur, last = src.shape[0], src, len(self.views) - 1
+        for j, (op, (a, n, b, m)) in enumerate(zip(self.ops, self.views)):
+            out = dst if j == last else self.bufs[j % 2][: g * a * m * b]
+            op.apply_along(cur.reshape(g * a, n, b), out.reshape(g * a, m, b))
+            cur = out
+
+
+def _apply_rows(src, dst, mats, in_sizes, out_sizes, transpose, steps, overwrite=False):
+    """``R = ⊗ mats`` applied to every row (slab) of ``src`` (``rows x N_R``), the results
+    written as the rows of ``dst`` (``rows x M_R``): groups of rows of at most
+    :data:`SLAB_ENTRIES` entries one factor at a time (:class:`_Steps`, in cache), a larger
+    row one by one by :func:`_apply_lean` (recursively). ``overwrite=True``: ``dst`` lies in
+    ``src``'s memory, each result no longer than its row (computed in full first, so it
+    overwrites only rows already read). ``steps``: the :class:`_Steps` of each depth, shared
+    by the recursive calls."""
+    t_in, t_out = math.prod(in_sizes), math.prod(out_sizes)
+    rest = (mats, in_sizes, out_sizes, transpose)
+    if len(mats) > 1 and max(t_in, t_out) > SLAB_ENTRIES:  # row by row, each one lean
+        sub = max(in_sizes[0], out_sizes[0]) * math.prod(out_sizes[1:])
+        scratch = np.empty(sub, dtype=dst.dtype) if overwrite or sub > t_out else None
+        for i in range(src.shape[0]):
+            if scratch is None:  # built in its own row
+                _apply_lean(src[i], *rest, buf=dst[i], steps=steps)
+            else:
+                dst[i] = _apply_lean(src[i], *rest, buf=scratch, steps=steps)
+        return
+    group = min(src.shape[0], max(1, SLAB_ENTRIES // max(t_in, t_out)))
+    run = steps.get(len(mats))
+    if run is None or run.group < group:
+        run = steps[len(mats)] = _Steps(*rest, group, dst.dtype)
+    for s in range(0, src.shape[0], group):
+        run(src[s : s + group], dst[s : s + group])
+
+
+def _apply_lean(x, mats, in_sizes, out_sizes, transpose, buf=None, overwrite=False, steps=None):
     """``(A_1 ⊗ R) x`` for one vector with a single array of the size of the result
-    (issue 17): ``R = A_2 ⊗ ... ⊗ A_d`` is applied to one slab ``x[i]`` (``N/n_1`` cells) at a
-    time — recursively, slab by slab again down to two factors (while a slab has at least
-    :data:`RECURSE_ENTRIES` cells), so the innermost steps run in cache and need no
-    transposes; with two factors ``A_d`` acts on a block of rows at once —, its results
-    stored as the rows of a buffer of ``max(n_1, m_1)`` rows, and then ``A_1`` acts along
-    the rows in place, a block of columns at a time (block ``c`` of the result overwrites
-    only block ``c`` of its input, read first). The products are the same as kmatvec's (R
-    before A_1), so the result agrees with it up to float rounding.
+    (issue 17): ``R = A_2 ⊗ ... ⊗ A_d`` is applied to the slabs ``x[i]`` (``N/n_1`` cells
+    each; :func:`_apply_rows`), its results stored as the rows of a buffer of
+    ``max(n_1, m_1)`` rows, and then ``A_1`` acts along the rows in place, a block of
+    columns at a time (block ``c`` of the result overwrites only block ``c`` of its input,
+    read first). The products are the same as kmatvec's (R before A_1, the last factor
+    first), so the result agrees with it up to float rounding.
 
     ``buf``: where to build the result (at least ``max(n_1, m_1)·|R x[i]|`` entries; default a
     new array of ``x``'s float dtype). ``overwrite=True``: ``x``'s own memory is the buffer
@@ -76,42 +131,54 @@ def _apply_lean(x, mats, in_sizes, out_sizes, transpose, buf=None, overwrite=Fal
     elif own:
         buf = np.empty(max(n_in, n_out) * t_out, dtype=_float_dtype(x))
     rows_in = buf[: n_in * t_out].reshape(n_in, t_out)
-    src = x.reshape(n_in, t_in)
     rest = (mats[1:], in_sizes[1:], out_sizes[1:], transpose)
-    rows = BLOCK_ENTRIES // max(t_in, t_out)
-    if len(mats) == 2 and rows > 1:  # the last factor on a block of rows at once
-        apply_last = mats[1]._rmatmat if transpose else mats[1]._matmat
-        for s in range(0, n_in, rows):  # computed in full, then written
-            rows_in[s : s + rows] = apply_last(src[s : s + rows].T).T
-    elif len(mats) > 2 and t_in >= RECURSE_ENTRIES:  # slab by slab, each one lean in turn
-        sub = max(in_sizes[1], out_sizes[1]) * math.prod(out_sizes[2:])
-        scratch = np.empty(sub, dtype=buf.dtype) if overwrite or sub > t_out else None
-        for i in range(n_in):
-            if scratch is None:  # built in its own row
-                _apply_lean(src[i], *rest, buf=rows_in[i])
-            else:
-                rows_in[i] = _apply_lean(src[i], *rest, buf=scratch)
-    else:  # small slabs (many small factors): kmatvec on a group of slabs at once
-        slab = max(1, BLOCK_ENTRIES // max(t_in, t_out))
-        for s in range(0, n_in, slab):
-            part = src[s : s + slab]
-            if slab == 1 and not overwrite:  # a large result slab: straight into its row
-                _apply_steps(part.T, *rest, rows_in[s])
-            else:  # computed in full, then written (in place: over slabs already read)
-                rows_in[s : s + slab] = _apply_steps(part.T, *rest).T
+    _apply_rows(x.reshape(n_in, t_in), rows_in, *rest, {} if steps is None else steps,
+                overwrite)  # fmt: skip
     rows_out = buf[: n_out * t_out].reshape(n_out, t_out)
-    apply = mats[0]._rmatmat if transpose else mats[0]._matmat
-    width = max(1, BLOCK_ENTRIES // max(n_in, n_out))
-    for s in range(0, t_out, width):
-        rows_out[:, s : s + width] = apply(rows_in[:, s : s + width])
+    first = mats[0].T if transpose else mats[0]
+    # wider blocks over the whole result (rows far apart in memory stream better in longer
+    # runs), cache-sized ones within a slab
+    width = max(1, (COLUMN_ENTRIES if steps is None else BLOCK_ENTRIES) // max(n_in, n_out))
+    for s in range(0, t_out, width):  # in place, block by block
+        first.apply_along(rows_in[None, :, s : s + width], rows_out[None, :, s : s + width])
     size = n_out * t_out
     if own and size < buf.size:
-        del rows_in, rows_out, src
+        del rows_in, rows_out
         try:  # give the unused tail back (realloc shrinks in place; nothing else refers to buf)
             buf.resize(size, refcheck=True)
         except ValueError:
             pass
     return buf[:size]
+
+
+def _apply_pidentity_first(x, mats, in_sizes, out_sizes, each=None):
+    """``(A_1 ⊗ R) x`` for one vector when ``A_1 = [I; Θ] D`` is a p-Identity (HDMM Def. 9),
+    its result finished slab by slab in order (issue 17): ``v = (ΘD) x`` first (one GEMM
+    over ``x``, ``p`` slabs), then slab ``i < n`` of the result is ``R x[i] / s_i`` and slab
+    ``n + k`` is ``R v_k`` (:func:`_apply_rows`), each written once into the new result
+    and handed to ``each`` (e.g. a noise stream's ``add``) while it is in cache. The same
+    products as kmatvec's up to the order of the sums. Returns the result (1-D)."""
+    A1 = mats[0]
+    n, m = A1.n, A1.shape[0]
+    t_in, t_out = math.prod(in_sizes[1:]), math.prod(out_sizes[1:])
+    dtype = _float_dtype(x)
+    src = x.reshape(n, t_in)
+    v = np.matmul((A1.theta * A1.d).astype(dtype, copy=False), src)  # one GEMM
+    y = np.empty(m * t_out, dtype=dtype)
+    rows = y.reshape(m, t_out)
+    steps: dict = {}
+    rest = (mats[1:], in_sizes[1:], out_sizes[1:], False, steps)
+    group = max(1, SLAB_ENTRIES // max(t_in, t_out))
+    for part, s in [(src, 0), (v, n)]:
+        for i in range(0, part.shape[0], group):
+            chunk = part[i : i + group]
+            out = rows[s + i : s + i + chunk.shape[0]]
+            _apply_rows(chunk, out, *rest)
+            if s == 0:
+                out *= A1.d[i : i + group, None]
+            if each is not None:
+                each(out.reshape(-1))
+    return y
 
 
 def _float_dtype(x) -> np.dtype:
@@ -152,8 +219,23 @@ class Kronecker(Matrix):
     # axis lands in front, so after d steps the axes are back in order (extra columns last).
     def _apply(self, X, mats, in_sizes, out_sizes, transpose):
         if X.shape[1] == 1 and len(mats) > 1 and math.prod(in_sizes) > BLOCK_ENTRIES:
+            if not transpose and isinstance(mats[0], PIdentity):
+                return _apply_pidentity_first(X[:, 0], mats, in_sizes, out_sizes)[:, None]
             return _apply_lean(X[:, 0], mats, in_sizes, out_sizes, transpose)[:, None]
         return _apply_steps(X, mats, in_sizes, out_sizes, transpose)
+
+    def answers_streamed(self, x, each):
+        # slab by slab when the first factor is a p-Identity (issue 17)
+        if (
+            x.ndim == 1
+            and len(self.factors) > 1
+            and x.size > BLOCK_ENTRIES
+            and isinstance(self.factors[0], PIdentity)
+        ):
+            ins = [f.shape[1] for f in self.factors]
+            outs = [f.shape[0] for f in self.factors]
+            return _apply_pidentity_first(x, self.factors, ins, outs, each)
+        return None
 
     def apply_overwrite(self, y):
         # in place in y's memory (issue 17) when the lean path applies and fits
@@ -320,6 +402,10 @@ class Identity(CountingQueries):
 
     def apply_overwrite(self, y):
         return y
+
+    def apply_along(self, X, out):
+        if out.__array_interface__["data"] != X.__array_interface__["data"]:
+            out[...] = X
 
 
 def group(factors: list[Matrix]) -> Matrix:

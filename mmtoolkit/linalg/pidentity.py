@@ -69,6 +69,7 @@ class PIdentity(Matrix):
         self.theta = _theta_array(theta, self.norm)
         self.p, self.n = self.theta.shape
         self.s = pidentity_scale(self.theta, self.norm)
+        self.d = 1.0 / self.s  # D's diagonal
         self.shape = (self.n + self.p, self.n)
         self._core = None
 
@@ -96,6 +97,19 @@ class PIdentity(Matrix):
     def _rmatmat(self, Y):
         n = self.n
         return (Y[:n] + self.theta.T @ Y[n:]) / self.s[:, None]
+
+    def apply_along(self, X, out):
+        # [I; Θ] D along an axis: the scaled copy written in place (D's entries, as in
+        # dense()), then one (batched) GEMM of Θ against it (issue 17)
+        n = self.n
+        if X.shape[2] == 1:  # the last axis: rows of X are the vectors
+            top = out[:, :n, 0]
+            np.multiply(X[:, :, 0], self.d, out=top)
+            np.matmul(top, self.theta.T, out=out[:, n:, 0])
+        else:
+            top = out[:, :n]
+            np.multiply(X, self.d[:, None], out=top)
+            np.matmul(self.theta, top, out=out[:, n:])
 
     def gram(self):
         return PIdentityGram(self)
@@ -223,21 +237,41 @@ class PIdentityPinv(Matrix):
         A = self.A
         return X - A.theta.T @ (A.core @ (A.theta @ X))
 
+    @property
+    def sTM(self) -> np.ndarray:
+        """``(sΘᵀ)M`` (``n x p``, cached)."""
+        if self._sTM is None:
+            A = self.A
+            self._sTM = (A.theta.T * A.s[:, None]) @ A.core
+        return self._sTM
+
     def _matmat(self, Z):
         A = self.A
         n = A.n
-        if self._sTM is None:
-            self._sTM = (A.theta.T * A.s[:, None]) @ A.core  # (sΘᵀ)M, n x p
         if _column_major(Z):  # rows of R = Zᵀ are the vectors
             R = Z.T
             t = R[:, n:] - R[:, :n] @ A.theta.T
             out = np.multiply(R[:, :n], A.s)
-            out += t @ self._sTM.T
+            out += t @ self.sTM.T
             return out.T
         t = Z[n:] - A.theta @ Z[:n]
         out = np.multiply(Z[:n], A.s[:, None])
-        out += self._sTM @ t
+        out += self.sTM @ t
         return out
+
+    def apply_along(self, X, out):
+        # the same products as _matmat, batched over the axis; t first, so out may alias X
+        A = self.A
+        n = A.n
+        if X.shape[2] == 1:  # the last axis: rows of X are the vectors
+            Z, O = X[:, :, 0], out[:, :, 0]
+            t = Z[:, n:] - Z[:, :n] @ A.theta.T
+            np.multiply(Z[:, :n], A.s, out=O)
+            O += t @ self.sTM.T
+        else:
+            t = X[:, n:] - np.matmul(A.theta, X[:, :n])
+            np.multiply(X[:, :n], A.s[:, None], out=out)
+            out += np.matmul(self.sTM, t)
 
     def _rmatmat(self, Y):
         A = self.A
