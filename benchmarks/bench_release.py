@@ -1,11 +1,13 @@
 """Measure and reconstruct at scale (issue 17): time, peak RSS and the same-run floor.
 
-Two strategy kinds on N = 10^6 ... 10^8 cells (10^9 with ``--huge``, not run by default):
+Three strategy kinds on N = 10^6 ... 10^8 cells (10^9 with ``--huge``, not run by default):
 
 * ``kron`` — a Kronecker product of 4 p-Identity factors (HDMM Def. 9), ``n = N^(1/4)`` cells
   each (100 at 10^8), ``p = 4`` rows of a seeded random ``Θ ≥ 0`` per factor;
 * ``marg`` — the ≤3-way marginals of ``[10]^d``, ``d = log10 N`` (93 tables at 10^8), all
-  weights 1.
+  weights 1;
+* ``tree`` — H_16, the 16-ary hierarchy of intervals on ``N`` cells (Hay et al. 2010; 1.07 N
+  rows), weights 1.
 
 Each case runs in a fresh subprocess (so its peak RSS, ``getrusage(RUSAGE_SELF).ru_maxrss``,
 is its own; the table shows it and, in N-vectors of 8N bytes, its growth over the RSS after
@@ -18,7 +20,7 @@ the floor on the same ``N``-vector in the same process: ``x.sum()``, ``x *= 2`` 
 17's second part, about 4x slower). Ratios printed, with the mechanism's draw (and numpy's):
 
 * kron: (measure + reconstruct) / (draw + 4 passes ``x *= 2``; one pass per factor);
-* marg: (measure + reconstruct) / (draw + 1 pass ``x.sum()`` + 1 pass ``x *= 2``).
+* marg and tree: (measure + reconstruct) / (draw + 1 pass ``x.sum()`` + 1 pass ``x *= 2``).
 
 ``--huge`` adds the N = 10^9 rows (about 17 GB: run it under ``flock
 /tmp/mmtk-bigmem.lock``) and four releases at 10^9 cells, each printing its time, peak RSS
@@ -76,6 +78,16 @@ def _marg_strategy(N):
     return Marginals((10,) * d, dict.fromkeys(keys, 1.0)), 10**d
 
 
+def _tree_strategy(N):
+    from mmtoolkit.linalg import Tree
+    from mmtoolkit.linalg.tree import interval_tree
+
+    return Tree(N, interval_tree(N, 16)), N
+
+
+STRATEGIES = {"kron": _kron_strategy, "marg": _marg_strategy, "tree": _tree_strategy}
+
+
 def run_case(kind, N, repeats):
     """One case in this process: a dict of seconds and the peak RSS (MB)."""
     import numpy as np
@@ -83,7 +95,7 @@ def run_case(kind, N, repeats):
     from mmtoolkit import mechanism
     from mmtoolkit.privacy import PureDP
 
-    A, N = (_kron_strategy if kind == "kron" else _marg_strategy)(N)
+    A, N = STRATEGIES[kind](N)
     base_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # imports, strategy
     rng = np.random.default_rng(1)
     x = rng.integers(0, 5, N).astype(float)
@@ -321,7 +333,11 @@ def table(rows):
         "| (peak − start) / N-vector |",
         "|---|---:|---:|---:|---|---:|---:|---:|---:|",
     ]
-    names = {"kron": "Kronecker of 4 p-Identity (p = 4)", "marg": "≤3-way marginals of [10]^d"}
+    names = {
+        "kron": "Kronecker of 4 p-Identity (p = 4)",
+        "marg": "≤3-way marginals of [10]^d",
+        "tree": "H_16 interval tree",
+    }
     for r in rows:
         f = floor_of(r)
         fn = f - r["draw"] + r.get("np_laplace", r["draw"])
@@ -355,7 +371,7 @@ def write_readme(text):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--kinds", default="kron,marg")
+    ap.add_argument("--kinds", default="kron,marg,tree")
     ap.add_argument("--sizes", default="1e6,1e7,1e8", help="comma-separated N")
     ap.add_argument(
         "--huge",

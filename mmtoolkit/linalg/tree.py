@@ -68,19 +68,18 @@ def tree_height(n: int, b: int) -> int:
     return h
 
 
-def _children(start: int, size: int, b: int, split: str) -> list[tuple[int, int]]:
-    if size <= b:
-        return [(start + k, 1) for k in range(size)]
-    m, r = divmod(size, b)
-    if split == "near_equal":  # Qardaji et al.: the first r children get one extra cell
-        sizes = [m + 1] * r + [m] * (b - r)
-    else:  # "small_first" (DAWA / GreedyH): the last r children get one extra cell
-        sizes = [m] * (b - r) + [m + 1] * r
-    out, s = [], start
-    for z in sizes:
-        out.append((s, z))
-        s += z
-    return out
+def _child_sizes(sizes: np.ndarray, b: int, split: str) -> np.ndarray:
+    """The next level's interval sizes, in order: a node of ``z ≤ b`` cells has ``z``
+    single-cell children, else ``b`` children of ``⌊z/b⌋`` cells, the ``z mod b`` larger
+    ones first (``near_equal``) or last (``small_first``). Vectorised over the level."""
+    k = np.where(sizes <= b, sizes, b)
+    first = np.cumsum(k) - k  # each node's first child
+    node = np.repeat(np.arange(len(sizes)), k)
+    c = np.arange(int(k.sum())) - first[node]  # child index within its node
+    z = sizes[node]
+    m, r = z // b, z % b
+    extra = (c < r) if split == "near_equal" else (c >= b - r)
+    return np.where(z <= b, 1, m + extra)
 
 
 def interval_tree(n: int, branching: int, split: str = "near_equal", height=None):
@@ -109,11 +108,14 @@ def interval_tree(n: int, branching: int, split: str = "near_equal", height=None
         return levels
     if height is not None:
         raise ValueError("height is only used with split='pad'")
-    nodes = [(0, n)]
+    sizes = np.array([n], dtype=np.int64)
     levels = [np.array([0], dtype=np.int64)]
-    while any(size > 1 for _, size in nodes):
-        nodes = [c for s, z in nodes for c in _children(s, z, b, split)]
-        levels.append(np.array([s for s, _ in nodes], dtype=np.int64))
+    while np.any(sizes > 1):
+        if np.all(sizes <= b):  # every node splits into single cells
+            levels.append(np.arange(n, dtype=np.int64))
+            break
+        sizes = _child_sizes(sizes, b, split)
+        levels.append(np.cumsum(sizes) - sizes)  # the children partition [0, n) in order
     return levels
 
 

@@ -46,6 +46,39 @@ def test_interval_tree_rules_on_n10_b3():
     assert pad == [[0], [0, 9], [0, 3, 6, 9], list(range(10))]
 
 
+def _interval_tree_by_nodes(n, b, split):
+    """The interval-tree rule node by node (Qardaji et al. 2013 §4; GreedyH's larger children
+    last): an independent reference for the vectorised builder."""
+    nodes, levels = [(0, n)], [[0]]
+    while any(z > 1 for _, z in nodes):
+        nxt = []
+        for s, z in nodes:
+            if z <= b:
+                nxt += [(s + k, 1) for k in range(z)]
+                continue
+            m, r = divmod(z, b)
+            sizes = (
+                [m + 1] * r + [m] * (b - r)
+                if split == "near_equal"
+                else [m] * (b - r) + [m + 1] * r
+            )
+            for size in sizes:
+                nxt.append((s, size))
+                s += size
+        nodes = nxt
+        levels.append([s for s, _ in nodes])
+    return levels
+
+
+def test_interval_tree_matches_the_node_by_node_rule():
+    rng = np.random.default_rng(7)
+    for _ in range(200):
+        n, b = int(rng.integers(1, 2000)), int(rng.integers(2, 20))
+        split = ("near_equal", "small_first")[int(rng.integers(2))]
+        got = [lv.tolist() for lv in interval_tree(n, b, split)]
+        assert got == _interval_tree_by_nodes(n, b, split), (n, b, split)
+
+
 def test_tree_products_match_dense_1d_and_2d():
     rng = np.random.default_rng(0)
     lv = interval_tree(10, 3)
@@ -82,14 +115,23 @@ def _tree_cases(rng):
     lv = interval_tree(50, 3)
     yield Tree(50, lv, [rng.uniform(0.5, 2.0, size=len(x)) for x in lv])  # per-node weights
     yield Tree(50, interval_tree(50, 4))  # unit weights (scalar path)
-    yield Tree(10, [np.array([0]), np.array([0, 4]), np.array([0, 2, 4, 7])],
-               [1.0, 1.0, np.array([1.0, 2.0, 3.0, 0.5])])  # reduced
+    yield Tree(
+        10,
+        [np.array([0]), np.array([0, 4]), np.array([0, 2, 4, 7])],
+        [1.0, 1.0, np.array([1.0, 2.0, 3.0, 0.5])],
+    )  # reduced
     yield Tree(7, [np.arange(7)], [2.0])  # one level
     l1, l2 = interval_tree(5, 2, split="pad", height=3), interval_tree(6, 2, split="pad", height=3)
     yield Tree((5, 6), list(zip(l1, l2)), [1.0, 2.0, 0.5, 3.0])  # 2-D
-    yield Tree((9, 4), [(np.array([0]), np.array([0])), (np.array([0, 3, 6]), np.array([0, 2])),
-                        (np.array([0, 1, 3, 6, 7]), np.array([0, 1, 2]))],
-               [1.0, 0.7, rng.uniform(0.5, 2.0, size=(5, 3))])  # 2-D, reduced, node weights
+    yield Tree(
+        (9, 4),
+        [
+            (np.array([0]), np.array([0])),
+            (np.array([0, 3, 6]), np.array([0, 2])),
+            (np.array([0, 1, 3, 6, 7]), np.array([0, 1, 2])),
+        ],
+        [1.0, 0.7, rng.uniform(0.5, 2.0, size=(5, 3))],
+    )  # 2-D, reduced, node weights
 
 
 @pytest.mark.parametrize("block", [3, 1 << 17])
