@@ -31,7 +31,6 @@
 from __future__ import annotations
 
 import math
-import os
 from dataclasses import dataclass
 from fractions import Fraction
 from statistics import NormalDist
@@ -42,7 +41,7 @@ from scipy.sparse.linalg import lsmr
 from . import dask_release, evaluate
 from .checks import check_int
 from .linalg import Matrix, as_matrix, peel
-from .linalg.base import SMALL_DENSE_ENTRIES
+from .linalg.base import SMALL_DENSE_ENTRIES, check_fits_memory
 from .noise import discrete_gaussian, discrete_laplace
 from .privacy import ZCDP, Privacy, PureDP, check_privacy
 from .records import Records
@@ -447,18 +446,14 @@ def _check_answers_fit(m: int, rows: int) -> None:
     """Refuse (before any noise is drawn) a release whose answers (``m``) and measurements
     (``rows``, held together at least while the answers are formed) would not fit in this
     machine's memory, with a message instead of a MemoryError (issue 17)."""
-    try:
-        ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (AttributeError, ValueError, OSError):  # not POSIX: no check
-        return
-    if 8 * (m + rows) > ram:
-        raise ValueError(
-            f"the workload has {m:.4g} queries and the strategy {rows:.4g} rows: answers and "
-            f"measurements ({8 * (m + rows) / 2**30:.3g} GiB) do not fit in this machine's "
-            f"memory ({ram / 2**30:.3g} GiB); release a workload with fewer queries answered "
-            "from the same strategy (e.g. the data vector estimate, workload identity, from "
-            "which any query is post-processing) or part of it"
-        )
+    check_fits_memory(
+        8 * (m + rows),
+        f"the workload has {m:.4g} queries and the strategy {rows:.4g} rows: answers and "
+        "measurements together",
+        "release a workload with fewer queries answered from the same strategy (e.g. the data "
+        "vector estimate, workload identity, from which any query is post-processing) or part "
+        "of it",
+    )
 
 
 def release_measured(

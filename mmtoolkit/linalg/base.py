@@ -12,6 +12,7 @@ Conventions (HDMM, McKenna et al. 2018, App. A.1): data vectors are flattened in
 from __future__ import annotations
 
 import math
+import os
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from functools import reduce
@@ -40,6 +41,25 @@ def check_dense_size(rows: int, cols: int, what: str) -> None:
             f"{what} would materialise a dense {rows} x {cols} array "
             f"({rows * cols:.3g} entries > MAX_DENSE_ENTRIES = {MAX_DENSE_ENTRIES:.3g}); "
             "use a structured representation instead"
+        )
+
+
+def physical_memory() -> int | None:
+    """This machine's physical memory in bytes, or None where POSIX ``sysconf`` cannot tell."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):
+        return None
+
+
+def check_fits_memory(nbytes: float, what: str, advice: str) -> None:
+    """Raise :class:`TooLargeError` (a clear message, never a MemoryError) if ``nbytes`` of
+    arrays that the structure needs — O(N), like the data vector — exceed physical memory."""
+    ram = physical_memory()
+    if ram is not None and nbytes > ram:
+        raise TooLargeError(
+            f"{what} needs {nbytes / 2**30:.3g} GiB, more than this machine's memory "
+            f"({ram / 2**30:.3g} GiB); {advice}"
         )
 
 

@@ -39,7 +39,14 @@ import numpy as np
 
 from ..checks import check_int
 from . import base
-from .base import MAX_DENSE_ENTRIES, Matrix, Product, check_dense_size, check_p
+from .base import (
+    MAX_DENSE_ENTRIES,
+    Matrix,
+    Product,
+    check_dense_size,
+    check_fits_memory,
+    check_p,
+)
 from .kronecker import group
 from .route import SUPPORT_RTOL, UnsupportedWorkloadError, align, as_vector
 
@@ -96,7 +103,11 @@ def interval_tree(n: int, branching: int, split: str = "near_equal", height=None
     n, b = check_int(n, "n", minimum=1), check_int(branching, "branching", minimum=2)
     if split not in SPLITS:
         raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
-    check_dense_size(n, 1, f"an interval tree over {n} cells (its finest level)")
+    check_fits_memory(  # the levels' starts (int64, about n·b/(b−1)) and a Tree's counts
+        32.0 * n,
+        f"an interval tree over {n} cells",
+        "split the domain into attributes (a Kronecker product of trees)",
+    )
     if split == "pad":
         h = tree_height(n, b) if height is None else check_int(height, "height", minimum=0)
         if b**h < n:
