@@ -337,8 +337,14 @@ def measure(
         sens = A.sensitivity(privacy.norm)
         if R is None and not isinstance(x, Records):  # the noise added piece by piece
             x = data_vector(x, A.shape[1])
-            y = A.answers_streamed(x, privacy.noise_stream(rng, A.shape[0], sens).add)
+            stream = privacy.noise_stream(rng, A.shape[0], sens)
+            y = A.answers_streamed(x, stream.add)
             if y is not None:
+                if stream.left:  # every answer must have received its noise
+                    raise RuntimeError(
+                        f"{type(A).__name__}.answers_streamed left {stream.left} answers "
+                        "without noise"
+                    )
                 return y
             Ax = A @ x
         else:

@@ -149,6 +149,8 @@ class NoiseStream:
     def add(self, piece: np.ndarray) -> None:
         """Add the next ``piece.size`` values to ``piece`` (a 1-D float64 or float32 array,
         in place)."""
+        if piece.ndim != 1:
+            raise ValueError(f"noise pieces are 1-D (consecutive answers), got {piece.shape}")
         k = piece.size
         if k > self.left:
             raise ValueError(f"the noise stream has {self.left} values left, not {k}")

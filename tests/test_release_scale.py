@@ -9,7 +9,7 @@ import pytest
 
 from mmtoolkit import mechanism
 from mmtoolkit import privacy as privacy_module
-from mmtoolkit.linalg import Kronecker, Marginals, PIdentity, kronecker, marginals
+from mmtoolkit.linalg import Identity, Kronecker, Marginals, PIdentity, kronecker, marginals
 from mmtoolkit.linalg.marginals import table_plan
 from mmtoolkit.privacy import ZCDP, PureDP
 
@@ -354,3 +354,28 @@ def test_orthogonal_row_kinds_reconstruct_exactly_not_by_least_squares(kind):
     y = rng.random(A.shape[0])
     np.testing.assert_allclose(mechanism.reconstruct(A, y), np.linalg.pinv(A.dense()) @ y,
                                rtol=1e-12, atol=1e-12)  # fmt: skip
+
+
+@pytest.mark.parametrize("first", [(1, 2), (12, 4), (4, 100)])
+def test_pidentity_first_product_holds_no_large_temporary(monkeypatch, first):
+    """``ΘD x`` of a p-Identity first factor is p/n of the data: the slab-by-slab path takes
+    it only when that is at most 1/16 (a binary first attribute would add 0.5 N), so a
+    product holds its result and at most a small fraction of the data besides."""
+    import tracemalloc
+
+    monkeypatch.setattr(kronecker, "BLOCK_ENTRIES", 50)
+    monkeypatch.setattr(kronecker, "COLUMN_ENTRIES", 120)
+    monkeypatch.setattr(kronecker, "SLAB_ENTRIES", 64)
+    p, n = first
+    A1 = PIdentity(np.random.default_rng(0).random((p, n)))
+    A = Kronecker([A1, Identity(100), Identity(100)])
+    x = np.random.default_rng(1).random(A.shape[1])
+    want = (A1.dense() @ x.reshape(n, -1)).ravel()
+    tracemalloc.start()
+    try:
+        y = A @ x
+        extra = tracemalloc.get_traced_memory()[1] - y.nbytes
+    finally:
+        tracemalloc.stop()
+    np.testing.assert_allclose(y, want, rtol=1e-12)
+    assert extra <= 0.25 * x.nbytes, extra / x.nbytes  # was 0.67 and 3.0 N for (1, 2), (12, 4)

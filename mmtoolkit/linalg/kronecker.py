@@ -181,6 +181,19 @@ def _apply_pidentity_first(x, mats, in_sizes, out_sizes, each=None):
     return y
 
 
+def _pidentity_first(mats, in_sizes) -> bool:
+    """Whether :func:`_apply_pidentity_first` serves a product of one large vector: the
+    first factor is a p-Identity and its ``v = ΘD x`` (``p/n`` of the data) costs at most
+    1/16 of the data (a binary first attribute would hold 0.5 N more: the lean path then)."""
+    N = math.prod(in_sizes)
+    return (
+        len(mats) > 1
+        and N > BLOCK_ENTRIES
+        and isinstance(mats[0], PIdentity)
+        and 16 * mats[0].p * (N // in_sizes[0]) <= N
+    )
+
+
 def _float_dtype(x) -> np.dtype:
     """float32 for float32 data (the opt-in float32 path, see ``mechanism.measure``), else
     float64."""
@@ -219,20 +232,15 @@ class Kronecker(Matrix):
     # axis lands in front, so after d steps the axes are back in order (extra columns last).
     def _apply(self, X, mats, in_sizes, out_sizes, transpose):
         if X.shape[1] == 1 and len(mats) > 1 and math.prod(in_sizes) > BLOCK_ENTRIES:
-            if not transpose and isinstance(mats[0], PIdentity):
+            if not transpose and _pidentity_first(mats, in_sizes):
                 return _apply_pidentity_first(X[:, 0], mats, in_sizes, out_sizes)[:, None]
             return _apply_lean(X[:, 0], mats, in_sizes, out_sizes, transpose)[:, None]
         return _apply_steps(X, mats, in_sizes, out_sizes, transpose)
 
     def answers_streamed(self, x, each):
         # slab by slab when the first factor is a p-Identity (issue 17)
-        if (
-            x.ndim == 1
-            and len(self.factors) > 1
-            and x.size > BLOCK_ENTRIES
-            and isinstance(self.factors[0], PIdentity)
-        ):
-            ins = [f.shape[1] for f in self.factors]
+        ins = [f.shape[1] for f in self.factors]
+        if x.ndim == 1 and _pidentity_first(self.factors, ins):
             outs = [f.shape[0] for f in self.factors]
             return _apply_pidentity_first(x, self.factors, ins, outs, each)
         return None
