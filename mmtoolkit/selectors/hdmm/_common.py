@@ -106,7 +106,12 @@ def _is_fast(Y: Matrix) -> bool:
 class GramOperator:
     """``Y = WᵀW`` prepared for OPT_0: ``matmat(X)`` (n x k) and ``diag`` (HDMM §5: cached
     once across iterations and restarts). Structured Grams (ranges, prefix, permuted, ...) are
-    kept implicit (O(n) per column); anything else is made dense once (size-guarded)."""
+    kept implicit (O(n) per column); anything else is made dense once (size-guarded).
+
+    ``unpermute``: for the Gram ``PᵀGP`` of a column-permuted workload (``PermutedGram``, or
+    a weighted sum of such Grams with one permutation), ``(make, perm)`` with ``make()`` the
+    operator of ``G`` itself; else None. A p-Identity ``Θ`` for ``G`` is one for ``PᵀGP`` as
+    ``Θ[:, perm]`` with the same loss (HDMM §8: Permuted Range)."""
 
     def __init__(self, Y):
         if isinstance(Y, np.ndarray):
@@ -116,6 +121,10 @@ class GramOperator:
         if Y.shape[0] != Y.shape[1]:
             raise ValueError(f"a Gram matrix WᵀW must be square, got shape {Y.shape}")
         self.n = Y.shape[0]
+        self.unpermute = None
+        if isinstance(Y, PermutedGram):
+            base = Y.base
+            self.unpermute = (lambda: GramOperator(base), Y.perm)
         if isinstance(Y, Dense) or not _is_fast(Y):
             check_dense_size(self.n, self.n, "the workload Gram WᵀW for OPT_0")
             D = Y.dense()
@@ -127,6 +136,44 @@ class GramOperator:
             self.matmat = Y._matmat
             self.diag = np.asarray(Y.diag(), dtype=float)
         self.trace = float(np.sum(self.diag))
+
+    def coarsened(self, implicit: bool = True) -> GramOperator:
+        """The Gram of the workload on cells merged in pairs (``2c`` and ``2c + 1``): with the
+        ``n x n/2`` aggregation ``R`` (``R[2c, c] = R[2c+1, c] = 1``), ``Rᵀ Y R``, the Gram of
+        ``W R`` (the coarse problems of OPT_0's multilevel start, ``opt0``). ``n`` must be
+        even. A dense ``Y`` gives a dense ``RᵀYR``; an implicit one, if ``implicit``, an
+        implicit operator (``X ↦ Rᵀ(Y(R X))``: each row of ``X`` repeated, the product's rows
+        summed in pairs), else a dense one, read from products with blocks of ``R``'s columns
+        (n/2 columns in all, at most 4M entries at a time; the implicit operator's diagonal
+        ``Y[2c,2c] + 2 Y[2c,2c+1] + Y[2c+1,2c+1]`` is read the same way)."""
+        n = self.n
+        if n % 2:
+            raise ValueError(f"only a Gram of even size can be coarsened in pairs, got n = {n}")
+        h = n // 2
+        if self.dense is not None:
+            return GramOperator(self.dense.reshape(h, 2, h, 2).sum(axis=(1, 3)))
+        if not implicit:
+            check_dense_size(h, h, "the coarsened workload Gram RᵀWᵀWR for OPT_0")
+        parent = self.matmat
+        dense = None if implicit else np.empty((h, h))
+        diag = np.empty(h)
+        step = max(1, min(h, (1 << 22) // n))
+        for c0 in range(0, h, step):
+            cols = np.arange(c0, min(h, c0 + step))
+            R = np.zeros((n, cols.size))
+            R[2 * cols, cols - c0] = 1.0
+            R[2 * cols + 1, cols - c0] = 1.0
+            YR = parent(R)
+            diag[cols] = YR[2 * cols, cols - c0] + YR[2 * cols + 1, cols - c0]
+            if dense is not None:
+                dense[:, cols] = YR.reshape(h, 2, cols.size).sum(axis=1)
+        if dense is not None:
+            return GramOperator(dense)
+        out = GramOperator.__new__(GramOperator)
+        out.n, out.dense, out.unpermute, out.diag = h, None, None, diag
+        out.matmat = lambda X: parent(np.repeat(X, 2, axis=0)).reshape(h, 2, -1).sum(axis=1)
+        out.trace = float(np.sum(diag))
+        return out
 
     @staticmethod
     def weighted_sum(coeffs, grams: list[GramOperator]) -> GramOperator:
@@ -143,6 +190,13 @@ class GramOperator:
             out.matmat = lambda X: sum(c * g.matmat(X) for c, g in pairs)
         out.diag = sum(c * g.diag for c, g in zip(coeffs, grams))
         out.trace = float(np.sum(out.diag))
+        out.unpermute = None
+        perms = [g.unpermute for g in grams]
+        if all(u is not None and np.array_equal(u[1], perms[0][1]) for u in perms):
+            out.unpermute = (
+                lambda: GramOperator.weighted_sum(coeffs, [u[0]() for u in perms]),
+                perms[0][1],
+            )
         return out
 
 

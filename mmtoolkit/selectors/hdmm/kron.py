@@ -9,10 +9,12 @@ product strategy ``𝔸 = ⊗_i A_i`` with unit-sensitivity factors, HDMM Thm 6 
 Block-cyclic optimisation: each ``A_i = A(Θ_i)`` in turn is re-optimised by OPT_0 on the
 surrogate Gram ``Σ_j (c_j Π_{i'≠i} C_i'j) (W_i^(j))ᵀW_i^(j)`` (eq. 6; its OPT_0 objective is
 exactly the global objective with the other factors fixed), warm-started from the current
-``Θ_i``, until a full cycle improves the objective by less than ``tol`` (relative) or
-``cycles`` cycles ran. A single product needs one pass (the problem separates, Def. 10).
-Cost per OPT_0 iteration is O(p_i² n_i + K_i Gram products), K_i the number of distinct factor
-Grams on attribute i (not the number of products k), never ∏ n_i.
+``Θ_i`` (on attributes of at least ``opt0.LARGE_N`` cells the first pass starts from OPT_0's
+multilevel start instead of the random ``Θ_i``), until a full cycle improves the objective by
+less than ``tol`` (relative) or ``cycles`` cycles ran. A single product needs one pass (the
+problem separates, Def. 10). Cost per OPT_0 iteration is O(p_i² n_i + K_i Gram products),
+K_i the number of distinct factor Grams on attribute i (not the number of products k), never
+∏ n_i.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from ._common import (
     seed_sequences,
     term_sizes,
 )
-from .opt0 import FTOL, MAXITER, optimize_pidentity, pidentity_objective
+from .opt0 import FTOL, LARGE_N, MAXITER, optimize_pidentity, pidentity_objective
 
 #: Default maximum number of block-cyclic passes (the authors' code runs 10) and the
 #: relative improvement below which the passes stop.
@@ -121,11 +123,14 @@ def optimize_kron(
     C = np.array([problem.factor_traces(i, t, norm) for i, t in enumerate(thetas)])
     loss = float(np.sum(problem.coeffs * np.prod(C, axis=0)))
     single = len(problem.terms) == 1
-    for _ in range(cycles):
+    for cycle in range(cycles):
         previous = loss
         for i in range(problem.d):
+            # from opt0.LARGE_N cells the first pass starts from OPT_0's multilevel start
+            fresh = cycle == 0 and problem.sizes[i] >= LARGE_N
             thetas[i], _ = optimize_pidentity(
-                problem.surrogate(C, i, normalise=True), problem.ps[i], norm, theta0=thetas[i],
+                problem.surrogate(C, i, normalise=True), problem.ps[i], norm,
+                rng=rng if fresh else None, theta0=None if fresh else thetas[i],
                 ftol=ftol, maxiter=maxiter,
             )  # fmt: skip
             C[i] = problem.factor_traces(i, thetas[i], norm)
