@@ -320,14 +320,14 @@ def measure(
     float32 arithmetic as well as storage (``Prefix``, ``Total``, ``Identity`` and p-Identity
     factors compute in the input's dtype), and :func:`release` answers the workload from the
     float32 ``x̂`` on that path. Measured (Kronecker of three p-Identity factors, 10^6 cells,
-    counts below 5 or below 1000, PureDP ε = 1 and zCDP ρ = 1/2, same seed): the RMSE of
-    ``x̂`` changes by less than 2e-8 relative, and ``x̂`` differs from the float64 one by at
-    most 7e-4 of the noise RMSE (counts below 1000 under zCDP; 2e-6 to 1.2e-4 in the other
-    three cases; re-measured in session 8). Long sums lose more: ``Prefix(4096) ⊗ Prefix(64)`` applied
-    to float32 data differs from float64 by 2.6e-6 relative (22 float32 ulps), which is
-    below the noise only while the answers' noise standard deviation exceeds about 3e-6 of
-    their size; counts (and answers meant to be exact) must stay below 2^24. Use float64
-    when a workload sums millions of cells of large counts.
+    counts below 5 or below 1000, PureDP ε = 1 and zCDP ρ = 1/2, same seed): the RMSE of ``x̂``
+    changes by less than 2e-8 relative, and ``x̂`` differs from the float64 one by at most 7e-4
+    of the noise RMSE (counts below 1000 under zCDP; 2e-6 to 1.2e-4 in the other three cases;
+    re-measured in session 8). Long sums lose more: ``Prefix(4096) ⊗ Prefix(64)`` applied to
+    float32 data differs from float64 by 2.6e-6 relative (22 float32 ulps), which is below the
+    noise only while the answers' noise standard deviation exceeds about 3e-6 of their size;
+    counts (and answers meant to be exact) must stay below 2^24. Use float64 when a workload
+    sums millions of cells of large counts.
     """
     _check_args(privacy, noise, rng)
     R = _check_releases(releases)
