@@ -508,15 +508,17 @@ class TreeSolver:
             return out
         K, nest = self.K, self.tree.nest
         if np.ndim(self.inv_a) == 0:
-            D = _block_sum(F, nest[K]).astype(np.float64) * self.inv_a  # node grid: float64
+            D = _block_sum(F, nest[K]).astype(np.float64, copy=False)  # node grid: float64
+            D *= self.inv_a
         else:
             D = _scaled_block_sum(F, inv_a, nest[K])
         if C is not None:
             D += C * self.r[..., None]
         t = [None] * (K + 1)
         for li in range(K, -1, -1):
-            if li < K:
-                D = _block_sum(D - t[li + 1] * self.s[li + 1][..., None], nest[li])
+            if li < K:  # D − t s in the finer level's D (not needed again), then summed up
+                D -= t[li + 1] * self.s[li + 1][..., None]
+                D = _block_sum(D, nest[li])
             t[li] = D * self.c[li][..., None]
         E = t[0]
         for li in range(1, K + 1):
