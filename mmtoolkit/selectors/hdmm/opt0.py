@@ -187,7 +187,8 @@ def projected_lbfgs(fun, x0, lower=None, ftol=FTOL, maxiter=MAXITER, memory=MEMO
     the projected path ``max(x + t d, lower)`` from ``t = 1`` (``1/‖∇f‖`` at the first
     step). A curvature pair is kept if ``sᵀy > 1e-10 yᵀy``. Stops when the relative reduction
     ``(f_k − f_{k+1}) / max(|f_k|, |f_{k+1}|, 1) <= ftol`` (scipy L-BFGS-B's rule), after
-    ``maxiter`` iterations, or when no step decreases ``f``. O(memory · size) work per
+    ``maxiter`` iterations, or when no step decreases ``f`` (a step the projection clipped
+    uphill, ``gᵀs > 0``, can pass the Armijo test; it is not taken). O(memory · size) work per
     iteration besides ``fun``, none of L-BFGS-B's per-variable breakpoint sorting.
     """
     x = np.array(x0, dtype=float)
@@ -231,6 +232,8 @@ def projected_lbfgs(fun, x0, lower=None, ftol=FTOL, maxiter=MAXITER, memory=MEMO
             t *= 0.5
         else:
             break  # no decrease along the projected path
+        if f_new > f:  # the projection clipped the step uphill: keep the better point
+            break
         it += 1
         y_ = np.subtract(g_new, g, out=g)
         sy = np.dot(step, y_)
