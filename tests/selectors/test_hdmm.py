@@ -229,7 +229,6 @@ def small_large_path(monkeypatch):
 
     monkeypatch.setattr(opt0, "LARGE_N", 128)
     monkeypatch.setattr(opt0, "COARSEST_N", 64)
-    monkeypatch.setattr("mmtoolkit.selectors.hdmm.kron.LARGE_N", 128)
     return opt0
 
 
@@ -237,21 +236,15 @@ def small_large_path(monkeypatch):
 def test_opt0_large_path_as_good_as_lbfgsb(W, small_large_path):
     # the multilevel start + projected L-BFGS reaches the single-level L-BFGS-B loss (from
     # HDMM's random start, both with the authors' ftol) within 2% (over seeds 0-7 the two
-    # spread by 1.6% / 5% on Prefix / All Range), in less time
-    import time
-
+    # spread by 1.6% / 5% on Prefix / All Range); its speed is measured by
+    # benchmarks/bench_hdmm.py, not asserted here (wall clocks on a shared CI machine)
     G = GramOperator(W.gram())
-    start = time.perf_counter()
     theta, loss = optimize_pidentity(G, 32, 1, np.random.default_rng(0))
-    new_seconds = time.perf_counter() - start
     assert np.all(theta >= 0)
     assert loss == pytest.approx(evaluate.trace_term(W, PIdentity(theta)), rel=1e-9)
     small_large_path.LARGE_N = 10**9  # the original path
-    start = time.perf_counter()
     _, old_loss = optimize_pidentity(G, 32, 1, np.random.default_rng(0))
-    old_seconds = time.perf_counter() - start
     assert loss <= 1.02 * old_loss
-    assert new_seconds < old_seconds
 
 
 def test_opt0_large_path_permuted_and_l2(small_large_path):
@@ -283,7 +276,6 @@ def test_hdmm_uses_the_large_path_on_a_large_attribute(small_large_path, monkeyp
     assert s.metadata["operator"] == "OPT_kron"
     assert s.loss == pytest.approx(evaluate.trace_term(W, s.matrix), rel=1e-9)
     small_large_path.LARGE_N = 10**9
-    monkeypatch.setattr("mmtoolkit.selectors.hdmm.kron.LARGE_N", 10**9)
     assert s.loss <= 1.05 * selectors.get("hdmm", restarts=1, seed=0).select(W, PURE).loss
 
 

@@ -25,6 +25,7 @@ from ...linalg import Kronecker, Matrix, PIdentity, kron_terms
 from ...privacy import Privacy
 from ...strategy import Strategy
 from ..base import Selector, register
+from . import opt0
 from ._common import (
     GramOperator,
     check_search_params,
@@ -34,7 +35,7 @@ from ._common import (
     seed_sequences,
     term_sizes,
 )
-from .opt0 import FTOL, LARGE_N, MAXITER, optimize_pidentity, pidentity_objective
+from .opt0 import FTOL, MAXITER, optimize_pidentity, pidentity_objective
 
 #: Default maximum number of block-cyclic passes (the authors' code runs 10) and the
 #: relative improvement below which the passes stop.
@@ -127,7 +128,7 @@ def optimize_kron(
         previous = loss
         for i in range(problem.d):
             # from opt0.LARGE_N cells the first pass starts from OPT_0's multilevel start
-            fresh = cycle == 0 and problem.sizes[i] >= LARGE_N
+            fresh = cycle == 0 and problem.sizes[i] >= opt0.LARGE_N
             thetas[i], _ = optimize_pidentity(
                 problem.surrogate(C, i, normalise=True), problem.ps[i], norm,
                 rng=rng if fresh else None, theta0=None if fresh else thetas[i],
