@@ -84,6 +84,25 @@ def test_route_matches_dense(privacy, groups):
     assert ls <= total * (1 + 1e-9)
 
 
+@pytest.mark.parametrize("groups", ["products", 2])
+def test_workload_answers_match_dense(groups):
+    """Each term's rows are W_j (w_g A_g)⁺ y_g from its chosen block, signs included (the
+    negatively weighted term), for one release and for several."""
+    W, dense = _workload()
+    A = selectors.get("opt_union", groups=groups, answering="separate", p=3, seed=1).select(
+        W, GAUSS
+    ).matrix
+    choice = A.error_route(W).choice[0]
+    o = np.cumsum([0] + [b.shape[0] for b in A.blocks])
+    Y = np.random.default_rng(3).normal(size=(A.shape[0], 2))
+    want = np.concatenate(
+        [Wj @ np.linalg.pinv(A.blocks[g].dense()) @ Y[o[g] : o[g + 1]]
+         for Wj, g in zip(dense, choice)]
+    )  # fmt: skip
+    np.testing.assert_allclose(A.workload_answers(W, Y), want, rtol=1e-10, atol=1e-10)
+    np.testing.assert_allclose(A.workload_answers(W, Y[:, 0]), want[:, 0], rtol=1e-10, atol=1e-10)
+
+
 def test_products_loss_is_exact_and_factorised():
     """One group per product on a prefix-marginal union: the error is the closed form
     ``C · (e_P)^k`` summed as ``(Σ_g √e_g)²`` (L2), with e_P the 1-D OPT_0 prefix optimum

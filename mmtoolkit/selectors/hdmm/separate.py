@@ -28,7 +28,14 @@ import math
 
 import numpy as np
 
-from ...linalg import Matrix, UnsupportedWorkloadError, VStack, as_matrix, check_dense_size
+from ...linalg import (
+    Kronecker,
+    Matrix,
+    UnsupportedWorkloadError,
+    VStack,
+    as_matrix,
+    check_dense_size,
+)
 from ...linalg.kronecker import FactorPairs, StrategyFactor, group, kron_all
 from ...linalg.route import SUPPORT_RTOL, align, common_sizes
 
@@ -71,8 +78,10 @@ class SeparateUnion(VStack):
         (the route's choice), in ``W``'s row order; ``y``: one release or ``rows x R``.
 
         Each block used is reconstructed once from its own rows (its ``pinv_operator``, else
-        a size-guarded dense least-squares solve) and ``W`` is applied to that estimate; the
-        rows of the terms the block answers are kept.
+        a size-guarded dense least-squares solve) and only the terms it answers are applied
+        to that estimate, each as ``±√c_j (⊗ factors_j)``: ``kron_terms`` gives squared
+        weights, so each term's sign is read once from one product ``W r`` with a seeded
+        Gaussian ``r``. Altogether one application of ``W`` (not one per block).
         """
         W = as_matrix(W)
         route = SeparateRoute(W, self)
@@ -86,6 +95,17 @@ class SeparateUnion(VStack):
         out = np.zeros((W.shape[0], Y.shape[1]))
         choice = route.choice[0]
         o = self._offsets
+
+        def term(j, X):  # √c_j (⊗ factors_j) X, the rows of term j up to its sign
+            c, factors = route.terms[j]
+            return math.sqrt(c) * (Kronecker(factors) @ X)
+
+        r = np.random.default_rng(0).standard_normal(W.shape[1])  # a probe, not noise
+        probe = W @ r
+        sign = {
+            j: math.copysign(1.0, float(np.dot(probe[starts[j] : starts[j + 1]], term(j, r))))
+            for j in np.flatnonzero(choice >= 0)
+        }
         for g in np.unique(choice[choice >= 0]):
             block = self.blocks[g]
             Yg = Y[o[g] : o[g + 1]]
@@ -95,9 +115,8 @@ class SeparateUnion(VStack):
             else:
                 check_dense_size(*block.shape, f"the least-squares solve of block {g}")
                 xhat = np.linalg.lstsq(block.dense(), Yg, rcond=None)[0]
-            full = W @ xhat
             for j in np.flatnonzero(choice == g):
-                out[starts[j] : starts[j + 1]] = full[starts[j] : starts[j + 1]]
+                out[starts[j] : starts[j + 1]] = sign[j] * term(j, xhat)
         return out[:, 0] if y.ndim == 1 else out
 
 
