@@ -213,7 +213,8 @@ class Tree(Matrix):
     level is an array of interval starts, in d-D a sequence of ``d`` such arrays (the
     level's nodes are their products, rows in C order). ``weights``: one per level, a scalar
     or an array of the level's node-grid shape (default all 1). Rows are ordered level by
-    level.
+    level. int64 start arrays are kept, not copied (a tree over 10^8 cells would otherwise
+    copy 10^8 starts): do not modify them afterwards.
     """
 
     def __init__(self, sizes, levels, weights=None):
