@@ -22,6 +22,12 @@ the floor on the same ``N``-vector in the same process: ``x.sum()``, ``x *= 2`` 
 * kron: (measure + reconstruct) / (draw + 4 passes ``x *= 2``; one pass per factor);
 * marg and tree: (measure + reconstruct) / (draw + 1 pass ``x.sum()`` + 1 pass ``x *= 2``).
 
+The floor runs on one thread (the noise is one stream of one generator). A release may use
+``mmtoolkit.threads.worker_threads()`` threads (a Kronecker product's noise drawn ahead on a
+second one, its pseudo-inverse's slabs on both): the table prints their number and, beside
+the wall-clock ratio, the CPU seconds of measure + reconstruct (every thread, user and
+system) over the floor — the work, which a second core does not shrink.
+
 ``--huge`` adds the N = 10^9 rows (about 17 GB: run it under ``flock
 /tmp/mmtk-bigmem.lock``) and four releases at 10^9 cells, each printing its time, peak RSS
 and the expected RMSE the evaluator reports beside the empirical RMSE of that release on a
@@ -120,9 +126,10 @@ def run_case(kind, N, repeats):
     # x̂ is built in y's memory, as release() does (a checkout from before issue 17's second
     # part, --root, has no overwrite)
     inplace = "overwrite" in __import__("inspect").signature(mechanism.reconstruct).parameters
-    m_times, r_times = [], []
+    m_times, r_times, cpu_times = [], [], []
     for _ in range(repeats):
         xhat = y = None
+        c = _cpu_seconds()
         t = time.perf_counter()
         y = mechanism.measure(A, x, privacy, np.random.default_rng(2))
         m_times.append(time.perf_counter() - t)
@@ -131,19 +138,34 @@ def run_case(kind, N, repeats):
             mechanism.reconstruct(A, y, overwrite=True) if inplace else mechanism.reconstruct(A, y)
         )
         r_times.append(time.perf_counter() - t)
+        cpu_times.append(_cpu_seconds() - c)
     measure_s, recon_s = statistics.median(m_times), statistics.median(r_times)
+    try:
+        from mmtoolkit.threads import worker_threads
+    except ImportError:  # a checkout from before the threads (--root)
+        threads = 1
+    else:
+        threads = worker_threads()
     return {
         "kind": kind,
         "N": N,
         "rows": int(A.shape[0]),
         "measure": measure_s,
         "reconstruct": recon_s,
+        "cpu": statistics.median(cpu_times),
+        "threads": threads,
         **floor,
         "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
         "base_mb": base_mb,
         "vector_mb": N * 8 / 2**20,
         "check": float(xhat[: min(N, 1000)].sum()),
     }
+
+
+def _cpu_seconds():
+    """CPU seconds of this process so far, every thread, user and system."""
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
 
 
 def _fill_counts(N, seed):
@@ -329,9 +351,9 @@ def floor_of(r):
 def table(rows):
     out = [
         "| strategy | N | measure s | reconstruct s | floor s (draw / sum / x*=2) "
-        "| (m + r) / floor | numpy draw s: (m + r) / floor | peak RSS MB "
-        "| (peak − start) / N-vector |",
-        "|---|---:|---:|---:|---|---:|---:|---:|---:|",
+        "| (m + r) / floor | threads: CPU s (m + r) / floor "
+        "| numpy draw s: (m + r) / floor | peak RSS MB | (peak − start) / N-vector |",
+        "|---|---:|---:|---:|---|---:|---:|---:|---:|---:|",
     ]
     names = {
         "kron": "Kronecker of 4 p-Identity (p = 4)",
@@ -345,6 +367,7 @@ def table(rows):
             f"| {names[r['kind']]} | {r['N']:.0e} | {r['measure']:.2f} | {r['reconstruct']:.2f} "
             f"| {f:.2f} ({r['draw']:.2f} / {r['sum']:.3f} / {r['scale']:.3f}) "
             f"| {(r['measure'] + r['reconstruct']) / f:.2f} "
+            f"| {r.get('threads', 1)}: {r.get('cpu', float('nan')) / f:.2f} "
             f"| {r['np_laplace']:.2f}: {(r['measure'] + r['reconstruct']) / fn:.2f} "
             f"| {r['peak_mb']:.0f} "
             f"| {(r['peak_mb'] - r['base_mb']) / r['vector_mb']:.2f} |"

@@ -313,7 +313,9 @@ def measure(
     blocks (the same values as one draw of all rows, so no extra ``m``-sized arrays; issue
     17) — for one release of a kind with ``answers_streamed`` (a Kronecker product with a
     p-Identity first factor) to each piece of ``A x`` as soon as it is computed, while it is
-    in cache (:meth:`~mmtoolkit.privacy.Privacy.noise_stream`, the same values).
+    in cache (:meth:`~mmtoolkit.privacy.Privacy.noise_stream`, the same values), the noise
+    drawn ahead on a second thread when :func:`~mmtoolkit.threads.worker_threads` allows
+    (the same values again, so the release does not depend on the number of threads).
 
     float32 data path (opt-in): a float32 data vector ``x`` gives float32 ``y`` and
     :func:`reconstruct` then a float32 ``x̂`` — half the memory. The kinds' products keep
@@ -338,8 +340,11 @@ def measure(
         sens = A.sensitivity(privacy.norm)
         if R is None and not isinstance(x, Records):  # the noise added piece by piece
             x = data_vector(x, A.shape[1])
-            stream = privacy.noise_stream(rng, A.shape[0], sens)
-            y = A.answers_streamed(x, stream.add)
+            stream = privacy.noise_stream(rng, A.shape[0], sens, prefetch=True)
+            try:
+                y = A.answers_streamed(x, stream.add)
+            finally:
+                stream.close()
             if y is not None:
                 if stream.left:  # every answer must have received its noise
                     raise RuntimeError(

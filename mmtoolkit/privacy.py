@@ -23,6 +23,7 @@ from __future__ import annotations
 import math
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
 from functools import lru_cache
 
 import numpy as np
@@ -30,6 +31,7 @@ from scipy.optimize import brentq
 from scipy.special import log_ndtr, ndtr
 
 from .checks import check_float, check_positive, check_probability
+from .threads import worker_threads
 
 __all__ = [
     "Privacy",
@@ -109,6 +111,9 @@ def _analytic_sigma_unit(epsilon: float, delta: float) -> float:
 # ----------------------------------------------------------------------------- noise
 #: Values of noise drawn at once by :meth:`Privacy.add_noise` (a cache-sized buffer).
 NOISE_BLOCK = 1 << 16
+#: Values a prefetching :class:`NoiseStream` draws ahead on its thread at once (16 MB; two
+#: such buffers). Large, so that handing a chunk over costs little beside drawing it.
+PREFETCH_CHUNK = 1 << 21
 
 
 def _laplace_into(z, u, rng: np.random.Generator, b: float) -> None:
@@ -134,17 +139,34 @@ class NoiseStream:
     """``size`` i.i.d. noise values (``family`` "laplace" or "gaussian", scale ``b`` / ``σ``)
     added in order to consecutive pieces of the answers (:meth:`Privacy.noise_stream`).
 
-    The values are drawn :data:`NOISE_BLOCK` at a time into a cache-sized buffer (the last
-    block shorter), so a piece may end inside a block: the rest of that block is kept for
-    the next piece."""
+    The values are drawn in blocks of :data:`NOISE_BLOCK` at fixed offsets of the stream (the
+    last block shorter), so a piece may end inside a block: the rest of it is kept for the
+    next piece. Drawn into one cache-sized buffer by default; with ``prefetch`` (and a
+    stream of at least two :data:`PREFETCH_CHUNK`), a second thread draws the next
+    :data:`PREFETCH_CHUNK` values — the same blocks, in order, from the same generator —
+    while the caller computes and adds the current ones (two buffers of that size), so the
+    draw overlaps the product on another core. The thread starts at the first :meth:`add`
+    (the generator is untouched until then) and ends with the stream or :meth:`close`."""
 
-    def __init__(self, family: str, scale: float, rng: np.random.Generator, size: int):
+    def __init__(
+        self, family: str, scale: float, rng: np.random.Generator, size: int,
+        prefetch: bool = False,
+    ):  # fmt: skip
         self.family, self.scale, self.rng = family, float(scale), rng
         self.left = int(size)  # values not yet added
-        block = min(NOISE_BLOCK, self.left)
-        self.buf = np.empty(block)
-        self.u = np.empty(block) if family == "laplace" else None
+        self.undrawn = self.left  # values not yet drawn
+        self.u = np.empty(min(NOISE_BLOCK, self.left)) if family == "laplace" else None
         self.pos = self.end = 0  # buf[pos:end]: drawn, not yet added
+        self._pool = None
+        if prefetch and self.scale != 0.0 and self.left >= 2 * PREFETCH_CHUNK:
+            if worker_threads() > 1:
+                self._pool = ThreadPoolExecutor(max_workers=1)
+                chunk = max(1, PREFETCH_CHUNK // NOISE_BLOCK) * NOISE_BLOCK
+                self._bufs = [np.empty(chunk), np.empty(chunk)]
+                self._pending = None  # the next chunk being drawn
+                self._chunks = 0  # chunks handed out
+        if self._pool is None:
+            self._block = np.empty(min(NOISE_BLOCK, self.left))
 
     def add(self, piece: np.ndarray) -> None:
         """Add the next ``piece.size`` values to ``piece`` (a 1-D float64 or float32 array,
@@ -160,20 +182,51 @@ class NoiseStream:
         done = 0
         while done < k:
             if self.pos == self.end:
-                self._draw(min(NOISE_BLOCK, k - done + self.left))
+                self._next()
             take = min(self.end - self.pos, k - done)
             piece[done : done + take] += self.buf[self.pos : self.pos + take]
             self.pos += take
             done += take
+        if not self.left:
+            self.close()
 
-    def _draw(self, k: int) -> None:
-        z = self.buf[:k]
-        if self.family == "laplace":
-            _laplace_into(z, self.u[:k], self.rng, self.scale)
+    def close(self) -> None:
+        """End the drawing thread, if any (waits for the chunk it is drawing)."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+            self._pool = None
+
+    def _next(self) -> None:
+        """Make the next drawn values current (``buf[pos:end]``)."""
+        if self._pool is None:
+            k = min(NOISE_BLOCK, self.undrawn)
+            self.buf = self._draw(self._block[:k])
+            self.undrawn -= k
         else:
-            self.rng.standard_normal(out=z)
-            z *= self.scale
-        self.pos, self.end = 0, k
+            if self._pending is None:  # the first chunk
+                self._pending = self._submit()
+            self.buf = self._pending.result()
+            self._chunks += 1
+            self._pending = self._submit() if self.undrawn else None
+        self.pos, self.end = 0, self.buf.size
+
+    def _submit(self):
+        """Start drawing the next chunk on the thread, into the buffer not in use."""
+        chunk = max(1, PREFETCH_CHUNK // NOISE_BLOCK) * NOISE_BLOCK  # whole blocks
+        k = min(chunk, self.undrawn)
+        self.undrawn -= k
+        return self._pool.submit(self._draw, self._bufs[self._chunks % 2][:k])
+
+    def _draw(self, z: np.ndarray) -> np.ndarray:
+        """Fill ``z`` with the next ``z.size`` values, block by block; returns ``z``."""
+        for s in range(0, z.size, NOISE_BLOCK):
+            part = z[s : s + NOISE_BLOCK]
+            if self.family == "laplace":
+                _laplace_into(part, self.u[: part.size], self.rng, self.scale)
+            else:
+                self.rng.standard_normal(out=part)
+                part *= self.scale
+        return z
 
 
 # ----------------------------------------------------------------------------- classes
@@ -217,8 +270,9 @@ class Privacy(ABC):
         self.noise_stream(rng, out.size, sensitivity).add(out.reshape(-1))
 
     def noise_stream(
-        self, rng: np.random.Generator, size: int, sensitivity: float = 1.0
-    ) -> NoiseStream:
+        self, rng: np.random.Generator, size: int, sensitivity: float = 1.0,
+        prefetch: bool = False,
+    ) -> NoiseStream:  # fmt: skip
         """The noise of one draw of ``size`` values as a :class:`NoiseStream`: its ``add``
         adds the next values to consecutive pieces of the answers, so a product can add the
         noise to each piece of its result while that piece is in cache (issue 17).
@@ -234,13 +288,17 @@ class Privacy(ABC):
         offsets of the stream, so they do not depend on how the answers are cut into pieces,
         and the generator advances exactly as for one draw of ``size`` values. float32
         answers: the noise is drawn in float64 and rounded.
+
+        ``prefetch=True``: a second thread draws the values ahead, the same ones (see
+        :class:`NoiseStream`), when :func:`~mmtoolkit.threads.worker_threads` allows two; the
+        caller must not use ``rng`` until the stream is used up or closed.
         """
         if not isinstance(rng, np.random.Generator):
             raise ValueError(
                 f"rng must be a numpy.random.Generator (np.random.default_rng(seed)), "
                 f"got {type(rng).__name__}"
             )
-        return NoiseStream(self.family, self.noise_scale(sensitivity), rng, size)
+        return NoiseStream(self.family, self.noise_scale(sensitivity), rng, size, prefetch)
 
     @abstractmethod
     def _params(self) -> tuple:

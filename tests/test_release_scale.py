@@ -379,3 +379,118 @@ def test_pidentity_first_product_holds_no_large_temporary(monkeypatch, first):
         tracemalloc.stop()
     np.testing.assert_allclose(y, want, rtol=1e-12)
     assert extra <= 0.25 * x.nbytes, extra / x.nbytes  # was 0.67 and 3.0 N for (1, 2), (12, 4)
+
+
+@pytest.fixture(params=[1, 2], ids=["1 thread", "2 threads"])
+def threads(monkeypatch, request):
+    """``MMTOOLKIT_THREADS`` 1 or 2, with the thresholds lowered so that small problems take
+    the threaded paths (slabs and column blocks of a Kronecker product on two threads, the
+    noise drawn ahead in chunks of three blocks)."""
+    monkeypatch.setenv("MMTOOLKIT_THREADS", str(request.param))
+    monkeypatch.setattr(kronecker, "PARALLEL_ENTRIES", 1)
+    monkeypatch.setattr(privacy_module, "NOISE_BLOCK", 7)
+    monkeypatch.setattr(privacy_module, "PREFETCH_CHUNK", 21)
+    return request.param
+
+
+@pytest.mark.parametrize("privacy", [PureDP(0.7), ZCDP(0.3)])
+def test_prefetched_noise_stream_is_one_draw(threads, privacy):
+    """With prefetch, a second thread draws the chunks ahead: the same values as one
+    add_noise, bit for bit, for pieces across block and chunk boundaries; the generator
+    ends where one draw leaves it, and is untouched until the first piece."""
+    sizes = [3, 11, 1, 0, 7, 20, 2, 40, 9]
+    base = np.arange(sum(sizes), dtype=float)
+    want = base.copy()
+    g1, g2 = np.random.default_rng(8), np.random.default_rng(8)
+    privacy.add_noise(want, g1, 1.5)
+    got = base.copy()
+    stream = privacy.noise_stream(g2, got.size, 1.5, prefetch=True)
+    assert (stream._pool is not None) == (threads == 2)  # the thread is really used
+    assert g2.bit_generator.state == np.random.default_rng(8).bit_generator.state
+    for s, k in zip(np.cumsum([0] + sizes), sizes):
+        stream.add(got[s : s + k])
+    np.testing.assert_array_equal(got, want)
+    assert g1.bit_generator.state == g2.bit_generator.state
+    assert stream._pool is None  # the thread ended with the stream
+
+
+def test_prefetched_noise_stream_closed_early(threads):
+    """A stream closed part-way (the product failed) ends its thread; the values it added
+    are the first ones of the one draw."""
+    privacy = PureDP(1.0)
+    want = np.zeros(100)
+    privacy.add_noise(want, np.random.default_rng(4))
+    got = np.zeros(30)
+    stream = privacy.noise_stream(np.random.default_rng(4), 100, prefetch=True)
+    stream.add(got)
+    stream.close()
+    assert stream._pool is None
+    np.testing.assert_array_equal(got, want[:30])
+
+
+def test_kronecker_threads_give_the_same_bytes(small_blocks, monkeypatch):
+    """Slabs and column blocks on two threads: products, transposed products, pseudo-inverse
+    (in place and not) and the streamed measure equal the one-thread results bit for bit,
+    and the dense ones to rounding; the pool really ran tasks."""
+    monkeypatch.setattr(kronecker, "PARALLEL_ENTRIES", 1)
+    monkeypatch.setattr(privacy_module, "NOISE_BLOCK", 7)
+    monkeypatch.setattr(privacy_module, "PREFETCH_CHUNK", 21)
+    pooled = []
+
+    class Counting(kronecker.Workers):
+        def run(self, tasks):
+            tasks = list(tasks)
+            pooled.append(len(tasks) - 1 if self.k > 1 else 0)
+            return super().run(tasks)
+
+    monkeypatch.setattr(kronecker, "Workers", Counting)
+    rng = np.random.default_rng(33)
+    A = _kron_case(rng)
+    x = rng.integers(0, 9, A.shape[1]).astype(float)
+    y = rng.random(A.shape[0])
+
+    def results(k):
+        monkeypatch.setenv("MMTOOLKIT_THREADS", str(k))
+        return {
+            "Ax": A @ x,
+            "ATy": A.T @ y,
+            "pinv": mechanism.reconstruct(A, y),
+            "in place": mechanism.reconstruct(A, y.copy(), overwrite=True),
+            "measure": mechanism.measure(A, x, PureDP(1.0), np.random.default_rng(5)),
+        }
+
+    one = results(1)
+    assert sum(pooled) == 0
+    two = results(2)
+    assert sum(pooled) > 0
+    for key in one:
+        np.testing.assert_array_equal(two[key], one[key], err_msg=key)
+    P = np.linalg.pinv(A.dense())
+    np.testing.assert_allclose(two["Ax"], A.dense() @ x, rtol=1e-10, atol=0)
+    np.testing.assert_allclose(two["in place"], P @ y, rtol=1e-10, atol=1e-12)
+
+
+def test_worker_threads_setting(monkeypatch):
+    from mmtoolkit.threads import MAX_THREADS, Workers, worker_threads
+
+    monkeypatch.delenv("MMTOOLKIT_THREADS", raising=False)
+    assert 1 <= worker_threads() <= MAX_THREADS
+    with Workers(2) as w:  # on another thread than the main one: that thread alone
+        assert w.run([lambda: 0, worker_threads]) == [0, 1]
+    monkeypatch.setenv("MMTOOLKIT_THREADS", "3")
+    assert worker_threads() == 3
+    for bad in ("0", "two", "-1"):
+        monkeypatch.setenv("MMTOOLKIT_THREADS", bad)
+        with pytest.raises(ValueError, match="MMTOOLKIT_THREADS"):
+            worker_threads()
+    with Workers(3) as w:  # results in order; an error raised after every task finished
+        assert w.run([lambda i=i: i * i for i in range(5)]) == [0, 1, 4, 9, 16]
+        finished = []
+
+        def slow():
+            __import__("time").sleep(0.05)
+            finished.append(1)
+
+        with pytest.raises(ZeroDivisionError):
+            w.run([lambda: 1 / 0, slow])
+        assert finished == [1]

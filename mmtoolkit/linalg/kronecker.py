@@ -13,6 +13,7 @@ from functools import reduce
 
 import numpy as np
 
+from ..threads import Workers, worker_threads
 from . import base
 from .base import CountingQueries, Matrix, as_matrix, check_dense_size, check_p, peel
 from .pidentity import PIdentity
@@ -34,6 +35,9 @@ COLUMN_ENTRIES = 1 << 19
 #: Entries of a group of slabs that the trailing factors are applied to at once, one factor
 #: at a time (:class:`_Steps`, in cache); larger slabs are applied one by one, recursively.
 SLAB_ENTRIES = 1 << 17
+#: A product over one vector of at least this many entries runs its slabs and its first
+#: factor's blocks on :func:`~mmtoolkit.threads.worker_threads` threads (issue 17).
+PARALLEL_ENTRIES = 1 << 22
 
 
 def _apply_steps(X, mats, in_sizes, out_sizes, transpose):
@@ -82,24 +86,40 @@ class _Steps:
             cur = out
 
 
-def _apply_rows(src, dst, mats, in_sizes, out_sizes, transpose, steps, overwrite=False):
+def _apply_rows(
+    src, dst, mats, in_sizes, out_sizes, transpose, steps, overwrite=False, workers=None
+):  # fmt: skip
     """``R = ⊗ mats`` applied to every row (slab) of ``src`` (``rows x N_R``), the results
     written as the rows of ``dst`` (``rows x M_R``): groups of rows of at most
     :data:`SLAB_ENTRIES` entries one factor at a time (:class:`_Steps`, in cache), a larger
     row one by one by :func:`_apply_lean` (recursively). ``overwrite=True``: ``dst`` lies in
     ``src``'s memory, each result no longer than its row (computed in full first, so it
     overwrites only rows already read). ``steps``: the :class:`_Steps` of each depth, shared
-    by the recursive calls."""
+    by the recursive calls. ``workers``: :class:`~mmtoolkit.threads.Workers` for the large
+    rows, ``k`` rows at once (each thread its own scratch and :class:`_Steps`), written after
+    all ``k`` are computed, so in place each overwrites only rows already read; the same
+    products as one by one."""
     t_in, t_out = math.prod(in_sizes), math.prod(out_sizes)
     rest = (mats, in_sizes, out_sizes, transpose)
     if len(mats) > 1 and max(t_in, t_out) > SLAB_ENTRIES:  # row by row, each one lean
         sub = max(in_sizes[0], out_sizes[0]) * math.prod(out_sizes[1:])
-        scratch = np.empty(sub, dtype=dst.dtype) if overwrite or sub > t_out else None
-        for i in range(src.shape[0]):
-            if scratch is None:  # built in its own row
-                _apply_lean(src[i], *rest, buf=dst[i], steps=steps)
-            else:
-                dst[i] = _apply_lean(src[i], *rest, buf=scratch, steps=steps)
+        own = overwrite or sub > t_out  # built in a scratch, else in its own row of dst
+        workers = workers or Workers(1)
+        k = workers.k
+        scratch = [np.empty(sub, dtype=dst.dtype) if own else None for _ in range(k)]
+        thread_steps = [steps] + [{} for _ in range(k - 1)]
+
+        def row(j, i):
+            buf = scratch[j] if own else dst[i]
+            return _apply_lean(src[i], *rest, buf=buf, steps=thread_steps[j])
+
+        for i0 in range(0, src.shape[0], k):
+            rows = range(i0, min(i0 + k, src.shape[0]))
+            tasks = [functools.partial(row, j, i) for j, i in enumerate(rows)]
+            done = workers.run(tasks)
+            if own:
+                for i, result in zip(rows, done):
+                    dst[i] = result
         return
     group = min(src.shape[0], max(1, SLAB_ENTRIES // max(t_in, t_out)))
     run = steps.get(len(mats))
@@ -132,15 +152,27 @@ def _apply_lean(x, mats, in_sizes, out_sizes, transpose, buf=None, overwrite=Fal
         buf = np.empty(max(n_in, n_out) * t_out, dtype=_float_dtype(x))
     rows_in = buf[: n_in * t_out].reshape(n_in, t_out)
     rest = (mats[1:], in_sizes[1:], out_sizes[1:], transpose)
-    _apply_rows(x.reshape(n_in, t_in), rows_in, *rest, {} if steps is None else steps,
-                overwrite)  # fmt: skip
-    rows_out = buf[: n_out * t_out].reshape(n_out, t_out)
-    first = mats[0].T if transpose else mats[0]
-    # wider blocks over the whole result (rows far apart in memory stream better in longer
-    # runs), cache-sized ones within a slab
-    width = max(1, (COLUMN_ENTRIES if steps is None else BLOCK_ENTRIES) // max(n_in, n_out))
-    for s in range(0, t_out, width):  # in place, block by block
-        first.apply_along(rows_in[None, :, s : s + width], rows_out[None, :, s : s + width])
+    top = steps is None  # the whole vector, not a slab of a larger one
+    large = top and x.size >= PARALLEL_ENTRIES
+    with Workers(worker_threads() if large else 1) as workers:
+        _apply_rows(x.reshape(n_in, t_in), rows_in, *rest, {} if top else steps, overwrite,
+                    workers)  # fmt: skip
+        rows_out = buf[: n_out * t_out].reshape(n_out, t_out)
+        first = mats[0].T if transpose else mats[0]
+        # wider blocks over the whole result (rows far apart in memory stream better in
+        # longer runs), cache-sized ones within a slab
+        width = max(1, (COLUMN_ENTRIES if top else BLOCK_ENTRIES) // max(n_in, n_out))
+        starts = range(0, t_out, width)
+
+        def columns(part):  # in place, block by block (each block only reads itself)
+            for s in part:
+                first.apply_along(
+                    rows_in[None, :, s : s + width], rows_out[None, :, s : s + width]
+                )
+
+        k, b = workers.k, len(starts)
+        workers.run([functools.partial(columns, starts[j * b // k : (j + 1) * b // k])
+                     for j in range(k)])  # fmt: skip
     size = n_out * t_out
     if own and size < buf.size:
         del rows_in, rows_out

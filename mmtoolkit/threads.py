@@ -1,0 +1,79 @@
+"""Threads for the work of one large release (issue 17): how many, and running tasks on them.
+
+A release on one machine is a few passes over N-sized vectors, split into independent pieces
+(slabs of a Kronecker product, blocks of noise); numpy and BLAS release the GIL while they
+work on a piece, so a second thread runs a second piece on another core. Pieces are cut the
+same way whatever the number of threads and each is computed by the same operations, so the
+results do not depend on it (byte-identical with one thread or several).
+
+``MMTOOLKIT_THREADS=k`` in the environment sets the number of threads (``1``: everything on
+the calling thread). Without it a product started outside the main thread (e.g. a Dask
+worker's task, which already has its core) stays on its thread.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+__all__ = ["MAX_THREADS", "Workers", "worker_threads"]
+
+#: At most this many threads by default (the machines this is measured on have two cores;
+#: the pieces are memory-bound beyond a few).
+MAX_THREADS = 2
+
+
+def worker_threads() -> int:
+    """Threads one release may use: ``MMTOOLKIT_THREADS`` if set (a positive integer); else
+    one when called from a thread other than the main one (a Dask worker, the caller's own
+    pool: the cores are already shared out); else the CPUs this process may run on
+    (``os.sched_getaffinity``), at most :data:`MAX_THREADS`."""
+    value = os.environ.get("MMTOOLKIT_THREADS")
+    if value is not None:
+        try:
+            k = int(value)
+        except ValueError:
+            k = 0
+        if k < 1:
+            raise ValueError(f"MMTOOLKIT_THREADS must be a positive integer, got {value!r}")
+        return k
+    if threading.current_thread() is not threading.main_thread():
+        return 1
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except AttributeError:  # platforms without affinity
+        cpus = os.cpu_count() or 1
+    return max(1, min(MAX_THREADS, cpus))
+
+
+class Workers:
+    """``k`` threads for the pieces of one product: the calling thread and a pool of
+    ``k − 1`` (none when ``k = 1``). A context manager: the pool's threads end on exit."""
+
+    def __init__(self, k: int = 1):
+        self.k = max(1, int(k))
+        self._pool = ThreadPoolExecutor(max_workers=self.k - 1) if self.k > 1 else None
+
+    def run(self, tasks) -> list:
+        """Run the callables ``tasks`` — the first on the calling thread, the others on the
+        pool — and return their results in order. Every task has finished when this returns
+        or raises (the first exception is re-raised), so none still runs on memory the
+        caller reuses."""
+        tasks = list(tasks)
+        if self._pool is None or len(tasks) == 1:
+            return [task() for task in tasks]
+        futures = [self._pool.submit(task) for task in tasks[1:]]
+        try:
+            first = tasks[0]()
+        finally:
+            for f in futures:
+                f.exception()  # waits
+        return [first] + [f.result() for f in futures]
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
