@@ -157,6 +157,7 @@ class NoiseStream:
         self.undrawn = self.left  # values not yet drawn
         self.u = np.empty(min(NOISE_BLOCK, self.left)) if family == "laplace" else None
         self.pos = self.end = 0  # buf[pos:end]: drawn, not yet added
+        self.closed = False
         self._pool = None
         if prefetch and self.scale != 0.0 and self.left >= 2 * PREFETCH_CHUNK:
             if worker_threads() > 1:
@@ -173,6 +174,8 @@ class NoiseStream:
         in place)."""
         if piece.ndim != 1:
             raise ValueError(f"noise pieces are 1-D (consecutive answers), got {piece.shape}")
+        if self.closed:
+            raise ValueError("the noise stream was closed; draw a new one")
         k = piece.size
         if k > self.left:
             raise ValueError(f"the noise stream has {self.left} values left, not {k}")
@@ -187,11 +190,16 @@ class NoiseStream:
             piece[done : done + take] += self.buf[self.pos : self.pos + take]
             self.pos += take
             done += take
-        if not self.left:
-            self.close()
+        if not self.left and self._pool is not None:
+            self._pool.shutdown(wait=True)  # used up: the thread ends
+            self._pool = None
 
     def close(self) -> None:
-        """End the drawing thread, if any (waits for the chunk it is drawing)."""
+        """Finish the stream: no more :meth:`add`; the drawing thread, if any, ends (after the
+        chunk it is drawing). Closed before its last value (a product that failed), a
+        prefetched stream leaves the generator up to two chunks further on than the values
+        added — do not rely on ``rng``'s state after a failed measure."""
+        self.closed = True
         if self._pool is not None:
             self._pool.shutdown(wait=True)
             self._pool = None

@@ -426,6 +426,8 @@ def test_prefetched_noise_stream_closed_early(threads):
     stream.close()
     assert stream._pool is None
     np.testing.assert_array_equal(got, want[:30])
+    with pytest.raises(ValueError, match="closed"):
+        stream.add(np.zeros(1))
 
 
 def test_kronecker_threads_give_the_same_bytes(small_blocks, monkeypatch):
@@ -494,3 +496,22 @@ def test_worker_threads_setting(monkeypatch):
         with pytest.raises(ZeroDivisionError):
             w.run([lambda: 1 / 0, slow])
         assert finished == [1]
+
+
+def test_threads_keep_in_place_reconstruction_lean(monkeypatch):
+    """In place, each thread's slab scratch counts: with a small first factor (slabs of half
+    the data) the slabs run one at a time, so x̂ still costs well under one N-vector; with a
+    large one the extra scratch is at most 1/16 of the data."""
+    monkeypatch.setenv("MMTOOLKIT_THREADS", "2")
+    rng = np.random.default_rng(34)
+    for first, rest, ratio in [((1, 2), (2, 126), 0.45), ((2, 40), (2, 62), 0.1)]:
+        A = Kronecker([PIdentity(rng.random(first))] + [PIdentity(rng.random(rest))] * 3)
+        y = rng.random(A.shape[0])
+        want = mechanism.reconstruct(A, y)
+        buf = y.copy()
+        tracemalloc.start()
+        got = mechanism.reconstruct(A, buf, overwrite=True)
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+        np.testing.assert_array_equal(got, want)
+        assert peak < ratio * y.nbytes, (first, peak / y.nbytes)

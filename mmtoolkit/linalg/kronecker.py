@@ -35,8 +35,9 @@ COLUMN_ENTRIES = 1 << 19
 #: Entries of a group of slabs that the trailing factors are applied to at once, one factor
 #: at a time (:class:`_Steps`, in cache); larger slabs are applied one by one, recursively.
 SLAB_ENTRIES = 1 << 17
-#: A product over one vector of at least this many entries runs its slabs and its first
-#: factor's blocks on :func:`~mmtoolkit.threads.worker_threads` threads (issue 17).
+#: A product over one vector of at least this many entries (the lean path: ``A x``, ``Aᵀ y``,
+#: the pseudo-inverse) runs its large slabs and its first factor's column blocks on
+#: :func:`~mmtoolkit.threads.worker_threads` threads (issue 17).
 PARALLEL_ENTRIES = 1 << 22
 
 
@@ -98,7 +99,8 @@ def _apply_rows(
     by the recursive calls. ``workers``: :class:`~mmtoolkit.threads.Workers` for the large
     rows, ``k`` rows at once (each thread its own scratch and :class:`_Steps`), written after
     all ``k`` are computed, so in place each overwrites only rows already read; the same
-    products as one by one."""
+    products as one by one. Rows built in a scratch run one at a time when ``k − 1`` more
+    scratches would exceed 1/16 of the data (a small first factor: large slabs)."""
     t_in, t_out = math.prod(in_sizes), math.prod(out_sizes)
     rest = (mats, in_sizes, out_sizes, transpose)
     if len(mats) > 1 and max(t_in, t_out) > SLAB_ENTRIES:  # row by row, each one lean
@@ -106,6 +108,8 @@ def _apply_rows(
         own = overwrite or sub > t_out  # built in a scratch, else in its own row of dst
         workers = workers or Workers(1)
         k = workers.k
+        if own and 16 * (k - 1) * sub > src.size:  # a scratch per thread: ≤ 1/16 of the data
+            workers, k = Workers(1), 1
         scratch = [np.empty(sub, dtype=dst.dtype) if own else None for _ in range(k)]
         thread_steps = [steps] + [{} for _ in range(k - 1)]
 
