@@ -17,7 +17,8 @@ Routes, chosen from the operator's own ``kron_terms()`` (never from its type):
   first ``k`` axes are whole in every block (its all-to-all, no scheduler of ours) and the
   leading factors act along them. The result is chunked along its trailing axes; the
   pseudo-inverse ``A⁺ = ⊗ A_i⁺`` (the kind's ``pinv_operator()``) runs the same steps in the
-  other order, so ``x̂`` comes back chunked like the data: one rechunk per product.
+  other order, so ``x̂`` comes back chunked like the data: one rechunk per product. A
+  measurement is rechunked once more, into blocks of consecutive rows, for its noise (below).
 * **Marginals** (every term a marginal ``⊗ (I or 1ᵀ)`` and the measurements small): each
   block's marginal tables are summed from one another along ``table_plan`` (the block's own
   ``Marginals``) and placed in zero tables of full size; dask sums these partial answers
@@ -26,22 +27,41 @@ Routes, chosen from the operator's own ``kron_terms()`` (never from its type):
   ``x̂`` block by block (``expand_tables``); answers of a marginals workload come from ``y``
   alone (the kind's ``workload_answers``), with no ``x̂``.
 
-Noise: one root ``SeedSequence`` is drawn from the caller's generator and block ``b`` of ``y``
-(its index in C order over the block grid) draws from ``SeedSequence(root, spawn_key=(b,))``,
-so a release is a deterministic function of the seed and the chunking, whatever the
-scheduler, the number of workers or the order in which blocks run; computing a lazy result
-twice gives the same numbers. (The stream differs from the in-memory path's, which draws all
-rows from one generator.) Continuous noise only. Results are lazy dask arrays; the data's
-blocks are checked (finite, non-negative) as they are read.
+Several releases (``releases=R``, as in memory an ``m x R`` array) carry a last axis of ``R``
+columns, whole in every block, through every step.
+
+Noise: the values :func:`mmtoolkit.mechanism.measure` draws in memory from the same generator
+state, so for one seed a Dask release equals the in-memory one (continuous noise to rounding,
+HDMM §7.2's products being computed in another order; integer noise exactly). Both paths draw
+one stream over the rows in order (``Privacy.noise_stream``; exact integer noise:
+:class:`mmtoolkit.discrete.DiscreteNoiseStream`, CKS 2020), in blocks at fixed offsets of the
+stream; here the blocks of ``A x`` (in row order) take their values one after the other, a
+chain of ``dask.delayed`` tasks each handing a copy of the stream to the next. The release
+therefore does not depend on the scheduler, the workers or the chunking, and computing a lazy
+result twice gives the same numbers. The noise is drawn by one task at a time (about the time
+of the in-memory draw); the products run in parallel. The graph draws from a copy of the
+caller's generator, which is then jumped ahead (``bit_generator.jumped()``), so its later
+draws never repeat the noise. Discrete noise reads the row scales factor-wise for a large
+Kronecker product (no array over all rows). Results are lazy dask arrays; the data's blocks
+are checked (finite, non-negative) as they are read, and computed in float64 (a float32
+array gives the in-memory float64 path's release).
+
+Refused, with a message: kinds other than these two routes (e.g. trees, unions without a
+structured pseudo-inverse, which the in-memory path solves by least squares); kinds with a
+mechanism of their own (``release_answers``: ResidualPlanner); ``monte_carlo`` and other
+calls that read the data into memory.
 """
 
 from __future__ import annotations
 
+import copy
 import math
+from functools import partial
 
 import numpy as np
 
-from .linalg import Marginals, Matrix, as_matrix, peel
+from .discrete import DiscreteNoiseStream, discrete_params, integer_answers
+from .linalg import Marginals, Matrix, as_matrix, check_dense_size, peel
 from .linalg.kronecker import group
 from .linalg.marginals import expand_tables, key_attrs, marginal_key
 
@@ -138,15 +158,30 @@ def data_chunks(sizes, cells: int = BLOCK_CELLS) -> tuple[int, ...]:
     return _split(sizes, 0, _lead_axes(sizes, cells), cells)
 
 
-def _as_tensor(X, sizes):
-    """``X`` (a dask array of ``Π sizes`` cells, any shape) viewed as a ``sizes`` tensor."""
+def _as_tensor(X, sizes, r: int | None = None):
+    """``X`` (a dask array of ``Π sizes`` cells, any shape; with ``r`` columns: ``Π sizes x r``
+    entries, the columns last) viewed as a ``sizes`` tensor (``sizes + (r,)``), the columns
+    in one chunk."""
     sizes = tuple(int(n) for n in sizes)
-    if X.size != math.prod(sizes):
+    cells = math.prod(sizes)
+    if X.size != cells * (r or 1) or (r is not None and X.shape[-1] != r):
         raise ValueError(
             f"the dask array has {X.size} cells (shape {X.shape}) but the operator is defined "
-            f"on {math.prod(sizes)}"
+            f"on {cells}" + ("" if r is None else f" (x {r} releases)")
         )
-    return X if tuple(X.shape) == sizes else X.reshape(sizes)
+    shape = sizes + (() if r is None else (r,))
+    if r is not None and len(X.chunks[-1]) > 1:
+        X = X.rechunk({X.ndim - 1: -1})
+    return X if tuple(X.shape) == shape else X.reshape(shape)
+
+
+def _columns(X, cells: int) -> int | None:
+    """The number of releases (columns) of ``X``: its last dimension when the others hold
+    ``cells`` entries (``N x R``, or a tensor with a last axis of ``R``), else None (one
+    release, or the wrong size: refused by :func:`_as_tensor`)."""
+    if X.size == cells or X.ndim < 2 or math.prod(X.shape[:-1]) != cells:
+        return None
+    return int(X.shape[-1])
 
 
 def _check_block(block) -> np.ndarray:
@@ -164,12 +199,15 @@ def _check_block(block) -> np.ndarray:
 
 # ============================================================================ Kronecker route
 def _trailing_block(block, R: Matrix, k: int, out_sizes, weight: float, check: bool):
-    """``R`` on the trailing axes of a block whose axes ``k..`` are whole."""
+    """``R`` on the trailing axes ``k .. k + len(out_sizes)`` of a block in which they are
+    whole (a last axis of releases, if any, rides along)."""
     if check:
         block = _check_block(block)
-    lead = block.shape[:k]
-    X = block.reshape(math.prod(lead), -1)
-    Y = R.matvec(X.T).T.reshape(lead + tuple(out_sizes))
+    lead, rest = block.shape[:k], block.shape[k + len(out_sizes) :]
+    L, B = math.prod(lead), math.prod(rest)
+    X = block.reshape(L, -1, B).transpose(1, 0, 2).reshape(-1, L * B)
+    Y = R.matvec(X).reshape(-1, L, B).transpose(1, 0, 2)
+    Y = Y.reshape(lead + tuple(out_sizes) + rest)
     return Y * weight if weight != 1.0 else Y
 
 
@@ -182,18 +220,21 @@ def _lead_block(block, G: Matrix, k: int, out_sizes, weight: float, check: bool)
     return Y * weight if weight != 1.0 else Y
 
 
-def _kron_apply(weight: float, factors, X, cells: int, check: bool):
-    """``weight · (⊗ factors) X`` lazily, ``X`` a dask tensor (see the module docstring)."""
+def _kron_apply(weight: float, factors, X, cells: int, check: bool, r: int | None = None):
+    """``weight · (⊗ factors) X`` lazily, ``X`` a dask tensor (see the module docstring); with
+    ``r`` releases, ``X`` has a last axis of ``r`` columns, whole in every block."""
     n = tuple(f.shape[1] for f in factors)
     m = tuple(f.shape[0] for f in factors)
     d = len(factors)
-    X = _as_tensor(X, n)
-    meta = np.empty((0,) * d)
+    X = _as_tensor(X, n, r)
+    bt, bc = ((), ()) if r is None else ((r,), ((r,),))
+    cells = max(1, cells // (r or 1))
+    meta = np.empty((0,) * (d + len(bt)))
     if d == 1:  # one small factor: one block
-        return X.rechunk(-1).map_blocks(
-            _lead_block, factors[0], 1, m, weight, check, chunks=((m[0],),), meta=meta
+        return X.rechunk({0: -1}).map_blocks(
+            _lead_block, factors[0], 1, m, weight, check, chunks=((m[0],),) + bc, meta=meta
         )
-    blocks = [len(c) for c in X.chunks]
+    blocks = [len(c) for c in X.chunks[:d]]
     if blocks[0] == 1 and max(blocks) > 1:  # chunked along trailing axes: first axes first
         k = next(j for j, b in enumerate(blocks) if b > 1)
         G, R = group(factors[:k]), group(factors[k:])
@@ -201,22 +242,22 @@ def _kron_apply(weight: float, factors, X, cells: int, check: bool):
         Y = X.map_blocks(
             _lead_block, G, k, m[:k], 1.0, check, chunks=whole + X.chunks[k:], meta=meta
         )
-        Y = Y.rechunk(_split(m[:k] + n[k:], 0, k, cells))
+        Y = Y.rechunk(_split(m[:k] + n[k:], 0, k, cells) + bt)
         return Y.map_blocks(
             _trailing_block, R, k, m[k:], weight, False,
-            chunks=Y.chunks[:k] + tuple((s,) for s in m[k:]), meta=meta,
+            chunks=Y.chunks[:k] + tuple((s,) for s in m[k:]) + bc, meta=meta,
         )  # fmt: skip
     chunked = [j for j, b in enumerate(blocks) if b > 1]
     k = chunked[-1] + 1 if chunked else _lead_axes(n, cells)
     if k >= d:  # the last axis is chunked: make the trailing axes whole
         k = _lead_axes(n, cells)
-        X = X.rechunk(data_chunks(n, cells))
+        X = X.rechunk(data_chunks(n, cells) + bt)
     G, R = group(factors[:k]), group(factors[k:])
     Y = X.map_blocks(
         _trailing_block, R, k, m[k:], 1.0, check,
-        chunks=X.chunks[:k] + tuple((s,) for s in m[k:]), meta=meta,
+        chunks=X.chunks[:k] + tuple((s,) for s in m[k:]) + bc, meta=meta,
     )  # fmt: skip
-    Y = Y.rechunk(_split(n[:k] + m[k:], k, d, cells))
+    Y = Y.rechunk(_split(n[:k] + m[k:], k, d, cells) + bt)
     return Y.map_blocks(
         _lead_block, G, k, m[:k], weight, False,
         chunks=tuple((s,) for s in m[:k]) + Y.chunks[k:], meta=meta,
@@ -227,119 +268,314 @@ def _kron_apply(weight: float, factors, X, cells: int, check: bool):
 def _block_answers(block, terms, sizes, check: bool, block_info=None):
     """One block's share of ``[θ_t Q_{a_t} x]_t``: the block's marginal tables (its own
     ``Marginals``, summed from one another along ``table_plan``) placed at the block's
-    position in zero tables of full size, packed in term order (shape ``(1,)*d + (m,)``)."""
+    position in zero tables of full size, packed in term order (shape ``(1,)*d + (m,)``, or
+    ``(1,)*d + (m, r)`` for a block with a last axis of ``r`` releases)."""
     if check:
         block = _check_block(block)
     loc = block_info[0]["array-location"]
     d = len(sizes)
-    M = Marginals(block.shape, dict.fromkeys((k for _, k in terms), 1.0))
-    flat = M.matvec(block.reshape(-1))
+    rest = block.shape[d:]
+    M = Marginals(block.shape[:d], dict.fromkeys((k for _, k in terms), 1.0))
+    flat = M.matvec(block.reshape(M.shape[1], -1))
     tables, off = {}, 0
     for key in M.keys:
         shape = tuple(block.shape[i] for i in key_attrs(key, d))
-        tables[key] = flat[off : off + math.prod(shape)].reshape(shape)
+        tables[key] = flat[off : off + math.prod(shape)].reshape(shape + rest)
         off += math.prod(shape)
     out = []
     for theta, key in terms:
         attrs = key_attrs(key, d)
-        full = np.zeros(tuple(sizes[i] for i in attrs))
+        full = np.zeros(tuple(sizes[i] for i in attrs) + rest)
         full[tuple(slice(*loc[i]) for i in attrs)] = tables[key]
-        out.append((theta * full).ravel())
-    return np.concatenate(out).reshape((1,) * d + (-1,))
+        out.append((theta * full).reshape((-1,) + rest))
+    return np.concatenate(out).reshape((1,) * d + (-1,) + rest)
 
 
-def _marginal_answers(sizes, terms, X, check: bool):
-    """``[θ_t Q_{a_t} X]_t`` (1-D, one chunk): per-block partial answers summed by dask."""
-    X = _as_tensor(X, sizes)
+def _marginal_answers(sizes, terms, X, check: bool, r: int | None = None):
+    """``[θ_t Q_{a_t} X]_t`` (1-D, or ``m x r``; one chunk): per-block partial answers summed
+    by dask."""
+    X = _as_tensor(X, sizes, r)
     d = len(sizes)
+    bc = () if r is None else ((r,),)
     m = sum(math.prod(sizes[i] for i in key_attrs(k, d)) for _, k in terms)
     parts = X.map_blocks(
-        _block_answers, terms, sizes, check, new_axis=d, meta=np.empty((0,) * (d + 1)),
-        chunks=tuple((1,) * b for b in X.numblocks) + ((m,),),
+        _block_answers, terms, sizes, check, new_axis=d, meta=np.empty((0,) * X.ndim + (0,)),
+        chunks=tuple((1,) * b for b in X.numblocks[:d]) + ((m,),) + bc,
     )  # fmt: skip
     return parts.sum(axis=tuple(range(d)))
 
 
-def _expand_block(tables, sizes, scale: float, block_info=None):
-    """One block of ``x̂ = Σ_a Q_aᵀ t_a``: the tables cut to the block, expanded."""
-    loc = block_info[None]["array-location"]
+def _expand_block(tables, sizes, scale: float, batch: bool, block_info=None):
+    """One block of ``x̂ = Σ_a Q_aᵀ t_a``: the tables cut to the block, expanded (with
+    ``batch``, the tables' columns kept as a last axis)."""
+    loc = block_info[None]["array-location"][: len(sizes)]
     part = {
         key: t[tuple(slice(*loc[i]) for i in key_attrs(key, len(sizes))) + (slice(None),)]
         for key, t in tables.items()
     }
-    out = expand_tables(tuple(e - s for s, e in loc), part)[..., 0]
+    out = expand_tables(tuple(e - s for s, e in loc), part)
+    out = out if batch else out[..., 0]
     return out * scale if scale != 1.0 else out
+
+
+# ============================================================================ noise
+def _contiguous(chunks) -> bool:
+    """Whether every block of this chunking is one run of consecutive entries in C order:
+    the axes before the last split one are cut into single indices."""
+    split = [j for j, c in enumerate(chunks) if len(c) > 1]
+    return not split or all(max(c) == 1 for c in chunks[: split[-1]])
+
+
+def _in_row_order(Y, cells: int):
+    """``Y`` (a product's result) rechunked, if needed, so that its blocks are runs of
+    consecutive rows (:func:`data_chunks`): the noise stream is then added block after block."""
+    return Y if _contiguous(Y.chunks) else Y.rechunk(data_chunks(Y.shape, cells))
+
+
+def _flat(Y, r: int | None):
+    """``Y`` (blocks in row order, :func:`_in_row_order`; with ``r`` releases a last axis) as
+    ``(rows,)`` or ``(rows, r)``: its blocks raveled and concatenated, no rechunk."""
+    _, da = _dask()
+    nd = Y.ndim - (r is not None)
+    if nd == 1:
+        return Y
+    tail = () if r is None else (r,)
+    grid = Y.numblocks[:nd]
+    return da.concatenate(
+        [Y.blocks[idx + (0,) * (r is not None)].reshape((-1,) + tail) for idx in np.ndindex(grid)]
+    )
+
+
+def _own_generator(rng: np.random.Generator) -> np.random.Generator:
+    """A copy of ``rng`` for the lazy graph (its draws are the in-memory path's), and ``rng``
+    itself jumped far ahead (``bit_generator.jumped()``), so that later draws of the caller
+    never repeat the release's noise."""
+    bg = rng.bit_generator
+    if not hasattr(bg, "jumped"):
+        raise ValueError(
+            "rng: the Dask route draws its noise from a copy of the generator and then jumps "
+            "the generator past it, which needs a bit generator with jumped() (PCG64 as in "
+            f"np.random.default_rng, PCG64DXSM, MT19937, Philox), not {type(bg).__name__}"
+        )
+    own = copy.deepcopy(rng)
+    bg.state = bg.jumped().state
+    return own
+
+
+def _noisy_block(block, stream, offset: int, r: int | None):
+    """A block of ``A x`` plus the stream's next values (continuous noise; a copy of the
+    stream continues, so computing a result twice gives the same release)."""
+    stream = copy.deepcopy(stream)
+    out = np.array(block, dtype=float, order="C")  # a copy whose ravel is a view
+    if r is not None:
+        out = np.repeat(out[..., None], r, axis=-1)
+    stream.add(out.reshape(-1))
+    return out, stream
+
+
+def _discrete_block(block, stream, offset: int, r: int | None, scales_of):
+    """A block of ``d (B x + z)`` with ``z`` the stream's next integers (exact; see
+    :func:`mmtoolkit.discrete.integer_answers`)."""
+    stream = copy.deepcopy(stream)
+    lo = offset // (r or 1)
+    scales = scales_of(lo, lo + block.size).reshape(block.shape)
+    noisy = np.ascontiguousarray(integer_answers(np.asarray(block, dtype=float), scales))
+    if r is not None:
+        noisy, scales = np.repeat(noisy[..., None], r, axis=-1), scales[..., None]
+    stream.add(noisy.reshape(-1))
+    return noisy * scales, stream
+
+
+def _chain(Ax, stream, step, r: int | None):
+    """``step`` on the blocks of ``Ax`` (in row order) one after the other, each continuing
+    the noise stream where the previous one left it (a chain of ``dask.delayed`` tasks): the
+    noise of every row is the value the in-memory path draws for it."""
+    dask, da = _dask()
+    parts = Ax.to_delayed(optimize_graph=False)  # keys shared with other results
+    tail = () if r is None else (r,)
+    grid = np.empty(parts.shape, dtype=object)
+    offset = 0
+    for idx in np.ndindex(parts.shape):
+        shape = tuple(c[i] for c, i in zip(Ax.chunks, idx)) + tail
+        out, stream = dask.delayed(step, nout=2)(parts[idx], stream, offset)
+        block = da.from_delayed(out, shape, dtype=float, meta=np.empty((0,) * len(shape)))
+        grid[idx] = block if r is None else [block]
+        offset += math.prod(shape)
+    return da.block(grid.tolist())
+
+
+class _KronScales:
+    """The row scales (``row_scales()``) of a union of weighted Kronecker products, for a
+    range of rows at a time, from the factors' own row scales: ``|w_t| · Π_i s_{t,i}[j_i]``,
+    multiplied in the order ``Kronecker.row_scales`` uses, so the values are the in-memory
+    ones without an array over all rows."""
+
+    def __init__(self, A: Matrix):
+        self.parts, off = [], 0
+        for c, factors in A.kron_terms():
+            vecs = [f.row_scales() for f in factors]
+            if any(v is None for v in vecs):
+                raise ValueError(
+                    "discrete noise needs a strategy whose rows are integer vectors up to a "
+                    f"positive scale (counting queries); {type(peel(A)[1]).__name__} is not "
+                    "(use noise='continuous')"
+                )
+            shape = tuple(f.shape[0] for f in factors)
+            self.parts.append((off, shape, vecs, math.sqrt(c)))
+            off += math.prod(shape)
+
+    def distinct(self) -> np.ndarray:
+        """The sorted distinct row scales (products of the factors' distinct scales)."""
+        out = []
+        for _, _, vecs, w in self.parts:
+            u = np.ones(1)
+            for v in vecs:
+                uv = np.unique(v)
+                check_dense_size(u.size, uv.size, "the distinct row scales of a product")
+                u = np.unique(np.multiply.outer(u, uv))
+            out.append(w * u if w != 1.0 else u)
+        return np.unique(np.concatenate(out))
+
+    def __call__(self, lo: int, hi: int) -> np.ndarray:
+        out = np.empty(hi - lo)
+        for off, shape, vecs, w in self.parts:
+            a, b = max(lo, off), min(hi, off + math.prod(shape))
+            if a >= b:
+                continue
+            idx = np.unravel_index(np.arange(a - off, b - off), shape)
+            s = np.ones(b - a)
+            for v, i in zip(vecs, idx):
+                s = s * v[i]
+            out[a - lo : b - lo] = w * s if w != 1.0 else s
+        return out
+
+
+class _Slice:
+    """Row scales held in an array (a strategy with few rows)."""
+
+    def __init__(self, scales):
+        self.scales = scales
+
+    def __call__(self, lo: int, hi: int) -> np.ndarray:
+        return self.scales[lo:hi]
+
+
+class _ParamAt:
+    """The noise parameter of each row: its scale's index among the distinct scales."""
+
+    def __init__(self, scales_of, distinct):
+        self.scales_of, self.distinct = scales_of, distinct
+
+    def __call__(self, lo: int, hi: int) -> np.ndarray:
+        s = self.scales_of(lo, hi)
+        k = np.minimum(np.searchsorted(self.distinct, s), len(self.distinct) - 1)
+        if not np.array_equal(self.distinct[k], s):  # pragma: no cover - a bug, not an input
+            raise RuntimeError("a row scale is missing from the distinct scales")
+        return k
+
+
+def _discrete_setup(A: Matrix, privacy, rng, r: int | None, cells: int):
+    """The discrete stream and its block step for ``A`` (see :mod:`mmtoolkit.discrete`): the
+    row scales read from ``A.row_scales()`` when ``A`` has at most ``cells`` rows, else
+    factor-wise (:class:`_KronScales`); the calibration of the distinct scales is the one
+    :func:`mmtoolkit.mechanism.discrete_calibration` computes."""
+    if A.shape[0] <= cells:
+        scales = A.row_scales()
+        if scales is None:
+            raise ValueError(
+                "discrete noise needs a strategy whose rows are integer vectors up to a "
+                f"positive scale (counting queries); {type(peel(A)[1]).__name__} is not "
+                "(use noise='continuous')"
+            )
+        scales_of, distinct = _Slice(scales), np.unique(scales)
+    else:
+        scales_of = _KronScales(A)
+        distinct = scales_of.distinct()
+    kind, params, _, _ = discrete_params(distinct, privacy, A.sensitivity(privacy.norm))
+    stream = DiscreteNoiseStream(
+        kind, params, rng, A.shape[0], r or 1, _ParamAt(scales_of, distinct)
+    )
+    return stream, partial(_discrete_block, r=r, scales_of=scales_of)
 
 
 # ============================================================================ public
 def apply(M, X, cells: int = BLOCK_CELLS, check: bool = False):
     """``M X`` lazily for a dask data array ``X`` (a vector or a tensor of ``M.shape[1]``
-    cells): a 1-D dask array in ``M``'s row order — the linear part of :func:`measure`,
-    and :func:`release`'s answering step (``W x̂``). ``check``: refuse blocks holding
-    negative or non-finite counts as they are read."""
-    return _apply(as_matrix(M), X, cells, check).reshape(-1)
+    cells, or ``R`` of them as the columns of an ``N x R`` array or a tensor with a last axis
+    of ``R``): a dask array in ``M``'s row order, 1-D or ``m x R`` — the linear part of
+    :func:`measure`, and :func:`release`'s answering step (``W x̂``). ``check``: refuse blocks
+    holding negative or non-finite counts as they are read."""
+    M = as_matrix(M)
+    r = _columns(X, M.shape[1])
+    out = _apply(M, X, cells, check, r)
+    return out.reshape((-1,) if r is None else (-1, r))
 
 
-def _apply(M: Matrix, X, cells: int, check: bool):
+def _apply(M: Matrix, X, cells: int, check: bool, r: int | None = None):
     """:func:`apply` keeping a single Kronecker product's result as a tensor (chunked along
     its trailing axes: what its pseudo-inverse reads without a rechunk)."""
     _, da = _dask()
     route = _route(M)
     if route[0] == "marginals":
-        return _marginal_answers(route[1], route[2], X, check)
+        return _marginal_answers(route[1], route[2], X, check, r)
     terms = route[1]
     if len(terms) == 1:
-        return _kron_apply(*terms[0], X, cells, check)
-    return da.concatenate([_kron_apply(w, fs, X, cells, check).reshape(-1) for w, fs in terms])
+        return _kron_apply(*terms[0], X, cells, check, r)
+    tail = () if r is None else (r,)
+    return da.concatenate(
+        [_kron_apply(w, fs, X, cells, check, r).reshape((-1,) + tail) for w, fs in terms]
+    )
 
 
-def _noise_block(block, entropy, numblocks, privacy, sens: float, block_info=None):
-    b = int(np.ravel_multi_index(block_info[0]["chunk-location"], numblocks))
-    rng = np.random.default_rng(np.random.SeedSequence(entropy, spawn_key=(b,)))
-    return block + privacy.sample(rng, block.shape, sens)
-
-
-def _measure(A: Matrix, X, privacy, rng, noise: str, cells: int):
-    if noise != "continuous":
-        raise ValueError(
-            f"the Dask route draws continuous noise only, got noise={noise!r} (use "
-            "noise='continuous', or the in-memory path for discrete noise)"
-        )
-    entropy = [int(v) for v in rng.integers(0, 2**63, size=2)]  # the root of the blocks' seeds
-    Ax = _apply(A, X, cells, check=True)
-    return Ax.map_blocks(
-        _noise_block, entropy, Ax.numblocks, privacy, A.sensitivity(privacy.norm),
-        meta=np.empty((0,) * Ax.ndim),
-    )  # fmt: skip
+def _measure(A: Matrix, X, privacy, rng, noise: str, r: int | None, cells: int):
+    """``A x + z`` as a tensor (a single Kronecker product) or 1-D, blocks in row order."""
+    Ax = _in_row_order(_apply(A, X, cells, check=True), cells)
+    gen = _own_generator(rng)
+    if noise == "continuous":
+        rows = A.shape[0] * (r or 1)
+        stream = privacy.noise_stream(gen, rows, A.sensitivity(privacy.norm))
+        return _chain(Ax, stream, partial(_noisy_block, r=r), r)
+    if noise != "discrete":
+        raise ValueError(f"noise must be 'continuous' or 'discrete', got {noise!r}")
+    stream, step = _discrete_setup(A, privacy, gen, r, cells)
+    return _chain(Ax, stream, step, r)
 
 
 def measure(A, X, privacy, rng: np.random.Generator, noise: str = "continuous",
             releases: int | None = None, cells: int = BLOCK_CELLS):  # fmt: skip
     """Noisy strategy answers ``y = A x + z`` (HDMM Table 1b, Thm 7) for a dask data array
-    ``X``: a lazy 1-D dask array in ``A``'s row order. ``z`` is calibrated as in
-    :func:`mmtoolkit.mechanism.measure` and drawn per block (module docstring). ``releases``
-    must be None (one release). :mod:`mmtoolkit.mechanism` checks the other arguments."""
-    if releases is not None:
-        raise ValueError("the Dask route draws one release at a time (releases=None)")
-    return _measure(as_matrix(A), X, privacy, rng, noise, cells).reshape(-1)
+    ``X``: a lazy dask array in ``A``'s row order, 1-D, or ``m x R`` for ``releases=R``.
+    ``z`` is the noise :func:`mmtoolkit.mechanism.measure` draws from the same generator
+    state — continuous, or exact integer noise for ``noise="discrete"`` — added block by
+    block in row order (module docstring). :mod:`mmtoolkit.mechanism` checks the
+    arguments."""
+    A = as_matrix(A)
+    return _flat(_measure(A, X, privacy, rng, noise, releases, cells), releases)
+
+
+def _no_pinv(A: Matrix) -> ValueError:
+    return ValueError(
+        f"the Dask route reconstructs with the strategy's structured pseudo-inverse; "
+        f"{type(peel(A)[1]).__name__} has none (pinv_operator() is None; the in-memory path "
+        "solves least squares, which needs the whole vector)"
+    )
 
 
 def reconstruct(A, y, chunks=None, cells: int = BLOCK_CELLS):
     """``x̂ = A⁺ y`` lazily (HDMM §7.2) by the strategy kind's ``pinv_operator()``: a
     Kronecker product factor by factor (``y`` a dask array: 1-D, or the tensor a measure of
     this module keeps), marginals from the small tables of ``A⁺ y`` expanded block by block
-    (``y`` numpy or dask; ``chunks``: the chunking of ``x̂``, default along the first axes in
-    blocks of about ``cells`` cells). Returns ``x̂`` as a dask tensor (``.reshape(-1)`` gives
-    the C-order vector)."""
+    (``y`` numpy or dask; ``chunks``: the chunking of ``x̂``'s cells, default along the first
+    axes in blocks of about ``cells`` cells). ``y`` may hold ``R`` releases (``m x R``, or a
+    tensor with a last axis of ``R``). Returns ``x̂`` as a dask tensor (with a last axis of
+    ``R`` releases; ``.reshape(-1)`` or ``.reshape(-1, R)`` gives the C-order vectors)."""
     A = as_matrix(A)
     P = A.pinv_operator()
     if P is None:
-        raise ValueError(
-            f"the Dask route reconstructs with the strategy's structured pseudo-inverse; "
-            f"{type(peel(A)[1]).__name__} has none (pinv_operator() is None)"
-        )
+        raise _no_pinv(A)
     route = _route(A)
     scale, base = peel(P)
+    r = _columns(y, A.shape[0])
     if route[0] == "marginals" and not hasattr(base, "tables"):
         route = _route(A, kron_only=True)  # e.g. identities ⊗ totals: a product's pinv
     if route[0] == "kron":
@@ -348,41 +584,60 @@ def reconstruct(A, y, chunks=None, cells: int = BLOCK_CELLS):
         terms = _route(P, kron_only=True)
         if terms[0] != "kron" or len(terms[1]) != 1:
             raise ValueError("the pseudo-inverse of a Kronecker strategy is not one product")
-        return _kron_apply(*terms[1][0], y, cells, check=False)
+        return _kron_apply(*terms[1][0], y, cells, False, r)
     dask, da = _dask()
     sizes = route[1]
-    if y.shape != (A.shape[0],):
+    if y.shape != (A.shape[0],) + (() if r is None else (r,)):
         raise ValueError(f"y has shape {y.shape}, the strategy has {A.shape[0]} rows")
-    tables = dask.delayed(base.tables)(y.reshape(-1, 1))
+    tables = dask.delayed(base.tables)(y.reshape(-1, r or 1))
     if chunks is None:
-        chunks = data_chunks(sizes, cells)
+        chunks = data_chunks(sizes, max(1, cells // (r or 1)))
     chunks = da.core.normalize_chunks(chunks, sizes, dtype=float)
+    chunks = tuple(chunks) + (() if r is None else ((r,),))
     return da.map_blocks(
-        _expand_block, tables, sizes, scale, chunks=chunks, dtype=float,
-        meta=np.empty((0,) * len(sizes)),
+        _expand_block, tables, sizes, scale, r is not None, chunks=chunks, dtype=float,
+        meta=np.empty((0,) * len(chunks)),
     )  # fmt: skip
 
 
 def release(W, A, X, privacy, rng: np.random.Generator, noise: str = "continuous",
-            cells: int = BLOCK_CELLS):  # fmt: skip
+            cells: int = BLOCK_CELLS, measurements: bool = False):  # fmt: skip
     """Noisy answers to the workload ``W`` from the strategy ``A`` on the dask data array
     ``X`` (HDMM Table 1b): :func:`measure`, then — if the kind answers ``W`` from ``y`` alone
     (marginals: ``workload_answers``, HDMM App. A.4) — those answers, else :func:`reconstruct`
     and :func:`apply` of ``W`` (a union of Kronecker products or marginals). A lazy 1-D dask
-    array in ``W``'s row order; nothing runs until it is computed."""
+    array in ``W``'s row order; nothing runs until it is computed. For the same generator
+    state, the answers of :func:`mmtoolkit.mechanism.release` on the data in memory (the same
+    noise; module docstring). ``measurements``: return ``(answers, y)``, ``y`` the noisy
+    strategy answers (1-D, lazy) the answers come from.
+
+    A kind that releases by a mechanism of its own (``release_answers``: ResidualPlanner,
+    He et al. Alg. 1–3) is refused: its in-memory release is not ``measure`` → ``A⁺``."""
     dask, da = _dask()
     W, A = as_matrix(W), as_matrix(A)
     if A.shape[1] != W.shape[1]:
         raise ValueError(
             f"the workload is defined on {W.shape[1]} cells, the strategy on {A.shape[1]}"
         )
-    y = _measure(A, X, privacy, rng, noise, cells)
-    small = y.ndim == 1 and A.shape[0] <= BLOCK_CELLS
+    base = peel(A)[1]
+    if type(base).release_answers is not Matrix.release_answers:
+        raise ValueError(
+            f"{type(base).__name__} releases by a mechanism of its own (release_answers), "
+            "which the Dask route does not run; release it in memory (records or a data "
+            "vector), or use mechanism.measure / reconstruct on the dask array"
+        )
     # the kind says whether it answers W from y alone (asked on zeros: no data is read)
-    if small and A.workload_answers(W, np.zeros(A.shape[0])) is not None:
-        out = dask.delayed(A.workload_answers)(W, y)
-        return da.from_delayed(out, (W.shape[0],), dtype=float, meta=np.empty((0,)))
-    route = _route(A)
-    same = route[0] == "marginals" and tuple(X.shape) == route[1]
-    xhat = reconstruct(A, y, chunks=X.chunks if same else None, cells=cells)  # x̂ like X
-    return apply(W, xhat, cells)
+    direct = A.shape[0] <= BLOCK_CELLS
+    direct = direct and A.workload_answers(W, np.zeros(A.shape[0])) is not None
+    if not direct and A.pinv_operator() is None:
+        raise _no_pinv(A)  # before any noise is drawn
+    y = _measure(A, X, privacy, rng, noise, None, cells)
+    if direct:
+        out = dask.delayed(A.workload_answers)(W, _flat(y, None))
+        out = da.from_delayed(out, (W.shape[0],), dtype=float, meta=np.empty((0,)))
+    else:
+        route = _route(A)
+        same = route[0] == "marginals" and tuple(X.shape) == route[1]
+        xhat = reconstruct(A, y, chunks=X.chunks if same else None, cells=cells)  # x̂ like X
+        out = apply(W, xhat, cells)
+    return (out, _flat(y, None)) if measurements else out

@@ -4,7 +4,8 @@
   privacy definition (Laplace for PureDP, Gaussian for ApproxDP/ZCDP); ``A x`` is an implicit
   product (Kronecker mat-vec, marginal sums), never a dense ``A``. ``noise="discrete"``
   draws exact integer noise instead (discrete Laplace for PureDP, discrete Gaussian for zCDP;
-  Canonne, Kamath & Steinke 2020, :mod:`mmtoolkit.noise`), see :func:`discrete_calibration`.
+  Canonne, Kamath & Steinke 2020, :mod:`mmtoolkit.noise`), see :func:`discrete_calibration`
+  (:mod:`mmtoolkit.discrete`).
   ``releases=R`` draws R independent releases at once (an ``m x R`` array).
 * :func:`reconstruct` — ``x̂ = A⁺ y`` (least squares, minimum norm) by the strategy kind's own
   ``pinv_operator()`` when its structure gives ``A⁺`` exactly (identity, Kronecker products
@@ -32,7 +33,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from fractions import Fraction
 from statistics import NormalDist
 
 import numpy as np
@@ -40,10 +40,15 @@ from scipy.sparse.linalg import lsmr
 
 from . import dask_release, evaluate
 from .checks import check_int
+from .discrete import (
+    DiscreteCalibration,
+    DiscreteNoiseStream,
+    discrete_calibration,
+    integer_answers,
+)
 from .linalg import Matrix, as_matrix, peel
 from .linalg.base import SMALL_DENSE_ENTRIES, check_fits_memory
-from .noise import discrete_gaussian, discrete_laplace
-from .privacy import ZCDP, Privacy, PureDP, check_privacy
+from .privacy import Privacy, PureDP, check_privacy
 from .records import Records
 from .strategy import Strategy
 
@@ -72,9 +77,6 @@ LSMR_TOL = 1e-12
 LSMR_MAXITER = 10_000
 #: Noise kinds accepted by :func:`measure` and :func:`release`.
 NOISES = ("continuous", "discrete")
-#: Denominator precision of the rational noise parameters of the discrete samplers: each is
-#: rounded (towards more noise) to a relative precision of about 1/PRECISION.
-PRECISION = 10**6
 
 
 # ============================================================================ helpers
@@ -166,120 +168,6 @@ def check_finite(W: Matrix, what: str = "workload") -> None:
         raise ValueError(f"the {what} has a NaN or infinite entry in row {int(np.argmax(bad))}")
 
 
-# ============================================================================ discrete noise
-@dataclass(frozen=True)
-class DiscreteCalibration:
-    """Exact integer noise for a strategy: row ``r`` of ``A = diag(d) B`` (``B`` integer) is
-    released as ``d_r (B_r x + z_r)`` with ``z_r`` discrete Laplace ``Lap_Z(t_r/s_r)``
-    (PureDP) or discrete Gaussian ``N_Z(0, σ̄_r²)`` (zCDP).
-
-    Privacy (continuous ↔ discrete): the continuous mechanism adds noise of scale ``b`` to
-    ``A x``, i.e. scale ``b/d_r`` to ``B_r x``; its privacy loss is ``Σ_r |B_r δ| d_r/b`` (L1) or
-    ``Σ_r (B_r δ)² d_r²/(2b²)`` (zCDP), bounded by ε or ρ through ``sens_p(A)``. Each discrete
-    row uses a *rounded-up* noise parameter (``t_r/s_r ≥ b/d_r``, ``σ̄_r ≥ b/d_r``), so every
-    per-row term, hence the total, can only shrink: the release is ε-DP (discrete Laplace,
-    CKS Prop. on ``Lap_Z``: (Δ s/t)-DP for an integer query of L1 sensitivity Δ) or ρ-zCDP
-    (CKS Thm 4). ``spent`` is the exact bound ``budget · max_r(rate'_r / rate_r)`` (≤ budget).
-    """
-
-    kind: str  # "laplace" | "gaussian"
-    scales: np.ndarray  # d_r
-    params: list  # per distinct scale: (d, s, t) for laplace, (d, sigma2 Fraction) gaussian
-    row_param: np.ndarray  # index into params for each row
-    variances: np.ndarray  # exact variance of each released row (continuous units of A)
-    budget: float
-    spent: float
-
-
-def _discrete_laplace_variance(s: int, t: int) -> float:
-    q = math.exp(-s / t)
-    return 2.0 * q / (1.0 - q) ** 2
-
-
-def _discrete_gaussian_variance(sigma2: float) -> float:
-    s2 = float(sigma2)
-    span = int(math.ceil(40 * math.sqrt(s2))) + 2
-    k = np.arange(-span, span + 1, dtype=float)
-    p = np.exp(-(k * k) / (2 * s2))
-    return float(np.sum(k * k * p) / np.sum(p))
-
-
-def discrete_calibration(strategy, privacy: Privacy) -> DiscreteCalibration:
-    """The exact integer noise for ``strategy`` under ``privacy`` (PureDP or ZCDP), see
-    :class:`DiscreteCalibration`. Raises when a row of the strategy is not an integer vector
-    up to a positive scale (discrete noise needs integer queries)."""
-    check_privacy(privacy)
-    if not isinstance(privacy, (PureDP, ZCDP)):
-        raise ValueError(
-            "discrete noise is available for PureDP (discrete Laplace) and ZCDP (discrete "
-            f"Gaussian), not {type(privacy).__name__}; use noise='continuous'"
-        )
-    A = _matrix(strategy) if not isinstance(strategy, Strategy) else strategy.matrix
-    scales = A.row_scales()
-    if scales is None:
-        raise ValueError(
-            f"discrete noise needs a strategy whose rows are integer vectors up to a positive "
-            f"scale (counting queries); {type(A).__name__} is not (use noise='continuous')"
-        )
-    sens = A.sensitivity(privacy.norm)
-    uniq, inverse = np.unique(scales, return_inverse=True)
-    params, var, ratios = [], np.empty(len(uniq)), np.empty(len(uniq))
-    for k, dr in enumerate(uniq):
-        b = privacy.noise_scale(sens) / dr  # continuous scale (Laplace b or Gaussian σ) on B_r x
-        if isinstance(privacy, PureDP):
-            rate = 1.0 / b  # privacy loss per unit of |B_r δ|
-            t = 1 << max(0, math.ceil(math.log2(PRECISION / rate)))
-            s = math.floor(rate * t * (1 - 1e-9))
-            if s < 1:
-                raise ValueError(f"discrete Laplace scale {b:.3g} is too large to represent")
-            params.append((float(dr), s, t))
-            var[k] = _discrete_laplace_variance(s, t)
-            ratios[k] = (s / t) / rate
-        else:
-            # σ̄² ≥ σ² on a dyadic grid of relative step ≤ 1/PRECISION (small denominators
-            # keep the vectorised exact sampler in int64)
-            den = 1 << max(0, math.ceil(math.log2(PRECISION / (b * b))))
-            sigma2 = Fraction(math.ceil(b * b * (1 + 1e-9) * den), den)
-            params.append((float(dr), sigma2))
-            var[k] = _discrete_gaussian_variance(sigma2)
-            ratios[k] = (b * b) / float(sigma2)
-    budget = privacy.epsilon if isinstance(privacy, PureDP) else privacy.rho
-    return DiscreteCalibration(
-        kind="laplace" if isinstance(privacy, PureDP) else "gaussian",
-        scales=scales,
-        params=params,
-        row_param=inverse.ravel(),
-        variances=(uniq**2 * var)[inverse.ravel()],
-        budget=float(budget),
-        spent=float(budget * ratios.max()),
-    )
-
-
-def _integer_answers(Ax: np.ndarray, scales: np.ndarray) -> np.ndarray:
-    """``B x = A x / d`` as exact int64 (the data and ``B`` are integer)."""
-    Bx = Ax / scales
-    r = np.rint(Bx)
-    if not np.allclose(Bx, r, rtol=0, atol=1e-6) or np.any(np.abs(r) >= 2**52):
-        raise ValueError(
-            "discrete noise needs integer counts: the data vector (or records) gives a "
-            "non-integer strategy answer (use noise='continuous' for fractional data)"
-        )
-    return r.astype(np.int64)
-
-
-def _discrete_noise(cal: DiscreteCalibration, rng, shape) -> np.ndarray:
-    """Integer noise ``z`` (int64) of ``shape`` (rows first), exact samplers only."""
-    z = np.zeros(shape, dtype=np.int64)
-    for k, p in enumerate(cal.params):
-        rows = np.flatnonzero(cal.row_param == k)
-        sub = (len(rows),) + tuple(shape[1:])
-        if cal.kind == "laplace":
-            z[rows] = discrete_laplace(p[1], p[2], rng, size=sub)
-        else:
-            z[rows] = discrete_gaussian(p[1], sub, rng)
-    return z
-
-
 # ============================================================================ measure
 def _add_noise(Ax: np.ndarray, R: int | None, privacy: Privacy, rng, sens: float, x):
     """``A x + z`` (``m`` or ``m x R``), the noise added in place by ``privacy.add_noise`` (in
@@ -316,6 +204,10 @@ def measure(
     in cache (:meth:`~mmtoolkit.privacy.Privacy.noise_stream`, the same values), the noise
     drawn ahead on a second thread when :func:`~mmtoolkit.threads.worker_threads` allows
     (the same values again, so the release does not depend on the number of threads).
+    Discrete noise is one :class:`~mmtoolkit.discrete.DiscreteNoiseStream` over the rows,
+    in blocks likewise. A ``dask.array`` ``x`` gives a lazy dask array
+    (:mod:`mmtoolkit.dask_release`): the same noise for the same generator state, both
+    kinds, any ``releases``.
 
     float32 data path (opt-in): a float32 data vector ``x`` gives float32 ``y`` and
     :func:`reconstruct` then a float32 ``x̂`` — half the memory. The kinds' products keep
@@ -357,10 +249,14 @@ def measure(
             Ax = _true_answers(A, x)
         return _add_noise(Ax, R, privacy, rng, sens, x)
     Ax = _true_answers(A, x)
-    shape = (A.shape[0],) if R is None else (A.shape[0], R)
     cal = discrete_calibration(A, privacy)
-    Bx = _integer_answers(Ax, cal.scales)
-    noisy = (Bx if R is None else Bx[:, None]) + _discrete_noise(cal, rng, shape)
+    noisy = integer_answers(Ax, cal.scales)
+    if R is not None:
+        noisy = np.repeat(noisy[:, None], R, axis=1)
+    row_param = cal.row_param
+    stream = DiscreteNoiseStream(cal.kind, cal.params, rng, A.shape[0], R or 1,
+                                 lambda lo, hi: row_param[lo:hi])  # fmt: skip
+    stream.add(noisy.reshape(-1))
     # exact integers above; the scaling back to A's rows is post-processing
     return noisy * (cal.scales if R is None else cal.scales[:, None])
 
@@ -398,8 +294,11 @@ def reconstruct(
 
 
 def answer(W, xhat) -> np.ndarray:
-    """Workload answers ``W x̂`` (HDMM Table 1b, last step); ``x̂`` a vector or ``N x R``."""
+    """Workload answers ``W x̂`` (HDMM Table 1b, last step); ``x̂`` a vector or ``N x R`` (a
+    dask array: lazily, :func:`mmtoolkit.dask_release.apply`)."""
     W = as_matrix(W)
+    if dask_release.is_dask_array(xhat):  # x̂ of the Dask route: a lazy dask array
+        return dask_release.apply(W, xhat)
     xhat = np.asarray(xhat, dtype=float)
     if xhat.ndim not in (1, 2) or xhat.shape[0] != W.shape[1]:
         raise ValueError(
@@ -471,9 +370,10 @@ def _check_answers_fit(m: int, rows: int) -> None:
 def release_measured(
     W, strategy, data, privacy: Privacy, rng: np.random.Generator, noise: str = "continuous"
 ) -> Measured:
-    """:func:`release`, also returning the noisy measurements and their noise (:class:`Measured`).
-    The caller checks the workload for NaN entries (:func:`check_finite`) once, before any
-    noise is drawn — :func:`release` and ``releasing.workload_matrix`` do."""
+    """:func:`release`, also returning the noisy measurements and their noise (:class:`Measured`;
+    lazy dask arrays of answers and measurements for a dask array ``data``). The caller
+    checks the workload for NaN entries (:func:`check_finite`) once, before any noise is
+    drawn — :func:`release` and ``releasing.workload_matrix`` do."""
     return _release(W, strategy, data, privacy, rng, noise, keep_y=True)
 
 
@@ -484,8 +384,10 @@ def _release(W, strategy, data, privacy, rng, noise, keep_y: bool) -> Measured:
     _check_args(privacy, noise, rng)
     W = as_matrix(W)
     none = isinstance(strategy, Strategy) and strategy.inference == "none"
-    _check_answers_fit(W.shape[0], W.shape[0] if none else _matrix(strategy).shape[0])
-    if not isinstance(data, Records):
+    lazy = dask_release.is_dask_array(data)  # a lazy dask array of answers (issue 17)
+    if not lazy:
+        _check_answers_fit(W.shape[0], W.shape[0] if none else _matrix(strategy).shape[0])
+    if not (lazy or isinstance(data, Records)):
         data = data_vector(data, W.shape[1])
     if none:
         y = measure(W, data, privacy, rng, noise)
@@ -495,6 +397,11 @@ def _release(W, strategy, data, privacy, rng, noise, keep_y: bool) -> Measured:
         raise ValueError(
             f"the workload is defined on {W.shape[1]} cells, the strategy on {A.shape[1]}"
         )
+    if lazy:
+        out, y = dask_release.release(W, A, data, privacy, rng, noise, measurements=True)
+        if not keep_y:
+            return Measured(out, A, None, None, _distribution(privacy, noise))
+        return Measured(out, A, y, *_noise_std(A, privacy, noise))
     own = peel(A)[1].release_answers(W, data, privacy, rng, noise)
     if own is not None:
         return Measured(own, A, None, None, _distribution(privacy, noise))
@@ -519,7 +426,9 @@ def release(
     ``data``: :class:`~mmtoolkit.records.Records` or a 1-D data vector (finite, non-negative
     counts; a float32 vector opts into the float32 data path, see :func:`measure`); a
     ``dask.array`` (vector or tensor) gives a lazy dask array of answers through
-    :mod:`mmtoolkit.dask_release` (as ``measure`` and ``reconstruct`` do). Routes: a
+    :mod:`mmtoolkit.dask_release` (as ``measure``, ``reconstruct`` and ``answer`` do), equal
+    to the in-memory release for the same seed, either noise (Kronecker and marginals
+    strategies; others are refused with the reason). Routes: a
     strategy with ``inference="none"`` releases ``W x + z``; a ResidualPlanner strategy
     measures and reconstructs from marginal tables (He et al. Alg. 1/2, discrete: Alg. 3); a
     marginals strategy with a marginals workload uses :func:`answer_marginals` (no ``x̂``);
@@ -533,11 +442,6 @@ def release(
     """
     W = as_matrix(W)
     check_finite(W)
-    if dask_release.is_dask_array(data):  # a lazy dask array of answers (issue 17)
-        _check_args(privacy, noise, rng)
-        if isinstance(strategy, Strategy) and strategy.inference == "none":
-            return dask_release.measure(W, data, privacy, rng, noise)
-        return dask_release.release(W, _matrix(strategy), data, privacy, rng, noise)
     return _release(W, strategy, data, privacy, rng, noise, keep_y=False).answers
 
 

@@ -1,6 +1,8 @@
 """The Dask route (issue 17, mmtoolkit.dask_release) on a LocalCluster against the in-memory
-mechanism: the linear parts (``A x``, ``A⁺ y``, ``W x̂``) equal to 1e-9 relative, and a full
-release equal to the in-memory answers computed from the same noisy measurements."""
+mechanism: the linear parts (``A x``, ``A⁺ y``, ``W x̂``) equal to 1e-9 relative, and for one
+seed the same noise as in memory — continuous, exact integer noise (discrete Laplace and
+discrete Gaussian, equal integers), several releases at once — so measurements and releases
+equal the in-memory ones."""
 
 import sys
 
@@ -13,8 +15,16 @@ distributed = pytest.importorskip("distributed")
 import dask  # noqa: E402
 
 from mmtoolkit import dask_release, mechanism, workloads  # noqa: E402
-from mmtoolkit.linalg import AllRange, Identity, Kronecker, PIdentity, Prefix, Total  # noqa: E402
-from mmtoolkit.privacy import ZCDP, PureDP  # noqa: E402
+from mmtoolkit.linalg import (  # noqa: E402
+    AllRange,
+    Identity,
+    Kronecker,
+    PIdentity,
+    Prefix,
+    Total,
+    Weighted,
+)
+from mmtoolkit.privacy import ZCDP, ApproxDP, PureDP  # noqa: E402
 
 RTOL = 1e-9
 
@@ -76,21 +86,24 @@ def test_product_of_identities_and_totals_reconstructs(client, last):
     )
 
 
-def test_kron_release_equals_in_memory_with_the_same_noise(client, kron_case):
+@pytest.mark.parametrize("privacy", [PureDP(1.0), ZCDP(0.5)])
+def test_kron_release_equals_in_memory_for_the_same_seed(client, kron_case, privacy):
     A, x = kron_case
     X = da.from_array(x.reshape(SIZES), chunks=(3, 10, 8))
     W = workloads.kron([Prefix(12), AllRange(10), Total(8)])
-    privacy = PureDP(1.0)
-    answers = dask_release.release(W, A, X, privacy, np.random.default_rng(7), cells=200)
     y = dask_release.measure(A, X, privacy, np.random.default_rng(7), cells=200).compute()
-    close(answers.compute(), W @ mechanism.reconstruct(A, y))
-    # the noise is Laplace with scale sens_1(A)/ε = 1: mean 0, variance 2 (1680 rows)
+    close(y, mechanism.measure(A, x, privacy, np.random.default_rng(7)))
+    answers = dask_release.release(W, A, X, privacy, np.random.default_rng(7), cells=200)
+    close(answers.compute(), mechanism.release(W, A, x, privacy, np.random.default_rng(7)))
+    # the noise has the calibrated scale: sens_1(A)/ε = 1 (Laplace) or σ (1680 rows)
     z = y - A @ x
-    assert abs(z.mean()) < 0.15 and abs(z.var() / 2.0 - 1.0) < 0.2
-    # through mechanism.release (default blocks): the same answers as in memory from its y
+    assert (
+        abs(z.mean()) < 0.15
+        and abs(z.var() / privacy.noise_variance(A.sensitivity(privacy.norm)) - 1.0) < 0.2
+    )
+    # through mechanism.release (default blocks)
     rel = mechanism.release(W, A, X, privacy, np.random.default_rng(9)).compute()
-    y9 = mechanism.measure(A, X, privacy, np.random.default_rng(9)).compute()
-    close(rel, W @ mechanism.reconstruct(A, y9))
+    close(rel, mechanism.release(W, A, x, privacy, np.random.default_rng(9)))
 
 
 def test_noise_depends_on_the_seed_only_not_the_scheduler(client, kron_case):
@@ -99,13 +112,93 @@ def test_noise_depends_on_the_seed_only_not_the_scheduler(client, kron_case):
     privacy = ZCDP(0.5)
     lazy = dask_release.measure(A, X, privacy, np.random.default_rng(4), cells=200)
     on_cluster = lazy.compute()
-    # the same graph built and run without the cluster (dask's own rechunk, one thread)
+    # the same graph built and run without the cluster (dask's own rechunk, one thread), and
+    # other chunkings of the data and of the blocks
     with dask.config.set({"scheduler": "synchronous", "array.rechunk.method": "tasks"}):
         local = dask_release.measure(A, X, privacy, np.random.default_rng(4), cells=200)
         np.testing.assert_array_equal(local.compute(), on_cluster)
+    for chunks, cells in [((12, 2, 8), 300), (97, 10**6)]:
+        Y = da.from_array(x if chunks == 97 else x.reshape(SIZES), chunks=chunks)
+        other = dask_release.measure(A, Y, privacy, np.random.default_rng(4), cells=cells)
+        close(other.compute(), on_cluster)
     np.testing.assert_array_equal(lazy.compute(), on_cluster)  # recomputing: the same release
     other = dask_release.measure(A, X, privacy, np.random.default_rng(5), cells=200).compute()
     assert not np.allclose(other, on_cluster)
+
+
+def test_the_generator_moves_past_the_release(client, kron_case):
+    """The graph draws from a copy of the generator; the caller's generator is jumped, so two
+    releases from one generator have independent noise."""
+    A, x = kron_case
+    X = da.from_array(x.reshape(SIZES), chunks=(3, 10, 8))
+    rng = np.random.default_rng(4)
+    a, b = (dask_release.measure(A, X, PureDP(1.0), rng, cells=200) for _ in range(2))
+    za, zb = a.compute() - A @ x, b.compute() - A @ x
+    assert abs(np.corrcoef(za, zb)[0, 1]) < 0.1
+
+
+# ============================================================================ discrete noise
+COUNTING = Weighted(0.37, Kronecker([Prefix(12), AllRange(10), Identity(8)]))  # scales vary
+
+
+@pytest.mark.parametrize("privacy", [PureDP(0.8), ZCDP(0.3)])
+@pytest.mark.parametrize("cells", [600, 10**6])  # row scales read factor-wise / row_scales()
+def test_kron_discrete_noise_equals_in_memory(client, kron_case, privacy, cells):
+    _, x = kron_case
+    A = COUNTING
+    X = da.from_array(x.reshape(SIZES), chunks=(3, 10, 8))
+    y = dask_release.measure(A, X, privacy, np.random.default_rng(3), "discrete", cells=cells)
+    y = y.compute()
+    ym = mechanism.measure(A, x, privacy, np.random.default_rng(3), noise="discrete")
+    cal = mechanism.discrete_calibration(A, privacy)
+    z = y / cal.scales - A @ x / cal.scales
+    np.testing.assert_allclose(z, np.rint(z), atol=1e-9)  # integer noise on integer answers
+    np.testing.assert_array_equal(y, ym)
+    assert np.std(z) > 1.0  # noise was drawn
+    W = workloads.kron([Prefix(12), Total(10), Identity(8)])
+    got = mechanism.release(W, A, X, privacy, np.random.default_rng(5), noise="discrete")
+    close(got.compute(), mechanism.release(W, A, x, privacy, np.random.default_rng(5), "discrete"))
+
+
+@pytest.mark.parametrize("privacy", [PureDP(0.8), ZCDP(0.3)])
+def test_marginals_discrete_noise_equals_in_memory(client, marg_case, privacy):
+    A, x = marg_case  # unequal weights: one noise parameter per table weight
+    X = da.from_array(x.reshape(MSIZES), chunks=(1, 3, 5, 2))
+    y = mechanism.measure(A, X, privacy, np.random.default_rng(2), noise="discrete").compute()
+    ym = mechanism.measure(A, x, privacy, np.random.default_rng(2), noise="discrete")
+    cal = mechanism.discrete_calibration(A, privacy)
+    assert len(cal.params) > 1
+    z = y / cal.scales - A @ x / cal.scales
+    np.testing.assert_allclose(z, np.rint(z), atol=1e-9)
+    np.testing.assert_array_equal(y, ym)
+    W = workloads.marginals(MSIZES, 1)  # from y alone
+    V = workloads.kron([Prefix(4), Identity(3), Total(5), Identity(2)])  # through x̂
+    for Q in (W, V):
+        got = mechanism.release(Q, A, X, privacy, np.random.default_rng(6), "discrete").compute()
+        close(got, mechanism.release(Q, A, x, privacy, np.random.default_rng(6), "discrete"))
+
+
+# ============================================================================ releases=R
+@pytest.mark.parametrize("noise", ["continuous", "discrete"])
+def test_several_releases_equal_in_memory(client, kron_case, marg_case, noise):
+    privacy = ZCDP(0.4)
+    (_, xk), (M, xm) = kron_case, marg_case
+    K = kron_case[0] if noise == "continuous" else COUNTING
+    for A, x, sizes, chunks in [(K, xk, SIZES, (3, 10, 8)), (M, xm, MSIZES, (1, 3, 5, 2))]:
+        X = da.from_array(x.reshape(sizes), chunks=chunks)
+        Y = mechanism.measure(A, X, privacy, np.random.default_rng(1), noise, releases=5)
+        Ym = mechanism.measure(A, x, privacy, np.random.default_rng(1), noise, releases=5)
+        assert Y.shape == (A.shape[0], 5)
+        Y = Y.compute()
+        close(Y, Ym)
+        assert np.corrcoef(Y[:, 0] - A @ x, Y[:, 1] - A @ x)[0, 1] < 0.2  # independent
+        # x̂ of every release, and the answers of a workload from them
+        xhat = dask_release.reconstruct(A, da.from_array(Ym, chunks=(97, 5)), cells=200)
+        assert xhat.shape == sizes + (5,)
+        xhat_m = mechanism.reconstruct(A, Ym)
+        close(xhat.compute().reshape(-1, 5), xhat_m)
+        V = workloads.kron([Prefix(sizes[0])] + [Total(n) for n in sizes[1:]])
+        close(mechanism.answer(V, xhat).compute(), V @ xhat_m)
 
 
 # ============================================================================ marginals
@@ -133,22 +226,30 @@ def test_marginals_linear_parts_equal_in_memory(client, marg_case):
     close(dask_release.reconstruct(A, y, cells=7).compute().ravel(), mechanism.reconstruct(A, y))
 
 
-def test_marginals_release_equals_in_memory_with_the_same_noise(client, marg_case):
+def test_marginals_release_equals_in_memory_for_the_same_seed(client, marg_case):
     A, x = marg_case
     X = da.from_array(x.reshape(MSIZES), chunks=(1, 3, 5, 2))
     privacy = PureDP(0.5)
     y = mechanism.measure(A, X, privacy, np.random.default_rng(8)).compute()
+    close(y, mechanism.measure(A, x, privacy, np.random.default_rng(8)))
     z = y - A @ x
     scale = A.sensitivity(1) / 0.5
     assert abs(z.var() / (2 * scale**2) - 1.0) < 0.35  # 191 rows of Laplace(scale)
     # a marginals workload: answered from y alone (no x̂)
     W = workloads.marginals(MSIZES, 1)
     got = mechanism.release(W, A, X, privacy, np.random.default_rng(8)).compute()
-    close(got, mechanism.answer_marginals(W, A, y))
+    close(got, mechanism.release(W, A, x, privacy, np.random.default_rng(8)))
     # another workload: through x̂, expanded block by block
     V = workloads.kron([Prefix(4), Identity(3), Total(5), Identity(2)])
     got = mechanism.release(V, A, X, privacy, np.random.default_rng(8)).compute()
-    close(got, V @ mechanism.reconstruct(A, y))
+    close(got, mechanism.release(V, A, x, privacy, np.random.default_rng(8)))
+    # with the measurements (release_measured)
+    lazy = mechanism.release_measured(V, A, X, privacy, np.random.default_rng(8))
+    mem = mechanism.release_measured(V, A, x, privacy, np.random.default_rng(8))
+    close(lazy.answers.compute(), mem.answers)
+    close(lazy.y.compute(), mem.y)
+    close(lazy.noise_std, mem.noise_std)
+    assert lazy.distribution == mem.distribution == "laplace"
 
 
 @pytest.mark.parametrize("kind", ["kron", "marg"])
@@ -190,10 +291,37 @@ def test_clear_errors(kron_case, monkeypatch):
     A, x = kron_case
     X = da.from_array(x.reshape(SIZES), chunks=(3, 10, 8))
     rng = np.random.default_rng(0)
-    with pytest.raises(ValueError, match="continuous noise only"):
-        mechanism.measure(A, X, PureDP(1.0), rng, noise="discrete")
-    with pytest.raises(ValueError, match="one release"):
-        mechanism.measure(A, X, PureDP(1.0), rng, releases=3)
+    # discrete noise: the in-memory path's errors
+    with pytest.raises(ValueError, match="integer vectors up to a positive scale"):
+        mechanism.measure(A, X, PureDP(1.0), rng, noise="discrete")  # p-Identity: real rows
+    with pytest.raises(ValueError, match="integer vectors up to a positive scale"):
+        dask_release.measure(A, X, PureDP(1.0), rng, noise="discrete", cells=50)  # factor-wise
+    with pytest.raises(ValueError, match="PureDP .* and ZCDP"):
+        mechanism.measure(COUNTING, X, ApproxDP(1.0, 1e-6), rng, noise="discrete")
+    frac = da.from_array(x.reshape(SIZES) + 0.5, chunks=(3, 10, 8))
+    with (
+        dask.config.set(scheduler="synchronous"),
+        pytest.raises(ValueError, match="integer counts"),
+    ):
+        mechanism.measure(COUNTING, frac, PureDP(1.0), rng, noise="discrete").compute()
+    with pytest.raises(ValueError, match="releases: must be >= 1, got 0"):
+        mechanism.measure(A, X, PureDP(1.0), rng, releases=0)
+    with pytest.raises(ValueError, match="bit generator with jumped.*not SFC64"):
+        mechanism.measure(A, X, PureDP(1.0), np.random.Generator(np.random.SFC64(1)))
+    # kinds the Dask route cannot release as the in-memory path does
+    from mmtoolkit.selectors import base as selectors
+
+    M = workloads.marginals(MSIZES, 1)
+    rp = selectors.get("residual_planner").select(M, ZCDP(0.5))
+    XM = da.from_array(np.ones(MSIZES), chunks=(2, 3, 5, 2))
+    with pytest.raises(ValueError, match="ResidualStrategyMatrix releases by a mechanism of its"):
+        mechanism.release(M, rp, XM, ZCDP(0.5), rng)
+    from mmtoolkit.linalg import VStack
+
+    union = VStack([Kronecker([Identity(12), Total(10), Total(8)]), A])
+    with pytest.raises(ValueError, match="VStack has none .*least squares"):
+        mechanism.release(Kronecker([Identity(12), Total(10), Total(8)]), union, X,
+                          PureDP(1.0), rng)  # fmt: skip
     big = da.zeros(10**8, chunks=10**7)  # lazy: never filled
     with pytest.raises(ValueError, match="Kronecker product of small factors or marginals"):
         mechanism.measure(Prefix(10**8), big, PureDP(1.0), rng)
@@ -204,9 +332,8 @@ def test_clear_errors(kron_case, monkeypatch):
     Xbad = da.from_array(bad.reshape(SIZES), chunks=(3, 10, 8))
     with dask.config.set(scheduler="synchronous"), pytest.raises(ValueError, match="negative"):
         mechanism.measure(A, Xbad, PureDP(1.0), rng).compute()
-    with pytest.raises(ValueError, match="not read into memory"):
-        mechanism.release_measured(Kronecker([Identity(n) for n in SIZES]), A, X,
-                                   PureDP(1.0), rng)  # fmt: skip
+    with pytest.raises(ValueError, match="not read into memory"):  # R releases of R graphs
+        mechanism.monte_carlo(Kronecker([Identity(n) for n in SIZES]), A, X, PureDP(1.0), 10, rng)
     monkeypatch.setitem(sys.modules, "dask", None)
     with pytest.raises(ImportError, match=r"pip install 'mmtoolkit\[dask\]'"):
         dask_release.apply(A, X)
