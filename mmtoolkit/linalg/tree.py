@@ -155,18 +155,17 @@ class Intervals:
     """
 
     def __init__(self, n: int, starts: np.ndarray | None = None, width: int | None = None):
-        self.n = int(n)
+        self.n = check_int(n, "n", minimum=1)
         if (starts is None) == (width is None):
             raise ValueError("Intervals takes either starts or width")
-        self.width = None if width is None else int(width)
+        self.width = None if width is None else check_int(width, "width", minimum=1)
         self._starts = starts
         self.size = len(starts) if width is None else -(-self.n // self.width)
 
     @classmethod
     def regular(cls, n: int, width: int) -> Intervals:
         """``⌈n / width⌉`` blocks of ``width`` cells over ``[0, n)`` (the last may be shorter)."""
-        n = check_int(n, "n", minimum=1)
-        return cls(n, width=min(check_int(width, "width", minimum=1), n))
+        return cls(n, width=min(check_int(width, "width", minimum=1), check_int(n, "n", minimum=1)))
 
     @classmethod
     def of(cls, n: int, starts: np.ndarray) -> Intervals:
@@ -289,13 +288,16 @@ class Intervals:
 def _intervals(level, n: int, li: int, i: int) -> Intervals:
     """Level ``li``'s partition of attribute ``i`` (``n`` cells): an :class:`Intervals` as
     given, or validated interval starts (regular when they are)."""
-    if isinstance(level, Intervals):
-        if level.n != n:
+    given = level if isinstance(level, Intervals) else None
+    if given is not None:
+        if given.n != n:
             raise ValueError(
-                f"level {li}, attribute {i}: the intervals cover {level.n} cells, the attribute "
+                f"level {li}, attribute {i}: the intervals cover {given.n} cells, the attribute "
                 f"has {n}"
             )
-        return level
+        if given.width is not None:
+            return given
+        level = given.starts
     a = np.asarray(level)
     if a.ndim != 1 or a.size == 0 or not np.issubdtype(a.dtype, np.integer):
         raise ValueError(
@@ -307,7 +309,7 @@ def _intervals(level, n: int, li: int, i: int) -> Intervals:
             f"level {li}, attribute {i}: interval starts must begin at 0, increase strictly "
             f"and stay below the attribute size {n}"
         )
-    return Intervals.of(n, a)
+    return given if given is not None else Intervals.of(n, a)
 
 
 def _block_sum(X: np.ndarray, parts) -> np.ndarray:

@@ -329,6 +329,14 @@ def test_tree_rejects_bad_levels():
         Tree(6, [np.array([0, 3])], [np.ones(3)])
     with pytest.raises(ValueError, match="finite"):
         Tree(6, [np.array([0, 3])], [float("nan")])
+    with pytest.raises(ValueError, match="increase strictly"):
+        Tree(6, [Intervals(6, starts=np.array([0, 4, 2]))])  # explicit Intervals: validated
+    with pytest.raises(ValueError, match="cover 6 cells, the attribute has 7"):
+        Tree(7, [Intervals.regular(6, 2)])
+    with pytest.raises(ValueError, match="width"):
+        Intervals(6, width=0)
+    with pytest.raises(ValueError, match="nested"):
+        Tree(6, [Intervals.regular(6, 3), Intervals.regular(6, 2)])
 
 
 # ----------------------------------------------------------------------- the tree route
