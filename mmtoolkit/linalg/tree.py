@@ -52,7 +52,7 @@ from .base import (
     check_fits_memory,
     check_p,
 )
-from .kronecker import group
+from .kronecker import Identity, group
 from .route import SUPPORT_RTOL, UnsupportedWorkloadError, align, as_vector
 
 __all__ = [
@@ -598,6 +598,7 @@ class TreeSolver:
         self.a_fine = np.broadcast_to(np.asarray(w_fine) ** 2, self.shape)
         self.inv_a = 1.0 / np.asarray(w_fine) ** 2  # a scalar when the level's weight is
         self.s, self.f, self.c = [None] * L, [None] * L, [None] * L
+        self.K = None  # the level above the finest (None: one level)
         if L == 1:
             return
         K = L - 2
@@ -624,6 +625,27 @@ class TreeSolver:
         for m in range(li + 1, self.K + 1):
             h = _expand(h, self.tree.nest[m - 1]) * self.f[m]
         return self.inv_a * _expand(h, self.tree.nest[self.K])
+
+    def trace_inverse(self) -> float:
+        """``tr(M̃⁻¹) = Σ_j 1/a_j − Σ_Q c_Q ‖v_Q‖²`` (the Sherman–Morrison step of every node,
+        module docstring), with ``‖v_Q‖² = Σ_C ‖u_C‖²`` over ``Q``'s children and
+        ``‖u_C‖² = f_C² ‖v_C‖²`` (``u_j = 1/a_j`` on a reduced cell) summed up the node grids:
+        the identity workload's trace term without an array of the cells' size."""
+        inv_a, K = self.inv_a, self.K
+        scalar = np.ndim(inv_a) == 0
+        total = float(inv_a) * math.prod(self.shape) if scalar else float(np.sum(inv_a))
+        if K is None:  # one level
+            return total
+        nest = self.tree.nest
+        if scalar:
+            p = inv_a**2 * _outer_counts(nest[K])
+        else:
+            p = _block_sum(inv_a**2, nest[K])
+        for li in range(K, -1, -1):
+            if li < K:
+                p = _block_sum(self.f[li + 1] ** 2 * p, nest[li])
+            total -= float(np.sum(self.c[li] * p))
+        return total
 
     def cell_c(self, li: int) -> np.ndarray:
         """``c_Q`` of level ``li`` broadcast to the reduced cells of each node."""
@@ -969,6 +991,9 @@ class TreeRoute:
         s, total = self.solver, 0.0
         for c, factors in self.terms:
             if c == 0.0:
+                continue
+            if not self.tree.reduced and all(isinstance(f.gram(), Identity) for f in factors):
+                total += c * s.trace_inverse()  # K̃ = I: on the node grids only
                 continue
             facs = [self._reduced(i, f) for i, f in enumerate(factors)]
             leaf = 1.0 / s.a_fine
