@@ -244,13 +244,15 @@ class Intervals:
             return np.add.reduceat(X, self._starts, axis=axis)
         w, size = self.width, self.size
         local = np.arange(0, min(size, SUM_NODES) * w, w, dtype=np.int64)
-        parts = []
+        lead, out = (slice(None),) * axis, None
         for q0 in range(0, size, SUM_NODES):
             q1 = min(size, q0 + SUM_NODES)
             c0, c1 = self.cells(q0, q1)
-            chunk = X[(slice(None),) * axis + (slice(c0, c1),)]
-            parts.append(np.add.reduceat(chunk, local[: q1 - q0], axis=axis))
-        return parts[0] if len(parts) == 1 else np.concatenate(parts, axis=axis)
+            part = np.add.reduceat(X[lead + (slice(c0, c1),)], local[: q1 - q0], axis=axis)
+            if out is None:
+                out = np.empty(part.shape[:axis] + (size,) + part.shape[axis + 1 :], part.dtype)
+            out[lead + (slice(q0, q1),)] = part
+        return out
 
     def repeat(self, Y: np.ndarray, axis: int) -> np.ndarray:
         """Interval values back to cells along ``axis`` (``Y`` itself for single cells)."""
