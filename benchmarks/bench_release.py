@@ -7,11 +7,13 @@ Three strategy kinds on N = 10^6 ... 10^8 cells (10^9 with ``--huge``, not run b
 * ``marg`` — the ≤3-way marginals of ``[10]^d``, ``d = log10 N`` (93 tables at 10^8), all
   weights 1;
 * ``tree`` — H_16, the 16-ary hierarchy of intervals on ``N`` cells (Hay et al. 2010; 1.07 N
-  rows), weights 1.
+  rows), weights 1; near-equal splits up to 10^8 cells, padded to ``16^h`` at 10^9 (every
+  level regular).
 
 Each case runs in a fresh subprocess (so its peak RSS, ``getrusage(RUSAGE_SELF).ru_maxrss``,
 is its own; the table shows it and, in N-vectors of 8N bytes, its growth over the RSS after
-the imports and the strategy were built — the data vector counts as one): it times
+the imports and the strategy were built — the data vector counts as one — and the RSS the
+built strategy holds): it times
 ``mechanism.measure`` (PureDP, ε = 1) and ``mechanism.reconstruct`` with ``overwrite=True``
 (``x̂`` built in ``y``'s memory, as ``mechanism.release`` does; median of ``--repeats``), and
 the floor on the same ``N``-vector in the same process: ``x.sum()``, ``x *= 2`` and drawing
@@ -29,9 +31,10 @@ the wall-clock ratio, the CPU seconds of measure + reconstruct (every thread, us
 system) over the floor — the work, which a second core does not shrink.
 
 ``--huge`` adds the N = 10^9 rows (about 17 GB: run it under ``flock
-/tmp/mmtk-bigmem.lock``) and four releases at 10^9 cells, each printing its time, peak RSS
+/tmp/mmtk-bigmem.lock``) and five releases at 10^9 cells, each printing its time, peak RSS
 and the expected RMSE the evaluator reports beside the empirical RMSE of that release on a
-synthetic data vector (exact answers known): ``mechanism.release`` on ``[1000]^3`` with the
+synthetic data vector (exact answers known; ``--releases`` picks some): x̂ from H_16
+padded (``mechanism.release``), ``mechanism.release`` on ``[1000]^3`` with the
 OPT_⊗ strategy for all ranges ⊗ all ranges ⊗ identity (2.5·10^14 queries, never formed:
 the release is ``x̂``, the workload identity, and the all-range error ``eᵀ(G₁⊗G₂⊗I)e``,
 ``e = x̂ − x``, is computed through the factors' O(n) Grams), ``mechanism.release`` of the
@@ -62,6 +65,7 @@ HERE = Path(__file__).resolve().parent
 #: several times slower (OPT_⊗ selection on [1000]^3: 147 s with two, about 5 s with one).
 BLAS_THREADS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 SECTION = "## Release at scale (issue 17)"
+RELEASES = ("rel-kron", "rel-marg", "cli-kron", "cli-marg", "rel-tree")
 
 
 def _kron_strategy(N):
@@ -88,7 +92,14 @@ def _tree_strategy(N):
     from mmtoolkit.linalg import Tree
     from mmtoolkit.linalg.tree import interval_tree
 
-    return Tree(N, interval_tree(N, 16)), N
+    # past 10^8 the near-equal tree's level above the cells has N/3.7 irregular nodes (its
+    # starts and the solver's node-grid arrays would not fit beside x and y): pad to 16^h
+    return Tree(N, interval_tree(N, 16, split=tree_split(N))), N
+
+
+def tree_split(N):
+    """The ``tree`` kind's split: near-equal (HB's rule) up to 10^8 cells, padded beyond."""
+    return "near_equal" if N <= 10**8 else "pad"
 
 
 STRATEGIES = {"kron": _kron_strategy, "marg": _marg_strategy, "tree": _tree_strategy}
@@ -101,7 +112,9 @@ def run_case(kind, N, repeats):
     from mmtoolkit import mechanism
     from mmtoolkit.privacy import PureDP
 
+    before_mb = _rss_mb()
     A, N = STRATEGIES[kind](N)
+    strategy_mb = _rss_mb() - before_mb  # what the built strategy holds
     base_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # imports, strategy
     rng = np.random.default_rng(1)
     x = rng.integers(0, 5, N).astype(float)
@@ -157,6 +170,7 @@ def run_case(kind, N, repeats):
         **floor,
         "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
         "base_mb": base_mb,
+        "strategy_mb": strategy_mb,
         "vector_mb": N * 8 / 2**20,
         "check": float(xhat[: min(N, 1000)].sum()),
     }
@@ -177,6 +191,12 @@ def _fill_counts(N, seed):
     for s in range(0, N, 1 << 24):
         x[s : s + (1 << 24)] = rng.integers(0, 5, min(1 << 24, N - s))
     return x
+
+
+def _rss_mb():
+    """The resident set size now (MB; Linux ``/proc/self/statm``)."""
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
 
 
 def _peak_mb(who=None):
@@ -220,6 +240,8 @@ def run_release(kind, N):
     if kind.startswith("cli-"):
         return run_cli_release(kind, out, n, d)
     t = time.perf_counter()
+    if kind == "rel-tree":
+        return run_tree_release(out, N, privacy)
     if kind == "rel-kron":
         W = wl.kron([wl.all_range(n), wl.all_range(n), wl.identity(n)])
         S = selectors.get_class("opt_kron")(seed=0).select(W, privacy)
@@ -255,6 +277,37 @@ def run_release(kind, N):
         out["empirical_rmse"] = math.sqrt(float(err @ err) / err.size)
     out["check"] = time.perf_counter() - t
     out["peak_mb_all"] = _peak_mb()
+    return out
+
+
+def run_tree_release(out, N, privacy):
+    """``mechanism.release`` of ``x̂`` (the identity workload) with H_16 padded to ``16^h``
+    cells (all levels regular, so the strategy holds no array of the cells' size): seconds,
+    peak RSS, and the expected RMSE (the tree route's identity trace, on the node grids)
+    beside the empirical one."""
+    import math
+
+    import numpy as np
+
+    from mmtoolkit import evaluate, mechanism
+    from mmtoolkit.linalg import Identity, Tree
+    from mmtoolkit.linalg.tree import interval_tree
+
+    t = time.perf_counter()
+    S = Tree(N, interval_tree(N, 16, split="pad"))
+    out["select"] = time.perf_counter() - t
+    t = time.perf_counter()
+    out["expected_rmse"] = evaluate.rmse(Identity(N), S, privacy)
+    out["evaluate"] = time.perf_counter() - t
+    x = _fill_counts(N, 1)
+    out["base_mb"] = _peak_mb()
+    t = time.perf_counter()
+    ans = mechanism.release(Identity(N), S, x, privacy, np.random.default_rng(2))
+    out["release"] = time.perf_counter() - t
+    out["peak_mb"] = _peak_mb()
+    out["queries"] = N
+    ans -= x
+    out["empirical_rmse"] = math.sqrt(float(ans @ ans) / N)
     return out
 
 
@@ -324,12 +377,16 @@ def huge_table(rows):
         "cli-kron": "`mmtoolkit release`, 10^6 records on [1000]^3, `--select-for` all ranges ⊗ "
         "all ranges ⊗ identity (OPT_⊗); released: the (a, b) marginal",
         "cli-marg": "`mmtoolkit release`, 10^6 records on [10]^9, ≤3-way marginals, OPT_M",
+        "rel-tree": "`mechanism.release`, H_16 padded to 16^8 cells (regular levels); "
+        "released: x̂ (workload identity)",
     }
     for r in rows:
+        exp, emp = r["expected_rmse"], r["empirical_rmse"]
+        known = exp == exp  # not NaN
         out.append(
             f"| {names[r['kind']]} | {r['queries']:,} | {r.get('select', float('nan')):.1f} "
-            f"| {r['release']:.1f} | {r['peak_mb']:.0f} | {r['expected_rmse']:.5g} "
-            f"| {r['empirical_rmse']:.5g} | {r['empirical_rmse'] / r['expected_rmse']:.4f} |"
+            f"| {r['release']:.1f} | {r['peak_mb']:.0f} | {f'{exp:.5g}' if known else '—'} "
+            f"| {emp:.5g} | {f'{emp / exp:.4f}' if known else '—'} |"
         )
         if "empirical_rmse_W" in r:
             out.append(
@@ -352,8 +409,9 @@ def table(rows):
     out = [
         "| strategy | N | measure s | reconstruct s | floor s (draw / sum / x*=2) "
         "| (m + r) / floor | threads: CPU s (m + r) / floor "
-        "| numpy draw s: (m + r) / floor | peak RSS MB | (peak − start) / N-vector |",
-        "|---|---:|---:|---:|---|---:|---:|---:|---:|---:|",
+        "| numpy draw s: (m + r) / floor | peak RSS MB | (peak − start) / N-vector "
+        "| strategy MB |",
+        "|---|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|",
     ]
     names = {
         "kron": "Kronecker of 4 p-Identity (p = 4)",
@@ -361,16 +419,20 @@ def table(rows):
         "tree": "H_16 interval tree",
     }
     for r in rows:
+        name = names[r["kind"]]
+        if r["kind"] == "tree" and tree_split(r["N"]) == "pad":
+            name += " (padded)"
         f = floor_of(r)
         fn = f - r["draw"] + r.get("np_laplace", r["draw"])
         out.append(
-            f"| {names[r['kind']]} | {r['N']:.0e} | {r['measure']:.2f} | {r['reconstruct']:.2f} "
+            f"| {name} | {r['N']:.0e} | {r['measure']:.2f} | {r['reconstruct']:.2f} "
             f"| {f:.2f} ({r['draw']:.2f} / {r['sum']:.3f} / {r['scale']:.3f}) "
             f"| {(r['measure'] + r['reconstruct']) / f:.2f} "
             f"| {r.get('threads', 1)}: {r.get('cpu', float('nan')) / f:.2f} "
             f"| {r['np_laplace']:.2f}: {(r['measure'] + r['reconstruct']) / fn:.2f} "
             f"| {r['peak_mb']:.0f} "
-            f"| {(r['peak_mb'] - r['base_mb']) / r['vector_mb']:.2f} |"
+            f"| {(r['peak_mb'] - r['base_mb']) / r['vector_mb']:.2f} "
+            f"| {r.get('strategy_mb', float('nan')):.0f} |"
         )
     return "\n".join(out)
 
@@ -402,6 +464,7 @@ def main(argv=None):
         help="also N = 10^9 and the 10^9 releases (about 18 GB: run under flock)",
     )
     ap.add_argument("--releases-only", action="store_true", help="only --huge's releases")
+    ap.add_argument("--releases", default=",".join(RELEASES), help="which of --huge's releases")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--release-n", type=float, default=1e9, help=argparse.SUPPRESS)  # tests
     ap.add_argument("--root", default=str(HERE.parent), help="import mmtoolkit from here")
@@ -439,7 +502,7 @@ def main(argv=None):
     if args.huge or args.releases_only:
         huge = [
             child(k, int(args.release_n), 1)
-            for k in ("rel-kron", "rel-marg", "cli-kron", "cli-marg")
+            for k in args.releases.split(",")
         ]
         text += "\n\n" + huge_table([r for r in huge if r is not None])
     print(text)

@@ -28,6 +28,11 @@ Closed forms (``O(N · L)`` per product, never an ``N x N`` array):
   only sees sums over the finest nodes: with ``P`` the membership matrix of the finest
   partition and ``D = PᵀP``, ``A = Ã Pᵀ`` and ``(AᵀA)⁺ = P D⁻¹ M̃⁻¹ D⁻¹ Pᵀ`` where ``M̃`` is
   the Gram of the reduced tree (the finest nodes become single cells).
+
+Each level's partition of an attribute is an :class:`Intervals`: regular (blocks of one
+width — the single cells of a finest level, every level of a padded tree) as two integers,
+else explicit starts; so H_b over ``N`` cells keeps no array of ``N`` starts or counts (a
+padded tree over 10^9 cells is built in kilobytes; issue 17).
 """
 
 from __future__ import annotations
@@ -47,10 +52,11 @@ from .base import (
     check_fits_memory,
     check_p,
 )
-from .kronecker import group
+from .kronecker import Identity, group
 from .route import SUPPORT_RTOL, UnsupportedWorkloadError, align, as_vector
 
 __all__ = [
+    "Intervals",
     "ReducedFactor",
     "Tree",
     "TreeGram",
@@ -91,8 +97,9 @@ def _child_sizes(sizes: np.ndarray, b: int, split: str) -> np.ndarray:
 
 def interval_tree(n: int, branching: int, split: str = "near_equal", height=None):
     """The levels (root first) of a ``b``-ary interval tree over ``[0, n)``, each level an
-    array of interval starts; a node that is already a single cell repeats on deeper levels
-    (so every level partitions the domain).
+    :class:`Intervals`; a node that is already a single cell repeats on deeper levels (so
+    every level partitions the domain). Levels of equal-width blocks (the single cells, every
+    level of ``pad``) are regular: no array of the cells' size.
 
     ``split``: ``"near_equal"`` (HB, Qardaji et al. 2013 §4: a node of ``n' ≤ b`` cells has
     ``n'`` single-cell children, else ``b`` children of ``⌊n'/b⌋`` cells, the first
@@ -103,66 +110,230 @@ def interval_tree(n: int, branching: int, split: str = "near_equal", height=None
     n, b = check_int(n, "n", minimum=1), check_int(branching, "branching", minimum=2)
     if split not in SPLITS:
         raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
-    check_fits_memory(  # the levels' starts (int64, about n·b/(b−1)) and a Tree's counts
-        32.0 * n,
-        f"an interval tree over {n} cells",
-        "split the domain into attributes (a Kronecker product of trees)",
-    )
     if split == "pad":
         h = tree_height(n, b) if height is None else check_int(height, "height", minimum=0)
         if b**h < n:
             raise ValueError(f"height {h} is too small: {b}^{h} < n = {n}")
-        levels = []
-        for depth in range(h + 1):
-            width = b ** (h - depth)
-            levels.append(np.arange(0, n, width, dtype=np.int64))
-        return levels
+        return [Intervals.regular(n, b ** (h - depth)) for depth in range(h + 1)]
     if height is not None:
         raise ValueError("height is only used with split='pad'")
     sizes = np.array([n], dtype=np.int64)
-    levels = [np.array([0], dtype=np.int64)]
+    levels = [Intervals.regular(n, n)]
     while np.any(sizes > 1):
         if np.all(sizes <= b):  # every node splits into single cells
-            levels.append(np.arange(n, dtype=np.int64))
+            levels.append(Intervals.regular(n, 1))
             break
+        check_fits_memory(  # the children's sizes and the temporaries that build them
+            64.0 * min(n, b * len(sizes)),
+            f"an interval tree over {n} cells",
+            "use split='pad' (regular levels), or split the domain into attributes",
+        )
         sizes = _child_sizes(sizes, b, split)
-        levels.append(np.cumsum(sizes) - sizes)  # the children partition [0, n) in order
+        if np.all(sizes[:-1] == sizes[0]) and sizes[-1] <= sizes[0]:
+            levels.append(Intervals.regular(n, int(sizes[0])))
+        else:  # the children partition [0, n) in order
+            levels.append(Intervals(n, starts=np.cumsum(sizes) - sizes))
     return levels
 
 
-# ================================================================================ helpers
-def _sizes_from_starts(starts: np.ndarray, n: int) -> np.ndarray:
-    return np.diff(np.append(starts, n))
+# ============================================================================== intervals
+#: nodes per ``np.add.reduceat`` call on a regular partition (its local starts are shared)
+SUM_NODES = 1 << 16
 
 
-def _block_sum(X: np.ndarray, starts) -> np.ndarray:
-    """Sum a tensor over the blocks ``starts[i]`` of each leading axis ``i``."""
-    for axis, s in enumerate(starts):
-        X = np.add.reduceat(X, s, axis=axis)
-    return X
+class Intervals:
+    """A partition of ``[0, n)`` into contiguous intervals: one attribute's part of one tree
+    level. *Regular* (``width`` set): consecutive blocks of ``width`` cells, the last one
+    possibly shorter — the single cells (``width`` 1) of a finest level and every level of a
+    padded (dyadic, ``b``-adic) tree — kept as two integers, so a tree over 10^9 cells holds
+    no array of its cells' size (issue 17). Otherwise *explicit*: the int64 start offsets
+    (kept, not copied: do not modify them afterwards).
+
+    Block sums and expansions are the same arithmetic on both (``np.add.reduceat`` on the
+    same segments, in chunks of :data:`SUM_NODES` nodes for a regular partition), so a tree
+    gives bit-identical results whichever form its levels take.
+    """
+
+    def __init__(self, n: int, starts: np.ndarray | None = None, width: int | None = None):
+        self.n = check_int(n, "n", minimum=1)
+        if (starts is None) == (width is None):
+            raise ValueError("Intervals takes either starts or width")
+        self.width = None if width is None else check_int(width, "width", minimum=1)
+        self._starts = starts
+        self.size = len(starts) if width is None else -(-self.n // self.width)
+
+    @classmethod
+    def regular(cls, n: int, width: int) -> Intervals:
+        """``⌈n / width⌉`` blocks of ``width`` cells over ``[0, n)`` (the last may be shorter)."""
+        return cls(n, width=min(check_int(width, "width", minimum=1), check_int(n, "n", minimum=1)))
+
+    @classmethod
+    def of(cls, n: int, starts: np.ndarray) -> Intervals:
+        """The partition with these (validated: sorted, from 0, below ``n``) starts, regular
+        when its blocks have one width (the last may be shorter), else explicit."""
+        g = len(starts)
+        if g == n:  # strictly increasing from 0 and below n: every cell its own interval
+            return cls(n, width=1)
+        w = int(starts[1]) if g > 1 else n
+        if g == -(-n // w) and np.array_equal(starts, np.arange(0, n, w, dtype=starts.dtype)):
+            return cls(n, width=w)
+        return cls(n, starts=starts)
+
+    def __len__(self) -> int:
+        return self.size
+
+    def __repr__(self) -> str:
+        form = f"width={self.width}" if self.width is not None else "explicit"
+        return f"Intervals(n={self.n}, {self.size} intervals, {form})"
+
+    @property
+    def identity(self) -> bool:
+        """Every interval is a single cell."""
+        return self.size == self.n
+
+    @property
+    def starts(self) -> np.ndarray:
+        """The start offsets (built for a regular partition: ``O(size)``)."""
+        if self.width is None:
+            return self._starts
+        return np.arange(0, self.n, self.width, dtype=np.int64)
+
+    @property
+    def counts(self) -> np.ndarray:
+        """Cells per interval (built: ``O(size)``)."""
+        if self.width is None:
+            return np.diff(self._starts, append=self.n)
+        out = np.full(self.size, self.width, dtype=np.int64)
+        out[-1] = self.n - self.width * (self.size - 1)
+        return out
+
+    def cells(self, n0: int, n1: int) -> tuple[int, int]:
+        """The cells ``c0:c1`` that the intervals ``n0:n1`` cover."""
+        if self.width is not None:
+            return n0 * self.width, min(n1 * self.width, self.n)
+        s = self._starts
+        return int(s[n0]), (int(s[n1]) if n1 < self.size else self.n)
+
+    def part(self, n0: int, n1: int) -> Intervals:
+        """The intervals ``n0:n1`` as a partition of the cells they cover (shifted to 0)."""
+        c0, c1 = self.cells(n0, n1)
+        if self.width is not None:
+            return Intervals(c1 - c0, width=min(self.width, c1 - c0))
+        return Intervals(c1 - c0, starts=self._starts[n0:n1] - c0)
+
+    def blocks(self, rest: int):
+        """``(n0, n1, c0, c1)``: runs of whole intervals ``n0:n1`` covering cells ``c0:c1``,
+        each about :data:`BLOCK_CELLS` cells (``rest`` values per cell)."""
+        step = max(1, BLOCK_CELLS // max(1, rest))
+        n0 = c0 = 0
+        while n0 < self.size:
+            if self.width is not None:  # the first interval ending at or after c0 + step
+                n1 = -(-(c0 + step) // self.width)
+            else:
+                n1 = int(np.searchsorted(self._starts[1:], c0 + step)) + 1
+            n1 = min(self.size, max(n0 + 1, n1))
+            c1 = self.cells(n0, n1)[1]
+            yield n0, n1, c0, c1
+            n0, c0 = n1, c1
+
+    def sum(self, X: np.ndarray, axis: int) -> np.ndarray:
+        """Sums of ``X`` over the intervals along ``axis`` (``X`` itself for single cells)."""
+        if self.identity:
+            return X
+        if self.width is None:
+            return np.add.reduceat(X, self._starts, axis=axis)
+        w, size = self.width, self.size
+        local = np.arange(0, min(size, SUM_NODES) * w, w, dtype=np.int64)
+        lead, out = (slice(None),) * axis, None
+        for q0 in range(0, size, SUM_NODES):
+            q1 = min(size, q0 + SUM_NODES)
+            c0, c1 = self.cells(q0, q1)
+            part = np.add.reduceat(X[lead + (slice(c0, c1),)], local[: q1 - q0], axis=axis)
+            if out is None:
+                out = np.empty(part.shape[:axis] + (size,) + part.shape[axis + 1 :], part.dtype)
+            out[lead + (slice(q0, q1),)] = part
+        return out
+
+    def repeat(self, Y: np.ndarray, axis: int) -> np.ndarray:
+        """Interval values back to cells along ``axis`` (``Y`` itself for single cells)."""
+        if self.identity:
+            return Y
+        if self.width is not None and self.n % self.width == 0:
+            return np.repeat(Y, self.width, axis=axis)
+        return np.repeat(Y, self.counts, axis=axis)
+
+    def nest_in(self, finer: Intervals) -> Intervals | None:
+        """This partition seen on ``finer``'s intervals (the positions of its starts among
+        ``finer``'s), or None when it is not refined by ``finer``."""
+        if finer.n != self.n:
+            return None
+        if finer.identity:
+            return self
+        if self.size == 1:
+            return Intervals(finer.size, width=finer.size)
+        if finer.width is not None:
+            w = finer.width
+            if self.width is not None:
+                if self.width % w:
+                    return None
+                return Intervals(finer.size, width=self.width // w)
+            if np.any(self._starts % w):
+                return None
+            return Intervals.of(finer.size, self._starts // w)
+        fine, coarse = finer.starts, self.starts
+        pos = np.searchsorted(fine, coarse)
+        if np.any(pos >= len(fine)) or not np.array_equal(fine[pos], coarse):
+            return None
+        return Intervals.of(finer.size, pos)
 
 
-def _expand(Y: np.ndarray, counts) -> np.ndarray:
+def _intervals(level, n: int, li: int, i: int) -> Intervals:
+    """Level ``li``'s partition of attribute ``i`` (``n`` cells): an :class:`Intervals` as
+    given, or validated interval starts (regular when they are)."""
+    given = level if isinstance(level, Intervals) else None
+    if given is not None:
+        if given.n != n:
+            raise ValueError(
+                f"level {li}, attribute {i}: the intervals cover {given.n} cells, the attribute "
+                f"has {n}"
+            )
+        if given.width is not None:
+            return given
+        level = given.starts
+    a = np.asarray(level)
+    if a.ndim != 1 or a.size == 0 or not np.issubdtype(a.dtype, np.integer):
+        raise ValueError(
+            f"level {li}, attribute {i}: interval starts must be a non-empty 1-D integer array"
+        )
+    a = a.astype(np.int64, copy=False)
+    if a[0] != 0 or a[-1] >= n or np.any(np.diff(a) <= 0):
+        raise ValueError(
+            f"level {li}, attribute {i}: interval starts must begin at 0, increase strictly "
+            f"and stay below the attribute size {n}"
+        )
+    return given if given is not None else Intervals.of(n, a)
+
+
+def _block_sum(X: np.ndarray, parts) -> np.ndarray:
+    """Sum a tensor over the intervals ``parts[i]`` of each leading axis ``i`` (a new array)."""
+    Y = X
+    for axis, p in enumerate(parts):
+        Y = p.sum(Y, axis)
+    return Y.copy() if Y is X else Y
+
+
+def _expand(Y: np.ndarray, parts) -> np.ndarray:
     """Broadcast node values back to cells: repeat along each leading axis."""
-    for axis, c in enumerate(counts):
-        Y = np.repeat(Y, c, axis=axis)
+    for axis, p in enumerate(parts):
+        Y = p.repeat(Y, axis)
     return Y
 
 
-def _nest(coarse: np.ndarray, fine: np.ndarray) -> np.ndarray | None:
-    """The positions of ``coarse``'s starts among ``fine``'s (both sorted), or None when
-    some start of ``coarse`` is not a start of ``fine`` (the levels are not nested)."""
-    pos = np.searchsorted(fine, coarse)
-    if np.any(pos >= len(fine)) or not np.array_equal(fine[pos], coarse):
-        return None
-    return pos
-
-
-def _outer_counts(counts) -> np.ndarray:
+def _outer_counts(parts) -> np.ndarray:
     """Cells per node of a node grid: the outer product of the per-axis node sizes."""
     out = np.ones(())
-    for c in counts:
-        out = np.multiply.outer(out, c.astype(float))
+    for p in parts:
+        out = np.multiply.outer(out, p.counts.astype(float))
     return out
 
 
@@ -170,38 +341,35 @@ def _outer_counts(counts) -> np.ndarray:
 BLOCK_CELLS = 1 << 17
 
 
-def _node_blocks(counts0: np.ndarray, rest: int):
-    """``(n0, n1, c0, c1)``: runs of whole nodes ``n0:n1`` along the first axis covering
-    cells ``c0:c1`` of it, each about :data:`BLOCK_CELLS` cells (``rest`` per index)."""
-    ends = np.cumsum(counts0)
-    step = max(1, BLOCK_CELLS // max(1, rest))
-    n0 = c0 = 0
-    while n0 < len(counts0):
-        n1 = min(len(counts0), max(n0 + 1, int(np.searchsorted(ends, c0 + step)) + 1))
-        c1 = int(ends[n1 - 1])
-        yield n0, n1, c0, c1
-        n0, c0 = n1, c1
-
-
-def _expanded_add(F: np.ndarray, D: np.ndarray, counts, scale, out: np.ndarray) -> None:
+def _expanded_add(F: np.ndarray, D: np.ndarray, parts, scale, out: np.ndarray) -> None:
     """``out = (F + expand(D)) · scale`` block by block (``out`` may be ``F``); ``D`` is on
-    the node grid of ``counts``, ``scale`` a scalar or an array shaped like ``F``."""
-    rest = math.prod(F.shape[1:])
-    for n0, n1, c0, c1 in _node_blocks(counts[0], rest):
-        e = _expand(D[n0:n1], (counts[0][n0:n1],) + tuple(counts[1:]))
+    the node grid of ``parts``, ``scale`` a scalar or an array shaped like ``F``."""
+    first, rest = parts[0], tuple(parts[1:])
+    for n0, n1, c0, c1 in first.blocks(math.prod(F.shape[1:])):
+        e = _expand(D[n0:n1], (first.part(n0, n1),) + rest)
         blk = out[c0:c1]
         np.add(F[c0:c1], e, out=blk)
         blk *= scale if np.ndim(scale) == 0 else scale[c0:c1]
 
 
-def _scaled_block_sum(F: np.ndarray, scale: np.ndarray, starts) -> np.ndarray:
-    """``_block_sum(F · scale, starts)`` without an array of ``F``'s size."""
-    counts0 = _sizes_from_starts(starts[0], F.shape[0])
-    parts = [
-        _block_sum(F[c0:c1] * scale[c0:c1], (starts[0][n0:n1] - c0,) + tuple(starts[1:]))
-        for n0, n1, c0, c1 in _node_blocks(counts0, math.prod(F.shape[1:]))
+def _add_product(D: np.ndarray, X: np.ndarray, Y: np.ndarray, sign: float = 1.0) -> None:
+    """``D += X · Y`` (``sign`` −1: ``D −= X · Y``) in blocks along the first axis, without a
+    temporary of ``D``'s size (``Y`` may broadcast along the trailing axes)."""
+    step = max(1, BLOCK_CELLS // max(1, math.prod(D.shape[1:])))
+    op = np.add if sign > 0 else np.subtract
+    for r0 in range(0, D.shape[0], step):
+        blk = D[r0 : r0 + step]
+        op(blk, X[r0 : r0 + step] * Y[r0 : r0 + step], out=blk)
+
+
+def _scaled_block_sum(F: np.ndarray, scale: np.ndarray, parts) -> np.ndarray:
+    """``_block_sum(F · scale, parts)`` without an array of ``F``'s size."""
+    first, rest = parts[0], tuple(parts[1:])
+    out = [
+        _block_sum(F[c0:c1] * scale[c0:c1], (first.part(n0, n1),) + rest)
+        for n0, n1, c0, c1 in first.blocks(math.prod(F.shape[1:]))
     ]
-    return np.concatenate(parts, axis=0)
+    return np.concatenate(out, axis=0)
 
 
 # =================================================================================== Tree
@@ -210,11 +378,12 @@ class Tree(Matrix):
     per node ``Q`` (the H_b / HB / Quadtree / GreedyH strategies; module docstring).
 
     ``sizes``: the attribute sizes (an int for 1-D). ``levels``: coarse to fine; in 1-D each
-    level is an array of interval starts, in d-D a sequence of ``d`` such arrays (the
-    level's nodes are their products, rows in C order). ``weights``: one per level, a scalar
-    or an array of the level's node-grid shape (default all 1). Rows are ordered level by
-    level. int64 start arrays are kept, not copied (a tree over 10^8 cells would otherwise
-    copy 10^8 starts): do not modify them afterwards.
+    level is an array of interval starts or an :class:`Intervals`, in d-D a sequence of ``d``
+    such (the level's nodes are their products, rows in C order). ``weights``: one per
+    level, a scalar or an array of the level's node-grid shape (default all 1). Rows are
+    ordered level by level. Start arrays whose intervals are the single cells or blocks of
+    one width are kept as regular :class:`Intervals` (no array of the cells' size); other
+    int64 start arrays are kept, not copied: do not modify them afterwards.
     """
 
     def __init__(self, sizes, levels, weights=None):
@@ -228,42 +397,27 @@ class Tree(Matrix):
         if not isinstance(levels, (list, tuple)) or not levels:
             raise ValueError("Tree needs a non-empty list of levels")
         parsed = []
-        # self.nest[ℓ]: level ℓ's starts on level ℓ+1's node grid (a level's sums come from
-        # the next finer level's: one pass over the cells)
+        # self.nest[ℓ]: level ℓ's intervals on level ℓ+1's node grid (a level's sums come
+        # from the next finer level's: one pass over the cells)
         self.nest = []
         for li, level in enumerate(levels):
-            parts = [level] if d == 1 else list(level)
+            parts = [level] if d == 1 or isinstance(level, Intervals) else list(level)
             if len(parts) != d:
                 raise ValueError(f"level {li} has {len(parts)} partitions for {d} attributes")
-            nest = []
-            arrs = []
-            for i, (s, n) in enumerate(zip(parts, sizes)):
-                a = np.asarray(s)
-                if a.ndim != 1 or a.size == 0 or not np.issubdtype(a.dtype, np.integer):
-                    raise ValueError(
-                        f"level {li}, attribute {i}: interval starts must be a non-empty 1-D "
-                        "integer array"
-                    )
-                a = a.astype(np.int64, copy=False)
-                if a[0] != 0 or a[-1] >= n or np.any(np.diff(a) <= 0):
-                    raise ValueError(
-                        f"level {li}, attribute {i}: interval starts must begin at 0, increase "
-                        f"strictly and stay below the attribute size {n}"
-                    )
-                if li and (pos := _nest(parsed[-1][i], a)) is None:
-                    raise ValueError(
-                        f"level {li}, attribute {i} does not refine level {li - 1}: the levels "
-                        "of a tree must be nested"
-                    )
-                arrs.append(a)
-                if li:
-                    nest.append(pos)
-            parsed.append(tuple(arrs))
+            parsed.append(
+                tuple(_intervals(s, n, li, i) for i, (s, n) in enumerate(zip(parts, sizes)))
+            )
             if li:
-                self.nest.append(tuple(nest))
+                nest = tuple(c.nest_in(f) for c, f in zip(parsed[-2], parsed[-1]))
+                for i, pos in enumerate(nest):
+                    if pos is None:
+                        raise ValueError(
+                            f"level {li}, attribute {i} does not refine level {li - 1}: the "
+                            "levels of a tree must be nested"
+                        )
+                self.nest.append(nest)
         self.sizes = sizes
         self.levels = parsed
-        self.counts = [tuple(_sizes_from_starts(s, n) for s, n in zip(lv, sizes)) for lv in parsed]
         self.grid = [tuple(len(s) for s in lv) for lv in parsed]
         if weights is None:
             weights = [1.0] * len(parsed)
@@ -288,10 +442,6 @@ class Tree(Matrix):
             ws.append(w)
         self.weights = ws
         self.shape = (sum(math.prod(g) for g in self.grid), math.prod(sizes))
-        self.nest_counts = [  # level ℓ's node sizes on level ℓ+1's grid
-            tuple(_sizes_from_starts(s, len(f)) for s, f in zip(ns, finer))
-            for ns, finer in zip(self.nest, parsed[1:])
-        ]
         self.offsets = np.concatenate([[0], np.cumsum([math.prod(g) for g in self.grid])])
 
     # --------------------------------------------------------------------- structure
@@ -300,16 +450,12 @@ class Tree(Matrix):
         """The number of levels ``L``."""
         return len(self.levels)
 
-    @property
-    def fine_counts(self):
-        """Cells per finest node, per attribute."""
-        return self.counts[-1]
 
     @functools.cached_property
     def reduced(self) -> bool:
         """True when some finest node has more than one cell (the strategy cannot tell the
         cells of that node apart)."""
-        return any(np.any(c > 1) for c in self.fine_counts)
+        return not all(p.identity for p in self.levels[-1])
 
     @property
     def invertible(self) -> bool:
@@ -349,7 +495,9 @@ class Tree(Matrix):
         acc = None
         for li in range(self.depth - 1):
             part = np.multiply(self._slot(Y, li), self._w(li), dtype=np.float64)  # exact sums
-            acc = part if acc is None else _expand(acc, self.nest_counts[li - 1]) + part
+            if acc is not None:
+                part += _expand(acc, self.nest[li - 1])
+            acc = part
         return acc
 
     def fine_adjoint(self, Y, out=None) -> np.ndarray:
@@ -359,13 +507,13 @@ class Tree(Matrix):
         out = np.multiply(F, self._w(self.depth - 1), out=out)
         acc = self.coarse_sum(Y)
         if acc is not None:
-            _expanded_add(out, acc, self.nest_counts[-1], 1.0, out)
+            _expanded_add(out, acc, self.nest[-1], 1.0, out)
         return out
 
     def _rmatmat(self, Y):
         X = self.fine_adjoint(Y)
         if self.reduced:
-            X = _expand(X, self.fine_counts)
+            X = _expand(X, self.levels[-1])
         return X.reshape(-1, Y.shape[1])
 
     def gram(self):
@@ -391,7 +539,7 @@ class Tree(Matrix):
     def _cell_weights_p(self, p):
         """``Σ_ℓ |w_Q(j)|^p`` per cell j (a float when constant)."""
         total = 0.0
-        for li, c in enumerate(self.counts):
+        for li, c in enumerate(self.levels):
             w = self.weights[li]
             if np.ndim(w) == 0:
                 total = total + abs(w) ** p
@@ -413,7 +561,7 @@ class Tree(Matrix):
         check_p(p)
         check_dense_size(self.shape[0], 1, "row norms of a Tree")
         parts = []
-        for li, (g, c) in enumerate(zip(self.grid, self.counts)):
+        for li, (g, c) in enumerate(zip(self.grid, self.levels)):
             cells = _outer_counts(c)
             parts.append((np.abs(np.broadcast_to(self.weights[li], g)) ** p * cells).ravel())
         out = np.concatenate(parts)
@@ -442,29 +590,24 @@ class TreeSolver:
             raise ValueError("the tree's reduced Gram is singular: a finest node has weight 0")
         self.tree = tree
         fine = tree.levels[-1]
-        self.group_counts = tree.fine_counts
         self.shape = tuple(len(s) for s in fine)
-        self.red = [  # the finest level's own (identity) starts are not kept
-            lv if not tree.reduced else tuple(np.searchsorted(f, s) for f, s in zip(fine, lv))
+        self.red = [  # the finest level's own (identity) intervals are not kept
+            lv if not tree.reduced else tuple(s.nest_in(f) for f, s in zip(fine, lv))
             for lv in tree.levels[:-1]
         ]
-        self.red_counts = (
-            [tuple(_sizes_from_starts(r, g) for r, g in zip(rl, self.shape)) for rl in self.red]
-            if tree.reduced
-            else tree.counts[:-1]
-        )
         L = tree.depth
         w_fine = tree.weights[-1]
         self.a_fine = np.broadcast_to(np.asarray(w_fine) ** 2, self.shape)
         self.inv_a = 1.0 / np.asarray(w_fine) ** 2  # a scalar when the level's weight is
         self.s, self.f, self.c = [None] * L, [None] * L, [None] * L
+        self.K = None  # the level above the finest (None: one level)
         if L == 1:
             return
         K = L - 2
         self.K = K
         # tree.nest[ℓ]: level ℓ's starts on level ℓ+1's node grid (the reduced cells for K)
         if np.ndim(self.inv_a) == 0:  # Σ_{j ∈ Q} 1/a_j on the level-K grid
-            self.r = self.inv_a * _outer_counts(tree.nest_counts[K])
+            self.r = self.inv_a * _outer_counts(tree.nest[K])
         else:
             self.r = _block_sum(self.inv_a, tree.nest[K])
         s = self.r
@@ -482,12 +625,33 @@ class TreeSolver:
             return np.broadcast_to(self.inv_a, self.shape)
         h = self.f[li]
         for m in range(li + 1, self.K + 1):
-            h = _expand(h, self.tree.nest_counts[m - 1]) * self.f[m]
-        return self.inv_a * _expand(h, self.tree.nest_counts[self.K])
+            h = _expand(h, self.tree.nest[m - 1]) * self.f[m]
+        return self.inv_a * _expand(h, self.tree.nest[self.K])
+
+    def trace_inverse(self) -> float:
+        """``tr(M̃⁻¹) = Σ_j 1/a_j − Σ_Q c_Q ‖v_Q‖²`` (the Sherman–Morrison step of every node,
+        module docstring), with ``‖v_Q‖² = Σ_C ‖u_C‖²`` over ``Q``'s children and
+        ``‖u_C‖² = f_C² ‖v_C‖²`` (``u_j = 1/a_j`` on a reduced cell) summed up the node grids:
+        the identity workload's trace term without an array of the cells' size."""
+        inv_a, K = self.inv_a, self.K
+        scalar = np.ndim(inv_a) == 0
+        total = float(inv_a) * math.prod(self.shape) if scalar else float(np.sum(inv_a))
+        if K is None:  # one level
+            return total
+        nest = self.tree.nest
+        if scalar:
+            p = inv_a**2 * _outer_counts(nest[K])
+        else:
+            p = _block_sum(inv_a**2, nest[K])
+        for li in range(K, -1, -1):
+            if li < K:
+                p = _block_sum(self.f[li + 1] ** 2 * p, nest[li])
+            total -= float(np.sum(self.c[li] * p))
+        return total
 
     def cell_c(self, li: int) -> np.ndarray:
         """``c_Q`` of level ``li`` broadcast to the reduced cells of each node."""
-        return _expand(self.c[li], self.red_counts[li])
+        return _expand(self.c[li], self.red[li])
 
     def solve(self, X: np.ndarray) -> np.ndarray:
         """``M̃⁻¹ X`` for a tensor of the reduced shape with one trailing axis."""
@@ -514,39 +678,42 @@ class TreeSolver:
         else:
             D = _scaled_block_sum(F, inv_a, nest[K])
         if C is not None:
-            D += C * self.r[..., None]
+            _add_product(D, C, self.r[..., None])
         t = [None] * (K + 1)
         for li in range(K, -1, -1):
             if li < K:  # D − t s in the finer level's D (not needed again), then summed up
-                D -= t[li + 1] * self.s[li + 1][..., None]
+                _add_product(D, t[li + 1], self.s[li + 1][..., None], sign=-1.0)
                 D = _block_sum(D, nest[li])
             t[li] = D * self.c[li][..., None]
         E = t[0]
-        for li in range(1, K + 1):
-            E = _expand(E, self.tree.nest_counts[li - 1]) * self.f[li][..., None] + t[li]
+        for li in range(1, K + 1):  # in place: E and the t's are not needed again
+            E = _expand(E, self.tree.nest[li - 1])
+            E *= self.f[li][..., None]
+            E += t[li]
+            t[li] = None
         if C is not None:
-            E = C - E
+            np.subtract(C, E, out=E)
         else:
-            E = -E
-        _expanded_add(F, E, self.tree.nest_counts[K], inv_a, out)
+            np.negative(E, out=E)
+        _expanded_add(F, E, self.tree.nest[K], inv_a, out)
         return out
 
     def to_reduced(self, X: np.ndarray) -> np.ndarray:
         """``D⁻¹ Pᵀ X``: cell tensor (trailing axis) → mean over each finest node."""
         T = _block_sum(X, self.tree.levels[-1])
-        for axis, c in enumerate(self.group_counts):
+        for axis, p in enumerate(self.tree.levels[-1]):
             shape = [1] * T.ndim
-            shape[axis] = len(c)
-            T = T / c.reshape(shape)
+            shape[axis] = len(p)
+            T = T / p.counts.reshape(shape)
         return T
 
     def from_reduced(self, Y: np.ndarray) -> np.ndarray:
         """``P D⁻¹ Y``: reduced tensor → cells (each finest node's value / its size)."""
-        for axis, c in enumerate(self.group_counts):
+        for axis, p in enumerate(self.tree.levels[-1]):
             shape = [1] * Y.ndim
-            shape[axis] = len(c)
-            Y = Y / c.reshape(shape)
-        return _expand(Y, self.group_counts)
+            shape[axis] = len(p)
+            Y = Y / p.counts.reshape(shape)
+        return _expand(Y, self.tree.levels[-1])
 
 
 class TreeGram(Matrix):
@@ -677,20 +844,20 @@ class ReducedFactor:
     ``Z`` only).
     """
 
-    def __init__(self, Y: Matrix, fine_starts: np.ndarray):
+    def __init__(self, Y: Matrix, fine: Intervals):
         n = Y.shape[1]
         self.Y = Y
         self.n = n
-        self.fine_starts = fine_starts
-        self.counts = _sizes_from_starts(fine_starts, n).astype(float)
-        self.g = len(fine_starts)
-        self.plain = bool(np.all(self.counts == 1))
+        self.fine = fine
+        self.counts = fine.counts.astype(float)
+        self.g = len(fine)
+        self.plain = fine.identity
         self.dense = None
         self._bd: dict = {}
         if n * n <= MAX_DENSE_ENTRIES:
             D = Y.dense()
             if not self.plain:
-                D = np.add.reduceat(np.add.reduceat(D, fine_starts, axis=0), fine_starts, axis=1)
+                D = fine.sum(fine.sum(D, 0), 1)
                 D = D / np.outer(self.counts, self.counts)
             self.dense = 0.5 * (D + D.T)
 
@@ -700,21 +867,22 @@ class ReducedFactor:
             return self.dense @ E
         if self.plain:
             return self.Y.matvec(E)
-        X = np.repeat(E / self.counts[:, None], self.counts.astype(np.int64), axis=0)
-        return np.add.reduceat(self.Y.matvec(X), self.fine_starts, axis=0) / self.counts[:, None]
+        X = self.fine.repeat(E / self.counts[:, None], 0)
+        return self.fine.sum(self.Y.matvec(X), 0) / self.counts[:, None]
 
     def diag(self) -> np.ndarray:
         if self.dense is not None:
             return np.diag(self.dense).copy()
         if self.plain:
             return np.asarray(self.Y.diag(), dtype=float)
-        return self.block_products(np.arange(self.g), np.ones((self.g, 1)))[:, 0]
+        return self.block_products(Intervals(self.g, width=1), np.ones((self.g, 1)))[:, 0]
 
-    def block_products(self, starts: np.ndarray, Z: np.ndarray) -> np.ndarray:
-        """``out[S] = Ỹ[S,S] Z[S]`` for the blocks ``S`` given by ``starts`` (reduced)."""
+    def block_products(self, blocks: Intervals, Z: np.ndarray) -> np.ndarray:
+        """``out[S] = Ỹ[S,S] Z[S]`` for the intervals ``S`` of ``blocks`` (reduced)."""
         g = self.g
-        if len(starts) == 1:
+        if len(blocks) == 1:
             return self.matmat(Z)
+        starts = blocks.starts
         if self.dense is not None:
             key = starts.tobytes()
             if key not in self._bd:
@@ -729,7 +897,7 @@ class ReducedFactor:
                 "structured block-diagonal products take one column; the attribute's Gram is "
                 f"too large to densify ({self.n} x {self.n})"
             )
-        sizes = _sizes_from_starts(starts, g)
+        sizes = blocks.counts
         block_of = np.repeat(np.arange(len(starts)), sizes)
         out = np.empty_like(Z)
         width = max(1, MAX_DENSE_ENTRIES // (4 * max(g, self.n)))
@@ -789,10 +957,10 @@ class TreeRoute:
                 continue
             fracs = []
             for i, f in enumerate(factors):
-                counts = self.tree.fine_counts[i]
-                if np.all(counts == 1):
-                    continue
                 fine = self.tree.levels[-1][i]
+                if fine.identity:
+                    continue
+                counts = fine.counts
                 n, g = f.shape[1], len(fine)
                 check_dense_size(n, g, "the support check of a tree strategy")
                 check_dense_size(f.shape[0], g, "the support check of a tree strategy")
@@ -825,6 +993,9 @@ class TreeRoute:
         s, total = self.solver, 0.0
         for c, factors in self.terms:
             if c == 0.0:
+                continue
+            if not self.tree.reduced and all(isinstance(f.gram(), Identity) for f in factors):
+                total += c * s.trace_inverse()  # K̃ = I: on the node grids only
                 continue
             facs = [self._reduced(i, f) for i, f in enumerate(factors)]
             leaf = 1.0 / s.a_fine

@@ -171,7 +171,7 @@ class GreedyHSelector(Selector):
         n = workload.shape[1]
         dawa = self.params["criterion"] == "dawa"
         K = workload.gram()
-        levels = interval_tree(n, 2, split="small_first")
+        levels = [lv.starts for lv in interval_tree(n, 2, split="small_first")]
         if self.params["collapse"]:
             levels = _collapse(levels, n, _identical_neighbours(K, n))
         l1 = isinstance(privacy, PureDP)

@@ -15,7 +15,7 @@ import numpy as np
 
 from ...checks import check_bool, check_int
 from ...linalg import Kronecker
-from ...linalg.tree import SPLITS, Tree, interval_tree, tree_height
+from ...linalg.tree import SPLITS, Intervals, Tree, interval_tree, tree_height
 from ...privacy import Privacy
 from ...strategy import Strategy
 from ..base import Selector, register
@@ -37,12 +37,12 @@ def _check_split(split) -> str:
     return split
 
 
-def _extend(levels: list[np.ndarray], depth: int) -> list[np.ndarray]:
+def _extend(levels: list[Intervals], depth: int) -> list[Intervals]:
     """Repeat the finest (single-cell) level until the tree has ``depth`` levels."""
     return levels + [levels[-1]] * (depth - len(levels))
 
 
-def _product_levels(trees: list[list[np.ndarray]]) -> list[tuple]:
+def _product_levels(trees: list[list[Intervals]]) -> list[tuple]:
     depth = max(len(t) for t in trees)
     trees = [_extend(t, depth) for t in trees]
     return [tuple(t[li] for t in trees) for li in range(depth)]
@@ -122,7 +122,7 @@ class HierarchicalSelector(Selector):
             "multi": multi,
         }
 
-    def _levels(self, n: int) -> list[np.ndarray]:
+    def _levels(self, n: int) -> list[Intervals]:
         b, split = self.params["branching"], self.params["split"]
         return interval_tree(n, b, split=split)
 

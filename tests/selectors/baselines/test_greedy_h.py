@@ -154,13 +154,13 @@ def test_identical_columns_are_collapsed_into_one_query(criterion):
     W = Dense(cols[:, [0, 0, 1, 2, 3, 3, 3, 3]])
     s = selectors.get("greedy_h", criterion=criterion).select(W, EPS)
     assert s.metadata["collapsed_leaves"] == 2
-    assert s.matrix.levels[-1][0].tolist() == [0, 2, 3, 4]
+    assert s.matrix.levels[-1][0].starts.tolist() == [0, 2, 3, 4]
     A = s.matrix.dense()
     Wd = W.dense()
     dense = np.trace(Wd.T @ Wd @ np.linalg.pinv(A.T @ A))
     assert evaluate.trace_term(W, s.matrix) == pytest.approx(dense, rel=1e-9)
     plain = selectors.get("greedy_h", criterion=criterion, collapse=False).select(W, EPS)
-    assert plain.matrix.levels[-1][0].tolist() == list(range(8))
+    assert plain.matrix.levels[-1][0].starts.tolist() == list(range(8))
 
 
 def test_bad_input():

@@ -9,7 +9,7 @@ import pytest
 import mmtoolkit.linalg.tree as tree_mod
 from mmtoolkit import evaluate, selectors, workloads
 from mmtoolkit.linalg import Dense, Kronecker, Tree, VStack
-from mmtoolkit.linalg.tree import interval_tree
+from mmtoolkit.linalg.tree import Intervals, interval_tree
 from mmtoolkit.privacy import ZCDP, PureDP
 from mmtoolkit.selectors.baselines.hierarchical import hb2d_branching, hb_branching
 
@@ -38,11 +38,11 @@ def _ratio(W, sel):
 
 # ------------------------------------------------------------------------ the Tree kind
 def test_interval_tree_rules_on_n10_b3():
-    near = [lv.tolist() for lv in interval_tree(10, 3)]
+    near = [lv.starts.tolist() for lv in interval_tree(10, 3)]
     assert near == [[0], [0, 4, 7], [0, 2, 3, 4, 5, 6, 7, 8, 9], list(range(10))]
-    small = [lv.tolist() for lv in interval_tree(7, 2, split="small_first")]
+    small = [lv.starts.tolist() for lv in interval_tree(7, 2, split="small_first")]
     assert small == [[0], [0, 3], [0, 1, 3, 5], list(range(7))]
-    pad = [lv.tolist() for lv in interval_tree(10, 3, split="pad")]
+    pad = [lv.starts.tolist() for lv in interval_tree(10, 3, split="pad")]
     assert pad == [[0], [0, 9], [0, 3, 6, 9], list(range(10))]
 
 
@@ -75,7 +75,7 @@ def test_interval_tree_matches_the_node_by_node_rule():
     for _ in range(200):
         n, b = int(rng.integers(1, 2000)), int(rng.integers(2, 20))
         split = ("near_equal", "small_first")[int(rng.integers(2))]
-        got = [lv.tolist() for lv in interval_tree(n, b, split)]
+        got = [lv.starts.tolist() for lv in interval_tree(n, b, split)]
         assert got == _interval_tree_by_nodes(n, b, split), (n, b, split)
 
 
@@ -194,6 +194,132 @@ def test_tree_float32_release_stays_within_a_tiny_fraction_of_the_noise():
     np.testing.assert_allclose(T.pinv_operator().apply_overwrite(y), T.pinv_operator() @ y)
 
 
+# ------------------------------------------------- regular (implicit) vs explicit levels
+def _explicit(level):
+    """The same partition with its starts written out (never turned regular)."""
+    return Intervals(level.n, starts=level.starts.copy())
+
+
+def _as_explicit(T):
+    """``T`` with every level explicit: the reference for the regular (implicit) levels."""
+    levels = [tuple(_explicit(p) for p in lv) for lv in T.levels]
+    return Tree(T.sizes, levels if len(T.sizes) > 1 else [lv[0] for lv in levels], T.weights)
+
+
+def test_intervals_regular_matches_explicit(monkeypatch):
+    """Sums, expansions, sub-ranges, blocks and nesting of a regular partition (equal-width
+    blocks, the last shorter; chunked sums) against the same partition written out."""
+    monkeypatch.setattr(tree_mod, "SUM_NODES", 3)
+    monkeypatch.setattr(tree_mod, "BLOCK_CELLS", 7)
+    rng = np.random.default_rng(5)
+    for n, w in [(23, 4), (24, 4), (23, 1), (5, 9), (17, 17)]:
+        R, E = Intervals.regular(n, w), Intervals(n, starts=np.arange(0, n, w))
+        assert R.width == min(w, n) and R.identity == (w == 1) and len(R) == len(E)
+        np.testing.assert_array_equal(R.counts, np.diff(np.append(E.starts, n)))
+        X = rng.normal(size=(3, n, 2))
+        Y = rng.normal(size=(3, len(E), 2))
+        for axis, Xa, Ya in [(1, X, Y), (0, X[0], Y[0])]:
+            assert np.array_equal(R.sum(Xa, axis), np.add.reduceat(Xa, E.starts, axis=axis))
+            assert np.array_equal(R.repeat(Ya, axis), np.repeat(Ya, E.counts, axis=axis))
+        assert list(R.blocks(2)) == list(E.blocks(2))
+        for n0, n1 in [(0, len(E)), (len(E) - 1, len(E)), (0, 1)]:
+            assert R.cells(n0, n1) == E.cells(n0, n1)
+            np.testing.assert_array_equal(R.part(n0, n1).starts, E.part(n0, n1).starts)
+        for fw in (1, 2, 3):
+            fine_r, fine_e = Intervals.regular(n, fw), Intervals(n, starts=np.arange(0, n, fw))
+            want = E.nest_in(fine_e)
+            for got in (R.nest_in(fine_r), R.nest_in(fine_e), E.nest_in(fine_r)):
+                assert (got is None) == (want is None), (n, w, fw)
+                if want is not None:
+                    np.testing.assert_array_equal(got.starts, want.starts)
+                    assert got.n == want.n
+    # arrays of one width become regular; others stay explicit (and are kept, not copied)
+    assert Intervals.of(10, np.arange(0, 10, 3)).width == 3
+    assert Intervals.of(10, np.arange(10)).identity
+    s = np.array([0, 2, 3])
+    assert Intervals.of(10, s).width is None and Intervals.of(10, s).starts is s
+
+
+def _regular_tree_cases(rng):
+    pad = interval_tree(23, 2, split="pad")  # every level regular, the last blocks shorter
+    yield Tree(23, pad)  # unit weights (the scalar path)
+    yield Tree(23, pad, [rng.uniform(0.5, 2.0, size=len(x)) for x in pad])  # node weights
+    yield Tree(23, [Intervals.regular(23, 8), Intervals.regular(23, 4)], [1.0, 0.5])  # reduced
+    yield Tree(
+        23,
+        [Intervals.regular(23, 8), Intervals.regular(23, 4)],
+        [1.0, rng.uniform(0.5, 2.0, size=6)],
+    )  # reduced, node weights on the finest level
+    yield Tree(7, [Intervals.regular(7, 1)], [2.0])  # one level
+    yield Tree(7, [Intervals.regular(7, 3)], [np.array([1.0, 2.0, 0.5])])  # one level, reduced
+    l1, l2 = interval_tree(5, 2, split="pad", height=3), interval_tree(6, 3, split="pad", height=3)
+    yield Tree((5, 6), list(zip(l1, l2)), [1.0, 2.0, 0.5, 3.0])  # 2-D
+    yield Tree(
+        (9, 4),
+        [
+            (Intervals.regular(9, 9), np.array([0])),
+            (Intervals.regular(9, 3), np.array([0, 2])),
+            (np.array([0, 1, 3, 6, 7]), Intervals.regular(4, 1)),
+        ],
+        [1.0, 0.7, rng.uniform(0.5, 2.0, size=(5, 4))],
+    )  # 2-D, mixed regular and explicit, reduced along the first attribute, node weights
+
+
+@pytest.mark.parametrize("block", [3, 1 << 17])
+def test_regular_levels_match_explicit_levels_and_dense(monkeypatch, block):
+    """A tree with regular (implicit) levels gives bit-identical products, adjoint,
+    pseudo-inverse, Gram inverse, norms and errors to the same tree with its levels written
+    out, and both agree with dense algebra (1-D, 2-D, reduced, weighted, one level)."""
+    monkeypatch.setattr(tree_mod, "BLOCK_CELLS", block)
+    monkeypatch.setattr(tree_mod, "SUM_NODES", 2 if block == 3 else 1 << 16)
+    rng = np.random.default_rng(11)
+    for T in _regular_tree_cases(rng):
+        assert any(p.width is not None for lv in T.levels for p in lv)
+        E = _as_explicit(T)
+        assert all(p.width is None for lv in E.levels for p in lv)
+        A = E.dense()
+        m, N = A.shape
+        X, Y = rng.normal(size=(N, 2)), rng.normal(size=(m, 3))
+        assert np.array_equal(T @ X, E @ X) and np.array_equal(T.T @ Y, E.T @ Y)
+        np.testing.assert_allclose(T @ X, A @ X, rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(T.T @ Y, A.T @ Y, rtol=1e-12, atol=1e-12)
+        assert np.array_equal(T.pinv() @ Y, E.pinv() @ Y)
+        np.testing.assert_allclose(T.pinv() @ Y, np.linalg.pinv(A) @ Y, rtol=1e-10, atol=1e-10)
+        assert np.array_equal(T.gram().pinv() @ X, E.gram().pinv() @ X)
+        np.testing.assert_allclose(
+            T.gram().pinv() @ X, np.linalg.pinv(A.T @ A) @ X, rtol=1e-10, atol=1e-10
+        )
+        assert T.sensitivity(1) == E.sensitivity(1) == pytest.approx(np.abs(A).sum(0).max())
+        np.testing.assert_array_equal(T.rownorm_p(2), E.rownorm_p(2))
+        y = rng.normal(size=m)
+        want = E.pinv_operator().apply_overwrite(y.copy())
+        assert np.array_equal(T.pinv_operator().apply_overwrite(y), want)
+        if len(T.sizes) == 1:
+            W = workloads.all_range(N)
+            if T.reduced:  # a workload constant on every finest node
+                C = Dense(T.levels[-1][0].repeat(rng.normal(size=(4, len(T.levels[-1][0]))), 1))
+                W = C
+            assert evaluate.trace_term(W, T) == evaluate.trace_term(W, E)
+            assert evaluate.trace_term(W, T) == pytest.approx(_dense_trace(W, E), rel=1e-10)
+
+
+def test_interval_tree_levels_are_regular_where_they_can_be():
+    """H_16 over 10^7 cells keeps its single cells and its equal-width level as integers;
+    a padded tree over 10^9 cells is built without any array of its cells' size."""
+    near = interval_tree(10**7, 16)
+    assert near[-1].identity and near[1].width == 625_000 and near[2].width is None
+    assert sum(len(lv) for lv in near if lv.width is None) < 10**7 / 8
+    import tracemalloc
+
+    tracemalloc.start()
+    T = Tree(10**9, interval_tree(10**9, 16, split="pad"))
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert peak < 1 << 20, peak
+    assert T.shape[1] == 10**9 and all(lv[0].width is not None for lv in T.levels)
+    assert all(p.width is not None for ns in T.nest for p in ns)
+
+
 def test_tree_rejects_bad_levels():
     with pytest.raises(ValueError, match="nested"):
         Tree(6, [np.array([0, 3]), np.array([0, 2, 4])])
@@ -203,6 +329,14 @@ def test_tree_rejects_bad_levels():
         Tree(6, [np.array([0, 3])], [np.ones(3)])
     with pytest.raises(ValueError, match="finite"):
         Tree(6, [np.array([0, 3])], [float("nan")])
+    with pytest.raises(ValueError, match="increase strictly"):
+        Tree(6, [Intervals(6, starts=np.array([0, 4, 2]))])  # explicit Intervals: validated
+    with pytest.raises(ValueError, match="cover 6 cells, the attribute has 7"):
+        Tree(7, [Intervals.regular(6, 2)])
+    with pytest.raises(ValueError, match="width"):
+        Intervals(6, width=0)
+    with pytest.raises(ValueError, match="nested"):
+        Tree(6, [Intervals.regular(6, 3), Intervals.regular(6, 2)])
 
 
 # ----------------------------------------------------------------------- the tree route
@@ -235,6 +369,30 @@ def test_tree_route_2d_matches_dense_including_variances():
     expected = 2 * T.sensitivity(1) ** 2 * np.diag(Wd @ np.linalg.pinv(Ad.T @ Ad) @ Wd.T)
     assert np.allclose(evaluate.per_query_variance(W2, T, EPS), expected)
     assert evaluate.max_variance(W2, T, EPS) == pytest.approx(expected.max())
+
+
+def test_tree_route_identity_workload_on_the_node_grids():
+    """The identity workload's trace term from the node grids (Σ 1/a_j − Σ_Q c_Q ‖v_Q‖²)
+    against dense algebra: 1-D and 2-D, unit and per-node weights, one level, and a union
+    of identity and prefix terms (the prefix term takes the general path)."""
+    from mmtoolkit.linalg import Identity
+
+    rng = np.random.default_rng(4)
+    lv = interval_tree(23, 3)
+    l1, l2 = interval_tree(5, 2, split="pad", height=3), interval_tree(6, 3, split="pad", height=3)
+    cases = [
+        (Tree(23, lv, [rng.uniform(0.5, 2.0, size=len(x)) for x in lv]), Identity(23)),
+        (Tree(23, interval_tree(23, 2, split="pad")), Identity(23)),
+        (Tree(7, [np.arange(7)], [np.arange(1.0, 8.0)]), Identity(7)),
+        (Tree((5, 6), list(zip(l1, l2)), [1.0, 2.0, 0.5, 3.0]), Identity(30)),
+        (
+            Tree((5, 6), list(zip(l1, l2)), [0.5, 1.0, 2.0, rng.uniform(0.5, 2, (5, 6))]),
+            workloads.kron([workloads.identity(5), workloads.identity(6)]),
+        ),
+        (Tree(23, lv), VStack([workloads.identity(23), 2.0 * workloads.prefix(23)])),
+    ]
+    for T, W in cases:
+        assert evaluate.trace_term(W, T) == pytest.approx(_dense_trace(W, T), rel=1e-10)
 
 
 def test_tree_route_structured_path_matches_dense_path(monkeypatch):
