@@ -31,20 +31,37 @@ Several releases (``releases=R``, as in memory an ``m x R`` array) carry a last 
 columns, whole in every block, through every step.
 
 Noise: the values :func:`mmtoolkit.mechanism.measure` draws in memory from the same generator
-state, so for one seed a Dask release equals the in-memory one (continuous noise to rounding,
-HDMM §7.2's products being computed in another order; integer noise exactly). Both paths draw
-one stream over the rows in order (``Privacy.noise_stream``; exact integer noise:
+state, so for one seed a Dask release equals the in-memory one: the noise values are the same
+whatever the chunking, the scheduler or the workers, and the products ``A x``, ``A⁺ y``,
+``W x̂`` (HDMM §7.2, computed in another order, and in another order again for another
+chunking) equal the in-memory ones to rounding — so continuous releases agree to rounding
+(about 1e-15 relative) and exact integer measurements bit for bit. Both paths draw one stream
+over the rows in order (``Privacy.noise_stream``; exact integer noise:
 :class:`mmtoolkit.discrete.DiscreteNoiseStream`, CKS 2020), in blocks at fixed offsets of the
 stream; here the blocks of ``A x`` (in row order) take their values one after the other, a
-chain of ``dask.delayed`` tasks each handing a copy of the stream to the next. The release
-therefore does not depend on the scheduler, the workers or the chunking, and computing a lazy
-result twice gives the same numbers. The noise is drawn by one task at a time (about the time
-of the in-memory draw); the products run in parallel. The graph draws from a copy of the
-caller's generator, which is then jumped ahead (``bit_generator.jumped()``), so its later
-draws never repeat the noise. Discrete noise reads the row scales factor-wise for a large
-Kronecker product (no array over all rows). Results are lazy dask arrays; the data's blocks
-are checked (finite, non-negative) as they are read, and computed in float64 (a float32
-array gives the in-memory float64 path's release).
+chain of ``dask.delayed`` tasks each handing a copy of the stream to the next, so computing
+a lazy result twice gives the same numbers. Discrete noise reads the row scales block by block
+from the strategy's ``row_scale_terms()`` (:class:`mmtoolkit.discrete.RowScales`: the bits of
+``row_scales()``, no array over all rows), so the noise parameters are the in-memory ones.
+The graph draws from a copy of the caller's generator; once the whole graph is built (every
+refusal made, the generator untouched by a refused call) the generator is jumped ahead
+(``bit_generator.jumped()``), so its later draws never repeat the noise. Results are lazy
+dask arrays; the data's blocks are checked (finite, non-negative) as they are read, and
+computed in float64: a float32 dask array gives the in-memory release of the same counts in
+float64, not the in-memory float32 path's (whose products round in float32).
+
+Memory of the noise chain (a limit): the noise is added by one task at a time (about the time
+of the in-memory draw) while the products run in parallel, so blocks of ``A x`` computed
+ahead of the chain wait in their workers' memory (or dask's spill) for their turn. The peak
+per worker grows up to its share of ``y`` (``8 m`` bytes over the workers), not with the
+block size: at 10^9 cells (``y`` of 8.8 GB, two 6 GB workers) 3.9 GB per worker, against
+1.1 GB with per-block seeds before. A bounded lookahead is not available with dask alone:
+through the all-to-all rechunk each row-order block of ``A x`` depends on every data block,
+so its product cannot be held back behind the chain; give the workers room for ``y``'s share
+(or spill space).
+
+A negative weight anywhere in the strategy (outside a factor, on a factor, on a stacked block)
+is carried term by term (``kron_signs()``), so the measurement is of ``A`` itself.
 
 Refused, with a message: kinds other than these two routes (e.g. trees, unions without a
 structured pseudo-inverse, which the in-memory path solves by least squares); kinds with a
@@ -60,8 +77,8 @@ from functools import partial
 
 import numpy as np
 
-from .discrete import DiscreteNoiseStream, discrete_params, integer_answers
-from .linalg import Marginals, Matrix, as_matrix, check_dense_size, peel
+from .discrete import DiscreteNoiseStream, RowScales, discrete_params, integer_answers
+from .linalg import Marginals, Matrix, as_matrix, peel
 from .linalg.kronecker import group
 from .linalg.marginals import expand_tables, key_attrs, marginal_key
 
@@ -73,6 +90,7 @@ __all__ = [
     "measure",
     "reconstruct",
     "release",
+    "discrete_noise_std",
 ]
 
 #: Cells of a block (2^23 float64 = 64 MB) when this module chooses a chunking, and the
@@ -102,12 +120,12 @@ def _route(M: Matrix, kron_only: bool = False):
     marginal over the same attributes and ``M`` has at most :data:`BLOCK_CELLS` rows (not with
     ``kron_only``: a product of identities and totals is also a Kronecker product);
     ``("kron", [(w_t, factors_t)])`` when every term is a product of at least two factors (or
-    one small one); else a ValueError. Term weights are the roots of ``kron_terms``' squared
-    weights with the sign of ``M``'s outer weight (a negative weight inside ``M``, which no
-    selector builds, flips the sign of its rows' measurements but not the release's
-    distribution: the noise is symmetric)."""
-    sign = math.copysign(1.0, peel(M)[0])
+    one small one); else a ValueError. Term ``t``'s weight is ``sign_t · √c_t``, the root of
+    ``kron_terms``' squared weight with the sign ``kron_signs`` gives (a negative weight
+    inside a Kronecker factor or a stacked block included), so the terms' rows are ``M``'s
+    rows."""
     terms = M.kron_terms()
+    signs = M.kron_signs()
     keys = [marginal_key(factors) for _, factors in terms]
     sizes = tuple(f.shape[1] for f in terms[0][1])
     if (
@@ -116,9 +134,10 @@ def _route(M: Matrix, kron_only: bool = False):
         and None not in keys
         and all(tuple(f.shape[1] for f in fs) == sizes for _, fs in terms)
     ):
-        return "marginals", sizes, [(sign * math.sqrt(c), k) for (c, _), k in zip(terms, keys)]
+        weights = [sg * math.sqrt(c) for (c, _), sg in zip(terms, signs, strict=True)]
+        return "marginals", sizes, list(zip(weights, keys, strict=True))
     if all(len(fs) >= 2 or math.prod(fs[0].shape) <= BLOCK_CELLS for _, fs in terms):
-        return "kron", [(sign * math.sqrt(c), fs) for c, fs in terms]
+        return "kron", [(sg * math.sqrt(c), fs) for (c, fs), sg in zip(terms, signs, strict=True)]
     raise ValueError(
         f"the Dask route needs a Kronecker product of small factors or marginals; "
         f"{type(peel(M)[1]).__name__} of shape {M.shape} is neither"
@@ -175,12 +194,19 @@ def _as_tensor(X, sizes, r: int | None = None):
     return X if tuple(X.shape) == shape else X.reshape(shape)
 
 
-def _columns(X, cells: int) -> int | None:
-    """The number of releases (columns) of ``X``: its last dimension when the others hold
-    ``cells`` entries (``N x R``, or a tensor with a last axis of ``R``), else None (one
-    release, or the wrong size: refused by :func:`_as_tensor`)."""
-    if X.size == cells or X.ndim < 2 or math.prod(X.shape[:-1]) != cells:
+def _columns(X, M: Matrix, rows: bool = False) -> int | None:
+    """The number of releases (columns) of ``X``, an array of ``M``'s columns (``rows``: of
+    its rows): its last dimension when the others hold the cells (``N x R`` — ``N x 1``
+    included, as in memory —, or a tensor of the first product's sizes with a last axis of
+    ``R``), else None (one release: a vector or a tensor of the cells, or the wrong size:
+    refused by :func:`_as_tensor`)."""
+    cells = M.shape[0 if rows else 1]
+    if X.ndim < 2 or math.prod(X.shape[:-1]) != cells:
         return None
+    if X.ndim > 2:
+        sizes = tuple(f.shape[0 if rows else 1] for f in M.kron_terms()[0][1])
+        if tuple(X.shape) == sizes:  # a tensor of the cells whose last axis is 1
+            return None
     return int(X.shape[-1])
 
 
@@ -347,9 +373,8 @@ def _flat(Y, r: int | None):
 
 
 def _own_generator(rng: np.random.Generator) -> np.random.Generator:
-    """A copy of ``rng`` for the lazy graph (its draws are the in-memory path's), and ``rng``
-    itself jumped far ahead (``bit_generator.jumped()``), so that later draws of the caller
-    never repeat the release's noise."""
+    """A copy of ``rng`` for the lazy graph (its draws are the in-memory path's); once the
+    whole graph is built (every refusal made), :func:`_jump` moves ``rng`` itself past it."""
     bg = rng.bit_generator
     if not hasattr(bg, "jumped"):
         raise ValueError(
@@ -357,9 +382,14 @@ def _own_generator(rng: np.random.Generator) -> np.random.Generator:
             "the generator past it, which needs a bit generator with jumped() (PCG64 as in "
             f"np.random.default_rng, PCG64DXSM, MT19937, Philox), not {type(bg).__name__}"
         )
-    own = copy.deepcopy(rng)
+    return copy.deepcopy(rng)
+
+
+def _jump(rng: np.random.Generator) -> None:
+    """``rng`` jumped far ahead (``bit_generator.jumped()``), so that later draws of the
+    caller never repeat the release's noise (its copy draws it)."""
+    bg = rng.bit_generator
     bg.state = bg.jumped().state
-    return own
 
 
 def _noisy_block(block, stream, offset: int, r: int | None):
@@ -404,62 +434,6 @@ def _chain(Ax, stream, step, r: int | None):
     return da.block(grid.tolist())
 
 
-class _KronScales:
-    """The row scales (``row_scales()``) of a union of weighted Kronecker products, for a
-    range of rows at a time, from the factors' own row scales: ``|w_t| · Π_i s_{t,i}[j_i]``,
-    multiplied in the order ``Kronecker.row_scales`` uses, so the values are the in-memory
-    ones without an array over all rows."""
-
-    def __init__(self, A: Matrix):
-        self.parts, off = [], 0
-        for c, factors in A.kron_terms():
-            vecs = [f.row_scales() for f in factors]
-            if any(v is None for v in vecs):
-                raise ValueError(
-                    "discrete noise needs a strategy whose rows are integer vectors up to a "
-                    f"positive scale (counting queries); {type(peel(A)[1]).__name__} is not "
-                    "(use noise='continuous')"
-                )
-            shape = tuple(f.shape[0] for f in factors)
-            self.parts.append((off, shape, vecs, math.sqrt(c)))
-            off += math.prod(shape)
-
-    def distinct(self) -> np.ndarray:
-        """The sorted distinct row scales (products of the factors' distinct scales)."""
-        out = []
-        for _, _, vecs, w in self.parts:
-            u = np.ones(1)
-            for v in vecs:
-                uv = np.unique(v)
-                check_dense_size(u.size, uv.size, "the distinct row scales of a product")
-                u = np.unique(np.multiply.outer(u, uv))
-            out.append(w * u if w != 1.0 else u)
-        return np.unique(np.concatenate(out))
-
-    def __call__(self, lo: int, hi: int) -> np.ndarray:
-        out = np.empty(hi - lo)
-        for off, shape, vecs, w in self.parts:
-            a, b = max(lo, off), min(hi, off + math.prod(shape))
-            if a >= b:
-                continue
-            idx = np.unravel_index(np.arange(a - off, b - off), shape)
-            s = np.ones(b - a)
-            for v, i in zip(vecs, idx):
-                s = s * v[i]
-            out[a - lo : b - lo] = w * s if w != 1.0 else s
-        return out
-
-
-class _Slice:
-    """Row scales held in an array (a strategy with few rows)."""
-
-    def __init__(self, scales):
-        self.scales = scales
-
-    def __call__(self, lo: int, hi: int) -> np.ndarray:
-        return self.scales[lo:hi]
-
-
 class _ParamAt:
     """The noise parameter of each row: its scale's index among the distinct scales."""
 
@@ -474,41 +448,48 @@ class _ParamAt:
         return k
 
 
-def _discrete_setup(A: Matrix, privacy, rng, r: int | None, cells: int):
-    """The discrete stream and its block step for ``A`` (see :mod:`mmtoolkit.discrete`): the
-    row scales read from ``A.row_scales()`` when ``A`` has at most ``cells`` rows, else
-    factor-wise (:class:`_KronScales`); the calibration of the distinct scales is the one
-    :func:`mmtoolkit.mechanism.discrete_calibration` computes."""
-    if A.shape[0] <= cells:
-        scales = A.row_scales()
-        if scales is None:
-            raise ValueError(
-                "discrete noise needs a strategy whose rows are integer vectors up to a "
-                f"positive scale (counting queries); {type(peel(A)[1]).__name__} is not "
-                "(use noise='continuous')"
-            )
-        scales_of, distinct = _Slice(scales), np.unique(scales)
-    else:
-        scales_of = _KronScales(A)
-        distinct = scales_of.distinct()
-    kind, params, _, _ = discrete_params(distinct, privacy, A.sensitivity(privacy.norm))
-    stream = DiscreteNoiseStream(
-        kind, params, rng, A.shape[0], r or 1, _ParamAt(scales_of, distinct)
-    )
-    return stream, partial(_discrete_block, r=r, scales_of=scales_of)
+def _discrete_parts(A: Matrix, privacy):
+    """The row scales of ``A`` block by block (:class:`mmtoolkit.discrete.RowScales`: the
+    bits of ``A.row_scales()``, factor-wise, no array over all rows), their sorted distinct
+    values and the calibration of these (:func:`mmtoolkit.discrete.discrete_params`, as
+    :func:`mmtoolkit.discrete.discrete_calibration` computes it in memory): ``(scales_of,
+    distinct, kind, params, variances)``. Raises before anything is drawn."""
+    scales_of = RowScales(A)
+    distinct = scales_of.distinct()
+    kind, params, var, _ = discrete_params(distinct, privacy, A.sensitivity(privacy.norm))
+    return scales_of, distinct, kind, params, var
+
+
+def _std_block(param_at, std, block_info=None):
+    lo, hi = block_info[None]["array-location"][0]
+    return std[param_at(lo, hi)]
+
+
+def discrete_noise_std(A, privacy, cells: int = BLOCK_CELLS):
+    """The standard deviation of each row's exact integer noise (continuous units of ``A``;
+    :class:`mmtoolkit.discrete.DiscreteCalibration`'s ``variances``), as a lazy 1-D dask
+    array in blocks of ``cells`` rows: no array over all rows on the client."""
+    _, da = _dask()
+    A = as_matrix(A)
+    scales_of, distinct, _, _, var = _discrete_parts(A, privacy)
+    chunks = da.core.normalize_chunks(cells, (A.shape[0],))
+    return da.map_blocks(
+        _std_block, _ParamAt(scales_of, distinct), np.sqrt(var), chunks=chunks, dtype=float,
+        meta=np.empty((0,)),
+    )  # fmt: skip
 
 
 # ============================================================================ public
 def apply(M, X, cells: int = BLOCK_CELLS, check: bool = False):
     """``M X`` lazily for a dask data array ``X`` (a vector or a tensor of ``M.shape[1]``
     cells, or ``R`` of them as the columns of an ``N x R`` array or a tensor with a last axis
-    of ``R``): a dask array in ``M``'s row order, 1-D or ``m x R`` — the linear part of
-    :func:`measure`, and :func:`release`'s answering step (``W x̂``). ``check``: refuse blocks
-    holding negative or non-finite counts as they are read."""
+    of ``R``; ``N x 1`` gives ``m x 1`` as in memory): a dask array in ``M``'s row order,
+    1-D or ``m x R`` — the linear part of :func:`measure`, and :func:`release`'s answering
+    step (``W x̂``). ``check``: refuse blocks holding negative or non-finite counts as they
+    are read."""
     M = as_matrix(M)
-    r = _columns(X, M.shape[1])
-    out = _apply(M, X, cells, check, r)
-    return out.reshape((-1,) if r is None else (-1, r))
+    r = _columns(X, M)
+    return _apply(M, X, cells, check, r).reshape((-1,) if r is None else (-1, r))
 
 
 def _apply(M: Matrix, X, cells: int, check: bool, r: int | None = None):
@@ -528,17 +509,20 @@ def _apply(M: Matrix, X, cells: int, check: bool, r: int | None = None):
 
 
 def _measure(A: Matrix, X, privacy, rng, noise: str, r: int | None, cells: int):
-    """``A x + z`` as a tensor (a single Kronecker product) or 1-D, blocks in row order."""
+    """``A x + z`` as a tensor (a single Kronecker product) or 1-D, blocks in row order,
+    drawn from a copy of ``rng`` (the caller jumps ``rng`` once the graph is built)."""
+    if noise not in ("continuous", "discrete"):
+        raise ValueError(f"noise must be 'continuous' or 'discrete', got {noise!r}")
     Ax = _in_row_order(_apply(A, X, cells, check=True), cells)
-    gen = _own_generator(rng)
     if noise == "continuous":
         rows = A.shape[0] * (r or 1)
-        stream = privacy.noise_stream(gen, rows, A.sensitivity(privacy.norm))
+        stream = privacy.noise_stream(_own_generator(rng), rows, A.sensitivity(privacy.norm))
         return _chain(Ax, stream, partial(_noisy_block, r=r), r)
-    if noise != "discrete":
-        raise ValueError(f"noise must be 'continuous' or 'discrete', got {noise!r}")
-    stream, step = _discrete_setup(A, privacy, gen, r, cells)
-    return _chain(Ax, stream, step, r)
+    scales_of, distinct, kind, params, _ = _discrete_parts(A, privacy)
+    stream = DiscreteNoiseStream(
+        kind, params, _own_generator(rng), A.shape[0], r or 1, _ParamAt(scales_of, distinct)
+    )
+    return _chain(Ax, stream, partial(_discrete_block, r=r, scales_of=scales_of), r)
 
 
 def measure(A, X, privacy, rng: np.random.Generator, noise: str = "continuous",
@@ -550,7 +534,9 @@ def measure(A, X, privacy, rng: np.random.Generator, noise: str = "continuous",
     block in row order (module docstring). :mod:`mmtoolkit.mechanism` checks the
     arguments."""
     A = as_matrix(A)
-    return _flat(_measure(A, X, privacy, rng, noise, releases, cells), releases)
+    y = _flat(_measure(A, X, privacy, rng, noise, releases, cells), releases)
+    _jump(rng)
+    return y
 
 
 def _no_pinv(A: Matrix) -> ValueError:
@@ -568,14 +554,20 @@ def reconstruct(A, y, chunks=None, cells: int = BLOCK_CELLS):
     (``y`` numpy or dask; ``chunks``: the chunking of ``x̂``'s cells, default along the first
     axes in blocks of about ``cells`` cells). ``y`` may hold ``R`` releases (``m x R``, or a
     tensor with a last axis of ``R``). Returns ``x̂`` as a dask tensor (with a last axis of
-    ``R`` releases; ``.reshape(-1)`` or ``.reshape(-1, R)`` gives the C-order vectors)."""
+    ``R`` releases; ``.reshape(-1)`` or ``.reshape(-1, R)`` gives the C-order vectors; an
+    ``m x 1`` ``y`` gives ``x̂`` with a last axis of 1, as in memory)."""
     A = as_matrix(A)
+    return _reconstruct(A, y, chunks, cells, _columns(y, A, rows=True))
+
+
+def _reconstruct(A: Matrix, y, chunks, cells: int, r: int | None):
+    """:func:`reconstruct` for ``y`` with ``r`` releases (None: one, ``y`` 1-D or the tensor
+    :func:`_measure` keeps)."""
     P = A.pinv_operator()
     if P is None:
         raise _no_pinv(A)
     route = _route(A)
     scale, base = peel(P)
-    r = _columns(y, A.shape[0])
     if route[0] == "marginals" and not hasattr(base, "tables"):
         route = _route(A, kron_only=True)  # e.g. identities ⊗ totals: a product's pinv
     if route[0] == "kron":
@@ -631,6 +623,7 @@ def release(W, A, X, privacy, rng: np.random.Generator, noise: str = "continuous
     direct = direct and A.workload_answers(W, np.zeros(A.shape[0])) is not None
     if not direct and A.pinv_operator() is None:
         raise _no_pinv(A)  # before any noise is drawn
+    # the whole graph is built before rng moves, so every refusal leaves it untouched
     y = _measure(A, X, privacy, rng, noise, None, cells)
     if direct:
         out = dask.delayed(A.workload_answers)(W, _flat(y, None))
@@ -638,6 +631,7 @@ def release(W, A, X, privacy, rng: np.random.Generator, noise: str = "continuous
     else:
         route = _route(A)
         same = route[0] == "marginals" and tuple(X.shape) == route[1]
-        xhat = reconstruct(A, y, chunks=X.chunks if same else None, cells=cells)  # x̂ like X
-        out = apply(W, xhat, cells)
+        xhat = _reconstruct(A, y, X.chunks if same else None, cells, None)  # x̂ like X
+        out = _apply(W, xhat, cells, False).reshape(-1)
+    _jump(rng)
     return (out, _flat(y, None)) if measurements else out

@@ -17,9 +17,9 @@ from fractions import Fraction
 
 import numpy as np
 
-from .linalg import as_matrix
+from .linalg import as_matrix, check_dense_size
 from .noise import discrete_gaussian, discrete_laplace
-from .privacy import NOISE_BLOCK, ZCDP, Privacy, PureDP, check_privacy
+from .privacy import ZCDP, Privacy, PureDP, check_privacy
 from .strategy import Strategy
 
 __all__ = [
@@ -28,12 +28,20 @@ __all__ = [
     "discrete_calibration",
     "discrete_params",
     "integer_answers",
+    "RowScales",
+    "DISCRETE_BLOCK",
     "DiscreteNoiseStream",
 ]
 
 #: Denominator precision of the rational noise parameters of the discrete samplers: each is
 #: rounded (towards more noise) to a relative precision of about 1/PRECISION.
 PRECISION = 10**6
+
+#: Values of the discrete noise stream drawn at once (at fixed offsets of the stream): each
+#: block takes one call of the exact sampler per noise parameter present in it, so a block
+#: much larger than the continuous stream's keeps strategies with many distinct row scales
+#: fast (2^20 int64 = 8 MB).
+DISCRETE_BLOCK = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -123,10 +131,7 @@ def discrete_calibration(strategy, privacy: Privacy) -> DiscreteCalibration:
     A = strategy.matrix if isinstance(strategy, Strategy) else as_matrix(strategy)
     scales = A.row_scales()
     if scales is None:
-        raise ValueError(
-            f"discrete noise needs a strategy whose rows are integer vectors up to a positive "
-            f"scale (counting queries); {type(A).__name__} is not (use noise='continuous')"
-        )
+        raise _no_scales(A)
     uniq, inverse = np.unique(scales, return_inverse=True)
     kind, params, var, spent = discrete_params(uniq, privacy, A.sensitivity(privacy.norm))
     return DiscreteCalibration(
@@ -138,6 +143,64 @@ def discrete_calibration(strategy, privacy: Privacy) -> DiscreteCalibration:
         budget=float(privacy.epsilon if isinstance(privacy, PureDP) else privacy.rho),
         spent=spent,
     )
+
+
+def _no_scales(A) -> ValueError:
+    return ValueError(
+        f"discrete noise needs a strategy whose rows are integer vectors up to a positive "
+        f"scale (counting queries); {type(A).__name__} is not (use noise='continuous')"
+    )
+
+
+class RowScales:
+    """A strategy's ``row_scales()`` for a range of rows at a time, from its
+    ``row_scale_terms()`` (e.g. a Kronecker product's factors' scales): the same
+    floating-point operations, so the same bits, without an array over all rows — what the
+    Dask route's discrete noise reads block by block. Raises (before anything is drawn) for a
+    strategy without row scales."""
+
+    def __init__(self, A):
+        A = as_matrix(A)
+        terms = A.row_scale_terms()
+        if terms is None:
+            raise _no_scales(A)
+        self.parts, off = [], 0
+        for weights, vecs in terms:
+            shape = tuple(v.size for v in vecs)
+            self.parts.append((off, shape, weights, vecs))
+            off += math.prod(shape)
+        if off != A.shape[0]:  # pragma: no cover - a kind's row_scale_terms is wrong
+            raise RuntimeError(f"row_scale_terms of {type(A).__name__} cover {off} rows")
+
+    def distinct(self) -> np.ndarray:
+        """The sorted distinct row scales (products of the vectors' distinct values)."""
+        out = []
+        for _, _, weights, vecs in self.parts:
+            u = np.unique(vecs[0])
+            for v in vecs[1:]:
+                uv = np.unique(v)
+                check_dense_size(u.size, uv.size, "the distinct row scales of a product")
+                u = np.unique(np.multiply.outer(u, uv))
+            for w in weights:
+                u = np.unique(w * u)
+            out.append(u)
+        return np.unique(np.concatenate(out))
+
+    def __call__(self, lo: int, hi: int) -> np.ndarray:
+        """The row scales of rows ``lo .. hi - 1``."""
+        out = np.empty(hi - lo)
+        for off, shape, weights, vecs in self.parts:
+            a, b = max(lo, off), min(hi, off + math.prod(shape))
+            if a >= b:
+                continue
+            idx = np.unravel_index(np.arange(a - off, b - off), shape)
+            s = vecs[0][idx[0]]
+            for v, i in zip(vecs[1:], idx[1:]):
+                s = s * v[i]
+            for w in weights:
+                s = w * s
+            out[a - lo : b - lo] = s
+        return out
 
 
 def integer_answers(Ax: np.ndarray, scales: np.ndarray) -> np.ndarray:
@@ -156,9 +219,9 @@ class DiscreteNoiseStream:
     """The integer noise of ``rows x releases`` answers (C order: a row's ``releases`` values
     together), added in order to consecutive pieces (:meth:`add`), exact samplers only.
 
-    The values are drawn :data:`~mmtoolkit.privacy.NOISE_BLOCK` at a time at fixed offsets
-    of the stream; within a block, the positions of each noise parameter (in the order of
-    ``params``) take one vectorised draw of the exact sampler, in order. So the values do not
+    The values are drawn :data:`DISCRETE_BLOCK` at a time at fixed offsets of the stream;
+    within a block, the positions of each noise parameter (in the order of ``params``) take
+    one vectorised draw of the exact sampler, in order. So the values do not
     depend on how the answers are cut into pieces — the Dask route adds them block by block
     and gets the in-memory values — and nothing larger than a block is drawn at once.
     ``param_at(lo, hi)``: the parameter index (into ``params``) of rows ``lo..hi-1``, so the
@@ -196,17 +259,23 @@ class DiscreteNoiseStream:
 
     def _draw(self) -> None:
         a = self.start + self.buf.size
-        b = min(a + NOISE_BLOCK, self.size)
-        lo, hi = a // self.r, (b - 1) // self.r + 1
-        p = np.asarray(self.param_at(lo, hi))
-        if self.r > 1:
-            p = p[np.arange(a, b) // self.r - lo]
+        b = min(a + DISCRETE_BLOCK, self.size)
         z = np.empty(b - a, dtype=np.int64)
-        for k in range(len(self.params)):
-            idx = slice(None) if len(self.params) == 1 else np.flatnonzero(p == k)
-            n = b - a if len(self.params) == 1 else idx.size
-            if n:
-                z[idx] = self._sample(self.params[k], n)
+        if len(self.params) == 1:
+            z[:] = self._sample(self.params[0], b - a)
+        else:
+            lo, hi = a // self.r, (b - 1) // self.r + 1
+            p = np.asarray(self.param_at(lo, hi))
+            if self.r > 1:
+                p = p[np.arange(a, b) // self.r - lo]
+            # the positions of each parameter in increasing order, parameters in order
+            order = np.argsort(p, kind="stable")
+            ends = np.cumsum(np.bincount(p, minlength=len(self.params)))
+            start = 0
+            for k, end in enumerate(ends):
+                if end > start:
+                    z[order[start:end]] = self._sample(self.params[k], int(end - start))
+                start = end
         self.start, self.buf, self.pos = a, z, 0
 
     def _sample(self, p, n: int) -> np.ndarray:

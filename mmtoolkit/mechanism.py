@@ -328,8 +328,8 @@ class Measured:
     itself for ``inference="none"``); ``y``: the noisy ``A x + z`` (None when the strategy
     kind runs a mechanism of its own, e.g. ResidualPlanner, whose noisy measurements are not
     rows of ``A``); ``noise_std``: the standard deviation of each entry of ``z`` (None with
-    ``y``); ``distribution``: ``"laplace"``, ``"gaussian"``, ``"discrete laplace"`` or
-    ``"discrete gaussian"``.
+    ``y``; a lazy dask array for discrete noise on the Dask route); ``distribution``:
+    ``"laplace"``, ``"gaussian"``, ``"discrete laplace"`` or ``"discrete gaussian"``.
     """
 
     answers: np.ndarray
@@ -344,7 +344,11 @@ def _distribution(privacy: Privacy, noise: str) -> str:
     return ("discrete " if noise == "discrete" else "") + kind
 
 
-def _noise_std(A: Matrix, privacy: Privacy, noise: str) -> tuple[np.ndarray, str]:
+def _noise_std(A: Matrix, privacy: Privacy, noise: str, lazy: bool = False):
+    """Each row's noise standard deviation and the distribution's name (a lazy dask array for
+    discrete noise on the Dask route: no array over all rows on the client)."""
+    if noise == "discrete" and lazy:
+        return dask_release.discrete_noise_std(A, privacy), _distribution(privacy, noise)
     if noise == "discrete":
         cal = discrete_calibration(A, privacy)
         return np.sqrt(cal.variances), _distribution(privacy, noise)
@@ -390,18 +394,20 @@ def _release(W, strategy, data, privacy, rng, noise, keep_y: bool) -> Measured:
     if not (lazy or isinstance(data, Records)):
         data = data_vector(data, W.shape[1])
     if none:
+        std = _noise_std(W, privacy, noise, lazy)  # refusals before any noise is drawn
         y = measure(W, data, privacy, rng, noise)
-        return Measured(y, W, y, *_noise_std(W, privacy, noise))
+        return Measured(y, W, y, *std)
     A = _matrix(strategy)
     if A.shape[1] != W.shape[1]:
         raise ValueError(
             f"the workload is defined on {W.shape[1]} cells, the strategy on {A.shape[1]}"
         )
     if lazy:
+        std = _noise_std(A, privacy, noise, lazy) if keep_y else None  # before any noise
         out, y = dask_release.release(W, A, data, privacy, rng, noise, measurements=True)
         if not keep_y:
             return Measured(out, A, None, None, _distribution(privacy, noise))
-        return Measured(out, A, y, *_noise_std(A, privacy, noise))
+        return Measured(out, A, y, *std)
     own = peel(A)[1].release_answers(W, data, privacy, rng, noise)
     if own is not None:
         return Measured(own, A, None, None, _distribution(privacy, noise))

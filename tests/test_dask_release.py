@@ -254,8 +254,9 @@ def test_marginals_release_equals_in_memory_for_the_same_seed(client, marg_case)
 
 @pytest.mark.parametrize("kind", ["kron", "marg"])
 def test_release_error_matches_the_evaluator(client, kron_case, marg_case, kind):
-    """Monte Carlo over 30 releases (the Kronecker route's noise from many blocks, each with
-    its own seed): the mean squared error of the answers matches the shared evaluator."""
+    """Monte Carlo over 30 releases, each with its own seed (the Kronecker route's noise one
+    stream across many blocks): the mean squared error of the answers matches the shared
+    evaluator."""
     from mmtoolkit import evaluate
 
     if kind == "kron":
@@ -337,3 +338,115 @@ def test_clear_errors(kron_case, monkeypatch):
     monkeypatch.setitem(sys.modules, "dask", None)
     with pytest.raises(ImportError, match=r"pip install 'mmtoolkit\[dask\]'"):
         dask_release.apply(A, X)
+
+
+# ============================================================================ review fixes
+def _collision_case():
+    """Weighted factors whose in-memory row scales (Π |w_i| s_i) collide differently from
+    √(Π w_i²) · Π s_i: a different number of distinct scales would change every draw."""
+    from mmtoolkit.linalg import Dense
+
+    w0, w1 = 1.2526079739576417, 1.486043465869597  # (w0·1)(w1·3) != (w0·3)(w1·1)
+    A = Kronecker([Weighted(w0, Dense([[1.0, 0], [0, 3.0]])),
+                   Weighted(w1, Dense([[3.0, 0], [0, 1.0]])), Identity(50)])  # fmt: skip
+    x = np.random.default_rng(1).integers(0, 5, A.shape[1]).astype(float)
+    return A, x
+
+
+@pytest.mark.parametrize("privacy", [PureDP(1.0), ZCDP(0.5)])
+def test_discrete_weighted_factors_factor_wise_equal_in_memory(client, privacy):
+    A, x = _collision_case()
+    X = da.from_array(x.reshape(2, 2, 50), chunks=(1, 2, 50))
+    for B in (A, Kronecker([Weighted(0.37, Prefix(12)), Weighted(0.3, AllRange(10)),
+                            Weighted(1.7, Identity(8))])):  # fmt: skip
+        if B is not A:
+            x = np.random.default_rng(0).integers(0, 5, 960).astype(float)
+            X = da.from_array(x.reshape(SIZES), chunks=(5, 7, 3))
+        ym = mechanism.measure(B, x, privacy, np.random.default_rng(3), noise="discrete")
+        y = dask_release.measure(B, X, privacy, np.random.default_rng(3), "discrete", cells=20)
+        np.testing.assert_array_equal(y.compute(), ym)  # factor-wise scales (cells < rows)
+
+
+def test_negative_weights_inside_factors_equal_in_memory(client):
+    """A negative weight inside a Kronecker factor or a stacked block: the Dask route
+    measures the strategy's own rows (kron_signs), so y and the release are the in-memory
+    ones, and release_measured's y comes from A."""
+    x = np.random.default_rng(0).integers(0, 5, 960).astype(float)
+    X = da.from_array(x.reshape(SIZES), chunks=(5, 7, 3))
+    W = workloads.kron([Prefix(12), Total(10), Identity(8)])
+    inner = Kronecker([Weighted(-0.5, Prefix(12)), Identity(10), Weighted(-2.0, Identity(8))])
+    odd = Kronecker([Weighted(-0.5, Prefix(12)), Identity(10), Identity(8)])
+    for A in (odd, inner, Weighted(-1.0, odd)):
+        close(dask_release.apply(A, X).compute(), A @ x)
+        for noise in ("continuous", "discrete"):
+            y = mechanism.measure(A, X, PureDP(1), np.random.default_rng(1), noise).compute()
+            close(y, mechanism.measure(A, x, PureDP(1), np.random.default_rng(1), noise))
+            got = mechanism.release(W, A, X, PureDP(1), np.random.default_rng(1), noise)
+            close(got.compute(), mechanism.release(W, A, x, PureDP(1), np.random.default_rng(1),
+                                                   noise))  # fmt: skip
+    from mmtoolkit.linalg import VStack
+
+    union = VStack([Weighted(-0.6, Kronecker([Identity(12), Total(10), Total(8)])),
+                    Kronecker([Total(12), Identity(10), Identity(8)])])  # fmt: skip
+    close(dask_release.apply(union, X).compute(), union @ x)
+
+
+def test_one_release_keeps_its_column_axis(client, kron_case, marg_case):
+    """releases=1 gives m x 1, x̂ N x 1 and answers q x 1, as in memory, on both routes."""
+    for (A, x), sizes, chunks in [(kron_case, SIZES, (5, 7, 3)), (marg_case, MSIZES, (2, 3, 5, 2))]:
+        X = da.from_array(x.reshape(sizes), chunks=chunks)
+        y = mechanism.measure(A, X, PureDP(1), np.random.default_rng(1), releases=1)
+        ym = mechanism.measure(A, x, PureDP(1), np.random.default_rng(1), releases=1)
+        assert y.shape == ym.shape == (A.shape[0], 1)
+        close(y.compute(), ym)
+        xhat, xm = mechanism.reconstruct(A, y), mechanism.reconstruct(A, ym)
+        assert xhat.shape == sizes + (1,) and xm.shape == (x.size, 1)
+        close(xhat.compute().reshape(-1, 1), xm)
+        W = workloads.kron([Prefix(sizes[0])] + [Total(n) for n in sizes[1:]])
+        a = mechanism.answer(W, xhat)
+        assert a.shape == (W.shape[0], 1)
+        close(a.compute(), mechanism.answer(W, xm))
+        close(mechanism.answer(W, xhat.reshape(-1, 1)).compute(), W @ xm)  # N x 1
+
+
+def test_refusals_leave_the_generator_untouched(kron_case):
+    A, x = kron_case
+    X = da.from_array(x.reshape(SIZES), chunks=(3, 10, 8))
+    W = workloads.kron([Prefix(12), Total(10), Identity(8)])
+    cases = [
+        lambda rng: mechanism.measure(COUNTING, X, ApproxDP(1.0, 1e-6), rng, noise="discrete"),
+        lambda rng: mechanism.release(W, A, X, PureDP(1.0), rng, noise="discrete"),
+        lambda rng: mechanism.release_measured(W, A, X, PureDP(1.0), rng, noise="discrete"),
+        lambda rng: mechanism.release(AllRange(960), COUNTING, X.reshape(-1), PureDP(1.0), rng),
+    ]
+    for case in cases:
+        rng = np.random.default_rng(0)
+        before = rng.bit_generator.state
+        with pytest.raises(ValueError):
+            case(rng)
+        assert rng.bit_generator.state == before
+
+
+def test_release_measured_discrete_on_a_large_strategy_stays_lazy():
+    """6.4e7 rows (beyond the m-sized row-scales array's guard): release_measured builds its
+    graph and a lazy noise_std without an array over all rows; a slice of it is the
+    calibration's standard deviation."""
+    A = Kronecker([Identity(400), Prefix(400), Identity(400)])
+    X = da.zeros((400, 400, 400), chunks=(20, 400, 400))  # lazy: never computed whole
+    W = Kronecker([Total(400), Identity(400), Identity(400)])
+    m = mechanism.release_measured(W, A, X, PureDP(1.0), np.random.default_rng(0), "discrete")
+    assert m.y.shape == (A.shape[0],) and m.noise_std.shape == (A.shape[0],)
+    small = Kronecker([Identity(2), Prefix(400), Identity(3)])
+    want = np.sqrt(mechanism.discrete_calibration(small, PureDP(1.0)).variances)
+    assert np.all(np.asarray(m.noise_std[:5]) == want[0])  # unweighted: one scale
+
+
+def test_release_measured_discrete_noise_std_equals_in_memory(client):
+    A, x = _collision_case()
+    X = da.from_array(x.reshape(2, 2, 50), chunks=(1, 2, 50))
+    W = workloads.kron([Total(2), Identity(2), Prefix(50)])
+    lazy = mechanism.release_measured(W, A, X, ZCDP(0.5), np.random.default_rng(2), "discrete")
+    mem = mechanism.release_measured(W, A, x, ZCDP(0.5), np.random.default_rng(2), "discrete")
+    np.testing.assert_array_equal(lazy.noise_std.compute(), mem.noise_std)
+    np.testing.assert_array_equal(lazy.y.compute(), mem.y)
+    close(lazy.answers.compute(), mem.answers)

@@ -236,3 +236,91 @@ def test_bad_data_vectors_and_workloads_are_refused_before_noise():
     with pytest.raises(ValueError):
         mechanism.release(Dense(bad), Identity(6), np.ones(6), PureDP(1.0), rng)
     assert rng.bit_generator.state == state  # no noise was drawn
+
+
+# ============================================================================ discrete stream
+ROW_SCALE_CASES = [
+    Kronecker([Weighted(0.37, Prefix(5)), Weighted(0.3, Identity(4)), Weighted(1.7, Prefix(3))]),
+    Weighted(0.37, Kronecker([Prefix(5), Weighted(-0.3, Identity(4))])),
+    VStack([Weighted(0.4, Kronecker([Prefix(6), Weighted(1.3, Identity(4))])), MARG]),
+]
+
+
+@pytest.mark.parametrize("A", ROW_SCALE_CASES)
+def test_row_scales_read_by_range_are_the_same_bits(A):
+    """discrete.RowScales (the Dask route's factor-wise scales) against row_scales(): equal
+    bits for every range, and the distinct values are exactly those of row_scales()."""
+    from mmtoolkit.discrete import RowScales
+
+    full = A.row_scales()
+    rs = RowScales(A)
+    np.testing.assert_array_equal(rs.distinct(), np.unique(full))
+    for lo, hi in [(0, A.shape[0]), (3, 17), (A.shape[0] - 5, A.shape[0])]:
+        np.testing.assert_array_equal(rs(lo, hi), full[lo:hi])
+
+
+def test_row_scales_collide_like_in_memory():
+    """Weighted factors whose products round differently from √(Π w²)·Π s: the distinct
+    scales (hence the noise parameters) are the in-memory ones."""
+    from mmtoolkit.discrete import RowScales
+    from mmtoolkit.linalg import Dense
+
+    w0, w1 = 1.2526079739576417, 1.486043465869597  # (w0·1)(w1·3) != (w0·3)(w1·1)
+    assert (w0 * 1) * (w1 * 3) != (w0 * 3) * (w1 * 1)
+    A = Kronecker([Weighted(w0, Dense([[1.0, 0], [0, 3.0]])),
+                   Weighted(w1, Dense([[3.0, 0], [0, 1.0]])), Identity(5)])  # fmt: skip
+    np.testing.assert_array_equal(RowScales(A).distinct(), np.unique(A.row_scales()))
+    assert np.unique(A.row_scales()).size == 4
+
+
+def _reference_stream(kind, params, rng, row_param, block):
+    """The stream's definition: blocks of ``block`` values at fixed offsets; in each, the
+    positions of each parameter (in order) take one vectorised draw, in order."""
+    from mmtoolkit.noise import discrete_gaussian, discrete_laplace
+
+    z = np.empty(row_param.size, dtype=np.int64)
+    for a in range(0, row_param.size, block):
+        p = row_param[a : a + block]
+        for k, par in enumerate(params):
+            idx = a + np.flatnonzero(p == k)
+            if idx.size and kind == "laplace":
+                z[idx] = discrete_laplace(par[1], par[2], rng, size=idx.size)
+            elif idx.size:
+                z[idx] = discrete_gaussian(par[1], idx.size, rng)
+    return z
+
+
+@pytest.mark.parametrize("privacy", [PureDP(0.9), ZCDP(0.4)])
+def test_discrete_stream_draws_one_call_per_parameter_per_block(privacy, monkeypatch):
+    """Many distinct row scales: the stream's values are its definition's (reference draw),
+    whatever the pieces, and a block takes one sampler call per parameter (60 scales,
+    1.2e5 rows: one block, 60 calls — was 60 per 65,536 values)."""
+    from mmtoolkit import discrete
+
+    A = Kronecker([Identity(2000), Weighted(0.5, _diag_counting(60))])
+    cal = mechanism.discrete_calibration(A, privacy)
+    assert len(cal.params) == 60
+    ref = _reference_stream(cal.kind, cal.params, np.random.default_rng(4), cal.row_param,
+                            discrete.DISCRETE_BLOCK)  # fmt: skip
+    calls = []
+    sample = discrete.DiscreteNoiseStream._sample
+    monkeypatch.setattr(discrete.DiscreteNoiseStream, "_sample",
+                        lambda self, p, n: calls.append(n) or sample(self, p, n))  # fmt: skip
+    row_param = cal.row_param
+    stream = discrete.DiscreteNoiseStream(
+        cal.kind, cal.params, np.random.default_rng(4), A.shape[0], 1,
+        lambda lo, hi: row_param[lo:hi],
+    )  # fmt: skip
+    got = np.zeros(A.shape[0], dtype=np.int64)
+    for lo, hi in [(0, 7), (7, 70_001), (70_001, A.shape[0])]:
+        piece = np.zeros(hi - lo, dtype=np.int64)
+        stream.add(piece)
+        got[lo:hi] = piece
+    np.testing.assert_array_equal(got, ref)
+    assert len(calls) == 60 * -(-A.shape[0] // discrete.DISCRETE_BLOCK) == 60
+
+
+def _diag_counting(n):
+    from mmtoolkit.linalg import Dense
+
+    return Dense(np.diag(np.arange(1.0, n + 1)))

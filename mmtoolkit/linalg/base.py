@@ -311,6 +311,13 @@ class Matrix(ABC):
         default is one one-factor term."""
         return [(1.0, [self])]
 
+    def kron_signs(self) -> list[float]:
+        """The sign (±1.0) of each :meth:`kron_terms` term's weight, which ``c_t`` (squared)
+        drops: term ``t`` is ``sign_t · √c_t · ⊗ factors_t``. What a product computed term by
+        term (the Dask route) needs to give this matrix's rows; a negative weight inside a
+        Kronecker factor or a stacked block lands here. Default: one positive term."""
+        return [1.0] * len(self.kron_terms())
+
     def frobenius_sq(self) -> float:
         """``||A||_F² = tr(AᵀA)``: the Identity strategy's trace term for this workload."""
         return float(self.gram().trace())
@@ -367,6 +374,17 @@ class Matrix(ABC):
         if not np.allclose(B, np.round(B), rtol=0, atol=1e-9 * max(1.0, float(np.abs(B).max()))):
             return None
         return d
+
+    def row_scale_terms(self) -> list[tuple[tuple[float, ...], list[np.ndarray]]] | None:
+        """:meth:`row_scales` as a union of Kronecker products of small vectors,
+        ``[(weights_t, vectors_t)]``: the scales of term ``t``'s rows are
+        ``w_k · (… (w_1 · (v_1 ⊗ v_2 ⊗ …)))`` — the Kronecker product folded left to right,
+        then the weights in order —, the terms concatenated in row order, computed by the
+        same floating-point operations as ``row_scales()`` so a range of rows gets the same
+        bits without an array over all rows (discrete noise on the Dask route). None when
+        ``row_scales()`` is None. Default: one term, ``row_scales()`` itself."""
+        s = self.row_scales()
+        return None if s is None else [((), [s])]
 
     def answer_records(self, records) -> np.ndarray:
         """Measurement: the true strategy answers ``A x`` from a
@@ -600,6 +618,15 @@ class Weighted(Matrix):
         inner = self.base.row_scales()
         return None if inner is None or self.weight == 0 else abs(self.weight) * inner
 
+    def kron_signs(self):
+        return [math.copysign(1.0, self.weight) * s for s in self.base.kron_signs()]
+
+    def row_scale_terms(self):
+        inner = self.base.row_scale_terms()
+        if inner is None or self.weight == 0:
+            return None
+        return [(ws + (abs(self.weight),), vecs) for ws, vecs in inner]
+
     def answer_records(self, records):
         return self.weight * self.base.answer_records(records)
 
@@ -790,6 +817,13 @@ class VStack(Matrix):
     def row_scales(self):
         parts = [b.row_scales() for b in self.blocks]
         return None if any(p is None for p in parts) else np.concatenate(parts)
+
+    def kron_signs(self):
+        return [s for b in self.blocks for s in b.kron_signs()]
+
+    def row_scale_terms(self):
+        parts = [b.row_scale_terms() for b in self.blocks]
+        return None if any(p is None for p in parts) else [t for p in parts for t in p]
 
 
 #: Entries of the working arrays of :func:`max_kron_column_sum` (its blocks).

@@ -389,6 +389,9 @@ class Marginals(Matrix):
     def kron_terms(self):
         return [(theta**2, list(block.factors)) for theta, block in self.blocks()]
 
+    def kron_signs(self):
+        return [math.copysign(1.0, theta) for theta, _ in self.blocks()]
+
     def frobenius_sq(self):  # each marginal has exactly one 1 per column
         return float(sum(t * t for t in self.weights.values())) * float(self.shape[1])
 
