@@ -56,9 +56,9 @@ ahead of the chain wait in their workers' memory (or dask's spill) for their tur
 per worker grows up to its share of ``y`` (``8 m`` bytes over the workers), not with the
 block size: at 10^9 cells (``y`` of 8.8 GB, two 6 GB workers) 3.9 GB per worker, against
 1.1 GB with per-block seeds before. A bounded lookahead is not available with dask alone:
-through the all-to-all rechunk each row-order block of ``A x`` depends on every data block,
-so its product cannot be held back behind the chain; give the workers room for ``y``'s share
-(or spill space).
+through the all-to-all rechunk into row order each row-order block of ``A x`` takes a piece
+of every block of the last product, so the products cannot be held back behind the chain;
+give the workers room for ``y``'s share (or spill space).
 
 A negative weight anywhere in the strategy (outside a factor, on a factor, on a stacked block)
 is carried term by term (``kron_signs()``), so the measurement is of ``A`` itself.
@@ -203,10 +203,9 @@ def _columns(X, M: Matrix, rows: bool = False) -> int | None:
     cells = M.shape[0 if rows else 1]
     if X.ndim < 2 or math.prod(X.shape[:-1]) != cells:
         return None
-    if X.ndim > 2:
-        sizes = tuple(f.shape[0 if rows else 1] for f in M.kron_terms()[0][1])
-        if tuple(X.shape) == sizes:  # a tensor of the cells whose last axis is 1
-            return None
+    sizes = tuple(f.shape[0 if rows else 1] for f in M.kron_terms()[0][1])
+    if tuple(X.shape) == sizes:  # a tensor of the cells whose last axis is 1
+        return None
     return int(X.shape[-1])
 
 
