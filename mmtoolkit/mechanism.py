@@ -9,8 +9,9 @@
 * :func:`reconstruct` — ``x̂ = A⁺ y`` (least squares, minimum norm) by the strategy kind's own
   ``pinv_operator()`` when its structure gives ``A⁺`` exactly (identity, Kronecker products
   factor-wise — HDMM §7.2 —, p-Identity, weighted marginals, invertible trees, Haar and
-  Privelet's padded Haar, Fourier, ResidualPlanner); anything else by a dense
-  pseudo-inverse when small and LSMR on the implicit operator otherwise.
+  Privelet's padded Haar, Fourier, ResidualPlanner, OPT_+'s union of two Kronecker products);
+  anything else by a dense pseudo-inverse when small and LSMR on the implicit operator
+  otherwise.
 * :func:`answer` — ``W x̂``. :func:`answer_marginals` — ``W A⁺ y`` for a marginals workload
   and a weighted-marginals strategy straight from the noisy marginal tables, in the
   ``2^d`` spectral algebra (no ``N``-cell vector; what makes HDMM's OPT_M usable on Adult).
