@@ -87,9 +87,11 @@ class SeparateUnion(KroneckerUnion):
             j: math.copysign(1.0, float(np.dot(probe[starts[j] : starts[j + 1]], term(j, r))))
             for j in np.flatnonzero(choice >= 0)
         }
+        del r, probe  # an N-vector and an answers-sized one, not kept through the blocks
         for g in np.unique(choice[choice >= 0]):
             block = self.blocks[g]
             Yg = Y[o[g] : o[g + 1]]
+            xhat = None  # the previous block's estimate goes before this one is built
             pinv = block.pinv_operator()
             if pinv is not None:
                 xhat = pinv @ Yg
@@ -97,7 +99,7 @@ class SeparateUnion(KroneckerUnion):
                 check_dense_size(*block.shape, f"the least-squares solve of block {g}")
                 xhat = np.linalg.lstsq(block.dense(), Yg, rcond=None)[0]
             for j in np.flatnonzero(choice == g):
-                out[starts[j] : starts[j + 1]] = sign[j] * term(j, xhat)
+                np.multiply(term(j, xhat), sign[j], out=out[starts[j] : starts[j + 1]])
         return out[:, 0] if y.ndim == 1 else out
 
 
