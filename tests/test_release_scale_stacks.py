@@ -4,11 +4,13 @@ streamed measurement equal to the product plus one noise draw bit for bit, and p
 bounded (tracemalloc)."""
 
 import math
-import tracemalloc
 from functools import reduce
 
 import numpy as np
 import pytest
+
+# the tiny-block fixture and the tracemalloc peak of the Kronecker / marginals tests
+from test_release_scale import _peak_extra, small_blocks  # noqa: F401
 
 import mmtoolkit as mm
 from mmtoolkit import mechanism, selectors, workloads
@@ -22,19 +24,8 @@ from mmtoolkit.linalg import (
     VStack,
     Weighted,
     kronecker,
-    marginals,
 )
 from mmtoolkit.privacy import ZCDP, PureDP
-
-
-@pytest.fixture(params=[20, 10**9], ids=["recursive", "grouped"])
-def small_blocks(monkeypatch, request):
-    """Tiny blocks, so small problems take the lean (in-place, slab, intermediate-table)
-    code paths."""
-    monkeypatch.setattr(kronecker, "BLOCK_ENTRIES", 50)
-    monkeypatch.setattr(kronecker, "COLUMN_ENTRIES", 120)
-    monkeypatch.setattr(kronecker, "SLAB_ENTRIES", request.param)
-    monkeypatch.setattr(marginals, "PLAN_DIRECT_CELLS", 1)
 
 
 # ------------------------------------------------------------------ ResidualPlanner
@@ -58,8 +49,9 @@ def _rp_dense(A):
     return np.vstack(rows)
 
 
+@pytest.mark.usefixtures("small_blocks")
 @pytest.mark.parametrize("case", range(3))
-def test_residual_products_match_dense(small_blocks, case):
+def test_residual_products_match_dense(case):
     name, W = _rp_cases()[case]
     A = selectors.get(name).select(W, ZCDP(0.5)).matrix
     D = _rp_dense(A)
@@ -84,8 +76,9 @@ def _union(rng, first_total=False, weights=(0.6, 0.8)):
     return KroneckerUnion([Weighted(weights[0], b1), Weighted(weights[1], b2)])
 
 
+@pytest.mark.usefixtures("small_blocks")
 @pytest.mark.parametrize("first_total", [False, True], ids=["pd-first", "singular-first"])
-def test_two_product_pinv_matches_dense(small_blocks, first_total):
+def test_two_product_pinv_matches_dense(first_total):
     rng = np.random.default_rng(4)
     A = _union(rng, first_total, weights=(0.6, -0.8))  # a negative weight keeps its sign
     D = A.dense()
@@ -115,8 +108,9 @@ def test_union_without_exact_solve_falls_back_to_lsmr():
     np.testing.assert_allclose(mechanism.reconstruct(A, y), want, rtol=1e-7, atol=1e-9)
 
 
+@pytest.mark.usefixtures("small_blocks")
 @pytest.mark.parametrize("privacy", [PureDP(0.7), ZCDP(0.3)])
-def test_streamed_stack_measure_is_product_plus_one_draw(small_blocks, monkeypatch, privacy):
+def test_streamed_stack_measure_is_product_plus_one_draw(monkeypatch, privacy):
     """A stack's blocks are measured into one array and the noise added block by block: the
     stack's product plus the values of one draw, bit for bit — also with a block that
     cannot stream (a plain Kronecker product: its product written into its rows)."""
@@ -136,15 +130,6 @@ def test_streamed_stack_measure_is_product_plus_one_draw(small_blocks, monkeypat
         np.testing.assert_array_equal(got, S @ x + z)
 
 
-def _peak(fn):
-    tracemalloc.start()
-    try:
-        out = fn()
-        return tracemalloc.get_traced_memory()[1], out
-    finally:
-        tracemalloc.stop()
-
-
 def test_peak_memory_of_union_and_residual_planner():
     """About 10^6 cells: a two-product union measures into ``y`` plus slab-sized
     temporaries and reconstructs in ``y``'s memory (LSMR held ~20 N-vectors); a
@@ -155,9 +140,9 @@ def test_peak_memory_of_union_and_residual_planner():
     A = KroneckerUnion([Weighted(0.6, blocks[0]), Weighted(0.8, blocks[1])])
     N, m = A.shape[1], A.shape[0]
     x = rng.integers(0, 5, N).astype(float)
-    peak, y = _peak(lambda: mechanism.measure(A, x, PureDP(1.0), np.random.default_rng(1)))
+    peak, y = _peak_extra(lambda: mechanism.measure(A, x, PureDP(1.0), np.random.default_rng(1)))
     assert peak < 8 * m + 0.5 * 8 * N  # slab buffers of a few MB (a fixed size, not O(N))
-    peak, xhat = _peak(lambda: mechanism.reconstruct(A, y, overwrite=True))
+    peak, xhat = _peak_extra(lambda: mechanism.reconstruct(A, y, overwrite=True))
     # a few column blocks of a fixed size (COLUMN_ENTRIES entries, 4 MB), no N-vector (8 MB)
     assert peak < 0.25 * 8 * N + 2 * 8 * kronecker.COLUMN_ENTRIES
     assert abs(xhat.sum() - x.sum()) < 0.05 * x.sum()
@@ -166,8 +151,8 @@ def test_peak_memory_of_union_and_residual_planner():
     R = selectors.get("residual_planner").select(W, ZCDP(0.5)).matrix
     N, m = R.shape[1], R.shape[0]
     x = rng.integers(0, 5, N).astype(float)
-    peak, y = _peak(lambda: mechanism.measure(R, x, ZCDP(0.5), np.random.default_rng(1)))
+    peak, y = _peak_extra(lambda: mechanism.measure(R, x, ZCDP(0.5), np.random.default_rng(1)))
     assert peak < 8 * m + 0.25 * 8 * N
-    peak, xhat = _peak(lambda: mechanism.reconstruct(R, y, overwrite=True))
+    peak, xhat = _peak_extra(lambda: mechanism.reconstruct(R, y, overwrite=True))
     assert peak < 1.25 * 8 * N
     assert abs(xhat.sum() - x.sum()) < 0.05 * x.sum()
