@@ -94,18 +94,29 @@ def test_two_product_pinv_matches_dense(first_total):
     assert np.shares_memory(got, buf)  # x̂ built in y's memory
 
 
-def test_union_without_exact_solve_falls_back_to_lsmr():
-    """Three products (or two with no positive definite side) have no closed form: None,
-    and reconstruct solves least squares by LSMR to its tolerance."""
+@pytest.mark.usefixtures("small_blocks")
+def test_union_without_closed_form_solved_by_conjugate_gradients():
+    """Three products (or products with no positive definite side) have no closed form:
+    pinv_operator is None and reconstruct runs the kind's preconditioned CG on the normal
+    equations, to the dense least-squares solution (the minimum-norm one when AᵀA is
+    singular), closer than LSMR gets at the same tolerance."""
     rng = np.random.default_rng(5)
-    blocks = [Kronecker([PIdentity(rng.random((1, n))) for n in (3, 4)]) for _ in range(3)]
-    A = KroneckerUnion(blocks)
-    assert A.pinv_operator() is None
-    two = KroneckerUnion([Kronecker([Total(3), Identity(4)]), Kronecker([Identity(3), Total(4)])])
-    assert two.pinv_operator() is None  # rank deficient: neither side is positive definite
-    y = rng.standard_normal(A.shape[0])
-    want = np.linalg.lstsq(A.dense(), y, rcond=None)[0]
-    np.testing.assert_allclose(mechanism.reconstruct(A, y), want, rtol=1e-7, atol=1e-9)
+    blocks = [
+        Weighted(3**-0.5, Kronecker([PIdentity(rng.random((2, n))) for n in (3, 4, 5)]))
+        for _ in range(3)
+    ]
+    three = KroneckerUnion(blocks)
+    T, I = (Total(3), Total(4)), (Identity(3), Identity(4))
+    singular = KroneckerUnion([Kronecker([T[0], I[1]]), Kronecker([I[0], T[1]]), Kronecker(T)])
+    for A in (three, singular):
+        assert A.pinv_operator() is None
+        y = rng.standard_normal(A.shape[0])
+        want = np.linalg.lstsq(A.dense(), y, rcond=None)[0]
+        got = mechanism.reconstruct(A, y)
+        np.testing.assert_allclose(got, want, rtol=0, atol=1e-10 * np.abs(want).max())
+        Y = rng.standard_normal((A.shape[0], 2))  # several releases: one solve per column
+        want = np.linalg.lstsq(A.dense(), Y, rcond=None)[0]
+        np.testing.assert_allclose(mechanism.reconstruct(A, Y), want, atol=1e-9)
 
 
 @pytest.mark.usefixtures("small_blocks")

@@ -337,6 +337,13 @@ class Matrix(ABC):
         dense pseudo-inverse when small, LSMR on the implicit operator otherwise)."""
         return None
 
+    def least_squares(self, y: np.ndarray, tol: float, maxiter: int) -> np.ndarray | None:
+        """Reconstruction without an exact ``A⁺`` (``pinv_operator()`` None): the
+        least-squares ``x̂`` of one release ``y`` by the kind's own solver, stopping at the
+        relative tolerance ``tol`` or after ``maxiter`` iterations; None (the default): the
+        mechanism solves it (a dense pseudo-inverse when small, else LSMR)."""
+        return None
+
     def apply_overwrite(self, y: np.ndarray) -> np.ndarray:
         """Reconstruction at scale: ``self @ y`` for one vector ``y`` that the caller gives
         up — a kind may build the result in ``y``'s memory (a Kronecker product does, issue

@@ -16,7 +16,9 @@ up — no N-sized array beyond ``y``, and no iterations (LSMR over the stack too
 cells and kept about 20 N-vectors). Each dense pass costs ``2 n_i`` flops per cell, so the
 time grows with the attribute sizes, unlike a p-Identity product's structured pseudo-inverse
 (``benchmarks/README.md``). The evaluator's two-block error route (``evaluate/stacked.py``)
-sums over the same diagonal.
+sums over the same diagonal. Three or more products have no such closed form: they are
+solved by conjugate gradients on the normal equations, preconditioned by two of them
+(:class:`NormalEquations`).
 """
 
 from __future__ import annotations
@@ -107,21 +109,10 @@ class KroneckerUnion(VStack):
                 f"{sorted({tuple(f.shape[1] for f in fs) for _, fs in self.parsed})}"
             )
 
-    def pinv_operator(self):
-        """``A⁺`` exactly for two products whose factors are small enough to be read densely
-        and one of which has positive definite factor Grams (OPT_+ with two groups: p-Identity
-        factors); None otherwise: ``mechanism.reconstruct`` then runs scipy's LSMR over the
-        stack, which is not lean — it keeps ``u`` (``m`` numbers) and ``x``, ``v``, ``h``,
-        ``h̄`` (``N`` each) and creates in every iteration ``A v`` (``m``, and one block's rows
-        inside the stack's product), ``Aᵀu`` (``N``, and one block's) and a scaled ``h̄``
-        (``N``): about ``2m + 7N`` numbers besides ``y``, for hundreds of iterations (two
-        products of 4 p-Identity factors on 10^6 cells: 508 s, against 0.07 s here). The
-        least a Krylov solver needs is conjugate gradients on the normal equations with the
-        implicit Gram ``Σ_g c_g ⊗G_gi``: ``x``, ``r``, ``p``, ``q`` and one scratch vector for
-        the terms (``5N``, ``y`` read once for ``Aᵀy``); not implemented."""
-        if len(self.blocks) != 2:
-            return None
-        factors = []
+    def _factor_lists(self):
+        """``[(w_g, [A_gi])]`` (signed weights), or None when a factor is too large to be
+        read densely."""
+        out = []
         for b in self.blocks:
             w, inner = peel(b)
             fs = inner.factors if isinstance(inner, Kronecker) else [inner]
@@ -129,11 +120,110 @@ class KroneckerUnion(VStack):
                 f.shape[0] * f.shape[1] > base.MAX_DENSE_ENTRIES for f in fs
             ):
                 return None
-            factors.append((w, fs))
+            out.append((w, fs))
+        return out
+
+    def pinv_operator(self):
+        """``A⁺`` exactly for two products whose factors are small enough to be read densely
+        and one of which has positive definite factor Grams (OPT_+ with two groups: p-Identity
+        factors); None otherwise (:meth:`least_squares`)."""
+        factors = self._factor_lists() if len(self.blocks) == 2 else None
+        if factors is None:
+            return None
         try:
             return TwoProductPinv(self, factors)
         except np.linalg.LinAlgError:
             return None
+
+    def least_squares(self, y, tol, maxiter):
+        """More than two products (or two with no positive definite side): conjugate
+        gradients on the normal equations ``AᵀA x = Aᵀy`` (:class:`NormalEquations`), the
+        implicit Gram ``Σ_g c_g ⊗G_gi`` applied term by term in place, preconditioned by the
+        exact inverse of the two heaviest products that have one (:class:`TwoProductBasis`).
+        Keeps ``x``, ``r``, ``p``, ``q`` and one scratch vector (5 N numbers; ``y`` is read
+        once for ``Aᵀy``) — scipy's LSMR over the stack kept ``u`` (m), ``x``, ``v``, ``h``,
+        ``h̄`` (N each) and created ``A v`` (m), ``Aᵀu`` and a scaled ``h̄`` (N) per iteration,
+        about ``2m + 7N``. None for factors too large to read densely (LSMR then)."""
+        factors = self._factor_lists()
+        if factors is None or y.ndim != 1:
+            return None
+        return NormalEquations(self, factors).solve(y, tol, maxiter)
+
+
+class NormalEquations:
+    """Preconditioned conjugate gradients (Hestenes & Stiefel 1952) on ``AᵀA x = Aᵀy`` for a
+    :class:`KroneckerUnion` (see :meth:`KroneckerUnion.least_squares`). Preconditioner
+    ``M = c_a ⊗G_ai + c_b ⊗G_bi`` for the first pair of products, heaviest weights first,
+    whose Grams one side of are positive definite (``M⁻¹ = (⊗V_i) D⁻¹ (⊗V_iᵀ)``, applied in
+    place); with ``M`` positive definite, ``AᵀA ≽ M`` is too and the iteration count is
+    bounded by the spread of ``M⁻¹AᵀA``'s spectrum, ``[1, 1 + λ_max(M⁻¹ Σ_{g≠a,b} c_g ⊗G_gi)]``.
+    Without one (``AᵀA`` may be singular) plain CG from ``x = 0``, which stays in the row
+    space: the minimum-norm solution, as LSMR's. Stops when ``|r| ≤ tol·|Aᵀy|``."""
+
+    def __init__(self, A: KroneckerUnion, factors):
+        self.A = A
+        self.grams = [(w * w, Kronecker([f.gram() for f in fs])) for w, fs in factors]
+        self.basis = None
+        order = sorted(range(len(factors)), key=lambda g: -factors[g][0] ** 2)
+        for a, b in itertools.combinations(order, 2):
+            pair = [factors[a], factors[b]]
+            try:
+                grams = [[f.gram().dense() for f in fs] for _, fs in pair]
+                self.basis = TwoProductBasis(grams, [w * w for w, _ in pair])
+            except np.linalg.LinAlgError:
+                continue
+            self.right_t = Kronecker([Dense(V.T) for V in self.basis.V])
+            self.right = Kronecker([Dense(V) for V in self.basis.V])
+            break
+
+    def _gram(self, p, q, scratch):
+        """``q = Σ_g c_g (⊗G_gi) p``, each term in place in ``scratch``."""
+        for j, (c, K) in enumerate(self.grams):
+            scratch[...] = p
+            t = K.apply_overwrite(scratch)
+            if j == 0:
+                np.multiply(t, c, out=q)
+            else:
+                t *= c
+                q += t
+        return q
+
+    def _precondition(self, r, scratch):
+        """``M⁻¹ r`` (in ``scratch``'s memory), or ``r`` itself without a preconditioner."""
+        if self.basis is None:
+            return r
+        scratch[...] = r
+        z = self.right_t.apply_overwrite(scratch)
+        self.basis.divide(z.reshape(-1, 1))
+        return self.right.apply_overwrite(z)
+
+    def solve(self, y, tol, maxiter):
+        N = self.A.shape[1]
+        r = self.A._rmatmat(y.reshape(-1, 1)).reshape(N)  # b = Aᵀy, then the residual
+        if not (r.flags.owndata and r.flags.writeable):
+            r = r.copy()
+        x = np.zeros(N)
+        bound = tol * float(np.linalg.norm(r))
+        if bound == 0.0:
+            return x
+        scratch, q = np.empty(N), np.empty(N)
+        z = self._precondition(r, scratch)
+        p = z.copy()
+        rz = float(np.dot(r, z))
+        for _ in range(maxiter):
+            if float(np.linalg.norm(r)) <= bound:
+                break
+            q = self._gram(p, q, scratch)
+            alpha = rz / float(np.dot(p, q))
+            np.multiply(p, alpha, out=scratch)
+            x += scratch
+            np.multiply(q, alpha, out=scratch)
+            r -= scratch
+            z = self._precondition(r, scratch)
+            rz, old = float(np.dot(r, z)), rz
+            p *= rz / old
+            p += z
+        return x
 
 
 class TwoProductPinv(Matrix):
