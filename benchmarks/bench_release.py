@@ -10,6 +10,13 @@ Three strategy kinds on N = 10^6 ... 10^8 cells (10^9 with ``--huge``, not run b
   rows), weights 1; near-equal splits up to 10^8 cells, padded to ``16^h`` at 10^9 (every
   level regular).
 
+Not run by default (``--kinds``): ``rp`` — ResidualPlanner's strategy for the ≤3-way
+marginals of ``[10]^d`` (He et al. §4; measured under zCDP ρ = 1/2, Gaussian noise);
+``union`` — an OPT_+ stack of two weighted Kronecker products of 4 p-Identity factors
+(HDMM Def. 11, :class:`~mmtoolkit.linalg.KroneckerUnion`, ``w = 1/√2`` each); ``sep`` — the
+same two products as a :class:`SeparateUnion`; ``union3`` — three products, which
+reconstruct iteratively (preconditioned CG: 17 s at 10^6 cells, over 10 minutes at 10^7).
+
 Each case runs in a fresh subprocess (so its peak RSS, ``getrusage(RUSAGE_SELF).ru_maxrss``,
 is its own; the table shows it and, in N-vectors of 8N bytes, its growth over the RSS after
 the imports and the strategy were built — the data vector counts as one — and the RSS the
@@ -22,7 +29,10 @@ the floor on the same ``N``-vector in the same process: ``x.sum()``, ``x *= 2`` 
 17's second part, about 4x slower). Ratios printed, with the mechanism's draw (and numpy's):
 
 * kron: (measure + reconstruct) / (draw + 4 passes ``x *= 2``; one pass per factor);
-* marg and tree: (measure + reconstruct) / (draw + 1 pass ``x.sum()`` + 1 pass ``x *= 2``).
+* marg and tree: (measure + reconstruct) / (draw + 1 pass ``x.sum()`` + 1 pass ``x *= 2``);
+* rp: the same with the draw of the strategy's ``m`` rows (``m ≪ N``) instead of ``N``;
+* union, union3, sep: (measure + reconstruct) / (draw of ``m`` values + 4 passes ``x *= 2``
+  per product).
 
 The floor runs on one thread (the noise is one stream of one generator). A release may use
 ``mmtoolkit.threads.worker_threads()`` threads (a Kronecker product's noise drawn ahead on a
@@ -102,7 +112,58 @@ def tree_split(N):
     return "near_equal" if N <= 10**8 else "pad"
 
 
-STRATEGIES = {"kron": _kron_strategy, "marg": _marg_strategy, "tree": _tree_strategy}
+def _rp_strategy(N):
+    from mmtoolkit import selectors
+    from mmtoolkit import workloads as wl
+    from mmtoolkit.privacy import ZCDP
+
+    d = round(__import__("math").log10(N))
+    W = wl.marginals((10,) * d, 3, lower=True)
+    return selectors.get_class("residual_planner")().select(W, ZCDP(0.5)).matrix, 10**d
+
+
+def _union_blocks(N, k):
+    """``k`` weighted Kronecker products of 4 p-Identity factors (p = 4, seeded Θ ≥ 0), the
+    weights those of OPT_+'s L2 budget split for equal errors (``Σ w² = 1``)."""
+    import numpy as np
+
+    from mmtoolkit.linalg import Kronecker, PIdentity, Weighted
+
+    n = round(N**0.25)
+    rng = np.random.default_rng(0)
+    blocks = [Kronecker([PIdentity(rng.random((4, n))) for _ in range(4)]) for _ in range(k)]
+    return [Weighted(k**-0.5, b) for b in blocks], n**4
+
+
+def _union_strategy(N, k=2):
+    from mmtoolkit import linalg
+
+    blocks, N = _union_blocks(N, k)
+    # KroneckerUnion: OPT_+'s kind (a checkout from before it, --root: a plain VStack)
+    return getattr(linalg, "KroneckerUnion", linalg.VStack)(blocks), N
+
+
+def _separate_strategy(N):
+    from mmtoolkit.selectors.hdmm.separate import SeparateUnion
+
+    blocks, N = _union_blocks(N, 2)
+    return SeparateUnion(blocks), N
+
+
+STRATEGIES = {
+    "kron": _kron_strategy,
+    "marg": _marg_strategy,
+    "tree": _tree_strategy,
+    "rp": _rp_strategy,
+    "union": _union_strategy,
+    "union3": lambda N: _union_strategy(N, 3),
+    "sep": _separate_strategy,
+}
+#: Blocks of the union kinds (for their floor).
+UNION_BLOCKS = {"union": 2, "union3": 3, "sep": 2}
+#: Kinds measured under zCDP (Gaussian noise; ResidualPlanner is defined for L2 privacy);
+#: the others under PureDP(1).
+ZCDP_KINDS = ("rp",)
 
 
 def run_case(kind, N, repeats):
@@ -110,7 +171,7 @@ def run_case(kind, N, repeats):
     import numpy as np
 
     from mmtoolkit import mechanism
-    from mmtoolkit.privacy import PureDP
+    from mmtoolkit.privacy import ZCDP, PureDP
 
     before_mb = _rss_mb()
     A, N = STRATEGIES[kind](N)
@@ -128,7 +189,7 @@ def run_case(kind, N, repeats):
             times.append(time.perf_counter() - t)
         return statistics.median(times), out
 
-    privacy = PureDP(1.0)
+    privacy = ZCDP(0.5) if kind in ZCDP_KINDS else PureDP(1.0)
     floor = {
         "sum": timed(lambda: x.sum())[0],
         "scale": timed(lambda: x.__imul__(2.0))[0],
@@ -400,8 +461,13 @@ def huge_table(rows):
 
 
 def floor_of(r):
+    rows = r["rows"] / r["N"]  # noise values drawn per cell
     if r["kind"] == "kron":
         return r["draw"] + 4 * r["scale"]
+    if r["kind"] in UNION_BLOCKS:  # one pass per factor of each block
+        return rows * r["draw"] + 4 * UNION_BLOCKS[r["kind"]] * r["scale"]
+    if r["kind"] == "rp":
+        return rows * r["draw"] + r["sum"] + r["scale"]
     return r["draw"] + r["sum"] + r["scale"]
 
 
@@ -417,6 +483,10 @@ def table(rows):
         "kron": "Kronecker of 4 p-Identity (p = 4)",
         "marg": "≤3-way marginals of [10]^d",
         "tree": "H_16 interval tree",
+        "rp": "ResidualPlanner, ≤3-way marginals of [10]^d (zCDP)",
+        "union": "OPT_+ union of 2 Kronecker products of 4 p-Identity",
+        "union3": "union of 3 Kronecker products of 4 p-Identity",
+        "sep": "SeparateUnion of the same 2 products",
     }
     for r in rows:
         name = names[r["kind"]]

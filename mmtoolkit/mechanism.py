@@ -10,8 +10,9 @@
 * :func:`reconstruct` — ``x̂ = A⁺ y`` (least squares, minimum norm) by the strategy kind's own
   ``pinv_operator()`` when its structure gives ``A⁺`` exactly (identity, Kronecker products
   factor-wise — HDMM §7.2 —, p-Identity, weighted marginals, invertible trees, Haar and
-  Privelet's padded Haar, Fourier, ResidualPlanner); anything else by a dense
-  pseudo-inverse when small and LSMR on the implicit operator otherwise.
+  Privelet's padded Haar, Fourier, ResidualPlanner, OPT_+'s union of two Kronecker products);
+  anything else by a dense pseudo-inverse when small, else by the kind's own iterative solver
+  (``least_squares``: OPT_+ unions of more products) or LSMR on the implicit operator.
 * :func:`answer` — ``W x̂``. :func:`answer_marginals` — ``W A⁺ y`` for a marginals workload
   and a weighted-marginals strategy straight from the noisy marginal tables, in the
   ``2^d`` spectral algebra (no ``N``-cell vector; what makes HDMM's OPT_M usable on Adult).
@@ -266,8 +267,9 @@ def reconstruct(
     strategy, y, tol: float = LSMR_TOL, maxiter: int = LSMR_MAXITER, overwrite: bool = False
 ) -> np.ndarray:
     """``x̂ = A⁺ y`` by structure (see the module docstring), a dense pseudo-inverse for a small
-    strategy and several releases, LSMR otherwise (HDMM §7.2). ``y``: one release (vector) or
-    several (``m x R``, one column per release).
+    strategy and several releases, the kind's own iterative solver (``least_squares``: a
+    union of three or more Kronecker products) or LSMR otherwise (HDMM §7.2). ``y``: one
+    release (vector) or several (``m x R``, one column per release).
 
     ``overwrite=True`` (one release): the caller gives ``y`` up, and a kind that can builds
     ``x̂`` in ``y``'s memory (``A⁺.apply_overwrite``; a Kronecker product does, so x̂ costs no
@@ -290,6 +292,9 @@ def reconstruct(
         return np.linalg.lstsq(A.dense(), y, rcond=None)[0]
     if y.ndim == 2:
         return np.stack([reconstruct(A, y[:, j], tol, maxiter) for j in range(y.shape[1])], 1)
+    xhat = A.least_squares(y, tol, maxiter)
+    if xhat is not None:
+        return xhat
     return lsmr(A.as_operator(), y, atol=tol, btol=tol, maxiter=maxiter)[0]
 
 

@@ -23,6 +23,7 @@ from ..linalg import (
 from ..linalg import base as _linalg_base
 from ..linalg.kronecker import StrategyFactor, kron_all
 from ..linalg.route import common_sizes
+from ..linalg.union import TwoProductBasis
 
 
 class StackedKroneckerRoute:
@@ -32,7 +33,8 @@ class StackedKroneckerRoute:
     ``diag − low rank`` (a p-Identity, HDMM Thm 4). Exact, no N x N array.
 
     Two blocks: with ``G_i``, ``H_i`` the factor Grams and every ``G_i`` positive definite,
-    ``G_i = L_iL_iᵀ`` (Cholesky), ``L_i⁻¹H_iL_i⁻ᵀ = U_iΛ_iU_iᵀ`` and ``V_i = L_i⁻ᵀU_i`` give
+    ``G_i = L_iL_iᵀ`` (Cholesky), ``L_i⁻¹H_iL_i⁻ᵀ = U_iΛ_iU_iᵀ`` and ``V_i = L_i⁻ᵀU_i``
+    (:class:`~mmtoolkit.linalg.union.TwoProductBasis`, which the reconstruction shares) give
     ``AᵀA = w_1² ⊗G_i + w_2² ⊗H_i = (⊗V_i)⁻ᵀ (w_1² + w_2² ⊗Λ_i) (⊗V_i)⁻¹``: full rank (so every
     query is supported) and ``tr(⊗Y_i (AᵀA)⁻¹) = Σ_cells Π_i (V_iᵀY_iV_i)_jj / (w_1² + w_2² Π λ)``,
     summed over the N cells in chunks. Per-query variances are Kronecker mat-vecs of
@@ -76,19 +78,8 @@ class StackedKroneckerRoute:
     def __init__(self, terms, parsed, sizes):
         self.terms, self.sizes = terms, sizes
         grams = [[f.gram().dense() for f in fs] for _, fs in parsed]
-        order = [0, 1]
-        try:
-            chol = [np.linalg.cholesky(0.5 * (G + G.T)) for G in grams[0]]
-        except np.linalg.LinAlgError:
-            chol = [np.linalg.cholesky(0.5 * (G + G.T)) for G in grams[1]]
-            order = [1, 0]
-        self.c1, self.c2 = parsed[order[0]][0], parsed[order[1]][0]
-        self.V, self.lam = [], []
-        for L, H in zip(chol, grams[order[1]]):
-            Li = np.linalg.solve(L, np.eye(L.shape[0]))
-            lam, U = np.linalg.eigh(Li @ (0.5 * (H + H.T)) @ Li.T)
-            self.V.append(Li.T @ U)
-            self.lam.append(np.clip(lam, 0.0, None))
+        basis = TwoProductBasis(grams, [c for c, _ in parsed])
+        self.c1, self.c2, self.V, self.lam = basis.c1, basis.c2, basis.V, basis.lam
         self._q: dict[int, np.ndarray] = {}
 
     def check_support(self) -> None:

@@ -53,6 +53,7 @@ from .ranges import (
 )
 from .route import RANK_RTOL, SUPPORT_RTOL, ErrorRoute, UnsupportedWorkloadError
 from .tree import Tree, TreeGram, TreeGramInverse
+from .union import KroneckerUnion
 
 __all__ = [
     "MarginalMeasurement",
@@ -75,6 +76,7 @@ __all__ = [
     "HaarInverse",
     "Identity",
     "Kronecker",
+    "KroneckerUnion",
     "LowRankUpdate",
     "Marginal",
     "Marginals",

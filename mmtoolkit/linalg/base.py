@@ -344,6 +344,13 @@ class Matrix(ABC):
         dense pseudo-inverse when small, LSMR on the implicit operator otherwise)."""
         return None
 
+    def least_squares(self, y: np.ndarray, tol: float, maxiter: int) -> np.ndarray | None:
+        """Reconstruction without an exact ``A⁺`` (``pinv_operator()`` None): the
+        least-squares ``x̂`` of one release ``y`` by the kind's own solver, stopping at the
+        relative tolerance ``tol`` or after ``maxiter`` iterations; None (the default): the
+        mechanism solves it (a dense pseudo-inverse when small, else LSMR)."""
+        return None
+
     def apply_overwrite(self, y: np.ndarray) -> np.ndarray:
         """Reconstruction at scale: ``self @ y`` for one vector ``y`` that the caller gives
         up — a kind may build the result in ``y``'s memory (a Kronecker product does, issue
@@ -351,12 +358,14 @@ class Matrix(ABC):
         ``self @ y``."""
         return self @ y
 
-    def answers_streamed(self, x: np.ndarray, each) -> np.ndarray | None:
+    def answers_streamed(self, x: np.ndarray, each, out: np.ndarray | None = None):
         """Measurement at scale: ``self @ x`` for one data vector ``x``, calling ``each`` on
         consecutive pieces of the result (1-D views, in order, each once it is final) so the
         caller can add noise to a piece while it is in cache (issue 17); None when the kind
         has no such product (the default: ``mechanism.measure`` then adds the noise to the
-        whole of ``self @ x``)."""
+        whole of ``self @ x``). ``out``: a C-contiguous 1-D array of ``self.shape[0]``
+        entries to build the result in (a block of a stack's result, :class:`VStack`); a
+        kind that cannot returns None."""
         return None
 
     def row_scales(self) -> np.ndarray | None:
@@ -605,14 +614,14 @@ class Weighted(Matrix):
         out *= self.weight
         return out
 
-    def answers_streamed(self, x, each):
+    def answers_streamed(self, x, each, out=None):
         w = self.weight
 
         def scaled(piece):
             piece *= w
             each(piece)
 
-        return self.base.answers_streamed(x, scaled)
+        return self.base.answers_streamed(x, scaled, out)
 
     def row_scales(self):
         inner = self.base.row_scales()
@@ -767,11 +776,45 @@ class VStack(Matrix):
         self._offsets = np.cumsum([0] + [b.shape[0] for b in blocks])
 
     def _matmat(self, X):
-        return np.vstack([b._matmat(X) for b in self.blocks])
+        o = self._offsets
+        out = None
+        for i, b in enumerate(self.blocks):  # each block written into its rows
+            part = b._matmat(X)
+            if out is None:
+                out = np.empty((self.shape[0],) + part.shape[1:], dtype=part.dtype)
+            out[o[i] : o[i + 1]] = part
+            del part
+        return out
+
+    def answers_streamed(self, x, each, out=None):
+        """One data vector: each block's answers built in its rows of one result array
+        (streamed by the block when it can, else its product written there, one temporary of
+        the block's size) and handed to ``each`` in order (issue 17)."""
+        if x.ndim != 1:
+            return None
+        if out is None:
+            out = np.empty(self.shape[0], dtype=np.float32 if x.dtype == np.float32 else float)
+        o = self._offsets
+        for i, b in enumerate(self.blocks):
+            piece = out[o[i] : o[i + 1]]
+            if b.answers_streamed(x, each, piece) is None:
+                piece[...] = b._matmat(x[:, None])[:, 0]
+                each(piece)
+        return out
 
     def _rmatmat(self, Y):
         o = self._offsets
-        return reduce(np.add, (b._rmatmat(Y[o[i] : o[i + 1]]) for i, b in enumerate(self.blocks)))
+        out = None
+        for i, b in enumerate(self.blocks):  # summed into the first block's result
+            part = b._rmatmat(Y[o[i] : o[i + 1]])
+            if out is None:  # a fresh array of the block's own, else a copy (never Y's rows)
+                out = part if part.flags.writeable and part.flags.owndata else part.copy()
+            elif np.result_type(out, part) == out.dtype:
+                out += part
+            else:
+                out = out + part
+            del part
+        return out
 
     def gram(self):
         grams = [b.gram() for b in self.blocks]

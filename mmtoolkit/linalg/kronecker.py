@@ -187,20 +187,21 @@ def _apply_lean(x, mats, in_sizes, out_sizes, transpose, buf=None, overwrite=Fal
     return buf[:size]
 
 
-def _apply_pidentity_first(x, mats, in_sizes, out_sizes, each=None):
+def _apply_pidentity_first(x, mats, in_sizes, out_sizes, each=None, out=None):
     """``(A_1 ⊗ R) x`` for one vector when ``A_1 = [I; Θ] D`` is a p-Identity (HDMM Def. 9),
     its result finished slab by slab in order (issue 17): ``v = (ΘD) x`` first (one GEMM
     over ``x``, ``p`` slabs), then slab ``i < n`` of the result is ``R x[i] / s_i`` and slab
     ``n + k`` is ``R v_k`` (:func:`_apply_rows`), each written once into the new result
     and handed to ``each`` (e.g. a noise stream's ``add``) while it is in cache. The same
-    products as kmatvec's up to the order of the sums. Returns the result (1-D)."""
+    products as kmatvec's up to the order of the sums. Returns the result (1-D), built in
+    ``out`` when given (``m·|R x[i]|`` entries of ``x``'s float dtype)."""
     A1 = mats[0]
     n, m = A1.n, A1.shape[0]
     t_in, t_out = math.prod(in_sizes[1:]), math.prod(out_sizes[1:])
     dtype = _float_dtype(x)
     src = x.reshape(n, t_in)
     v = np.matmul((A1.theta * A1.d).astype(dtype, copy=False), src)  # one GEMM
-    y = np.empty(m * t_out, dtype=dtype)
+    y = np.empty(m * t_out, dtype=dtype) if out is None else out
     rows = y.reshape(m, t_out)
     steps: dict = {}
     rest = (mats[1:], in_sizes[1:], out_sizes[1:], False, steps)
@@ -273,13 +274,21 @@ class Kronecker(Matrix):
             return _apply_lean(X[:, 0], mats, in_sizes, out_sizes, transpose)[:, None]
         return _apply_steps(X, mats, in_sizes, out_sizes, transpose)
 
-    def answers_streamed(self, x, each):
-        # slab by slab when the first factor is a p-Identity (issue 17)
+    def answers_streamed(self, x, each, out=None):
+        # slab by slab when the first factor is a p-Identity (issue 17); into a given `out`
+        # also by the lean product, then handed to `each` whole
         ins = [f.shape[1] for f in self.factors]
+        outs = [f.shape[0] for f in self.factors]
+        if out is not None and (out.dtype != _float_dtype(x) or not out.flags.c_contiguous):
+            return None
         if x.ndim == 1 and _pidentity_first(self.factors, ins):
-            outs = [f.shape[0] for f in self.factors]
-            return _apply_pidentity_first(x, self.factors, ins, outs, each)
-        return None
+            return _apply_pidentity_first(x, self.factors, ins, outs, each, out)
+        lean = x.ndim == 1 and len(ins) > 1 and x.size > BLOCK_ENTRIES
+        if out is None or not lean or max(ins[0], outs[0]) * math.prod(outs[1:]) > out.size:
+            return None
+        y = _apply_lean(x, self.factors, ins, outs, False, buf=out)
+        each(y)
+        return y
 
     def apply_overwrite(self, y):
         # in place in y's memory (issue 17) when the lean path applies and fits

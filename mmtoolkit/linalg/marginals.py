@@ -322,22 +322,8 @@ class Marginals(Matrix):
         return len(self.sizes)
 
     def _matmat(self, X):
-        # every table summed from its smallest computed superset table (issue 17): a few
-        # passes over the data, the rest over tables at least one attribute smaller
         k = X.shape[1]
-        full = (1 << self.d) - 1
-        tables = {full: X.reshape(self.sizes + (k,))}
-        plan = table_plan(self.sizes, self.keys)
-        uses = {}
-        for _, parent in plan:
-            uses[parent] = uses.get(parent, 0) + 1
-        for key, parent in plan:
-            attrs = key_attrs(parent, self.d)
-            drop = tuple(j for j, i in enumerate(attrs) if not (key >> i) & 1)
-            tables[key] = tables[parent].sum(axis=drop)
-            uses[parent] -= 1
-            if not uses[parent] and parent not in self.weights and parent != full:
-                del tables[parent]  # an intermediate table no longer needed
+        tables = marginal_tables(self.sizes, X, self.keys)
         return np.vstack(
             [theta * tables[key].reshape(-1, k) for key, theta in self.weights.items()]
         )
@@ -536,6 +522,33 @@ def table_plan(sizes, keys) -> list[tuple[int, int]]:
     for key in sorted(keys, key=lambda k: (-bin(k).count("1"), k)):
         add(key)
     return order
+
+
+def marginal_tables(sizes, X, keys) -> dict[int, np.ndarray]:
+    """The marginal tables ``{key: Q_key X}`` of ``X`` (``N x k``, the cells in C order over
+    ``sizes``), each of shape ``(n_i for i in key) + (k,)`` (issue 17): every table summed
+    from its smallest computed superset table along :func:`table_plan` — a few passes over the
+    data, the rest over tables at least one attribute smaller; intermediate tables are
+    dropped once used. The key of all attributes is ``X`` itself (reshaped, not copied)."""
+    sizes = _check_sizes(sizes)
+    k = X.shape[1]
+    full = (1 << len(sizes)) - 1
+    keys = set(keys)
+    tables = {full: X.reshape(sizes + (k,))}
+    plan = table_plan(sizes, keys)
+    uses = {}
+    for _, parent in plan:
+        uses[parent] = uses.get(parent, 0) + 1
+    for key, parent in plan:
+        attrs = key_attrs(parent, len(sizes))
+        drop = tuple(j for j, i in enumerate(attrs) if not (key >> i) & 1)
+        tables[key] = tables[parent].sum(axis=drop)
+        uses[parent] -= 1
+        if not uses[parent] and parent not in keys and parent != full:
+            del tables[parent]  # an intermediate table no longer needed
+    if full not in keys:
+        del tables[full]
+    return tables
 
 
 class Residuals:

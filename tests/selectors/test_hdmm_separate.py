@@ -13,6 +13,7 @@ from mmtoolkit import datasets, evaluate, mechanism, selectors, workloads
 from mmtoolkit.linalg import (
     Dense,
     Kronecker,
+    KroneckerUnion,
     UnsupportedWorkloadError,
     VStack,
     Weighted,
@@ -184,5 +185,5 @@ def test_bad_blocks_and_parameters():
     W, _ = _workload()
     assert group_terms(kron_terms(W), "products") == [[0], [1], [2], [3]]
     assert group_terms(kron_terms(workloads.prefix(4)), "products") is None
-    # the default is the least-squares stack, unchanged
-    assert type(selectors.get("opt_union", seed=0).select(W, GAUSS).matrix) is VStack
+    # the default is the least-squares stack (answered through x̂, not block by block)
+    assert type(selectors.get("opt_union", seed=0).select(W, GAUSS).matrix) is KroneckerUnion

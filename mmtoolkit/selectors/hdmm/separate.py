@@ -30,45 +30,26 @@ import numpy as np
 
 from ...linalg import (
     Kronecker,
+    KroneckerUnion,
     Matrix,
     UnsupportedWorkloadError,
-    VStack,
     as_matrix,
     check_dense_size,
 )
 from ...linalg.kronecker import FactorPairs, StrategyFactor, group, kron_all
-from ...linalg.route import SUPPORT_RTOL, align, common_sizes
+from ...linalg.route import SUPPORT_RTOL, align
 
 
-class SeparateUnion(VStack):
+class SeparateUnion(KroneckerUnion):
     """A stack of weighted Kronecker products whose workload answers come block by block (see
     the module docstring): each workload product from the one block that answers it best.
 
     ``blocks``: matrices that are each one weighted Kronecker product (``kron_terms`` of
     length one; a bare matrix is a one-factor product) over one common factorisation of the
-    domain. Measurement, sensitivity and the noise are those of the stack (:class:`VStack`);
-    the evaluator's error and ``mechanism.release`` are those of block-by-block answering.
+    domain (:class:`~mmtoolkit.linalg.KroneckerUnion`). Measurement, sensitivity, the noise
+    and ``mechanism.reconstruct`` (least squares over the stack) are those of the stack; the
+    evaluator's error and ``mechanism.release`` are those of block-by-block answering.
     """
-
-    def __init__(self, blocks):
-        super().__init__(blocks)
-        self.parsed = []
-        for g, b in enumerate(self.blocks):
-            terms = b.kron_terms()
-            if len(terms) != 1:
-                raise ValueError(
-                    f"SeparateUnion block {g} is a union of {len(terms)} Kronecker products; "
-                    "each block must be one (weighted) product"
-                )
-            if terms[0][0] <= 0.0:
-                raise ValueError(f"SeparateUnion block {g} has weight 0")
-            self.parsed.append(terms[0])
-        self.sizes = common_sizes(self.parsed)
-        if self.sizes is None:
-            raise ValueError(
-                "SeparateUnion blocks do not share one factorisation of the domain: "
-                f"{sorted({tuple(f.shape[1] for f in fs) for _, fs in self.parsed})}"
-            )
 
     def error_route(self, W):
         return SeparateRoute(as_matrix(W), self)
@@ -106,9 +87,11 @@ class SeparateUnion(VStack):
             j: math.copysign(1.0, float(np.dot(probe[starts[j] : starts[j + 1]], term(j, r))))
             for j in np.flatnonzero(choice >= 0)
         }
+        del r, probe  # an N-vector and an answers-sized one, not kept through the blocks
         for g in np.unique(choice[choice >= 0]):
             block = self.blocks[g]
             Yg = Y[o[g] : o[g + 1]]
+            xhat = None  # the previous block's estimate goes before this one is built
             pinv = block.pinv_operator()
             if pinv is not None:
                 xhat = pinv @ Yg
@@ -116,7 +99,7 @@ class SeparateUnion(VStack):
                 check_dense_size(*block.shape, f"the least-squares solve of block {g}")
                 xhat = np.linalg.lstsq(block.dense(), Yg, rcond=None)[0]
             for j in np.flatnonzero(choice == g):
-                out[starts[j] : starts[j + 1]] = sign[j] * term(j, xhat)
+                np.multiply(term(j, xhat), sign[j], out=out[starts[j] : starts[j + 1]])
         return out[:, 0] if y.ndim == 1 else out
 
 

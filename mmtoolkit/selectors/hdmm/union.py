@@ -31,7 +31,16 @@ from __future__ import annotations
 import numpy as np
 
 from ...checks import check_choice, check_int
-from ...linalg import Identity, Kronecker, Matrix, Ones, PIdentity, VStack, Weighted, kron_terms
+from ...linalg import (
+    Identity,
+    Kronecker,
+    KroneckerUnion,
+    Matrix,
+    Ones,
+    PIdentity,
+    Weighted,
+    kron_terms,
+)
 from ...privacy import Privacy
 from ...strategy import Strategy
 from ..base import Selector, register
@@ -198,7 +207,8 @@ def optimize_union(
     tol=CYCLE_TOL, ftol=FTOL, maxiter=MAXITER,
 ) -> tuple[Matrix, float, dict]:  # fmt: skip
     """OPT_+: OPT_⊗ per group, optimal budget split; ``(strategy, bound, metadata)``, the
-    strategy a VStack or, with ``answering="separate"``, a SeparateUnion (module docstring)."""
+    strategy a KroneckerUnion (a VStack with OPT_+'s exact two-group least squares) or, with
+    ``answering="separate"``, a SeparateUnion (module docstring)."""
     answering = check_choice(answering, "answering", ANSWERING)
     if problem.products is not None:
         blocks, errors = optimize_products(problem.products, norm, rng, ftol, maxiter)
@@ -212,7 +222,7 @@ def optimize_union(
         groups = problem.parts
     w, bound = budget_split(errors, norm)
     stacked = [Weighted(float(wg), b) for wg, b in zip(w, blocks)]
-    matrix = SeparateUnion(stacked) if answering == "separate" else VStack(stacked)
+    matrix = SeparateUnion(stacked) if answering == "separate" else KroneckerUnion(stacked)
     meta = {"operator": "OPT_+", "groups": groups}
     if len(w) <= LISTED_WEIGHTS:
         meta["weights"] = w.tolist()

@@ -36,17 +36,15 @@ from ...linalg import (
     MarginalsGram,
     Matrix,
     Ones,
-    Product,
     Sum,
     Total,
-    VStack,
     Weighted,
     as_matrix,
     check_dense_size,
     check_p,
     peel,
 )
-from ...linalg.marginals import key_attrs
+from ...linalg.marginals import expand_tables, key_attrs, marginal_tables
 from ...privacy import ZCDP
 from ...records import Records
 from . import measurements
@@ -67,25 +65,18 @@ class ResidualStrategyMatrix(Matrix):
         self.shape = (int(round(float(np.sum(dims)))), math.prod(self.sizes))
 
     # ------------------------------------------------------------ structure
-    def blocks(self) -> list[Matrix]:
-        """``σ_A⁻¹ ⊗_{i∈A} L_i ⊗_{i∉A} 1ᵀ`` for every closure set, in closure order."""
-        out = []
-        bases = self.plan.bases
-        for A, s2 in zip(self._sets, self.plan.sigma2, strict=True):
-            inside = set(A)
-            factors = [Dense(b.whiten) if i in inside else Total(b.n) for i, b in enumerate(bases)]
-            out.append(Weighted(1.0 / math.sqrt(s2), Kronecker(factors)))
-        return out
-
-    def _stack(self) -> VStack:
+    def _stack(self, factors, scales) -> SetStack:
+        """``[c_A ⊗_{i∈A} F_i ⊗_{i∉A} 1ᵀ]_A`` over the closure sets (:class:`SetStack`)."""
         check_dense_size(self.shape[0], 1, "a product with the residual strategy")
-        return VStack(self.blocks())
+        return SetStack(self.sizes, self._sets, factors, scales)
 
     def _matmat(self, X):
-        return self._stack()._matmat(X)
+        L = [b.whiten for b in self.plan.bases]
+        return self._stack(L, 1.0 / np.sqrt(self.plan.sigma2))._matmat(X)
 
     def _rmatmat(self, Y):
-        return self._stack()._rmatmat(Y)
+        L = [b.whiten for b in self.plan.bases]
+        return self._stack(L, 1.0 / np.sqrt(self.plan.sigma2))._rmatmat(Y)
 
     def residual_pinv_terms(self):
         """``(sizes, [H_i], closure sets, σ²)`` with
@@ -181,7 +172,16 @@ class ResidualStrategyMatrix(Matrix):
         return terms[0] if len(terms) == 1 else Sum(terms)
 
     def pinv(self):
-        return Product(self.gram_pinv(), self.T)
+        """``A⁺ = (AᵀA)⁺Aᵀ`` in the marginal domain (issue 17): the blocks live on mutually
+        orthogonal subspaces (module docstring: ``H_i 1 = 0``, ``J L_iᵀ = 0``), so only the
+        diagonal terms survive, ``A⁺ y = Σ_A σ_A (⊗_{i∈A} H_iL_iᵀ) y_A ⊗_{i∉A} 1/n_i`` — small
+        tables expanded to the N cells once (:class:`SetStack`, transposed). Equal to
+        ``Product(gram_pinv(), A.T)`` up to float rounding."""
+        bases = self.plan.bases
+        scales = np.sqrt(self.plan.sigma2)
+        for j, A in enumerate(self._sets):
+            scales[j] /= math.prod(b.n for i, b in enumerate(bases) if i not in set(A))
+        return self._stack([(b.H @ b.whiten.T).T for b in bases], scales).T
 
     # ---------------------------------------------------------- reductions
     def pcost_bound(self) -> float:
@@ -237,6 +237,58 @@ class ResidualStrategyMatrix(Matrix):
         return (
             f"ResidualStrategyMatrix({kind}, {len(self._sets)} base mechanisms, shape={self.shape})"
         )
+
+
+class SetStack(Matrix):
+    """``[c_A ⊗_{i∈A} F_i ⊗_{i∉A} 1ᵀ]_A`` for attribute sets ``A`` (rows in the sets' order,
+    each block over ``A``'s attributes in C order) with small dense per-attribute factors
+    ``F_i`` (``r_i x n_i``): the whitened residual strategy (``F_i = L_i``, ``c_A = σ_A⁻¹``) and
+    the transpose of its pseudo-inverse (``F_i = (H_iL_iᵀ)ᵀ``). ``A X`` sums the marginal
+    tables of ``X`` from their parents (:func:`~mmtoolkit.linalg.marginals.marginal_tables`: a
+    few passes over the data, not one per set) and applies each set's small Kronecker product
+    to its table; ``Aᵀ Y`` forms each set's table ``c_A (⊗ F_iᵀ) Y_A`` and expands them all to
+    the N cells in one array (:func:`~mmtoolkit.linalg.marginals.expand_tables`; issue 17)."""
+
+    def __init__(self, sizes, sets, factors, scales):
+        self.sizes = tuple(sizes)
+        self.sets = [tuple(sorted(A)) for A in sets]
+        self.factors = [np.asarray(F, dtype=float) for F in factors]
+        self.scales = [float(c) for c in scales]
+        self.keys = [sum(1 << i for i in A) for A in self.sets]
+        rows = [math.prod(self.factors[i].shape[0] for i in A) for A in self.sets]
+        self._offsets = np.cumsum([0] + rows)
+        self.shape = (int(self._offsets[-1]), math.prod(self.sizes))
+
+    def _kron(self, A, transpose: bool) -> Matrix:
+        mats = [Dense(self.factors[i].T if transpose else self.factors[i]) for i in A]
+        return Kronecker(mats)
+
+    def _matmat(self, X):
+        k = X.shape[1]
+        tables = marginal_tables(self.sizes, X, self.keys)
+        out = np.empty((self.shape[0], k))
+        o = self._offsets
+        for j, (A, key, c) in enumerate(zip(self.sets, self.keys, self.scales, strict=True)):
+            if o[j + 1] == o[j]:
+                continue  # a size-1 attribute: no residual rows
+            table = tables.pop(key).reshape(-1, k)
+            part = self._kron(A, False) @ table if A else table
+            np.multiply(part, c, out=out[o[j] : o[j + 1]])
+        return out
+
+    def _rmatmat(self, Y):
+        k = Y.shape[1]
+        o = self._offsets
+        tables = {}
+        for j, (A, key, c) in enumerate(zip(self.sets, self.keys, self.scales, strict=True)):
+            if o[j + 1] == o[j]:
+                continue
+            part = Y[o[j] : o[j + 1]]
+            part = c * (self._kron(A, True) @ part if A else part)
+            tables[key] = part.reshape(tuple(self.sizes[i] for i in A) + (k,))
+        if not tables:
+            return np.zeros((self.shape[1], k))
+        return expand_tables(self.sizes, tables, consume=True).reshape(self.shape[1], k)
 
 
 def _inverse_sqrt(G: np.ndarray) -> np.ndarray:

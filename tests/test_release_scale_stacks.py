@@ -1,0 +1,169 @@
+"""Memory-lean measure / reconstruct of ResidualPlanner strategies and OPT_+ unions of
+Kronecker products (issue 17): each product against an independent dense computation, the
+streamed measurement equal to the product plus one noise draw bit for bit, and peak memory
+bounded (tracemalloc)."""
+
+import math
+from functools import reduce
+
+import numpy as np
+import pytest
+
+# the tiny-block fixture and the tracemalloc peak of the Kronecker / marginals tests
+from test_release_scale import _peak_extra, small_blocks  # noqa: F401
+
+import mmtoolkit as mm
+from mmtoolkit import mechanism, selectors, workloads
+from mmtoolkit import privacy as privacy_module
+from mmtoolkit.linalg import (
+    Identity,
+    Kronecker,
+    KroneckerUnion,
+    PIdentity,
+    Total,
+    VStack,
+    Weighted,
+    kronecker,
+)
+from mmtoolkit.privacy import ZCDP, PureDP
+
+
+# ------------------------------------------------------------------ ResidualPlanner
+def _rp_cases():
+    marg = workloads.marginals(mm.Domain.from_sizes([3, 4, 1, 2, 3]), 2, lower=True)
+    full = workloads.marginals(mm.Domain.from_sizes([3, 2, 4]), 3, lower=True)
+    plus = workloads.kron([workloads.prefix(4), workloads.identity(3), workloads.all_range(5)])
+    return [
+        ("residual_planner", marg),
+        ("residual_planner", full),
+        ("residual_planner_plus", plus),
+    ]
+
+
+def _rp_dense(A):
+    """The whitened strategy from its definition: rows ``σ_A⁻¹ ⊗_{i∈A} L_i ⊗_{i∉A} 1ᵀ``."""
+    rows = []
+    for S, s2 in zip(A._sets, A.plan.sigma2, strict=True):
+        f = [b.whiten if i in S else np.ones((1, b.n)) for i, b in enumerate(A.plan.bases)]
+        rows.append(reduce(np.kron, f) / math.sqrt(s2))
+    return np.vstack(rows)
+
+
+@pytest.mark.usefixtures("small_blocks")
+@pytest.mark.parametrize("case", range(3))
+def test_residual_products_match_dense(case):
+    name, W = _rp_cases()[case]
+    A = selectors.get(name).select(W, ZCDP(0.5)).matrix
+    D = _rp_dense(A)
+    rng = np.random.default_rng(case)
+    X, Y = rng.random((A.shape[1], 3)), rng.random((A.shape[0], 3))
+    np.testing.assert_allclose(A @ X, D @ X, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(A.T @ Y, D.T @ Y, rtol=1e-12, atol=1e-12)
+    P, Pd = A.pinv_operator(), np.linalg.pinv(D)
+    np.testing.assert_allclose(P @ Y, Pd @ Y, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(P.T @ X, Pd.T @ X, rtol=1e-10, atol=1e-12)
+    # the closed form it replaced, (AᵀA)⁺ Aᵀ through the Gram's pseudo-inverse
+    np.testing.assert_allclose(P @ Y[:, 0], A.gram_pinv().dense() @ (D.T @ Y[:, 0]), atol=1e-12)
+
+
+# ------------------------------------------------------------------ OPT_+ unions
+def _union(rng, first_total=False, weights=(0.6, 0.8)):
+    if first_total:  # a singular first product: its Grams are not positive definite
+        b1 = Kronecker([Total(4), PIdentity(rng.random((2, 5))), Identity(3)])
+    else:
+        b1 = Kronecker([PIdentity(rng.random((2, n))) for n in (4, 5, 3)])
+    b2 = Kronecker([PIdentity(rng.random((p, n))) for p, n in ((1, 4), (2, 5), (1, 3))])
+    return KroneckerUnion([Weighted(weights[0], b1), Weighted(weights[1], b2)])
+
+
+@pytest.mark.usefixtures("small_blocks")
+@pytest.mark.parametrize("first_total", [False, True], ids=["pd-first", "singular-first"])
+def test_two_product_pinv_matches_dense(first_total):
+    rng = np.random.default_rng(4)
+    A = _union(rng, first_total, weights=(0.6, -0.8))  # a negative weight keeps its sign
+    D = A.dense()
+    Pd = np.linalg.pinv(D)
+    P = A.pinv_operator()
+    assert P is not None
+    Y, X = rng.standard_normal((A.shape[0], 2)), rng.standard_normal((A.shape[1], 2))
+    np.testing.assert_allclose(P @ Y, Pd @ Y, rtol=1e-9, atol=1e-11)
+    np.testing.assert_allclose(P.T @ X, Pd.T @ X, rtol=1e-9, atol=1e-11)
+    buf = Y[:, 0].copy()
+    got = mechanism.reconstruct(A, buf, overwrite=True)
+    np.testing.assert_allclose(got, Pd @ Y[:, 0], rtol=1e-9, atol=1e-11)
+    assert np.shares_memory(got, buf)  # x̂ built in y's memory
+
+
+@pytest.mark.usefixtures("small_blocks")
+def test_union_without_closed_form_solved_by_conjugate_gradients():
+    """Three products (or products with no positive definite side) have no closed form:
+    pinv_operator is None and reconstruct runs the kind's preconditioned CG on the normal
+    equations, to the dense least-squares solution (the minimum-norm one when AᵀA is
+    singular), closer than LSMR gets at the same tolerance."""
+    rng = np.random.default_rng(5)
+    blocks = [
+        Weighted(3**-0.5, Kronecker([PIdentity(rng.random((2, n))) for n in (3, 4, 5)]))
+        for _ in range(3)
+    ]
+    three = KroneckerUnion(blocks)
+    T, I = (Total(3), Total(4)), (Identity(3), Identity(4))
+    singular = KroneckerUnion([Kronecker([T[0], I[1]]), Kronecker([I[0], T[1]]), Kronecker(T)])
+    for A in (three, singular):
+        assert A.pinv_operator() is None
+        y = rng.standard_normal(A.shape[0])
+        want = np.linalg.lstsq(A.dense(), y, rcond=None)[0]
+        got = mechanism.reconstruct(A, y)
+        np.testing.assert_allclose(got, want, rtol=0, atol=1e-10 * np.abs(want).max())
+        Y = rng.standard_normal((A.shape[0], 2))  # several releases: one solve per column
+        want = np.linalg.lstsq(A.dense(), Y, rcond=None)[0]
+        np.testing.assert_allclose(mechanism.reconstruct(A, Y), want, atol=1e-9)
+
+
+@pytest.mark.usefixtures("small_blocks")
+@pytest.mark.parametrize("privacy", [PureDP(0.7), ZCDP(0.3)])
+def test_streamed_stack_measure_is_product_plus_one_draw(monkeypatch, privacy):
+    """A stack's blocks are measured into one array and the noise added block by block: the
+    stack's product plus the values of one draw, bit for bit — also with a block that
+    cannot stream (a plain Kronecker product: its product written into its rows)."""
+    monkeypatch.setattr(privacy_module, "NOISE_BLOCK", 7)
+    rng = np.random.default_rng(9)
+    U = _union(rng)
+    plain = VStack([U.blocks[0], Kronecker([Identity(4), Total(5), PIdentity(rng.random((1, 3)))])])
+    x = rng.integers(0, 9, U.shape[1]).astype(float)
+    for S in (U, plain):
+        streamed = []
+        got = S.answers_streamed(x, streamed.append)
+        assert sum(p.size for p in streamed) == S.shape[0]
+        np.testing.assert_array_equal(got, S @ x)
+        np.testing.assert_allclose(got, S.dense() @ x, rtol=1e-12, atol=1e-12)
+        got = mechanism.measure(S, x, privacy, np.random.default_rng(11))
+        z = privacy.sample(np.random.default_rng(11), S.shape[0], S.sensitivity(privacy.norm))
+        np.testing.assert_array_equal(got, S @ x + z)
+
+
+def test_peak_memory_of_union_and_residual_planner():
+    """About 10^6 cells: a two-product union measures into ``y`` plus slab-sized
+    temporaries and reconstructs in ``y``'s memory (LSMR held ~20 N-vectors); a
+    ResidualPlanner strategy measures from marginal tables and builds x̂ as the only
+    N-sized array."""
+    rng = np.random.default_rng(6)
+    blocks = [Kronecker([PIdentity(rng.random((2, 32))) for _ in range(4)]) for _ in range(2)]
+    A = KroneckerUnion([Weighted(0.6, blocks[0]), Weighted(0.8, blocks[1])])
+    N, m = A.shape[1], A.shape[0]
+    x = rng.integers(0, 5, N).astype(float)
+    peak, y = _peak_extra(lambda: mechanism.measure(A, x, PureDP(1.0), np.random.default_rng(1)))
+    assert peak < 8 * m + 0.5 * 8 * N  # slab buffers of a few MB (a fixed size, not O(N))
+    peak, xhat = _peak_extra(lambda: mechanism.reconstruct(A, y, overwrite=True))
+    # a few column blocks of a fixed size (COLUMN_ENTRIES entries, 4 MB), no N-vector (8 MB)
+    assert peak < 0.25 * 8 * N + 2 * 8 * kronecker.COLUMN_ENTRIES
+    assert abs(xhat.sum() - x.sum()) < 0.05 * x.sum()
+
+    W = workloads.marginals(mm.Domain.from_sizes([10] * 6), 3, lower=True)
+    R = selectors.get("residual_planner").select(W, ZCDP(0.5)).matrix
+    N, m = R.shape[1], R.shape[0]
+    x = rng.integers(0, 5, N).astype(float)
+    peak, y = _peak_extra(lambda: mechanism.measure(R, x, ZCDP(0.5), np.random.default_rng(1)))
+    assert peak < 8 * m + 0.25 * 8 * N
+    peak, xhat = _peak_extra(lambda: mechanism.reconstruct(R, y, overwrite=True))
+    assert peak < 1.25 * 8 * N
+    assert abs(xhat.sum() - x.sum()) < 0.05 * x.sum()
