@@ -167,3 +167,25 @@ def test_peak_memory_of_union_and_residual_planner():
     peak, xhat = _peak_extra(lambda: mechanism.reconstruct(R, y, overwrite=True))
     assert peak < 1.25 * 8 * N
     assert abs(xhat.sum() - x.sum()) < 0.05 * x.sum()
+
+
+def test_two_products_with_a_singular_factor_gram_that_passes_cholesky():
+    """A rank-2 3x3 factor Gram whose Cholesky succeeds by rounding must not be taken as
+    positive definite (review): x̂ is the least-squares solution of minimum norm, as dense
+    lstsq gives it — for a full-rank union and for a singular one (two and three products)."""
+    from mmtoolkit.linalg import Dense, Identity, Prefix, Total, Weighted
+    from mmtoolkit.linalg.union import KroneckerUnion
+
+    B = np.array([[0.35, 0.82, 0.33], [-1.3, 0.91, 0.45]])
+    C = np.array([[1.0, 0, 1], [0, 1, 1]])
+    cases = [
+        [Kronecker([Dense(B), Identity(2)]), Weighted(2.0, Kronecker([Dense(C), Prefix(2)]))],
+        [Kronecker([Dense(B), Identity(2)]), Weighted(2.0, Kronecker([Dense(B), Prefix(2)]))],
+        [Kronecker([Dense(B), Identity(2)]), Weighted(2.0, Kronecker([Dense(B), Prefix(2)])),
+         Weighted(0.5, Kronecker([Dense(B), Total(2)]))],
+    ]  # fmt: skip
+    for blocks in cases:
+        A = KroneckerUnion(blocks)
+        y = np.arange(A.shape[0], dtype=float)
+        want = np.linalg.lstsq(A.dense(), y, rcond=None)[0]
+        np.testing.assert_allclose(mechanism.reconstruct(A, y), want, rtol=1e-8, atol=1e-8)

@@ -32,11 +32,22 @@ import numpy as np
 from . import base
 from .base import Dense, Matrix, VStack, peel
 from .kronecker import Kronecker
-from .route import common_sizes
+from .route import RANK_RTOL, common_sizes
 
 #: Cells of one slab of the diagonal ``D`` (its trailing attributes), generated at a time
 #: (two such arrays, 0.5 MB each, in cache).
 CHUNK = 1 << 16
+
+
+def _cholesky_full_rank(G: np.ndarray) -> np.ndarray:
+    """The Cholesky factor of the symmetric part of ``G``; ``LinAlgError`` unless ``G`` has
+    full rank by numpy's rule (every eigenvalue above ``RANK_RTOL · n · eps · λ_max``) — a
+    singular Gram whose factorisation succeeds by rounding would give a wrong basis."""
+    S = 0.5 * (G + G.T)
+    lam = np.linalg.eigvalsh(S)
+    if lam[-1] <= 0 or lam[0] <= RANK_RTOL * S.shape[0] * np.finfo(float).eps * lam[-1]:
+        raise np.linalg.LinAlgError("a factor Gram is singular")
+    return np.linalg.cholesky(S)
 
 
 class TwoProductBasis:
@@ -49,9 +60,9 @@ class TwoProductBasis:
     def __init__(self, grams, weights):
         order = [0, 1]
         try:
-            chol = [np.linalg.cholesky(0.5 * (G + G.T)) for G in grams[0]]
+            chol = [_cholesky_full_rank(G) for G in grams[0]]
         except np.linalg.LinAlgError:
-            chol = [np.linalg.cholesky(0.5 * (G + G.T)) for G in grams[1]]
+            chol = [_cholesky_full_rank(G) for G in grams[1]]
             order = [1, 0]
         self.order = order
         self.c1, self.c2 = weights[order[0]], weights[order[1]]
