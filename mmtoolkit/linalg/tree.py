@@ -117,17 +117,18 @@ def interval_tree(n: int, branching: int, split: str = "near_equal", height=None
         return [Intervals.regular(n, b ** (h - depth)) for depth in range(h + 1)]
     if height is not None:
         raise ValueError("height is only used with split='pad'")
+    check_fits_memory(  # explicit levels (about n/(b−1) starts), their temporaries, a solver's
+        32.0 * n,  # node grids: refused before anything is built
+        f"an interval tree over {n} cells",
+        "use split='pad' (its levels are regular: no arrays of the cells' size), or split "
+        "the domain into attributes (a Kronecker product of trees)",
+    )
     sizes = np.array([n], dtype=np.int64)
     levels = [Intervals.regular(n, n)]
     while np.any(sizes > 1):
         if np.all(sizes <= b):  # every node splits into single cells
             levels.append(Intervals.regular(n, 1))
             break
-        check_fits_memory(  # the children's sizes and the temporaries that build them
-            64.0 * min(n, b * len(sizes)),
-            f"an interval tree over {n} cells",
-            "use split='pad' (regular levels), or split the domain into attributes",
-        )
         sizes = _child_sizes(sizes, b, split)
         if np.all(sizes[:-1] == sizes[0]) and sizes[-1] <= sizes[0]:
             levels.append(Intervals.regular(n, int(sizes[0])))
@@ -311,7 +312,9 @@ def _intervals(level, n: int, li: int, i: int) -> Intervals:
             f"level {li}, attribute {i}: interval starts must begin at 0, increase strictly "
             f"and stay below the attribute size {n}"
         )
-    return given if given is not None else Intervals.of(n, a)
+    if given is not None and given._starts is a:
+        return given
+    return Intervals(n, starts=a) if given is not None else Intervals.of(n, a)
 
 
 def _block_sum(X: np.ndarray, parts) -> np.ndarray:
@@ -330,7 +333,13 @@ def _expand(Y: np.ndarray, parts) -> np.ndarray:
 
 
 def _outer_counts(parts) -> np.ndarray:
-    """Cells per node of a node grid: the outer product of the per-axis node sizes."""
+    """Cells per node of a node grid: the outer product of the per-axis node sizes (refused
+    with ``TooLargeError`` when the grid's float64 arrays would not fit in memory)."""
+    check_fits_memory(
+        8.0 * math.prod(len(p) for p in parts),
+        "a tree's node grid",
+        "use fewer cells or a Kronecker product of smaller trees",
+    )
     out = np.ones(())
     for p in parts:
         out = np.multiply.outer(out, p.counts.astype(float))

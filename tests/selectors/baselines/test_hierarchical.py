@@ -529,3 +529,29 @@ def test_gaussian_privacy_uses_l2_sensitivity():
     s = selectors.get("quadtree").select(workloads.kron([workloads.prefix(8)] * 2), ZCDP(0.5))
     w = np.asarray([lv for lv in s.metadata["level_budget"]])
     assert s.matrix.sensitivity(2) == pytest.approx(math.sqrt(np.sum(w**2)))
+
+
+def test_huge_trees_are_refused_before_anything_large_is_built():
+    """review: a near-equal tree over twice the memory's worth of cells (explicit levels and
+    their temporaries) is refused up front, and a padded tree of any size builds but its
+    solver's node grid is refused with TooLargeError, never a numpy MemoryError."""
+    import resource
+
+    from mmtoolkit.linalg.base import TooLargeError, physical_memory
+
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    n = int(physical_memory() // 16)  # 32 bytes a cell: twice the memory
+    with pytest.raises(TooLargeError, match="interval tree"):
+        interval_tree(n, 16)
+    A = Tree(10**13, interval_tree(10**13, 2, split="pad"))
+    with pytest.raises(TooLargeError, match="node grid"):
+        A.pinv()
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 200_000  # KB
+
+
+def test_explicit_intervals_from_a_list_are_converted():
+    """review: an explicit Intervals given list starts is validated and used as int64."""
+    from mmtoolkit.linalg.tree import Intervals
+
+    A = Tree(8, [Intervals(8, starts=[0, 4]), Intervals(8, width=2)])
+    np.testing.assert_array_equal(A @ np.arange(8.0), A.dense() @ np.arange(8.0))
