@@ -170,10 +170,14 @@ def check_finite(W: Matrix, what: str = "workload") -> None:
 
 
 # ============================================================================ measure
-def _add_noise(Ax: np.ndarray, R: int | None, privacy: Privacy, rng, sens: float, x):
+def _add_noise(
+    Ax: np.ndarray, R: int | None, privacy: Privacy, rng, sens: float, x, stream=None
+):  # fmt: skip
     """``A x + z`` (``m`` or ``m x R``), the noise added in place by ``privacy.add_noise`` (in
-    cache-sized blocks, the same values as one draw of every row); one release is added into
-    ``Ax`` itself when it is a fresh array of its own (not the data)."""
+    cache-sized blocks, the same values as one draw of every row) — or by ``stream``, a
+    :class:`~mmtoolkit.privacy.NoiseStream` of those values already begun (one release);
+    one release is added into ``Ax`` itself when it is a fresh array of its own (not the
+    data)."""
     if R is None:
         own = Ax.dtype in (np.float64, np.float32) and Ax.flags.writeable
         own = own and Ax.flags.c_contiguous
@@ -183,7 +187,10 @@ def _add_noise(Ax: np.ndarray, R: int | None, privacy: Privacy, rng, sens: float
     else:
         out = np.empty((Ax.shape[0], R), dtype=Ax.dtype if Ax.dtype == np.float32 else float)
         out[...] = Ax[:, None]
-    privacy.add_noise(out, rng, sens)
+    if stream is None:
+        privacy.add_noise(out, rng, sens)
+    else:
+        stream.add(out.reshape(-1))
     return out
 
 
@@ -234,21 +241,20 @@ def measure(
         if R is None and not isinstance(x, Records):  # the noise added piece by piece
             x = data_vector(x, A.shape[1])
             stream = privacy.noise_stream(rng, A.shape[0], sens, prefetch=True)
+            stream.start()  # the draw runs beside the product from here
             try:
                 y = A.answers_streamed(x, stream.add)
+                if y is None:  # not streamed: the same stream added to A x
+                    return _add_noise(A @ x, R, privacy, rng, sens, x, stream)
             finally:
                 stream.close()
-            if y is not None:
-                if stream.left:  # every answer must have received its noise
-                    raise RuntimeError(
-                        f"{type(A).__name__}.answers_streamed left {stream.left} answers "
-                        "without noise"
-                    )
-                return y
-            Ax = A @ x
-        else:
-            Ax = _true_answers(A, x)
-        return _add_noise(Ax, R, privacy, rng, sens, x)
+            if stream.left:  # every answer must have received its noise
+                raise RuntimeError(
+                    f"{type(A).__name__}.answers_streamed left {stream.left} answers "
+                    "without noise"
+                )
+            return y
+        return _add_noise(_true_answers(A, x), R, privacy, rng, sens, x)
     Ax = _true_answers(A, x)
     cal = discrete_calibration(A, privacy)
     noisy = integer_answers(Ax, cal.scales)

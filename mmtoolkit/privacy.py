@@ -145,8 +145,9 @@ class NoiseStream:
     stream of at least two :data:`PREFETCH_CHUNK`), a second thread draws the next
     :data:`PREFETCH_CHUNK` values — the same blocks, in order, from the same generator —
     while the caller computes and adds the current ones (two buffers of that size), so the
-    draw overlaps the product on another core. The thread starts at the first :meth:`add`
-    (the generator is untouched until then) and ends with the stream or :meth:`close`."""
+    draw overlaps the product on another core. The thread starts at :meth:`start` or the
+    first :meth:`add` (the generator is untouched until then) and ends with the stream or
+    :meth:`close`."""
 
     def __init__(
         self, family: str, scale: float, rng: np.random.Generator, size: int,
@@ -193,6 +194,12 @@ class NoiseStream:
         if not self.left and self._pool is not None:
             self._pool.shutdown(wait=True)  # used up: the thread ends
             self._pool = None
+
+    def start(self) -> None:
+        """Start drawing ahead now (a prefetched stream; otherwise nothing): the caller
+        commits to adding the stream, so the generator may move from here."""
+        if self._pool is not None and self._pending is None and not self._chunks:
+            self._pending = self._submit()
 
     def close(self) -> None:
         """Finish the stream: no more :meth:`add`; the drawing thread, if any, ends (after the

@@ -515,3 +515,16 @@ def test_threads_keep_in_place_reconstruction_lean(monkeypatch):
         tracemalloc.stop()
         np.testing.assert_array_equal(got, want)
         assert peak < ratio * y.nbytes, (first, peak / y.nbytes)
+
+
+@pytest.mark.parametrize("privacy", [PureDP(0.7), ZCDP(0.3)])
+def test_measure_of_a_kind_that_does_not_stream_adds_the_started_stream(threads, privacy):
+    """measure() starts the noise thread before the product; a kind without a streamed
+    product (marginals) gets the same stream added to A x: A x plus the values of one draw,
+    bit for bit, with one thread or two."""
+    A = Marginals((3, 4, 5), {0b011: 1.0, 0b110: 2.0, 0b101: 0.5})
+    x = np.random.default_rng(6).integers(0, 9, A.shape[1]).astype(float)
+    assert A.answers_streamed(x, lambda piece: None) is None
+    got = mechanism.measure(A, x, privacy, np.random.default_rng(11))
+    z = privacy.sample(np.random.default_rng(11), A.shape[0], A.sensitivity(privacy.norm))
+    np.testing.assert_array_equal(got, A @ x + z)
