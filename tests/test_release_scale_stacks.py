@@ -189,3 +189,22 @@ def test_two_products_with_a_singular_factor_gram_that_passes_cholesky():
         y = np.arange(A.shape[0], dtype=float)
         want = np.linalg.lstsq(A.dense(), y, rcond=None)[0]
         np.testing.assert_allclose(mechanism.reconstruct(A, y), want, rtol=1e-8, atol=1e-8)
+
+
+def test_vstack_float32_dtype_does_not_depend_on_block_order():
+    """review: a float32 product of a stack whose first block keeps float32 and whose second
+    computes in float64 was float32 in one order and float64 in the other; now float32 in
+    both (the float32 path, as the streamed measure), equal to the float64 product to
+    float32 rounding, and the same values in either order."""
+    from mmtoolkit.linalg import Dense, Identity, Prefix
+
+    rng = np.random.default_rng(40)
+    blocks = [Kronecker([Identity(3), Prefix(4)]), Dense(rng.random((5, 12)))]
+    x = rng.integers(0, 1000, 12).astype(np.float32)
+    a = VStack(blocks) @ x
+    b = VStack(blocks[::-1]) @ x
+    assert a.dtype == b.dtype == np.float32
+    np.testing.assert_array_equal(a[:12], b[5:])
+    np.testing.assert_array_equal(a[12:], b[:5])
+    want = VStack(blocks) @ x.astype(float)
+    np.testing.assert_allclose(a, want, rtol=1e-6)

@@ -776,14 +776,13 @@ class VStack(Matrix):
         self._offsets = np.cumsum([0] + [b.shape[0] for b in blocks])
 
     def _matmat(self, X):
+        # each block written into its rows of one array: float32 for float32 X (the opt-in
+        # float32 path, as answers_streamed), else float64 — whatever the blocks' order
         o = self._offsets
-        out = None
-        for i, b in enumerate(self.blocks):  # each block written into its rows
-            part = b._matmat(X)
-            if out is None:
-                out = np.empty((self.shape[0],) + part.shape[1:], dtype=part.dtype)
-            out[o[i] : o[i + 1]] = part
-            del part
+        dtype = np.float32 if X.dtype == np.float32 else np.float64
+        out = np.empty((self.shape[0],) + X.shape[1:], dtype=dtype)
+        for i, b in enumerate(self.blocks):
+            out[o[i] : o[i + 1]] = b._matmat(X)
         return out
 
     def answers_streamed(self, x, each, out=None):
