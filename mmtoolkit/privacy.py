@@ -163,8 +163,8 @@ class NoiseStream:
         if prefetch and self.scale != 0.0 and self.left >= 2 * PREFETCH_CHUNK:
             if worker_threads() > 1:
                 self._pool = ThreadPoolExecutor(max_workers=1)
-                chunk = max(1, PREFETCH_CHUNK // NOISE_BLOCK) * NOISE_BLOCK
-                self._bufs = [np.empty(chunk), np.empty(chunk)]
+                self._chunk = max(1, PREFETCH_CHUNK // NOISE_BLOCK) * NOISE_BLOCK  # whole blocks
+                self._bufs = [np.empty(self._chunk), np.empty(self._chunk)]
                 self._pending = None  # the next chunk being drawn
                 self._chunks = 0  # chunks handed out
         if self._pool is None:
@@ -191,9 +191,8 @@ class NoiseStream:
             piece[done : done + take] += self.buf[self.pos : self.pos + take]
             self.pos += take
             done += take
-        if not self.left and self._pool is not None:
-            self._pool.shutdown(wait=True)  # used up: the thread ends
-            self._pool = None
+        if not self.left:
+            self._end_thread()  # used up
 
     def start(self) -> None:
         """Start drawing ahead now (a prefetched stream; otherwise nothing): the caller
@@ -207,6 +206,9 @@ class NoiseStream:
         prefetched stream leaves the generator up to two chunks further on than the values
         added — do not rely on ``rng``'s state after a failed measure."""
         self.closed = True
+        self._end_thread()
+
+    def _end_thread(self) -> None:
         if self._pool is not None:
             self._pool.shutdown(wait=True)
             self._pool = None
@@ -227,8 +229,7 @@ class NoiseStream:
 
     def _submit(self):
         """Start drawing the next chunk on the thread, into the buffer not in use."""
-        chunk = max(1, PREFETCH_CHUNK // NOISE_BLOCK) * NOISE_BLOCK  # whole blocks
-        k = min(chunk, self.undrawn)
+        k = min(self._chunk, self.undrawn)
         self.undrawn -= k
         return self._pool.submit(self._draw, self._bufs[self._chunks % 2][:k])
 
