@@ -208,10 +208,11 @@ def measure(
     added in place by :meth:`~mmtoolkit.privacy.Privacy.add_noise`, drawn in cache-sized
     blocks (the same values as one draw of all rows, so no extra ``m``-sized arrays; issue
     17) — for one release of a kind with ``answers_streamed`` (a Kronecker product with a
-    p-Identity first factor, a stack of blocks such as OPT_+'s) to each piece of ``A x`` as soon as it is computed, while it is
-    in cache (:meth:`~mmtoolkit.privacy.Privacy.noise_stream`, the same values), the noise
-    drawn ahead on a second thread when :func:`~mmtoolkit.threads.worker_threads` allows
-    (the same values again, so the release does not depend on the number of threads).
+    p-Identity first factor, a stack of blocks such as OPT_+'s) to each piece of ``A x`` as
+    soon as it is computed, while it is in cache
+    (:meth:`~mmtoolkit.privacy.Privacy.noise_stream`, the same values), the noise drawn ahead
+    on a second thread when :func:`~mmtoolkit.threads.worker_threads` allows (the same
+    values again, so the release does not depend on the number of threads).
     Discrete noise is one :class:`~mmtoolkit.discrete.DiscreteNoiseStream` over the rows,
     in blocks likewise. A ``dask.array`` ``x`` gives a lazy dask array
     (:mod:`mmtoolkit.dask_release`): the same noise for the same generator state, both
