@@ -20,10 +20,10 @@ expected total squared error of answering ``W`` through ``A`` is
 
 from __future__ import annotations
 
+import functools
 import math
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
-from concurrent.futures import ThreadPoolExecutor
 from functools import lru_cache
 
 import numpy as np
@@ -31,7 +31,7 @@ from scipy.optimize import brentq
 from scipy.special import log_ndtr, ndtr
 
 from .checks import check_float, check_positive, check_probability
-from .threads import worker_threads
+from .threads import Ahead, worker_threads
 
 __all__ = [
     "Privacy",
@@ -159,15 +159,18 @@ class NoiseStream:
         self.u = np.empty(min(NOISE_BLOCK, self.left)) if family == "laplace" else None
         self.pos = self.end = 0  # buf[pos:end]: drawn, not yet added
         self.closed = False
-        self._pool = None
+        self._ahead = None  # the chunks drawn ahead on a thread (prefetch)
         if prefetch and self.scale != 0.0 and self.left >= 2 * PREFETCH_CHUNK:
             if worker_threads() > 1:
-                self._pool = ThreadPoolExecutor(max_workers=1)
-                self._chunk = max(1, PREFETCH_CHUNK // NOISE_BLOCK) * NOISE_BLOCK  # whole blocks
-                self._bufs = [np.empty(self._chunk), np.empty(self._chunk)]
-                self._pending = None  # the next chunk being drawn
-                self._chunks = 0  # chunks handed out
-        if self._pool is None:
+                chunk = max(1, PREFETCH_CHUNK // NOISE_BLOCK) * NOISE_BLOCK  # whole blocks
+                bufs, size = [np.empty(chunk), np.empty(chunk)], self.left
+                draw = functools.partial(_draw_noise, family, self.scale, rng, self.u)
+
+                def task(i):  # chunk i into the buffer the caller is not reading
+                    return draw(bufs[i % 2][: min(chunk, size - i * chunk)])
+
+                self._ahead = Ahead(task, -(-size // chunk))
+        if self._ahead is None:
             self._block = np.empty(min(NOISE_BLOCK, self.left))
 
     def add(self, piece: np.ndarray) -> None:
@@ -191,14 +194,12 @@ class NoiseStream:
             piece[done : done + take] += self.buf[self.pos : self.pos + take]
             self.pos += take
             done += take
-        if not self.left:
-            self._end_thread()  # used up
 
     def start(self) -> None:
         """Start drawing ahead now (a prefetched stream; otherwise nothing): the caller
         commits to adding the stream, so the generator may move from here."""
-        if self._pool is not None and self._pending is None and not self._chunks:
-            self._pending = self._submit()
+        if self._ahead is not None:
+            self._ahead.start()
 
     def close(self) -> None:
         """Finish the stream: no more :meth:`add`; the drawing thread, if any, ends (after the
@@ -206,43 +207,31 @@ class NoiseStream:
         prefetched stream leaves the generator up to two chunks further on than the values
         added — do not rely on ``rng``'s state after a failed measure."""
         self.closed = True
-        self._end_thread()
-
-    def _end_thread(self) -> None:
-        if self._pool is not None:
-            self._pool.shutdown(wait=True)
-            self._pool = None
+        if self._ahead is not None:
+            self._ahead.close()
 
     def _next(self) -> None:
         """Make the next drawn values current (``buf[pos:end]``)."""
-        if self._pool is None:
+        if self._ahead is None:
             k = min(NOISE_BLOCK, self.undrawn)
-            self.buf = self._draw(self._block[:k])
+            self.buf = _draw_noise(self.family, self.scale, self.rng, self.u, self._block[:k])
             self.undrawn -= k
         else:
-            if self._pending is None:  # the first chunk
-                self._pending = self._submit()
-            self.buf = self._pending.result()
-            self._chunks += 1
-            self._pending = self._submit() if self.undrawn else None
+            self.buf = self._ahead.next()
         self.pos, self.end = 0, self.buf.size
 
-    def _submit(self):
-        """Start drawing the next chunk on the thread, into the buffer not in use."""
-        k = min(self._chunk, self.undrawn)
-        self.undrawn -= k
-        return self._pool.submit(self._draw, self._bufs[self._chunks % 2][:k])
 
-    def _draw(self, z: np.ndarray) -> np.ndarray:
-        """Fill ``z`` with the next ``z.size`` values, block by block; returns ``z``."""
-        for s in range(0, z.size, NOISE_BLOCK):
-            part = z[s : s + NOISE_BLOCK]
-            if self.family == "laplace":
-                _laplace_into(part, self.u[: part.size], self.rng, self.scale)
-            else:
-                self.rng.standard_normal(out=part)
-                part *= self.scale
-        return z
+def _draw_noise(family, scale, rng, u, z: np.ndarray) -> np.ndarray:
+    """Fill ``z`` with the next ``z.size`` values of a :class:`NoiseStream` (``u``: its
+    uniforms' scratch, Laplace), block by block; returns ``z``."""
+    for s in range(0, z.size, NOISE_BLOCK):
+        part = z[s : s + NOISE_BLOCK]
+        if family == "laplace":
+            _laplace_into(part, u[: part.size], rng, scale)
+        else:
+            rng.standard_normal(out=part)
+            part *= scale
+    return z
 
 
 # ----------------------------------------------------------------------------- classes

@@ -17,7 +17,7 @@ import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
-__all__ = ["MAX_THREADS", "Workers", "worker_threads"]
+__all__ = ["MAX_THREADS", "Ahead", "Workers", "worker_threads"]
 
 #: At most this many threads by default (the machines this is measured on have two cores;
 #: the pieces are memory-bound beyond a few).
@@ -77,3 +77,53 @@ class Workers:
     def __exit__(self, *exc):
         if self._pool is not None:
             self._pool.shutdown(wait=True)
+
+
+class Ahead:
+    """The results of ``task(0), task(1), ..., task(count − 1)``, taken in order by
+    :meth:`next`, each one computed on a second thread while the caller works on the one
+    before (a release's noise drawn beside its product, issue 17). One thread runs every
+    task, in order, so tasks may advance shared state such as a random generator: the
+    results are those of calling the tasks in order on the calling thread, which is what
+    happens when :func:`worker_threads` is 1. A task may write into the memory of the result
+    two before it (two buffers): the caller has finished with result ``i`` when it takes
+    result ``i + 1``. Nothing runs before :meth:`start` or the first :meth:`next`; the
+    thread ends with the last result or :meth:`close`."""
+
+    def __init__(self, task, count: int):
+        self.task, self.count = task, int(count)
+        self.taken = 0  # results handed out
+        threaded = self.count > 1 and worker_threads() > 1
+        self._pool = ThreadPoolExecutor(max_workers=1) if threaded else None
+        self._pending = None  # the future of result ``taken``
+        self.closed = False
+
+    def start(self) -> None:
+        """Start computing the first result now (threaded; otherwise nothing): the caller
+        commits to taking it, so shared state may move from here."""
+        if self._pool is not None and self._pending is None and not self.taken:
+            self._pending = self._pool.submit(self.task, 0)
+
+    def next(self):
+        """The next result (waiting for it), the one after it started on the thread."""
+        i = self.taken
+        if self.closed:
+            raise ValueError("closed: no more results")
+        if self._pool is None:
+            result = self.task(i)
+        else:
+            self.start()
+            result = self._pending.result()
+            self._pending = self._pool.submit(self.task, i + 1) if i + 1 < self.count else None
+        self.taken += 1
+        if self.taken == self.count:
+            self.close()
+        return result
+
+    def close(self) -> None:
+        """No more results: the thread ends after the task it is running, if any."""
+        self.closed = True
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+            self._pool = None
+        self._pending = None

@@ -1,6 +1,7 @@
 """Memory-lean measure / reconstruct (issue 17): the lean paths against independent dense
 computations, the noise stream unchanged by blocking, and peak memory bounded (tracemalloc)."""
 
+import threading
 import tracemalloc
 from itertools import combinations
 
@@ -405,13 +406,75 @@ def test_prefetched_noise_stream_is_one_draw(threads, privacy):
     privacy.add_noise(want, g1, 1.5)
     got = base.copy()
     stream = privacy.noise_stream(g2, got.size, 1.5, prefetch=True)
-    assert (stream._pool is not None) == (threads == 2)  # the thread is really used
+    assert (stream._ahead is not None) == (threads == 2)  # the thread is really used
     assert g2.bit_generator.state == np.random.default_rng(8).bit_generator.state
     for s, k in zip(np.cumsum([0] + sizes), sizes):
         stream.add(got[s : s + k])
     np.testing.assert_array_equal(got, want)
     assert g1.bit_generator.state == g2.bit_generator.state
-    assert stream._pool is None  # the thread ended with the stream
+    assert stream._ahead is None or stream._ahead._pool is None  # ended with the stream
+
+
+def test_ahead_runs_tasks_in_order_on_one_thread(threads):
+    """``Ahead`` hands out ``task(0..count−1)`` in order; with two threads every task runs on
+    one other thread (so a generator advanced by the tasks gives the same values as on the
+    calling thread), with one thread on the calling thread; nothing runs before the first
+    result is asked for or ``start``; ``next`` after the last result or ``close`` raises."""
+    from mmtoolkit.threads import Ahead
+
+    ran, rng = [], np.random.default_rng(3)
+
+    def task(i):
+        ran.append((i, threading.get_ident()))
+        return rng.random(5)
+
+    want = np.random.default_rng(3).random(5 * 6).reshape(6, 5)
+    ahead = Ahead(task, 6)
+    assert not ran  # untouched until started
+    got = np.array([ahead.next() for _ in range(6)])
+    np.testing.assert_array_equal(got, want)
+    assert [i for i, _ in ran] == list(range(6))
+    idents = {t for _, t in ran}
+    main = threading.get_ident()
+    assert idents == ({main} if threads == 1 else idents - {main}) and len(idents) == 1
+    with pytest.raises(ValueError, match="closed"):
+        ahead.next()
+    early = Ahead(task, 4)
+    early.start()
+    early.next()
+    early.close()
+    with pytest.raises(ValueError, match="closed"):
+        early.next()
+
+
+def test_residual_planner_noise_thread_follows_worker_threads(threads):
+    """ResidualPlanner's measurement draws its chunks ahead through ``Ahead`` (on a second
+    thread only when ``worker_threads()`` allows: ``MMTOOLKIT_THREADS=1`` keeps it on the
+    calling thread), with the same values either way."""
+    from mmtoolkit import selectors
+    from mmtoolkit import workloads as wl
+    from mmtoolkit.privacy import ZCDP
+    from mmtoolkit.selectors.residual_planner import measurements
+
+    W = wl.marginals((3, 4, 5), 2, lower=True)
+    strategy = selectors.get_class("residual_planner")().select(W, ZCDP(0.5))
+    plan = strategy.matrix.plan
+    records = np.random.default_rng(1).integers(0, [3, 4, 5], size=(200, 3))
+    seen = set()
+    real = measurements.Ahead
+
+    class Spy(real):
+        def next(self):
+            seen.add(self._pool is not None)
+            return super().next()
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(measurements, "Ahead", Spy)
+        got = measurements.measure(plan, records, ZCDP(0.5), np.random.default_rng(2))
+    many = len(measurements._layout(plan).batches) > 1
+    assert seen == {threads == 2 and many}
+    ref = measurements.measure(plan, records, ZCDP(0.5), np.random.default_rng(2))
+    np.testing.assert_array_equal(got.values, ref.values)
 
 
 def test_prefetched_noise_stream_closed_early(threads):
@@ -424,7 +487,7 @@ def test_prefetched_noise_stream_closed_early(threads):
     stream = privacy.noise_stream(np.random.default_rng(4), 100, prefetch=True)
     stream.add(got)
     stream.close()
-    assert stream._pool is None
+    assert stream._ahead is None or stream._ahead._pool is None
     np.testing.assert_array_equal(got, want[:30])
     with pytest.raises(ValueError, match="closed"):
         stream.add(np.zeros(1))

@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import functools
 import math
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from fractions import Fraction
 
@@ -41,6 +40,7 @@ import numpy as np
 from ...linalg import check_dense_size
 from ...noise import discrete_gaussian, discrete_gaussian_rho, rational_ceil_sqrt
 from ...privacy import Privacy
+from ...threads import Ahead
 from .plan import ResidualPlan
 from .route import product_variances
 
@@ -396,12 +396,10 @@ def measure(plan: ResidualPlan, data, privacy: Privacy, rng) -> Measurements:
     # the next chunk's noise is drawn and scaled on a second thread while this chunk is
     # counted (both release the GIL); one thread draws every chunk in order, so the stream
     # is unchanged
-    with ThreadPoolExecutor(max_workers=1) as noise:
-        pending = noise.submit(draw, 0)
-        for i, (lo, _, zoff, groups) in enumerate(batches):
-            z = pending.result()
-            if i + 1 < len(batches):
-                pending = noise.submit(draw, i + 1)  # into the other buffer
+    noise = Ahead(draw, len(batches))
+    try:
+        for lo, _, zoff, groups in batches:
+            z = noise.next()
             for c, attrs in groups:
                 v = src.batch(attrs, vbuf)
                 zs = lay.rows(z, zoff, c - lo, int(lay.zlen[c[0]]))  # a view of z, or a copy
@@ -427,6 +425,8 @@ def measure(plan: ResidualPlan, data, privacy: Privacy, rng) -> Measurements:
                     omega += _apply_batch(zs, _residual_factors(bases, attrs[0], "gamma"))
                 if dest is None:
                     _write_rows(values, lay.off, c, omega.reshape(len(c), -1))
+    finally:
+        noise.close()
     rho = privacy.rho if hasattr(privacy, "rho") else None
     return Measurements(plan, values, sigma2, rho)
 
