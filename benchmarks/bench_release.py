@@ -38,7 +38,12 @@ The floor runs on one thread (the noise is one stream of one generator). A relea
 ``mmtoolkit.threads.worker_threads()`` threads (a Kronecker product's noise drawn ahead on a
 second one, its pseudo-inverse's slabs on both): the table prints their number and, beside
 the wall-clock ratio, the CPU seconds of measure + reconstruct (every thread, user and
-system) over the floor — the work, which a second core does not shrink.
+system) over the floor — the work, which a second core does not shrink. Beside the measure
+time, in brackets, its system seconds (median): almost all of it is the first touch of the
+fresh ``y``'s pages. On the VM this is measured on, that costs 0.03 s in one repeat and up to
+1 s in the next for the same 936 MB (10^8, kron) and the same number of page faults — when
+the hypervisor has taken freed memory back, the next touch of it is slow — so a wall-clock
+ratio that moves between identical runs is explained by this column, not by the algorithm.
 
 ``--huge`` adds the N = 10^9 rows (about 17 GB: run it under ``flock
 /tmp/mmtk-bigmem.lock``) and five releases at 10^9 cells, each printing its time, peak RSS
@@ -200,13 +205,14 @@ def run_case(kind, N, repeats):
     # x̂ is built in y's memory, as release() does (a checkout from before issue 17's second
     # part, --root, has no overwrite)
     inplace = "overwrite" in __import__("inspect").signature(mechanism.reconstruct).parameters
-    m_times, r_times, cpu_times = [], [], []
+    m_times, r_times, cpu_times, m_sys = [], [], [], []
     for _ in range(repeats):
         xhat = y = None
-        c = _cpu_seconds()
+        c, c_sys = _cpu_seconds(), resource.getrusage(resource.RUSAGE_SELF).ru_stime
         t = time.perf_counter()
         y = mechanism.measure(A, x, privacy, np.random.default_rng(2))
         m_times.append(time.perf_counter() - t)
+        m_sys.append(resource.getrusage(resource.RUSAGE_SELF).ru_stime - c_sys)
         t = time.perf_counter()
         xhat = (
             mechanism.reconstruct(A, y, overwrite=True) if inplace else mechanism.reconstruct(A, y)
@@ -225,6 +231,7 @@ def run_case(kind, N, repeats):
         "N": N,
         "rows": int(A.shape[0]),
         "measure": measure_s,
+        "measure_sys": statistics.median(m_sys),
         "reconstruct": recon_s,
         "cpu": statistics.median(cpu_times),
         "threads": threads,
@@ -473,7 +480,7 @@ def floor_of(r):
 
 def table(rows):
     out = [
-        "| strategy | N | measure s | reconstruct s | floor s (draw / sum / x*=2) "
+        "| strategy | N | measure s (system s) | reconstruct s | floor s (draw / sum / x*=2) "
         "| (m + r) / floor | threads: CPU s (m + r) / floor "
         "| numpy draw s: (m + r) / floor | peak RSS MB | (peak − start) / N-vector "
         "| strategy MB |",
@@ -488,6 +495,7 @@ def table(rows):
         "union3": "union of 3 Kronecker products of 4 p-Identity",
         "sep": "SeparateUnion of the same 2 products",
     }
+    nan = float("nan")  # a column a saved row from an older run lacks
     for r in rows:
         name = names[r["kind"]]
         if r["kind"] == "tree" and tree_split(r["N"]) == "pad":
@@ -495,7 +503,8 @@ def table(rows):
         f = floor_of(r)
         fn = f - r["draw"] + r.get("np_laplace", r["draw"])
         out.append(
-            f"| {name} | {r['N']:.0e} | {r['measure']:.2f} | {r['reconstruct']:.2f} "
+            f"| {name} | {r['N']:.0e} | {r['measure']:.2f} ({r.get('measure_sys', nan):.2f}) "
+            f"| {r['reconstruct']:.2f} "
             f"| {f:.2f} ({r['draw']:.2f} / {r['sum']:.3f} / {r['scale']:.3f}) "
             f"| {(r['measure'] + r['reconstruct']) / f:.2f} "
             f"| {r.get('threads', 1)}: {r.get('cpu', float('nan')) / f:.2f} "
