@@ -268,6 +268,32 @@ def test_vectorised_measure_and_reconstruct_match_set_by_set(general, batch, mon
         np.testing.assert_allclose(t, src(s).ravel(), atol=1e-6)
 
 
+def test_interleaved_groups_of_equal_span_match_set_by_set():
+    """Sizes (4, 3, 4, 5, 4), 1-way marginals: the sets of attributes 0, 2 and 4 (one group,
+    3 noise values each) sit at closure indices 1, 3 and 5 with sets of 2 and 4 values
+    between them, so the group's span equals 3 × 3 although its parts are not evenly
+    spaced. Taking it as a reshaped view had read a neighbour's noise and written ω to the
+    wrong offsets: a noiseless release was off by up to 42.75 (review, session 10)."""
+    from mmtoolkit import mechanism, selectors
+    from mmtoolkit import workloads as wl
+
+    sizes = (4, 3, 4, 5, 4)
+    bases = [marginal_basis(n) for n in sizes]
+    plan = select_sum(ResidualWorkload(bases, [(i,) for i in range(5)]))
+    data = np.random.default_rng(2).integers(0, sizes, size=(300, 5))
+    m = measure(plan, data, HALF, np.random.default_rng(7))
+    ref = _reference_measure(plan, data, HALF, 7)
+    for A in ref:
+        np.testing.assert_allclose(m.omega[A], ref[A], rtol=1e-12, atol=1e-9)
+    for s, g in zip(plan.workload.sets, reconstruct_workload(m), strict=True):
+        np.testing.assert_allclose(g, _reference_reconstruct(plan, ref, s), rtol=1e-11, atol=1e-9)
+    W = wl.marginals(sizes, 1)
+    S = selectors.get("residual_planner").select(W, ZCDP(0.5))
+    x = np.random.default_rng(1).integers(0, 20, W.shape[1]).astype(float)
+    got = mechanism.release(W, S, x, ZCDP(1e14), np.random.default_rng(0))
+    np.testing.assert_allclose(got, W @ x, atol=1e-3)
+
+
 def test_batched_marginal_counts_match_single_counts(monkeypatch):
     from mmtoolkit.selectors.residual_planner import measurements
 

@@ -296,7 +296,7 @@ class _Layout:
         if len(c) == 1:
             return flat[off[c[0]] : off[c[0]] + length][None, :]
         lo, hi = int(c.min()), int(c.max()) + 1
-        if off[hi] - off[lo] == (hi - lo) * length:  # equal lengths: a reshaped view
+        if _evenly_spaced(off, c, length):  # a reshaped view
             return flat[off[lo] : off[hi]].reshape(hi - lo, length)[c - lo]
         return flat[off[c][:, None] + np.arange(length)]
 
@@ -440,9 +440,20 @@ def _row_view(flat, off, c):
     return flat[off[lo] : off[hi]]
 
 
+def _evenly_spaced(off, c, length: int) -> bool:
+    """Whether part ``c_s`` starts at ``off[c_0'] + (c_s − c_0')·length`` for every ``s``
+    (``c_0'`` the smallest), so the parts are rows of one reshaped view from there. The span
+    ``off[hi] − off[lo]`` alone does not tell: parts of other lengths between them can sum
+    to the same span (sizes (4, 3, 4, 5, 4), 1-way marginals)."""
+    lo, hi = int(c.min()), int(c.max()) + 1
+    return off[hi] - off[lo] == (hi - lo) * length and bool(
+        np.all(off[c] == off[lo] + (c - lo) * length)
+    )
+
+
 def _write_rows(flat, off, c, block) -> None:
     lo, hi, length = int(c.min()), int(c.max()) + 1, block.shape[1]
-    if off[hi] - off[lo] == (hi - lo) * length:
+    if _evenly_spaced(off, c, length):
         flat[off[lo] : off[hi]].reshape(hi - lo, length)[c - lo] = block
     else:
         flat[off[c][:, None] + np.arange(length)] = block
