@@ -407,6 +407,17 @@ def test_one_release_keeps_its_column_axis(client, kron_case, marg_case):
         assert a.shape == (W.shape[0], 1)
         close(a.compute(), mechanism.answer(W, xm))
         close(mechanism.answer(W, xhat.reshape(-1, 1)).compute(), W @ xm)  # N x 1
+    # a tensor of the cells whose last factor has size 1, (6, 1): one release, not six
+    A1 = Kronecker([PIdentity(np.random.default_rng(0).random((2, 6))), Identity(1)])
+    x1 = np.arange(6.0)
+    X1 = da.from_array(x1.reshape(6, 1), chunks=(3, 1))
+    y1 = mechanism.measure(A1, X1, PureDP(1), np.random.default_rng(1))
+    ym1 = mechanism.measure(A1, x1, PureDP(1), np.random.default_rng(1))
+    assert y1.shape == ym1.shape == (A1.shape[0],)  # was (8, 1): taken as N x 1
+    close(y1.compute(), ym1)
+    xhat1 = mechanism.reconstruct(A1, y1)
+    assert xhat1.shape == (6, 1)  # the tensor of the cells, as given
+    close(xhat1.compute().ravel(), mechanism.reconstruct(A1, ym1))
 
 
 def test_refusals_leave_the_generator_untouched(kron_case):

@@ -371,7 +371,7 @@ def test_tree_route_2d_matches_dense_including_variances():
     assert evaluate.max_variance(W2, T, EPS) == pytest.approx(expected.max())
 
 
-def test_tree_route_identity_workload_on_the_node_grids():
+def test_tree_route_identity_workload_on_the_node_grids(monkeypatch):
     """The identity workload's trace term from the node grids (Σ 1/a_j − Σ_Q c_Q ‖v_Q‖²)
     against dense algebra: 1-D and 2-D, unit and per-node weights, one level, and a union
     of identity and prefix terms (the prefix term takes the general path)."""
@@ -384,15 +384,28 @@ def test_tree_route_identity_workload_on_the_node_grids():
         (Tree(23, lv, [rng.uniform(0.5, 2.0, size=len(x)) for x in lv]), Identity(23)),
         (Tree(23, interval_tree(23, 2, split="pad")), Identity(23)),
         (Tree(7, [np.arange(7)], [np.arange(1.0, 8.0)]), Identity(7)),
-        (Tree((5, 6), list(zip(l1, l2)), [1.0, 2.0, 0.5, 3.0]), Identity(30)),
+        (
+            Tree((5, 6), list(zip(l1, l2)), [1.0, 2.0, 0.5, 3.0]),
+            workloads.kron([workloads.identity(5), workloads.identity(6)]),
+        ),
         (
             Tree((5, 6), list(zip(l1, l2)), [0.5, 1.0, 2.0, rng.uniform(0.5, 2, (5, 6))]),
             workloads.kron([workloads.identity(5), workloads.identity(6)]),
         ),
         (Tree(23, lv), VStack([workloads.identity(23), 2.0 * workloads.prefix(23)])),
     ]
+    calls = []
+    real = tree_mod.TreeSolver.trace_inverse
+
+    def spy(self):
+        calls.append(self)
+        return real(self)
+
+    monkeypatch.setattr(tree_mod.TreeSolver, "trace_inverse", spy)
     for T, W in cases:
+        calls.clear()
         assert evaluate.trace_term(W, T) == pytest.approx(_dense_trace(W, T), rel=1e-10)
+        assert calls, f"{W!r} did not take the node-grid path"  # the path under test
 
 
 def test_tree_route_structured_path_matches_dense_path(monkeypatch):
