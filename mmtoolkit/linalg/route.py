@@ -23,7 +23,8 @@ import numpy as np
 #: A query w is supported when ||w (I − A⁺A)||² ≤ SUPPORT_RTOL · ||w||².
 SUPPORT_RTOL = 1e-8
 
-#: Gram eigenvalues below RANK_RTOL · n · eps · λ_max count as zero (numpy's rank rule).
+#: Gram eigenvalues below RANK_RTOL · n · eps · λ_max count as zero: numpy's matrix_rank rule
+#: (n · eps · λ_max for a Gram's eigenvalues) with a safety factor of 10.
 RANK_RTOL = 10.0
 
 
