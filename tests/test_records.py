@@ -3,6 +3,7 @@ marginal tables, and clear errors naming line and column."""
 
 from __future__ import annotations
 
+import csv
 import json
 
 import numpy as np
@@ -276,3 +277,146 @@ def test_draft_domain_warns_and_drafts(tmp_path, capsys):
     assert json.loads((tmp_path / "draft.json").read_text()) == spec
     R = records.read_csv(tmp_path / "s.csv", tmp_path / "draft.json")  # the draft is usable
     assert len(R) == 80 and R.domain.numeric == (False, True)
+
+
+# ============================================================================ matching rule
+def test_numeric_categories_match_by_value_and_csv_frame_routes_agree(files):
+    pd = pytest.importorskip("pandas")
+    # declared "1.0": pandas reads the column as floats, the CSV keeps the text
+    dom = {"a": 5, "b": {"values": ["1.0", "2.5"]}}
+    f, d = files("a,b\n1,1.0\n3,2.5\n", dom)
+    R = records.read_csv(f, d)
+    np.testing.assert_array_equal(R.codes, [[1, 0], [3, 1]])
+    np.testing.assert_array_equal(records.from_frame(pd.read_csv(f), d).codes, R.codes)
+    # declared "1": any notation of the number one is that category, by either route;
+    # integer codes accept any notation of a whole number
+    dom = {"a": 5, "b": {"values": ["1", "2", "x"]}}
+    f, d = files("a,b\n2.0,1.0\n1,01\n+0,1e0\n4,2\n0,x\n", dom)
+    R = records.read_csv(f, d)
+    np.testing.assert_array_equal(R.codes, [[2, 0], [1, 0], [0, 0], [4, 1], [0, 2]])
+    frame = pd.DataFrame({"a": [2.0, 1.0, 0.0, 4.0, 0.0], "b": [1.0, 1, 1, 2, "x"]})
+    np.testing.assert_array_equal(records.from_frame(frame, d).codes, R.codes)
+    f, _ = files("a,b\n0,1.0\n0,2.0\n", dom)
+    np.testing.assert_array_equal(records.from_frame(pd.read_csv(f), d).codes, [[0, 0], [0, 1]])
+    np.testing.assert_array_equal(records.read_csv(f, d).codes, [[0, 0], [0, 1]])
+    # the same text is always its own category; a number equal to several declared values
+    # is refused rather than guessed, as is a non-number that is not declared
+    dom = {"a": 5, "b": {"values": ["1", "1.0", "01", "2"]}}
+    f, d = files("a,b\n0,1.0\n0,01\n0,1\n0,2.00\n", dom)
+    np.testing.assert_array_equal(records.read_csv(f, d).codes[:, 1], [1, 2, 0, 3])
+    f, d = files("a,b\n0,1\n0,1.00\n", dom)
+    with pytest.raises(RecordsError, match=r"line 3, column 'b': value '1.00' equals several "
+                       r"declared values as a number \('1', '1.0', '01'\)"):  # fmt: skip
+        records.read_csv(f, d)
+    f, d = files("a,b\n0,1.5\n", dom)
+    with pytest.raises(RecordsError, match=r"line 2, column 'b': value '1.5' is not one of"):
+        records.read_csv(f, d)
+    f, d = files("a,b\n2.5,1\n", dom)
+    with pytest.raises(RecordsError, match=r"line 2, column 'a': a non-integer value '2.5'"):
+        records.read_csv(f, d)
+
+
+def test_adult_csv_and_dataframe_routes_agree(adult_dir):
+    pd = pytest.importorskip("pandas")
+    domain = adult_dir / "adult-domain.json"
+    R = records.read_csv(adult_dir / "adult.csv", domain)
+    frame = pd.read_csv(adult_dir / "adult.csv")
+    np.testing.assert_array_equal(records.from_frame(frame, domain).codes, R.codes)
+    # the same file with the codes written as floats ("39.0"), e.g. after a NaN round trip
+    np.testing.assert_array_equal(records.from_frame(frame.astype(float), domain).codes, R.codes)
+    assert R.codes[0].tolist() == frame.iloc[0].tolist()  # codes are the file's integers
+
+
+def test_draft_domain_keeps_the_text_and_reads_its_own_data(tmp_path, capsys):
+    pd = pytest.importorskip("pandas")
+    lows = [f"{0.12345678906 + k:.11f}" for k in range(60)]  # > max_values: bins
+    text = "p, code,grade,job\n" + "".join(
+        f"{lo},{c},{g},{j}\n"
+        for lo, c, g, j in zip(lows, ["007", "12", "007"] * 20, ["0.10", "0.20", "1.0"] * 20,
+                               [" a", "b ", "c"] * 20)
+    )  # fmt: skip
+    (tmp_path / "s.csv").write_text(text)
+    spec = records.draft_domain(tmp_path / "s.csv", out=tmp_path / "d.json")
+    assert spec["code"] == {"values": ["007", "12"], "numeric": True}  # not 7
+    assert spec["grade"] == {"values": ["0.10", "0.20", "1.0"], "numeric": True}  # not 0.1
+    assert spec["job"] == {"values": ["a", "b", "c"]}
+    assert spec["p"]["bins"][0] == float(lows[0])  # the minimum itself, not a rounding of it
+    R = records.read_csv(tmp_path / "s.csv", tmp_path / "d.json")
+    assert len(R) == 60 and R.marginal(["grade"]).tolist() == [20, 20, 20]
+    assert R.marginal(["p"]).sum() == 60
+    # an empty value is not a category: it is left out (with a note), as a release refuses it
+    (tmp_path / "e.csv").write_text("x,y\n0.10,a\n0.20,\n0.10,b\n")
+    capsys.readouterr()
+    spec = records.draft_domain(tmp_path / "e.csv")
+    assert spec == {"x": {"values": ["0.10", "0.20"], "numeric": True},
+                    "y": {"values": ["a", "b"]}}  # fmt: skip
+    assert "column 'y' has 1 empty or missing value" in capsys.readouterr().err
+    (tmp_path / "e.csv").write_text("x,y\n0.10,a\n0.20,b\n0.10,b\n")
+    assert records.read_csv(tmp_path / "e.csv", spec).codes.tolist() == [[0, 0], [1, 1], [0, 1]]
+    # a DataFrame's draft reads the DataFrame: its floats are drafted as from_frame reads them
+    frame = pd.DataFrame({"x": [0.1, 0.2, 0.1, np.nan], "y": ["a", "b", "b", None]})
+    spec = records.draft_domain(frame)
+    assert spec["x"] == {"values": ["0.1", "0.2"], "numeric": True}
+    assert records.from_frame(frame.dropna(), spec).codes.tolist() == [[0, 0], [1, 1], [0, 1]]
+
+
+@pytest.mark.parametrize("missing", [None, np.nan, float("nan"), "pd.NA"])
+def test_missing_values_in_object_columns_are_refused(missing):
+    pd = pytest.importorskip("pandas")
+    if missing == "pd.NA":
+        missing = pd.NA
+    col = np.array(["F", missing], dtype=object)
+    # a frame-like object without .isna: the value is missing, not the text "None" / "nan"
+    dom = {"sex": {"values": ["F", "M", "None", "nan", "<NA>", "Other"], "other": "Other"}}
+    with pytest.raises(RecordsError, match=r"DataFrame, row 1, column 'sex': an empty value"):
+        records.from_frame(FakeFrame({"sex": col}), dom)
+    with pytest.raises(RecordsError, match=r"DataFrame, row 1, column 'sex': an empty value"):
+        records.from_frame(pd.DataFrame({"sex": col}), dom)
+
+
+def test_digits_are_ascii_and_errors_name_file_line_column(files):
+    dom = {"a": 5, "b": {"bins": [0, 10]}, "c": {"values": ["1", "2"]}}
+    for bad, col in [("²,1,1", "a"), ("١,1,1", "a"), ("1,١,1", "b"), ("1,1,١", "c")]:
+        f, d = files(f"a,b,c\n1,1,1\n{bad}\n", dom)
+        what = "a non-numeric value" if col != "c" else "value"
+        with pytest.raises(RecordsError, match=rf"data.csv, line 3, column '{col}': {what} '"):
+            records.read_csv(f, d)
+
+
+def test_frame_columns_are_looked_up_by_their_own_labels():
+    pd = pytest.importorskip("pandas")
+    frame = pd.DataFrame({0: [2, 0], 1: ["b", "a"]})
+    R = records.from_frame(frame, {"0": 3, "1": {"values": ["a", "b"]}})
+    np.testing.assert_array_equal(R.codes, [[2, 1], [0, 0]])
+    R = records.from_frame(FakeFrame({7: [1, 0]}), {"7": 2})
+    np.testing.assert_array_equal(R.codes, [[1], [0]])
+
+
+def test_synthetic_route_keeps_bins_and_labels_agree_with_real_data(tmp_path, capsys):
+    from mmtoolkit.cli import main
+
+    domain = tmp_path / "d.json"
+    dom = {"age": {"bins": [0, 30, 50, 120]}, "sex": {"values": ["F", "M"]}}
+    domain.write_text(json.dumps(dom))
+    (tmp_path / "people.csv").write_text("age,sex\n20,F\n40,M\n70,F\n")
+    spec = records.read_domain(domain)
+    np.testing.assert_array_equal(records.synthetic(spec, 10).bins["age"], [0, 30, 50, 120])
+    labels = {}
+    routes = [("syn", ["--records", "50"]), ("real", ["--data", str(tmp_path / "people.csv")])]
+    for route, extra in routes:
+        out = tmp_path / f"{route}.csv"
+        argv = ["release", "--domain", str(domain), *extra, "--workload", "range_marginals:1",
+                "--selector", "identity", "--rho", "1", "--seed", "0",
+                "--out", str(out)]  # fmt: skip
+        assert main(argv) == 0, capsys.readouterr().err
+        with open(out, newline="") as fh:
+            labels[route] = [(r["marginal"], r["age"], r["sex"]) for r in csv.DictReader(fh)]
+    assert labels["syn"] == labels["real"]
+    ages = [a for m, a, _ in labels["real"] if m == "age"]
+    assert ages == ["[0, 30)", "[0, 50)", "[0, 120)", "[30, 50)", "[30, 120)", "[50, 120)"]
+
+
+def test_draft_domain_refuses_a_column_named_twice(tmp_path):
+    (tmp_path / "dup.csv").write_text("a, a\n1,2\n")  # the same name once stripped
+    with pytest.raises(RecordsError, match=r"dup.csv: column 'a' appears twice in the header"):
+        records.draft_domain(tmp_path / "dup.csv")
