@@ -505,6 +505,7 @@ def release(
     except TooLargeError:
         stderr = None
     t_eval = time.perf_counter() - t2
+    mechanism.check_release_fits(W, strategy)  # a size refusal charges nothing
 
     entry = None
     if ledger is not None:
