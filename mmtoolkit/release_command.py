@@ -90,7 +90,7 @@ from .atomic import write_files_atomic
 from .ledger import Ledger, LedgerError
 from .linalg import peel
 from .privacy import add_budget_arguments, from_budget, from_spec
-from .releasing import release, workload_matrix
+from .releasing import release, workload_matrix, workload_tables
 
 __all__ = ["add_parser", "add_ledger_parser", "main", "ledger_main", "DEMO_DOMAIN", "run"]
 
@@ -385,11 +385,6 @@ def _check_reserved(domain) -> None:
 
 
 def _table_files(result, out_dir: Path, integers: bool) -> dict:
-    if result.tables_spec is None:
-        raise ReleaseError(
-            "--out-dir writes one CSV per marginal, but this workload is not made of "
-            "marginal-type tables; use --out"
-        )
     files, used = {}, set()
     for names, frame in result.tables().items():
         stem = "__".join(names) or "total"
@@ -443,6 +438,11 @@ def run(args) -> dict:
     data, source, notes = _load_data(args)
     _check_reserved(data.domain)
     W = workload_matrix(args.workload, data.domain, "--workload", "--domain / --data")
+    if out_dir is not None and workload_tables(W, data.domain) is None:  # before the charge
+        raise ReleaseError(
+            "--out-dir writes one CSV per marginal, but this workload is not made of "
+            "marginal-type tables; use --out"
+        )
     noise = args.noise or "continuous"
     result = release(
         data,

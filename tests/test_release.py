@@ -472,3 +472,18 @@ def test_opt0_on_all_ranges_of_a_million_cells_ends_with_the_size_guard(tmp_path
     err = capsys.readouterr().err
     assert "MAX_DENSE_ENTRIES" in err or "too large" in err, err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["d.json"]
+
+
+def test_out_dir_of_a_workload_without_tables_is_refused_before_the_charge(small, capsys):
+    """--out-dir needs marginal-type tables: the identity workload is refused before the
+    ledger is charged (it used to be refused after the release, with ρ committed)."""
+    ledger = small / "data.ledger"
+    assert cli_main(["ledger", "init", str(ledger), "--rho", "1"]) == 0
+    argv = ["release", "--data", str(small / "data.csv"), "--domain", str(small / "domain.json"),
+            "--workload", "identity", "--selector", "identity", "--rho", "0.3", "--seed", "0",
+            "--ledger", str(ledger), "--out-dir", str(small / "outd")]  # fmt: skip
+    capsys.readouterr()
+    _refused(capsys, argv, r"--out-dir writes one CSV per marginal, .* use --out", small)
+    from mmtoolkit.ledger import Ledger
+
+    assert Ledger(ledger).entries == [] and not (small / "outd").exists()
