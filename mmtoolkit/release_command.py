@@ -24,8 +24,8 @@ noisy answers (:func:`mmtoolkit.releasing.release`) and writes
   stderr``), and ``DIR/summary.json``;
 * ``--summary`` (JSON, default ``OUT.json``): the privacy guarantee and what was spent, the
   selector with every parameter it used, the chosen strategy kind, the expected RMSE and
-  total squared error reported by the evaluator, the number of queries and records, the data
-  and domain files, the noise kind, the seed and the selection seed derived from it, and
+  total squared error reported by the evaluator, the number of queries (not of records: under
+  add/remove-one-record neighbours the count is private), the data and domain files, the noise kind, the seed and the selection seed derived from it, and
   timings. ``--from-summary FILE`` repeats the release a summary describes (same data,
   workload, selector parameters, privacy and seed: the same answers); flags given beside it
   override the summary's.
@@ -514,7 +514,7 @@ def main(args) -> int:
         print(f"mmtoolkit release: warning: {note}", file=sys.stderr)
     print(
         f"released {s['queries']} answers x {s['releases']} ({s['workload']}, selector "
-        f"{s['selector']}, {s['strategy']}) from {s['records']} records; {s['privacy']}; "
+        f"{s['selector']}, {s['strategy']}) from {s['data']}; {s['privacy']}; "
         f"expected RMSE {s['expected_rmse']:.6g}; {s['seconds']['total']:.1f} s "
         f"-> {s['paths']['answers']}, {s['paths']['summary']}"
     )

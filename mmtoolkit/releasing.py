@@ -10,6 +10,11 @@ and a JSON-ready summary, the measurements (for post-processing such as Private-
 labelled tables (:meth:`ReleaseResult.table`, :meth:`ReleaseResult.tables`,
 :meth:`ReleaseResult.to_frame`).
 
+**Neighbouring datasets.** Every guarantee is per record under add/remove-one-record
+neighbours (:mod:`mmtoolkit.privacy`): the number of records is itself private, so the
+summary and the ledger's entry do not record it (a workload with the total estimates it
+with noise).
+
 **One seed.** ``seed`` (an int ≥ 0; fresh entropy when None, recorded) is split with
 ``numpy.random.SeedSequence(seed).spawn(2)`` into a *selection* seed (passed as the
 ``seed`` parameter of a selector that takes one, unless given in ``params``) and the *noise*
@@ -510,7 +515,7 @@ def release(
     entry = None
     if ledger is not None:
         ledger = ledger if isinstance(ledger, Ledger) else Ledger(ledger)
-        text = description or f"{workload_text} by {sel.name}, {len(recs)} records"
+        text = description or f"{workload_text} by {sel.name}"  # N is private: not recorded
         entry = ledger.charge(privacy, releases, text)  # before any noise is drawn
     t3 = time.perf_counter()
     untouched = rng.bit_generator.state
@@ -558,7 +563,6 @@ def release(
             "expected_rmse": evaluate.rmse(W_sel, strategy, privacy),
         },
         "queries": m,
-        "records": len(recs),
         "domain_cells": str(dom.size),
         "expected_total_squared_error": total,
         "expected_rmse": math.sqrt(total / m),

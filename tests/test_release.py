@@ -42,10 +42,12 @@ def test_synthetic_default(tmp_path, capsys):
     assert summary["queries"] == W.shape[0] == len(rows)
     assert rows[0][1:4] == ["age;sex", "0", "0"] and rows[0][4:8] == [""] * 4
     assert summary["privacy_spec"] == {"kind": "zcdp", "rho": 0.5}
-    assert summary["selector"] == "residual_planner" and summary["records"] == 1000
+    assert summary["selector"] == "residual_planner"
+    assert summary["synthetic"] == {"records": 1000, "data_seed": 0}  # public: a parameter
     se = np.array([float(r[-1]) for r in rows])
     assert math.sqrt(np.mean(se**2)) == pytest.approx(summary["expected_rmse"])
-    assert "expected RMSE" in capsys.readouterr().out
+    stdout = capsys.readouterr().out
+    assert "expected RMSE" in stdout and "from synthetic(records=1000, seed=0);" in stdout
     # seeded: the same command gives the same answers
     out2 = tmp_path / "again.csv"
     cli_main(
@@ -430,7 +432,7 @@ def test_header_only_csv_warns_and_releases(small, capsys):
     assert cli_main(_argv(small, "--out", str(small / "a.csv"), "--seed", "0")) == 0
     err = capsys.readouterr().err
     assert "warning:" in err and "has a header but no records" in err
-    assert json.loads((small / "a.csv.json").read_text())["records"] == 0
+    assert json.loads((small / "a.csv.json").read_text())["queries"] == 5
 
 
 def test_ledger_refusal_draws_nothing_and_writes_nothing(small, capsys):
@@ -487,3 +489,28 @@ def test_out_dir_of_a_workload_without_tables_is_refused_before_the_charge(small
     from mmtoolkit.ledger import Ledger
 
     assert Ledger(ledger).entries == [] and not (small / "outd").exists()
+
+
+def test_the_record_count_is_neither_in_the_ledger_nor_in_the_summary(small, capsys):
+    """Under add/remove-one-record neighbours the number of records is private: the ledger
+    (a shared bookkeeping file), the summary and the printed line do not give it."""
+    (small / "data.csv").write_text("a,b\n" + "0,1\n2,0\n1,1\n" * 139)  # 417 records
+    ledger = small / "data.ledger"
+    assert cli_main(["ledger", "init", str(ledger), "--rho", "1"]) == 0
+    argv = ["release", "--data", str(small / "data.csv"), "--domain", str(small / "domain.json"),
+            "--workload", "marginals:1", "--selector", "identity", "--rho", "0.25",
+            "--seed", "0", "--ledger", str(ledger), "--out", str(small / "a.csv")]  # fmt: skip
+    capsys.readouterr()
+    assert cli_main(argv) == 0
+    out = capsys.readouterr().out
+    summary = json.loads((small / "a.csv.json").read_text())
+    assert "records" not in summary and "417" not in out
+    import mmtoolkit as mm
+    from mmtoolkit.ledger import Ledger
+    from mmtoolkit.privacy import ZCDP
+
+    R = records.read_csv(small / "data.csv", small / "domain.json")
+    res = mm.release(R, "marginals:1", ZCDP(0.25), "identity", seed=0, ledger=ledger)
+    assert len(R) == 417 and "records" not in res.summary
+    texts = [e["description"] for e in Ledger(ledger).entries]
+    assert texts[1] == "marginals:1 by identity" and not any("417" in t for t in texts)

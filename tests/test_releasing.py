@@ -97,7 +97,7 @@ def test_adult_dataframe_through_the_python_api_equals_groupby(adult_dir):
     assert list(t.index.levels[1]) == ["sex-b", "sex-a"]  # the declared order
     tidy = result.to_frame()
     assert len(tidy) == result.workload.shape[0] and tidy["marginal"].iloc[0] == "age;workclass"
-    assert result.summary["records"] == len(frame) and result.summary["seed"] == 3
+    assert "records" not in result.summary and result.summary["seed"] == 3  # N is private
 
 
 # ---------------------------------------------------------------- tables of a workload
