@@ -27,8 +27,8 @@ noisy answers (:func:`mmtoolkit.releasing.release`) and writes
   total squared error reported by the evaluator, the number of queries (not of records: under
   add/remove-one-record neighbours the count is private), the data and domain files, the noise kind, the seed and the selection seed derived from it, and
   timings. ``--from-summary FILE`` repeats the release a summary describes (same data,
-  workload, selector parameters, privacy and seed: the same answers); flags given beside it
-  override the summary's.
+  workload, selector parameters, privacy — rebuilt whole, an (ε, δ) calibration included — and
+  seed: the same answers); flags given beside it override the summary's.
 
 ``--select-for SPEC`` selects the strategy for another workload on the same domain than the
 one answered: a workload too large to answer (all ranges ⊗ all ranges ⊗ identity on
@@ -89,7 +89,7 @@ from . import mechanism, records, selectors
 from .atomic import write_files_atomic
 from .ledger import Ledger, LedgerError
 from .linalg import peel
-from .privacy import add_budget_arguments, from_budget, from_spec
+from .privacy import Privacy, add_budget_arguments, from_budget, from_spec
 from .releasing import release, workload_matrix, workload_tables
 
 __all__ = ["add_parser", "add_ledger_parser", "main", "ledger_main", "DEMO_DOMAIN", "run"]
@@ -207,10 +207,6 @@ def ledger_main(args) -> int:
 
 
 # ============================================================================ pieces
-def _privacy(args):
-    return from_budget(args.epsilon, args.delta, args.rho)
-
-
 def _params(items) -> dict:
     import yaml
 
@@ -245,8 +241,10 @@ def _discrete_summary(strategy, privacy) -> dict:
 
 
 # ============================================================================ run
-def _apply_summary(args) -> dict:
-    """Fill the arguments left unset from ``--from-summary``; returns the selector params."""
+def _apply_summary(args) -> tuple[dict, Privacy | None]:
+    """Fill the arguments left unset from ``--from-summary``; returns the selector params and
+    the summary's privacy, rebuilt whole from its spec (an (ε, δ) calibration included), or
+    None when budget flags are given beside it."""
     path = Path(args.from_summary)
     try:
         s = json.loads(path.read_text(encoding="utf-8-sig"))
@@ -281,14 +279,16 @@ def _apply_summary(args) -> dict:
                 f"its {flag[2:]} ({value}), which cannot be rebuilt from the summary; give "
                 f"{flag} SPEC"
             )
+    privacy = None
     if args.rho is None and args.epsilon is None and args.delta is None:
-        privacy = from_spec(s["privacy_spec"])
-        for key in ("rho", "epsilon", "delta"):
-            setattr(args, key, getattr(privacy, key, None))
+        try:
+            privacy = from_spec(s["privacy_spec"])
+        except (ValueError, TypeError) as exc:
+            raise ReleaseError(f"--from-summary {path}: privacy_spec: {exc}") from None
     for step in s.get("postprocessing") or []:
         args.nonnegative |= step == "clip_nonnegative"
         args.round |= step == "round_to_integers"
-    return dict(s["params"])
+    return dict(s["params"]), privacy
 
 
 def _output_paths(args) -> tuple[Path | None, Path | None, Path]:
@@ -419,7 +419,7 @@ def _write(files: dict) -> None:
 def run(args) -> dict:
     """Do the release described by parsed ``args``; returns the summary (files written)."""
     t0 = time.perf_counter()
-    params = _apply_summary(args) if args.from_summary else {}
+    params, privacy = _apply_summary(args) if args.from_summary else ({}, None)
     params.update(_params(args.param))
     if args.workload is None or args.selector is None:
         raise ReleaseError("--workload and --selector are required (or --from-summary FILE)")
@@ -429,7 +429,8 @@ def run(args) -> dict:
         raise ReleaseError(f"--releases must be at least 1, got {releases}")
     if args.seed is not None and args.seed < 0:
         raise ReleaseError(f"--seed must be a non-negative integer, got {args.seed}")
-    privacy = _privacy(args)
+    if privacy is None:
+        privacy = from_budget(args.epsilon, args.delta, args.rho)
     if args.selector not in selectors.available():
         raise ReleaseError(
             f"unknown selector {args.selector!r}; available: {', '.join(selectors.available())}"

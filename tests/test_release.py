@@ -514,3 +514,28 @@ def test_the_record_count_is_neither_in_the_ledger_nor_in_the_summary(small, cap
     assert len(R) == 417 and "records" not in res.summary
     texts = [e["description"] for e in Ledger(ledger).entries]
     assert texts[1] == "marginals:1 by identity" and not any("417" in t for t in texts)
+
+
+def test_from_summary_keeps_the_classic_calibration_of_an_approx_dp_release(small, capsys):
+    """A summary of ApproxDP(0.5, 1e-6, "classic") (σ = 10.598·Δ) replays with that
+    calibration — it used to be rebuilt from the budget flags, analytic (σ = 8.058·Δ) — so
+    the replayed answers are the original ones, byte for byte."""
+    import mmtoolkit as mm
+    from mmtoolkit.privacy import ApproxDP
+
+    privacy = ApproxDP(0.5, 1e-6, "classic")
+    res = mm.release(small / "data.csv", "marginals:1", privacy, "identity",
+                     domain=small / "domain.json", seed=4)  # fmt: skip
+    (small / "s.json").write_text(json.dumps(res.summary))
+    argv = ["release", "--from-summary", str(small / "s.json"), "--data", str(small / "data.csv"),
+            "--domain", str(small / "domain.json"), "--out", str(small / "again.csv")]  # fmt: skip
+    assert cli_main(argv) == 0, capsys.readouterr().err
+    again = json.loads((small / "again.csv.json").read_text())
+    assert again["privacy_spec"] == privacy.to_spec() and "σ = 10.5976·Δ" in again["privacy"]
+    header, rows = _read(small / "again.csv")
+    assert [r[header.index("answer")] for r in rows] == list(map("{:.10g}".format, res.answers))
+    # budget flags beside --from-summary replace the privacy (analytic, as the flags give it)
+    argv[-1] = str(small / "flags.csv")
+    assert cli_main([*argv, "--epsilon", "0.5", "--delta", "1e-6"]) == 0
+    flags = json.loads((small / "flags.csv.json").read_text())
+    assert flags["privacy_spec"]["calibration"] == "analytic"
