@@ -25,10 +25,12 @@ noisy answers (:func:`mmtoolkit.releasing.release`) and writes
 * ``--summary`` (JSON, default ``OUT.json``): the privacy guarantee and what was spent, the
   selector with every parameter it used, the chosen strategy kind, the expected RMSE and
   total squared error reported by the evaluator, the number of queries (not of records: under
-  add/remove-one-record neighbours the count is private), the data and domain files, the noise kind, the seed and the selection seed derived from it, and
-  timings. ``--from-summary FILE`` repeats the release a summary describes (same data,
+  add/remove-one-record neighbours the count is private), the data and domain files, the
+  noise kind, the seed and the selection seed the selector used (derived from the seed, or
+  given as ``--param seed=``), and timings. ``--from-summary FILE`` repeats the release a summary describes (same data,
   workload, selector parameters, privacy — rebuilt whole, an (ε, δ) calibration included — and
-  seed: the same answers); flags given beside it override the summary's.
+  seed: the same answers); flags given beside it override the summary's (``--seed`` also
+  the selection seed, when the summary's was derived from its seed).
 
 ``--select-for SPEC`` selects the strategy for another workload on the same domain than the
 one answered: a workload too large to answer (all ranges ⊗ all ranges ⊗ identity on
@@ -264,6 +266,9 @@ def _apply_summary(args) -> tuple[dict, Privacy | None]:
         args.records = synth.get("records")
     if args.data_seed is None:
         args.data_seed = synth.get("data_seed")
+    params = dict(s["params"])
+    if args.seed is not None and s.get("selection_seed_source") == "derived from seed":
+        params.pop("seed", None)  # a new --seed derives the selection seed too
     for key in ("workload", "selector", "seed", "noise", "releases"):
         if getattr(args, key) is None:
             setattr(args, key, s.get(key))
@@ -288,7 +293,7 @@ def _apply_summary(args) -> tuple[dict, Privacy | None]:
     for step in s.get("postprocessing") or []:
         args.nonnegative |= step == "clip_nonnegative"
         args.round |= step == "round_to_integers"
-    return dict(s["params"]), privacy
+    return params, privacy
 
 
 def _output_paths(args) -> tuple[Path | None, Path | None, Path]:

@@ -18,8 +18,9 @@ with noise).
 **One seed.** ``seed`` (an int ≥ 0; fresh entropy when None, recorded) is split with
 ``numpy.random.SeedSequence(seed).spawn(2)`` into a *selection* seed (passed as the
 ``seed`` parameter of a selector that takes one, unless given in ``params``) and the *noise*
-generator; the summary records the seed, the derived selection seed and every parameter the
-selector used, so the release can be repeated exactly (``mmtoolkit release --from-summary``).
+generator; the summary records the seed, the selection seed the selector used (derived, or
+given in ``params``: ``selection_seed_source``) and every parameter the selector used, so the
+release can be repeated exactly (``mmtoolkit release --from-summary``).
 The seed determines the noise: whoever knows it and the answers can remove the noise, so a
 summary with a seed is as private as the data.
 
@@ -175,8 +176,9 @@ class ReleaseResult:
     * ``privacy`` — the guarantee of *each* release; ``spent`` — what all ``releases``
       together charge (zCDP ρ, pure ε, or (ε, δ) — see :func:`mmtoolkit.ledger.charge_of`);
       ``ledger_entry`` — the entry id when charged to a ledger;
-    * ``seed`` — the one seed; ``selection_seed`` — the seed derived for the selector (None
-      if it takes none);
+    * ``seed`` — the one seed; ``selection_seed`` — the seed the selector used (None if it
+      takes none): derived from ``seed`` unless ``params`` (or a Selector instance) gave
+      one — the summary's ``selection_seed_source`` says which;
     * ``strategy`` — the selected :class:`~mmtoolkit.strategy.Strategy` (matrix, selector
       name, every parameter, metadata);
     * ``measurements`` — per release, a list of :class:`Measurement` (the noisy
@@ -485,8 +487,9 @@ def release(
     dom = recs.domain
     W = workload_matrix(workload, dom)
     workload_text = workload if isinstance(workload, str) else repr(workload)
-    seed, selection_seed, rng = split_seed(seed)
+    seed, derived_seed, rng = split_seed(seed)
     params = dict(params or {})
+    derived = False
     if isinstance(selector, selectors.Selector):
         sel = selector
         if params:
@@ -494,7 +497,8 @@ def release(
     else:
         cls = get_class(selector)
         if accepts_seed(cls) and "seed" not in params:
-            params["seed"] = selection_seed
+            params["seed"] = derived_seed
+            derived = True
         sel = cls(**params)
     takes_seed = "seed" in sel.params
     t_load = time.perf_counter() - t0
@@ -503,6 +507,8 @@ def release(
     W_sel = W if select_for is None else workload_matrix(select_for, dom, "select_for")
     strategy = sel.select(W_sel, privacy)
     t_select = time.perf_counter() - t1
+    # the seed the selector used (its own parameter), derived from `seed` or given
+    selection_seed = strategy.params.get("seed", sel.params.get("seed")) if takes_seed else None
     t2 = time.perf_counter()
     total = evaluate.expected_error(W, strategy, privacy)
     try:
@@ -568,7 +574,10 @@ def release(
         "expected_rmse": math.sqrt(total / m),
         "noise": noise,
         "seed": seed,
-        "selection_seed": selection_seed if takes_seed else None,
+        "selection_seed": selection_seed,
+        "selection_seed_source": (
+            None if not takes_seed else "derived from seed" if derived else "given in params"
+        ),
         "seed_derivation": (
             "numpy SeedSequence(seed).spawn(2): [selection, noise]; the selection seed is "
             "the selector's seed parameter unless given"
@@ -584,7 +593,7 @@ def release(
         privacy=privacy,
         spent=spent,
         seed=seed,
-        selection_seed=selection_seed if takes_seed else None,
+        selection_seed=selection_seed,
         strategy=strategy,
         measurements=meas,
         summary=summary,

@@ -304,10 +304,49 @@ def test_from_summary_repeats_the_release(tmp_path, capsys):
                      "--out", str(again)])  # fmt: skip
     assert code == 0, capsys.readouterr().err
     assert again.read_bytes() == out.read_bytes()
-    # a flag beside --from-summary overrides the summary's value
+    # a flag beside --from-summary overrides the summary's value: --seed 1 derives the
+    # selection seed too (the summary's was derived), and the selector uses it
     code = cli_main(["release", "--from-summary", str(tmp_path / "first.csv.json"),
                      "--seed", "1", "--out", str(tmp_path / "other.csv")])  # fmt: skip
     assert code == 0 and (tmp_path / "other.csv").read_bytes() != out.read_bytes()
+    other = json.loads((tmp_path / "other.csv.json").read_text())
+    derived = int(np.random.SeedSequence(1).spawn(2)[0].generate_state(1, np.uint32)[0])
+    assert other["selection_seed"] == other["params"]["seed"] == derived
+    assert other["selection_seed_source"] == "derived from seed"
+    from mmtoolkit import evaluate, selectors
+    from mmtoolkit.privacy import ZCDP
+    from mmtoolkit.releasing import workload_matrix
+
+    W = workload_matrix("range_marginals:1", records.synthetic(
+        {"a": {"size": 4, "numeric": True}, "b": 3}, 1, 0).domain)  # fmt: skip
+    rmse = {s: evaluate.rmse(W, selectors.get("opt_kron", seed=s).select(W, ZCDP(0.5)),
+                             ZCDP(0.5))
+            for s in (derived, summary["selection_seed"])}  # fmt: skip
+    assert abs(rmse[derived] / rmse[summary["selection_seed"]] - 1) > 1e-9  # seeds tell apart
+    assert other["expected_rmse"] == pytest.approx(rmse[derived], rel=1e-12)
+
+
+def test_the_summary_reports_the_selection_seed_the_selector_used():
+    """A seed given in params is the one the selector uses and the summary reports (it used
+    to report the seed derived from ``seed``, which the selector never saw)."""
+    import mmtoolkit as mm
+    from mmtoolkit import evaluate, selectors
+    from mmtoolkit.privacy import ZCDP
+
+    R = records.synthetic({"a": {"size": 6, "numeric": True}, "b": 3}, 50, 0)
+    given = mm.release(R, "range_marginals:1", ZCDP(0.5), "opt_kron", params={"seed": 5},
+                       seed=2)  # fmt: skip
+    assert given.selection_seed == given.summary["selection_seed"] == 5
+    assert given.summary["selection_seed_source"] == "given in params"
+    direct = selectors.get("opt_kron", seed=5).select(given.workload, ZCDP(0.5))
+    assert given.summary["expected_rmse"] == pytest.approx(
+        evaluate.rmse(given.workload, direct, ZCDP(0.5)), rel=1e-12)  # fmt: skip
+    derived = mm.release(R, "range_marginals:1", ZCDP(0.5), "opt_kron", seed=2)
+    want = int(np.random.SeedSequence(2).spawn(2)[0].generate_state(1, np.uint32)[0])
+    assert derived.summary["selection_seed"] == derived.strategy.params["seed"] == want
+    assert derived.summary["selection_seed_source"] == "derived from seed"
+    plain = mm.release(R, "range_marginals:1", ZCDP(0.5), "identity", seed=2)
+    assert plain.selection_seed is None and plain.summary["selection_seed_source"] is None
 
 
 def test_from_summary_of_a_matrix_workload_says_it_cannot_be_replayed(tmp_path, capsys):
