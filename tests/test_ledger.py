@@ -212,3 +212,20 @@ def test_the_estimate_counts_in_the_memory_check_of_the_python_api(tmp_path, mon
     with pytest.raises(TooLargeError, match=r"estimate x̂"):
         mechanism.release_measured(res.workload, Identity(4096), R, ZCDP(0.5), rng)
     assert rng.bit_generator.state == state
+
+
+def test_independent_pure_releases_compose_additively_on_a_rho_ledger(tmp_path):
+    """R releases of ε-DP are R·ε²/2-zCDP (Prop. 1.4 each, ρ adds by Lemma 2.3), not the
+    (R·ε)²/2 of one Rε-DP release: 3 x ε = 0.5 on a ρ = 1 ledger spend 0.375 (they used to
+    be charged 1.125 and refused)."""
+    path = tmp_path / "rho.json"
+    Ledger.create(path, rho=1.0)
+    R = records.synthetic({"a": 3, "b": 2}, 40, seed=0)
+    res = mm.release(R, "marginals:1", PureDP(0.5), "identity", releases=3, seed=0, ledger=path)
+    assert res.spent == {"epsilon": 1.5}
+    ledger = Ledger(path)
+    assert ledger.usage() == {"rho": pytest.approx(3 * 0.5**2 / 2)}
+    assert ledger.spent().rho_pure == pytest.approx(PureDP(0.5).to_zcdp().rho * 3)
+    ledger.charge(PureDP(0.5), releases=4)  # 0.375 + 0.5 = 0.875 fits
+    with pytest.raises(LedgerError, match=r"would bring rho to 1.125, over the ledger's total"):
+        ledger.charge(PureDP(0.5), releases=2)
