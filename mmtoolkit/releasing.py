@@ -249,8 +249,8 @@ class ReleaseResult:
         """The table on ``attrs`` (names, any order; ``()`` for the total) as a pandas
         DataFrame indexed by the attributes' labels (a ``MultiIndex`` in domain order, each
         level categorical in the declared order), with columns ``answer`` (``answer_1 …``
-        for several releases; ``release=r`` keeps column ``answer_{r+1}`` as ``answer``) and
-        ``stderr``."""
+        for several releases; ``release=r``, ``0 ≤ r < releases``, keeps column
+        ``answer_{r+1}`` as ``answer``) and ``stderr``."""
         if isinstance(attrs, str):
             attrs = (attrs,)
         want = self.domain.indices(attrs) if attrs else ()
@@ -264,9 +264,12 @@ class ReleaseResult:
         df = self._frame(found[0])
         if release is not None:
             r = check_int(release, "release", minimum=0)
+            if r >= self.releases:
+                raise ValueError(
+                    f"release: {r} is out of range; there are {self.releases} release(s), "
+                    f"numbered 0..{self.releases - 1}"
+                )
             if self.answers.ndim == 1:
-                if r != 0:
-                    raise ValueError(f"release {r} out of range: there is 1 release")
                 return df
             df = df.rename(columns={f"answer_{r + 1}": "answer"})
             return df.drop(columns=[c for c in df.columns if c.startswith("answer_")])

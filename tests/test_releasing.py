@@ -182,6 +182,12 @@ def test_one_seed_python_api_and_two_releases():
     assert c.answers.shape == (12, 3) and c.spent == {"rho": 3}
     assert list(c.table(("a", "b")).columns) == ["answer_1", "answer_2", "answer_3", "stderr"]
     assert list(c.table(("a", "b"), release=1).columns) == ["answer", "stderr"]
+    np.testing.assert_array_equal(c.table(("a", "b"), release=2)["answer"], c.answers[:, 2])
+    for bad in (3, 5):  # out of range: an error naming the field, not a table of stderr only
+        with pytest.raises(ValueError, match=rf"release: {bad} is out of range; there are 3 "):
+            c.table(("a", "b"), release=bad)
+    with pytest.raises(ValueError, match="release: 1 is out of range; there are 1 release"):
+        a.table(("a", "b"), release=1)
     with pytest.raises(ValueError, match="seed: must be >= 0"):
         mm.release(R, "marginals:2", ZCDP(1), "identity", seed=-1)
     with pytest.raises(ValueError, match="never inferred from the data"):
