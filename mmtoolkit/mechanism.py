@@ -391,8 +391,8 @@ def check_release_fits(W, strategy, keep_measurements: bool = True) -> None:
     what = f"the workload has {m:.4g} queries and the strategy {rows:.4g} rows"
     if cells:
         what += (
-            f", answered through the estimate x̂ of all {cells:.4g} cells: answers, "
-            "measurements and x̂ together"
+            f", answered through the estimate x̂ of all {cells:.4g} cells: x̂, answers and "
+            "measurements together"
         )
         advice = (
             "choose a strategy that answers this workload without x̂ (ResidualPlanner; a "

@@ -27,10 +27,11 @@ noisy answers (:func:`mmtoolkit.releasing.release`) and writes
   total squared error reported by the evaluator, the number of queries (not of records: under
   add/remove-one-record neighbours the count is private), the data and domain files, the
   noise kind, the seed and the selection seed the selector used (derived from the seed, or
-  given as ``--param seed=``), and timings. ``--from-summary FILE`` repeats the release a summary describes (same data,
-  workload, selector parameters, privacy — rebuilt whole, an (ε, δ) calibration included — and
-  seed: the same answers); flags given beside it override the summary's (``--seed`` also
-  the selection seed, when the summary's was derived from its seed).
+  given as ``--param seed=``), and timings. ``--from-summary FILE`` repeats the release a
+  summary describes (same data, workload, selector parameters, privacy — rebuilt whole, an
+  (ε, δ) calibration included — and seed: the same answers); flags given beside it
+  override the summary's (``--seed`` also the selection seed, when the summary's was
+  derived from its seed).
 
 ``--select-for SPEC`` selects the strategy for another workload on the same domain than the
 one answered: a workload too large to answer (all ranges ⊗ all ranges ⊗ identity on
