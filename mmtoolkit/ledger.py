@@ -11,7 +11,8 @@ description and a status. Composition (the privacy spent by several releases tog
 The three are kept separately; the check against the declared total converts only where a
 conversion is valid:
 
-* a ``ρ`` total: a pure ε-DP release counts as ``ε²/2``-zCDP (Bun & Steinke, Prop. 1.4); an
+* a ``ρ`` total: a pure ε-DP release counts as ``ε²/2``-zCDP (Bun & Steinke, Prop. 1.4),
+  and ``R`` independent ones as ``R·ε²/2`` (ρ adds, Lemma 2.3 — not ``(R·ε)²/2``); an
   (ε, δ) release of this package is a Gaussian mechanism with noise ``σ`` per unit of L2
   sensitivity, i.e. ``1/(2σ²)``-zCDP (Prop. 1.6), and is charged so;
 * an ``ε`` total (pure): only pure-DP releases can be charged;
@@ -81,7 +82,7 @@ class Spent:
     epsilon_approx: float  # Σ ε of the (ε, δ) releases
     delta_approx: float  # Σ δ of the (ε, δ) releases
     rho_approx: float  # Σ 1/(2σ²) of the (ε, δ) releases (their zCDP guarantee)
-    rho_pure: float  # Σ ε²/2 of the pure-DP releases (their zCDP guarantee, Prop. 1.4)
+    rho_pure: float  # Σ ε²/2 over the pure-DP releases (their zCDP guarantee, Prop. 1.4)
 
 
 def _now() -> str:
@@ -179,26 +180,30 @@ class Ledger:
     def entries(self) -> list[dict]:
         return [dict(e) for e in self._data["entries"]]
 
-    def spent(self, extra: dict | None = None) -> Spent:
-        """The budget spent by every entry (pending included), plus ``extra`` (a charge)."""
-        charges = [e["charge"] for e in self._data["entries"]] + ([extra] if extra else [])
+    def spent(self, extra: dict | None = None, releases: int = 1) -> Spent:
+        """The budget spent by every entry (pending included), plus ``extra`` (the charge of
+        ``releases`` releases, :func:`charge_of`)."""
+        charges = [(e["charge"], e["releases"]) for e in self._data["entries"]]
+        if extra:
+            charges.append((extra, check_int(releases, "releases", minimum=1)))
         rho = eps_p = eps_a = delta_a = rho_a = rho_p = 0.0
-        for c in charges:
+        for c, r in charges:
             if "delta" in c:
                 eps_a += c["epsilon"]
                 delta_a += c["delta"]
                 rho_a += c["rho"]
             elif "epsilon" in c:
                 eps_p += c["epsilon"]
-                rho_p += c["epsilon"] ** 2 / 2
+                rho_p += r * (c["epsilon"] / r) ** 2 / 2  # r releases of ε = c/r each
             else:
                 rho += c["rho"]
         return Spent(rho, eps_p, eps_a, delta_a, rho_a, rho_p)
 
-    def usage(self, extra: dict | None = None) -> dict:
+    def usage(self, extra: dict | None = None, releases: int = 1) -> dict:
         """The spent budget in the units of the total (``{"rho": …}``, ``{"epsilon": …}`` or
-        ``{"epsilon": …, "delta": …}``); None values where a charge cannot be expressed."""
-        s = self.spent(extra)
+        ``{"epsilon": …, "delta": …}``); None values where a charge cannot be expressed.
+        ``extra``: a charge of ``releases`` releases counted as well."""
+        s = self.spent(extra, releases)
         total = self._data["total"]
         if "rho" in total:
             return {"rho": s.rho + s.rho_approx + s.rho_pure}
@@ -277,7 +282,7 @@ class Ledger:
                     f"ledger {self.path} has a pure ε-DP total; an (ε, δ) release cannot be "
                     "charged to it"
                 )
-            used = self.usage(charge)
+            used = self.usage(charge, releases)
             for k, v in used.items():
                 if v > total[k] * (1 + TOLERANCE):
                     before = self.usage()[k]

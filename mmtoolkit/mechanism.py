@@ -61,6 +61,7 @@ __all__ = [
     "answer_marginals",
     "release",
     "release_measured",
+    "check_release_fits",
     "Measured",
     "data_vector",
     "check_finite",
@@ -369,18 +370,43 @@ def _noise_std(A: Matrix, privacy: Privacy, noise: str, lazy: bool = False):
     return np.broadcast_to(np.float64(std), (A.shape[0],)), _distribution(privacy, noise)
 
 
-def _check_answers_fit(m: int, rows: int) -> None:
-    """Refuse (before any noise is drawn) a release whose answers (``m``) and measurements
-    (``rows``, held together at least while the answers are formed) would not fit in this
-    machine's memory, with a message instead of a MemoryError (issue 17)."""
-    check_fits_memory(
-        8 * (m + rows),
-        f"the workload has {m:.4g} queries and the strategy {rows:.4g} rows: answers and "
-        "measurements together",
-        "release a workload with fewer queries answered from the same strategy (e.g. the data "
-        "vector estimate, workload identity, from which any query is post-processing) or part "
-        "of it",
-    )
+def check_release_fits(W, strategy, keep_measurements: bool = True) -> None:
+    """Refuse a release whose arrays would not fit in this machine's memory with the size
+    message (:class:`~mmtoolkit.linalg.TooLargeError`) instead of a MemoryError (issue 17):
+    the answers (``m``) and measurements (strategy rows), held together at least while the
+    answers are formed, and the N-cell estimate ``x̂`` when the kind answers the workload
+    through it (``needs_estimate``) — beside the measurements when they are kept
+    (:func:`release_measured`), else at least in their place (:func:`release`). A lower
+    bound on what the release holds. :func:`release` asks it before any noise is drawn,
+    and ``mmtoolkit.release`` before it charges a ledger."""
+    W = as_matrix(W)
+    m = int(W.shape[0])
+    if isinstance(strategy, Strategy) and strategy.inference == "none":
+        rows, cells = m, 0
+    else:
+        A = _matrix(strategy)
+        rows = int(A.shape[0])
+        cells = int(W.shape[1]) if A.needs_estimate(W) else 0
+    held = m + (rows + cells if keep_measurements else max(rows, cells))
+    what = f"the workload has {m:.4g} queries and the strategy {rows:.4g} rows"
+    if cells:
+        what += (
+            f", answered through the estimate x̂ of all {cells:.4g} cells: x̂, answers and "
+            "measurements together"
+        )
+        advice = (
+            "choose a strategy that answers this workload without x̂ (ResidualPlanner; a "
+            "marginals strategy for a marginals workload), fewer cells (coarser bins, fewer "
+            "attributes), or answer part of the workload"
+        )
+    else:
+        what += ": answers and measurements together"
+        advice = (
+            "release a workload with fewer queries answered from the same strategy (e.g. the "
+            "data vector estimate, workload identity, from which any query is "
+            "post-processing) or part of it"
+        )
+    check_fits_memory(8 * held, what, advice)
 
 
 def release_measured(
@@ -402,7 +428,7 @@ def _release(W, strategy, data, privacy, rng, noise, keep_y: bool) -> Measured:
     none = isinstance(strategy, Strategy) and strategy.inference == "none"
     lazy = dask_release.is_dask_array(data)  # a lazy dask array of answers (issue 17)
     if not lazy:
-        _check_answers_fit(W.shape[0], W.shape[0] if none else _matrix(strategy).shape[0])
+        check_release_fits(W, strategy, keep_y)
     if not (lazy or isinstance(data, Records)):
         data = data_vector(data, W.shape[1])
     if none:
@@ -454,7 +480,8 @@ def release(
     with ``x̂`` built in the memory of the measurements and the answers in that of ``x̂`` where
     the kinds allow (a Kronecker strategy, the identity workload: a release of 10^9 cells
     holds the data and one array of the strategy's rows, issue 17). A workload whose answers
-    would not fit in memory is refused before any noise is drawn. :func:`release_measured`
+    would not fit in memory — with the N-cell ``x̂`` when it is needed — is refused before any
+    noise is drawn (:func:`check_release_fits`). :func:`release_measured`
     also returns the measurements; ``mmtoolkit.release`` (:mod:`mmtoolkit.releasing`)
     returns labelled tables.
     """

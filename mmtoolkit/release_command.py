@@ -24,11 +24,14 @@ noisy answers (:func:`mmtoolkit.releasing.release`) and writes
   stderr``), and ``DIR/summary.json``;
 * ``--summary`` (JSON, default ``OUT.json``): the privacy guarantee and what was spent, the
   selector with every parameter it used, the chosen strategy kind, the expected RMSE and
-  total squared error reported by the evaluator, the number of queries and records, the data
-  and domain files, the noise kind, the seed and the selection seed derived from it, and
-  timings. ``--from-summary FILE`` repeats the release a summary describes (same data,
-  workload, selector parameters, privacy and seed: the same answers); flags given beside it
-  override the summary's.
+  total squared error reported by the evaluator, the number of queries (not of records: under
+  add/remove-one-record neighbours the count is private), the data and domain files, the
+  noise kind, the seed and the selection seed the selector used (derived from the seed, or
+  given as ``--param seed=``), and timings. ``--from-summary FILE`` repeats the release a
+  summary describes (same data, workload, selector parameters, privacy — rebuilt whole, an
+  (ε, δ) calibration included — and seed: the same answers); flags given beside it
+  override the summary's (``--seed`` also the selection seed, when the summary's was
+  derived from its seed).
 
 ``--select-for SPEC`` selects the strategy for another workload on the same domain than the
 one answered: a workload too large to answer (all ranges ⊗ all ranges ⊗ identity on
@@ -89,8 +92,8 @@ from . import mechanism, records, selectors
 from .atomic import write_files_atomic
 from .ledger import Ledger, LedgerError
 from .linalg import peel
-from .privacy import add_budget_arguments, from_budget, from_spec
-from .releasing import release, workload_matrix
+from .privacy import Privacy, add_budget_arguments, from_budget, from_spec
+from .releasing import release, workload_matrix, workload_tables
 
 __all__ = ["add_parser", "add_ledger_parser", "main", "ledger_main", "DEMO_DOMAIN", "run"]
 
@@ -207,10 +210,6 @@ def ledger_main(args) -> int:
 
 
 # ============================================================================ pieces
-def _privacy(args):
-    return from_budget(args.epsilon, args.delta, args.rho)
-
-
 def _params(items) -> dict:
     import yaml
 
@@ -245,8 +244,10 @@ def _discrete_summary(strategy, privacy) -> dict:
 
 
 # ============================================================================ run
-def _apply_summary(args) -> dict:
-    """Fill the arguments left unset from ``--from-summary``; returns the selector params."""
+def _apply_summary(args) -> tuple[dict, Privacy | None]:
+    """Fill the arguments left unset from ``--from-summary``; returns the selector params and
+    the summary's privacy, rebuilt whole from its spec (an (ε, δ) calibration included), or
+    None when budget flags are given beside it."""
     path = Path(args.from_summary)
     try:
         s = json.loads(path.read_text(encoding="utf-8-sig"))
@@ -266,6 +267,9 @@ def _apply_summary(args) -> dict:
         args.records = synth.get("records")
     if args.data_seed is None:
         args.data_seed = synth.get("data_seed")
+    params = dict(s["params"])
+    if args.seed is not None and s.get("selection_seed_source") == "derived from seed":
+        params.pop("seed", None)  # a new --seed derives the selection seed too
     for key in ("workload", "selector", "seed", "noise", "releases"):
         if getattr(args, key) is None:
             setattr(args, key, s.get(key))
@@ -281,14 +285,16 @@ def _apply_summary(args) -> dict:
                 f"its {flag[2:]} ({value}), which cannot be rebuilt from the summary; give "
                 f"{flag} SPEC"
             )
+    privacy = None
     if args.rho is None and args.epsilon is None and args.delta is None:
-        privacy = from_spec(s["privacy_spec"])
-        for key in ("rho", "epsilon", "delta"):
-            setattr(args, key, getattr(privacy, key, None))
+        try:
+            privacy = from_spec(s["privacy_spec"])
+        except (ValueError, TypeError) as exc:
+            raise ReleaseError(f"--from-summary {path}: privacy_spec: {exc}") from None
     for step in s.get("postprocessing") or []:
         args.nonnegative |= step == "clip_nonnegative"
         args.round |= step == "round_to_integers"
-    return dict(s["params"])
+    return params, privacy
 
 
 def _output_paths(args) -> tuple[Path | None, Path | None, Path]:
@@ -385,11 +391,6 @@ def _check_reserved(domain) -> None:
 
 
 def _table_files(result, out_dir: Path, integers: bool) -> dict:
-    if result.tables_spec is None:
-        raise ReleaseError(
-            "--out-dir writes one CSV per marginal, but this workload is not made of "
-            "marginal-type tables; use --out"
-        )
     files, used = {}, set()
     for names, frame in result.tables().items():
         stem = "__".join(names) or "total"
@@ -424,7 +425,7 @@ def _write(files: dict) -> None:
 def run(args) -> dict:
     """Do the release described by parsed ``args``; returns the summary (files written)."""
     t0 = time.perf_counter()
-    params = _apply_summary(args) if args.from_summary else {}
+    params, privacy = _apply_summary(args) if args.from_summary else ({}, None)
     params.update(_params(args.param))
     if args.workload is None or args.selector is None:
         raise ReleaseError("--workload and --selector are required (or --from-summary FILE)")
@@ -434,7 +435,8 @@ def run(args) -> dict:
         raise ReleaseError(f"--releases must be at least 1, got {releases}")
     if args.seed is not None and args.seed < 0:
         raise ReleaseError(f"--seed must be a non-negative integer, got {args.seed}")
-    privacy = _privacy(args)
+    if privacy is None:
+        privacy = from_budget(args.epsilon, args.delta, args.rho)
     if args.selector not in selectors.available():
         raise ReleaseError(
             f"unknown selector {args.selector!r}; available: {', '.join(selectors.available())}"
@@ -443,6 +445,11 @@ def run(args) -> dict:
     data, source, notes = _load_data(args)
     _check_reserved(data.domain)
     W = workload_matrix(args.workload, data.domain, "--workload", "--domain / --data")
+    if out_dir is not None and workload_tables(W, data.domain) is None:  # before the charge
+        raise ReleaseError(
+            "--out-dir writes one CSV per marginal, but this workload is not made of "
+            "marginal-type tables; use --out"
+        )
     noise = args.noise or "continuous"
     result = release(
         data,
@@ -514,7 +521,7 @@ def main(args) -> int:
         print(f"mmtoolkit release: warning: {note}", file=sys.stderr)
     print(
         f"released {s['queries']} answers x {s['releases']} ({s['workload']}, selector "
-        f"{s['selector']}, {s['strategy']}) from {s['records']} records; {s['privacy']}; "
+        f"{s['selector']}, {s['strategy']}) from {s['data']}; {s['privacy']}; "
         f"expected RMSE {s['expected_rmse']:.6g}; {s['seconds']['total']:.1f} s "
         f"-> {s['paths']['answers']}, {s['paths']['summary']}"
     )

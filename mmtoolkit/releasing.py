@@ -10,11 +10,17 @@ and a JSON-ready summary, the measurements (for post-processing such as Private-
 labelled tables (:meth:`ReleaseResult.table`, :meth:`ReleaseResult.tables`,
 :meth:`ReleaseResult.to_frame`).
 
+**Neighbouring datasets.** Every guarantee is per record under add/remove-one-record
+neighbours (:mod:`mmtoolkit.privacy`): the number of records is itself private, so the
+summary and the ledger's entry do not record it (a workload with the total estimates it
+with noise).
+
 **One seed.** ``seed`` (an int ≥ 0; fresh entropy when None, recorded) is split with
 ``numpy.random.SeedSequence(seed).spawn(2)`` into a *selection* seed (passed as the
 ``seed`` parameter of a selector that takes one, unless given in ``params``) and the *noise*
-generator; the summary records the seed, the derived selection seed and every parameter the
-selector used, so the release can be repeated exactly (``mmtoolkit release --from-summary``).
+generator; the summary records the seed, the selection seed the selector used (derived, or
+given in ``params``: ``selection_seed_source``) and every parameter the selector used, so the
+release can be repeated exactly (``mmtoolkit release --from-summary``).
 The seed determines the noise: whoever knows it and the answers can remove the noise, so a
 summary with a seed is as private as the data.
 
@@ -170,8 +176,9 @@ class ReleaseResult:
     * ``privacy`` — the guarantee of *each* release; ``spent`` — what all ``releases``
       together charge (zCDP ρ, pure ε, or (ε, δ) — see :func:`mmtoolkit.ledger.charge_of`);
       ``ledger_entry`` — the entry id when charged to a ledger;
-    * ``seed`` — the one seed; ``selection_seed`` — the seed derived for the selector (None
-      if it takes none);
+    * ``seed`` — the one seed; ``selection_seed`` — the seed the selector used (None if it
+      takes none): derived from ``seed`` unless ``params`` (or a Selector instance) gave
+      one — the summary's ``selection_seed_source`` says which;
     * ``strategy`` — the selected :class:`~mmtoolkit.strategy.Strategy` (matrix, selector
       name, every parameter, metadata);
     * ``measurements`` — per release, a list of :class:`Measurement` (the noisy
@@ -242,8 +249,8 @@ class ReleaseResult:
         """The table on ``attrs`` (names, any order; ``()`` for the total) as a pandas
         DataFrame indexed by the attributes' labels (a ``MultiIndex`` in domain order, each
         level categorical in the declared order), with columns ``answer`` (``answer_1 …``
-        for several releases; ``release=r`` keeps column ``answer_{r+1}`` as ``answer``) and
-        ``stderr``."""
+        for several releases; ``release=r``, ``0 ≤ r < releases``, keeps column
+        ``answer_{r+1}`` as ``answer``) and ``stderr``."""
         if isinstance(attrs, str):
             attrs = (attrs,)
         want = self.domain.indices(attrs) if attrs else ()
@@ -257,9 +264,12 @@ class ReleaseResult:
         df = self._frame(found[0])
         if release is not None:
             r = check_int(release, "release", minimum=0)
+            if r >= self.releases:
+                raise ValueError(
+                    f"release: {r} is out of range; there are {self.releases} release(s), "
+                    f"numbered 0..{self.releases - 1}"
+                )
             if self.answers.ndim == 1:
-                if r != 0:
-                    raise ValueError(f"release {r} out of range: there is 1 release")
                 return df
             df = df.rename(columns={f"answer_{r + 1}": "answer"})
             return df.drop(columns=[c for c in df.columns if c.startswith("answer_")])
@@ -480,8 +490,9 @@ def release(
     dom = recs.domain
     W = workload_matrix(workload, dom)
     workload_text = workload if isinstance(workload, str) else repr(workload)
-    seed, selection_seed, rng = split_seed(seed)
+    seed, derived_seed, rng = split_seed(seed)
     params = dict(params or {})
+    derived = False
     if isinstance(selector, selectors.Selector):
         sel = selector
         if params:
@@ -489,7 +500,8 @@ def release(
     else:
         cls = get_class(selector)
         if accepts_seed(cls) and "seed" not in params:
-            params["seed"] = selection_seed
+            params["seed"] = derived_seed
+            derived = True
         sel = cls(**params)
     takes_seed = "seed" in sel.params
     t_load = time.perf_counter() - t0
@@ -498,6 +510,8 @@ def release(
     W_sel = W if select_for is None else workload_matrix(select_for, dom, "select_for")
     strategy = sel.select(W_sel, privacy)
     t_select = time.perf_counter() - t1
+    # the seed the selector used (its own parameter), derived from `seed` or given
+    selection_seed = strategy.params.get("seed", sel.params.get("seed")) if takes_seed else None
     t2 = time.perf_counter()
     total = evaluate.expected_error(W, strategy, privacy)
     try:
@@ -505,11 +519,12 @@ def release(
     except TooLargeError:
         stderr = None
     t_eval = time.perf_counter() - t2
+    mechanism.check_release_fits(W, strategy)  # a size refusal charges nothing
 
     entry = None
     if ledger is not None:
         ledger = ledger if isinstance(ledger, Ledger) else Ledger(ledger)
-        text = description or f"{workload_text} by {sel.name}, {len(recs)} records"
+        text = description or f"{workload_text} by {sel.name}"  # N is private: not recorded
         entry = ledger.charge(privacy, releases, text)  # before any noise is drawn
     t3 = time.perf_counter()
     untouched = rng.bit_generator.state
@@ -557,13 +572,15 @@ def release(
             "expected_rmse": evaluate.rmse(W_sel, strategy, privacy),
         },
         "queries": m,
-        "records": len(recs),
         "domain_cells": str(dom.size),
         "expected_total_squared_error": total,
         "expected_rmse": math.sqrt(total / m),
         "noise": noise,
         "seed": seed,
-        "selection_seed": selection_seed if takes_seed else None,
+        "selection_seed": selection_seed,
+        "selection_seed_source": (
+            None if not takes_seed else "derived from seed" if derived else "given in params"
+        ),
         "seed_derivation": (
             "numpy SeedSequence(seed).spawn(2): [selection, noise]; the selection seed is "
             "the selector's seed parameter unless given"
@@ -579,7 +596,7 @@ def release(
         privacy=privacy,
         spent=spent,
         seed=seed,
-        selection_seed=selection_seed if takes_seed else None,
+        selection_seed=selection_seed,
         strategy=strategy,
         measurements=meas,
         summary=summary,

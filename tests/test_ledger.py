@@ -163,3 +163,69 @@ def test_a_release_failing_before_noise_is_not_charged(tmp_path, monkeypatch):
         mm.release(R, "marginals:1", ApproxDP(1, 1e-6), "identity", releases=2, seed=0,
                    ledger=path)  # fmt: skip
     assert [e["status"] for e in Ledger(path).entries] == ["pending"]
+
+
+# ---------------------------------------------------------------- size refusals charge nothing
+def test_an_estimate_too_large_for_memory_is_refused_before_the_charge(adult_dir, tmp_path,
+                                                                      capsys):  # fmt: skip
+    """Adult, range marginals answered by OPT_M's weighted marginals: the answers need the
+    least-squares estimate of all 6.4·10^17 cells. Refused with the size message (exit 2)
+    before the ledger is charged — before, the noise was drawn, ρ stayed pending and a raw
+    MemoryError followed (review finding)."""
+    ledger = tmp_path / "adult.ledger"
+    assert cli_main(["ledger", "init", str(ledger), "--rho", "1"]) == 0
+    before = ledger.read_bytes()
+    argv = ["release", "--data", str(adult_dir / "adult.csv"),
+            "--domain", str(adult_dir / "adult-domain.json"), "--workload", "range_marginals:1",
+            "--selector", "opt_marginals", "--rho", "0.5", "--seed", "1",
+            "--ledger", str(ledger), "--out", str(tmp_path / "a.csv")]  # fmt: skip
+    capsys.readouterr()
+    assert cli_main(argv) == 2
+    err = capsys.readouterr().err
+    assert "estimate x̂ of all 6.413e+17 cells" in err and "machine's memory" in err, err
+    assert ledger.read_bytes() == before and Ledger(ledger).entries == []
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["adult.ledger", "adult.ledger.lock"]
+
+
+def test_the_estimate_counts_in_the_memory_check_of_the_python_api(tmp_path, monkeypatch):
+    """With memory for the answers and the measurements but not also for x̂ (the identity
+    strategy answers marginals through x̂: 48 + 4096 + 4096 floats), ``mmtoolkit.release``
+    refuses before charging and ``mechanism.release_measured`` before its generator moves; a
+    marginals workload on a marginals strategy needs no x̂ and is released."""
+    import numpy as np
+
+    from mmtoolkit import mechanism
+    from mmtoolkit.linalg import Identity, TooLargeError, base
+
+    R = records.synthetic({"a": 16, "b": 16, "c": 16}, 200, seed=0)
+    path = tmp_path / "l.json"
+    Ledger.create(path, rho=1.0)
+    monkeypatch.setattr(base, "physical_memory", lambda: 8 * (48 + 4096 + 2000))
+    with pytest.raises(TooLargeError, match=r"estimate x̂ of all 4096 cells"):
+        mm.release(R, "marginals:1", ZCDP(0.5), "identity", seed=0, ledger=path)
+    assert Ledger(path).entries == []
+    res = mm.release(R, "marginals:1", ZCDP(0.5), "opt_marginals", seed=0, ledger=path)
+    assert not res.strategy.matrix.needs_estimate(res.workload)
+    assert [e["status"] for e in Ledger(path).entries] == ["committed"]
+    rng = np.random.default_rng(5)
+    state = rng.bit_generator.state
+    with pytest.raises(TooLargeError, match=r"estimate x̂"):
+        mechanism.release_measured(res.workload, Identity(4096), R, ZCDP(0.5), rng)
+    assert rng.bit_generator.state == state
+
+
+def test_independent_pure_releases_compose_additively_on_a_rho_ledger(tmp_path):
+    """R releases of ε-DP are R·ε²/2-zCDP (Prop. 1.4 each, ρ adds by Lemma 2.3), not the
+    (R·ε)²/2 of one Rε-DP release: 3 x ε = 0.5 on a ρ = 1 ledger spend 0.375 (they used to
+    be charged 1.125 and refused)."""
+    path = tmp_path / "rho.json"
+    Ledger.create(path, rho=1.0)
+    R = records.synthetic({"a": 3, "b": 2}, 40, seed=0)
+    res = mm.release(R, "marginals:1", PureDP(0.5), "identity", releases=3, seed=0, ledger=path)
+    assert res.spent == {"epsilon": 1.5}
+    ledger = Ledger(path)
+    assert ledger.usage() == {"rho": pytest.approx(3 * 0.5**2 / 2)}
+    assert ledger.spent().rho_pure == pytest.approx(PureDP(0.5).to_zcdp().rho * 3)
+    ledger.charge(PureDP(0.5), releases=4)  # 0.375 + 0.5 = 0.875 fits
+    with pytest.raises(LedgerError, match=r"would bring rho to 1.125, over the ledger's total"):
+        ledger.charge(PureDP(0.5), releases=2)

@@ -42,10 +42,12 @@ def test_synthetic_default(tmp_path, capsys):
     assert summary["queries"] == W.shape[0] == len(rows)
     assert rows[0][1:4] == ["age;sex", "0", "0"] and rows[0][4:8] == [""] * 4
     assert summary["privacy_spec"] == {"kind": "zcdp", "rho": 0.5}
-    assert summary["selector"] == "residual_planner" and summary["records"] == 1000
+    assert summary["selector"] == "residual_planner"
+    assert summary["synthetic"] == {"records": 1000, "data_seed": 0}  # public: a parameter
     se = np.array([float(r[-1]) for r in rows])
     assert math.sqrt(np.mean(se**2)) == pytest.approx(summary["expected_rmse"])
-    assert "expected RMSE" in capsys.readouterr().out
+    stdout = capsys.readouterr().out
+    assert "expected RMSE" in stdout and "from synthetic(records=1000, seed=0);" in stdout
     # seeded: the same command gives the same answers
     out2 = tmp_path / "again.csv"
     cli_main(
@@ -302,10 +304,49 @@ def test_from_summary_repeats_the_release(tmp_path, capsys):
                      "--out", str(again)])  # fmt: skip
     assert code == 0, capsys.readouterr().err
     assert again.read_bytes() == out.read_bytes()
-    # a flag beside --from-summary overrides the summary's value
+    # a flag beside --from-summary overrides the summary's value: --seed 1 derives the
+    # selection seed too (the summary's was derived), and the selector uses it
     code = cli_main(["release", "--from-summary", str(tmp_path / "first.csv.json"),
                      "--seed", "1", "--out", str(tmp_path / "other.csv")])  # fmt: skip
     assert code == 0 and (tmp_path / "other.csv").read_bytes() != out.read_bytes()
+    other = json.loads((tmp_path / "other.csv.json").read_text())
+    derived = int(np.random.SeedSequence(1).spawn(2)[0].generate_state(1, np.uint32)[0])
+    assert other["selection_seed"] == other["params"]["seed"] == derived
+    assert other["selection_seed_source"] == "derived from seed"
+    from mmtoolkit import evaluate, selectors
+    from mmtoolkit.privacy import ZCDP
+    from mmtoolkit.releasing import workload_matrix
+
+    W = workload_matrix("range_marginals:1", records.synthetic(
+        {"a": {"size": 4, "numeric": True}, "b": 3}, 1, 0).domain)  # fmt: skip
+    rmse = {s: evaluate.rmse(W, selectors.get("opt_kron", seed=s).select(W, ZCDP(0.5)),
+                             ZCDP(0.5))
+            for s in (derived, summary["selection_seed"])}  # fmt: skip
+    assert abs(rmse[derived] / rmse[summary["selection_seed"]] - 1) > 1e-9  # seeds tell apart
+    assert other["expected_rmse"] == pytest.approx(rmse[derived], rel=1e-12)
+
+
+def test_the_summary_reports_the_selection_seed_the_selector_used():
+    """A seed given in params is the one the selector uses and the summary reports (it used
+    to report the seed derived from ``seed``, which the selector never saw)."""
+    import mmtoolkit as mm
+    from mmtoolkit import evaluate, selectors
+    from mmtoolkit.privacy import ZCDP
+
+    R = records.synthetic({"a": {"size": 6, "numeric": True}, "b": 3}, 50, 0)
+    given = mm.release(R, "range_marginals:1", ZCDP(0.5), "opt_kron", params={"seed": 5},
+                       seed=2)  # fmt: skip
+    assert given.selection_seed == given.summary["selection_seed"] == 5
+    assert given.summary["selection_seed_source"] == "given in params"
+    direct = selectors.get("opt_kron", seed=5).select(given.workload, ZCDP(0.5))
+    assert given.summary["expected_rmse"] == pytest.approx(
+        evaluate.rmse(given.workload, direct, ZCDP(0.5)), rel=1e-12)  # fmt: skip
+    derived = mm.release(R, "range_marginals:1", ZCDP(0.5), "opt_kron", seed=2)
+    want = int(np.random.SeedSequence(2).spawn(2)[0].generate_state(1, np.uint32)[0])
+    assert derived.summary["selection_seed"] == derived.strategy.params["seed"] == want
+    assert derived.summary["selection_seed_source"] == "derived from seed"
+    plain = mm.release(R, "range_marginals:1", ZCDP(0.5), "identity", seed=2)
+    assert plain.selection_seed is None and plain.summary["selection_seed_source"] is None
 
 
 def test_from_summary_of_a_matrix_workload_says_it_cannot_be_replayed(tmp_path, capsys):
@@ -430,7 +471,7 @@ def test_header_only_csv_warns_and_releases(small, capsys):
     assert cli_main(_argv(small, "--out", str(small / "a.csv"), "--seed", "0")) == 0
     err = capsys.readouterr().err
     assert "warning:" in err and "has a header but no records" in err
-    assert json.loads((small / "a.csv.json").read_text())["records"] == 0
+    assert json.loads((small / "a.csv.json").read_text())["queries"] == 5
 
 
 def test_ledger_refusal_draws_nothing_and_writes_nothing(small, capsys):
@@ -472,3 +513,68 @@ def test_opt0_on_all_ranges_of_a_million_cells_ends_with_the_size_guard(tmp_path
     err = capsys.readouterr().err
     assert "MAX_DENSE_ENTRIES" in err or "too large" in err, err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["d.json"]
+
+
+def test_out_dir_of_a_workload_without_tables_is_refused_before_the_charge(small, capsys):
+    """--out-dir needs marginal-type tables: the identity workload is refused before the
+    ledger is charged (it used to be refused after the release, with ρ committed)."""
+    ledger = small / "data.ledger"
+    assert cli_main(["ledger", "init", str(ledger), "--rho", "1"]) == 0
+    argv = ["release", "--data", str(small / "data.csv"), "--domain", str(small / "domain.json"),
+            "--workload", "identity", "--selector", "identity", "--rho", "0.3", "--seed", "0",
+            "--ledger", str(ledger), "--out-dir", str(small / "outd")]  # fmt: skip
+    capsys.readouterr()
+    _refused(capsys, argv, r"--out-dir writes one CSV per marginal, .* use --out", small)
+    from mmtoolkit.ledger import Ledger
+
+    assert Ledger(ledger).entries == [] and not (small / "outd").exists()
+
+
+def test_the_record_count_is_neither_in_the_ledger_nor_in_the_summary(small, capsys):
+    """Under add/remove-one-record neighbours the number of records is private: the ledger
+    (a shared bookkeeping file), the summary and the printed line do not give it."""
+    (small / "data.csv").write_text("a,b\n" + "0,1\n2,0\n1,1\n" * 139)  # 417 records
+    ledger = small / "data.ledger"
+    assert cli_main(["ledger", "init", str(ledger), "--rho", "1"]) == 0
+    argv = ["release", "--data", str(small / "data.csv"), "--domain", str(small / "domain.json"),
+            "--workload", "marginals:1", "--selector", "identity", "--rho", "0.25",
+            "--seed", "0", "--ledger", str(ledger), "--out", str(small / "a.csv")]  # fmt: skip
+    capsys.readouterr()
+    assert cli_main(argv) == 0
+    out = capsys.readouterr().out
+    summary = json.loads((small / "a.csv.json").read_text())
+    assert "records" not in summary and "417" not in out
+    import mmtoolkit as mm
+    from mmtoolkit.ledger import Ledger
+    from mmtoolkit.privacy import ZCDP
+
+    R = records.read_csv(small / "data.csv", small / "domain.json")
+    res = mm.release(R, "marginals:1", ZCDP(0.25), "identity", seed=0, ledger=ledger)
+    assert len(R) == 417 and "records" not in res.summary
+    texts = [e["description"] for e in Ledger(ledger).entries]
+    assert texts[1] == "marginals:1 by identity" and not any("417" in t for t in texts)
+
+
+def test_from_summary_keeps_the_classic_calibration_of_an_approx_dp_release(small, capsys):
+    """A summary of ApproxDP(0.5, 1e-6, "classic") (σ = 10.598·Δ) replays with that
+    calibration — it used to be rebuilt from the budget flags, analytic (σ = 8.058·Δ) — so
+    the replayed answers are the original ones, byte for byte."""
+    import mmtoolkit as mm
+    from mmtoolkit.privacy import ApproxDP
+
+    privacy = ApproxDP(0.5, 1e-6, "classic")
+    res = mm.release(small / "data.csv", "marginals:1", privacy, "identity",
+                     domain=small / "domain.json", seed=4)  # fmt: skip
+    (small / "s.json").write_text(json.dumps(res.summary))
+    argv = ["release", "--from-summary", str(small / "s.json"), "--data", str(small / "data.csv"),
+            "--domain", str(small / "domain.json"), "--out", str(small / "again.csv")]  # fmt: skip
+    assert cli_main(argv) == 0, capsys.readouterr().err
+    again = json.loads((small / "again.csv.json").read_text())
+    assert again["privacy_spec"] == privacy.to_spec() and "σ = 10.5976·Δ" in again["privacy"]
+    header, rows = _read(small / "again.csv")
+    assert [r[header.index("answer")] for r in rows] == list(map("{:.10g}".format, res.answers))
+    # budget flags beside --from-summary replace the privacy (analytic, as the flags give it)
+    argv[-1] = str(small / "flags.csv")
+    assert cli_main([*argv, "--epsilon", "0.5", "--delta", "1e-6"]) == 0
+    flags = json.loads((small / "flags.csv.json").read_text())
+    assert flags["privacy_spec"]["calibration"] == "analytic"

@@ -414,6 +414,15 @@ class Matrix(ABC):
         and answers ``W x̂``."""
         return None
 
+    def needs_estimate(self, W: Matrix) -> bool:
+        """Whether releasing ``W``'s answers through this strategy builds the N-cell
+        estimate ``x̂`` (or another array over the domain's cells): True, the default,
+        unless the kind answers ``W`` from ``y`` alone without it (``workload_answers``:
+        marginals, HDMM App. A.4) or by a mechanism of its own that never forms it
+        (``release_answers``: ResidualPlanner). ``mechanism.check_release_fits`` asks it
+        before any noise is drawn, so an estimate that cannot fit is refused first."""
+        return True
+
     def discrete_summary(self, privacy) -> dict | None:
         """A kind whose ``release_answers`` draws discrete noise its own way describes that
         mechanism here (for release summaries); None: the generic exact samplers
@@ -643,6 +652,9 @@ class Weighted(Matrix):
         if self.weight == 0:
             return None
         return self.base.workload_answers(W, np.asarray(y, dtype=float) / self.weight)
+
+    def needs_estimate(self, W):
+        return self.base.needs_estimate(W)
 
     def release_answers(self, W, data, privacy, rng, noise):
         # the noise is calibrated to the sensitivity and A⁺ undoes the weight: a weighted
