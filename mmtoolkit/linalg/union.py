@@ -56,9 +56,9 @@ def _cholesky_full_rank(G: np.ndarray) -> np.ndarray:
 class TwoProductBasis:
     """The common eigenbasis of two Kronecker Grams ``c_1 ⊗G_i + c_2 ⊗H_i`` (module
     docstring): ``V`` and ``lam`` per attribute, the weights ``c1`` (of the product whose
-    factor Grams are all positive definite: the first if its Cholesky factorisations succeed,
-    else the second, ``order``) and ``c2``. Raises ``LinAlgError`` when neither product's
-    Grams are all positive definite."""
+    factor Grams are all of full rank, :func:`_cholesky_full_rank`: the first if they are,
+    else the second; ``order`` says which) and ``c2``. Raises ``LinAlgError`` when neither
+    product's Grams are all of full rank."""
 
     def __init__(self, grams, weights):
         order = [0, 1]
