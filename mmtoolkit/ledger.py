@@ -165,6 +165,12 @@ class Ledger:
             raise LedgerError(f"{self.path}: not a valid ledger (JSON: {exc.msg})") from None
         if not isinstance(data, dict) or data.get("format") != FORMAT:
             raise LedgerError(f"{self.path}: not a privacy ledger (format {FORMAT} expected)")
+        for k, e in enumerate(data.get("entries", [])):  # a hand-edited file
+            r = e.get("releases") if isinstance(e, dict) else None
+            if isinstance(r, bool) or not isinstance(r, int) or r < 1:
+                raise LedgerError(
+                    f"{self.path}: entry {k + 1} has releases {r!r}; a positive integer expected"
+                )
         return data
 
     # ------------------------------------------------------------------ reading

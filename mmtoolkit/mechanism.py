@@ -370,15 +370,17 @@ def _noise_std(A: Matrix, privacy: Privacy, noise: str, lazy: bool = False):
     return np.broadcast_to(np.float64(std), (A.shape[0],)), _distribution(privacy, noise)
 
 
-def check_release_fits(W, strategy, keep_measurements: bool = True) -> None:
+def check_release_fits(W, strategy, keep_measurements: bool = True, releases: int = 1) -> None:
     """Refuse a release whose arrays would not fit in this machine's memory with the size
     message (:class:`~mmtoolkit.linalg.TooLargeError`) instead of a MemoryError (issue 17):
     the answers (``m``) and measurements (strategy rows), held together at least while the
     answers are formed, and the N-cell estimate ``x̂`` when the kind answers the workload
     through it (``needs_estimate``) — beside the measurements when they are kept
     (:func:`release_measured`), else at least in their place (:func:`release`). A lower
-    bound on what the release holds. :func:`release` asks it before any noise is drawn,
-    and ``mmtoolkit.release`` before it charges a ledger."""
+    bound on what the release holds; ``releases=R`` kept releases (``mmtoolkit.release``
+    keeps each one's answers and measurements) hold ``R`` of each, ``x̂`` one at a time.
+    :func:`release` asks it before any noise is drawn, and ``mmtoolkit.release`` before it
+    charges a ledger."""
     W = as_matrix(W)
     m = int(W.shape[0])
     if isinstance(strategy, Strategy) and strategy.inference == "none":
@@ -387,8 +389,13 @@ def check_release_fits(W, strategy, keep_measurements: bool = True) -> None:
         A = _matrix(strategy)
         rows = int(A.shape[0])
         cells = int(W.shape[1]) if A.needs_estimate(W) else 0
-    held = m + (rows + cells if keep_measurements else max(rows, cells))
+    if keep_measurements:
+        held = releases * (m + rows) + cells
+    else:
+        held = releases * m + max(rows, cells)
     what = f"the workload has {m:.4g} queries and the strategy {rows:.4g} rows"
+    if releases > 1:
+        what += f", {releases} releases kept"
     if cells:
         what += (
             f", answered through the estimate x̂ of all {cells:.4g} cells: x̂, answers and "

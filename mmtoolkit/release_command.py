@@ -268,8 +268,10 @@ def _apply_summary(args) -> tuple[dict, Privacy | None]:
     if args.data_seed is None:
         args.data_seed = synth.get("data_seed")
     params = dict(s["params"])
-    if args.seed is not None and s.get("selection_seed_source") == "derived from seed":
-        params.pop("seed", None)  # a new --seed derives the selection seed too
+    if s.get("selection_seed_source") == "derived from seed":
+        # derived again from the seed (the same value for the same seed, a new one for a new
+        # --seed), so the replay's summary says "derived" too and a replay of it follows
+        params.pop("seed", None)
     for key in ("workload", "selector", "seed", "noise", "releases"):
         if getattr(args, key) is None:
             setattr(args, key, s.get(key))

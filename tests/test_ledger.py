@@ -229,3 +229,40 @@ def test_independent_pure_releases_compose_additively_on_a_rho_ledger(tmp_path):
     ledger.charge(PureDP(0.5), releases=4)  # 0.375 + 0.5 = 0.875 fits
     with pytest.raises(LedgerError, match=r"would bring rho to 1.125, over the ledger's total"):
         ledger.charge(PureDP(0.5), releases=2)
+
+
+def test_kept_releases_count_in_the_memory_check(tmp_path, monkeypatch):
+    """``mmtoolkit.release`` keeps every release's answers and measurements: R = 3 releases
+    hold three of each, so with memory for one (and the estimate) but not three it refuses
+    before charging — it used to pass the check and could fail in release 2, after release
+    1's noise was drawn (review finding)."""
+    from mmtoolkit import mechanism
+    from mmtoolkit.linalg import TooLargeError, base
+
+    R = records.synthetic({"a": 16, "b": 16, "c": 16}, 200, seed=0)
+    path = tmp_path / "l.json"
+    Ledger.create(path, rho=1.0)
+    res = mm.release(R, "marginals:1", ZCDP(0.5), "identity", seed=0)
+    W, S = res.workload, res.strategy
+    one = 8 * (48 + 4096 + 4096)  # answers, measurements, x̂
+    monkeypatch.setattr(base, "physical_memory", lambda: one + 8 * 1000)
+    mechanism.check_release_fits(W, S)  # one release fits
+    with pytest.raises(TooLargeError, match="3 releases kept"):
+        mechanism.check_release_fits(W, S, releases=3)
+    with pytest.raises(TooLargeError, match="3 releases kept"):
+        mm.release(R, "marginals:1", ZCDP(0.5), "identity", releases=3, seed=0, ledger=path)
+    assert Ledger(path).entries == []
+
+
+def test_a_hand_edited_entry_without_positive_releases_is_refused_clearly(tmp_path):
+    """An entry whose ``releases`` is 0 (or missing, or not an integer) is a LedgerError
+    naming the entry, not a ZeroDivisionError in the sums."""
+    path = tmp_path / "l.json"
+    Ledger.create(path, rho=1.0)
+    Ledger(path).charge(PureDP(0.5), releases=2)
+    data = json.loads(path.read_text())
+    for bad in (0, -1, "2", None, True):
+        data["entries"][0]["releases"] = bad
+        path.write_text(json.dumps(data))
+        with pytest.raises(LedgerError, match=r"entry 1 has releases"):
+            Ledger(path).spent()

@@ -578,3 +578,24 @@ def test_from_summary_keeps_the_classic_calibration_of_an_approx_dp_release(smal
     assert cli_main([*argv, "--epsilon", "0.5", "--delta", "1e-6"]) == 0
     flags = json.loads((small / "flags.csv.json").read_text())
     assert flags["privacy_spec"]["calibration"] == "analytic"
+
+
+def test_a_replay_of_a_replay_keeps_the_derived_selection_seed(tmp_path, capsys):
+    """A replay's summary says its selection seed was derived from the seed, as the
+    original's did, so replaying the replay with a new --seed derives a new selection seed
+    too (a replay had stored the seed as given in params, and a later --seed kept it)."""
+    (tmp_path / "d.json").write_text(json.dumps({"a": {"size": 4, "numeric": True}, "b": 3}))
+    base = ["release", "--domain", str(tmp_path / "d.json"), "--records", "80", "--workload",
+            "range_marginals:1", "--selector", "opt_kron", "--rho", "0.5"]  # fmt: skip
+    assert cli_main([*base, "--seed", "0", "--out", str(tmp_path / "a.csv")]) == 0
+    assert cli_main(["release", "--from-summary", str(tmp_path / "a.csv.json"),
+                     "--out", str(tmp_path / "b.csv")]) == 0  # fmt: skip
+    b = json.loads((tmp_path / "b.csv.json").read_text())
+    assert b["selection_seed_source"] == "derived from seed"
+    assert (tmp_path / "b.csv").read_bytes() == (tmp_path / "a.csv").read_bytes()
+    assert cli_main(["release", "--from-summary", str(tmp_path / "b.csv.json"), "--seed", "1",
+                     "--out", str(tmp_path / "c.csv")]) == 0, capsys.readouterr().err  # fmt: skip
+    c = json.loads((tmp_path / "c.csv.json").read_text())
+    derived = int(np.random.SeedSequence(1).spawn(2)[0].generate_state(1, np.uint32)[0])
+    assert c["selection_seed"] == c["params"]["seed"] == derived
+    assert c["selection_seed_source"] == "derived from seed"
