@@ -47,7 +47,8 @@ from .discrete import (
     discrete_calibration,
     integer_answers,
 )
-from .linalg import Matrix, as_matrix, peel
+from .domain import MAX_VECTOR_SIZE
+from .linalg import Matrix, TooLargeError, as_matrix, peel
 from .linalg.base import SMALL_DENSE_ENTRIES, check_fits_memory
 from .privacy import Privacy, PureDP, check_privacy
 from .records import Records
@@ -370,7 +371,9 @@ def _noise_std(A: Matrix, privacy: Privacy, noise: str, lazy: bool = False):
     return np.broadcast_to(np.float64(std), (A.shape[0],)), _distribution(privacy, noise)
 
 
-def check_release_fits(W, strategy, keep_measurements: bool = True, releases: int = 1) -> None:
+def check_release_fits(
+    W, strategy, keep_measurements: bool = True, releases: int = 1, data=None
+) -> None:
     """Refuse a release whose arrays would not fit in this machine's memory with the size
     message (:class:`~mmtoolkit.linalg.TooLargeError`) instead of a MemoryError (issue 17):
     the answers (``m``) and measurements (strategy rows), held together at least while the
@@ -379,20 +382,24 @@ def check_release_fits(W, strategy, keep_measurements: bool = True, releases: in
     (:func:`release_measured`), else at least in their place (:func:`release`). A lower
     bound on what the release holds; ``releases=R`` kept releases (``mmtoolkit.release``
     keeps each one's answers and measurements) hold ``R`` of each, ``x̂`` one at a time.
-    :func:`release` asks it before any noise is drawn, and ``mmtoolkit.release`` before it
-    charges a ledger."""
+    ``data``: :class:`~mmtoolkit.records.Records` measured through their N-cell histogram
+    (``reads_histogram``) also count it beside the measurements, and a histogram over
+    :data:`~mmtoolkit.domain.MAX_VECTOR_SIZE` cells is refused here rather than after the
+    charge. :func:`release` asks it before any noise is drawn, and ``mmtoolkit.release``
+    before it charges a ledger."""
     W = as_matrix(W)
     m = int(W.shape[0])
     if isinstance(strategy, Strategy) and strategy.inference == "none":
-        rows, cells = m, 0
+        A, rows, cells = W, m, 0
     else:
         A = _matrix(strategy)
         rows = int(A.shape[0])
         cells = int(W.shape[1]) if A.needs_estimate(W) else 0
-    if keep_measurements:
-        held = releases * (m + rows) + cells
+    hist = int(W.shape[1]) if isinstance(data, Records) and A.reads_histogram() else 0
+    if keep_measurements:  # the histogram while measuring, x̂ while answering
+        held = releases * (m + rows) + max(cells, hist)
     else:
-        held = releases * m + max(rows, cells)
+        held = releases * m + max(rows + hist, cells)
     what = f"the workload has {m:.4g} queries and the strategy {rows:.4g} rows"
     if releases > 1:
         what += f", {releases} releases kept"
@@ -414,6 +421,12 @@ def check_release_fits(W, strategy, keep_measurements: bool = True, releases: in
             "post-processing) or part of it"
         )
     check_fits_memory(8 * held, what, advice)
+    if hist > MAX_VECTOR_SIZE:
+        raise TooLargeError(
+            f"measuring these records through {type(A).__name__} forms their histogram of "
+            f"{hist:.4g} cells (> {MAX_VECTOR_SIZE:.0e}); choose a strategy that reads marginal "
+            "tables (a marginals strategy, ResidualPlanner) or fewer cells"
+        )
 
 
 def release_measured(
@@ -435,7 +448,7 @@ def _release(W, strategy, data, privacy, rng, noise, keep_y: bool) -> Measured:
     none = isinstance(strategy, Strategy) and strategy.inference == "none"
     lazy = dask_release.is_dask_array(data)  # a lazy dask array of answers (issue 17)
     if not lazy:
-        check_release_fits(W, strategy, keep_y)
+        check_release_fits(W, strategy, keep_y, data=data)
     if not (lazy or isinstance(data, Records)):
         data = data_vector(data, W.shape[1])
     if none:

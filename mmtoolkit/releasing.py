@@ -519,7 +519,7 @@ def release(
     except TooLargeError:
         stderr = None
     t_eval = time.perf_counter() - t2
-    mechanism.check_release_fits(W, strategy, releases=releases)  # refusals charge nothing
+    mechanism.check_release_fits(W, strategy, releases=releases, data=recs)  # charges nothing
 
     entry = None
     if ledger is not None:

@@ -266,3 +266,23 @@ def test_a_hand_edited_entry_without_positive_releases_is_refused_clearly(tmp_pa
         path.write_text(json.dumps(data))
         with pytest.raises(LedgerError, match=r"entry 1 has releases"):
             Ledger(path).spent()
+
+
+def test_a_histogram_too_large_for_records_is_refused_before_the_charge(tmp_path):
+    """Records on 1.2·10^9 cells measured through a strategy that reads their histogram
+    (the identity) are refused before the ledger is charged — it used to charge, fail in
+    ``vectorize`` and cancel (review finding); a marginals strategy, which reads marginal
+    tables, is not refused for it."""
+    from mmtoolkit import mechanism
+    from mmtoolkit.linalg import TooLargeError
+
+    R = records.synthetic({"a": 1000, "b": 1000, "c": 1200}, 50, seed=0)
+    path = tmp_path / "l.json"
+    Ledger.create(path, rho=1.0)
+    with pytest.raises(TooLargeError, match="histogram of 1.2e"):
+        mm.release(R, "marginal:a,b", ZCDP(0.5), "identity", seed=0, ledger=path)
+    assert Ledger(path).entries == []
+    W = mm.releasing.workload_matrix("marginal:a,b", R.domain)
+    S = mm.selectors.get("opt_marginals").select(W, ZCDP(0.5))
+    assert not S.matrix.reads_histogram()
+    mechanism.check_release_fits(W, S, data=R)

@@ -423,6 +423,14 @@ class Matrix(ABC):
         before any noise is drawn, so an estimate that cannot fit is refused first."""
         return True
 
+    def reads_histogram(self) -> bool:
+        """Whether measuring records through this strategy forms their N-cell histogram
+        (:meth:`answer_records`' default; a marginals kind answers from marginal tables, and
+        a kind with its own ``release_answers`` reads the records its way): True, the
+        default. ``mechanism.check_release_fits`` asks it, with records, before any noise
+        is drawn and before a ledger charge."""
+        return True
+
     def discrete_summary(self, privacy) -> dict | None:
         """A kind whose ``release_answers`` draws discrete noise its own way describes that
         mechanism here (for release summaries); None: the generic exact samplers
@@ -655,6 +663,9 @@ class Weighted(Matrix):
 
     def needs_estimate(self, W):
         return self.base.needs_estimate(W)
+
+    def reads_histogram(self):
+        return self.base.reads_histogram()
 
     def release_answers(self, W, data, privacy, rng, noise):
         # the noise is calibrated to the sensitivity and A⁺ undoes the weight: a weighted

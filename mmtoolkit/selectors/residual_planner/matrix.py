@@ -94,6 +94,9 @@ class ResidualStrategyMatrix(Matrix):
     def needs_estimate(self, W):
         return False  # release_answers reconstructs marginal tables (He et al. Alg. 2)
 
+    def reads_histogram(self):
+        return False  # release_answers counts marginal tables of the records
+
     def release_answers(self, W, data, privacy, rng, noise):
         """He et al. Algorithms 1/2 (5/6 for general attributes) from marginal tables of the
         records or data vector — never the N-cell histogram; ``noise="discrete"``: Algorithm 3
