@@ -16,10 +16,18 @@ A *domain file* is JSON mapping each attribute name to its declaration, in data-
 A value in the data matches the declared value with the same text (stripped of surrounding
 spaces) or, when both are numbers in ASCII decimal notation, the same number: ``1.0``,
 ``01`` and ``1e0`` are the declared value ``"1"``, as ``1`` is a declared ``"1.0"`` (so a
-float column read by pandas and the CSV it came from give the same records). A number equal
+number column that pandas read as floats matches as its file's text does). A number equal
 to several declared values (``1.00`` when ``"1"`` and ``"1.0"`` are both declared) is
 refused rather than guessed; give the value's exact text. Integer codes take any notation of
-a whole number (``2``, ``2.0``); only ASCII digits are digits (``²`` and ``١`` are not).
+a whole number (``2``, ``2.0``); only ASCII digits are digits (``²`` and ``١`` are not), and
+a number with an exponent beyond :class:`~decimal.Decimal`'s range is not a number.
+
+A file and ``pd.read_csv(path, dtype=str, keep_default_na=False)`` of it (every field kept
+as its text) give the same records. pandas' default read need not: it turns text into
+other values — ``TRUE`` / ``FALSE`` into booleans (``"True"``), ``Infinity`` into ``inf``,
+``NA``, ``N/A``, ``None``, ``NaN``, ``null`` and empty fields into missing values (refused),
+a float column's digits beyond double precision into a rounded float — so values with such
+text are read differently.
 
 ``{"size": n, "numeric": true}`` marks integer codes as ordered. The domain is public
 information: it must come from knowledge of the data's schema, not from the private records
@@ -44,6 +52,7 @@ a small seeded dataset (for demos and the CLI's default).
 from __future__ import annotations
 
 import csv
+import functools
 import io
 import json
 import math
@@ -294,12 +303,18 @@ class Records:
         return f"Records({len(self)} records over {self.domain!r})"
 
 
-def _check_columns(header, domain: Domain, source: str) -> list[int]:
+def _check_unique(header, source: str) -> dict:
+    """``{column: position}`` of a header; a column named twice is refused."""
     seen = {}
     for j, col in enumerate(header):
         if col in seen:
             raise RecordsError(f"{source}: column {col!r} appears twice in the header")
         seen[col] = j
+    return seen
+
+
+def _check_columns(header, domain: Domain, source: str) -> list[int]:
+    seen = _check_unique(header, source)
     missing = [n for n in domain.names if n not in seen]
     if missing:
         raise RecordsError(
@@ -322,26 +337,102 @@ def _shown(values, limit: int = 8) -> str:
 
 def _number(text: str) -> Decimal | None:
     """The exact value of ``text`` if it is a number in ASCII decimal notation (``12``,
-    ``-0.5``, ``1e3``), else None — other Unicode digits (``²``, ``١``) are not numbers."""
+    ``-0.5``, ``1e3``), else None — other Unicode digits (``²``, ``١``) are not numbers, nor
+    is a number whose exponent is beyond :class:`~decimal.Decimal`'s range
+    (``1e99999999999999999999``: it has no exact value to compare)."""
     if not _NUM_RE.match(text):
         return None
     try:
         return Decimal(text)
-    except InvalidOperation:  # an exponent beyond Decimal's range: ±inf or 0
-        return Decimal(float(text))
+    except InvalidOperation:
+        return None
+
+
+_NUM_CHAR = np.zeros(128, bool)  # the characters of a number in ASCII decimal notation
+_NUM_CHAR[[ord(c) for c in "0123456789+-.eE"]] = True
+
+
+def _codepoints(vals: np.ndarray):
+    """``(cp, length)``: the code points of a ``str`` array, one zero-padded row per value, and
+    the values' lengths; None for an empty array."""
+    a = np.ascontiguousarray(vals, dtype=str)
+    if len(a) == 0 or a.dtype.itemsize == 0:
+        return None
+    return a.view(np.uint32).reshape(len(a), -1), np.char.str_len(a)
+
+
+def _plain_integers(vals: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(ok, value)``: which values of a ``str`` array are an optional sign and 1 to 18 ASCII
+    digits, and their values (exact in int64; 0 elsewhere) — :func:`_number` of the most
+    common numbers, a whole column at once."""
+    n = len(vals)
+    got = _codepoints(vals)
+    if got is None:
+        return np.zeros(n, bool), np.zeros(n, np.int64)
+    cp, length = got
+    signed = (cp[:, 0] == ord("+")) | (cp[:, 0] == ord("-"))
+    ok = (length - signed >= 1) & (length - signed <= 18)
+    value = np.zeros(n, np.int64)
+    for k in range(min(cp.shape[1], 19)):  # Horner's rule over the digit positions
+        digit = cp[:, k].astype(np.int64) - ord("0")
+        here = (k < length) & ~(signed & (k == 0))
+        ok &= ~here | ((digit >= 0) & (digit <= 9))
+        value = np.where(here & ok, value * 10 + digit, value)
+    value[~ok] = 0
+    return ok, np.where(cp[:, 0] == ord("-"), -value, value)
+
+
+def _fast_numbers(vals: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`_number` of a whole ``str`` array at once, as floats, for the common case:
+    ``(ok, x, maybe)`` — ``ok`` marks the ASCII decimal numbers with an exponent of at most 5
+    digits, ``x`` holds their values (correctly rounded, ``float(_number(v))``; NaN
+    elsewhere), and ``maybe`` marks the non-empty values made only of the characters of a
+    number (the others are not numbers). A value in ``maybe`` but not ``ok`` may still be a
+    number (a longer exponent): callers code those one at a time."""
+    ok, value = _plain_integers(vals)
+    x = np.where(ok, value, np.nan)
+    got = _codepoints(vals)
+    if got is None:
+        return ok, x, ok.copy()
+    cp, length = got
+    inside = np.arange(cp.shape[1]) < length[:, None]
+    maybe = (_NUM_CHAR[np.minimum(cp, 127)] | ~inside).all(axis=1) & (length > 0)
+    is_e = ((cp == ord("e")) | (cp == ord("E"))) & inside
+    n_e = is_e.sum(axis=1)
+    after_e = length - np.argmax(is_e, axis=1) - 1  # the exponent's sign and digits
+    other = maybe & ~ok & ((n_e == 0) | ((n_e == 1) & (after_e <= 6)))
+    a = np.ascontiguousarray(vals, dtype=str)
+    try:
+        x[other] = a[other].astype(float)
+    except ValueError:  # a malformed one among them ("1-2", "1e"): check each with the regex
+        other[other] = [bool(_NUM_RE.match(v)) for v in a[other].tolist()]
+        x[other] = a[other].astype(float)
+    return ok | other, x, maybe
 
 
 def _value_coder(labels, other):
-    """``text -> code or problem`` for an attribute declared with ``values`` (see
-    :func:`read_csv` for the matching rule)."""
-    index = {v: j for j, v in enumerate(labels)}
-    by_number: dict = {}
-    for j, v in enumerate(labels):
-        x = _number(v)
-        if x is not None:
-            by_number.setdefault(x, []).append(j)
+    """``(code, fast)`` for an attribute declared with ``values`` (see :func:`read_csv` for
+    the matching rule): ``code(text)`` is the code of one value or the problem with it, and
+    ``fast(vals)`` codes a whole column at once where it can — exact text, and (with an
+    ``other``) values that are neither text nor number of a declared value — with ``-1``
+    left for the rest."""
+    text = np.array(labels, dtype=str)
+    order = np.argsort(text)
+    ordered = text[order]
+
+    @functools.cache
+    def declared():  # built on first need: a column matched by text never needs it
+        index = {v: j for j, v in enumerate(labels)}
+        by_number: dict = {}
+        for j, v in enumerate(labels):
+            x = _number(v)
+            if x is not None:
+                by_number.setdefault(x, []).append(j)
+        # equal numbers have equal floats: a float no declared number has is no declared number
+        return index, by_number, np.array([float(x) for x in by_number], dtype=float)
 
     def code(v: str):
+        index, by_number, _ = declared()
         if v in index:
             return index[v]
         x = _number(v)
@@ -360,12 +451,26 @@ def _value_coder(labels, other):
             'add it to the domain, or declare an "other" value to map unlisted values to'
         )
 
-    return code
+    def fast(vals: np.ndarray) -> np.ndarray:
+        pos = np.minimum(np.searchsorted(ordered, vals), len(ordered) - 1)
+        codes = np.where(ordered[pos] == vals, order[pos], -1)
+        rest = np.flatnonzero(codes < 0)
+        if other is not None and len(rest):  # unlisted: not text, not number of a declared value
+            index, by_number, floats = declared()
+            unlisted = vals[rest] != ""
+            if by_number:
+                ok, x, maybe = _fast_numbers(vals[rest])
+                unlisted &= ~maybe | (ok & ~np.isin(x, floats))
+            codes[rest[unlisted]] = index[other]
+        return codes
+
+    return code, fast
 
 
 def _code_coder(size: int):
-    """``text -> code or problem`` for integer codes ``0 … size − 1`` (any notation of a whole
-    number: ``2``, ``2.0``, ``+2``)."""
+    """``(code, fast)`` for integer codes ``0 … size − 1``: ``code(text)`` takes any notation
+    of a whole number (``2``, ``2.0``, ``+2``); ``fast(vals)`` codes the plain ASCII integers
+    of a column at once (``-1`` for the rest)."""
 
     def code(v: str):
         x = _number(v)
@@ -377,11 +482,19 @@ def _code_coder(size: int):
             return f"value {v} is outside the attribute's domain 0..{size - 1} (size {size})"
         return int(x)
 
-    return code
+    def fast(vals: np.ndarray) -> np.ndarray:
+        ok, value = _plain_integers(vals)
+        return np.where(ok & (value >= 0) & (value < size), value, -1)
+
+    return code, fast
 
 
 def _bin_coder(edges: np.ndarray):
-    """``text -> code or problem`` for raw numbers in bins ``[b_j, b_{j+1})``."""
+    """``(code, fast)`` for raw numbers in bins ``[b_j, b_{j+1})``: ``code(text)`` codes one
+    value or names its problem, ``fast(vals)`` a whole column (``-1`` where it cannot)."""
+
+    def bin_of(x):
+        return np.searchsorted(edges, x, side="right") - 1
 
     def code(v: str):
         x = _number(v)
@@ -390,20 +503,32 @@ def _bin_coder(edges: np.ndarray):
         f = float(x)
         if not edges[0] <= f < edges[-1]:
             return f"value {v} is outside the bins [{edges[0]:g}, {edges[-1]:g})"
-        return int(np.searchsorted(edges, f, side="right")) - 1
+        return int(bin_of(f))
 
-    return code
+    def fast(vals: np.ndarray) -> np.ndarray:
+        ok, x, _ = _fast_numbers(vals)
+        ok &= (edges[0] <= x) & (x < edges[-1])  # NaN compares False
+        return np.where(ok, bin_of(np.where(ok, x, edges[0])), -1).astype(np.int64)
+
+    return code, fast
 
 
 def _encode_column(vals: np.ndarray, name: str, coder, where) -> np.ndarray:
-    """Codes of one column of stripped strings, coding each distinct value once; the first
-    record (in data order) with a problem is reported, ``where(r)`` naming its location."""
-    uniq, inverse = np.unique(vals, return_inverse=True)
+    """Codes of one column of stripped strings: ``coder = (code, fast)``, ``fast`` coding the
+    column at once where it can (``-1`` elsewhere) and ``code`` each remaining distinct value
+    once; the first record (in data order) with a problem is reported, ``where(r)`` naming
+    its location."""
+    code, fast = coder
+    codes = fast(vals) if len(vals) else np.zeros(0, np.int64)
+    rest = np.flatnonzero(codes < 0)
+    if not len(rest):
+        return codes
+    uniq, inverse = np.unique(vals[rest], return_inverse=True)
     inverse = inverse.ravel()
     codes_u = np.zeros(len(uniq), np.int64)
     problems = {}
     for k, u in enumerate(uniq.tolist()):
-        c = "an empty value" if u == "" else coder(u)
+        c = "an empty value" if u == "" else code(u)
         if isinstance(c, str):
             problems[k] = c
         else:
@@ -411,9 +536,12 @@ def _encode_column(vals: np.ndarray, name: str, coder, where) -> np.ndarray:
     if problems:
         bad = np.zeros(len(uniq), bool)
         bad[list(problems)] = True
-        r = int(np.argmax(bad[inverse]))
-        raise RecordsError(f"{where(r)}, column {name!r}: {problems[int(inverse[r])]}")
-    return codes_u[inverse] if len(vals) else np.zeros(0, np.int64)
+        first = int(np.argmax(bad[inverse]))
+        raise RecordsError(
+            f"{where(int(rest[first]))}, column {name!r}: {problems[int(inverse[first])]}"
+        )
+    codes[rest] = codes_u[inverse]
+    return codes
 
 
 def _encode(table: np.ndarray, spec: DomainSpec, where) -> np.ndarray:
@@ -431,6 +559,34 @@ def _encode(table: np.ndarray, spec: DomainSpec, where) -> np.ndarray:
     return np.stack(cols, axis=1) if cols else np.zeros((table.shape[0], 0), np.int64)
 
 
+def _read_rows(path: Path, check_header):
+    """``(header, check_header(header), rows, lines)`` of a records CSV: the header's names
+    stripped and checked before any record is read, then the records (blank lines skipped)
+    with their line numbers; the file UTF-8 (a byte-order mark is dropped), every row as long
+    as the header."""
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise RecordsError(f"cannot read the data file {path}: {exc.strerror}") from None
+    reader = csv.reader(io.StringIO(_decode(raw, path, "the data file"), newline=""))
+    try:
+        header = [h.strip() for h in next(reader)]
+    except StopIteration:
+        raise RecordsError(f"{path}: the file is empty (expected a header row)") from None
+    checked = check_header(header)
+    rows, lines = [], []
+    for row in reader:
+        if not row:  # blank line
+            continue
+        if len(row) != len(header):
+            raise RecordsError(
+                f"{path}, line {reader.line_num}: {len(row)} fields, the header has {len(header)}"
+            )
+        rows.append(row)
+        lines.append(reader.line_num)
+    return header, checked, rows, lines
+
+
 def read_csv(path, domain, bins: dict | None = None, other: dict | None = None) -> Records:
     """Read a records CSV (UTF-8, header row of attribute names) against ``domain`` (a
     domain-file path, a parsed domain mapping, a :class:`DomainSpec`, or a :class:`Domain`);
@@ -442,27 +598,9 @@ def read_csv(path, domain, bins: dict | None = None, other: dict | None = None) 
     :class:`RecordsWarning`."""
     spec = _spec(domain, bins, other)
     path = Path(path)
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise RecordsError(f"cannot read the data file {path}: {exc.strerror}") from None
-    reader = csv.reader(io.StringIO(_decode(raw, path, "the data file"), newline=""))
-    try:
-        header = next(reader)
-    except StopIteration:
-        raise RecordsError(f"{path}: the file is empty (expected a header row)") from None
-    header = [h.strip() for h in header]
-    order = _check_columns(header, spec.domain, str(path))
-    rows, lines = [], []
-    for row in reader:
-        if not row:  # blank line
-            continue
-        if len(row) != len(header):
-            raise RecordsError(
-                f"{path}, line {reader.line_num}: {len(row)} fields, the header has {len(header)}"
-            )
-        rows.append(row)
-        lines.append(reader.line_num)
+    header, order, rows, lines = _read_rows(
+        path, lambda names: _check_columns(names, spec.domain, str(path))
+    )
     if not rows:
         warnings.warn(
             f"{path} has a header but no records: the release is of an empty dataset",
@@ -482,20 +620,29 @@ def _as_pandas(frame):
 
 
 def _is_missing(v) -> bool:
-    """A missing scalar: None, NaN, ``pd.NA`` or ``NaT``."""
+    """A missing scalar: None, NaN (float or ``Decimal``), ``pd.NA`` or NaT (pandas' or
+    numpy's ``datetime64`` / ``timedelta64``)."""
     if v is None:
         return True
-    if isinstance(v, (float, np.floating)):
-        return bool(np.isnan(v))
-    pd = sys.modules.get("pandas")  # pd.NA / NaT can only come from a loaded pandas
-    return pd is not None and (v is pd.NA or v is pd.NaT)
+    if isinstance(v, Decimal):
+        return v.is_nan()
+    pd = sys.modules.get("pandas")  # pd.NA can only come from a loaded pandas
+    if pd is not None:
+        r = pd.isna(v)
+        return isinstance(r, (bool, np.bool_)) and bool(r)  # a list in a cell is a value
+    try:
+        return bool(v != v)  # NaN and NaT are the values unequal to themselves
+    except (TypeError, ValueError):
+        return False
 
 
 def _column_text(col) -> np.ndarray:
     """The text of one frame column as the records' reader sees it (object array of ``str``):
     integers and strings as written, floats in their shortest form (``str``: ``0.1``,
-    ``1.0``), a missing value (:func:`_is_missing`) as ``""`` (an empty value)."""
-    c = np.asarray(col)
+    ``1.0``), a missing value (:func:`_is_missing`) as ``""`` (an empty value). A column
+    without a dtype (a list) is read value by value, so a NaN in it is missing, not
+    ``"nan"``."""
+    c = np.asarray(col) if hasattr(col, "dtype") else np.asarray(list(col), dtype=object)
     if c.dtype.kind == "f":
         text = c.astype(str).astype(object)
         text[np.isnan(c)] = ""
@@ -503,16 +650,30 @@ def _column_text(col) -> np.ndarray:
         text = c.astype(str).astype(object)
         text[np.isnat(c)] = ""
     elif c.dtype.kind == "O":
-        text = np.array(["" if _is_missing(v) else str(v) for v in c], dtype=object)
+        c = c.ravel()
+        missing = None
+        pd = sys.modules.get("pandas")
+        if pd is not None:
+            try:
+                missing = np.asarray(pd.isna(c), dtype=bool)  # one vectorised pass
+            except ArithmeticError:  # a signalling Decimal('sNaN'): value by value
+                pass
+        if missing is None:
+            missing = np.array([_is_missing(v) for v in c], dtype=bool)
+        text = np.array([str(v) for v in c], dtype=object)
+        text[missing] = ""
     else:
         text = c.astype(str).astype(object)
     return text.reshape(-1)
 
 
-def _frame_columns(frame) -> dict:
-    """``{str(label): label}`` of a frame's columns (the domain names them by text; the frame
-    is indexed by its own labels, e.g. integers)."""
-    return {str(c): c for c in frame.columns}
+def _frame_columns(frame, source: str = "DataFrame") -> dict:
+    """``{text: label}`` of a frame's columns, the text stripped as a CSV header's names are
+    (the domain names columns by text; the frame is indexed by its own labels, e.g.
+    integers); a column named twice is refused."""
+    texts = [str(c).strip() for c in frame.columns]
+    _check_unique(texts, source)
+    return dict(zip(texts, frame.columns, strict=True))
 
 
 def from_frame(frame, domain, bins: dict | None = None, other: dict | None = None) -> Records:
@@ -520,10 +681,12 @@ def from_frame(frame, domain, bins: dict | None = None, other: dict | None = Non
     pyarrow ``Table`` (read through pandas; ``pip install pyarrow``), or any frame-like object
     with ``.columns`` and ``frame[col]``; the same checks, arguments and matching rule as
     :func:`read_csv` applied to the text of each value (a float in its shortest form,
-    ``0.1`` or ``1.0``, so that ``pd.read_csv`` of a file gives the records :func:`read_csv`
-    gives), errors naming the row label. Columns are matched to the domain's names by their
-    text (a column labelled ``0`` is attribute ``"0"``). Missing values (None, NaN,
-    ``pd.NA``, ``NaT``, in any column) are refused as empty values."""
+    ``0.1`` or ``1.0``), errors naming the row label. ``pd.read_csv(path, dtype=str,
+    keep_default_na=False)`` of a file gives the records :func:`read_csv` gives; pandas'
+    default read converts some text (``TRUE``, ``Infinity``, ``NA``: see the module
+    docstring). Columns are matched to the domain's names by their text, stripped (a column
+    labelled ``0`` is attribute ``"0"``). Missing values (None, NaN, ``pd.NA``, NaT,
+    ``Decimal("NaN")``, in any column) are refused as empty values."""
     spec = _spec(domain, bins, other)
     frame = _as_pandas(frame)
     if not hasattr(frame, "columns") or isinstance(frame, np.ndarray):
@@ -531,15 +694,14 @@ def from_frame(frame, domain, bins: dict | None = None, other: dict | None = Non
             f"expected a DataFrame (with .columns), got {type(frame).__name__}; integer codes "
             "in an array go through records.from_codes"
         )
-    header = [str(c) for c in frame.columns]
-    _check_columns(header, spec.domain, "DataFrame")
     label = _frame_columns(frame)
+    _check_columns(list(label), spec.domain, "DataFrame")
     names = spec.domain.names
     cols = [_column_text(frame[label[name]]) for name in names]
     n = len(cols[0]) if cols else 0
-    index = list(getattr(frame, "index", range(n)))
+    index = getattr(frame, "index", range(n))
     table = np.stack(cols, axis=1).astype(str) if n else np.zeros((0, len(names)), dtype=str)
-    codes = _encode(table, spec, lambda r: f"DataFrame, row {index[r]!r}")
+    codes = _encode(table, spec, lambda r: f"DataFrame, row {list(index[r : r + 1])[0]!r}")
     return Records(spec.domain, codes, dict(spec.bins))
 
 
@@ -598,17 +760,17 @@ def draft_domain(source, *, max_values: int = 50, bins: int = 10, out=None) -> d
 
     check_int(max_values, "max_values", minimum=1)
     check_int(bins, "bins", minimum=1)
-    if isinstance(source, (str, Path)):  # read as read_csv reads it: text, names stripped
-        frame = pd.read_csv(source, dtype=str, keep_default_na=False, encoding="utf-8-sig")
-        frame.columns = [str(c).strip() for c in frame.columns]
-        if not frame.columns.is_unique:
-            dup = frame.columns[frame.columns.duplicated()][0]
-            raise RecordsError(f"{source}: column {dup!r} appears twice in the header")
+    if isinstance(source, (str, Path)):  # read as read_csv reads it
+        path = Path(source)
+        header, _, rows, _ = _read_rows(path, lambda names: _check_unique(names, str(path)))
+        table = np.array(rows, dtype=object).reshape(len(rows), len(header))
+        frame = pd.DataFrame(table, columns=header)
     else:
         frame = _as_pandas(source)
+    label = _frame_columns(frame)
     print(DRAFT_WARNING, file=sys.stderr)
     spec = {}
-    for name, col in _frame_columns(frame).items():
+    for name, col in label.items():
         text = [t.strip() for t in _column_text(frame[col])]
         present = list(dict.fromkeys(t for t in text if t))  # distinct, in order of appearance
         empty = sum(1 for t in text if not t)

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import csv
 import json
+import re
+from decimal import Decimal, InvalidOperation
 
 import numpy as np
 import pytest
@@ -420,3 +422,155 @@ def test_draft_domain_refuses_a_column_named_twice(tmp_path):
     (tmp_path / "dup.csv").write_text("a, a\n1,2\n")  # the same name once stripped
     with pytest.raises(RecordsError, match=r"dup.csv: column 'a' appears twice in the header"):
         records.draft_domain(tmp_path / "dup.csv")
+
+
+# ============================================================================ review fixes
+_NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?", re.ASCII)
+
+
+def _reference_number(text):
+    """The matching rule's number, written independently: ASCII decimal notation, exact."""
+    if not _NUMBER.fullmatch(text):
+        return None
+    try:
+        return Decimal(text)
+    except InvalidOperation:
+        return None
+
+
+def test_whole_column_coding_agrees_with_value_by_value_rule(tmp_path):
+    # random strings of number characters (and a few others): the vectorised fast paths
+    # and the per-value coder together must give what the rule gives each value alone
+    pd = pytest.importorskip("pandas")
+    rng = np.random.default_rng(7)
+    alphabet = list("0123456789+-.eE") * 3 + ["x", "²", "١", "_"]
+    texts = ["".join(rng.choice(alphabet, rng.integers(1, 9))) for _ in range(20000)]
+    texts += ["-0", "+7", "007", "1e3", "1E+3", ".5", "5.", "2e99999999999999999999",
+              "123456789012345678", "1234567890123456789", "9007199254740993", "1_000",
+              "0.0", "-0e5", "1.50", "+1.5e0", "-2.0", "1000", "1e+3", "10E2", "x"]  # fmt: skip
+    numbers = {t: _reference_number(t) for t in texts}
+
+    def check(domain, expected):
+        keep = [t for t in texts if t in expected]
+        (tmp_path / "d.csv").write_text("v\n" + "\n".join(keep) + "\n")
+        want = [expected[t] for t in keep]
+        assert records.read_csv(tmp_path / "d.csv", domain).codes[:, 0].tolist() == want
+        frame = pd.DataFrame({"v": np.array(keep, dtype=object)})
+        assert records.from_frame(frame, domain).codes[:, 0].tolist() == want
+
+    codes = {t: int(x) for t, x in numbers.items()
+             if x is not None and x == x.to_integral_value() and 0 <= x < 1000}  # fmt: skip
+    check({"v": 1000}, codes)
+    edges = [-1e6, -0.5, 0, 0.25, 3, 1e6]
+    bins = {t: int(np.searchsorted(edges, float(x), side="right")) - 1
+            for t, x in numbers.items() if x is not None and -1e6 <= float(x) < 1e6}  # fmt: skip
+    check({"v": {"bins": edges}}, bins)
+    labels = ["0", "1.5", "-2", "1e3", "x", "Other"]
+    declared = {_reference_number(v): j for j, v in enumerate(labels)}
+    values = {t: labels.index(t) if t in labels else declared.get(numbers[t], 5) for t in texts}
+    check({"v": {"values": labels, "other": "Other"}}, values)
+    assert len(codes) > 500 and len(bins) > 1000 and sum(c < 5 for c in values.values()) > 50
+
+
+def test_plain_numbers_skip_the_per_value_coder(tmp_path, monkeypatch):
+    # 5000 distinct codes, bin values and categories: coded as whole columns, the per-value
+    # rule (records._number) is not consulted for a single one of them
+    calls = []
+    number = records._number
+    monkeypatch.setattr(records, "_number", lambda t: calls.append(t) or number(t))
+    n = 5000
+    rows = "".join(f"{k},{k / 7:.3f},c{k % 40},{k % 997}\n" for k in range(n))
+    (tmp_path / "d.csv").write_text("a,b,c,z\n" + rows)
+    dom = {"a": n, "b": {"bins": [0, 100, 800]},
+           "c": {"values": [f"c{k}" for k in range(40)]},
+           "z": {"values": ["00001", "00002", "Other"], "other": "Other"}}  # fmt: skip
+    R = records.read_csv(tmp_path / "d.csv", dom)
+    assert R.codes[:, 0].tolist() == list(range(n))
+    assert R.codes[:, 1].tolist() == [0 if k / 7 < 100 else 1 for k in range(n)]
+    ones, twos = (sum(k % 997 == v for k in range(n)) for v in (1, 2))
+    assert R.marginal(["z"]).tolist() == [ones, twos, n - ones - twos]  # 1 is "00001"
+    assert len(calls) <= 6  # the labels' numbers, and 1 and 2 (equal to declared numbers)
+
+
+class ListFrame(FakeFrame):
+    """A frame-like object whose columns are plain lists (no dtype)."""
+
+    def __getitem__(self, name):
+        return list(self._cols[name])
+
+
+def test_nan_in_a_list_column_is_missing():
+    dom = {"sex": {"values": ["F", "M", "nan", "Other"], "other": "Other"}}
+    for missing in [float("nan"), np.nan, None]:
+        with pytest.raises(RecordsError, match=r"DataFrame, row 1, column 'sex': an empty value"):
+            records.from_frame(ListFrame({"sex": ["F", missing]}), dom)
+    R = records.from_frame(ListFrame({"sex": ["F", "nan", "X"], "n": [1.5, 2, 0]}),
+                           {**dom, "n": {"bins": [0, 1, 3]}})  # fmt: skip
+    assert R.codes.tolist() == [[0, 1], [2, 1], [3, 0]]  # the text "nan" is a value
+
+
+@pytest.mark.parametrize(
+    "missing",
+    [np.datetime64("NaT"), np.timedelta64("NaT"), Decimal("NaN"), Decimal("sNaN"), "pd.NaT"],
+)
+def test_nat_and_decimal_nan_in_object_columns_are_missing(missing):
+    pd = pytest.importorskip("pandas")
+    missing = pd.NaT if isinstance(missing, str) else missing
+    col = np.empty(2, dtype=object)
+    col[:] = ["x", missing]
+    dom = {"d": {"values": ["x", "NaT", "NaN", "sNaN", "o"], "other": "o"}}
+    for frame in [pd.DataFrame({"d": col}), FakeFrame({"d": col}), ListFrame({"d": col})]:
+        with pytest.raises(RecordsError, match=r"DataFrame, row 1, column 'd': an empty value"):
+            records.from_frame(frame, dom)
+    assert records.from_frame(pd.DataFrame({"d": ["NaT", "x"]}), dom).codes.tolist() == [[1], [0]]
+
+
+def test_exponents_beyond_decimal_range_are_not_numbers(files):
+    huge, tiny = "2e99999999999999999999", "5e-99999999999999999999"
+    dom = {"b": {"values": ["1e99999999999999999999", "0", "Other"], "other": "Other"}}
+    f, d = files(f"b\n{huge}\n{tiny}\n1e99999999999999999999\n0.0\n", dom)
+    assert records.read_csv(f, d).codes[:, 0].tolist() == [2, 2, 0, 1]  # not inf, not 0
+    for domain, text in [({"b": 3}, tiny), ({"b": {"bins": [0, 10]}}, tiny),
+                         ({"b": {"bins": [0, 10]}}, f"-{huge}")]:  # fmt: skip
+        f, d = files(f"b\n1\n{text}\n", domain)
+        with pytest.raises(RecordsError, match=rf"line 3, column 'b': a non-numeric value '{text}"):
+            records.read_csv(f, d)
+
+
+def test_draft_domain_refuses_exact_duplicate_columns(tmp_path):
+    pd = pytest.importorskip("pandas")
+    for text in ["a,a\n1,2\n", "\ufeffa,b,a\n1,2,3\n"]:
+        (tmp_path / "dup.csv").write_text(text, encoding="utf-8")
+        with pytest.raises(RecordsError, match=r"dup.csv: column 'a' appears twice"):
+            records.draft_domain(tmp_path / "dup.csv")
+    frame = pd.DataFrame([[1, 2]], columns=["a", " a"])
+    with pytest.raises(RecordsError, match=r"DataFrame: column 'a' appears twice"):
+        records.draft_domain(frame)
+    (tmp_path / "ok.csv").write_text("\ufeff a ,b\n1,x\n\n2,y\n", encoding="utf-8")
+    spec = records.draft_domain(tmp_path / "ok.csv")
+    assert spec == {"a": {"values": ["1", "2"], "numeric": True}, "b": {"values": ["x", "y"]}}
+
+
+def test_text_read_csv_gives_the_csv_routes_records(adult_dir, files):
+    # the README's recommended call: pandas keeps every field's text, so both routes agree;
+    # pandas' default read converts TRUE, Infinity, NA, ... and can differ
+    pd = pytest.importorskip("pandas")
+
+    def as_text(path):
+        return pd.read_csv(path, dtype=str, keep_default_na=False)
+
+    domain = adult_dir / "adult-domain.json"
+    R = records.read_csv(adult_dir / "adult.csv", domain)
+    assert len(R) > 30000
+    frame = as_text(adult_dir / "adult.csv")
+    np.testing.assert_array_equal(records.from_frame(frame, domain).codes, R.codes)
+    labels = ["TRUE", "FALSE", "True", "Infinity", "inf", "NA", "N/A", "None", "NaN", "nan",
+              "null", "#N/A", "1.0", "007", "Other"]  # fmt: skip
+    dom = {"flag": {"values": labels, "other": "Other"}, "n": {"bins": [0, 10, 100]}}
+    rows = [f"{v},{k}\n" for k, v in enumerate(labels + ["1", "7", " NA ", "-inf", "n/a"])]
+    f, d = files(" flag ,n\n" + "".join(rows), dom)
+    R = records.read_csv(f, d)
+    assert R.codes[:, 0].tolist() == [*range(len(labels)), 12, 13, 5, 14, 14]
+    np.testing.assert_array_equal(records.from_frame(as_text(f), d).codes, R.codes)
+    with pytest.raises(RecordsError, match="an empty value"):  # the default read: NA → NaN
+        records.from_frame(pd.read_csv(f), d)
