@@ -22,8 +22,11 @@ refused rather than guessed; give the value's exact text. Integer codes take any
 a whole number (``2``, ``2.0``); only ASCII digits are digits (``²`` and ``١`` are not), and
 a number with an exponent beyond :class:`~decimal.Decimal`'s range is not a number.
 
-A file and ``pd.read_csv(path, dtype=str, keep_default_na=False)`` of it (every field kept
-as its text) give the same records. pandas' default read need not: it turns text into
+A well-formed file (every row as long as the header, no lines of spaces only) and
+``pd.read_csv(path, dtype=str, keep_default_na=False, index_col=False)`` of it (every field
+kept as its text) give the same records — pandas skips lines of spaces and, without
+``index_col=False``, shifts rows one field longer than the header, which :func:`read_csv`
+refuses. pandas' default read need not: it turns text into
 other values — ``TRUE`` / ``FALSE`` into booleans (``"True"``), ``Infinity`` into ``inf``,
 ``NA``, ``N/A``, ``None``, ``NaN``, ``null`` and empty fields into missing values (refused),
 a float column's digits beyond double precision into a rounded float — so values with such
@@ -155,6 +158,8 @@ def _parse_values(values, name: str, source: str) -> tuple[str, ...]:
             raise RecordsError(f"{source}: attribute {name!r} lists the value {v!r} twice")
         if v == "":
             raise RecordsError(f"{source}: attribute {name!r} lists an empty value")
+        if "\x00" in v:  # numpy's fixed-width text (the whole-column lookup) drops it
+            raise RecordsError(f"{source}: attribute {name!r} lists {v!r}, with a NUL character")
         seen.add(v)
     return tuple(out)
 
@@ -384,11 +389,12 @@ def _plain_integers(vals: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 def _fast_numbers(vals: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """:func:`_number` of a whole ``str`` array at once, as floats, for the common case:
-    ``(ok, x, maybe)`` — ``ok`` marks the ASCII decimal numbers with an exponent of at most 5
-    digits, ``x`` holds their values (correctly rounded, ``float(_number(v))``; NaN
-    elsewhere), and ``maybe`` marks the non-empty values made only of the characters of a
-    number (the others are not numbers). A value in ``maybe`` but not ``ok`` may still be a
-    number (a longer exponent): callers code those one at a time."""
+    ``(ok, x, maybe)`` — ``ok`` marks the ASCII decimal numbers whose exponent (sign and
+    digits) has at most 6 characters, ``x`` holds their values (correctly rounded,
+    ``float(_number(v))``; NaN elsewhere), and ``maybe`` marks the non-empty values made
+    only of the characters of a number (the others are not numbers). A value in ``maybe``
+    but not ``ok`` may still be a number (a longer exponent): callers code those one at a
+    time."""
     ok, value = _plain_integers(vals)
     x = np.where(ok, value, np.nan)
     got = _codepoints(vals)
@@ -402,11 +408,12 @@ def _fast_numbers(vals: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]
     after_e = length - np.argmax(is_e, axis=1) - 1  # the exponent's sign and digits
     other = maybe & ~ok & ((n_e == 0) | ((n_e == 1) & (after_e <= 6)))
     a = np.ascontiguousarray(vals, dtype=str)
-    try:
-        x[other] = a[other].astype(float)
-    except ValueError:  # a malformed one among them ("1-2", "1e"): check each with the regex
-        other[other] = [bool(_NUM_RE.match(v)) for v in a[other].tolist()]
-        x[other] = a[other].astype(float)
+    with np.errstate(over="ignore"):  # "6e314" is inf, as float() gives, without a warning
+        try:
+            x[other] = a[other].astype(float)
+        except ValueError:  # a malformed one among them ("1-2", "1e"): check each, regex
+            other[other] = [bool(_NUM_RE.match(v)) for v in a[other].tolist()]
+            x[other] = a[other].astype(float)
     return ok | other, x, maybe
 
 
@@ -682,7 +689,8 @@ def from_frame(frame, domain, bins: dict | None = None, other: dict | None = Non
     with ``.columns`` and ``frame[col]``; the same checks, arguments and matching rule as
     :func:`read_csv` applied to the text of each value (a float in its shortest form,
     ``0.1`` or ``1.0``), errors naming the row label. ``pd.read_csv(path, dtype=str,
-    keep_default_na=False)`` of a file gives the records :func:`read_csv` gives; pandas'
+    keep_default_na=False, index_col=False)`` of a well-formed file gives the records
+    :func:`read_csv` gives (module docstring); pandas'
     default read converts some text (``TRUE``, ``Infinity``, ``NA``: see the module
     docstring). Columns are matched to the domain's names by their text, stripped (a column
     labelled ``0`` is attribute ``"0"``). Missing values (None, NaN, ``pd.NA``, NaT,

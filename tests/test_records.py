@@ -472,6 +472,35 @@ def test_whole_column_coding_agrees_with_value_by_value_rule(tmp_path):
     assert len(codes) > 500 and len(bins) > 1000 and sum(c < 5 for c in values.values()) > 50
 
 
+def test_long_integers_near_the_int64_limit_and_overflowing_exponents(tmp_path):
+    # 17-19-digit integers around 1e19 (past int64) go to the bin their exact value gives,
+    # not a wrapped one; "59999999999E314" (inf as a float) is outside the bins without a
+    # RuntimeWarning; a declared value with a NUL is refused (review of the fast paths)
+    import warnings
+    from decimal import Decimal
+
+    edges = [-1e20, 0, 9.2e18, 1e19, 1e300]
+    rng = np.random.default_rng(3)
+    texts = [str(int(v)) for v in rng.integers(10**16, 9 * 10**18, 200)]
+    texts += ["9999999999999999999", "9223372036854775807", "9223372036854775808",
+              "-9223372036854775809", "10000000000000000000", "99999999999999999",
+              "9200000000000000000", "-1"] + ["".join(rng.choice(list("0123456789"), 19))
+                                             for _ in range(200)]  # fmt: skip
+    want = [int(np.searchsorted(edges, float(Decimal(t)), side="right")) - 1 for t in texts]
+    (tmp_path / "d.csv").write_text("v\n" + "\n".join(texts) + "\n")
+    got = records.read_csv(tmp_path / "d.csv", {"v": {"bins": edges}}).codes[:, 0]
+    assert got.tolist() == want
+    (tmp_path / "o.csv").write_text("v\n1\n59999999999E314\n")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(records.RecordsError, match="line 3"):
+            records.read_csv(tmp_path / "o.csv", {"v": {"bins": [0, 10]}})
+        other = {"v": {"values": ["1", "x"], "other": "x"}}
+        assert records.read_csv(tmp_path / "o.csv", other).codes[:, 0].tolist() == [0, 1]
+    with pytest.raises(records.RecordsError, match="NUL"):
+        records.read_csv(tmp_path / "o.csv", {"v": {"values": ["a\x00", "1"]}})
+
+
 def test_plain_numbers_skip_the_per_value_coder(tmp_path, monkeypatch):
     # 5000 distinct codes, bin values and categories: coded as whole columns, the per-value
     # rule (records._number) is not consulted for a single one of them
