@@ -10,8 +10,9 @@ A *domain file* is JSON mapping each attribute name to its declaration, in data-
   listed to that category instead of refusing it; ``"numeric": true`` marks the categories
   as ordered (range and prefix queries then make sense on them);
 * ``{"bins": [b_0, ..., b_n]}``: ``n`` bins of raw numeric values — ``v`` goes to bin ``j``
-  when ``b_j ≤ v < b_{j+1}`` (values outside ``[b_0, b_n)`` are refused); the bins are
-  labelled by their intervals, ``"[20, 30)"``, and the attribute is numeric.
+  when ``b_j ≤ v < b_{j+1}`` (values outside ``[b_0, b_n)`` are refused), ``v`` compared as
+  the nearest double (``9.99999999999999999999`` is ``10.0``; ``-1e-400`` is ``-0.0``); the
+  bins are labelled by their intervals, ``"[20, 30)"``, and the attribute is numeric.
 
 A value in the data matches the declared value with the same text (stripped of surrounding
 spaces) or, when both are numbers in ASCII decimal notation, the same number: ``1.0``,
