@@ -19,8 +19,9 @@ time grows with the attribute sizes, unlike a p-Identity product's structured ps
 sums over the same diagonal. Three or more products have no such closed form: they are
 solved by conjugate gradients on the normal equations (:class:`NormalEquations`),
 preconditioned by a sum of two Kronecker products below ``AᵀA`` — the heaviest product and
-the geometric mean of the others (:func:`geometric_mean`) — and iterated in that sum's
-basis, where the heaviest product is diagonal.
+either the next one or the geometric mean of the others (:func:`geometric_mean`), whichever
+is estimated cheaper — and iterated in that sum's basis, where the heaviest product is
+diagonal.
 """
 
 from __future__ import annotations
@@ -165,9 +166,10 @@ class KroneckerUnion(VStack):
     def least_squares(self, y, tol, maxiter):
         """More than two products (or two with no positive definite side): conjugate
         gradients on the normal equations ``AᵀA x = Aᵀy`` (:class:`NormalEquations`),
-        preconditioned by the heaviest product plus the geometric mean of the others and
-        iterated in the basis that diagonalises that pair (:class:`TwoProductBasis`): one dense
-        Kronecker pass per other product and iteration. Keeps ``x``, ``r``, ``p``, ``q`` and
+        preconditioned by the heaviest product plus the next one or the geometric mean of
+        the others (chosen per problem) and iterated in the basis that diagonalises that pair
+        (:class:`TwoProductBasis`): one dense Kronecker pass per other product and iteration;
+        stops when ``‖AᵀAx − Aᵀy‖ ≤ tol ‖Aᵀy‖``. Keeps ``x``, ``r``, ``p``, ``q`` and
         one scratch vector (5 N numbers; ``y`` is read once for ``Aᵀy``) — scipy's LSMR over
         the stack kept ``u`` (m), ``x``, ``v``, ``h``, ``h̄`` (N each) and created ``A v`` (m),
         ``Aᵀu`` and a scaled ``h̄`` (N) per iteration, about ``2m + 7N``. None for factors too
@@ -294,8 +296,8 @@ class NormalEquations:
     of the spread of ``G_ai⁻¹G_gi``, the mean about its square root — unless the dropped
     product is small beside the pair (unequal weights, or a pair of ill-conditioned Grams
     such as Prefix factors whose mean with the third product loses their scale), where the
-    pair wins (Prefix⊗Identity, Identity⊗Prefix and a p-Identity product on 16^4 cells: 13
-    iterations instead of 149). The one with the smaller estimated work ``√κ x (terms + 1)``
+    pair wins (Prefix⊗Identity, Identity⊗Prefix and a p-Identity product on 16^4 cells: 14
+    iterations instead of 162). The one with the smaller estimated work ``√κ x (terms + 1)``
     runs (:meth:`_Preconditioner.condition`: ``κ`` by the rank-one Rayleigh quotient, a few
     eigendecompositions of attribute-sized matrices; ``terms`` the dense Kronecker passes per
     iteration). Three products of 4 p-Identity factors (the benchmark's ``union3``, ``tol``
@@ -314,12 +316,16 @@ class NormalEquations:
     start, the residual is mapped back to the cells (``r = (⊗V_i)⁻ᵀ r̃``, one dense pass) and
     measured, and CG goes on (with the ``P⁻¹``-norm target lowered by the shortfall) while it
     is above ``tol`` — with an ill-conditioned ``P`` the two norms differ by orders of
-    magnitude.
+    magnitude. Then the true residual ``Aᵀy − AᵀAx`` (structured Grams, cells' basis) is
+    checked once; where rounding in an ill-conditioned basis (``V_i`` of condition 1e6 for
+    Grams of condition 1e12) kept CG's residual from being the true one, CG restarts on it
+    (iterative refinement, at most :data:`REFINE` times, within ``maxiter`` in all).
 
     Without a positive definite side (``AᵀA`` may be singular) plain CG from ``x = 0`` in the
     cells' basis with the structured Grams (``D = 1``), which stays in the row space: the
     minimum-norm solution, as LSMR's. Keeps ``x``, ``r``, ``p``, ``q`` and one scratch vector
-    for the Kronecker products (5 N numbers)."""
+    for the Kronecker products (5 N numbers; a restart keeps the solution so far beside
+    them, 6)."""
 
     def __init__(self, A: KroneckerUnion, factors):
         self.A = A
@@ -382,9 +388,10 @@ class NormalEquations:
     def solve(self, y, tol, maxiter):
         N = self.A.shape[1]
         b = self._rhs(y)
-        target = tol * tol * float(np.dot(b, b))  # on ‖r‖² in the cells' basis
-        if target == 0.0:
+        b2 = float(np.dot(b, b))
+        if b2 == 0.0:
             return np.zeros(N)
+        target = tol * tol * b2  # on ‖r‖² in the cells' basis
         x, used = self._cg(b, target, maxiter)
         del b
         for _ in range(REFINE if self.basis is not None else 0):
