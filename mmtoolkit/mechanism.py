@@ -278,7 +278,10 @@ def reconstruct(
     """``x̂ = A⁺ y`` by structure (see the module docstring), a dense pseudo-inverse for a small
     strategy and several releases, the kind's own iterative solver (``least_squares``: a
     union of three or more Kronecker products) or LSMR otherwise (HDMM §7.2). ``y``: one
-    release (vector) or several (``m x R``, one column per release).
+    release (vector) or several (``m x R``, one column per release). ``tol``: the iterative
+    solvers' relative tolerance — the kind's conjugate gradients stop when
+    ``‖AᵀAx̂ − Aᵀy‖ ≤ tol ‖Aᵀy‖`` (whatever their preconditioner), LSMR takes it as its
+    ``atol`` and ``btol``; ``maxiter`` caps their iterations.
 
     ``overwrite=True`` (one release): the caller gives ``y`` up, and a kind that can builds
     ``x̂`` in ``y``'s memory (``A⁺.apply_overwrite``; a Kronecker product does, so x̂ costs no

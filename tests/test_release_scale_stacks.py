@@ -16,14 +16,17 @@ import mmtoolkit as mm
 from mmtoolkit import mechanism, selectors, workloads
 from mmtoolkit import privacy as privacy_module
 from mmtoolkit.linalg import (
+    Dense,
     Identity,
     Kronecker,
     KroneckerUnion,
     PIdentity,
+    Prefix,
     Total,
     VStack,
     Weighted,
     kronecker,
+    union,
 )
 from mmtoolkit.linalg.union import NormalEquations
 from mmtoolkit.privacy import ZCDP, PureDP
@@ -95,7 +98,6 @@ def test_two_product_pinv_matches_dense(first_total):
     assert np.shares_memory(got, buf)  # x̂ built in y's memory
 
 
-@pytest.mark.usefixtures("small_blocks")
 def _solved_by_least_squares(monkeypatch):
     """Route several releases through the per-column solve (no dense shortcut) and record
     what the kind's ``least_squares`` returns, so a test can assert that it, not the LSMR
@@ -113,6 +115,7 @@ def _solved_by_least_squares(monkeypatch):
     return results
 
 
+@pytest.mark.usefixtures("small_blocks")
 def test_union_without_closed_form_solved_by_conjugate_gradients(monkeypatch):
     """Three products (or products with no positive definite side) have no closed form:
     pinv_operator is None and reconstruct runs the kind's preconditioned CG on the normal
@@ -159,13 +162,27 @@ def _three_or_more(case, rng):
                  Weighted(0.45, pid[3])],
         "singular-heaviest": [Weighted(0.9, total[0]), Weighted(0.5, pid[0]),
                               Weighted(0.4, pid[1])],
-        "pair-and-singular": [Weighted(0.6, pid[0]), Weighted(0.9, total[0]),
-                              Weighted(0.5, pid[1])],
+        "pair-and-singular": [Weighted(0.9, pid[0]), Weighted(0.5, total[0]),
+                              Weighted(0.45, pid[1])],
+        "singular-kept-one-pd": [Weighted(0.9, total[0]), Weighted(0.5, pid[0]),
+                                 Weighted(0.4, total[1])],
         "plain-pair": [Weighted(0.8, pid[0]), Weighted(0.5, total[0]), Weighted(0.4, total[1])],
     }[case]  # fmt: skip
 
 
-CASES_3P = ["three", "four", "singular-heaviest", "pair-and-singular", "plain-pair"]
+CASES_3P = [
+    "three", "four", "singular-heaviest", "pair-and-singular", "singular-kept-one-pd",
+    "plain-pair",
+]  # fmt: skip
+
+
+def _force(monkeypatch, candidate):
+    """Make ``NormalEquations`` pick its ``"pair"`` (the kept product and one partner
+    exactly) or ``"merged"`` candidate, whatever their estimated condition numbers."""
+    def condition(self):  # a pair has both products of its basis diagonal
+        return 1.0 if (all(self.diag) == (candidate == "pair")) else 1e12
+
+    monkeypatch.setattr(union._Preconditioner, "condition", condition)
 
 
 @pytest.mark.usefixtures("small_blocks")
@@ -189,11 +206,13 @@ def test_three_or_more_products_match_dense_least_squares(case, monkeypatch):
     assert used == [True] * 3
 
 
+@pytest.mark.parametrize("candidate", ["merged", "pair"])
 @pytest.mark.parametrize("case", ["three", "four", "singular-heaviest"])
-def test_merged_preconditioner_is_below_the_gram(case):
+def test_preconditioner_is_below_the_gram(case, candidate, monkeypatch):
     """``P = c_a K_a + h ⊗H_i`` equals the heaviest product plus the others' AM–GM merge
-    (geometric means by ``scipy.linalg.sqrtm``, independently), and ``AᵀA ≽ P``: every
-    eigenvalue of ``P⁻¹AᵀA`` is at least 1, what the stopping rule's error bound needs."""
+    (geometric means by ``scipy.linalg.sqrtm``, independently) or plus the next heaviest
+    product (the pair), and ``AᵀA ≽ P``: every eigenvalue of ``P⁻¹AᵀA`` is at least 1."""
+    _force(monkeypatch, candidate)
     from scipy.linalg import sqrtm
 
     def gmean(X, Y):  # X # Y = X^½ (X^-½ Y X^-½)^½ X^½
@@ -207,6 +226,8 @@ def test_merged_preconditioner_is_below_the_gram(case):
     terms = [(c, [f.gram().dense() for f in fs]) for c, fs in A.parsed]
     order = sorted(range(len(terms)), key=lambda g: -terms[g][0])
     rest = [g for g in order[1:] if min(np.linalg.eigvalsh(X).min() for X in terms[g][1]) > 1e-9]
+    if candidate == "pair":
+        rest = order[1:2] if case != "singular-heaviest" else rest[:1]
     h, H = terms[rest[0]]
     for g in rest[1:]:
         c, G = terms[g]
@@ -221,8 +242,9 @@ def test_merged_preconditioner_is_below_the_gram(case):
     T = (V.T @ G @ V) / np.sqrt(np.outer(d, d))
     lam = np.linalg.eigvalsh(0.5 * (T + T.T))
     assert lam[0] >= 1.0 - 1e-9
-    # what the basis makes diagonal: the kept product, the rest one dense Kronecker term each
-    assert len(ne.terms) == len(terms) - 1
+    # what the basis makes diagonal: the kept product (and the pair's partner), the rest one
+    # dense Kronecker term each
+    assert len(ne.terms) == len(terms) - (2 if candidate == "pair" else 1)
 
 
 def test_geometric_mean():
@@ -247,6 +269,90 @@ def test_geometric_mean():
         rtol=1e-9,
         atol=1e-10,
     )
+
+
+def _count_iterations(monkeypatch):
+    calls = []
+    operator = NormalEquations._operator
+    monkeypatch.setattr(
+        NormalEquations, "_operator", lambda self, *a: calls.append(1) or operator(self, *a)
+    )
+    return calls
+
+
+def test_preconditioner_chosen_per_problem(monkeypatch):
+    """Prefix⊗Identity, Identity⊗Prefix and a p-Identity product (review): the mean of the
+    two last loses the Prefix Gram's scale and the merged preconditioner needs about 50
+    iterations where the pair (the two Prefix products exactly) needs about 10; the
+    estimate picks the pair, and x̂ is dense lstsq's. Equal p-Identity products: it picks
+    the merge (``test_iterations_do_not_track_the_dropped_product``)."""
+    calls = _count_iterations(monkeypatch)
+    rng = np.random.default_rng(0)
+    n = 16
+    P, I = Prefix(n), Identity(n)
+    A = KroneckerUnion([Kronecker([P, I]), Kronecker([I, P]), Kronecker([_pid(rng, 3, n)] * 2)])
+    y = rng.standard_normal(A.shape[0])
+    want = np.linalg.lstsq(A.dense(), y, rcond=None)[0]
+    counts = {}
+    for candidate in ("merged", "pair", None):
+        with monkeypatch.context() as m:
+            if candidate is not None:
+                _force(m, candidate)
+            ne = NormalEquations(A, A._factor_lists())
+            calls.clear()
+            got = ne.solve(y, 1e-12, 1000)
+        counts[candidate] = len(calls)
+        np.testing.assert_allclose(got, want, rtol=0, atol=1e-10 * np.abs(want).max())
+    assert ne.choice == 0 and all(ne.diag)  # the pair
+    assert counts[None] == counts["pair"] <= 15 and counts["merged"] >= 30
+
+
+@pytest.mark.parametrize("chunk", [1, 5, 20])
+@pytest.mark.parametrize("candidate", ["merged", "pair"])
+def test_diagonal_slabs_of_several_chunks(chunk, candidate, monkeypatch):
+    """``CHUNK`` small: the diagonal ``D`` in many slabs (``_operator``, ``_rz``,
+    ``_update``), with the merged and the pair preconditioner, still dense lstsq's x̂."""
+    monkeypatch.setattr(union, "CHUNK", chunk)
+    _force(monkeypatch, candidate)
+    for case in CASES_3P:
+        rng = np.random.default_rng(12)
+        A = KroneckerUnion(_three_or_more(case, rng))
+        y = rng.standard_normal(A.shape[0])
+        want = np.linalg.lstsq(A.dense(), y, rcond=None)[0]
+        got = NormalEquations(A, A._factor_lists()).solve(y, 1e-12, 1000)
+        np.testing.assert_allclose(got, want, rtol=0, atol=1e-10 * np.abs(want).max())
+
+
+@pytest.mark.parametrize("candidate", ["merged", "pair", None])
+def test_tol_is_the_normal_equations_residual_when_ill_conditioned(candidate, monkeypatch):
+    """Factor Grams of condition 1e12 (review): the basis is ill-conditioned, the P⁻¹-norm
+    residual far from the Euclidean one (the merged stop left 4.4e-11 at tol 1e-12) and CG
+    in the basis alone stalls (the pair stopped at 6e-7): the stop measures the residual in
+    the cells' basis and the solve restarts on the true residual until
+    ``‖AᵀAx̂ − Aᵀy‖ ≤ tol ‖Aᵀy‖`` — what ``tol`` means for plain CG and LSMR too."""
+    if candidate is not None:
+        _force(monkeypatch, candidate)
+    rng = np.random.default_rng(1)
+
+    def ill(n, cond):
+        U, _ = np.linalg.qr(rng.standard_normal((n, n)))
+        W, _ = np.linalg.qr(rng.standard_normal((n, n)))
+        return Dense(U @ np.diag(np.logspace(0, -math.log10(cond), n)) @ W)
+
+    blocks = [
+        Weighted(w, Kronecker([ill(6, 1e6), _pid(rng, 2, 5), Dense(rng.standard_normal((7, 4)))]))
+        for w in (0.9, 0.5, 0.4)
+    ]
+    A = KroneckerUnion(blocks)
+    D = A.dense()
+    G = D.T @ D
+    for tol in (1e-8, 1e-12):
+        y = rng.standard_normal(A.shape[0])
+        b = D.T @ y
+        x = NormalEquations(A, A._factor_lists()).solve(y, tol, 5000)
+        assert np.linalg.norm(G @ x - b) <= tol * np.linalg.norm(b)
+    want = np.linalg.lstsq(D, y, rcond=None)[0]
+    np.testing.assert_allclose(x, want, rtol=0, atol=1e-10 * np.abs(want).max())
 
 
 def test_iterations_do_not_track_the_dropped_product(monkeypatch):

@@ -19,8 +19,9 @@ time grows with the attribute sizes, unlike a p-Identity product's structured ps
 sums over the same diagonal. Three or more products have no such closed form: they are
 solved by conjugate gradients on the normal equations (:class:`NormalEquations`),
 preconditioned by a sum of two Kronecker products below ``AᵀA`` — the heaviest product and
-the geometric mean of the others (:func:`geometric_mean`) — and iterated in that sum's
-basis, where the heaviest product is diagonal.
+either the next one or the geometric mean of the others (:func:`geometric_mean`), whichever
+is estimated cheaper — and iterated in that sum's basis, where the heaviest product is
+diagonal.
 """
 
 from __future__ import annotations
@@ -41,6 +42,12 @@ from .route import RANK_RTOL, common_sizes
 #: (two such arrays, 0.5 MB each, in cache).
 CHUNK = 1 << 16
 
+#: Alternating sweeps over the attributes in :meth:`_Preconditioner.condition`.
+SWEEPS = 8
+
+#: Restarts of :class:`NormalEquations`' CG on the true residual (iterative refinement).
+REFINE = 4
+
 
 def _cholesky_full_rank(G: np.ndarray) -> np.ndarray:
     """The Cholesky factor of the symmetric part of ``G``; ``LinAlgError`` unless ``G`` has
@@ -55,10 +62,10 @@ def _cholesky_full_rank(G: np.ndarray) -> np.ndarray:
 
 class TwoProductBasis:
     """The common eigenbasis of two Kronecker Grams ``c_1 ⊗G_i + c_2 ⊗H_i`` (module
-    docstring): ``V`` and ``lam`` per attribute, the weights ``c1`` (of the product whose
-    factor Grams are all of full rank, :func:`_cholesky_full_rank`: the first if they are,
-    else the second; ``order`` says which) and ``c2``. Raises ``LinAlgError`` when neither
-    product's Grams are all of full rank."""
+    docstring): ``V``, ``lam`` and ``V_inv_t = V⁻ᵀ = L U`` per attribute, the weights ``c1``
+    (of the product whose factor Grams are all of full rank, :func:`_cholesky_full_rank`:
+    the first if they are, else the second; ``order`` says which) and ``c2``. Raises
+    ``LinAlgError`` when neither product's Grams are all of full rank."""
 
     def __init__(self, grams, weights):
         order = [0, 1]
@@ -69,11 +76,12 @@ class TwoProductBasis:
             order = [1, 0]
         self.order = order
         self.c1, self.c2 = weights[order[0]], weights[order[1]]
-        self.V, self.lam = [], []
+        self.V, self.V_inv_t, self.lam = [], [], []
         for L, H in zip(chol, grams[order[1]]):
             Li = np.linalg.solve(L, np.eye(L.shape[0]))
             lam, U = np.linalg.eigh(Li @ (0.5 * (H + H.T)) @ Li.T)
             self.V.append(Li.T @ U)
+            self.V_inv_t.append(L @ U)
             self.lam.append(np.clip(lam, 0.0, None))
 
     def slabs(self, a: float, b: float, *arrays):
@@ -158,9 +166,10 @@ class KroneckerUnion(VStack):
     def least_squares(self, y, tol, maxiter):
         """More than two products (or two with no positive definite side): conjugate
         gradients on the normal equations ``AᵀA x = Aᵀy`` (:class:`NormalEquations`),
-        preconditioned by the heaviest product plus the geometric mean of the others and
-        iterated in the basis that diagonalises that pair (:class:`TwoProductBasis`): one dense
-        Kronecker pass per other product and iteration. Keeps ``x``, ``r``, ``p``, ``q`` and
+        preconditioned by the heaviest product plus the next one or the geometric mean of
+        the others (chosen per problem) and iterated in the basis that diagonalises that pair
+        (:class:`TwoProductBasis`): one dense Kronecker pass per other product and iteration;
+        stops when ``‖AᵀAx − Aᵀy‖ ≤ tol ‖Aᵀy‖``. Keeps ``x``, ``r``, ``p``, ``q`` and
         one scratch vector (5 N numbers; ``y`` is read once for ``Aᵀy``) — scipy's LSMR over
         the stack kept ``u`` (m), ``x``, ``v``, ``h``, ``h̄`` (N each) and created ``A v`` (m),
         ``Aᵀu`` and a scaled ``h̄`` (N) per iteration, about ``2m + 7N``. None for factors too
@@ -196,39 +205,127 @@ def _positive_definite(grams) -> bool:
     return True
 
 
+class _Preconditioner:
+    """One candidate ``P = c_a K_a + h ⊗H_i`` of :class:`NormalEquations`: the kept product
+    ``keep`` and the ``partners`` folded into ``h ⊗H_i`` (one partner: that product exactly;
+    more: their geometric mean, :func:`geometric_mean`), with :class:`TwoProductBasis` of the
+    pair, the part of ``T = (⊗V_i)ᵀ AᵀA (⊗V_i)`` that is diagonal there (``diag = (a, b)``:
+    ``a + b ⊗lam``) and the other products as dense Kronecker terms ``⊗(V_iᵀG_giV_i)``."""
+
+    def __init__(self, keep, partners, weights, grams):
+        h, H = weights[partners[0]], grams[partners[0]]
+        for g in partners[1:]:
+            h, H = 2.0 * math.sqrt(h * weights[g]), list(map(geometric_mean, H, grams[g]))
+        self.basis = TwoProductBasis([grams[keep], H], [weights[keep], h])
+        # the products that are diagonal in the basis: the kept one (its side of the pair
+        # has D's part c1 or c2 ⊗lam) and the partner of an unmerged pair
+        exact = [True, len(partners) == 1]
+        self.diag = (
+            self.basis.c1 if exact[self.basis.order[0]] else 0.0,
+            self.basis.c2 if exact[self.basis.order[1]] else 0.0,
+        )
+        self.factors = []  # the other products' ⊗(V_iᵀG_giV_i), the weight in the first
+        for g in range(len(weights)):
+            if g == keep or (exact[1] and g == partners[0]):
+                continue
+            F = [V.T @ G @ V for V, G in zip(self.basis.V, grams[g])]
+            F[0] *= weights[g]
+            self.factors.append([0.5 * (X + X.T) for X in F])
+
+    def condition(self, sweeps: int = SWEEPS) -> float:
+        """A lower estimate of ``λ_max(P⁻¹AᵀA)`` (every eigenvalue is at least 1, so this is
+        the condition number CG's iteration count follows): the Rayleigh quotient
+        ``uᵀTu / uᵀDu`` maximised over rank-one ``u = ⊗u_i`` by alternating over the
+        attributes — each step the top eigenvector of one ``n_i x n_i`` pencil, since both
+        quadratic forms are sums of Kronecker products — from the top corner of ``T``'s
+        diagonal ratio and from a seeded random start; exact for one attribute."""
+        b = self.basis
+        lam = b.lam
+        d = len(lam)
+        # the quadratic forms as lists of (coefficient, per-attribute matrices): T, then D
+        num = [(self.diag[0], [None] * d), (self.diag[1], lam)] + [(1.0, F) for F in self.factors]
+        den = [(b.c1, [None] * d), (b.c2, lam)]
+
+        def form(M, u):
+            if M is None:
+                return float(u @ u)
+            return float(u @ (M * u)) if M.ndim == 1 else float(u @ M @ u)
+
+        def quotient(us):
+            top = sum(c * math.prod(form(M[i], u) for i, u in enumerate(us)) for c, M in num)
+            return top / sum(c * math.prod(form(M[i], u) for i, u in enumerate(us)) for c, M in den)
+
+        def dense(M, n):
+            if M is None:
+                return np.eye(n)
+            return np.diag(M) if M.ndim == 1 else M
+
+        rng = np.random.default_rng(0)
+        starts = [[np.ones(len(v)) for v in lam], [rng.standard_normal(len(v)) for v in lam]]
+        best = 1.0
+        for us in starts:
+            for _ in range(sweeps):
+                for j in range(d):
+                    n = len(lam[j])
+                    others = [i for i in range(d) if i != j]
+                    Nj = sum(c * math.prod(form(M[i], us[i]) for i in others) * dense(M[j], n)
+                             for c, M in num)  # fmt: skip
+                    s = sum(c * math.prod(form(M[i], us[i]) for i in others) * dense(M[j], n)
+                            for c, M in den).diagonal()  # fmt: skip
+                    r = 1.0 / np.sqrt(s)
+                    _, W = np.linalg.eigh(r[:, None] * (0.5 * (Nj + Nj.T)) * r)
+                    us[j] = r * W[:, -1]
+                    us[j] /= np.linalg.norm(us[j])
+            best = max(best, quotient(us))
+        return best
+
+
 class NormalEquations:
     """Preconditioned conjugate gradients (Hestenes & Stiefel 1952) on ``AᵀA x = Aᵀy`` for a
     :class:`KroneckerUnion` of ``l`` products, ``AᵀA = Σ_g c_g K_g`` with ``K_g = ⊗G_gi``
     (see :meth:`KroneckerUnion.least_squares`).
 
-    **Preconditioner.** ``P = c_a K_a + h ⊗H_i``: the heaviest product ``K_a`` kept exactly
-    and the others that have positive definite factor Grams folded into one Kronecker
-    product by the arithmetic–geometric mean inequality: ``c K + c' K' ≽ 2 (cK) # (c'K') =
-    2√(cc') ⊗(G_i # G'_i)`` (:func:`geometric_mean`), repeated for a fourth product and on.
-    ``P`` is a sum of two Kronecker products, so :class:`TwoProductBasis` gives per-attribute
-    ``V_i`` with ``(⊗V_i)ᵀ P (⊗V_i) = D`` diagonal, and ``AᵀA ≽ P``: every eigenvalue of
-    ``P⁻¹AᵀA`` is at least 1. Dropping a product instead (the previous preconditioner,
-    the two heaviest products exactly) leaves ``λ_max(P⁻¹AᵀA)`` at about the product over
-    the attributes of the spread of ``G_ai⁻¹G_gi``, which grows with the attribute sizes;
-    the mean keeps about its square root. Three products of 4 p-Identity factors (the
-    benchmark's ``union3``, ``tol`` 1e-12): 22 iterations on 10^4 cells instead of 54, 46 on
-    32^4 instead of 167, 72 on 56^4 instead of 387.
+    **Preconditioner.** A sum of two Kronecker products below ``AᵀA`` (:class:`_Preconditioner`),
+    so that :class:`TwoProductBasis` gives per-attribute ``V_i`` with ``(⊗V_i)ᵀ P (⊗V_i) = D``
+    diagonal, and every eigenvalue of ``P⁻¹AᵀA`` is at least 1. Two candidates, both keeping
+    the heaviest product ``K_a``: *pair*, the next heaviest product exactly (the others
+    dropped), and *merged*, the others that have positive definite factor Grams folded into
+    one product by the arithmetic–geometric mean inequality, ``c K + c' K' ≽ 2 (cK) # (c'K')
+    = 2√(cc') ⊗(G_i # G'_i)`` (:func:`geometric_mean`), repeated for a fourth product and
+    on. Dropping a product leaves ``λ_max(P⁻¹AᵀA)`` at about the product over the attributes
+    of the spread of ``G_ai⁻¹G_gi``, the mean about its square root — unless the dropped
+    product is small beside the pair (unequal weights, or a pair of ill-conditioned Grams
+    such as Prefix factors whose mean with the third product loses their scale), where the
+    pair wins (Prefix⊗Identity, Identity⊗Prefix and a p-Identity product on 16^4 cells: 14
+    iterations instead of 162). The one with the smaller estimated work ``√κ x (terms + 1)``
+    runs (:meth:`_Preconditioner.condition`: ``κ`` by the rank-one Rayleigh quotient, a few
+    eigendecompositions of attribute-sized matrices; ``terms`` the dense Kronecker passes per
+    iteration). Three products of 4 p-Identity factors (the benchmark's ``union3``, ``tol``
+    1e-12): merged, 22 iterations on 10^4 cells instead of 54, 72 on 56^4 instead of 387.
 
     **Iteration in the basis.** CG runs on ``T z = (⊗V_iᵀ) Aᵀy`` with ``T = (⊗V_i)ᵀ AᵀA (⊗V_i)
     = Σ_g c_g ⊗(V_iᵀG_giV_i)``, preconditioned by the diagonal ``D``, and returns ``x =
     (⊗V_i) z`` — the same iterates as CG with ``P`` in the cells' basis, but ``K_a`` (and
-    the second product of an unmerged pair) is diagonal there: one dense Kronecker pass per
-    other product and iteration (``2 Σ n_i`` flops per cell), where the cells' basis needs
-    the two passes of ``P⁻¹`` and a Gram product per product.
+    the partner of the pair) is diagonal there: one dense Kronecker pass per other product
+    and iteration (``2 Σ n_i`` flops per cell), where the cells' basis needs the two passes
+    of ``P⁻¹`` and a Gram product per product.
 
-    **Stopping rule.** ``‖r‖_{P⁻¹} ≤ tol ‖Aᵀy‖_{P⁻¹}`` (``rᵀP⁻¹r = r̃ᵀD⁻¹r̃``, computed by
-    CG anyway). Since ``AᵀA ≽ P``, ``‖x − x̂‖_{AᵀA} = ‖r‖_{(AᵀA)⁻¹} ≤ ‖r‖_{P⁻¹}``: the
-    energy-norm error relative to ``‖x̂‖_{AᵀA}`` is at most ``tol · √λ_max(P⁻¹AᵀA)``.
+    **Stopping rule.** ``tol`` means what ``mechanism.reconstruct`` documents on every branch:
+    ``‖AᵀAx − Aᵀy‖ ≤ tol ‖Aᵀy‖`` (CG's updated residual, Euclidean norm in the cells' basis).
+    CG tracks ``‖r‖_{P⁻¹}`` (``rᵀP⁻¹r = r̃ᵀD⁻¹r̃``) for free; when that falls to ``tol`` of its
+    start, the residual is mapped back to the cells (``r = (⊗V_i)⁻ᵀ r̃``, one dense pass) and
+    measured, and CG goes on (with the ``P⁻¹``-norm target lowered by the shortfall) while it
+    is above ``tol`` — with an ill-conditioned ``P`` the two norms differ by orders of
+    magnitude. Then the true residual ``Aᵀy − AᵀAx`` (structured Grams, cells' basis) is
+    checked once; where rounding in an ill-conditioned basis (``V_i`` of condition 1e6 for
+    Grams of condition 1e12) kept CG's residual from being the true one, CG restarts on it
+    (iterative refinement, at most :data:`REFINE` times, within ``maxiter`` in all).
 
     Without a positive definite side (``AᵀA`` may be singular) plain CG from ``x = 0`` in the
-    cells' basis with the structured Grams (``D = 1``, the rule ``|r| ≤ tol|Aᵀy|``), which
-    stays in the row space: the minimum-norm solution, as LSMR's. Keeps ``x``, ``r``, ``p``,
-    ``q`` and one scratch vector for the Kronecker products (5 N numbers)."""
+    cells' basis with the structured Grams (``D = 1``), which stays in the row space: the
+    minimum-norm solution, as LSMR's. Keeps ``x``, ``r``, ``p``, ``q`` and one scratch vector
+    for the Kronecker products (5 N numbers; a restart keeps the solution so far beside
+    them, 6)."""
 
     def __init__(self, A: KroneckerUnion, factors):
         self.A = A
@@ -237,32 +334,28 @@ class NormalEquations:
         order = sorted(range(len(factors)), key=lambda g: -weights[g])
         keep = order[0]
         merged = [g for g in order[1:] if _positive_definite(grams[g])]
-        if not merged and len(order) > 1 and _positive_definite(grams[keep]):
-            merged = order[1:2]  # the plain pair: its other side may be singular
-        self.basis, self.diag, self.terms = None, (0.0, 0.0), []
-        if not merged:
-            self.terms = [(c, Kronecker([f.gram() for f in fs])) for c, (_, fs) in
-                          zip(weights, factors)]  # fmt: skip
+        # pairs (with the next heaviest product, which may be singular if the kept one is
+        # not, and with the heaviest positive definite one) and the merge of all of those
+        candidates = [[order[1]]] if _positive_definite(grams[keep]) else []
+        candidates += [c for c in (merged[:1], merged) if c and c not in candidates]
+        # AᵀA in the cells' basis with the structured Grams: plain CG's operator, and the
+        # true residual of the preconditioned iteration's x̂
+        self.grams = [(c, Kronecker([f.gram() for f in fs])) for c, (_, fs) in
+                      zip(weights, factors)]  # fmt: skip
+        self.basis, self.diag, self.terms = None, (0.0, 0.0), self.grams
+        if not candidates:
             return
-        h, H = weights[merged[0]], grams[merged[0]]
-        for g in merged[1:]:
-            h, H = 2.0 * math.sqrt(h * weights[g]), list(map(geometric_mean, H, grams[g]))
-        self.basis = TwoProductBasis([grams[keep], H], [weights[keep], h])
-        # the products that are diagonal in the basis: the kept one (its side of the pair
-        # has D's part c1 or c2 ⊗lam) and the second one of an unmerged pair
-        exact = [True, len(merged) == 1]
-        self.diag = (
-            self.basis.c1 if exact[self.basis.order[0]] else 0.0,
-            self.basis.c2 if exact[self.basis.order[1]] else 0.0,
-        )
-        for g in order[1:]:
-            if exact[1] and g == merged[0]:
-                continue
-            F = [V.T @ G @ V for V, G in zip(self.basis.V, grams[g])]
-            F[0] *= weights[g]
-            self.terms.append((1.0, Kronecker([Dense(0.5 * (X + X.T)) for X in F])))
+        options = [_Preconditioner(keep, p, weights, grams) for p in candidates]
+        self.choice = 0
+        if len(options) > 1:
+            work = [math.sqrt(o.condition()) * (len(o.factors) + 1) for o in options]
+            self.choice = int(np.argmin(work))
+        chosen = options[self.choice]
+        self.basis, self.diag = chosen.basis, chosen.diag
+        self.terms = [(1.0, Kronecker([Dense(X) for X in F])) for F in chosen.factors]
         self.right_t = Kronecker([Dense(V.T) for V in self.basis.V])
         self.right = Kronecker([Dense(V) for V in self.basis.V])
+        self.back = Kronecker([Dense(X) for X in self.basis.V_inv_t])
 
     def _operator(self, p, q, scratch):
         """``q = T p`` (``T = AᵀA`` without a basis): the diagonal products a slab at a time,
@@ -284,32 +377,78 @@ class NormalEquations:
                 q += t
         return q
 
+    def _cells_norm2(self, r, scratch) -> float:
+        """``‖r‖²`` of the residual in the cells' basis (``r = (⊗V_i)⁻ᵀ r̃``, in ``scratch``)."""
+        if self.basis is None:
+            return float(np.dot(r, r))
+        scratch[...] = r
+        t = self.back.apply_overwrite(scratch)
+        return float(np.dot(t, t))
+
     def solve(self, y, tol, maxiter):
         N = self.A.shape[1]
-        r = self.A._rmatmat(y.reshape(-1, 1)).reshape(N)  # b = Aᵀy, then the residual
-        if not (r.flags.owndata and r.flags.writeable):
-            r = r.copy()
+        b = self._rhs(y)
+        b2 = float(np.dot(b, b))
+        if b2 == 0.0:
+            return np.zeros(N)
+        target = tol * tol * b2  # on ‖r‖² in the cells' basis
+        x, used = self._cg(b, target, maxiter)
+        del b
+        for _ in range(REFINE if self.basis is not None else 0):
+            if used >= maxiter:
+                break
+            r = self._residual(x, y)
+            if float(np.dot(r, r)) <= target:
+                break
+            e, k = self._cg(r, target, maxiter - used)
+            x += e
+            used += k
+        return x
+
+    def _rhs(self, y):
+        """``Aᵀy`` as an array of its own (the solve overwrites it)."""
+        b = self.A._rmatmat(y.reshape(-1, 1)).reshape(self.A.shape[1])
+        if not (b.flags.owndata and b.flags.writeable):
+            b = b.copy()
+        return b
+
+    def _residual(self, x, y):
+        """``Aᵀy − AᵀA x`` with the structured Grams (in a new vector; one scratch)."""
+        r, scratch = self._rhs(y), np.empty_like(x)
+        for c, K in self.grams:
+            scratch[...] = x
+            blas.daxpy(K.apply_overwrite(scratch), r, a=-c)
+        return r
+
+    def _cg(self, r, target: float, maxiter: int):
+        """CG from ``x = 0`` on ``AᵀA x = r`` (``r`` overwritten) until the residual's
+        ``‖·‖²`` in the cells' basis is at most ``target``: ``(x, iterations)``."""
+        N = self.A.shape[1]
+        b2 = float(np.dot(r, r))
         if self.basis is not None:
-            r = self.right_t.apply_overwrite(r)  # in the basis: (⊗V_iᵀ) Aᵀy
+            r = self.right_t.apply_overwrite(r)  # in the basis: (⊗V_iᵀ) r
         x, p = np.zeros(N), np.empty(N)
         rz = self._rz(r)
-        bound = tol * tol * rz
-        if rz == 0.0:
-            return x
+        bound = rz * target / b2  # the same fraction, first in the P⁻¹ norm
         q, scratch = np.empty(N), np.empty(N)
         self._update(r, p, 0.0)
-        for _ in range(maxiter):
+        k = 0
+        while k < maxiter:
             if rz <= bound:
-                break
+                rr = self._cells_norm2(r, scratch)
+                if rr <= target:
+                    break
+                bound = rz * target / rr  # what is left, in the P⁻¹ norm
             q = self._operator(p, q, scratch)
             alpha = rz / float(np.dot(p, q))
             blas.daxpy(p, x, a=alpha)
             blas.daxpy(q, r, a=-alpha)
             rz, old = self._rz(r), rz
             self._update(r, p, rz / old)
+            k += 1
         if self.basis is not None:
             x = self.right.apply_overwrite(x)
-        return x
+        return x, k
 
     def _rz(self, r) -> float:
         """``rᵀD⁻¹r`` (``D = 1`` without a basis)."""
