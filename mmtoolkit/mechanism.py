@@ -280,8 +280,9 @@ def reconstruct(
     union of three or more Kronecker products) or LSMR otherwise (HDMM §7.2). ``y``: one
     release (vector) or several (``m x R``, one column per release). ``tol``: the iterative
     solvers' relative tolerance — the kind's conjugate gradients stop when
-    ``‖AᵀAx̂ − Aᵀy‖ ≤ tol ‖Aᵀy‖`` (whatever their preconditioner), LSMR takes it as its
-    ``atol`` and ``btol``; ``maxiter`` caps their iterations.
+    ``‖AᵀAx̂ − Aᵀy‖ ≤ tol ‖Aᵀy‖`` (whatever their preconditioner; plain CG on its updated
+    residual) and warn when ``maxiter`` stops them first; LSMR takes it as its ``atol`` and
+    ``btol`` (its own stopping rules, not that residual); ``maxiter`` caps the iterations.
 
     ``overwrite=True`` (one release): the caller gives ``y`` up, and a kind that can builds
     ``x̂`` in ``y``'s memory (``A⁺.apply_overwrite``; a Kronecker product does, so x̂ costs no

@@ -4,6 +4,7 @@ streamed measurement equal to the product plus one noise draw bit for bit, and p
 bounded (tracemalloc)."""
 
 import math
+import warnings
 from functools import reduce
 
 import numpy as np
@@ -329,7 +330,8 @@ def test_tol_is_the_normal_equations_residual_when_ill_conditioned(candidate, mo
     residual far from the Euclidean one (the merged stop left 4.4e-11 at tol 1e-12) and CG
     in the basis alone stalls (the pair stopped at 6e-7): the stop measures the residual in
     the cells' basis and the solve restarts on the true residual until
-    ``‖AᵀAx̂ − Aᵀy‖ ≤ tol ‖Aᵀy‖`` — what ``tol`` means for plain CG and LSMR too."""
+    ``‖AᵀAx̂ − Aᵀy‖ ≤ tol ‖Aᵀy‖`` — what ``tol`` means for plain CG too (LSMR has its own
+    atol/btol rules)."""
     if candidate is not None:
         _force(monkeypatch, candidate)
     rng = np.random.default_rng(1)
@@ -465,3 +467,23 @@ def test_vstack_float32_dtype_does_not_depend_on_block_order():
     np.testing.assert_array_equal(a[12:], b[:5])
     want = VStack(blocks) @ x.astype(float)
     np.testing.assert_allclose(a, want, rtol=1e-6)
+
+
+def test_one_product_union_and_a_solve_cut_short_by_maxiter():
+    """A union of one weighted product is solved (plain CG; it had raised IndexError), and a
+    solve that maxiter stops above tol warns with the residual it reached instead of
+    returning silently (review); plain CG reports no preconditioner choice."""
+    rng = np.random.default_rng(4)
+    one = KroneckerUnion([Weighted(0.7, Kronecker([_pid(rng, 2, 5), Identity(4)]))])
+    y = rng.standard_normal(one.shape[0])
+    want = np.linalg.lstsq(one.dense(), y, rcond=None)[0]
+    np.testing.assert_allclose(one.least_squares(y, 1e-12, 1000), want, atol=1e-11)
+    assert NormalEquations(one, one._factor_lists()).choice is None
+    A = KroneckerUnion(_three_or_more("three", rng))
+    y = rng.standard_normal(A.shape[0])
+    with pytest.warns(RuntimeWarning, match=r"relative residual .* above tol = 1e-12, after 2"):
+        A.least_squares(y, 1e-12, 2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        got = A.least_squares(y, 1e-12, 1000)  # converges: no warning
+    np.testing.assert_allclose(got, np.linalg.lstsq(A.dense(), y, rcond=None)[0], atol=1e-10)

@@ -29,6 +29,7 @@ from __future__ import annotations
 import functools
 import itertools
 import math
+import warnings
 
 import numpy as np
 from scipy.linalg import blas
@@ -310,8 +311,11 @@ class NormalEquations:
     and iteration (``2 Σ n_i`` flops per cell), where the cells' basis needs the two passes
     of ``P⁻¹`` and a Gram product per product.
 
-    **Stopping rule.** ``tol`` means what ``mechanism.reconstruct`` documents on every branch:
-    ``‖AᵀAx − Aᵀy‖ ≤ tol ‖Aᵀy‖`` (CG's updated residual, Euclidean norm in the cells' basis).
+    **Stopping rule.** ``tol`` means what ``mechanism.reconstruct`` documents, on both CG
+    branches: ``‖AᵀAx − Aᵀy‖ ≤ tol ‖Aᵀy‖`` (Euclidean norm in the cells' basis; plain CG stops
+    on its updated residual, the true one up to rounding). A solve that ``maxiter`` (or the
+    last restart) ends above it warns (``RuntimeWarning``, with the residual reached) and
+    returns its ``x̂``.
     CG tracks ``‖r‖_{P⁻¹}`` (``rᵀP⁻¹r = r̃ᵀD⁻¹r̃``) for free; when that falls to ``tol`` of its
     start, the residual is mapped back to the cells (``r = (⊗V_i)⁻ᵀ r̃``, one dense pass) and
     measured, and CG goes on (with the ``P⁻¹``-norm target lowered by the shortfall) while it
@@ -336,13 +340,15 @@ class NormalEquations:
         merged = [g for g in order[1:] if _positive_definite(grams[g])]
         # pairs (with the next heaviest product, which may be singular if the kept one is
         # not, and with the heaviest positive definite one) and the merge of all of those
-        candidates = [[order[1]]] if _positive_definite(grams[keep]) else []
+        pd_keep = len(order) > 1 and _positive_definite(grams[keep])  # one product: plain
+        candidates = [[order[1]]] if pd_keep else []
         candidates += [c for c in (merged[:1], merged) if c and c not in candidates]
         # AᵀA in the cells' basis with the structured Grams: plain CG's operator, and the
         # true residual of the preconditioned iteration's x̂
         self.grams = [(c, Kronecker([f.gram() for f in fs])) for c, (_, fs) in
                       zip(weights, factors)]  # fmt: skip
         self.basis, self.diag, self.terms = None, (0.0, 0.0), self.grams
+        self.choice = None  # the index of the preconditioner run (None: plain CG)
         if not candidates:
             return
         options = [_Preconditioner(keep, p, weights, grams) for p in candidates]
@@ -394,15 +400,29 @@ class NormalEquations:
         target = tol * tol * b2  # on ‖r‖² in the cells' basis
         x, used = self._cg(b, target, maxiter)
         del b
-        for _ in range(REFINE if self.basis is not None else 0):
-            if used >= maxiter:
-                break
+        refines = REFINE if self.basis is not None else 0
+        while True:
+            if self.basis is None and used < maxiter:
+                return x  # plain CG stopped on its residual (the true one up to rounding)
             r = self._residual(x, y)
-            if float(np.dot(r, r)) <= target:
+            rr = float(np.dot(r, r))
+            if rr <= target:
+                return x
+            if used >= maxiter or not refines:
                 break
             e, k = self._cg(r, target, maxiter - used)
             x += e
             used += k
+            refines -= 1
+        warnings.warn(
+            f"least squares of the {type(self.A).__name__} stopped at relative residual "
+            f"‖AᵀAx̂ − Aᵀy‖/‖Aᵀy‖ = {math.sqrt(rr / b2):.3g}, above tol = {tol:.3g}, after "
+            f"{used} iterations (maxiter {maxiter}"
+            + ("" if used >= maxiter else f", {REFINE} restarts")
+            + "); x̂ is not the least-squares solution to that tolerance",
+            RuntimeWarning,
+            stacklevel=2,
+        )
         return x
 
     def _rhs(self, y):
