@@ -27,11 +27,13 @@ privacy and the objective.
 
 **Applicability.** A selector that does not apply is listed with the reason, never dropped:
 its class's ``applicability(W, privacy, objective)`` reason, else the refusal ``select``
-raises — a ``ValueError`` (privacy kind, objective,
-size limits such as ``mm_sdp``'s ``max_n`` or ``linalg.TooLargeError``, a workload shape the
-method is not defined for, ``UnsupportedWorkloadError``), ``TypeError`` or
-``NotImplementedError``. Any other exception in selection, an error of the evaluator on the
-strategy, or running out of memory is ``failed``.
+raises — one of :data:`mmtoolkit.selectors.REFUSALS`: ``NotApplicableError`` (privacy kind,
+objective, a condition of the parameters such as ``mm_sdp``'s ``max_n`` or a workload shape
+the method is not defined for), ``linalg.TooLargeError``, ``UnsupportedWorkloadError`` or
+``NotImplementedError`` (the same rule as :func:`mmtoolkit.testing.check_selector`). Any
+other exception in ``applicability`` or selection (a ``TypeError``, numpy's broadcasting
+``ValueError``: a bug, not a refusal), an error of the evaluator on the strategy, or running
+out of memory is ``failed``, with the message.
 
 **Time limit.** With a ``timeout`` (default 60 s; None for none) each selector is selected
 and scored in its own forked worker by the runner's executors
@@ -77,7 +79,7 @@ from .linalg import as_matrix
 from .privacy import Privacy, check_privacy
 from .runner.executors import run_jobs
 from .runner.jobs import JobSpec, describe_error
-from .selectors.base import Selector, accepts_seed, available, get_class
+from .selectors.base import REFUSALS, Selector, accepts_seed, available, get_class
 from .workload_specs import split_top_level
 
 __all__ = [
@@ -113,9 +115,6 @@ BOUND = "svd_bound"
 
 #: Default time limit per selector (seconds; selection and scoring).
 DEFAULT_TIMEOUT = 60.0
-
-#: Exceptions of ``select`` that mean "does not apply" (see the module docstring).
-NOT_APPLICABLE = (ValueError, TypeError, NotImplementedError)
 
 #: A strategy larger than this (pickled) is not sent back from a worker.
 MAX_STRATEGY_BYTES = 1 << 28
@@ -231,11 +230,16 @@ def _entries(selectors, seed) -> list[_Entry]:
 
 
 # --------------------------------------------------------------------------- scoring
-def _not_applicable_reason(entry: _Entry, W, privacy, objective) -> str | None:
+def _applicability(entry: _Entry, W, privacy, objective) -> dict | None:
+    """The row of a selector that does not apply (or whose ``applicability`` crashed), None
+    when it is to be selected."""
     try:
-        return type(entry.selector).applicability(W, privacy, objective)
-    except NOT_APPLICABLE as exc:
-        return describe_error(exc)
+        reason = type(entry.selector).applicability(W, privacy, objective)
+    except REFUSALS as exc:
+        reason = describe_error(exc)
+    except Exception as exc:  # noqa: BLE001 - a bug in applicability: the row fails
+        return {"status": "failed", "reason": f"applicability: {describe_error(exc)}"}
+    return None if reason is None else {"status": "not applicable", "reason": reason}
 
 
 def _score(entry: _Entry, W, privacy, objective) -> dict:
@@ -257,7 +261,7 @@ def _score(entry: _Entry, W, privacy, objective) -> dict:
         strategy = entry.selector.select(W, privacy, objective)
     except MemoryError:
         rec.update(status="failed", reason="out of memory")
-    except NOT_APPLICABLE as exc:
+    except REFUSALS as exc:
         rec.update(status="not applicable", reason=describe_error(exc))
     except Exception as exc:  # noqa: BLE001 - reported in the row
         rec.update(status="failed", reason=f"selection: {describe_error(exc)}")
@@ -396,9 +400,9 @@ def compare(
 
     specs = []
     for i, e in enumerate(entries):
-        reason = None if e.selector is None else _not_applicable_reason(e, W, privacy, objective)
-        if reason is not None:
-            report(i, {"status": "not applicable", "reason": reason, "select_seconds": 0.0})
+        row = None if e.selector is None else _applicability(e, W, privacy, objective)
+        if row is not None:
+            report(i, {**row, "select_seconds": 0.0})
             continue
         specs.append(
             JobSpec(

@@ -130,6 +130,10 @@ def main(args) -> int:
         W = build_workload(args.workload, "--workload", domain=domain, domain_source="--domain")
         if args.jobs is not None and args.jobs < 1:
             raise ValueError(f"-j/--jobs must be at least 1, got {args.jobs}")
+        if not args.timeout >= 0:  # NaN too
+            raise ValueError(
+                f"--timeout must be 0 (no limit) or positive seconds, got {args.timeout}"
+            )
         df = compare(
             W,
             args.selectors,

@@ -21,9 +21,9 @@ import pytest
 from mmtoolkit import datasets, evaluate, workloads
 from mmtoolkit.compare import BOUND, STATUSES, CompareError, compare, parse_selectors
 from mmtoolkit.domain import Domain
-from mmtoolkit.linalg import Identity
+from mmtoolkit.linalg import Dense, Identity
 from mmtoolkit.privacy import ZCDP, PureDP
-from mmtoolkit.selectors import Selector, available
+from mmtoolkit.selectors import NotApplicableError, Selector, available
 from mmtoolkit.selectors.baselines.identity import IdentitySelector
 from mmtoolkit.strategy import Strategy
 from mmtoolkit.workload_specs import build_workload
@@ -194,6 +194,66 @@ class Unsupporting(Selector):
         return Strategy(workloads.total(n), self.name)
 
 
+class TypeBug(Selector):
+    """A programming error in selection (a TypeError): failed, not "not applicable"."""
+
+    name = "type_bug"
+
+    def _select(self, workload, privacy, objective):
+        return None + 1
+
+
+class BroadcastBug(Selector):
+    """numpy's broadcasting ValueError on anything but 8 cells: failed, not a refusal."""
+
+    name = "broadcast_bug"
+
+    def _select(self, workload, privacy, objective):
+        w = np.ones(8) * np.ones(workload.shape[1])
+        return Strategy(Dense(np.diag(w)), self.name)
+
+
+class BuggyApplicability(Selector):
+    name = "buggy_applicability"
+
+    @classmethod
+    def applicability(cls, workload, privacy, objective="sum"):
+        return workload.no_such_attribute
+
+    def _select(self, workload, privacy, objective):
+        return Strategy(Identity(workload.shape[1]), self.name)
+
+
+class RefusesInSelect(Selector):
+    """A condition of its parameters, found while selecting: a refusal."""
+
+    name = "refuses_in_select"
+
+    def _select(self, workload, privacy, objective):
+        raise NotApplicableError("only 8 cells with these parameters")
+
+
+def test_programming_errors_fail_and_refusals_do_not():
+    df = compare(
+        workloads.prefix(16),
+        [TypeBug, BroadcastBug, BuggyApplicability, RefusesInSelect],
+        privacy=ZCDP(0.5),
+        timeout=None,
+        progress=False,
+    )
+    rows = {r.selector: r for r in df.itertuples()}
+    assert rows["type_bug"].status == "failed"
+    assert rows["type_bug"].reason.startswith("selection: TypeError: unsupported operand")
+    assert rows["broadcast_bug"].status == "failed"
+    assert "could not be broadcast" in rows["broadcast_bug"].reason
+    assert rows["buggy_applicability"].status == "failed"
+    assert rows["buggy_applicability"].reason.startswith("applicability: AttributeError")
+    assert rows["refuses_in_select"].status == "not applicable"
+    assert rows["refuses_in_select"].reason == (
+        "NotApplicableError: only 8 cells with these parameters"
+    )
+
+
 def test_timeouts_failures_and_not_applicable_rows():
     W = workloads.prefix(16)
     start = time.perf_counter()
@@ -359,6 +419,8 @@ def test_cli_prints_the_table_and_writes_csv_and_plot(tmp_path):
         (["--domain", "3,2", "--workload", "identity"], "a privacy budget is required"),
         (["--domain", "3,2", "--workload", "identity", "--rho", "1", "--selectors", "idnetity"],
          "unknown selector 'idnetity'"),
+        (["--domain", "3,2", "--workload", "identity", "--rho", "1", "--timeout", "-5"],
+         "--timeout must be 0 (no limit) or positive seconds, got -5"),
     ],
 )  # fmt: skip
 def test_cli_bad_input_exits_2(args, message, capsys, tmp_path, monkeypatch):

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from mmtoolkit.linalg import Identity, Marginals, Matrix, Ones, kron_terms
 from mmtoolkit.privacy import PureDP
-from mmtoolkit.selectors import Selector
+from mmtoolkit.selectors import NotApplicableError, Selector
 from mmtoolkit.strategy import Strategy
 
 
@@ -74,7 +74,9 @@ class BudgetedMarginals(Selector):
 
 
 def marginal_terms(workload: Matrix) -> tuple[list[int], dict[int, float]]:
-    """``(sizes, {bitmask: c_S})`` of a union of (weighted) marginals; ValueError otherwise.
+    """``(sizes, {bitmask: c_S})`` of a union of (weighted) marginals; otherwise
+    ``NotApplicableError`` (the selector's refusal: ``compare`` lists it as not applicable,
+    ``check_selector`` as refused; a plain ValueError would read as a bug).
 
     ``c_S`` is the squared workload weight of marginal ``S`` (summed if it repeats); bit
     ``i`` of the mask is attribute ``i`` (the convention of ``mmtoolkit.linalg.Marginals``).
@@ -90,17 +92,17 @@ def marginal_terms(workload: Matrix) -> tuple[list[int], dict[int, float]]:
             if isinstance(f, Identity):
                 key |= 1 << i
             elif not (isinstance(f, Ones) and f.shape[0] == 1):
-                raise ValueError(
+                raise NotApplicableError(
                     "budgeted_marginals needs a union of marginals (Identity/Total factors), "
                     f"got a {type(f).__name__} factor"
                 )
         if sizes is None:
             sizes = fsizes
         elif fsizes != sizes:
-            raise ValueError("the workload's terms have different attribute sizes")
+            raise NotApplicableError("the workload's terms have different attribute sizes")
         weights[key] = weights.get(key, 0.0) + float(c)
     if not weights:
-        raise ValueError("empty workload")
+        raise NotApplicableError("empty workload")
     return sizes, weights
 
 

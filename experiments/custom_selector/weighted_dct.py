@@ -59,7 +59,7 @@ from mmtoolkit.linalg import (
     peel,
 )
 from mmtoolkit.privacy import ZCDP, ApproxDP
-from mmtoolkit.selectors import Selector
+from mmtoolkit.selectors import NotApplicableError, Selector
 from mmtoolkit.strategy import Strategy
 
 #: Entries per temporary block of ``W Cᵀ`` (or of the cosine basis): 2^22 floats = 32 MB.
@@ -341,13 +341,14 @@ WEIGHTINGS = ("optimal", "uniform")
 
 
 def one_attribute(W: Matrix) -> int:
-    """``n`` when ``W`` is a workload on one attribute of n cells; ValueError otherwise."""
+    """``n`` when ``W`` is a workload on one attribute of n cells; otherwise
+    ``NotApplicableError`` (the selector's refusal)."""
     if not isinstance(W, Matrix):
         raise TypeError(f"workload must be a linalg.Matrix, got {type(W).__name__}")
     for _, factors in W.kron_terms():
         sizes = [f.shape[1] for f in factors]
         if sum(1 for n in sizes if n > 1) > 1:
-            raise ValueError(
+            raise NotApplicableError(
                 "weighted_dct is a 1-D strategy: the workload must be defined on one "
                 f"attribute (W with n columns, one factor), got a product of factors of "
                 f"sizes {sizes}"

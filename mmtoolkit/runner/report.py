@@ -177,10 +177,13 @@ def _md_title(path: Path) -> str:
 
 
 def config_paths(configs: str | os.PathLike) -> list[Path]:
-    """Every experiment config under ``configs`` (YAML files that are not figure sheets)."""
+    """Every experiment config under ``configs`` (YAML files that are not figure sheets); a
+    ``configs`` that is not a directory is a :class:`ReportError` naming it (a mistyped
+    ``--configs`` must not read as a scoreboard of zero tables)."""
     root = Path(configs)
     if not root.is_dir():
-        return []
+        why = "is not a directory" if root.exists() else "does not exist"
+        raise ReportError(f"{root}: the configs directory {why}")
     out = [
         p
         for p in root.rglob("*")

@@ -11,6 +11,7 @@ from . import (  # noqa: F401  (registration imports)
     residual_planner,
 )
 from .base import (
+    REFUSALS,
     NotApplicableError,
     Parameter,
     Selector,
@@ -24,6 +25,7 @@ from .base import (
 )
 
 __all__ = [
+    "REFUSALS",
     "NotApplicableError",
     "Parameter",
     "Selector",

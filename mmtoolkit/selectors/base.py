@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from ..checks import CheckTypeError
-from ..linalg import Matrix
+from ..linalg import Matrix, TooLargeError, UnsupportedWorkloadError
 from ..privacy import ZCDP, ApproxDP, Privacy, PureDP
 from ..strategy import Strategy
 
@@ -43,7 +43,17 @@ class UnknownParameterError(CheckTypeError):
 
 
 class NotApplicableError(ValueError):
-    """``Selector.select`` refused: :meth:`Selector.applicability` gave the reason."""
+    """``Selector.select`` refused: :meth:`Selector.applicability` gave the reason, or
+    ``_select`` found a condition that depends on the parameters (a size limit, a workload
+    shape the method is not defined for under these parameters) and raised it itself."""
+
+
+#: What ``select`` raises when a selector does not apply, rather than fails: its refusal
+#: (:class:`NotApplicableError`), a size limit (``linalg.TooLargeError``), a strategy that
+#: cannot support the workload (``linalg.UnsupportedWorkloadError``) or a case the method
+#: does not implement. The one rule of ``mmtoolkit.compare`` ("not applicable" rows) and
+#: ``mmtoolkit.testing.check_selector`` (refusals); any other exception is a failure.
+REFUSALS = (NotApplicableError, TooLargeError, UnsupportedWorkloadError, NotImplementedError)
 
 
 @dataclass(frozen=True)

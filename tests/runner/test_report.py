@@ -234,3 +234,15 @@ def test_bad_config_is_a_config_error_naming_the_file(tree, capsys):
     assert code == 2
     err = capsys.readouterr().err
     assert "t3.yaml: tolerance.abs: must be a finite number >= 0" in err
+
+
+def test_missing_configs_dir_is_an_error_naming_it(tree, capsys):
+    missing = tree / "confgis"
+    results = str(tree / "results")
+    assert main(["report", "--results", results, "--configs", str(missing), "--check"]) == 2
+    err = capsys.readouterr().err
+    assert f"{missing}: the configs directory does not exist" in err
+    a_file = tree / "configs.txt"
+    a_file.write_text("not a directory\n")
+    assert main(["report", "--results", results, "--configs", str(a_file)]) == 2
+    assert f"{a_file}: the configs directory is not a directory" in capsys.readouterr().err

@@ -53,7 +53,7 @@ from ...linalg import MAX_DENSE_ENTRIES
 from ...linalg.tree import Tree, interval_tree
 from ...privacy import PureDP
 from ...strategy import Strategy
-from ..base import ALL_PRIVACY, Selector, register
+from ..base import ALL_PRIVACY, NotApplicableError, Selector, register
 from .sizes import workload_sizes
 
 __all__ = ["GreedyHSelector"]
@@ -164,7 +164,7 @@ class GreedyHSelector(Selector):
     def _select(self, workload, privacy, objective):
         sizes = workload_sizes(workload, self.params["dims"])
         if len(sizes) != 1:
-            raise ValueError(
+            raise NotApplicableError(
                 f"GreedyH is a 1-D method; this workload has attribute sizes {sizes}: pass "
                 "dims=[N] to run it on the flattened domain"
             )

@@ -18,7 +18,7 @@ from ...linalg import Kronecker
 from ...linalg.tree import SPLITS, Intervals, Tree, interval_tree, tree_height
 from ...privacy import Privacy
 from ...strategy import Strategy
-from ..base import Selector, register
+from ..base import NotApplicableError, Selector, register
 from .sizes import workload_sizes
 
 __all__ = [
@@ -189,7 +189,7 @@ class HBSelector(Selector):
                 metadata={"branching": b, "height": len(levels), "sizes": sizes},
             )
         if len(sizes) != 2:
-            raise ValueError(
+            raise NotApplicableError(
                 f"HB is defined for 1-D and 2-D domains (Qardaji et al. 2013); this workload "
                 f"has {len(sizes)} attributes {sizes}: pass dims=[N] for a 1-D tree over the "
                 "flattened domain, or use the 'hierarchical' selector (per-attribute Kronecker)"
@@ -231,7 +231,7 @@ class QuadtreeSelector(Selector):
     def _select(self, workload, privacy: Privacy, objective: str) -> Strategy:
         sizes = workload_sizes(workload, self.params["dims"])
         if len(sizes) != 2:
-            raise ValueError(
+            raise NotApplicableError(
                 f"Quadtree needs a 2-D domain (two attributes), got attribute sizes {sizes}; "
                 "give dims=[n1, n2] if the workload's structure does not show them"
             )

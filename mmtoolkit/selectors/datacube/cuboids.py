@@ -28,6 +28,7 @@ from ...linalg import (
     kron_terms,
 )
 from ...linalg.route import common_sizes
+from ..base import NotApplicableError
 
 __all__ = ["RANGES", "binary_workload", "marginal_keys"]
 
@@ -76,13 +77,13 @@ def marginal_keys(W, ranges: str = "refuse") -> dict[int, float]:
                     if ranges == "as_marginals":
                         key |= 1 << i
                         continue
-                    raise ValueError(
+                    raise NotApplicableError(
                         "the workload is not a set of marginals (a Kronecker factor is "
                         f"{type(f).__name__}, not Identity or Total)"
                     )
             add(key, abs(w))
         else:
-            raise ValueError(
+            raise NotApplicableError(
                 f"the workload is not a set of marginals ({type(M).__name__}); build it with "
                 "workloads.marginals / marginals_list or BinaryEncoding.marginals"
             )

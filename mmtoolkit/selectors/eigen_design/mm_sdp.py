@@ -38,7 +38,7 @@ from ...checks import check_int
 from ...linalg import Dense, Matrix, SymTridiagonal, VStack
 from ...privacy import Privacy, PureDP
 from ...strategy import Strategy
-from ..base import Selector, register
+from ..base import NotApplicableError, Selector, register
 from .gram import eigen_queries, workload_gram
 
 #: Largest n Program 5.2 is attempted for by default: the largest size solved within 10
@@ -204,7 +204,7 @@ class MatrixMechanismSDP(Selector):
         prm = self.params
         n = workload.shape[1]
         if n > prm["max_n"]:
-            raise ValueError(
+            raise NotApplicableError(
                 f"mm_sdp: n = {n} cells exceeds the SDP size limit max_n = {prm['max_n']} "
                 f"(Program 5.2 has an {n} x {n} PSD variable; n = 64 already takes ~8 min "
                 "here); use eigen_design instead"

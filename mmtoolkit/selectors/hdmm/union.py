@@ -43,7 +43,7 @@ from ...linalg import (
 )
 from ...privacy import Privacy
 from ...strategy import Strategy
-from ..base import Selector, register
+from ..base import NotApplicableError, Selector, register
 from ._common import (
     check_search_params,
     default_p,
@@ -265,7 +265,7 @@ class OptUnionSelector(Selector):
         prm = self.params
         problem = UnionProblem(workload, prm["p"], prm["groups"])
         if not problem.applicable:
-            raise ValueError(
+            raise NotApplicableError(
                 "opt_union needs a workload whose products differ in the attributes they "
                 "query (all products here share one signature; with groups='products', "
                 "more than one product); use opt_kron"
