@@ -18,16 +18,24 @@ A new selector's author runs ``check_selector(MySelector)`` (or on an instance, 
     parameter; ``self.params`` only holds declared parameters (it is recorded with results).
 ``select``
     on small workloads (default: :func:`default_workloads`; 1-D ranges, a 2-D product, binary
-    marginals) under every privacy kind the selector supports, ``select`` returns a
-    :class:`~mmtoolkit.strategy.Strategy` on the workload's cells, or refuses with a
-    ``ValueError``; any other exception fails. At least one selection must succeed.
+    marginals), under every privacy kind the selector supports and for every objective it
+    declares (``objectives()``, e.g. "sum" and "max"), ``select`` returns a
+    :class:`~mmtoolkit.strategy.Strategy` on the workload's cells, or refuses: the reason
+    ``applicability`` gives, or one of :data:`mmtoolkit.selectors.REFUSALS` raised by
+    ``select`` (``NotApplicableError`` for a condition that depends on the parameters, or a
+    documented limit). Any other exception — a ``TypeError``, numpy's broadcasting
+    ``ValueError`` — fails with its message and line. Every workload is tried (in quick mode
+    under one privacy kind, the kinds cycling over the workloads; pairs not tried are noted)
+    and must be selected or refused; at least one selection must succeed, and one per
+    privacy kind and objective when any workload takes it.
 ``applicability``
-    where ``applicability`` names a reason, ``select`` refuses, and where the reason is the
-    subclass's own condition, ``_select`` indeed fails (a selector never claims not to apply
-    where it would work).
+    where ``applicability`` names a reason, ``select`` refuses with a ``ValueError`` carrying
+    that reason, and where the reason is the subclass's own condition, ``_select`` indeed
+    fails (a selector never claims not to apply where it would work).
 ``determinism``
-    two fresh selectors with the same ``seed`` (when ``__init__`` takes one) choose the same
-    strategy: equal dense matrices (small) or equal products with fixed random vectors.
+    on every workload selected on (its first selection there), two fresh selectors with the
+    same ``seed`` (when ``__init__`` takes one) choose the same strategy: equal dense
+    matrices (small) or equal products with fixed random vectors.
 ``support``
     every selected strategy supports the workload it was selected for
     (:func:`mmtoolkit.evaluate.supports`: every query in the strategy's row space).
@@ -70,7 +78,7 @@ from . import evaluate, mechanism, workloads
 from .domain import Domain
 from .linalg import Matrix, peel
 from .privacy import ZCDP, ApproxDP, Privacy, PureDP
-from .selectors import Selector, check_registrable, get, get_class
+from .selectors import REFUSALS, Selector, check_registrable, get, get_class
 from .selectors.base import ALL_PRIVACY
 from .strategy import Strategy
 
@@ -173,7 +181,7 @@ def check_selector(
     seed: int = 0,
     quick: bool = True,
     releases: int = 1000,
-    objective: str = "sum",
+    objective: str | None = None,
 ) -> CheckReport:
     """Run the conformance checks (module docstring) on a selector; return the
     :class:`CheckReport` or raise :class:`SelectorCheckError` naming the failed checks.
@@ -182,16 +190,19 @@ def check_selector(
     with ``params``; with ``seed`` too when ``__init__`` takes one and ``params`` does not
     set it) or an instance (copied, never changed). ``workloads``: a ``{label: Matrix}``
     mapping or a list of matrices (default :func:`default_workloads`); the selector must
-    succeed on at least one. ``quick`` (default): one selection per privacy kind, each on
-    the next workload that applies, so the kinds spread over the workloads; else every
-    workload under every kind. ``releases``: Monte-Carlo releases per selection (the looped
-    release path uses a fifth of them). ``objective``: the objective selected for.
+    succeed on at least one. ``quick`` (default): each workload under one privacy kind, the
+    kinds cycling over the workloads (a kind that selected nothing there is tried on the
+    other workloads until one selects); else every workload under every kind.
+    ``releases``: Monte-Carlo releases per selection (the looped release path uses a fifth of
+    them). ``objective``: the objective selected for (default: every one the selector
+    declares in ``objectives()``).
     """
     cls, make, kwargs = _factory(selector_or_class, params, seed)
     label = getattr(cls, "name", cls.__name__)
     report = CheckReport(selector=label)
     wls = _workloads(workloads)
-    kit = _Kit(cls, make, kwargs, wls, report, quick, releases, objective, int(seed))
+    objectives = (objective,) if objective is not None else tuple(cls.objectives())
+    kit = _Kit(cls, make, kwargs, wls, report, quick, releases, objectives, int(seed))
     for name in CHECKS:
         try:
             getattr(kit, name)()
@@ -264,19 +275,24 @@ class _Selection:
     label: str
     workload: Matrix
     privacy: Privacy
+    objective: str
     strategy: Strategy
+
+    def where(self) -> str:
+        obj = "" if self.objective == "sum" else f", objective {self.objective!r}"
+        return f"{self.label} under {_kind(self.privacy)}{obj}"
 
 
 class _Kit:
     """The checks; each method raises :class:`_Failed` with the reason."""
 
-    def __init__(self, cls, make, kwargs, wls, report, quick, releases, objective, seed):
+    def __init__(self, cls, make, kwargs, wls, report, quick, releases, objectives, seed):
         self.cls, self.make, self.kwargs, self.wls, self.report = cls, make, kwargs, wls, report
-        self.quick, self.releases, self.objective, self.seed = quick, releases, objective, seed
+        self.quick, self.releases, self.objectives, self.seed = quick, releases, objectives, seed
         self.selector: Selector | None = None
         self.selections: list[_Selection] = []  # the supported ones after ``support``
         self.first: _Selection | None = None  # the first selection made
-        self.refused: list[tuple[str, Matrix, Privacy, str]] = []  # (..., the reason)
+        self.refused: list[tuple[str, Matrix, Privacy, str, str]] = []  # (..., obj, reason)
 
     def note(self, text: str) -> None:
         self.report.notes.append(text)
@@ -357,37 +373,56 @@ class _Kit:
             )
 
     # ------------------------------------------------------------------ select
-    def _plan(self) -> list[tuple[str, Matrix, Privacy]]:
-        """The (workload, privacy) pairs to try, in order (quick: each kind starts at the
-        next workload)."""
+    def _plan(self, objective: str, offset: int) -> list[tuple[str, Privacy, bool]]:
+        """``(workload label, privacy, fallback)`` to try, in order. Quick: workload ``j``
+        under kind ``j + offset`` (cycling), then for each kind the other workloads as
+        fallbacks (tried only while that kind has no selection); else every pair."""
         kinds = [p for p in default_privacies() if type(p) in self.cls.privacy]
         labels = list(self.wls)
-        pairs = []
-        for i, priv in enumerate(kinds):
-            order = labels[i % len(labels) :] + labels[: i % len(labels)] if self.quick else labels
-            for lab in order:
-                pairs.append((lab, self.wls[lab], priv))
-        return pairs
+        if not self.quick:
+            return [(lab, priv, False) for priv in kinds for lab in labels]
+        first = [(lab, kinds[(j + offset) % len(kinds)]) for j, lab in enumerate(labels)]
+        rest = [
+            (labels[(i + j) % len(labels)], priv)
+            for i, priv in enumerate(kinds)
+            for j in range(len(labels))
+        ]
+        return [(lab, priv, False) for lab, priv in first] + [
+            (lab, priv, True) for lab, priv in rest if (lab, priv) not in first
+        ]
 
     def select(self):
-        done_kinds = set()
-        for lab, W, priv in self._plan():
-            if self.quick and _kind(priv) in done_kinds:
+        for offset, objective in enumerate(self.objectives):
+            self._select_for(objective, offset)
+        if not self.selections:
+            raise _Failed(
+                "select succeeded on none of the workloads "
+                f"({', '.join(self.wls)}); pass workloads= the selector applies to"
+            )
+
+    def _select_for(self, objective: str, offset: int) -> None:
+        done_kinds, untried = set(), []
+        for lab, priv, fallback in self._plan(objective, offset):
+            if fallback and _kind(priv) in done_kinds:
+                untried.append(f"{lab} / {_kind(priv)}")
                 continue
-            reason = self.cls.applicability(W, priv, self.objective)
+            W = self.wls[lab]
+            obj = "" if objective == "sum" else f" / objective {objective!r}"
+            reason = self.cls.applicability(W, priv, objective)
             if reason is not None:
-                self.refused.append((lab, W, priv, reason))
+                self.refused.append((lab, W, priv, objective, reason))
                 continue
             try:
-                strategy = self.selector.select(W, priv, self.objective)
-            except ValueError as exc:
-                self.note(f"{lab} / {_kind(priv)}: select refused ({_short(exc)})")
+                strategy = self.selector.select(W, priv, objective)
+            except REFUSALS as exc:
+                self.note(f"{lab} / {_kind(priv)}{obj}: select refused ({_short(exc)})")
                 continue
-            except Exception as exc:  # noqa: BLE001
+            except Exception as exc:  # noqa: BLE001 - a crash is not a refusal
                 tb = traceback.extract_tb(exc.__traceback__)[-1]
                 raise _Failed(
-                    f"select on {lab} under {_kind(priv)} raised {_short(exc)} "
-                    f"({tb.filename}:{tb.lineno}); refuse what does not apply with a ValueError"
+                    f"select on {lab} under {_kind(priv)}{obj} raised {_short(exc)} "
+                    f"({tb.filename}:{tb.lineno}); a selector that does not apply says so in "
+                    "applicability or raises NotApplicableError (selectors.REFUSALS)"
                 ) from None
             if not isinstance(strategy, Strategy):
                 raise _Failed(f"select returned {type(strategy).__name__}, not a Strategy")
@@ -396,59 +431,59 @@ class _Kit:
                     f"on {lab} the strategy has {strategy.matrix.shape[1]} columns, the "
                     f"workload {W.shape[1]} cells"
                 )
-            self.selections.append(_Selection(lab, W, priv, strategy))
+            self.selections.append(_Selection(lab, W, priv, objective, strategy))
             self.first = self.first or self.selections[-1]
             self.report.selections.append((lab, _kind(priv), strategy.seconds))
             done_kinds.add(_kind(priv))
-        if not self.selections:
-            raise _Failed(
-                "select succeeded on none of the workloads "
-                f"({', '.join(self.wls)}); pass workloads= the selector applies to"
-            )
+        if untried:
+            obj = "" if objective == "sum" else f" (objective {objective!r})"
+            self.note(f"quick mode{obj}: not tried {', '.join(untried)}")
 
     # ------------------------------------------------------------------ applicability
     def applicability(self):
         seen = set()
-        for lab, W, priv, reason in self.refused:
-            if (lab, _kind(priv)) in seen:
+        for lab, W, priv, objective, reason in self.refused:
+            if (lab, _kind(priv), objective) in seen:
                 continue
-            seen.add((lab, _kind(priv)))
-            where = f"on {lab} under {_kind(priv)} applicability says {reason!r}"
+            seen.add((lab, _kind(priv), objective))
+            obj = "" if objective == "sum" else f", objective {objective!r}"
+            where = f"on {lab} under {_kind(priv)}{obj} applicability says {reason!r}"
             try:
-                self.selector.select(W, priv, self.objective)
-            except ValueError:
-                pass
+                self.selector.select(W, priv, objective)
+            except ValueError as exc:
+                if reason not in str(exc):
+                    raise _Failed(f"{where}, but select raised {_short(exc)}") from None
             else:
                 raise _Failed(f"{where}, but select succeeded")
-            if Selector.applicability.__func__(self.cls, W, priv, self.objective) is not None:
+            if Selector.applicability.__func__(self.cls, W, priv, objective) is not None:
                 continue  # the base conditions (privacy kind, objective): bad_privacy checks
             try:  # a subclass's own condition must not hide a selection that would work
-                self.selector._select(W, priv, self.objective)
+                self.selector._select(W, priv, objective)
             except ValueError:
                 continue
             raise _Failed(f"{where}, but _select succeeds there: do not claim it")
 
     # ------------------------------------------------------------------ determinism
     def determinism(self):
-        first = min(self.selections, key=lambda s: s.strategy.seconds)  # the quickest
-        try:
-            a = self.make().select(first.workload, first.privacy, self.objective)
-            b = self.make().select(first.workload, first.privacy, self.objective)
-        except Exception as exc:  # noqa: BLE001
-            raise _Failed(f"re-selecting on {first.label} raised {_short(exc)}") from None
+        firsts = {}  # the first selection on each workload and objective
+        for s in self.selections:
+            firsts.setdefault((s.label, s.objective), s)
         seeded = any(p.name == "seed" for p in self.cls.parameters())
         how = f"seed={self.selector.params.get('seed')!r}" if seeded else "no seed parameter"
-        why = _differ(a, b, self.seed)
-        if why:
-            raise _Failed(
-                f"two selections on {first.label} under {_kind(first.privacy)} ({how}) "
-                f"differ: {why}"
-            )
+        for s in firsts.values():
+            try:
+                a = self.make().select(s.workload, s.privacy, s.objective)
+                b = self.make().select(s.workload, s.privacy, s.objective)
+            except Exception as exc:  # noqa: BLE001
+                raise _Failed(f"re-selecting on {s.where()} raised {_short(exc)}") from None
+            why = _differ(a, b, self.seed)
+            if why:
+                raise _Failed(f"two selections on {s.where()} ({how}) differ: {why}")
 
     # ------------------------------------------------------------------ support
     def support(self):
         ok = [evaluate.supports(s.workload, s.strategy) for s in self.selections]
-        bad = [f"{s.label} under {_kind(s.privacy)}" for s, k in zip(self.selections, ok) if not k]
+        bad = [s.where() for s, k in zip(self.selections, ok) if not k]
         # the error on an unsupported workload is undefined: later checks skip those
         self.selections = [s for s, k in zip(self.selections, ok) if k]
         if bad:
@@ -470,7 +505,7 @@ class _Kit:
             true = float(np.max(np.linalg.norm(A.dense(), ord=p, axis=0)))
             if not math.isclose(reported, true, rel_tol=RTOL, abs_tol=1e-12):
                 raise _Failed(
-                    f"the strategy selected for {s.label} reports L{p} sensitivity "
+                    f"the strategy selected for {s.where()} reports L{p} sensitivity "
                     f"{reported:.6g} but its largest column L{p} norm is {true:.6g}: its noise "
                     f"would be scaled {reported / true:.3g}x the calibrated scale"
                 )
@@ -483,7 +518,7 @@ class _Kit:
         s = self.first
         for bad in ("PureDP", 1.0, PureDP):
             try:
-                self.selector.select(s.workload, bad, self.objective)
+                self.selector.select(s.workload, bad, s.objective)
             except TypeError:
                 continue
             except Exception as exc:  # noqa: BLE001
@@ -494,13 +529,13 @@ class _Kit:
         for priv in default_privacies():
             if type(priv) in self.cls.privacy:
                 continue
-            reason = self.cls.applicability(s.workload, priv, self.objective)
+            reason = self.cls.applicability(s.workload, priv, s.objective)
             if reason is None or _kind(priv) not in reason:
                 raise _Failed(
                     f"applicability should refuse {_kind(priv)} (not in privacy), got {reason!r}"
                 )
             try:
-                self.selector.select(s.workload, priv, self.objective)
+                self.selector.select(s.workload, priv, s.objective)
             except ValueError as exc:
                 if _kind(priv) not in str(exc):
                     raise _Failed(f"the refusal of {_kind(priv)} does not name it: {exc}") from None
@@ -528,7 +563,7 @@ class _Kit:
     def _confirm(self, s: _Selection, x, k: int, path: str, run) -> None:
         """``run`` with ``releases``; a miss is re-run on fresh streams with 4x, then 16x
         the releases, and fails only if every run misses (module docstring)."""
-        where = f"{s.label} under {_kind(s.privacy)} ({path})"
+        where = f"{s.where()} ({path})"
         runs = []
         for stage, factor in enumerate(CONFIRM):
             rng = np.random.default_rng([self.seed, k, 2 + stage])

@@ -4,6 +4,7 @@ broken selectors fail it with a message naming the failed check."""
 from __future__ import annotations
 
 import re
+import time
 from pathlib import Path
 
 import numpy as np
@@ -129,6 +130,61 @@ class OverclaimsInapplicability(_Base):
         return reason
 
 
+class NonDeterministicWhenLarge(_Base):
+    """Unseeded random weights only above 8 cells: all_range(8), the quickest workload, is
+    deterministic, the 16-cell workloads are not (determinism must be checked on each).
+    The larger selections take a few ms longer, as a real selector's would, so all_range(8)
+    is the quickest selection (the only one the kit used to re-check)."""
+
+    name = "test_non_deterministic_when_large"
+
+    def _select(self, workload, privacy, objective):
+        n = workload.shape[1]
+        if n > 8:
+            time.sleep(0.005)
+        w = np.ones(n) if n <= 8 else np.random.default_rng().uniform(0.5, 1.5, size=n)
+        return Strategy(matrix=Dense(np.diag(w)), selector=self.name)
+
+
+class BroadcastBug(_Base):
+    """A numpy shape mismatch (a ValueError) on every workload but all_range(8): a crash,
+    not a refusal."""
+
+    name = "test_broadcast_bug"
+
+    def _select(self, workload, privacy, objective):
+        n = workload.shape[1]
+        w = np.ones(8) * np.ones(n)  # ValueError: operands could not be broadcast
+        return Strategy(matrix=Dense(np.diag(w)), selector=self.name)
+
+
+class ZcdpUnsupportedWhenLarge(_Base):
+    """ZCDP only; above 8 cells it measures only the first half of the cells (unsupported).
+    With one privacy kind, quick mode must still try every workload."""
+
+    name = "test_zcdp_unsupported_when_large"
+    privacy = frozenset({ZCDP})
+
+    def _select(self, workload, privacy, objective):
+        n = workload.shape[1]
+        A = np.eye(n) if n <= 8 else np.eye(n)[: n // 2]
+        return Strategy(matrix=Dense(A), selector=self.name)
+
+
+class BrokenForMax(_Base):
+    """Declares objectives sum and max; only the "max" strategy is under-noised."""
+
+    name = "test_broken_for_max"
+
+    @classmethod
+    def objectives(cls):
+        return ("sum", "max")
+
+    def _select(self, workload, privacy, objective):
+        kind = _UnderNoisedKind if objective == "max" else Identity
+        return Strategy(matrix=kind(workload.shape[1]), selector=self.name)
+
+
 class NoMetadata(Selector):
     name = "test_no_metadata"
 
@@ -146,6 +202,10 @@ class NoMetadata(Selector):
         (Unsupported, "support"),
         (OverclaimsInapplicability, "applicability"),
         (NoMetadata, "metadata"),
+        (NonDeterministicWhenLarge, "determinism"),
+        (BroadcastBug, "select"),
+        (ZcdpUnsupportedWhenLarge, "support"),
+        (BrokenForMax, "monte_carlo"),
     ],
 )
 def test_broken_selector_fails_naming_the_check(cls, check):
@@ -167,6 +227,80 @@ def test_failure_messages_say_why():
         check_selector(MisreportedSensitivity)
     with pytest.raises(SelectorCheckError, match="seed=0"):
         check_selector(NonDeterministic)
+    with pytest.raises(SelectorCheckError, match="could not be broadcast") as info:
+        check_selector(BroadcastBug)
+    assert "NotApplicableError" in info.value.failures["select"]
+    with pytest.raises(SelectorCheckError, match=r"objective 'max' \(mechanism.release"):
+        check_selector(BrokenForMax)
+
+
+def test_every_workload_is_tried_and_objectives_checked():
+    """Quick mode tries each default workload (one privacy kind cycles over them) and notes
+    the pairs it did not try; every declared objective is selected for."""
+    seen = []
+
+    class Recording(_Base):
+        name = "test_recording"
+        privacy = frozenset({ZCDP})
+        kind = Identity
+
+        @classmethod
+        def objectives(cls):
+            return ("sum", "max")
+
+        def _select(self, workload, privacy, objective):
+            seen.append((workload.shape[1], objective))
+            return super()._select(workload, privacy, objective)
+
+    report = check_selector(Recording)
+    sizes = {W.shape[1] for W in default_workloads().values()}
+    for objective in ("sum", "max"):
+        assert {n for n, o in seen if o == objective} == sizes
+    assert len(report.selections) == 2 * len(default_workloads())
+    assert not any("not tried" in n for n in report.notes)  # one kind: every pair tried
+    assert any("not tried" in n for n in check_selector(Fine3).notes)  # three kinds
+    assert {o for _, o in seen} == {"sum", "max"}
+    seen.clear()
+    check_selector(Recording, objective="sum")
+    assert {o for _, o in seen} == {"sum"}
+
+
+class Fine3(_Base):
+    name = "test_fine_three_kinds"
+    kind = Identity
+
+
+def test_refusals_are_the_shared_rule():
+    """A NotApplicableError raised while selecting is a refusal (noted); a selector that
+    refuses everything fails 'select'; applicability's reason must be the one select gives."""
+
+    class RefusesLarge(_Base):
+        name = "test_refuses_large"
+        kind = Identity
+
+        def _select(self, workload, privacy, objective):
+            if workload.shape[1] > 8:
+                raise selectors.NotApplicableError("only up to 8 cells with these parameters")
+            return super()._select(workload, privacy, objective)
+
+    report = check_selector(RefusesLarge)
+    assert any("NotApplicableError: only up to 8" in n for n in report.notes)
+
+    class SaysOtherReason(OverclaimsInapplicability):  # applicability: "not for 16 cells"
+        name = "test_says_other_reason"
+
+        def select(self, workload, privacy, objective="sum"):
+            if workload.shape[1] == 16:
+                raise ValueError("something else entirely")
+            return super().select(workload, privacy, objective)
+
+        def _select(self, workload, privacy, objective):
+            if workload.shape[1] == 16:  # the claim is true: only the reason is wrong
+                raise ValueError("16 cells")
+            return super()._select(workload, privacy, objective)
+
+    with pytest.raises(SelectorCheckError, match="check 'applicability' failed.*something else"):
+        check_selector(SaysOtherReason)
 
 
 def test_unknown_parameter_is_refused_listing_the_valid_ones():
