@@ -450,7 +450,7 @@ class _Kit:
             where = f"on {lab} under {_kind(priv)}{obj} applicability says {reason!r}"
             try:
                 self.selector.select(W, priv, objective)
-            except ValueError as exc:
+            except REFUSALS as exc:
                 if reason not in str(exc):
                     raise _Failed(f"{where}, but select raised {_short(exc)}") from None
             else:
@@ -459,7 +459,7 @@ class _Kit:
                 continue  # the base conditions (privacy kind, objective): bad_privacy checks
             try:  # a subclass's own condition must not hide a selection that would work
                 self.selector._select(W, priv, objective)
-            except ValueError:
+            except REFUSALS:
                 continue
             raise _Failed(f"{where}, but _select succeeds there: do not claim it")
 
@@ -536,7 +536,7 @@ class _Kit:
                 )
             try:
                 self.selector.select(s.workload, priv, s.objective)
-            except ValueError as exc:
+            except REFUSALS as exc:
                 if _kind(priv) not in str(exc):
                     raise _Failed(f"the refusal of {_kind(priv)} does not name it: {exc}") from None
                 continue

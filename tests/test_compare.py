@@ -522,3 +522,32 @@ def test_every_workload_kind_through_the_command_line(tmp_path, capsys, monkeypa
         want = evaluate.rmse(W, IdentitySelector().select(W, ZCDP(1)), ZCDP(1))
         assert rows["identity"]["status"] == "ok", (kind, rows)
         assert float(rows["identity"]["rmse"]) == pytest.approx(want, rel=1e-9), kind
+
+
+def test_built_in_refusals_are_not_applicable_not_failed():
+    """Built-in selectors refuse workload shapes and parameter combinations they are not
+    defined for with a refusal (``selectors.REFUSALS``), so ``compare`` lists them as "not
+    applicable", never "failed" (review: after the shared rule, products over different
+    attributes, a workload without the total in its row space, Privelet's pad=False,
+    Eigen-Design's Fourier set on n = 12, LRM's init='identity' below full rank and
+    mismatched dims had become "failed")."""
+    from mmtoolkit.linalg import VStack
+    from mmtoolkit.selectors import get_class
+
+    mixed = VStack([workloads.kron([workloads.prefix(4), workloads.identity(3)]),
+                    workloads.kron([workloads.identity(2), workloads.prefix(6)])])  # fmt: skip
+    cases = [
+        (mixed, None),
+        (Dense(np.random.default_rng(0).random((5, 12))), None),
+        (workloads.all_range(12), [get_class("privelet")(pad=False),
+                                   get_class("eigen_design")(design="fourier"),
+                                   get_class("lrm")(init="identity", rank=4),
+                                   get_class("hb")(dims=[5, 3])]),  # fmt: skip
+    ]
+    for W, chosen in cases:
+        df = compare(W, chosen, privacy=ZCDP(0.5), timeout=None, progress=False)
+        failed = [(r.selector, r.reason) for r in df.itertuples() if r.status == "failed"]
+        assert not failed, failed
+        if chosen is not None:
+            assert set(df.status) >= {"not applicable"}
+            assert (df.status[df.selector != BOUND] == "not applicable").all()

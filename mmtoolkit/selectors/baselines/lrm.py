@@ -32,7 +32,7 @@ from ...checks import check_int, check_probability
 from ...linalg import Dense, Matrix, check_dense_size
 from ...privacy import PureDP
 from ...strategy import Strategy
-from ..base import ALL_PRIVACY, Selector, register
+from ..base import ALL_PRIVACY, NotApplicableError, Selector, register
 
 __all__ = ["LowRankSelector", "lrm_decompose", "project_columns"]
 
@@ -115,7 +115,7 @@ def lrm_decompose(
         init = "identity" if rank >= n else "svd"
     if init == "identity":
         if rank < n:
-            raise ValueError(f"init='identity' needs rank >= n = {n}, got rank {rank}")
+            raise NotApplicableError(f"init='identity' needs rank >= n = {n}, got rank {rank}")
         L[:n] = np.eye(n)
         k = n
     elif init == "svd":

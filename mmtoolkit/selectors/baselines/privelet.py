@@ -23,11 +23,19 @@ import math
 import numpy as np
 
 from ...checks import check_bool
-from ...linalg import MAX_DENSE_ENTRIES, Haar, Kronecker, Matrix, Product, check_p
+from ...linalg import (
+    MAX_DENSE_ENTRIES,
+    Haar,
+    Kronecker,
+    Matrix,
+    Product,
+    TooLargeError,
+    check_p,
+)
 from ...linalg.tree import Tree, TreeGram, interval_tree
 from ...privacy import Privacy
 from ...strategy import Strategy
-from ..base import Selector, register
+from ..base import NotApplicableError, Selector, register
 from .sizes import workload_sizes
 
 __all__ = ["PriveletHaar", "PriveletSelector", "haar_tree"]
@@ -125,12 +133,12 @@ class PriveletSelector(Selector):
         for n in sizes:
             l = 1 << (n - 1).bit_length()
             if l != n and not self.params["pad"]:
-                raise ValueError(
+                raise NotApplicableError(
                     f"Privelet needs attribute sizes that are powers of two and pad=False "
                     f"forbids padding; attribute size {n} is not (it would pad to {l})"
                 )
             if l > MAX_DENSE_ENTRIES:
-                raise ValueError(
+                raise TooLargeError(
                     f"Privelet cannot pad an attribute of size {n} to {l} cells: the wavelet "
                     f"transform works on an explicit vector (limit {MAX_DENSE_ENTRIES:.3g}); "
                     "give dims= to split the domain into attributes"

@@ -14,6 +14,7 @@ import numpy as np
 from ...checks import check_int
 from ...linalg import Matrix, kron_terms
 from ...linalg.route import common_sizes
+from ..base import NotApplicableError
 
 __all__ = ["workload_sizes"]
 
@@ -28,7 +29,7 @@ def workload_sizes(workload: Matrix, dims=None) -> list[int]:
             raise ValueError(f"dims must be a list of positive attribute sizes, got {dims!r}")
         dims = [check_int(s, f"dims[{i}]", minimum=1) for i, s in enumerate(dims)]
         if math.prod(dims) != N:
-            raise ValueError(
+            raise NotApplicableError(
                 f"dims {dims} multiply to {math.prod(dims)}, the workload has {N} columns"
             )
         return dims

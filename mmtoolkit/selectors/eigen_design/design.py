@@ -52,6 +52,7 @@ import scipy.linalg
 
 from ...linalg import Dense, Haar, OrthoBasis, SymTridiagonal, VStack, as_matrix
 from ...linalg.orthobasis import check_orthonormal_rows
+from ..base import NotApplicableError
 
 #: The cvxpy solvers Program 1 can be handed to.
 CVXPY_SOLVERS = ("clarabel", "scs", "ecos")
@@ -79,7 +80,9 @@ def design_matrix(design, n: int, sizes=None) -> np.ndarray:
         if sizes is None:
             return _named_design(design, n)
         if math.prod(sizes) != n:
-            raise ValueError(f"design_sizes {list(sizes)} have {math.prod(sizes)} cells, not {n}")
+            raise NotApplicableError(
+                f"design_sizes {list(sizes)} have {math.prod(sizes)} cells, not {n}"
+            )
         out = np.ones((1, 1))
         for size in sizes:
             out = np.kron(out, _named_design(design, size))
@@ -88,7 +91,9 @@ def design_matrix(design, n: int, sizes=None) -> np.ndarray:
         raise ValueError("design_sizes applies to the named design sets, not to a given matrix")
     Q = as_matrix(design).dense()
     if Q.shape[1] != n:
-        raise ValueError(f"the design set has {Q.shape[1]} columns, the workload has {n} cells")
+        raise NotApplicableError(
+            f"the design set has {Q.shape[1]} columns, the workload has {n} cells"
+        )
     return Q
 
 
@@ -97,7 +102,9 @@ def _named_design(design: str, n: int) -> np.ndarray:
         return Haar(n).dense()
     if design == "fourier":
         if n & (n - 1):
-            raise ValueError(f"the fourier (Hadamard) design set needs n a power of 2, got {n}")
+            raise NotApplicableError(
+                f"the fourier (Hadamard) design set needs n a power of 2, got {n}"
+            )
         return scipy.linalg.hadamard(n).astype(float)
     return np.eye(n)
 

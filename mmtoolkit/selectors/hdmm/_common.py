@@ -24,6 +24,7 @@ from ...linalg import (
 from ...linalg.ranges import SymmetricFormula
 from ...linalg.route import common_sizes
 from ...privacy import Privacy, PureDP
+from ..base import NotApplicableError
 
 
 def norm_of(privacy: Privacy) -> int:
@@ -50,10 +51,11 @@ def seed_sequences(seed, count: int) -> list[np.random.SeedSequence]:
 
 # ------------------------------------------------------------------ workload terms
 def term_sizes(terms) -> list[int]:
-    """The common attribute sizes of all product terms (ValueError if they disagree)."""
+    """The common attribute sizes of all product terms (:class:`NotApplicableError` if they
+    disagree: HDMM's OPT_⊗ / OPT_M / OPT_+ are defined on one factorisation)."""
     sizes = common_sizes(terms)
     if sizes is None:
-        raise ValueError(
+        raise NotApplicableError(
             "the workload's products do not share one factorisation of the domain: attribute "
             f"sizes {sorted({tuple(f.shape[1] for f in fs) for _, fs in terms})}"
         )

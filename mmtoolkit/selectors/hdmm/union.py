@@ -270,6 +270,12 @@ class OptUnionSelector(Selector):
                 "query (all products here share one signature; with groups='products', "
                 "more than one product); use opt_kron"
             )
+        sizes = {tuple(sub.sizes) for sub in problem.problems or []}
+        if len(sizes) > 1:  # one KroneckerUnion needs one factorisation of the domain
+            raise NotApplicableError(
+                "opt_union's groups do not share one factorisation of the domain (attribute "
+                f"sizes {sorted(sizes)}); write the workload's products over the same attributes"
+            )
         norm = norm_of(privacy)
         kw = {k: prm[k] for k in ("answering", "cycles", "tol", "ftol", "maxiter")}
         best = None

@@ -33,6 +33,7 @@ import numpy as np
 
 from ...checks import check_int
 from ...linalg import Identity, Matrix, TooLargeError, as_matrix, check_dense_size
+from ..base import NotApplicableError
 from .route import dominant_profiles
 
 #: Largest attribute size for which dense per-attribute n x n factors are built.
@@ -175,7 +176,7 @@ def general_basis(workload, strategy=None) -> AttributeBasis:
     ):
         proj = target @ np.linalg.pinv(M) @ M
         if np.abs(proj - target).max() > 1e-8 * max(np.abs(target).max(), scale):
-            raise ValueError(what + " (§7.1-7.2)")
+            raise NotApplicableError(what + " (§7.1-7.2)")
     if n == 1:
         return AttributeBasis(W, np.zeros((0, 1)), marginal=False, strategy=S)
     P = np.eye(n) - 1.0 / n

@@ -29,6 +29,7 @@ from ...linalg import (
     peel,
 )
 from ...linalg.marginals import is_total
+from ..base import NotApplicableError
 from .basis import AttributeBasis, general_basis, marginal_basis
 
 
@@ -292,7 +293,7 @@ def parse_workload(W: Matrix, *, marginals_only: bool = False, bases=None, strat
     sets, weights = [], []
     for t, (c, factors) in enumerate(terms):
         if [f.shape[1] for f in factors] != sizes:
-            raise ValueError(
+            raise NotApplicableError(
                 "every term of the workload must be a Kronecker product over the same "
                 f"attributes (sizes {sizes}); term {t} has "
                 f"{[f.shape[1] for f in factors]}"
@@ -304,7 +305,7 @@ def parse_workload(W: Matrix, *, marginals_only: bool = False, bases=None, strat
             if found[i] is None:
                 found[i] = f
             elif not _same_basis(found[i], f):
-                raise ValueError(
+                raise NotApplicableError(
                     f"attribute {i} uses two different basic matrices ({found[i]!r} and {f!r}); "
                     "ResidualPlanner+ needs one basic matrix per attribute (§7.1)"
                 )
@@ -319,7 +320,7 @@ def parse_workload(W: Matrix, *, marginals_only: bool = False, bases=None, strat
         if Wi is None or isinstance(Wi, Identity):
             out.append(marginal_basis(n))
         elif marginals_only:
-            raise ValueError(
+            raise NotApplicableError(
                 f"attribute {i} has basic matrix {Wi!r}, not the identity: ResidualPlanner "
                 "answers marginals only; use residual_planner_plus for generalized marginals"
             )
