@@ -269,15 +269,37 @@ class Ledger:
         return "\n".join(lines)
 
     # ------------------------------------------------------------------ writing
-    def charge(self, privacy: Privacy, releases: int = 1, description: str = "") -> int:
+    def charge(
+        self,
+        privacy: Privacy,
+        releases: int = 1,
+        description: str = "",
+        *,
+        seed_key: str | None = None,
+        release_key: str | None = None,
+    ) -> int:
         """Check that ``releases`` releases under ``privacy`` fit in the budget left and
         record them as a pending entry (written atomically) — call before any noise is
-        drawn. Raises :class:`LedgerError` (nothing written) when they do not fit. Returns
-        the entry id for :meth:`commit`."""
+        drawn. Raises :class:`LedgerError` (nothing written) when they do not fit, or when
+        ``seed_key`` (a seeded release's :func:`~mmtoolkit.releasing.seed_fingerprint`) was
+        charged before for another ``release_key`` (:func:`~mmtoolkit.releasing.release_key`):
+        one seed, one release. Returns the entry id for :meth:`commit`."""
         charge = charge_of(privacy, releases)
+        if (seed_key is None) != (release_key is None):
+            raise ValueError("seed_key and release_key: give both or neither")
         with _locked(self.path):
             self._data = self._read()
             total = self._data["total"]
+            if seed_key is not None:
+                for e in self._data["entries"]:
+                    if e.get("seed_key") == seed_key and e.get("release_key") != release_key:
+                        raise LedgerError(
+                            f"refused: ledger {self.path} has charged this seed for another "
+                            f"release (entry #{e['id']}: {e['description']}); one seed is for "
+                            "one release — a seed reused with other privacy, workload, "
+                            "strategy, noise or data would let the two outputs be compared. "
+                            "Give another seed, or none; nothing was released or written"
+                        )
             if "epsilon" in total and "delta" not in total and "epsilon" not in charge:
                 raise LedgerError(
                     f"ledger {self.path} has a pure ε-DP total; a {type(privacy).__name__} "
@@ -309,6 +331,8 @@ class Ledger:
                 "charge": charge,
                 "description": str(description),
             }
+            if seed_key is not None:
+                entry.update(seed_key=seed_key, release_key=release_key)
             self._data["entries"].append(entry)
             write_atomic(self.path, _dump(self._data))
         return entry["id"]

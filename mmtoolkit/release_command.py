@@ -39,8 +39,12 @@ one answered: a workload too large to answer (all ranges ⊗ all ranges ⊗ iden
 (a 2-way marginal); the summary reports both expected RMSEs.
 
 One ``--seed`` (default: fresh entropy, recorded in the summary) derives both the selector's
-seed and the noise (:func:`mmtoolkit.releasing.split_seed`). The seed determines the noise:
-keep a summary that holds it as private as the data.
+seed and the noise, the noise keyed by everything that defines the release as well
+(:func:`mmtoolkit.releasing.release_key`): a seed reused with another budget, workload,
+strategy, noise kind or data draws independent noise, and ``--ledger`` refuses a second,
+different release with a seed it has charged. A replay whose data differ from the summary's
+(its keyed ``data_digest``) warns. The seed determines the noise: keep a summary that holds
+it as private as the data.
 
 All files are written atomically (to temporary files renamed at the end): on any error
 nothing is written. Without ``--data`` a synthetic dataset is generated
@@ -244,10 +248,11 @@ def _discrete_summary(strategy, privacy) -> dict:
 
 
 # ============================================================================ run
-def _apply_summary(args) -> tuple[dict, Privacy | None]:
-    """Fill the arguments left unset from ``--from-summary``; returns the selector params and
+def _apply_summary(args) -> tuple[dict, Privacy | None, str | None]:
+    """Fill the arguments left unset from ``--from-summary``; returns the selector params,
     the summary's privacy, rebuilt whole from its spec (an (ε, δ) calibration included), or
-    None when budget flags are given beside it."""
+    None when budget flags are given beside it, and the summary's data digest when the replay
+    keeps its seed (the digest is keyed by the seed), to tell whether the data changed."""
     path = Path(args.from_summary)
     try:
         s = json.loads(path.read_text(encoding="utf-8-sig"))
@@ -296,7 +301,7 @@ def _apply_summary(args) -> tuple[dict, Privacy | None]:
     for step in s.get("postprocessing") or []:
         args.nonnegative |= step == "clip_nonnegative"
         args.round |= step == "round_to_integers"
-    return params, privacy
+    return params, privacy, s.get("data_digest") if args.seed == s.get("seed") else None
 
 
 def _output_paths(args) -> tuple[Path | None, Path | None, Path]:
@@ -427,7 +432,7 @@ def _write(files: dict) -> None:
 def run(args) -> dict:
     """Do the release described by parsed ``args``; returns the summary (files written)."""
     t0 = time.perf_counter()
-    params, privacy = _apply_summary(args) if args.from_summary else ({}, None)
+    params, privacy, replayed = _apply_summary(args) if args.from_summary else ({}, None, None)
     params.update(_params(args.param))
     if args.workload is None or args.selector is None:
         raise ReleaseError("--workload and --selector are required (or --from-summary FILE)")
@@ -466,6 +471,11 @@ def run(args) -> dict:
         description=f"mmtoolkit release {args.workload} by {args.selector} from {source}",
         select_for=args.select_for,
     )
+    if replayed is not None and replayed != result.summary["data_digest"]:
+        notes.append(
+            f"the data differ from those --from-summary {args.from_summary} was released from "
+            "(another data digest under the same seed): the answers are not the summary's"
+        )
     post = []
     answers = result.answers
     if args.nonnegative:

@@ -15,14 +15,20 @@ neighbours (:mod:`mmtoolkit.privacy`): the number of records is itself private, 
 summary and the ledger's entry do not record it (a workload with the total estimates it
 with noise).
 
-**One seed.** ``seed`` (an int ≥ 0; fresh entropy when None, recorded) is split with
-``numpy.random.SeedSequence(seed).spawn(2)`` into a *selection* seed (passed as the
-``seed`` parameter of a selector that takes one, unless given in ``params``) and the *noise*
-generator; the summary records the seed, the selection seed the selector used (derived, or
-given in ``params``: ``selection_seed_source``) and every parameter the selector used, so the
-release can be repeated exactly (``mmtoolkit release --from-summary``).
-The seed determines the noise: whoever knows it and the answers can remove the noise, so a
-summary with a seed is as private as the data.
+**One seed.** ``seed`` (an int ≥ 0; fresh entropy when None, recorded) gives a *selection*
+seed, ``numpy.random.SeedSequence(seed).spawn(2)[0]`` (passed as the ``seed`` parameter of a
+selector that takes one, unless given in ``params``), and the *noise* generator, keyed by the
+seed **and** the release: an HMAC under the seed of everything that defines it — privacy,
+noise kind, number of releases, selector and parameters, strategy kind, workload and a digest
+of the data (:func:`release_key`, :func:`noise_generator`). Two releases that differ in
+anything draw independent noise, so a seed reused with another budget cannot cancel the
+noise; a :class:`~mmtoolkit.ledger.Ledger` also refuses a second, different release with a
+seed it has charged. The summary records the seed, the keyed data digest, the selection seed
+the selector used (derived, or given in ``params``: ``selection_seed_source``) and every
+parameter the selector used, so the release can be repeated exactly (``mmtoolkit release
+--from-summary``; the same data give the same digest and the same answers). The seed
+determines the noise: whoever knows it and the answers can remove the noise, so a summary
+with a seed is as private as the data.
 
 **Labelled tables.** The rows of a marginal-type workload — marginals, and unions of
 Kronecker products of identity (a category per row), prefix (``[b_0, b_{i+1})`` or ``v_0..v_i``)
@@ -34,6 +40,9 @@ codes).
 
 from __future__ import annotations
 
+import hashlib
+import hmac
+import json
 import math
 import time
 from collections.abc import Mapping
@@ -45,9 +54,19 @@ import numpy as np
 from . import evaluate, mechanism, records, selectors
 from .checks import check_int
 from .domain import Domain
-from .jsonsafe import jsonable
+from .jsonsafe import jsonable, stable_text
 from .ledger import Ledger, charge_of
-from .linalg import AllRange, Identity, Marginals, Matrix, Prefix, TooLargeError, Total, peel
+from .linalg import (
+    AllRange,
+    Dense,
+    Identity,
+    Marginals,
+    Matrix,
+    Prefix,
+    TooLargeError,
+    Total,
+    peel,
+)
 from .privacy import Privacy, check_privacy
 from .selectors.base import accepts_seed, get_class
 from .strategy import Strategy
@@ -57,7 +76,12 @@ __all__ = [
     "Measurement",
     "ReleaseResult",
     "TableSpec",
+    "data_digest",
+    "matrix_digest",
+    "noise_generator",
     "release",
+    "release_key",
+    "seed_fingerprint",
     "split_seed",
     "workload_matrix",
     "workload_tables",
@@ -370,20 +394,102 @@ def _measurements(meas: mechanism.Measured, tables, domain, answers, stderr) -> 
     return out
 
 
-# ============================================================================ release
-def split_seed(seed) -> tuple[int, int | None, np.random.Generator]:
-    """``(seed, selection seed, noise generator)`` from the one seed (module docstring);
-    ``seed=None`` draws fresh entropy and returns it, so the release can be repeated."""
+# ============================================================================ seeds
+#: A Matrix with at most this many entries is fingerprinted by its exact dense entries.
+DIGEST_DENSE_ENTRIES = 10**6
+
+
+def split_seed(seed) -> tuple[int, int]:
+    """``(seed, selection seed)`` from the one seed (module docstring); ``seed=None`` draws
+    fresh entropy and returns it, so the release can be repeated. The selection seed is
+    ``SeedSequence(seed).spawn(2)[0]``; the noise generator is keyed by the release as well
+    (:func:`noise_generator`)."""
     if seed is None:
-        seq = np.random.SeedSequence()
-        seed = int(seq.entropy)
+        seed = int(np.random.SeedSequence().entropy)
     else:
         seed = check_int(seed, "seed", minimum=0)
-        seq = np.random.SeedSequence(seed)
-    select, noise = seq.spawn(2)
-    return seed, int(select.generate_state(1, np.uint32)[0]), np.random.default_rng(noise)
+    select = np.random.SeedSequence(seed).spawn(2)[0]
+    return seed, int(select.generate_state(1, np.uint32)[0])
 
 
+def _seed_key(seed: int) -> bytes:
+    """The secret key of everything keyed by ``seed``: 256 bits of ``SeedSequence(seed,
+    spawn_key=(2,))`` (a child stream that neither the selection nor the noise uses)."""
+    return np.random.SeedSequence(seed, spawn_key=(2,)).generate_state(8, np.uint32).tobytes()
+
+
+def data_digest(recs: records.Records, seed: int) -> str:
+    """A keyed digest of the records (HMAC-SHA256 under the seed's key, :func:`_seed_key`):
+    of the domain's names and sizes and the multiset of records (rows sorted, so the order of
+    the records does not matter — the release depends only on their histogram). Without the
+    seed it reveals nothing about the data; whoever holds the seed can remove the noise anyway
+    (module docstring)."""
+    h = hmac.new(_seed_key(seed), digestmod=hashlib.sha256)
+    dom = recs.domain
+    h.update(json.dumps([list(dom.names), list(dom.sizes)]).encode())
+    codes = np.ascontiguousarray(recs.codes, dtype=np.int64)
+    if codes.shape[0] and dom.size < 2**63:
+        rows = np.sort(np.ravel_multi_index(tuple(codes.T), dom.sizes))
+    else:  # one int64 key per record would overflow: sort the rows themselves
+        rows = codes[np.lexsort(codes.T[::-1])] if codes.shape[0] else codes
+    h.update(np.ascontiguousarray(rows).tobytes())
+    return h.hexdigest()
+
+
+def matrix_digest(M: Matrix) -> str:
+    """A fingerprint of a Matrix's entries (SHA-256): its shape and exact dense entries when
+    it is :class:`~mmtoolkit.linalg.Dense` or has at most ``DIGEST_DENSE_ENTRIES``, else those
+    of its Kronecker terms (weights and factors, :meth:`~mmtoolkit.linalg.Matrix.kron_terms`),
+    else its text. Two workloads with the same entries get the same fingerprint (a SPEC and the
+    Matrix it builds); different entries, different ones, except two large matrices with no
+    Kronecker structure whose text is the same."""
+    h = hashlib.sha256()
+
+    def walk(A: Matrix) -> None:
+        h.update(f"{tuple(int(s) for s in A.shape)}".encode())
+        if isinstance(A, Dense) or A.shape[0] * A.shape[1] <= DIGEST_DENSE_ENTRIES:
+            h.update(np.ascontiguousarray(A.dense() + 0.0, dtype=np.float64).tobytes())  # no -0
+            return
+        terms = A.kron_terms()
+        if len(terms) == 1 and len(terms[0][1]) == 1 and terms[0][1][0] is A:
+            h.update(stable_text(repr(A)).encode())
+            return
+        for c, factors in terms:
+            h.update(b"term" + np.float64(c).tobytes())
+            for f in factors:
+                walk(f)
+
+    walk(M)
+    return h.hexdigest()
+
+
+def release_key(seed: int, definition: Mapping) -> str:
+    """The key of one release (HMAC-SHA256 under the seed's key) from everything that
+    defines it — privacy, noise kind, number of releases, selector and its parameters, the
+    strategy's kind, the workload(s) and the data digest: two releases that differ in any of
+    these draw independent noise (:func:`noise_generator`)."""
+    text = json.dumps(jsonable(definition), sort_keys=True, ensure_ascii=True)
+    return hmac.new(_seed_key(seed), text.encode(), hashlib.sha256).hexdigest()
+
+
+def seed_fingerprint(seed: int) -> str:
+    """What a ledger records of a seed (a hash of its key, not the seed): a ledger refuses a
+    second, different release with a seed it has charged (:meth:`Ledger.charge`). It hides a
+    seed only as well as the seed is hard to guess: a ledger is the operator's file."""
+    return hashlib.sha256(b"mmtoolkit seed fingerprint" + _seed_key(seed)).hexdigest()[:32]
+
+
+def noise_generator(seed: int, key: str) -> np.random.Generator:
+    """The noise generator of the release with key ``key`` (:func:`release_key`):
+    ``SeedSequence(seed, spawn_key=(1, *the key's 32-bit words))``. Keyed by the release, a seed
+    reused with, say, another budget draws other noise, not the same noise scaled (which two
+    published releases would cancel: ``(s₂·a − s₁·b)/(s₂ − s₁)`` with ``s`` their standard
+    errors gives the true counts)."""
+    words = np.frombuffer(bytes.fromhex(key), dtype=">u4").astype(np.uint64).tolist()
+    return np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(1, *words)))
+
+
+# ============================================================================ release
 def _load(data, domain, other) -> records.Records:
     if isinstance(data, records.Records):
         if domain is not None:
@@ -490,7 +596,7 @@ def release(
     dom = recs.domain
     W = workload_matrix(workload, dom)
     workload_text = workload if isinstance(workload, str) else repr(workload)
-    seed, derived_seed, rng = split_seed(seed)
+    seed, derived_seed = split_seed(seed)
     params = dict(params or {})
     derived = False
     if isinstance(selector, selectors.Selector):
@@ -521,11 +627,29 @@ def release(
     t_eval = time.perf_counter() - t2
     mechanism.check_release_fits(W, strategy, releases=releases, data=recs)  # charges nothing
 
+    digest = data_digest(recs, seed)
+    key = release_key(
+        seed,
+        {
+            "privacy": privacy.to_spec(),
+            "noise": noise,
+            "releases": releases,
+            "selector": sel.name,
+            "params": strategy.params,
+            "strategy": type(strategy.matrix).__name__,
+            "workload": matrix_digest(W),  # the same for a SPEC and the Matrix it builds
+            "select_for": None if select_for is None else matrix_digest(W_sel),
+            "data": digest,
+        },
+    )
+    rng = noise_generator(seed, key)
     entry = None
     if ledger is not None:
         ledger = ledger if isinstance(ledger, Ledger) else Ledger(ledger)
         text = description or f"{workload_text} by {sel.name}"  # N is private: not recorded
-        entry = ledger.charge(privacy, releases, text)  # before any noise is drawn
+        entry = ledger.charge(  # before any noise is drawn
+            privacy, releases, text, seed_key=seed_fingerprint(seed), release_key=key
+        )
     t3 = time.perf_counter()
     untouched = rng.bit_generator.state
     try:
@@ -582,9 +706,13 @@ def release(
             None if not takes_seed else "derived from seed" if derived else "given in params"
         ),
         "seed_derivation": (
-            "numpy SeedSequence(seed).spawn(2): [selection, noise]; the selection seed is "
-            "the selector's seed parameter unless given"
+            "selection: numpy SeedSequence(seed).spawn(2)[0] (the selector's seed parameter "
+            "unless given); noise: SeedSequence(seed, spawn_key=(1, release key)), the release "
+            "key an HMAC under the seed of everything that defines the release (privacy, "
+            "noise, releases, selector and parameters, strategy, workload, data digest), so "
+            "releases that differ in anything draw independent noise"
         ),
+        "data_digest": digest,
         "seconds": {"load": t_load, "select": t_select, "evaluate": t_eval, "release": t_release},
     }
     return ReleaseResult(
