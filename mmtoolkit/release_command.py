@@ -310,7 +310,7 @@ def _apply_summary(args) -> tuple[dict, Privacy | None]:
 def _same_file(a: Path, b: Path) -> bool:
     """Whether ``a`` and ``b`` are one file: the same path once symbolic links are resolved,
     or (both existing) the same inode — a hard link."""
-    if a.resolve() == b.resolve():
+    if os.path.realpath(a) == os.path.realpath(b):  # (a symlink loop stays as it is)
         return True
     try:
         return os.path.samefile(a, b)
@@ -373,7 +373,7 @@ def _output_paths(args) -> tuple[Path | None, Path | None, Path]:
                 )
     if out_dir is not None:
         for iflag, ipath in inputs:
-            if ipath.resolve().parent == out_dir.resolve():
+            if Path(os.path.realpath(ipath)).parent == Path(os.path.realpath(out_dir)):
                 raise ReleaseError(
                     f"--out-dir {out_dir} holds the {iflag} file {ipath}: choose another "
                     "directory so that no input can be overwritten"

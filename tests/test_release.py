@@ -727,3 +727,13 @@ def test_no_summary_is_written_with_a_non_finite_number(small, capsys):
             "--workload", "marginals:1", "--selector", "identity", "--rho", "1e-320",
             "--seed", "0", "--out", str(small / "a.csv")]  # fmt: skip
     _refused(capsys, argv, r"^mmtoolkit release: error: ", small)
+
+
+def test_an_output_path_in_a_symlink_loop_is_no_traceback(small, capsys):
+    """Comparing an output with the inputs resolves links; a loop (loop1 -> loop2 -> loop1)
+    used to raise RuntimeError out of the command. Written atomically, the output replaces
+    the link itself."""
+    (small / "loop1").symlink_to("loop2")
+    (small / "loop2").symlink_to("loop1")
+    assert cli_main(_argv(small, "--seed", "0", "--out", str(small / "loop1"))) == 0
+    assert not (small / "loop1").is_symlink() and (small / "loop1.json").is_file()
