@@ -86,7 +86,10 @@ def check_float(value, name: str, *, minimum: float | None = None, finite: bool 
     number at least ``minimum`` (``minimum=0``: non-negative); with ``finite``, finite."""
     if isinstance(value, bool) or not isinstance(value, Real):
         raise CheckTypeError(_msg(name, f"expected a number, got {type_name(value)} {value!r}"))
-    x = float(value)
+    try:
+        x = float(value)
+    except OverflowError:  # an int beyond a double's range (e.g. 10**400 read from JSON)
+        x = math.inf if value > 0 else -math.inf
     if minimum is not None and not (x >= minimum and math.isfinite(x)):
         raise ValueError(_msg(name, f"must be a finite number >= {minimum:g}, got {x!r}"))
     if finite and not math.isfinite(x):

@@ -33,13 +33,16 @@
     or the YAML configs under ``configs/`` (all four when no topic is given).
 
 Exit codes: 0 success, 1 if any cell failed, 2 on a malformed config or bad usage
-(a one-line message, no traceback).
+(a one-line message, no traceback), 141 (128 + SIGPIPE, as a shell reports a command
+stopped by a closed pipe) when standard output is closed before everything is printed
+(``mmtoolkit ledger show FILE | head -3``): the command stops quietly, without a message.
 """
 
 from __future__ import annotations
 
 import argparse
 import io
+import os
 import sys
 from pathlib import Path
 
@@ -52,6 +55,8 @@ from .runner.report import ReportError, check_summary, collect, reproduce, write
 from .workload_specs import workload_kinds
 
 TOPICS = ("selectors", "datasets", "workloads", "configs")
+#: The exit code when standard output is closed early (128 + SIGPIPE).
+EXIT_BROKEN_PIPE = 141
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -276,7 +281,32 @@ def _reproduce(args) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of the ``mmtoolkit`` console script; returns the exit code."""
+    """Entry point of the ``mmtoolkit`` console script; returns the exit code
+    (:data:`EXIT_BROKEN_PIPE`, quietly, when standard output is closed early)."""
+    try:
+        try:
+            return _main(argv)
+        finally:
+            if sys.stdout is not None:  # None: started with standard output closed
+                sys.stdout.flush()  # print only buffers: a closed pipe shows here, handled
+    except BrokenPipeError:
+        _stdout_to_devnull()
+        return EXIT_BROKEN_PIPE
+
+
+def _stdout_to_devnull() -> None:
+    """Point standard output at the null device, so that the interpreter's last flush of
+    what could not be written does not fail again at exit."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):  # no file descriptor (a captured or replaced stdout)
+        sys.stdout = open(os.devnull, "w")  # kept open: it is standard output now
+    finally:
+        os.close(devnull)
+
+
+def _main(argv: list[str] | None) -> int:
     args = _parser().parse_args(argv)
     try:
         if args.command == "list":

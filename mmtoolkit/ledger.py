@@ -31,28 +31,66 @@ random generator untouched). Pending entries count as spent: a release killed af
 noise was drawn has spent its budget whether or not its answers were saved, and the ledger
 cannot know which, so it assumes the worst. Every write is atomic (:mod:`mmtoolkit.atomic`)
 under an exclusive lock on ``FILE.lock``, so a kill at any moment leaves the old or the new
-ledger, and concurrent releases cannot both take the last of the budget.
+ledger, and concurrent releases cannot both take the last of the budget. A ledger reached
+through a symbolic link is the file the link points to: it is read, locked (``TARGET.lock``)
+and written there, so every path to one ledger shares its lock and its entries, and the link
+stays a link.
+
+**Checked on every load.** The file is strict JSON (:func:`mmtoolkit.jsonsafe.loads`: no key
+given twice, no ``NaN`` / ``Infinity``) and every field is checked before anything is
+summed: the total (``rho`` > 0, ``epsilon`` > 0, ``delta`` in (0, 1), finite),
+``conversion_delta`` in (0, 1) (below the total δ), and each entry's ``id`` (a positive
+integer, unique), ``status``, ``privacy`` (a privacy spec), ``releases`` (a positive
+integer), texts and ``charge``, which must equal what its privacy and releases charge
+(:func:`charge_of`) to a relative ``1e-9`` — a hand-edited negative, NaN or missing charge
+cannot make room in the budget. A problem is a :class:`LedgerError` naming the file, the
+entry (its position and id) and the field.
 """
 
 from __future__ import annotations
 
 import fcntl
-import json
+import math
 import os
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
+from . import jsonsafe
 from .atomic import write_atomic
-from .checks import check_int, check_positive, check_probability
-from .privacy import ZCDP, Privacy, PureDP, check_privacy
+from .checks import (
+    check_float,
+    check_int,
+    check_mapping,
+    check_positive,
+    check_probability,
+    check_str,
+)
+from .privacy import ZCDP, Privacy, PureDP, check_privacy, from_spec
 
 __all__ = ["FORMAT", "Ledger", "LedgerError", "Spent", "charge_of"]
 
 FORMAT = "mmtoolkit-ledger/1"
-#: Relative slack when comparing spent budget with the total (float rounding of sums).
+#: Relative slack when comparing spent budget with the total (float rounding of sums), and
+#: an entry's recorded charge with the one its privacy gives.
 TOLERANCE = 1e-9
+#: The fields of a ledger file.
+FILE_FIELDS = ("format", "dataset", "created", "total", "conversion_delta", "entries")
+#: The fields every entry has, and the optional ones (strings when present).
+ENTRY_FIELDS = (
+    "id",
+    "time",
+    "status",
+    "privacy",
+    "privacy_text",
+    "releases",
+    "charge",
+    "description",
+)
+OPTIONAL_ENTRY_FIELDS = ("committed", "seed_key", "release_key")
+#: The status of an entry.
+STATUSES = ("pending", "committed")
 
 
 class LedgerError(ValueError):
@@ -143,34 +181,33 @@ class Ledger:
             "conversion_delta": conversion_delta,
             "entries": [],
         }
-        with _locked(path):
-            if path.exists():
+        target = _target(path)
+        with _locked(target):
+            if os.path.lexists(path) or target.exists():
                 raise LedgerError(f"{path} already exists; a ledger is never overwritten")
-            write_atomic(path, _dump(data))
+            write_atomic(target, _dump(data, path))
         return cls(path)
 
     def _read(self) -> dict:
+        """The ledger file's data, every field checked (see the module docstring)."""
         try:
-            text = self.path.read_text(encoding="utf-8")
+            text = _target(self.path).read_text(encoding="utf-8")
         except FileNotFoundError:
             raise LedgerError(
                 f"ledger {self.path} does not exist; create it first (mmtoolkit ledger init "
                 f"{self.path} --rho R, or Ledger.create)"
             ) from None
+        except UnicodeDecodeError:
+            raise LedgerError(f"ledger {self.path}: not UTF-8 text") from None
         except OSError as exc:
             raise LedgerError(f"cannot read ledger {self.path}: {exc.strerror}") from None
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise LedgerError(f"{self.path}: not a valid ledger (JSON: {exc.msg})") from None
+        data = jsonsafe.loads(text, f"ledger {self.path}", LedgerError)
         if not isinstance(data, dict) or data.get("format") != FORMAT:
             raise LedgerError(f"{self.path}: not a privacy ledger (format {FORMAT} expected)")
-        for k, e in enumerate(data.get("entries", [])):  # a hand-edited file
-            r = e.get("releases") if isinstance(e, dict) else None
-            if isinstance(r, bool) or not isinstance(r, int) or r < 1:
-                raise LedgerError(
-                    f"{self.path}: entry {k + 1} has releases {r!r}; a positive integer expected"
-                )
+        try:
+            _check_file(data)
+        except ValueError as exc:  # the checks name the field; add the file
+            raise LedgerError(f"ledger {self.path}: {exc}") from None
         return data
 
     # ------------------------------------------------------------------ reading
@@ -287,7 +324,7 @@ class Ledger:
         charge = charge_of(privacy, releases)
         if (seed_key is None) != (release_key is None):
             raise ValueError("seed_key and release_key: give both or neither")
-        with _locked(self.path):
+        with _locked(_target(self.path)):
             self._data = self._read()
             total = self._data["total"]
             if seed_key is not None:
@@ -334,25 +371,25 @@ class Ledger:
             if seed_key is not None:
                 entry.update(seed_key=seed_key, release_key=release_key)
             self._data["entries"].append(entry)
-            write_atomic(self.path, _dump(self._data))
+            self._write()
         return entry["id"]
 
     def cancel(self, entry_id: int) -> None:
         """Remove a pending entry whose release failed *before drawing any noise* (the
         caller's random generator is untouched): nothing was spent. A release that may have
         drawn noise must stay charged."""
-        with _locked(self.path):
+        with _locked(_target(self.path)):
             self._data = self._read()
             entries = self._data["entries"]
             keep = [e for e in entries if not (e["id"] == entry_id and e["status"] == "pending")]
             if len(keep) == len(entries):
                 raise LedgerError(f"ledger {self.path} has no pending entry {entry_id}")
             self._data["entries"] = keep
-            write_atomic(self.path, _dump(self._data))
+            self._write()
 
     def commit(self, entry_id: int) -> None:
         """Mark a pending entry as committed (its release completed)."""
-        with _locked(self.path):
+        with _locked(_target(self.path)):
             self._data = self._read()
             for e in self._data["entries"]:
                 if e["id"] == entry_id:
@@ -361,16 +398,107 @@ class Ledger:
                     break
             else:
                 raise LedgerError(f"ledger {self.path} has no entry {entry_id}")
-            write_atomic(self.path, _dump(self._data))
+            self._write()
+
+    def _write(self) -> None:
+        """Write the data atomically to the file the path leads to (under its lock)."""
+        write_atomic(_target(self.path), _dump(self._data, self.path))
 
 
-def _dump(data: dict) -> str:
-    return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
+def _dump(data: dict, path) -> str:
+    return jsonsafe.dumps(data, f"ledger {path}", LedgerError, indent=2, ensure_ascii=False) + "\n"
+
+
+def _target(path) -> Path:
+    """The file ``path`` leads to, symbolic links resolved (also a link to a file that does not
+    exist yet): the one file that is read, locked and written for every path to a ledger."""
+    return Path(os.path.realpath(path))
+
+
+def _check_file(data: dict) -> None:
+    """Check a ledger's fields (``format`` already checked); a ValueError names the field."""
+    extra = sorted(str(k) for k in data if k not in FILE_FIELDS)
+    if extra:
+        raise ValueError(f"unknown field(s) {extra} (a ledger has {list(FILE_FIELDS)})")
+    missing = [k for k in FILE_FIELDS if k not in data]
+    if missing:
+        raise ValueError(f"missing field(s) {missing}")
+    check_str(data["dataset"], "dataset", nonempty=False)
+    check_str(data["created"], "created", nonempty=False)
+    total = check_mapping(data["total"], "total")
+    if set(total) not in ({"rho"}, {"epsilon"}, {"epsilon", "delta"}):
+        raise ValueError(
+            f"total: {dict(total)!r} is not a total budget ({{rho}}, {{epsilon}} or "
+            "{epsilon, delta})"
+        )
+    for key, value in total.items():
+        if key == "delta":
+            check_probability(value, "total.delta")
+        else:
+            check_positive(value, f"total.{key}")
+    dc = check_probability(data["conversion_delta"], "conversion_delta")
+    if "delta" in total and dc >= total["delta"]:
+        raise ValueError(f"conversion_delta {dc:g} must be below total.delta {total['delta']:g}")
+    entries = data["entries"]
+    if not isinstance(entries, list):
+        raise ValueError(f"entries: expected a list, got {type(entries).__name__}")
+    ids = set()
+    for k, entry in enumerate(entries, start=1):
+        where = f"entry {k}"
+        if isinstance(entry, dict) and "id" in entry:
+            where += f" (id {entry['id']!r})"
+        try:
+            _check_entry(entry)
+        except ValueError as exc:
+            raise ValueError(f"{where}: {exc}") from None
+        if entry["id"] in ids:
+            raise ValueError(f"{where}: id: {entry['id']} is the id of an earlier entry")
+        ids.add(entry["id"])
+
+
+def _check_entry(entry) -> None:
+    """Check one entry; its charge must be what its privacy and releases charge."""
+    check_mapping(entry, "")
+    missing = [k for k in ENTRY_FIELDS if k not in entry]
+    if missing:
+        raise ValueError(f"missing field(s) {missing}")
+    extra = sorted(k for k in entry if k not in ENTRY_FIELDS + OPTIONAL_ENTRY_FIELDS)
+    if extra:
+        raise ValueError(
+            f"unknown field(s) {extra} (an entry has {list(ENTRY_FIELDS)}, and optionally "
+            f"{list(OPTIONAL_ENTRY_FIELDS)})"
+        )
+    check_int(entry["id"], "id", minimum=1)
+    if entry["status"] not in STATUSES:
+        raise ValueError(f"status: {entry['status']!r} is not one of {list(STATUSES)}")
+    for key in ("time", "privacy_text", "description", *OPTIONAL_ENTRY_FIELDS):
+        if key in entry:
+            check_str(entry[key], key, nonempty=False)
+    releases = check_int(entry["releases"], "releases", minimum=1)
+    try:
+        privacy = from_spec(entry["privacy"])
+    except (ValueError, TypeError) as exc:
+        raise ValueError(f"privacy: {exc}") from None
+    expected = charge_of(privacy, releases)
+    charge = check_mapping(entry["charge"], "charge")
+    if set(charge) != set(expected):
+        raise ValueError(
+            f"charge: has {sorted(charge)}, but a {privacy.to_spec()['kind']} release charges "
+            f"{sorted(expected)}"
+        )
+    for key, want in expected.items():
+        got = check_float(charge[key], f"charge.{key}", finite=True)
+        if not math.isclose(got, want, rel_tol=TOLERANCE, abs_tol=0.0):
+            raise ValueError(
+                f"charge.{key}: {charge[key]!r} is not what its privacy "
+                f"({privacy.describe().split(':')[0]}) x {releases} charges ({want!r})"
+            )
 
 
 @contextmanager
 def _locked(path: Path):
-    """An exclusive advisory lock on ``path.lock`` for one read-modify-write."""
+    """An exclusive advisory lock on ``path.lock`` for one read-modify-write (``path``: the
+    resolved file, :func:`_target`, so that every path to one ledger takes the same lock)."""
     lock = path.with_name(path.name + ".lock")
     try:
         fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o666)

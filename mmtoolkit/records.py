@@ -58,7 +58,6 @@ from __future__ import annotations
 import csv
 import functools
 import io
-import json
 import math
 import re
 import sys
@@ -71,6 +70,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from . import jsonsafe
 from .checks import check_float, check_int
 from .domain import Domain
 from .linalg import check_dense_size
@@ -238,12 +238,7 @@ def read_domain(path) -> DomainSpec:
     except OSError as exc:
         raise RecordsError(f"cannot read the domain file {path}: {exc.strerror}") from None
     text = _decode(raw, path, "the domain file")
-    try:
-        spec = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise RecordsError(
-            f"{path}: not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})"
-        ) from None
+    spec = jsonsafe.loads(text, str(path), RecordsError)  # strict: no key twice, no NaN
     return parse_domain(spec, str(path))
 
 
@@ -811,7 +806,8 @@ def draft_domain(source, *, max_values: int = 50, bins: int = 10, out=None) -> d
     if out is not None:
         from .atomic import write_atomic
 
-        write_atomic(out, json.dumps(spec, indent=2, ensure_ascii=False) + "\n")
+        text = jsonsafe.dumps(spec, str(out), RecordsError, indent=2, ensure_ascii=False)
+        write_atomic(out, text + "\n")
     return spec
 
 

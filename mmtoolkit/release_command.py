@@ -21,7 +21,10 @@ noisy answers (:func:`mmtoolkit.releasing.release`) and writes
   columns ``answer_1 … answer_R`` hold R independent releases (each one spends the full
   budget: R releases together are R-fold composition);
 * or ``--out-dir DIR``: one CSV per marginal, ``DIR/age__sex.csv`` (``<attributes>, answer,
-  stderr``), and ``DIR/summary.json``;
+  stderr``), and ``DIR/summary.json``. ``DIR`` must be new, empty, or hold only files this
+  release writes (e.g. the same command's output from an earlier run, which it replaces): a
+  directory holding any other file is refused before the ledger is charged, so a directory
+  never mixes the tables of two releases under a summary that describes one;
 * ``--summary`` (JSON, default ``OUT.json``): the privacy guarantee and what was spent, the
   selector with every parameter it used, the chosen strategy kind, the expected RMSE and
   total squared error reported by the evaluator, the number of queries (not of records: under
@@ -47,9 +50,14 @@ different release with a seed it has charged. A replay whose data differ from th
 it as private as the data.
 
 All files are written atomically (to temporary files renamed at the end): on any error
-nothing is written. Without ``--data`` a synthetic dataset is generated
-(:func:`mmtoolkit.records.synthetic`; ``--records`` and ``--data-seed``) over ``--domain``, or
-over a built-in 6-attribute demo domain when no domain is given either.
+nothing is written. No output (``--out``, ``--summary``, the files of ``--out-dir``) may be an
+input (``--data``, ``--domain``, ``--ledger``, ``--from-summary``) or another output, symbolic
+and hard links resolved: ``--from-summary a.csv.json --out a.csv`` is refused, as it would
+overwrite the summary it reads (give another ``--out``). ``-`` (standard output) is not an
+output file. Without ``--data`` a synthetic dataset is generated
+(:func:`mmtoolkit.records.synthetic`; ``--records`` and ``--data-seed``, refused beside
+``--data``) over ``--domain``, or over a built-in 6-attribute demo domain when no domain is
+given either.
 
 Workload SPECs follow the package's one grammar (:mod:`mmtoolkit.workload_specs`, shared
 with the experiment configs): ``KIND`` or ``KIND:key=value,...`` with ``KIND`` any of
@@ -86,13 +94,13 @@ import argparse
 import csv
 import dataclasses
 import io
-import json
+import os
 import sys
 import time
 import warnings
 from pathlib import Path
 
-from . import mechanism, records, selectors
+from . import jsonsafe, mechanism, records, selectors
 from .atomic import write_files_atomic
 from .ledger import Ledger, LedgerError
 from .linalg import peel
@@ -152,9 +160,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
         help="selector parameter (repeatable; VALUE parsed as YAML)",
     )
     add_budget_arguments(p)
-    p.add_argument(
-        "--noise", choices=("continuous", "discrete"), default=None, help="noise kind"
-    )
+    p.add_argument("--noise", choices=("continuous", "discrete"), default=None, help="noise kind")
     p.add_argument(
         "--seed", type=int, default=None, help="the one seed: selection and noise (default: fresh)"
     )
@@ -204,12 +210,13 @@ def ledger_main(args) -> int:
                 conversion_delta=rho_delta,
                 dataset=args.dataset,
             )
-            print(f"created {ledger.path}: total " + json.dumps(ledger.total))
+            text = f"created {ledger.path}: total " + jsonsafe.dumps(ledger.total, "stdout")
         else:
-            print(Ledger(args.file).report())
+            text = Ledger(args.file).report()
     except (ValueError, OSError) as exc:
         print(f"mmtoolkit ledger: error: {' '.join(str(exc).split())}", file=sys.stderr)
         return 2
+    print(text)  # outside the try: a closed stdout is not a ledger error (see mmtoolkit.cli)
     return 0
 
 
@@ -255,11 +262,12 @@ def _apply_summary(args) -> tuple[dict, Privacy | None, str | None]:
     keeps its seed (the digest is keyed by the seed), to tell whether the data changed."""
     path = Path(args.from_summary)
     try:
-        s = json.loads(path.read_text(encoding="utf-8-sig"))
+        text = path.read_text(encoding="utf-8-sig")
+    except UnicodeDecodeError:
+        raise ReleaseError(f"--from-summary {path}: not UTF-8 text") from None
     except OSError as exc:
         raise ReleaseError(f"--from-summary: cannot read {path}: {exc.strerror}") from None
-    except json.JSONDecodeError as exc:
-        raise ReleaseError(f"--from-summary {path}: not valid JSON ({exc.msg})") from None
+    s = jsonsafe.loads(text, f"--from-summary {path}", ReleaseError)
     need = ("workload", "selector", "params", "privacy_spec", "seed")
     missing = [k for k in need if k not in s] if isinstance(s, dict) else list(need)
     if missing:
@@ -267,7 +275,7 @@ def _apply_summary(args) -> tuple[dict, Privacy | None, str | None]:
     for flag in ("data", "domain"):
         if getattr(args, flag) is None and s.get(f"{flag}_file"):
             setattr(args, flag, s[f"{flag}_file"])
-    synth = s.get("synthetic") or {}
+    synth = (s.get("synthetic") or {}) if args.data is None else {}  # --data beside it: none
     if args.records is None:
         args.records = synth.get("records")
     if args.data_seed is None:
@@ -304,10 +312,29 @@ def _apply_summary(args) -> tuple[dict, Privacy | None, str | None]:
     return params, privacy, s.get("data_digest") if args.seed == s.get("seed") else None
 
 
+def _same_file(a: Path, b: Path) -> bool:
+    """Whether ``a`` and ``b`` are one file: the same path once symbolic links are resolved,
+    or (both existing) the same inode — a hard link."""
+    if os.path.realpath(a) == os.path.realpath(b):  # (a symlink loop stays as it is)
+        return True
+    try:
+        return os.path.samefile(a, b)
+    except OSError:  # one of them does not exist (yet)
+        return False
+
+
 def _output_paths(args) -> tuple[Path | None, Path | None, Path]:
-    """``(out, out_dir, summary)`` checked: writable places, none of them an input file."""
+    """``(out, out_dir, summary)`` checked: writable places, and no output is an input
+    (``--data``, ``--domain``, ``--ledger``, ``--from-summary``) or another output, symbolic
+    and hard links resolved. ``--out-dir``'s own files are checked by :func:`_table_plan`."""
     if (args.out is None) == (args.out_dir is None):
         raise ReleaseError("give one of --out FILE.csv or --out-dir DIR")
+    for flag in ("out", "summary", "out_dir"):
+        if getattr(args, flag) == "-":
+            raise ReleaseError(
+                f"--{flag.replace('_', '-')} -: writing to standard output is not supported; "
+                "give a file name"
+            )
     out = Path(args.out) if args.out is not None else None
     out_dir = Path(args.out_dir) if args.out_dir is not None else None
     if args.summary:
@@ -318,9 +345,9 @@ def _output_paths(args) -> tuple[Path | None, Path | None, Path]:
         summary = out_dir / "summary.json"
     if out_dir is not None and out_dir.exists() and not out_dir.is_dir():
         raise ReleaseError(f"--out-dir {out_dir} exists and is not a directory")
-    for flag, path in (("--out", out), ("--summary", summary)):
-        if path is None:
-            continue
+    outputs = [("--out", out)] if out is not None else []
+    outputs.append(("--summary", summary))
+    for flag, path in outputs:
         if path.is_dir():
             raise ReleaseError(f"{flag} {path} is a directory; give a file name")
         parent = path.parent
@@ -330,18 +357,28 @@ def _output_paths(args) -> tuple[Path | None, Path | None, Path]:
             raise ReleaseError(f"{flag} {path}: {parent} is not a directory")
         if not parent.is_dir():
             raise ReleaseError(f"output directory {parent} does not exist ({flag} {path})")
-    if out is not None and out.resolve() == summary.resolve():
-        raise ReleaseError("--out and --summary must be different files")
-    inputs = {"--data": args.data, "--domain": args.domain, "--ledger": args.ledger}
-    for flag, path in (("--out", out), ("--summary", summary)):
-        for iflag, ipath in inputs.items():
-            if path is not None and ipath is not None and path.resolve() == Path(ipath).resolve():
+    inputs = [
+        (flag, Path(value))
+        for flag, value in (
+            ("--data", args.data),
+            ("--domain", args.domain),
+            ("--ledger", args.ledger),
+            ("--from-summary", args.from_summary),
+        )
+        if value is not None
+    ]
+    for k, (flag, path) in enumerate(outputs):
+        for other, opath in outputs[:k]:
+            if _same_file(path, opath):
+                raise ReleaseError(f"{other} and {flag} must be different files ({path})")
+        for iflag, ipath in inputs:
+            if _same_file(path, ipath):
                 raise ReleaseError(
                     f"{flag} {path} is the {iflag} file: writing it would overwrite the input"
                 )
     if out_dir is not None:
-        for iflag, ipath in inputs.items():
-            if ipath is not None and Path(ipath).resolve().parent == out_dir.resolve():
+        for iflag, ipath in inputs:
+            if Path(os.path.realpath(ipath)).parent == Path(os.path.realpath(out_dir)):
                 raise ReleaseError(
                     f"--out-dir {out_dir} holds the {iflag} file {ipath}: choose another "
                     "directory so that no input can be overwritten"
@@ -352,6 +389,14 @@ def _output_paths(args) -> tuple[Path | None, Path | None, Path]:
 def _load_data(args):
     """``(records, source description, warnings)`` from ``--data``/``--domain`` or synthetic."""
     if args.data is not None:
+        synthetic_only = (("--records", args.records), ("--data-seed", args.data_seed))
+        given = [flag for flag, value in synthetic_only if value is not None]
+        if given:
+            raise ReleaseError(
+                f"{' and '.join(given)} {'apply' if len(given) > 1 else 'applies'} only to "
+                "synthetic data (without --data); "
+                f"--data {args.data} gives the records"
+            )
         if args.domain is None:
             raise ReleaseError(
                 "--data needs --domain (the declared domain of the records; it is never "
@@ -397,17 +442,56 @@ def _check_reserved(domain) -> None:
         )
 
 
-def _table_files(result, out_dir: Path, integers: bool) -> dict:
-    files, used = {}, set()
-    for names, frame in result.tables().items():
-        stem = "__".join(names) or "total"
+def _table_names(tables) -> dict:
+    """The file name of each table, ``{attribute-name tuple: "age__sex.csv"}``, for the
+    tables' keys in workload order (a table repeated in the workload is written once)."""
+    names, used = {}, set()
+    for key in tables:
+        if key in names:
+            continue
+        stem = "__".join(key) or "total"
         stem = "".join(ch if ch.isalnum() or ch in "_.-" else "_" for ch in stem)
         name, k = f"{stem}.csv", 2
         while name in used:
             name, k = f"{stem}_{k}.csv", k + 1
         used.add(name)
-        files[out_dir / name] = _csv(frame.reset_index(), integers)
-    return files
+        names[key] = name
+    return names
+
+
+def _table_plan(W, domain, out_dir: Path, summary: Path) -> None:
+    """Before anything is charged: refuse an ``--out-dir`` that holds any file this release
+    would not write (another release's tables would stay beside this one's), and a
+    ``--summary`` that is one of its tables."""
+    specs = workload_tables(W, domain)
+    if specs is None:
+        raise ReleaseError(
+            "--out-dir writes one CSV per marginal, but this workload is not made of "
+            "marginal-type tables; use --out"
+        )
+    keys = [tuple(domain.names[i] for i in spec.attrs) for spec in specs]
+    planned = {out_dir / name for name in _table_names(keys).values()}
+    if any(_same_file(summary, p) for p in planned):
+        raise ReleaseError(f"--summary {summary} is one of the tables --out-dir writes")
+    if not out_dir.is_dir():
+        return
+    own = planned | {summary}
+    stray = sorted(p.name for p in out_dir.iterdir() if not any(_same_file(p, q) for q in own))
+    if stray:
+        more = f" and {len(stray) - 1} more" if len(stray) > 1 else ""
+        raise ReleaseError(
+            f"--out-dir {out_dir} holds {stray[0]!r}{more}, which this release does not "
+            "write: its tables would sit beside files of another release; give a new or "
+            "empty directory (one holding only this release's own files is rewritten)"
+        )
+
+
+def _table_files(result, out_dir: Path, integers: bool) -> dict:
+    tables = result.tables()
+    return {
+        out_dir / name: _csv(tables[key].reset_index(), integers)
+        for key, name in _table_names(tables).items()
+    }
 
 
 def _write(files: dict) -> None:
@@ -452,11 +536,8 @@ def run(args) -> dict:
     data, source, notes = _load_data(args)
     _check_reserved(data.domain)
     W = workload_matrix(args.workload, data.domain, "--workload", "--domain / --data")
-    if out_dir is not None and workload_tables(W, data.domain) is None:  # before the charge
-        raise ReleaseError(
-            "--out-dir writes one CSV per marginal, but this workload is not made of "
-            "marginal-type tables; use --out"
-        )
+    if out_dir is not None:  # before the charge
+        _table_plan(W, data.domain, out_dir, summary_path)
     noise = args.noise or "continuous"
     result = release(
         data,
@@ -515,7 +596,8 @@ def run(args) -> dict:
         files = {out: _csv(result.to_frame(), args.round)}
     summary["outputs"] = [str(p) for p in files]
     summary["seconds"]["total"] = time.perf_counter() - t0
-    files[summary_path] = json.dumps(summary, indent=2, ensure_ascii=False) + "\n"
+    text = jsonsafe.dumps(summary, str(summary_path), ReleaseError, indent=2, ensure_ascii=False)
+    files[summary_path] = text + "\n"
     _write(files)
     summary["paths"] = {"answers": str(out or out_dir), "summary": str(summary_path)}
     return summary

@@ -227,3 +227,43 @@ def test_interrupted_run_exits_130_and_keeps_finished_jobs(tmp_path, capsys):
     assert "interrupted; finished jobs are kept" in capsys.readouterr().err
     store = (tmp_path / "toy" / ".jobs" / "cli.jsonl").read_text().splitlines()
     assert len(store) == 2  # 1-way × Identity and 1-way × LM finished before the interrupt
+
+
+@pytest.mark.parametrize("buffered", [True, False])
+def test_a_closed_stdout_ends_every_subcommand_quietly(tmp_path, buffered):
+    """``mmtoolkit ledger show L | head -3`` used to print "[Errno 32] Broken pipe" (ledger)
+    or a BrokenPipeError traceback (list), or fail in the interpreter's last flush: each
+    subcommand now exits with 141 and says nothing, whether Python's stdout is buffered (the
+    error shows in the last flush) or not (it shows in print)."""
+    import os
+
+    ledger = tmp_path / "l.json"
+    assert main(["ledger", "init", str(ledger), "--rho", "1"]) == 0
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+    env["PYTHONPATH"] = str(REPO)
+    if not buffered:
+        env["PYTHONUNBUFFERED"] = "1"
+    commands = [
+        ["list", "selectors"],
+        ["ledger", "show", str(ledger)],
+        ["release", "--workload", "marginals:1", "--selector", "identity", "--rho", "1",
+         "--records", "20", "--seed", "0", "--out", str(tmp_path / "a.csv")],
+    ]  # fmt: skip
+    for argv in commands:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "mmtoolkit", *argv],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=env,
+            cwd=tmp_path,
+        )
+        proc.stdout.close()  # the reader is gone before anything is printed
+        err = proc.stderr.read().decode()
+        proc.stderr.close()
+        assert proc.wait(timeout=300) == 141 and err == "", (argv, err)
+    # started with standard output closed (sys.stdout is None): nothing to report
+    done = subprocess.run(
+        f"{sys.executable} -m mmtoolkit list workloads >&-",
+        shell=True, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0 and done.stderr == "", done.stderr

@@ -264,7 +264,7 @@ def test_a_hand_edited_entry_without_positive_releases_is_refused_clearly(tmp_pa
     for bad in (0, -1, "2", None, True):
         data["entries"][0]["releases"] = bad
         path.write_text(json.dumps(data))
-        with pytest.raises(LedgerError, match=r"entry 1 has releases"):
+        with pytest.raises(LedgerError, match=r"l.json: entry 1 \(id 1\): releases: "):
             Ledger(path).spent()
 
 
@@ -286,3 +286,207 @@ def test_a_histogram_too_large_for_records_is_refused_before_the_charge(tmp_path
     S = mm.selectors.get("opt_marginals").select(W, ZCDP(0.5))
     assert not S.matrix.reads_histogram()
     mechanism.check_release_fits(W, S, data=R)
+
+
+# ============================================================ one ledger, several paths
+def test_a_ledger_reached_through_a_symlink_is_the_ledger_it_points_to(tmp_path):
+    """A charge through a link is written to the target (the link stays a link) under the
+    target's lock, so a second charge through the target sees it: ρ 0.6 + 0.6 on a total
+    of 1 is refused (the link used to be replaced by a copy, and both were accepted)."""
+    target = tmp_path / "L.json"
+    Ledger.create(target, rho=1.0)
+    (tmp_path / "sub").mkdir()
+    link = tmp_path / "sub" / "link.json"
+    link.symlink_to(os.path.join("..", "L.json"))  # relative, from another directory
+    Ledger(link).charge(ZCDP(0.6), description="through the link")
+    assert link.is_symlink() and os.readlink(link) == os.path.join("..", "L.json")
+    assert [e["description"] for e in Ledger(target).entries] == ["through the link"]
+    before = target.read_bytes()
+    with pytest.raises(LedgerError, match=r"would bring rho to 1.2, over the ledger's total 1"):
+        Ledger(target).charge(ZCDP(0.6))
+    with pytest.raises(LedgerError, match=r"would bring rho to 1.2"):
+        Ledger(link).charge(ZCDP(0.6))
+    assert target.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.rglob("*.lock")) == ["L.json.lock"]  # one lock
+    with pytest.raises(LedgerError, match="already exists"):
+        Ledger.create(link, rho=5.0)
+    assert target.read_bytes() == before
+
+
+def _charge_in_child(path, barrier, results):
+    barrier.wait()  # both processes charge at the same moment
+    try:
+        Ledger(path).charge(ZCDP(0.6), description=str(path))
+        results.put("charged")
+    except LedgerError:
+        results.put("refused")
+
+
+def test_concurrent_charges_through_a_link_and_the_target_share_one_lock(tmp_path):
+    """Two processes charge ρ 0.6 each on a total of 1, one through a symlink, one through
+    the target: exactly one succeeds, every time (before, both often did)."""
+    import multiprocessing
+
+    ctx = multiprocessing.get_context("fork")
+    for round_ in range(4):
+        target = tmp_path / f"L{round_}.json"
+        link = tmp_path / f"link{round_}.json"
+        Ledger.create(target, rho=1.0)
+        link.symlink_to(target.name)
+        barrier, results = ctx.Barrier(2), ctx.Queue()
+        procs = [ctx.Process(target=_charge_in_child, args=(p, barrier, results))
+                 for p in (link, target)]  # fmt: skip
+        for p in procs:
+            p.start()
+        for p in procs:
+            p.join(timeout=120)
+            assert p.exitcode == 0
+        outcomes = sorted(results.get(timeout=10) for _ in procs)
+        assert outcomes == ["charged", "refused"], f"round {round_}: {outcomes}"
+        assert link.is_symlink() and Ledger(target).usage() == {"rho": pytest.approx(0.6)}
+
+
+# ============================================================ checked on every load
+def _one_entry_ledger(tmp_path, privacy=None, releases=1):
+    path = tmp_path / "l.json"
+    Ledger.create(path, rho=1.0)
+    Ledger(path).charge(privacy or ZCDP(0.5), releases=releases, description="first")
+    return path, json.loads(path.read_text())
+
+
+def _set(*keys_value):
+    """An edit of a ledger's data: ``_set("entries", 0, "charge", "rho", -5)``."""
+    *keys, last, value = keys_value
+
+    def edit(data):
+        for k in keys:
+            data = data[k]
+        data[last] = value
+
+    return edit
+
+
+def _drop(*keys):
+    *keys, last = keys
+
+    def edit(data):
+        for k in keys:
+            data = data[k]
+        del data[last]
+
+    return edit
+
+
+ENTRY = r"l\.json: entry 1 \(id 1\): "
+BAD_FIELDS = [
+    # a negative charge used to show "used -5, left 6" and admit a ρ 3 release
+    (_set("entries", 0, "charge", "rho", -5), ENTRY + r"charge\.rho: -5 is not what its "
+     r"privacy \(ρ-zCDP, ρ = 0\.5\) x 1 charges \(0\.5\)"),
+    (_set("entries", 0, "charge", "rho", 0.25), ENTRY + r"charge\.rho: 0\.25 is not what"),
+    (_set("entries", 0, "charge", "rho", "1"), ENTRY + r"charge\.rho: expected a number, got "
+     r"str '1'"),
+    (_set("entries", 0, "charge", "rho", None), ENTRY + r"charge\.rho: expected a number"),
+    (_set("entries", 0, "charge", "rho", True), ENTRY + r"charge\.rho: expected a number"),
+    (_set("entries", 0, "charge", {"epsilon": 1.0}), ENTRY + r"charge: has \['epsilon'\], but "
+     r"a zcdp release charges \['rho'\]"),
+    (_set("entries", 0, "charge", [0.5]), ENTRY + r"charge: expected a mapping, got list"),
+    # a missing charge used to be a KeyError traceback in `ledger show`
+    (_drop("entries", 0, "charge"), ENTRY + r"missing field\(s\) \['charge'\]"),
+    (_set("entries", 0, "privacy", {"kind": "zcdp"}), ENTRY + r"privacy: privacy spec of kind "
+     r"'zcdp' is missing field 'rho'"),
+    (_set("entries", 0, "privacy", {"kind": "zcdp", "rho": -1}), ENTRY + r"privacy: rho: must"),
+    (_set("entries", 0, "status", "done"), ENTRY + r"status: 'done' is not one of"),
+    (_set("entries", 0, "description", 5), ENTRY + r"description: expected a string"),
+    (_set("entries", 0, "seed_key", 5), ENTRY + r"seed_key: expected a string"),
+    (_set("entries", 0, "extra", "x"), ENTRY + r"unknown field\(s\) \['extra'\]"),
+    (_set("entries", 0, "id", 0), r"l\.json: entry 1 \(id 0\): id: must be >= 1"),
+    (_set("entries", 0, 7), r"l\.json: entry 1: expected a mapping, got int"),
+    (_set("entries", {}), r"l\.json: entries: expected a list, got dict"),
+    # a string total used to be "can't multiply sequence by non-int"
+    (_set("total", "rho", "1"), r"l\.json: total\.rho: expected a number, got str '1'"),
+    (_set("total", "rho", 0), r"l\.json: total\.rho: must be a number > 0, got 0"),
+    (_set("total", {"rho": 1, "epsilon": 1}), r"l\.json: total: .* is not a total budget"),
+    (_set("conversion_delta", 2), r"l\.json: conversion_delta: must be a number strictly"),
+    (_drop("conversion_delta"), r"l\.json: missing field\(s\) \['conversion_delta'\]"),
+    (_set("owner", "x"), r"l\.json: unknown field\(s\) \['owner'\]"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("edit, message", BAD_FIELDS)
+def test_every_field_of_a_ledger_is_checked_on_every_load(tmp_path, capsys, edit, message):
+    """A hand-edited ledger is a LedgerError naming the file, the entry and the field — on
+    opening, on charging (nothing written) and in `ledger show` (exit 2, one line)."""
+    path, data = _one_entry_ledger(tmp_path)
+    edit(data)
+    path.write_text(json.dumps(data))
+    with pytest.raises(LedgerError, match=message):
+        Ledger(path)
+    before = path.read_bytes()
+    R = records.synthetic({"a": 3}, 10, seed=0)
+    with pytest.raises(LedgerError, match=message):
+        mm.release(R, "marginals:1", ZCDP(0.1), "identity", seed=0, ledger=path)
+    assert path.read_bytes() == before
+    assert cli_main(["ledger", "show", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("mmtoolkit ledger: error: ") and len(err.splitlines()) == 1, err
+
+
+@pytest.mark.parametrize(
+    "old, new, message",
+    [
+        ('"charge": {"rho": 0.5}', '"charge": {"rho": NaN}',
+         r"entries\[0\]\.charge\.rho: NaN is not JSON"),
+        ('"rho": 1.0', '"rho": Infinity', r"total\.rho: Infinity is not JSON"),
+        ('"rho": 1.0', '"rho": 1e999', r"total\.rho: the number 1e999 is beyond"),
+        ('"status": "pending"', '"status": "pending", "status": "committed"',
+         r"entries\[0\]\.status: the key 'status' is given twice"),
+    ],
+)  # fmt: skip
+def test_a_ledger_file_must_be_strict_json(tmp_path, old, new, message):
+    """NaN / Infinity (which used to admit any release) and a key given twice are refused,
+    naming the file and the field."""
+    path, _ = _one_entry_ledger(tmp_path)
+    text = json.dumps(json.loads(path.read_text()))  # one line: the replacements are exact
+    assert text.count(old) == 1
+    path.write_text(text.replace(old, new))
+    with pytest.raises(LedgerError, match=rf"ledger .*l\.json: not strict JSON: {message}"):
+        Ledger(path)
+
+
+def test_an_integer_total_beyond_a_double_is_refused(tmp_path):
+    path, data = _one_entry_ledger(tmp_path)
+    path.write_text(json.dumps(data).replace('"rho": 1.0', '"rho": 1' + "0" * 400))
+    with pytest.raises(LedgerError, match=r"total\.rho: must be a finite number > 0, got inf"):
+        Ledger(path)
+
+
+@pytest.mark.parametrize(
+    "privacy, releases", [(ZCDP(0.5), 1), (PureDP(0.3), 3), (ApproxDP(1.0, 1e-6), 2)]
+)
+def test_a_charge_is_checked_against_its_privacy_to_a_relative_1e_9(tmp_path, privacy, releases):
+    """The recorded charge is recomputed by charge_of from the entry's privacy and releases.
+    A value that went through another tool's float formatting (a relative change of 1e-12,
+    well inside TOLERANCE = 1e-9, itself far above the 1e-16 rounding of recomputing the same
+    expression) is accepted; a relative change of 1e-6 is an edit and is refused. Extra string
+    fields seed_key / release_key are accepted."""
+    path, data = _one_entry_ledger(tmp_path, privacy, releases)
+    entry = data["entries"][0]
+    entry.update(seed_key="k1", release_key="r1")
+    for key in entry["charge"]:
+        entry["charge"][key] *= 1 + 1e-12
+    path.write_text(json.dumps(data))
+    assert Ledger(path).entries[0]["seed_key"] == "k1"
+    for key in list(entry["charge"]):
+        edited = json.loads(json.dumps(data))
+        edited["entries"][0]["charge"][key] *= 1 + 1e-6
+        path.write_text(json.dumps(edited))
+        with pytest.raises(LedgerError, match=rf"{ENTRY}charge\.{key}: .* is not what"):
+            Ledger(path)
+
+
+def test_a_duplicated_entry_id_is_refused(tmp_path):
+    path, data = _one_entry_ledger(tmp_path)
+    data["entries"].append(dict(data["entries"][0]))
+    path.write_text(json.dumps(data))
+    with pytest.raises(LedgerError, match=r"entry 2 \(id 1\): id: 1 is the id of an earlier"):
+        Ledger(path)

@@ -110,6 +110,35 @@ def test_unreadable_files(tmp_path, files):
         records.read_csv(f, d)
 
 
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        # the last "a" used to win silently: a 5-value attribute read as declared twice
+        ('{"a": 3, "b": 2, "a": 5, "c": 4}', r"a: the key 'a' is given twice"),
+        ('{"a": {"values": ["x", "y"], "values": ["z"]}, "b": 2, "c": 4}',
+         r"a\.values: the key 'values' is given twice"),
+        ('{"a": NaN, "b": 2, "c": 4}', r"a: NaN is not JSON"),
+        ('{"a": {"bins": [0, 1, Infinity]}, "b": 2, "c": 4}', r"a\.bins\[2\]: Infinity is"),
+    ],
+)  # fmt: skip
+def test_a_domain_file_must_be_strict_json(files, text, message):
+    f, d = files("a,b,c\n0,1,3\n")
+    d.write_text(text)
+    with pytest.raises(RecordsError, match=rf"domain\.json: not strict JSON: {message}"):
+        records.read_csv(f, d)
+
+
+def test_a_drafted_domain_never_writes_a_non_finite_number(tmp_path, capsys):
+    """Equal-width bins over ±1e308 overflow to inf: writing the draft is refused, naming the
+    field, and nothing is written (the file used to hold the non-JSON ``Infinity``)."""
+    sample = tmp_path / "sample.csv"
+    sample.write_text("x\n1e308\n-1e308\n" + "".join(f"{k}\n" for k in range(60)))
+    out = tmp_path / "draft.json"
+    with pytest.raises(RecordsError, match=r"cannot write .*draft\.json: x\.bins\[1\] is inf"):
+        records.draft_domain(sample, out=out)
+    assert not out.exists()
+
+
 class FakeFrame:
     """A minimal frame-like object: from_frame needs only ``.columns`` and ``frame[col]``."""
 

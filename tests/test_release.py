@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import json
 import math
+import os
 
 import numpy as np
 import pytest
@@ -599,3 +600,140 @@ def test_a_replay_of_a_replay_keeps_the_derived_selection_seed(tmp_path, capsys)
     derived = int(np.random.SeedSequence(1).spawn(2)[0].generate_state(1, np.uint32)[0])
     assert c["selection_seed"] == c["params"]["seed"] == derived
     assert c["selection_seed_source"] == "derived from seed"
+
+
+# ============================================================ outputs are never inputs
+def test_from_summary_cannot_overwrite_the_summary_it_reads(small, capsys):
+    """``--from-summary a.csv.json --out a.csv`` would write its summary over the file it
+    reads (it used to): refused, nothing written."""
+    first = small / "a.csv"
+    assert cli_main(_argv(small, "--seed", "0", "--out", str(first))) == 0
+    _refused(capsys, ["release", "--from-summary", str(small / "a.csv.json"), "--out",
+                      str(first)], r"--summary .*a\.csv\.json is the --from-summary file",
+             small)  # fmt: skip
+    _refused(capsys, ["release", "--from-summary", str(small / "a.csv.json"), "--out",
+                      str(small / "b.csv"), "--summary", str(small / "a.csv.json")],
+             r"--summary .* is the --from-summary file", small)  # fmt: skip
+
+
+def test_outputs_are_compared_with_inputs_and_each_other_through_links(small, capsys):
+    """Symbolic and hard links are resolved: an output that is an input (--data, --domain,
+    --ledger, --from-summary) or another output under another name is refused."""
+    assert cli_main(["ledger", "init", str(small / "l.json"), "--rho", "10"]) == 0
+    assert cli_main(_argv(small, "--seed", "0", "--out", str(small / "a.csv"))) == 0
+    (small / "to-data.csv").symlink_to("data.csv")
+    (small / "to-ledger.json").symlink_to("l.json")
+    (small / "to-summary.json").symlink_to("a.csv.json")
+    (small / "x.csv").symlink_to("y.csv")  # a link to a file not written yet
+    os.link(small / "domain.json", small / "hard-domain.json")
+    capsys.readouterr()
+    ledger = ["--ledger", str(small / "l.json")]
+    for extra, message in [
+        (["--out", str(small / "to-data.csv")], r"--out .*to-data\.csv is the --data file"),
+        (["--out", str(small / "b.csv"), "--summary", str(small / "hard-domain.json")],
+         r"--summary .*hard-domain\.json is the --domain file"),
+        ([*ledger, "--out", str(small / "to-ledger.json")], r"--out .* is the --ledger file"),
+        (["--from-summary", str(small / "a.csv.json"), "--out", str(small / "c.csv"),
+          "--summary", str(small / "to-summary.json")], r"is the --from-summary file"),
+        (["--out", str(small / "y.csv"), "--summary", str(small / "x.csv")],
+         r"--out and --summary must be different files"),
+    ]:  # fmt: skip
+        _refused(capsys, _argv(small, *extra), message, small)
+
+
+@pytest.mark.parametrize("flag", ["--out", "--summary", "--out-dir"])
+def test_a_dash_is_not_an_output_file(small, capsys, flag):
+    """``--out -`` used to write files named ``-`` and ``-.json``."""
+    extra = ["--out", str(small / "a.csv")] if flag == "--summary" else []
+    _refused(capsys, _argv(small, *extra, flag, "-"),
+             rf"{flag} -: writing to standard output is not supported", small)  # fmt: skip
+    assert not (small / "-").exists()
+
+
+def test_synthetic_data_flags_are_refused_beside_data(small, capsys):
+    """--records and --data-seed used to be ignored silently beside --data."""
+    _refused(capsys, _argv(small, "--records", "10", "--out", str(small / "a.csv")),
+             r"--records applies only to synthetic data \(without --data\)", small)  # fmt: skip
+    _refused(capsys, _argv(small, "--records", "0", "--data-seed", "3", "--out",
+                           str(small / "a.csv")),
+             r"--records and --data-seed apply only to synthetic data", small)  # fmt: skip
+    # a synthetic release replayed on a data file: the summary's synthetic parameters do not
+    # come along (they are not flags given beside --data)
+    argv = ["release", "--domain", str(small / "domain.json"), "--records", "20",
+            "--workload", "marginals:1", "--selector", "identity", "--epsilon", "1",
+            "--seed", "0", "--out", str(small / "s.csv")]  # fmt: skip
+    assert cli_main(argv) == 0
+    argv = ["release", "--from-summary", str(small / "s.csv.json"), "--data",
+            str(small / "data.csv"), "--out", str(small / "t.csv")]  # fmt: skip
+    assert cli_main(argv) == 0, capsys.readouterr().err
+    assert json.loads((small / "t.csv.json").read_text())["synthetic"] is None
+
+
+def test_an_out_dir_holding_another_release_is_refused_before_the_charge(small, capsys):
+    """A reused --out-dir used to keep the previous release's tables beside the new ones
+    under a summary describing only the new one. The same command again rewrites its own
+    files; a directory holding any file it would not write is refused before the ledger is
+    charged."""
+    (small / "data.csv").write_text("a,b,c\n0,1,0\n2,0,1\n")
+    (small / "domain.json").write_text(json.dumps({"a": 3, "b": 2, "c": 2}))
+    ledger = small / "l.json"
+    assert cli_main(["ledger", "init", str(ledger), "--rho", "10"]) == 0
+    out_dir = small / "tables"
+
+    def argv(workload, seed):
+        return ["release", "--data", str(small / "data.csv"), "--domain",
+                str(small / "domain.json"), "--workload", workload, "--selector", "identity",
+                "--rho", "1", "--seed", str(seed), "--ledger", str(ledger),
+                "--out-dir", str(out_dir)]  # fmt: skip
+
+    assert cli_main(argv("marginals:2", 0)) == 0
+    first = sorted(p.name for p in out_dir.iterdir())
+    assert first == ["a__b.csv", "a__c.csv", "b__c.csv", "summary.json"]
+    assert cli_main(argv("marginals:2", 1)) == 0  # the same tables: rewritten
+    assert sorted(p.name for p in out_dir.iterdir()) == first
+    from mmtoolkit.ledger import Ledger
+
+    assert len(Ledger(ledger).entries) == 2
+    capsys.readouterr()
+    _refused(capsys, argv("marginals:1", 2),
+             r"--out-dir .*tables holds 'a__b\.csv' and 2 more, which this release does not "
+             r"write", small)  # fmt: skip
+    assert len(Ledger(ledger).entries) == 2  # nothing charged
+    for p in out_dir.iterdir():
+        p.unlink()
+    (out_dir / "notes.txt").write_text("mine")
+    _refused(capsys, argv("marginals:2", 3), r"holds 'notes\.txt', which", small)
+    (out_dir / "notes.txt").unlink()
+    assert cli_main(argv("marginals:1", 4)) == 0  # an empty directory is fine
+    _refused(capsys, [*argv("marginals:2", 5), "--summary", str(out_dir / "a__b.csv")],
+             r"--summary .*a__b\.csv is one of the tables --out-dir writes", small)  # fmt: skip
+
+
+def test_a_summary_is_read_as_strict_json(small, capsys):
+    assert cli_main(_argv(small, "--seed", "0", "--out", str(small / "a.csv"))) == 0
+    text = (small / "a.csv.json").read_text()
+    assert text.count('"seed": 0,') == 1
+    (small / "a.csv.json").write_text(text.replace('"seed": 0,', '"seed": 0, "seed": 7,'))
+    _refused(capsys, ["release", "--from-summary", str(small / "a.csv.json"),
+                      "--out", str(small / "b.csv")],
+             r"--from-summary .*a\.csv\.json: not strict JSON: seed: the key 'seed' is given "
+             r"twice", small)  # fmt: skip
+
+
+def test_no_summary_is_written_with_a_non_finite_number(small, capsys):
+    """ρ = 1e-320 makes the noise variance overflow: the release is refused with a one-line
+    error and nothing is written (the summary used to hold the non-JSON ``Infinity``)."""
+    argv = ["release", "--data", str(small / "data.csv"), "--domain", str(small / "domain.json"),
+            "--workload", "marginals:1", "--selector", "identity", "--rho", "1e-320",
+            "--seed", "0", "--out", str(small / "a.csv")]  # fmt: skip
+    _refused(capsys, argv, r"^mmtoolkit release: error: ", small)
+
+
+def test_an_output_path_in_a_symlink_loop_is_no_traceback(small, capsys):
+    """Comparing an output with the inputs resolves links; a loop (loop1 -> loop2 -> loop1)
+    used to raise RuntimeError out of the command. Written atomically, the output replaces
+    the link itself."""
+    (small / "loop1").symlink_to("loop2")
+    (small / "loop2").symlink_to("loop1")
+    assert cli_main(_argv(small, "--seed", "0", "--out", str(small / "loop1"))) == 0
+    assert not (small / "loop1").is_symlink() and (small / "loop1.json").is_file()
