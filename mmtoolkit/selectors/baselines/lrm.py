@@ -30,6 +30,7 @@ import numpy as np
 
 from ...checks import check_int, check_probability
 from ...linalg import Dense, Matrix, check_dense_size
+from ...linalg.spectral import canonical_eigenbasis
 from ...privacy import PureDP
 from ...strategy import Strategy
 from ..base import ALL_PRIVACY, NotApplicableError, Selector, register
@@ -94,8 +95,9 @@ def lrm_decompose(
 
     Returns ``(B, L, info)`` with ``info = {"residual", "trace_BtB", "iterations"}``. The
     start ``init``: ``"identity"`` (``L = [I; small Gaussian rows from seed]``, needs
-    ``rank ≥ n``), ``"svd"`` (the top-``rank`` right singular vectors of ``W``, extra rows as
-    before), ``"random"`` (Gaussian from ``seed``) or ``"auto"`` (identity when
+    ``rank ≥ n``), ``"svd"`` (the top-``rank`` right singular vectors of ``W``, in the
+    canonical basis of :mod:`mmtoolkit.linalg.spectral` inside repeated singular values,
+    extra rows as before), ``"random"`` (Gaussian from ``seed``) or ``"auto"`` (identity when
     ``rank ≥ n``, else svd); it is scaled (not projected) into the feasible set.
 
     The identity start is a KKT point whenever ``(WᵀW)_ij ≤ (WᵀW)_jj`` for all ``i, j``
@@ -119,9 +121,11 @@ def lrm_decompose(
         L[:n] = np.eye(n)
         k = n
     elif init == "svd":
-        _, _, Vt = np.linalg.svd(W, full_matrices=False)
-        k = min(rank, Vt.shape[0])
-        L[:k] = Vt[:k]
+        _, sv, Vt = np.linalg.svd(W, full_matrices=False)
+        # inside repeated singular values: a basis fixed by W, not by the SVD's rounding
+        _, V = canonical_eigenbasis(sv, Vt.T)
+        k = min(rank, V.shape[1])
+        L[:k] = V[:, :k].T
     elif init == "random":  # Gaussian, scaled into the feasible set below
         L = rng.standard_normal((rank, n))
         k = rank

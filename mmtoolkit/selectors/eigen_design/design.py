@@ -336,8 +336,12 @@ def weighted_strategy(Q: np.ndarray, x: np.ndarray, p: int, complete: bool, c=No
     value = None if c is None else float(np.sum(np.asarray(c) / x**p))
     d = None
     if complete:
-        d = np.sqrt(np.clip(1.0 - cols, 0.0, None)) if p == 1 else np.clip(1.0 - cols, 0.0, None)
-        d[d < 1e-12] = 0.0
+        # a column norm is a sum of k non-negative terms, exact to (k + 2)·eps relative; a
+        # deficit within that is rounding, not a column to complete (its sqrt, ~1e-8, would
+        # be a completion row that changes with the BLAS thread count)
+        deficit = 1.0 - cols
+        deficit[deficit <= (Q.shape[0] + 2) * np.finfo(float).eps] = 0.0
+        d = np.sqrt(deficit) if p == 1 else deficit
     # orthogonal design rows (eigen-queries, Haar, Hadamard): the structured OrthoBasis kind,
     # scored exactly by the evaluator's OrthoBasis route at any n the eigensolver reaches
     r = np.sqrt(np.einsum("ij,ij->i", Q, Q))

@@ -2,7 +2,8 @@
 
 ``WᵀW`` is formed as a dense symmetric array (of the row-normalised workload ``D W``,
 ``D = diag(1/||w_i||₂)``, for relative error, §3.4) and eigendecomposed; the *eigen-queries*
-are its unit eigenvectors with non-zero eigenvalue, as rows, eigenvalues descending.
+are its unit eigenvectors with non-zero eigenvalue, as rows, eigenvalues descending, in
+the canonical basis of :mod:`mmtoolkit.linalg.spectral` inside each repeated eigenvalue.
 
 Shared by the three selectors of this package: Eigen-Design weights the eigen-queries by
 Program 1 (:mod:`.selector`), the singular-value-bound strategy weights them by ``σ^{1/4}``
@@ -17,6 +18,7 @@ import numpy as np
 
 from ...linalg import Matrix, TooLargeError, as_matrix
 from ...linalg import base as _linalg_base
+from ...linalg.spectral import canonical_eigenbasis
 
 #: Largest domain for which the n x n Gram of W is formed and eigendecomposed densely.
 MAX_EIGEN_N = 16384
@@ -94,7 +96,14 @@ def _normalized_gram(W: Matrix) -> np.ndarray:
 def eigen_queries(G: np.ndarray, rtol: float = ZERO_RTOL):
     """Eigen-queries of ``G = WᵀW`` (Li & Miklau Def. 6): ``(σ, Q)`` with ``σ`` descending,
     zero eigenvalues (``< rtol · σ_max``) dropped, ``Q`` the matching unit eigenvectors as
-    rows. Deterministic signs: the entry of largest magnitude of each row is positive."""
+    rows.
+
+    Canonical: inside every repeated eigenvalue (the eigen-queries of marginal and Kronecker
+    workloads mostly are) the basis is the one :func:`~mmtoolkit.linalg.spectral.
+    canonical_eigenbasis` derives from the eigenspace's projector, with its signs, and the
+    cluster's eigenvalues are its mean; so the queries, Program 1's weights and every
+    strategy built from them do not depend on which basis the eigensolver happened to return
+    (it changes with the BLAS thread count)."""
     sigma, V = np.linalg.eigh(G)
     order = np.argsort(sigma)[::-1]
     sigma, V = sigma[order], V[:, order]
@@ -102,8 +111,5 @@ def eigen_queries(G: np.ndarray, rtol: float = ZERO_RTOL):
     if not top > 0:
         raise ValueError("the workload is all zero: WᵀW has no positive eigenvalue")
     keep = sigma > rtol * top
-    sigma, Q = sigma[keep], V[:, keep].T
-    idx = np.argmax(np.abs(Q), axis=1)
-    signs = np.sign(Q[np.arange(Q.shape[0]), idx])
-    signs[signs == 0] = 1.0
-    return sigma, Q * signs[:, None]
+    sigma, V = canonical_eigenbasis(sigma[keep], V[:, keep], scale=top)
+    return sigma, V.T

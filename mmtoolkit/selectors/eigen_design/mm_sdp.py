@@ -36,6 +36,7 @@ import numpy as np
 
 from ...checks import check_int
 from ...linalg import Dense, Matrix, SymTridiagonal, VStack
+from ...linalg.spectral import canonical_eigenbasis
 from ...privacy import Privacy, PureDP
 from ...strategy import Strategy
 from ..base import NotApplicableError, Selector, register
@@ -46,6 +47,11 @@ from .gram import eigen_queries, workload_gram
 #: 0.08/0.7/287 s, Clarabel n = 32 in 3.6 s; contended: Clarabel 1364 s, 3.8 GB at n = 64).
 MAX_SDP_N = 64
 SDP_SOLVERS = ("clarabel", "scs")
+#: Relative accuracy of Program 5.2's solution X: the solvers stop at ~1e-7 (SCS eps) or
+#: ~1e-8 (Clarabel), so X's repeated eigenvalues come back split (measured up to ~1e-13 on
+#: marginals, where the double-precision rule of linalg.spectral would split them by the
+#: rounding of the input); eigenvalues of X closer than this are one cluster.
+SDP_ACCURACY = 1e-6
 L1_METHODS = ("l2", "svd_bound")
 
 
@@ -233,7 +239,11 @@ class MatrixMechanismSDP(Selector):
             meta["program_value_l2"] = value
             lam, V = np.linalg.eigh(X)
             keep = lam > 1e-9 * lam.max()
-            C = (V[:, keep] * np.sqrt(lam[keep])).T  # CᵀC = X, full row rank
+            # the rotation search starts from C itself: a basis fixed by X, not by eigh, with
+            # X's repeated eigenvalues grouped at the SDP solution's accuracy
+            tol = SDP_ACCURACY * lam.max()
+            lam, V = canonical_eigenbasis(lam[keep], V[:, keep], tol=tol)
+            C = (V * np.sqrt(lam)).T  # CᵀC = X (to SDP_ACCURACY), full row rank
         if prm["rotate"]:
             C, info = min_sensitivity_rotation(C, prm["rotate_iterations"])
             meta["rotation"] = {"start": info["start"], "sensitivity": info["sensitivity"]}
