@@ -145,6 +145,25 @@ def test_general_basis_identities():
     assert np.allclose(np.outer(W.sum(1) / n, np.ones(n)) + W @ b.sub_pinv @ b.sub, W)
 
 
+def test_general_basis_ignores_the_eigensolvers_basis(monkeypatch):
+    """Sub_i's rows are measured with noise drawn in order, so inside a repeated eigenvalue of
+    G_i (here all n - 1 of them: S_i = W_i = I, G_i = Π) they must not depend on the basis the
+    eigensolver returns (which moves with the BLAS thread count): a random rotation of it
+    leaves Sub_i unchanged up to rounding (n·eps-sized, times QR's small constants)."""
+    plain = general_basis(Identity(6)).sub
+    eigh = np.linalg.eigh
+
+    def rotating(a, *args, **kwargs):
+        w, V = eigh(a, *args, **kwargs)
+        U, _ = np.linalg.qr(np.random.default_rng(0).standard_normal((5, 5)))
+        V = V.copy()
+        V[:, 1:] = V[:, 1:] @ U  # the eigenvalue 1 of Π, five times
+        return w, V
+
+    monkeypatch.setattr(np.linalg, "eigh", rotating)
+    assert np.abs(general_basis(Identity(6)).sub - plain).max() < 100 * 6 * np.finfo(float).eps
+
+
 def _single_query_rmse(Wf, n, d):
     b = general_basis(Wf(n), optimized_strategy(Wf(n)))
     r, s, beta, m = b.var_res, b.var_sum, b.beta, b.rows

@@ -33,6 +33,7 @@ import numpy as np
 
 from ...checks import check_int
 from ...linalg import Identity, Matrix, TooLargeError, as_matrix, check_dense_size
+from ...linalg.spectral import canonical_eigenbasis
 from ..base import NotApplicableError
 from .route import dominant_profiles
 
@@ -183,7 +184,10 @@ def general_basis(workload, strategy=None) -> AttributeBasis:
     SP = S @ P
     G = SP.T @ SP
     lam, V = np.linalg.eigh(0.5 * (G + G.T))
-    lam, V = lam[1:], V[:, 1:]  # drop the eigenvalue of the all-ones direction (0)
+    # drop the eigenvalue of the all-ones direction (0); the rows of Sub_i are measured with
+    # noise drawn in order, so inside a repeated eigenvalue they take the canonical basis
+    # (linalg.spectral), not the eigensolver's, which depends on the BLAS thread count
+    lam, V = canonical_eigenbasis(lam[1:], V[:, 1:])
     if lam[0] <= 1e-10 * lam[-1]:
         raise ValueError(
             "the strategy replacement S_i has rank < n on the complement of 1 "
