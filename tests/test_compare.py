@@ -683,3 +683,19 @@ def test_non_finite_workloads_and_scores_never_come_out_ok():
     df = compare(workloads.all_range(8), "identity", privacy=PureDP(1.2e-154), progress=False)
     assert df.status.tolist() == ["failed", "failed"]
     assert all("is inf, not a finite number" in r for r in df.reason)
+
+
+def test_size_limits_are_refusals_not_failures():
+    """On Adult's 2-way marginals (N = 6.4e17 cells) Eigen-Design and the SVD-bound strategy
+    (a dense N x N Gram) and least-squares OPT_+ (an error summed over every cell) do not
+    apply, and say so with the size; they were "failed" (a ValueError in selection, a
+    TooLargeError in scoring). OPT_+ with separate answering still applies."""
+    W = build_workload("marginals:k=2", domain=datasets.domain("adult"))
+    df = compare(W, ["eigen_design", "svd_strategy", "opt_union", "opt_union:answering=separate"],
+                 privacy=ZCDP(0.5), timeout=None, progress=False)  # fmt: skip
+    rows = {(r.selector, r.params.get("answering")): r for r in df.itertuples()}
+    for key in [("eigen_design", None), ("svd_strategy", None), ("opt_union", None)]:
+        r = rows[key]
+        assert r.status == "not applicable" and r.reason.startswith("TooLargeError: "), r
+        assert "641263392000000000" in r.reason or "6.41e+17" in r.reason, r.reason
+    assert rows[("opt_union", "separate")].status == "ok"
