@@ -11,6 +11,13 @@ DataFrame with one row per selector::
     >>> list(df.selector)
     ['svd_bound', 'identity', 'hierarchical']
 
+``W`` is a workload Matrix (or an array), or a workload SPEC in the package's one grammar
+(:mod:`mmtoolkit.workload_specs`, as :func:`mmtoolkit.release` and ``mmtoolkit compare
+--workload`` take it): ``compare("all_range:n=256", ...)``, or ``compare("marginals:k=2",
+..., domain=datasets.domain("adult"))`` for a spec on a domain. A SPEC is built inside
+``compare``, and the seconds that took are ``df.attrs["workload_seconds"]`` (the table's last
+line). A workload with a NaN or infinite entry is refused before anything is scored.
+
 Columns: ``selector`` (registry name, ``svd_bound`` for the bound), ``params`` (the
 effective parameters, seed included), ``status`` (``ok``, ``not applicable``, ``failed``,
 ``timeout``), ``rmse``, ``total_error``, ``max_variance`` (:func:`mmtoolkit.evaluate.rmse`,
@@ -20,10 +27,12 @@ selected strategy: the error of the matrix mechanism, Li et al. 2010 Prop. 4.4, 
 Li & Miklau 2012 Thm 2 the strategy is; the bound holds for the total squared error, so for
 every strategy the ratio is at least 1), ``select_seconds`` (the selection's time; the
 limit for a timeout), ``reason`` (why a row is not ``ok``) and ``strategy`` (the selected
-:class:`~mmtoolkit.strategy.Strategy`, or None). Rows are sorted by error: the bound's
-row, the ``ok`` rows by ``total_error`` (``max_variance`` for ``objective="max"``), then
-timeouts, failures and selectors that do not apply. ``df.attrs`` holds the bound, the
-privacy and the objective.
+:class:`~mmtoolkit.strategy.Strategy`, or None). An ``ok`` row's ``rmse`` and
+``total_error`` are finite numbers: the evaluator raises rather than return inf or NaN (an
+error that overflows float64), so such a row is ``failed`` with that message. Rows are
+sorted by error: the bound's row, the ``ok`` rows by ``total_error`` (``max_variance`` for
+``objective="max"``), then timeouts, failures and selectors that do not apply.
+``df.attrs`` holds the bound, the privacy, the objective and ``workload_seconds``.
 
 **Applicability.** A selector that does not apply is listed with the reason, never dropped:
 its class's ``applicability(W, privacy, objective)`` reason, else the refusal ``select``
@@ -35,7 +44,8 @@ other exception in ``applicability`` or selection (a ``TypeError``, numpy's broa
 ``ValueError``: a bug, not a refusal), an error of the evaluator on the strategy, or running
 out of memory is ``failed``, with the message.
 
-**Time limit.** With a ``timeout`` (default 60 s; None for none) each selector is selected
+**Time limit.** With a ``timeout`` (default 60 s, a finite number of seconds; None for none)
+each selector is selected
 and scored in its own forked worker by the runner's executors
 (:func:`mmtoolkit.runner.executors.run_jobs`; the worker inherits ``W``, so it need not be
 picklable, and sends back the record with the strategy); a worker still running at the limit
@@ -73,14 +83,16 @@ from dataclasses import dataclass
 
 import yaml
 
-from . import evaluate
+from . import evaluate, mechanism
+from .checks import check_positive
+from .domain import Domain
 from .jsonsafe import jsonable
 from .linalg import as_matrix
 from .privacy import Privacy, check_privacy
 from .runner.executors import run_jobs
 from .runner.jobs import JobSpec, describe_error
 from .selectors.base import REFUSALS, Selector, accepts_seed, available, get_class
-from .workload_specs import split_top_level
+from .workload_specs import SpecError, WorkloadSpec, build_spec, parse_workload, split_top_level
 
 __all__ = [
     "COLUMNS",
@@ -229,6 +241,29 @@ def _entries(selectors, seed) -> list[_Entry]:
     return out
 
 
+# --------------------------------------------------------------------------- workload
+def _workload(W, domain) -> tuple:
+    """``(matrix, seconds)``: ``W`` as a Matrix — a SPEC string or a parsed
+    :class:`~mmtoolkit.workload_specs.WorkloadSpec` built (on ``domain``), an array wrapped —
+    checked finite, and the seconds that took. A bad SPEC is a :class:`CompareError` naming
+    the problem (the spec grammar's message)."""
+    start = time.perf_counter()
+    if domain is not None and not isinstance(domain, Domain):
+        raise CompareError(f"domain must be a mmtoolkit.Domain, got {type(domain).__name__}")
+    try:
+        if isinstance(W, str):
+            W = parse_workload(W, "workload", domain=domain, domain_source="compare's domain")
+        if isinstance(W, WorkloadSpec):
+            W = build_spec(W, "workload")
+        elif domain is not None:
+            raise CompareError("domain applies to a workload SPEC, not to a built workload")
+        W = as_matrix(W)  # an array with a NaN is refused here (Dense)
+        mechanism.check_finite(W)  # a Matrix of another kind: one product W·1
+    except (SpecError, ValueError) as exc:
+        raise CompareError(str(exc)) from None
+    return W, time.perf_counter() - start
+
+
 # --------------------------------------------------------------------------- scoring
 def _applicability(entry: _Entry, W, privacy, objective) -> dict | None:
     """The row of a selector that does not apply (or whose ``applicability`` crashed), None
@@ -353,10 +388,13 @@ def compare(
     *,
     jobs: int | None = None,
     progress=True,
+    domain: Domain | None = None,
 ):
     """Score selectors on workload ``W`` under ``privacy``; a pandas DataFrame, one row per
     selector plus the SVD bound, sorted by error (module docstring).
 
+    ``W``: a workload Matrix or array, or a workload SPEC (``"all_range:n=256"``, built
+    here, on ``domain`` — a :class:`~mmtoolkit.domain.Domain` — when the spec needs one).
     ``selectors``: None for every registered one, a selector list string
     (``"identity,hdmm:restarts=5"``) or a list of names, ``(name, params)`` pairs, Selector
     classes or instances (used as they are). ``privacy``: PureDP, ApproxDP or ZCDP
@@ -365,23 +403,27 @@ def compare(
     scoring), None for no limit. ``seed``: given to every selector that takes one (and was
     not given one); default 0. ``jobs``: selectors at once. ``progress``: True (stderr), False, or a
     file.
-    Raises :class:`CompareError` (a ``ValueError``) for an unknown selector or parameter.
+    Raises :class:`CompareError` (a ``ValueError``) for an unknown selector or parameter, a
+    bad SPEC or a bad argument, before anything is selected.
     """
     import pandas as pd
 
-    W = as_matrix(W)
     if privacy is None:
         raise CompareError("compare needs a privacy: PureDP(ε), ApproxDP(ε, δ) or ZCDP(ρ)")
     check_privacy(privacy)
     if objective not in ("sum", "max"):
         raise CompareError(f"objective must be 'sum' or 'max', got {objective!r}")
-    if timeout is not None and not (isinstance(timeout, (int, float)) and timeout > 0):
-        raise CompareError(f"timeout must be a positive number of seconds, got {timeout!r}")
+    if timeout is not None:
+        try:
+            timeout = check_positive(timeout, "timeout", what="number of seconds")
+        except ValueError as exc:
+            raise CompareError(f"{exc} (None: no limit)") from None
+    entries = [_Entry(BOUND, None, {}), *_entries(selectors, seed)]
+    W, workload_seconds = _workload(W, domain)
     if jobs is None:
         jobs = min(2, os.cpu_count() or 1)
     out = sys.stderr if progress is True else (io.StringIO() if not progress else progress)
 
-    entries = [_Entry(BOUND, None, {}), *_entries(selectors, seed)]
     rows: list[dict] = [{} for _ in entries]
     done = 0
 
@@ -447,6 +489,7 @@ def compare(
         cells=int(W.shape[1]),
         timeout=timeout,
         seed=seed,
+        workload_seconds=workload_seconds,
     )
     metric = "max_variance" if objective == "max" else "total_error"
     order = df["status"].map({s: i for i, s in enumerate(STATUSES)})
@@ -517,6 +560,9 @@ def format_table(df, reason_width: int = 90) -> str:
         out.append(
             f"ratio = rmse / SVD-bound rmse ({_num(bound, '.5g')}); {df.attrs.get('privacy', '')}"
         )
+    m, n, built = (df.attrs.get(k) for k in ("queries", "cells", "workload_seconds"))
+    if m is not None and n is not None and built is not None:
+        out.append(f"workload: {m:,} queries on {n:,} cells, built in {built:.2f} s")
     return "\n".join(out) + "\n"
 
 

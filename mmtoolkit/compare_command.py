@@ -27,7 +27,13 @@ per finished selector on stderr.
 * ``--objective sum|max``, ``--timeout S`` per selector (default 60), ``--seed N`` (default 0; every
   selector that takes a seed), ``-j N`` selectors at once (default 2), ``-q`` no progress.
 * ``--out FILE.csv`` writes the table (params as JSON, the strategy as its matrix kind);
-  ``--plot FILE.png`` a bar chart of RMSE relative to the SVD bound. Both atomically.
+  ``--plot FILE.png`` a bar chart of RMSE relative to the SVD bound. Both atomically. An
+  output that is an input (the ``--domain`` file, a ``matrix`` workload's file) or the other
+  output, symbolic and hard links resolved, or that cannot be written (a directory, a
+  missing directory) is refused before anything is built or scored.
+
+The table's last line says how long building the workload took (it counts: a spec is built
+before any selector's time limit starts).
 
 Exit codes: 0 when the comparison ran (whatever the rows' statuses), 2 on bad input (a
 one-line message naming the problem).
@@ -36,6 +42,8 @@ one-line message naming the problem).
 from __future__ import annotations
 
 import argparse
+import math
+import os
 import re
 import sys
 from pathlib import Path
@@ -45,7 +53,7 @@ from .atomic import write_atomic
 from .compare import DEFAULT_TIMEOUT, compare, format_table, plot_ratios, to_csv
 from .domain import Domain
 from .privacy import add_budget_arguments, from_budget
-from .workload_specs import build_workload
+from .workload_specs import parse_workload, spec_files
 
 __all__ = ["add_parser", "main", "parse_domain"]
 
@@ -122,20 +130,59 @@ def parse_domain(text: str) -> Domain:
     )
 
 
+def _same_file(a: Path, b: Path) -> bool:
+    """Whether paths ``a`` and ``b`` name one file: equal once symbolic links are resolved,
+    or (both existing) hard links to one inode."""
+    if a.resolve() == b.resolve():
+        return True
+    try:
+        return os.path.samefile(a, b)
+    except OSError:  # one does not exist (yet)
+        return False
+
+
+def _check_outputs(outputs, inputs) -> None:
+    """Refuse (ValueError naming both flags) an output path that is an input or another
+    output, or that cannot be written; ``outputs`` and ``inputs`` are ``(flag, path)``
+    pairs (path None: not given)."""
+    outs = [(flag, Path(p)) for flag, p in outputs if p is not None]
+    ins = [(flag, Path(p)) for flag, p in inputs if p is not None]
+    for i, (flag, path) in enumerate(outs):
+        for other, ipath in ins:
+            if _same_file(path, ipath):
+                raise ValueError(
+                    f"{flag} {str(path)!r} is the {other} input file: writing it would "
+                    f"overwrite it; give another {flag}"
+                )
+        for other, opath in outs[:i]:
+            if _same_file(path, opath):
+                raise ValueError(
+                    f"{other} and {flag} are the same file {str(path)!r}; give two paths"
+                )
+        if path.is_dir():
+            raise ValueError(f"{flag} {str(path)!r} is a directory, not a file")
+        if not path.resolve().parent.is_dir():
+            raise ValueError(f"{flag} {str(path)!r}: no such directory {str(path.parent)!r}")
+
+
 def main(args) -> int:
     """Entry point of ``mmtoolkit compare`` (parsed ``args``); returns the exit code."""
     try:
         privacy = from_budget(args.epsilon, args.delta, args.rho)
-        domain = parse_domain(args.domain) if args.domain else None
-        W = build_workload(args.workload, "--workload", domain=domain, domain_source="--domain")
         if args.jobs is not None and args.jobs < 1:
             raise ValueError(f"-j/--jobs must be at least 1, got {args.jobs}")
-        if not args.timeout >= 0:  # NaN too
+        if not (args.timeout >= 0 and math.isfinite(args.timeout)):  # NaN, inf too
             raise ValueError(
-                f"--timeout must be 0 (no limit) or positive seconds, got {args.timeout}"
+                "--timeout must be 0 (no limit) or a finite number of seconds > 0, "
+                f"got {args.timeout}"
             )
+        domain = parse_domain(args.domain) if args.domain else None
+        spec = parse_workload(args.workload, "--workload", domain=domain, domain_source="--domain")
+        domain_file = args.domain if args.domain and Path(args.domain).is_file() else None
+        inputs = [("--domain", domain_file), *(("--workload", f) for f in spec_files(spec))]
+        _check_outputs([("--out", args.out), ("--plot", args.plot)], inputs)
         df = compare(
-            W,
+            spec,
             args.selectors,
             privacy=privacy,
             objective=args.objective,

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import functools
 import math
+import re
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from functools import lru_cache
@@ -90,15 +91,24 @@ def _analytic_sigma_unit(epsilon: float, delta: float) -> float:
         s = math.exp(log_s)
         return _log_gaussian_delta(1.0 / s, epsilon) - target
 
+    def unbracketed(side: str) -> ValueError:
+        return ValueError(
+            f"the analytic Gaussian calibration of epsilon={epsilon!r}, delta={delta!r} finds "
+            f"no σ {side} (it searches e^-60 ≤ σ ≤ e^60): the privacy level is outside what "
+            "float64 noise can calibrate"
+        )
+
     lo, hi = -1.0, 1.0
     while f(lo) <= 0.0:  # need δ(σ_lo) > δ
         lo -= 1.0
         if lo < -60:
-            raise RuntimeError("analytic Gaussian calibration: could not bracket σ from below")
+            raise unbracketed("from below")
     while f(hi) > 0.0:  # need δ(σ_hi) ≤ δ
         hi += 1.0
         if hi > 60:
-            raise RuntimeError("analytic Gaussian calibration: could not bracket σ from above")
+            raise unbracketed("from above")
+    if not (math.isfinite(f(lo)) and math.isfinite(f(hi))):  # δ(σ) not computable here
+        raise unbracketed("where δ(σ) can be computed")
     root = brentq(f, lo, hi, xtol=1e-14, rtol=4 * np.finfo(float).eps, maxiter=500)
     sigma = math.exp(root)
     # Return the smallest σ on the safe side of the boundary (round-off may leave the
@@ -255,7 +265,38 @@ class Privacy(ABC):
     def noise_variance(self, sensitivity: float = 1.0) -> float:
         """Variance of the noise added to each strategy answer (strategy sensitivity given)."""
         s = self.noise_scale(sensitivity)
-        return 2.0 * s * s if self.family == "laplace" else s * s
+        return self._finite_noise(2.0 * s * s if self.family == "laplace" else s * s,
+                                  "variance", sensitivity)  # fmt: skip
+
+    def _finite_noise(self, value: float, what: str, sensitivity) -> float:
+        """``value``, the noise ``what`` (scale or variance) for ``sensitivity``, when it is a
+        finite float; a ValueError otherwise: noise of infinite scale would release inf or
+        NaN answers, and its error could not be reported."""
+        if not math.isfinite(value):
+            raise ValueError(
+                f"{self!r}: the noise {what} for sensitivity {float(sensitivity):g} is "
+                f"{value!r}, not a finite float; the privacy level is too small (or the "
+                "sensitivity too large) for float64 noise"
+            )
+        return value
+
+    def _scaled(self, sensitivity, unit: float) -> float:
+        """The noise scale ``sensitivity · unit`` (``unit``: the scale at sensitivity 1),
+        checked finite."""
+        d = check_float(sensitivity, "sensitivity", minimum=0)
+        return self._finite_noise(d * unit, "scale", d)
+
+    def _check_level(self) -> None:
+        """Refuse, at construction, a privacy level whose noise at sensitivity 1 has no
+        positive finite variance in float64 (e.g. ε = 1e-300: variance 2/ε² overflows; ε =
+        1e300: it underflows to 0, which is no noise at all): before any selection, ledger
+        charge or draw can use it."""
+        v = self.noise_variance(1.0)
+        if not v > 0.0:
+            raise ValueError(
+                f"{self!r}: the noise variance at sensitivity 1 underflows to {v!r}; the "
+                "privacy level is too large for float64 noise"
+            )
 
     def sample(self, rng: np.random.Generator, size, sensitivity: float = 1.0) -> np.ndarray:
         """Draw continuous i.i.d. noise of shape ``size`` from ``rng`` (a numpy Generator);
@@ -346,10 +387,11 @@ class PureDP(Privacy):
 
     def __init__(self, epsilon: float):
         self.epsilon = check_positive(epsilon, "epsilon")
+        self._check_level()
         self._freeze()
 
     def noise_scale(self, sensitivity: float = 1.0) -> float:
-        return check_float(sensitivity, "sensitivity", minimum=0) / self.epsilon
+        return self._scaled(sensitivity, 1.0 / self.epsilon)
 
     def to_zcdp(self) -> ZCDP:
         """ε-DP implies (ε²/2)-zCDP (Bun & Steinke 2016, Prop. 1.4)."""
@@ -406,6 +448,7 @@ class ApproxDP(Privacy):
                 f"(got epsilon={self.epsilon!r}); use calibration='analytic'"
             )
         self.calibration = calibration
+        self._check_level()
         self._freeze()
 
     def _unit_sigma(self) -> float:
@@ -417,7 +460,7 @@ class ApproxDP(Privacy):
         return _analytic_sigma_unit(eps, delta)
 
     def noise_scale(self, sensitivity: float = 1.0) -> float:
-        return check_float(sensitivity, "sensitivity", minimum=0) * self._unit_sigma()
+        return self._scaled(sensitivity, self._unit_sigma())
 
     def _params(self):
         return (self.epsilon, self.delta, self.calibration)
@@ -456,14 +499,15 @@ class ZCDP(Privacy):
 
     def __init__(self, rho: float):
         self.rho = check_positive(rho, "rho")
+        self._check_level()
         self._freeze()
 
     def noise_scale(self, sensitivity: float = 1.0) -> float:
-        return check_float(sensitivity, "sensitivity", minimum=0) / math.sqrt(2.0 * self.rho)
+        return self._scaled(sensitivity, 1.0 / math.sqrt(2.0 * self.rho))
 
     def noise_variance(self, sensitivity: float = 1.0) -> float:
         d = check_float(sensitivity, "sensitivity", minimum=0)
-        return d * d / (2.0 * self.rho)
+        return self._finite_noise(d * d / (2.0 * self.rho), "variance", d)
 
     @property
     def pcost(self) -> float:
@@ -555,9 +599,19 @@ def from_spec(spec) -> Privacy:
     return cls(**{k: spec[k] for k in (*required, *optional) if k in spec})
 
 
+#: A command-line word that is a number, exponent forms included (``-1e-6``): argparse's own
+#: pattern (``-1``, ``-.5``) takes ``-1e-6`` for an option, so ``--delta -1e-6`` would fail
+#: with "expected one argument" instead of reaching the range check naming the flag.
+_NUMBER_WORD = re.compile(r"^-(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$|^-(inf|nan)$", re.IGNORECASE)
+
+
 def add_budget_arguments(parser) -> None:
     """Add the command line's budget flags ``--epsilon``, ``--delta`` and ``--rho`` to the
-    argparse ``parser`` (read back with :func:`from_budget`)."""
+    argparse ``parser`` (read back with :func:`from_budget`). A negative number after a flag
+    (``--delta -1e-6``) is read as its value, as ``--delta=-1e-6`` is, so that
+    :func:`from_budget` refuses it naming the flag (the parser must have no option that
+    looks like a negative number)."""
+    parser._negative_number_matcher = _NUMBER_WORD  # argparse's hook for this (3.11-3.13)
     parser.add_argument("--epsilon", type=float, help="ε (pure DP, or (ε, δ)-DP with --delta)")
     parser.add_argument("--delta", type=float, help="δ for (ε, δ)-DP (analytic Gaussian)")
     parser.add_argument("--rho", type=float, help="ρ for ρ-zCDP (Gaussian)")
@@ -566,13 +620,16 @@ def add_budget_arguments(parser) -> None:
 def from_budget(epsilon=None, delta=None, rho=None) -> Privacy:
     """The :class:`Privacy` of a budget as the command line gives it: ``epsilon`` alone
     (:class:`PureDP`), ``epsilon`` and ``delta`` (:class:`ApproxDP`, analytic Gaussian) or
-    ``rho`` alone (:class:`ZCDP`); a ValueError naming the flags otherwise."""
+    ``rho`` alone (:class:`ZCDP`); a ValueError naming the flags otherwise (a missing or
+    conflicting flag, a value out of range: ``--delta: must be a number strictly between 0
+    and 1, got -1e-06``)."""
     if rho is not None:
         if epsilon is not None or delta is not None:
             raise ValueError("give either --rho or --epsilon [--delta], not both")
-        return ZCDP(rho)
+        return ZCDP(check_positive(rho, "--rho"))
     if epsilon is None:
         raise ValueError("a privacy budget is required: --epsilon E [--delta D] or --rho R")
+    epsilon = check_positive(epsilon, "--epsilon")
     if delta is not None:
-        return ApproxDP(epsilon, delta)
+        return ApproxDP(epsilon, check_probability(delta, "--delta"))
     return PureDP(epsilon)

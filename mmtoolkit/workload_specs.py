@@ -87,6 +87,7 @@ __all__ = [
     "build_workload",
     "builder_parameters",
     "parse_workload",
+    "spec_files",
     "spec_mapping",
     "split_top_level",
     "workload_kinds",
@@ -171,6 +172,19 @@ class WorkloadSpec:
             return _matrix_workload(**self.args)
         builder = getattr(workloads, self.kind)
         return builder(**{k: _build_value(v) for k, v in self.args.items()})
+
+
+def spec_files(spec: WorkloadSpec) -> list[str]:
+    """The files a parsed spec reads: the ``file`` of each ``matrix`` kind in it, nested
+    specs included (absolute paths, as :func:`parse_workload` resolved them)."""
+    if spec.kind == MATRIX_KIND:
+        return [spec.args["file"]] if "file" in spec.args else []
+    out: list[str] = []
+    for v in spec.args.values():
+        for item in v if isinstance(v, list) else [v]:
+            if isinstance(item, WorkloadSpec):
+                out += spec_files(item)
+    return out
 
 
 def _build_value(value):

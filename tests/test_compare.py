@@ -19,7 +19,14 @@ import numpy as np
 import pytest
 
 from mmtoolkit import datasets, evaluate, workloads
-from mmtoolkit.compare import BOUND, STATUSES, CompareError, compare, parse_selectors
+from mmtoolkit.compare import (
+    BOUND,
+    STATUSES,
+    CompareError,
+    compare,
+    format_table,
+    parse_selectors,
+)
 from mmtoolkit.domain import Domain
 from mmtoolkit.linalg import Dense, Identity
 from mmtoolkit.privacy import ZCDP, PureDP
@@ -420,7 +427,13 @@ def test_cli_prints_the_table_and_writes_csv_and_plot(tmp_path):
         (["--domain", "3,2", "--workload", "identity", "--rho", "1", "--selectors", "idnetity"],
          "unknown selector 'idnetity'"),
         (["--domain", "3,2", "--workload", "identity", "--rho", "1", "--timeout", "-5"],
-         "--timeout must be 0 (no limit) or positive seconds, got -5"),
+         "--timeout must be 0 (no limit) or a finite number of seconds > 0, got -5"),
+        (["--domain", "3,2", "--workload", "identity", "--rho", "1", "--timeout", "inf"],
+         "--timeout must be 0 (no limit) or a finite number of seconds > 0, got inf"),
+        (["--domain", "3,2", "--workload", "identity", "--epsilon", "1", "--delta", "-1e-6"],
+         "--delta: must be a number strictly between 0 and 1, got -1e-06"),
+        (["--domain", "3,2", "--workload", "identity", "--epsilon", "1e-300"],
+         "PureDP(epsilon=1e-300): the noise variance for sensitivity 1 is inf"),
     ],
 )  # fmt: skip
 def test_cli_bad_input_exits_2(args, message, capsys, tmp_path, monkeypatch):
@@ -551,3 +564,138 @@ def test_built_in_refusals_are_not_applicable_not_failed():
         if chosen is not None:
             assert set(df.status) >= {"not applicable"}
             assert (df.status[df.selector != BOUND] == "not applicable").all()
+
+
+# --------------------------------------------------------------------------- hostile input
+def test_cli_refuses_an_output_that_is_an_input_or_the_other_output(tmp_path, capsys,
+                                                                    monkeypatch):  # fmt: skip
+    """``--out`` / ``--plot`` naming the ``--domain`` file (directly, by a symbolic or a hard
+    link), a matrix workload's file, or each other, or a path that cannot be written, is
+    refused naming both flags before anything is built or scored (compare overwrote its
+    own domain file; ``--out x.csv --plot x.csv`` replaced the CSV by the PNG)."""
+    from mmtoolkit import compare_command
+    from mmtoolkit.cli import main
+
+    def never(*args, **kwargs):
+        raise AssertionError("compare ran before the outputs were checked")
+
+    monkeypatch.setattr(compare_command, "compare", never)
+    monkeypatch.chdir(tmp_path)
+    domain = json.dumps({"a": 3, "b": 2})
+    Path("d.json").write_text(domain)
+    os.symlink("d.json", "soft.json")
+    os.link("d.json", "hard.json")
+    np.save("w.npy", np.ones((2, 6)))
+    Path("sub").mkdir()
+    base = ["compare", "--domain", "d.json", "--workload", "marginals:k=1", "--rho", "1"]
+    cases = [
+        (["--out", "d.json"], "--out 'd.json' is the --domain input file"),
+        (["--plot", "soft.json"], "--plot 'soft.json' is the --domain input file"),
+        (["--out", "hard.json"], "--out 'hard.json' is the --domain input file"),
+        (["--out", "x.csv", "--plot", "./x.csv"], "--out and --plot are the same file"),
+        (["--out", "sub"], "--out 'sub' is a directory"),
+        (["--plot", "nowhere/x.png"], "--plot 'nowhere/x.png': no such directory 'nowhere'"),
+    ]
+    for extra, message in cases:
+        assert main([*base, *extra]) == 2, extra
+        err = capsys.readouterr().err
+        assert err.startswith("mmtoolkit compare: error: ") and message in err, (extra, err)
+    argv = ["compare", "--workload", "{kind: matrix, file: w.npy}", "--rho", "1", "--out", "w.npy"]
+    assert main(argv) == 2
+    assert "--out 'w.npy' is the --workload input file" in capsys.readouterr().err
+    assert Path("d.json").read_text() == domain and not Path("x.csv").exists()
+    assert np.load("w.npy").shape == (2, 6)
+
+
+def test_compare_takes_workload_specs_and_reports_their_build_time(monkeypatch):
+    """``mm.compare`` takes a SPEC string, as ``mm.release`` does (it said "could not convert
+    string to float"), on ``domain`` when the spec needs one; the seconds the build took
+    are ``df.attrs["workload_seconds"]`` and the table's last line."""
+    import functools
+
+    chosen = ["identity", "hierarchical:branching=2"]
+    by_spec = compare("all_range:n=16", chosen, privacy=PureDP(1), progress=False)
+    by_matrix = compare(workloads.all_range(16), chosen, privacy=PureDP(1), progress=False)
+    assert list(by_spec.rmse) == list(by_matrix.rmse)
+    dom = Domain.from_sizes([3, 2])
+    df = compare("marginals:k=1", "identity", privacy=ZCDP(1), domain=dom, progress=False)
+    W = workloads.marginals(dom, 1)
+    assert df.rmse[df.selector == "identity"].iloc[0] == pytest.approx(
+        evaluate.rmse(W, IdentitySelector().select(W, ZCDP(1)), ZCDP(1)), rel=1e-12
+    )
+    slow_builder = workloads.all_range
+
+    @functools.wraps(slow_builder)
+    def slow(n):
+        time.sleep(0.3)
+        return slow_builder(n)
+
+    monkeypatch.setattr(workloads, "all_range", slow)
+    df = compare("all_range:n=16", "identity", privacy=PureDP(1), progress=False)
+    assert df.attrs["workload_seconds"] >= 0.3
+    last = format_table(df).rstrip("\n").splitlines()[-1]
+    assert last.endswith(f"built in {df.attrs['workload_seconds']:.2f} s"), last
+    for bad, message in [
+        (("all_rnage:n=16",), "unknown workload kind 'all_rnage'"),
+        (("marginals:k=1",), "marginals(): missing a required argument: 'domain'"),
+        ((W,), "domain applies to a workload SPEC"),
+    ]:
+        with pytest.raises(CompareError, match=re.escape(message)):
+            compare(*bad, "identity", privacy=ZCDP(1), progress=False,
+                    domain=dom if bad[0] is W else None)  # fmt: skip
+
+
+@pytest.mark.parametrize("bad", [math.inf, math.nan, -1.0, 0, True, "60"])
+def test_compare_refuses_a_timeout_that_is_not_a_finite_positive_number(bad):
+    with pytest.raises(CompareError, match="timeout: .*None: no limit"):
+        compare(workloads.identity(4), "identity", privacy=PureDP(1), timeout=bad)
+
+
+def test_a_far_timeout_does_not_overflow_the_executor():
+    """A finite timeout far beyond select()'s range (1e12 s) waits in bounded steps (it
+    raised OverflowError: timestamp out of range for platform time_t)."""
+    df = compare(workloads.identity(4), "identity", privacy=PureDP(1), timeout=1e12,
+                 progress=False)  # fmt: skip
+    assert df.status.tolist() == ["ok", "ok"]
+
+
+def test_non_finite_workloads_and_scores_never_come_out_ok():
+    """A workload with a NaN is refused before anything is scored (it gave rmse NaN with
+    status "ok"), whatever its kind; an error that overflows is a failed row, not inf."""
+    from mmtoolkit.linalg import Matrix
+
+    bad = np.array([[1.0, np.nan], [0.0, 1.0]])
+    with pytest.raises(CompareError, match=r"entry \[0, 1\] is nan"):
+        compare(bad, "identity", privacy=PureDP(1), progress=False)
+
+    class Scaled(Matrix):  # a kind that holds a user number without checking it
+        def __init__(self, c, n):
+            self.c, self.shape = c, (n, n)
+
+        def _matmat(self, X):
+            return self.c * X
+
+        def _rmatmat(self, Y):
+            return self.c * Y
+
+    with pytest.raises(CompareError, match="NaN or infinite entry in row 0"):
+        compare(Scaled(np.inf, 3), "identity", privacy=PureDP(1), progress=False)
+    df = compare(workloads.all_range(8), "identity", privacy=PureDP(1.2e-154), progress=False)
+    assert df.status.tolist() == ["failed", "failed"]
+    assert all("is inf, not a finite number" in r for r in df.reason)
+
+
+def test_size_limits_are_refusals_not_failures():
+    """On Adult's 2-way marginals (N = 6.4e17 cells) Eigen-Design and the SVD-bound strategy
+    (a dense N x N Gram) and least-squares OPT_+ (an error summed over every cell) do not
+    apply, and say so with the size; they were "failed" (a ValueError in selection, a
+    TooLargeError in scoring). OPT_+ with separate answering still applies."""
+    W = build_workload("marginals:k=2", domain=datasets.domain("adult"))
+    df = compare(W, ["eigen_design", "svd_strategy", "opt_union", "opt_union:answering=separate"],
+                 privacy=ZCDP(0.5), timeout=None, progress=False)  # fmt: skip
+    rows = {(r.selector, r.params.get("answering")): r for r in df.itertuples()}
+    for key in [("eigen_design", None), ("svd_strategy", None), ("opt_union", None)]:
+        r = rows[key]
+        assert r.status == "not applicable" and r.reason.startswith("TooLargeError: "), r
+        assert "641263392000000000" in r.reason or "6.41e+17" in r.reason, r.reason
+    assert rows[("opt_union", "separate")].status == "ok"

@@ -527,3 +527,38 @@ def test_any_strategy_with_a_marginals_gram_takes_the_marginals_route():
     assert isinstance(A.error_route(W), MarginalsRoute)
     want = dense_error(W.dense(), A.dense(), 2)
     assert evaluate.expected_error(W, A, ZCDP(0.5)) == pytest.approx(want, rel=1e-10)
+
+
+# --------------------------------------------------------------------------- finiteness
+@pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf])
+def test_non_finite_entries_are_refused_when_a_workload_is_built(bad):
+    """A NaN / infinite entry is refused where the matrix is built (it made rmse NaN, the
+    SVD bound 0.0 and HDMM select Identity); weights and stacks of them too."""
+    rows = [[1.0, bad], [0.0, 1.0]]
+    with pytest.raises(ValueError, match=r"Dense: entry \[0, 1\] is .*must be finite"):
+        Dense(rows)
+    with pytest.raises(ValueError, match="must be finite"):
+        evaluate.rmse(np.array(rows), Identity(2), ZCDP(0.5))  # arrays become Dense
+    with pytest.raises(ValueError, match="must be finite"):
+        VStack([Identity(2), np.array(rows)])
+    with pytest.raises(ValueError, match="weight must be finite"):
+        Weighted(bad, Identity(2))
+    with pytest.raises(ValueError, match="weight .*must be a (finite )?number > 0"):
+        workloads.union([Identity(2), Total(2)], weights=[1.0, bad])
+
+
+def test_an_error_that_overflows_is_refused_not_returned_as_inf():
+    """ε = 1.2e-154 has a finite unit variance 2/ε² ≈ 1.39e308, so the privacy object is
+    valid, but any error term above 1.3 overflows: the evaluator raises a ValueError naming
+    the quantity, never returns inf (nor the NaN of inf · 0)."""
+    tiny = PureDP(1.2e-154)
+    W = workloads.all_range(8)
+    for f in (evaluate.expected_error, evaluate.rmse, evaluate.max_variance):
+        with pytest.raises(ValueError, match="is inf, not a finite number, under pure"):
+            f(W, Identity(8), tiny)
+    with pytest.raises(ValueError, match="a per-query variance is inf"):
+        evaluate.per_query_variance(W, Identity(8), tiny)
+    with pytest.raises(ValueError, match="the SVD lower bound is inf"):
+        evaluate.svd_bound_rmse(W, tiny)
+    # one unit-variance query is finite: the check refuses overflow only
+    assert evaluate.expected_error(Total(1), Identity(1), tiny) == tiny.noise_variance()

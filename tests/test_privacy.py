@@ -1,6 +1,7 @@
 """Privacy definitions: calibrations, conversions, sampling and validation."""
 
 import math
+import re
 
 import numpy as np
 import pytest
@@ -289,3 +290,101 @@ def test_from_spec_not_a_mapping():
     with pytest.raises(ValueError, match="mapping"):
         from_spec(["pure", 1])
     assert privacy.CALIBRATIONS == ("classic", "analytic", "eigen_design")
+
+
+# ------------------------------------------------------------------ float64 limits
+@pytest.mark.parametrize(
+    "make, message",
+    [
+        (lambda: PureDP(1e-300), r"PureDP\(epsilon=1e-300\): the noise variance .* is inf"),
+        (lambda: PureDP(1e-154), r"variance for sensitivity 1 is inf"),  # 2/ε² = 2e308
+        (lambda: ZCDP(5e-324), r"ZCDP\(rho=5e-324\): the noise variance .* is inf"),
+        (lambda: ApproxDP(1e-160, 1e-6, "classic"), r"variance for sensitivity 1 is inf"),
+        (lambda: PureDP(1e300), r"underflows to 0.0"),  # 2/ε² is below the subnormals
+        (lambda: ApproxDP(1e100, 1e-6), r"analytic Gaussian calibration of epsilon=1e\+100"),
+        (lambda: ApproxDP(1e300, 0.5), r"analytic Gaussian calibration of epsilon=1e\+300"),
+    ],
+)
+def test_privacy_level_without_finite_noise_is_refused_at_construction(make, message):
+    """A level whose unit noise has no positive finite float64 variance (or no analytic σ)
+    is refused when it is built — before any selection, ledger charge or draw — with a
+    ValueError, never an inf/NaN noise or a RuntimeError later."""
+    with pytest.raises(ValueError, match=message):
+        make()
+
+
+def test_tiny_but_representable_levels_are_kept():
+    assert PureDP(1e-150).noise_variance() == pytest.approx(2e300)
+    assert ZCDP(1e-300).noise_variance() == pytest.approx(5e299)
+    assert math.isfinite(ApproxDP(1e-300, 1e-6).noise_variance())  # the (0, δ) Gaussian
+
+
+@pytest.mark.parametrize(
+    "p, sens", [(PureDP(1e-150), 1e10), (ZCDP(1e-300), 1e10), (ApproxDP(0.5, 1e-6), 1e160)]
+)
+def test_noise_for_a_sensitivity_that_overflows_is_refused(p, sens):
+    """The scale at ``sens`` is finite, its square is not; at 1e308 the scale overflows."""
+    assert math.isfinite(p.noise_scale(sens))
+    message = re.escape(f"noise variance for sensitivity {sens:g} is inf")
+    with pytest.raises(ValueError, match=message):
+        p.noise_variance(sens)
+    with pytest.raises(ValueError, match="noise scale for sensitivity 1e\\+308 is inf"):
+        p.noise_scale(1e308)
+    with pytest.raises(ValueError, match="noise scale for sensitivity 1e\\+308 is inf"):
+        p.sample(np.random.default_rng(0), 3, sensitivity=1e308)
+
+
+# ------------------------------------------------------------------ command-line budgets
+def _budget(argv):
+    import argparse
+
+    parser = argparse.ArgumentParser()
+    privacy.add_budget_arguments(parser)
+    args = parser.parse_args(argv)
+    return privacy.from_budget(args.epsilon, args.delta, args.rho)
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--epsilon", "1", "--delta", "-1e-6"], "--delta: must be a number strictly between"),
+        (["--epsilon", "1", "--delta=-1e-6"], "--delta: must be a number strictly between"),
+        (["--epsilon", "-1E3"], r"--epsilon: must be a number > 0, got -1000.0"),
+        (["--epsilon", "-.5"], r"--epsilon: must be a number > 0, got -0.5"),
+        (["--rho", "-inf"], r"--rho: must be a finite number > 0, got -inf"),
+        (["--rho", "nan"], r"--rho: must be a number > 0, got nan"),
+        (["--epsilon", "1e-300"], r"PureDP\(epsilon=1e-300\): the noise variance"),
+    ],
+)
+def test_budget_flags_negative_and_out_of_range_values_name_the_flag(argv, message):
+    """``--delta -1e-6`` is read as the flag's value (argparse alone took it for an option
+    and said "expected one argument") and refused naming the flag."""
+    with pytest.raises(ValueError, match=message):
+        _budget(argv)
+
+
+def test_budget_flags_build_each_kind():
+    assert _budget(["--epsilon", "2"]) == PureDP(2)
+    assert _budget(["--epsilon", "1", "--delta", "1e-6"]) == ApproxDP(1, 1e-6)
+    assert _budget(["--rho", "0.5"]) == ZCDP(0.5)
+    with pytest.raises(ValueError, match="either --rho or --epsilon"):
+        _budget(["--rho", "0.5", "--epsilon", "1"])
+
+
+def test_release_refuses_an_overflowing_level_before_the_ledger(tmp_path):
+    """``release`` at a level whose expected error overflows raises before its ledger
+    charge and draws no noise (it used to release answers near ±1e301 with stderr inf and
+    ``"expected_rmse": Infinity``); a level refused at construction never gets that far."""
+    import mmtoolkit as mm
+    from mmtoolkit import records
+    from mmtoolkit.ledger import Ledger
+
+    path = tmp_path / "l.json"
+    Ledger.create(path, epsilon=1e9)
+    R = records.synthetic({"a": 3, "b": 2}, 40, seed=0)
+    with pytest.raises(ValueError, match="expected total squared error is inf"):
+        mm.release(R, "marginals:2", PureDP(1.2e-154), "identity", seed=0, ledger=path)
+    assert Ledger(path).entries == []
+    result = mm.release(R, "marginals:2", PureDP(1e-150), "identity", seed=0, ledger=path)
+    assert np.all(np.isfinite(result.answers)) and np.all(np.isfinite(result.stderr))
+    assert math.isfinite(result.summary["expected_rmse"])

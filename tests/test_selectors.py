@@ -163,3 +163,95 @@ def test_list_selectors_prints_the_metadata(capsys):
     rp = blocks[selectors.available().index("residual_planner")]
     assert "privacy:    ApproxDP, ZCDP" in rp and "objectives: sum, max" in rp
     assert "parameters: none" in blocks[selectors.available().index("identity")]
+
+
+# ------------------------------------------------------------------ parameter validation
+def _built_in():
+    """Every registered selector class of the package itself (tests may register others)."""
+    return [
+        cls
+        for cls in map(selectors.get_class, selectors.available())
+        if cls.__module__.startswith("mmtoolkit.selectors.")
+    ]
+
+
+def _hostile(p) -> list:
+    """Values no parameter accepts, plus the wrong types for the kind of its default."""
+    out = [float("nan"), float("inf"), "nope", {"a": 1}]
+    if isinstance(p.default, bool):
+        out += [1, "true", None]
+    elif isinstance(p.default, int):
+        out += [1.5, True, -1, None]
+    elif isinstance(p.default, float):
+        out += [True, -1.0, "1e-3", None]
+    elif isinstance(p.default, str):
+        out += [1, True]
+    return out
+
+
+def test_every_built_in_selector_validates_its_parameters_at_construction():
+    """Each parameter of each registered selector refuses a hostile value when the selector
+    is built, with a ValueError naming the parameter — not later, in select (e.g.
+    residual_planner's solver="nope" failed only with objective="max"; Eigen-Design's
+    normalize_rows took any truthy value and its design any non-string)."""
+    accepted = []
+    classes = _built_in()
+    assert len(classes) >= 20  # identity and laplace take no parameter; the rest do
+    for cls in classes:
+        for p in cls.parameters():
+            for bad in _hostile(p):
+                try:
+                    cls(**{p.name: bad})
+                except ValueError as exc:  # CheckTypeError is a ValueError too
+                    assert p.name in str(exc), (cls.name, p.name, bad, str(exc))
+                else:
+                    accepted.append(f"{cls.name}.{p.name}={bad!r}")
+    assert not accepted, accepted
+
+
+@pytest.mark.parametrize(
+    "name, params, message",
+    [
+        ("residual_planner", {"solver": "nope"}, "not installed: give 'auto', 'dual' or an"),
+        ("residual_planner_plus", {"strategies": [1, "optimize"]}, r"strategies\[0\]: expected"),
+        ("residual_planner_plus", {"strategies": ["nope"]}, r"strategies\[0\]: expected None"),
+        ("eigen_design", {"design": [[1.0, float("nan")]]}, "design: expected"),
+        ("eigen_design", {"tol": 1.5}, "tol: must be a number strictly between 0 and 1"),
+        ("opt_kron", {"ftol": 2.0}, "ftol: must be a number strictly between 0 and 1"),
+        ("hdmm", {"operators": []}, "operators must be a non-empty list"),
+        ("hierarchical", {"dims": "16"}, "dims: expected None or a non-empty list"),
+        ("quadtree", {"dims": [4, 0]}, r"dims\[1\]: must be >= 1"),
+        ("ding_datacube", {"mag_limit": float("inf")}, "mag_limit: must be a finite number"),
+        ("datacube", {"p": True}, "p must be 1, 2 or None"),
+        ("mm_sdp", {"rotate_iterations": -1}, "rotate_iterations: must be >= 0"),
+    ],
+)
+def test_selector_parameter_refusals_name_the_parameter_and_valid_values(name, params, message):
+    with pytest.raises(ValueError, match=message):
+        selectors.get(name, **params)
+
+
+def test_valid_parameter_forms_are_still_accepted():
+    import numpy as np
+
+    assert selectors.get("eigen_design", design=np.eye(4)).params["design"] == "matrix"
+    assert selectors.get("residual_planner", solver="CLARABEL").params["solver"] == "CLARABEL"
+    assert selectors.get("residual_planner", solver="dual").params["solver"] == "dual"
+    plus = selectors.get("residual_planner_plus", strategies=[None, "workload", np.eye(3)])
+    assert plus.params["strategies"] == "custom"
+    assert selectors.get("hb", dims=(4, 4)).params["dims"] == [4, 4]
+    assert selectors.get("ding_datacube", mag_limit="L").params["mag_limit"] == "L"
+    assert selectors.get("mm_sdp", rotate_iterations=0).params["rotate_iterations"] == 0
+
+
+def test_opt0_refuses_p_beyond_the_domain_size():
+    """p > n extra rows of a p-Identity strategy on n cells: refused at once (p = 10000 on
+    all ranges of 16 cells ran past 10 minutes); p = n is the largest useful value (with it
+    the L2 family already holds every unit-diagonal Gram; HDMM App. C.1: p >= n only adds
+    poor local minima)."""
+    W = workloads.all_range(16)
+    for p in (17, 64, 10000):
+        with pytest.raises(selectors.NotApplicableError, match=rf"p = {p} exceeds .* n = 16"):
+            selectors.get("opt0", p=p, seed=0, maxiter=5).select(W, PureDP(1.0))
+    s = selectors.get("opt0", p=16, seed=0, maxiter=50).select(W, PureDP(1.0))
+    assert s.metadata["p"] == 16

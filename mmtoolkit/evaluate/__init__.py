@@ -40,7 +40,7 @@ from ..linalg import (
 )
 from ..privacy import Privacy, check_privacy
 from ..strategy import Strategy
-from .bound import svd_bound, svd_bound_error, svd_bound_rmse
+from .bound import _finite, svd_bound, svd_bound_error, svd_bound_rmse
 from .dense import DenseRoute
 from .stacked import StackedKroneckerRoute
 
@@ -72,8 +72,10 @@ def expected_error(W, A, privacy: Privacy) -> float:
     W, matrix, inference = _unpack(W, A, privacy)
     v = privacy.noise_variance(1.0)
     if inference == "none":
-        return v * W.shape[0] * W.sensitivity(privacy.norm) ** 2
-    return v * matrix.sensitivity(privacy.norm) ** 2 * trace_term(W, matrix)
+        err = v * W.shape[0] * W.sensitivity(privacy.norm) ** 2
+    else:
+        err = v * matrix.sensitivity(privacy.norm) ** 2 * trace_term(W, matrix)
+    return _finite(err, "the expected total squared error", privacy)
 
 
 def rmse(W, A, privacy: Privacy) -> float:
@@ -92,13 +94,16 @@ def per_query_variance(W, A, privacy: Privacy) -> np.ndarray:
     (Li et al. 2010, eq. 1)."""
     m = as_matrix(W).shape[0]
     check_dense_size(m, 1, "per_query_variance")
-    return _variance(W, A, privacy, lambda route: route.profile(), lambda v: np.full(m, v))
+    out = _variance(W, A, privacy, lambda route: route.profile(), lambda v: np.full(m, v))
+    _finite(float(np.max(out, initial=0.0)), "a per-query variance", privacy)
+    return out
 
 
 def max_variance(W, A, privacy: Privacy) -> float:
     """Largest per-query variance (the max-variance objective of ResidualPlanner §4.1),
     without materialising the per-query vector where the structure allows."""
-    return _variance(W, A, privacy, lambda route: route.max_profile(), float)
+    value = _variance(W, A, privacy, lambda route: route.max_profile(), float)
+    return _finite(value, "the largest per-query variance", privacy)
 
 
 def _variance(W, A, privacy, of_route, of_constant):
@@ -110,7 +115,8 @@ def _variance(W, A, privacy, of_route, of_constant):
         return of_constant(v * W.sensitivity(privacy.norm) ** 2)
     route, scale = _route(W, matrix)
     route.check_support()
-    return v * matrix.sensitivity(privacy.norm) ** 2 * scale * of_route(route)
+    with np.errstate(over="ignore"):  # an overflow is refused by the callers (_finite)
+        return v * matrix.sensitivity(privacy.norm) ** 2 * scale * of_route(route)
 
 
 def supports(W, A) -> bool:

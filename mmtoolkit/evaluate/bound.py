@@ -67,13 +67,26 @@ def svd_bound(W) -> float:
 def svd_bound_error(W, privacy: Privacy) -> float:
     """Lower bound on the expected total squared error of any strategy: v · svd_bound(W)."""
     check_privacy(privacy)
-    return privacy.noise_variance(1.0) * svd_bound(W)
+    return _finite(privacy.noise_variance(1.0) * svd_bound(W), "the SVD lower bound", privacy)
 
 
 def svd_bound_rmse(W, privacy: Privacy) -> float:
     """Lower bound on the RMSE of any strategy: sqrt(v · svd_bound(W) / m)."""
     W = as_matrix(W)
     return math.sqrt(svd_bound_error(W, privacy) / W.shape[0])
+
+
+def _finite(value, what: str, privacy: Privacy):
+    """``value`` when it is a finite number; else a ValueError saying what overflowed (an
+    error is never reported as inf or NaN: strict JSON has neither, and neither is a
+    number a caller can compare)."""
+    if not math.isfinite(value):
+        raise ValueError(
+            f"{what} is {float(value)!r}, not a finite number, under {privacy.describe()}: "
+            "the noise variance times the workload's error term overflows float64; use a "
+            "larger privacy budget or rescale the workload"
+        )
+    return value
 
 
 # ======================================================================== SVD bound

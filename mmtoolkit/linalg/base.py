@@ -515,7 +515,8 @@ class CountingQueries(Matrix):
 
 
 class Dense(Matrix):
-    """An explicit numpy array."""
+    """An explicit numpy array of finite real numbers (a NaN or an infinity is refused: it
+    would make every error, bound and answer computed from the matrix meaningless)."""
 
     def __init__(self, array):
         A = np.array(array, dtype=float)
@@ -523,6 +524,13 @@ class Dense(Matrix):
             A = A[None, :]
         if A.ndim != 2:
             raise ValueError(f"Dense needs a 1-D or 2-D array, got {A.ndim} dimensions")
+        bad = ~np.isfinite(A)
+        if bad.any():
+            i, j = (int(k) for k in np.argwhere(bad)[0])
+            raise ValueError(
+                f"Dense: entry [{i}, {j}] is {float(A[i, j])!r}; a matrix's entries must be finite "
+                f"({int(bad.sum())} of {A.size} are not)"
+            )
         self.array = A
         self.shape = A.shape
 

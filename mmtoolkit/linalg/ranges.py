@@ -378,22 +378,25 @@ class AllRange(CountingQueries):
     def __init__(self, n: int):
         self.n = check_int(n, "n", minimum=1)
         self.shape = (self.n * (self.n + 1) // 2, self.n)
-        # row offset of the block of ranges starting at i: Σ_{r<i} (n - r)
-        self._starts = [i * self.n - i * (i - 1) // 2 for i in range(self.n + 1)]
+
+    def _start(self, i: int) -> int:
+        """The row offset of the block of ranges starting at ``i``: ``Σ_{r<i} (n − r)``
+        (a formula, not a table: building the workload stays O(1) for any ``n``)."""
+        return i * self.n - i * (i - 1) // 2
 
     def _matmat(self, X):
         # block i (ranges [i, i..n-1]) = S[i+1:] - S[i]; O(n) slices, no index arrays
         S = _cumsum0(X)
         out = np.empty((self.shape[0], X.shape[1]))
         for i in range(self.n):
-            np.subtract(S[i + 1 :], S[i], out=out[self._starts[i] : self._starts[i + 1]])
+            np.subtract(S[i + 1 :], S[i], out=out[self._start(i) : self._start(i + 1)])
         return out
 
     def _rmatmat(self, Y):
         # (Rᵀy)_c = Σ_{i<=c<=j} y_ij: add y_ij at i, subtract it at j+1, cumulative-sum.
         D = np.zeros((self.n + 1, Y.shape[1]))
         for i in range(self.n):
-            block = Y[self._starts[i] : self._starts[i + 1]]
+            block = Y[self._start(i) : self._start(i + 1)]
             D[i] += block.sum(axis=0)
             D[i + 1 :] -= block
         return _cumsum(D[:-1])
@@ -406,6 +409,7 @@ class AllRange(CountingQueries):
 
     def rownorm_p(self, p):
         check_p(p)
+        check_dense_size(self.shape[0], 1, "the row norms of AllRange")  # not a MemoryError
         I, J = np.triu_indices(self.n)  # the row order: lexicographic (i, j)
         return _maybe_scalar((J - I + 1).astype(float))
 
@@ -437,6 +441,11 @@ class AllRangeGram(SymmetricFormula):
 
     def _entries(self, i, j):
         return (np.minimum(i, j) + 1) * (self.n - np.maximum(i, j))
+
+    def trace(self):
+        # Σ_j (j+1)(n-j) = n(n+1)(n+2)/6 (exact in integers): all ranges' ||R||_F², in O(1)
+        n = self.n
+        return float(n * (n + 1) * (n + 2) // 6)
 
     def _matmat(self, X):
         # (Gx)_a = (n-a) Σ_{b<=a} (b+1) x_b + (a+1) Σ_{b>a} (n-b) x_b

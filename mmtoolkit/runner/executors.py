@@ -53,6 +53,9 @@ __all__ = [
 
 EXECUTORS = ("local", "dask")
 
+#: Longest single wait (seconds) of the local executor for a worker's result.
+MAX_WAIT = 3600.0
+
 #: How long the dask executor waits for the scheduler before giving up.
 CONNECT_TIMEOUT = "10s"
 
@@ -179,7 +182,9 @@ def _run_forked(
                 running[w.fd] = w
             now = time.monotonic()
             deadlines = [w.deadline for w in running.values() if w.deadline is not None]
-            wait = max(0.0, min(deadlines) - now) if deadlines else None
+            # at most MAX_WAIT at a time: select() overflows on a far deadline (a timeout
+            # of 1e12 s); the loop simply waits again
+            wait = min(max(0.0, min(deadlines) - now), MAX_WAIT) if deadlines else None
             ready, _, _ = select.select(list(running), [], [], wait)
             for fd in ready:
                 w = running[fd]

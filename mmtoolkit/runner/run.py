@@ -56,6 +56,7 @@ from .config import Config, load_config, quick_config
 from .executors import check_executor, run_jobs
 from .jobs import compact_json, expand_jobs, split_timings
 from .plots import render_figures
+from .schema import ConfigError
 from .store import JobStore, render_timings, reusable, store_path, timings_path
 
 __all__ = [
@@ -220,6 +221,21 @@ def _assemble(config: Config, cell_keys: dict, records: dict[str, dict]) -> list
     return cells
 
 
+def _check_results_dir(results: str | os.PathLike) -> None:
+    """Raise :class:`~.schema.ConfigError` naming the path when ``results`` exists and is not
+    a directory, or lies under a file (it is created when missing)."""
+    path = Path(results)
+    for part in (path, *path.parents):
+        if part.exists():
+            if not part.is_dir():
+                where = "" if part == path else f" ({str(part)!r} is a file)"
+                raise ConfigError(
+                    f"results directory {str(path)!r} is not a directory{where}; give --results "
+                    "a directory (created if missing)"
+                )
+            return
+
+
 def run_config(
     config: Config | str | os.PathLike,
     results: str | os.PathLike = "results",
@@ -244,9 +260,11 @@ def run_config(
     runs the config's quick variant (:func:`~.config.quick_config`) into
     ``<results>/quick/<paper>/<table>.quick.*`` (:data:`QUICK_DIR`). One progress line
     per finished job (with an ETA) goes to ``progress`` (default ``sys.stderr``). Returns a
-    :class:`RunResult`; failed cells have ``.failed`` true.
+    :class:`RunResult`; failed cells have ``.failed`` true. A ``results`` path that is (or
+    lies under) a file raises :class:`~.schema.ConfigError` before any job runs.
     """
     check_executor(jobs, executor, scheduler)
+    _check_results_dir(results)
     if not isinstance(config, Config):
         config = load_config(config)
     root = Path(results).parent  # the Markdown shows the config's path relative to it

@@ -348,3 +348,22 @@ def test_table4_svd_bound_reproduces_the_paper(tmp_path):
     for c in result.cells:
         if c.column != "SVDB":
             assert c.ours >= result.cell(c.row, "SVDB").ours * (1 - 1e-12)
+
+
+def test_results_path_that_is_a_file_is_a_clear_error(tmp_path, small_config, capsys):
+    """``mmtoolkit run c.yaml --results file.csv`` (or a path under a file) exits 2 with a
+    message naming the path before any job runs (it was a NotADirectoryError traceback)."""
+    from mmtoolkit.cli import main
+    from mmtoolkit.runner.schema import ConfigError
+
+    (tmp_path / "file.csv").write_text("x\n")
+    for results, message in [
+        (tmp_path / "file.csv", "is not a directory;"),
+        (tmp_path / "file.csv" / "sub", r"is not a directory \('"),
+    ]:
+        with pytest.raises(ConfigError, match=message):
+            run_config(small_config, results, progress=io.StringIO())
+        assert main(["run", str(small_config), "--results", str(results), "-q"]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("mmtoolkit: error: results directory") and str(results) in err
+    assert (tmp_path / "file.csv").read_text() == "x\n"

@@ -54,7 +54,7 @@ from ...linalg.tree import Tree, interval_tree
 from ...privacy import PureDP
 from ...strategy import Strategy
 from ..base import ALL_PRIVACY, NotApplicableError, Selector, register
-from .sizes import workload_sizes
+from .sizes import check_dims, workload_sizes
 
 __all__ = ["GreedyHSelector"]
 
@@ -158,7 +158,7 @@ class GreedyHSelector(Selector):
             "granularity": check_int(granularity, "granularity", minimum=1),
             "root": check_bool(root, "root"),
             "collapse": check_bool(collapse, "collapse"),
-            "dims": dims,
+            "dims": check_dims(dims),
         }
 
     def _select(self, workload, privacy, objective):

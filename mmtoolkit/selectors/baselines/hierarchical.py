@@ -19,7 +19,7 @@ from ...linalg.tree import SPLITS, Intervals, Tree, interval_tree, tree_height
 from ...privacy import Privacy
 from ...strategy import Strategy
 from ..base import NotApplicableError, Selector, register
-from .sizes import workload_sizes
+from .sizes import check_dims, workload_sizes
 
 __all__ = [
     "HBSelector",
@@ -118,7 +118,7 @@ class HierarchicalSelector(Selector):
             "branching": check_int(branching, "branching", minimum=2),
             "root": check_bool(root, "root"),
             "split": _check_split(split),
-            "dims": dims,
+            "dims": check_dims(dims),
             "multi": multi,
         }
 
@@ -173,7 +173,7 @@ class HBSelector(Selector):
             branching = check_int(branching, "branching", minimum=2)
         if split2d not in ("pad", "near_equal"):
             raise ValueError(f"split2d must be 'pad' or 'near_equal', got {split2d!r}")
-        self.params = {"branching": branching, "split2d": split2d, "dims": dims}
+        self.params = {"branching": branching, "split2d": split2d, "dims": check_dims(dims)}
 
     def _select(self, workload, privacy: Privacy, objective: str) -> Strategy:
         sizes = workload_sizes(workload, self.params["dims"])
@@ -226,7 +226,7 @@ class QuadtreeSelector(Selector):
     paper = "Cormode, Procopiuc, Srivastava, Shen & Yu, ICDE 2012"
 
     def __init__(self, geometric=True, dims=None):
-        self.params = {"geometric": check_bool(geometric, "geometric"), "dims": dims}
+        self.params = {"geometric": check_bool(geometric, "geometric"), "dims": check_dims(dims)}
 
     def _select(self, workload, privacy: Privacy, objective: str) -> Strategy:
         sizes = workload_sizes(workload, self.params["dims"])

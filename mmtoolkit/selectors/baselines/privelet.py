@@ -36,7 +36,7 @@ from ...linalg.tree import Tree, TreeGram, interval_tree
 from ...privacy import Privacy
 from ...strategy import Strategy
 from ..base import NotApplicableError, Selector, register
-from .sizes import workload_sizes
+from .sizes import check_dims, workload_sizes
 
 __all__ = ["PriveletHaar", "PriveletSelector", "haar_tree"]
 
@@ -125,7 +125,7 @@ class PriveletSelector(Selector):
     paper = "Xiao, Wang & Gehrke, ICDE 2010"
 
     def __init__(self, pad=True, dims=None):
-        self.params = {"pad": check_bool(pad, "pad"), "dims": dims}
+        self.params = {"pad": check_bool(pad, "pad"), "dims": check_dims(dims)}
 
     def _select(self, workload, privacy: Privacy, objective: str) -> Strategy:
         sizes = workload_sizes(workload, self.params["dims"])

@@ -16,7 +16,19 @@ from ...linalg import Matrix, kron_terms
 from ...linalg.route import common_sizes
 from ..base import NotApplicableError
 
-__all__ = ["workload_sizes"]
+__all__ = ["check_dims", "workload_sizes"]
+
+
+def check_dims(dims) -> list[int] | None:
+    """The ``dims`` parameter of a baseline: None (from the workload), or a non-empty list
+    of attribute sizes >= 1 (ValueError naming ``dims`` otherwise)."""
+    if dims is None:
+        return None
+    if not isinstance(dims, (list, tuple, np.ndarray)) or not len(dims):
+        raise ValueError(
+            f"dims: expected None or a non-empty list of attribute sizes, got {dims!r}"
+        )
+    return [check_int(s, f"dims[{i}]", minimum=1) for i, s in enumerate(dims)]
 
 
 def workload_sizes(workload: Matrix, dims=None) -> list[int]:
@@ -24,10 +36,8 @@ def workload_sizes(workload: Matrix, dims=None) -> list[int]:
     given (their product must be the domain size), else the factor sizes shared by every
     Kronecker term of the workload, else one attribute of size N."""
     N = workload.shape[1]
+    dims = check_dims(dims)
     if dims is not None:
-        if isinstance(dims, (int, np.integer)):
-            raise ValueError(f"dims must be a list of positive attribute sizes, got {dims!r}")
-        dims = [check_int(s, f"dims[{i}]", minimum=1) for i, s in enumerate(dims)]
         if math.prod(dims) != N:
             raise NotApplicableError(
                 f"dims {dims} multiply to {math.prod(dims)}, the workload has {N} columns"

@@ -270,14 +270,15 @@ class DingDataCube(Selector):
     ):
         if ranges not in RANGES:
             raise ValueError(f"ranges must be one of {RANGES}, got {ranges!r}")
-        if p is not None and p not in (1, 2):
+        if p is not None and (isinstance(p, bool) or p not in (1, 2)):
             raise ValueError(f"p must be 1, 2 or None (from the privacy), got {p!r}")
         if candidates not in CANDIDATES:
             raise ValueError(f"candidates must be one of {CANDIDATES}, got {candidates!r}")
         if budget not in ("uniform", "max"):
             raise ValueError(f"budget must be 'uniform' or 'max', got {budget!r}")
         if mag_limit is not None and mag_limit != "L":
-            if isinstance(mag_limit, str) or not check_float(mag_limit, "mag_limit") >= 1:
+            text = isinstance(mag_limit, str)
+            if text or not check_float(mag_limit, "mag_limit", finite=True) >= 1:
                 raise ValueError(
                     f"mag_limit: must be None, a number >= 1 or 'L', got {mag_limit!r}"
                 )

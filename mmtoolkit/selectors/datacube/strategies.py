@@ -103,7 +103,7 @@ class DataCube(Selector):
             raise ValueError(f"budget must be one of {BUDGETS}, got {budget!r}")
         if candidates not in CANDIDATES:
             raise ValueError(f"candidates must be one of {CANDIDATES}, got {candidates!r}")
-        if p is not None and p not in (1, 2):
+        if p is not None and (isinstance(p, bool) or p not in (1, 2)):
             raise ValueError(f"p must be 1, 2 or None, got {p!r}")
         self.params = {"strategy": strategy, "budget": budget, "candidates": candidates, "p": p}
 

@@ -29,14 +29,14 @@ ZERO_RTOL = 1e-10
 def workload_gram(W: Matrix, normalize_rows: bool = False, max_n: int = MAX_EIGEN_N):
     """``WᵀW`` as a dense symmetric array (``normalize_rows``: of ``D W``, ``D = diag(1/||w_i||)``).
 
-    Raises ValueError for an empty or all-zero workload and for ``n > max_n``.
+    Raises ValueError for an empty or all-zero workload, TooLargeError for ``n > max_n``.
     """
     W = as_matrix(W)
     m, n = W.shape
     if m == 0 or n == 0:
         raise ValueError(f"the workload is empty (shape {W.shape}); it needs queries and cells")
-    if n > max_n:
-        raise ValueError(
+    if n > max_n:  # a size refusal (selectors.REFUSALS): compare says "not applicable"
+        raise TooLargeError(
             f"Eigen-Design eigendecomposes the {n} x {n} Gram of the workload densely; "
             f"n = {n} exceeds the limit {max_n} (MAX_EIGEN_N)"
         )

@@ -34,7 +34,7 @@ import time
 
 import numpy as np
 
-from ...checks import check_int
+from ...checks import check_bool, check_int
 from ...linalg import Dense, Matrix, SymTridiagonal, VStack
 from ...linalg.spectral import canonical_eigenbasis
 from ...privacy import Privacy, PureDP
@@ -201,9 +201,9 @@ class MatrixMechanismSDP(Selector):
             "solver": solver,
             "max_n": max_n,
             "l1_method": l1_method,
-            "rotate": bool(rotate),
-            "rotate_iterations": int(rotate_iterations),
-            "augment": bool(augment),
+            "rotate": check_bool(rotate, "rotate"),
+            "rotate_iterations": check_int(rotate_iterations, "rotate_iterations", minimum=0),
+            "augment": check_bool(augment, "augment"),
         }
 
     def _select(self, workload: Matrix, privacy: Privacy, objective: str) -> Strategy:

@@ -14,8 +14,8 @@ import time
 
 import numpy as np
 
-from ...checks import check_int, check_positive
-from ...linalg import Matrix
+from ...checks import check_bool, check_int, check_positive, check_probability
+from ...linalg import Matrix, as_matrix
 from ...privacy import Privacy, PureDP
 from ...strategy import Strategy
 from ..base import Selector, register
@@ -73,6 +73,14 @@ class EigenDesign(Selector):
     ):
         if isinstance(design, str) and design not in DESIGNS:
             raise ValueError(f"unknown design {design!r} (valid: {', '.join(DESIGNS)} or a matrix)")
+        if not isinstance(design, str):  # a matrix of design queries: 2-D, finite numbers
+            try:
+                design = as_matrix(design)
+            except (TypeError, ValueError) as exc:
+                raise ValueError(
+                    f"design: expected one of {', '.join(DESIGNS)} or a matrix of design "
+                    f"queries, got {type(design).__name__} {design!r} ({exc})"
+                ) from None
         if solver not in SOLVERS:
             raise ValueError(f"unknown solver {solver!r} (valid: {', '.join(SOLVERS)})")
         if design_sizes is not None:
@@ -90,7 +98,7 @@ class EigenDesign(Selector):
         group_size = check_int(group_size, "group_size", minimum=1)
         if check_positive(fraction, "fraction") > 1:
             raise ValueError(f"fraction: must be <= 1, got {fraction!r}")
-        check_positive(tol, "tol")
+        check_probability(tol, "tol")  # a relative duality gap: 0 < tol < 1
         self.params = {
             "design": design if isinstance(design, str) else "matrix",
             "design_sizes": design_sizes,
@@ -98,10 +106,10 @@ class EigenDesign(Selector):
             "reduction": reduction,
             "group_size": group_size,
             "fraction": fraction,
-            "normalize_rows": bool(normalize_rows),
-            "complete": bool(complete),
+            "normalize_rows": check_bool(normalize_rows, "normalize_rows"),
+            "complete": check_bool(complete, "complete"),
             "tol": tol,
-            "max_iter": int(max_iter),
+            "max_iter": check_int(max_iter, "max_iter", minimum=1),
         }
         self._design = design
 

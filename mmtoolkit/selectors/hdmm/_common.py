@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...checks import check_int, check_positive
+from ...checks import check_int, check_probability
 from ...linalg import (
     Dense,
     Identity,
@@ -244,13 +244,14 @@ def distinct_grams(factors: list[Matrix]) -> tuple[list[GramOperator], np.ndarra
 
 def check_search_params(p, restarts, seed, cycles, tol, ftol, maxiter) -> dict:
     """The validated search parameters shared by OPT_⊗, OPT_+ and OPT_HDMM (p rule,
-    restarts, seed, block-cyclic ``cycles``/``tol``, L-BFGS-B ``ftol``/``maxiter``)."""
+    restarts, seed, block-cyclic ``cycles``/``tol``, L-BFGS-B ``ftol``/``maxiter``; the
+    tolerances are relative reductions, so 0 < tol, ftol < 1)."""
     return {
         "p": check_p_param(p),
         "restarts": check_int(restarts, "restarts", minimum=1),
         "seed": None if seed is None else check_int(seed, "seed", minimum=0),
         "cycles": check_int(cycles, "cycles", minimum=1),
-        "tol": check_positive(tol, "tol"),
-        "ftol": check_positive(ftol, "ftol"),
+        "tol": check_probability(tol, "tol"),
+        "ftol": check_probability(ftol, "ftol"),
         "maxiter": check_int(maxiter, "maxiter", minimum=1),
     }

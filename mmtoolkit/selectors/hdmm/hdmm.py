@@ -24,7 +24,6 @@ import numpy as np
 
 from ... import evaluate
 from ...checks import check_choice
-from ...evaluate.stacked import StackedKroneckerRoute
 from ...linalg import Identity, Matrix, TooLargeError, kron_terms
 from ...linalg.marginals import MAX_MARGINALS_DIM
 from ...privacy import Privacy
@@ -44,7 +43,13 @@ from .opt_marginals import (
     project_workload,
 )
 from .separate import SeparateUnion
-from .union import ANSWERING, UnionProblem, check_groups, optimize_union
+from .union import (
+    ANSWERING,
+    UnionProblem,
+    check_groups,
+    optimize_union,
+    union_size_refusal,
+)
 
 OPERATORS = ("kron", "union", "marginals")
 #: The exact OPT_+ loss costs (number of products) x N operations; above this budget the
@@ -99,9 +104,14 @@ class HDMMSelector(Selector):
         self, restarts=25, seed=None, operators=OPERATORS, p=None, groups=2,
         answering="least_squares", cycles=CYCLES, tol=CYCLE_TOL, ftol=FTOL, maxiter=MAXITER,
     ):  # fmt: skip
-        if isinstance(operators, str) or not all(o in OPERATORS for o in operators):
+        if not (
+            isinstance(operators, (list, tuple))
+            and operators
+            and all(isinstance(o, str) and o in OPERATORS for o in operators)
+        ):
             raise ValueError(
-                f"operators must be a list drawn from {list(OPERATORS)}, got {operators!r}"
+                f"operators must be a non-empty list drawn from {list(OPERATORS)}, "
+                f"got {operators!r}"
             )
         self.params = {
             "operators": list(operators),
@@ -119,10 +129,7 @@ class HDMMSelector(Selector):
                 kp = None  # products on different factorisations: no product strategy
             if kp is not None and "kron" in prm["operators"]:
                 ops["kron"] = kp
-            scorable = (
-                prm["answering"] == "separate"
-                or workload.shape[1] <= StackedKroneckerRoute.MAX_CELLS
-            )
+            scorable = union_size_refusal(workload, prm["answering"]) is None
             if kp is not None and "union" in prm["operators"] and scorable:
                 up = UnionProblem(workload, prm["p"], prm["groups"])
                 if up.applicable:

@@ -58,12 +58,12 @@ from scipy.linalg.blas import daxpy, dsyrk
 from scipy.optimize import minimize
 from threadpoolctl import ThreadpoolController
 
-from ...checks import check_int, check_positive
+from ...checks import check_int, check_probability
 from ...linalg import Matrix, PIdentity, check_dense_size
 from ...linalg.pidentity import pidentity_scale
 from ...privacy import Privacy
 from ...strategy import Strategy
-from ..base import Selector, register
+from ..base import NotApplicableError, Selector, register
 from ._common import (
     GramOperator,
     check_p_param,
@@ -369,7 +369,7 @@ class Opt0Selector(Selector):
             "p": p,
             "restarts": check_int(restarts, "restarts", minimum=1),
             "seed": None if seed is None else check_int(seed, "seed", minimum=0),
-            "ftol": check_positive(ftol, "ftol"),
+            "ftol": check_probability(ftol, "ftol"),  # a relative reduction: 0 < ftol < 1
             "maxiter": check_int(maxiter, "maxiter", minimum=1),
         }
 
@@ -382,6 +382,13 @@ def select_opt0(gram, privacy: Privacy, p=None, restarts=1, seed=None, ftol=FTOL
     G = gram if isinstance(gram, GramOperator) else GramOperator(gram)
     norm = norm_of(privacy)
     p = max(1, G.n // 16) if p is None else check_int(p, "p", minimum=1)
+    if p > G.n:
+        # [I; Θ]D with p > n rows of Θ: p = n already spans every unit-diagonal Gram (L2),
+        # and HDMM App. C.1 (Fig. 2) finds p >= n only adds poor local minima
+        raise NotApplicableError(
+            f"opt0: p = {p} exceeds the domain size n = {G.n}; a p-Identity strategy needs "
+            f"at most n extra rows (give p <= {G.n}; default n // 16, HDMM §5.3)"
+        )
     best = None
     for ss in seed_sequences(seed, restarts):
         theta, loss = optimize_pidentity(

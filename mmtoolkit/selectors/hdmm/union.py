@@ -31,6 +31,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...checks import check_choice, check_int
+from ...evaluate.stacked import StackedKroneckerRoute
 from ...linalg import (
     Identity,
     Kronecker,
@@ -38,6 +39,7 @@ from ...linalg import (
     Matrix,
     Ones,
     PIdentity,
+    TooLargeError,
     Weighted,
     kron_terms,
 )
@@ -234,6 +236,22 @@ def optimize_union(
     return matrix, bound, meta
 
 
+def union_size_refusal(workload: Matrix, answering: str) -> str | None:
+    """Why an OPT_+ strategy answered by ``answering`` could not be used on ``workload``'s
+    cells, or None: least squares over a stack of Kronecker products is scored (and its
+    estimate formed) over every cell, so beyond ``StackedKroneckerRoute.MAX_CELLS`` cells it
+    is too large; separate answering has a closed form at any size. The one rule of
+    ``opt_union`` (which refuses) and OPT_HDMM (which skips OPT_+ there)."""
+    N = workload.shape[1]
+    if answering == "separate" or N <= StackedKroneckerRoute.MAX_CELLS:
+        return None
+    return (
+        f"a least-squares union strategy on N = {N:.3g} cells is scored over every "
+        f"cell (limit StackedKroneckerRoute.MAX_CELLS = {StackedKroneckerRoute.MAX_CELLS:.3g}); "
+        "use answering='separate'"
+    )
+
+
 @register
 class OptUnionSelector(Selector):
     """OPT_+ (HDMM §6.2): a weighted stack of OPT_⊗ strategies, one per group of products.
@@ -276,6 +294,9 @@ class OptUnionSelector(Selector):
                 "opt_union's groups do not share one factorisation of the domain (attribute "
                 f"sizes {sorted(sizes)}); write the workload's products over the same attributes"
             )
+        too_large = union_size_refusal(workload, prm["answering"])
+        if too_large is not None:
+            raise TooLargeError(f"opt_union: {too_large}")
         norm = norm_of(privacy)
         kw = {k: prm[k] for k in ("answering", "cycles", "tol", "ftol", "maxiter")}
         best = None

@@ -241,7 +241,10 @@ def select_sum(workload: ResidualWorkload, weighting: str = "total") -> Residual
     return ResidualPlan(workload, sigma2, objective=f"sum:{weighting}", value=T)
 
 
-def _check_solver(solver, allow_dual: bool = False) -> str:
+def check_solver(solver, allow_dual: bool = False) -> str:
+    """The solver name to use for ``solver``: ``"auto"``, ``"dual"`` (with ``allow_dual``:
+    the max-variance program only) or an installed cvxpy solver (ValueError naming the valid
+    ones otherwise)."""
     if not isinstance(solver, str):
         raise ValueError(f"solver must be a cvxpy solver name, 'auto' or 'dual', got {solver!r}")
     name = solver.upper()
@@ -256,7 +259,8 @@ def _check_solver(solver, allow_dual: bool = False) -> str:
     installed = cp.installed_solvers()
     if name not in installed:
         raise ValueError(
-            f"solver {solver!r} is not installed; installed cvxpy solvers: {', '.join(installed)}"
+            f"solver {solver!r} is not installed: give 'auto', 'dual' or an installed cvxpy "
+            f"solver ({', '.join(installed)})"
         )
     return name
 
@@ -436,7 +440,7 @@ def select_max(workload: ResidualWorkload, solver: str = DEFAULT_SOLVER) -> Resi
     when its certified relative gap is ≤ DUAL_GAP_RTOL, else CLARABEL; CLARABEL inside the
     cutting planes). The plan's ``info`` records the solver, the certified gap and the rows.
     """
-    name = _check_solver(solver, allow_dual=True)
+    name = check_solver(solver, allow_dual=True)
     M = row_constraints(workload).tocsr()
     p = workload.table.closure_product([b.beta for b in workload.bases])
     k = len(p)
@@ -472,7 +476,7 @@ def select_convex(
 
     if not callable(loss):
         raise ValueError(f"objective must be 'sum', 'max' or a callable, got {loss!r}")
-    name = _check_solver(solver)  # "auto" means CLARABEL here
+    name = check_solver(solver)  # "auto" means CLARABEL here
     table = workload.table
     b = workload.bases
     rows = workload.set_rows()

@@ -42,7 +42,7 @@ import time
 import numpy as np
 
 from ...checks import check_positive
-from ...linalg import Matrix
+from ...linalg import Matrix, as_matrix
 from ...privacy import ZCDP, ApproxDP, Privacy
 from ...strategy import Strategy
 from ..base import Selector, register
@@ -53,6 +53,7 @@ from .plan import (
     DEFAULT_SOLVER,
     WEIGHTINGS,
     ResidualPlan,
+    check_solver,
     select_convex,
     select_max,
     select_sum,
@@ -81,10 +82,7 @@ class _ResidualBase(Selector):
         self.objective = _check_objective(objective)
         if weighting not in WEIGHTINGS:
             raise ValueError(f"weighting must be one of {WEIGHTINGS}, got {weighting!r}")
-        if not isinstance(solver, str):
-            raise ValueError(
-                f"solver must be 'auto', 'dual' or a cvxpy solver name, got {solver!r}"
-            )
+        check_solver(solver, allow_dual=True)  # a cvxpy name must be installed
         if variance_bound is not None:
             variance_bound = check_positive(variance_bound, "variance_bound")
         self._callable = None
@@ -225,7 +223,9 @@ class ResidualPlannerPlus(_ResidualBase):
                     f"strategies must be 'optimize', 'workload' or a per-attribute list, "
                     f"got {strategies!r}"
                 )
-        elif not isinstance(strategies, (list, tuple)):
+        elif isinstance(strategies, (list, tuple)) and strategies:
+            strategies = [_check_strategy(S, f"strategies[{i}]") for i, S in enumerate(strategies)]
+        else:
             raise ValueError(
                 f"strategies must be 'optimize', 'workload' or a per-attribute list, "
                 f"got {strategies!r}"
@@ -263,6 +263,22 @@ class ResidualPlannerPlus(_ResidualBase):
             return cache[key]
 
         return parse_workload(workload, strategies=make)
+
+
+def _check_strategy(S, name: str):
+    """One entry of ``strategies``: None (the default), ``"optimize"``, ``"workload"`` or a
+    matrix (2-D, finite: the attribute's strategy)."""
+    if S is None or (isinstance(S, str) and S in ("optimize", "workload")):
+        return S
+    if not isinstance(S, str):
+        try:
+            return as_matrix(S)
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"{name}: expected a matrix ({exc})") from None
+    raise ValueError(
+        f"{name}: expected None, 'optimize', 'workload' or a matrix, got {type(S).__name__} "
+        f"{S!r}"
+    )
 
 
 def _fingerprint(W: Matrix):
