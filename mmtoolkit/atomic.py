@@ -3,7 +3,8 @@
 Every file goes to a temporary sibling (same directory, so ``os.replace`` is a rename on one
 file system), is flushed and fsynced, and is then renamed into place; on any error the
 temporaries are removed and no target is touched. Used by the runner (results tables, job
-store, scoreboard, figures) and by ``mmtoolkit release``.
+store, scoreboard, figures) and by ``mmtoolkit release``. :func:`same_file` is how the
+commands tell that an output would overwrite an input.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
-__all__ = ["write_atomic", "write_files_atomic"]
+__all__ = ["same_file", "write_atomic", "write_files_atomic"]
 
 
 def write_files_atomic(files: Mapping[str | os.PathLike, str | bytes]) -> None:
@@ -45,3 +46,14 @@ def write_files_atomic(files: Mapping[str | os.PathLike, str | bytes]) -> None:
 def write_atomic(path: str | os.PathLike, data: str | bytes) -> None:
     """Write one file atomically (see :func:`write_files_atomic`)."""
     write_files_atomic({path: data})
+
+
+def same_file(a: str | os.PathLike, b: str | os.PathLike) -> bool:
+    """Whether ``a`` and ``b`` are one file: the same path once symbolic links are resolved,
+    or (both existing) the same inode — a hard link."""
+    if os.path.realpath(a) == os.path.realpath(b):  # (a symlink loop stays as it is)
+        return True
+    try:
+        return os.path.samefile(a, b)
+    except OSError:  # one of them does not exist (yet)
+        return False

@@ -43,13 +43,12 @@ from __future__ import annotations
 
 import argparse
 import math
-import os
 import re
 import sys
 from pathlib import Path
 
 from . import datasets, records
-from .atomic import write_atomic
+from .atomic import same_file, write_atomic
 from .compare import DEFAULT_TIMEOUT, compare, format_table, plot_ratios, to_csv
 from .domain import Domain
 from .privacy import add_budget_arguments, from_budget
@@ -130,17 +129,6 @@ def parse_domain(text: str) -> Domain:
     )
 
 
-def _same_file(a: Path, b: Path) -> bool:
-    """Whether paths ``a`` and ``b`` name one file: equal once symbolic links are resolved,
-    or (both existing) hard links to one inode."""
-    if a.resolve() == b.resolve():
-        return True
-    try:
-        return os.path.samefile(a, b)
-    except OSError:  # one does not exist (yet)
-        return False
-
-
 def _check_outputs(outputs, inputs) -> None:
     """Refuse (ValueError naming both flags) an output path that is an input or another
     output, or that cannot be written; ``outputs`` and ``inputs`` are ``(flag, path)``
@@ -149,13 +137,13 @@ def _check_outputs(outputs, inputs) -> None:
     ins = [(flag, Path(p)) for flag, p in inputs if p is not None]
     for i, (flag, path) in enumerate(outs):
         for other, ipath in ins:
-            if _same_file(path, ipath):
+            if same_file(path, ipath):
                 raise ValueError(
                     f"{flag} {str(path)!r} is the {other} input file: writing it would "
                     f"overwrite it; give another {flag}"
                 )
         for other, opath in outs[:i]:
-            if _same_file(path, opath):
+            if same_file(path, opath):
                 raise ValueError(
                     f"{other} and {flag} are the same file {str(path)!r}; give two paths"
                 )

@@ -101,7 +101,7 @@ import warnings
 from pathlib import Path
 
 from . import jsonsafe, mechanism, records, selectors
-from .atomic import write_files_atomic
+from .atomic import same_file, write_files_atomic
 from .ledger import Ledger, LedgerError
 from .linalg import peel
 from .privacy import Privacy, add_budget_arguments, from_budget, from_spec
@@ -312,17 +312,6 @@ def _apply_summary(args) -> tuple[dict, Privacy | None, str | None]:
     return params, privacy, s.get("data_digest") if args.seed == s.get("seed") else None
 
 
-def _same_file(a: Path, b: Path) -> bool:
-    """Whether ``a`` and ``b`` are one file: the same path once symbolic links are resolved,
-    or (both existing) the same inode — a hard link."""
-    if os.path.realpath(a) == os.path.realpath(b):  # (a symlink loop stays as it is)
-        return True
-    try:
-        return os.path.samefile(a, b)
-    except OSError:  # one of them does not exist (yet)
-        return False
-
-
 def _output_paths(args) -> tuple[Path | None, Path | None, Path]:
     """``(out, out_dir, summary)`` checked: writable places, and no output is an input
     (``--data``, ``--domain``, ``--ledger``, ``--from-summary``) or another output, symbolic
@@ -369,10 +358,10 @@ def _output_paths(args) -> tuple[Path | None, Path | None, Path]:
     ]
     for k, (flag, path) in enumerate(outputs):
         for other, opath in outputs[:k]:
-            if _same_file(path, opath):
+            if same_file(path, opath):
                 raise ReleaseError(f"{other} and {flag} must be different files ({path})")
         for iflag, ipath in inputs:
-            if _same_file(path, ipath):
+            if same_file(path, ipath):
                 raise ReleaseError(
                     f"{flag} {path} is the {iflag} file: writing it would overwrite the input"
                 )
@@ -471,12 +460,12 @@ def _table_plan(W, domain, out_dir: Path, summary: Path) -> None:
         )
     keys = [tuple(domain.names[i] for i in spec.attrs) for spec in specs]
     planned = {out_dir / name for name in _table_names(keys).values()}
-    if any(_same_file(summary, p) for p in planned):
+    if any(same_file(summary, p) for p in planned):
         raise ReleaseError(f"--summary {summary} is one of the tables --out-dir writes")
     if not out_dir.is_dir():
         return
     own = planned | {summary}
-    stray = sorted(p.name for p in out_dir.iterdir() if not any(_same_file(p, q) for q in own))
+    stray = sorted(p.name for p in out_dir.iterdir() if not any(same_file(p, q) for q in own))
     if stray:
         more = f" and {len(stray) - 1} more" if len(stray) > 1 else ""
         raise ReleaseError(
