@@ -74,6 +74,7 @@ from . import jsonsafe
 from .checks import check_float, check_int
 from .domain import Domain
 from .linalg import check_dense_size
+from .linalg.base import check_fits_memory
 
 __all__ = [
     "RecordsError",
@@ -811,6 +812,10 @@ def draft_domain(source, *, max_values: int = 50, bins: int = 10, out=None) -> d
     return spec
 
 
+#: Entries per block of the records x n_i comparison tables :func:`synthetic` draws with.
+SYNTHETIC_BLOCK = 2**22
+
+
 def synthetic(domain, records: int = 1000, seed: int = 0) -> Records:
     """A seeded synthetic dataset: each record draws attribute 0 uniformly and every later
     attribute from a random conditional distribution given the previous one (a Markov
@@ -819,8 +824,14 @@ def synthetic(domain, records: int = 1000, seed: int = 0) -> Records:
     domain = spec.domain
     records = check_int(records, "records", minimum=0)
     seed = check_int(seed, "seed")
-    rng = np.random.default_rng(seed)
     sizes = domain.sizes
+    # the codes and one uniform per record; the comparisons below go in row blocks
+    check_fits_memory(
+        8.0 * records * (len(sizes) + 1),
+        f"{records} synthetic records over {len(sizes)} attributes",
+        "ask for fewer records",
+    )
+    rng = np.random.default_rng(seed)
     codes = np.zeros((records, len(sizes)), dtype=np.int64)
     codes[:, 0] = rng.integers(0, sizes[0], records)
     for i in range(1, len(sizes)):
@@ -828,8 +839,11 @@ def synthetic(domain, records: int = 1000, seed: int = 0) -> Records:
         P = rng.dirichlet(np.full(sizes[i], 0.5), size=sizes[i - 1])
         cdf = np.cumsum(P, axis=1)
         u = rng.random(records)
-        prev = cdf[codes[:, i - 1]]
-        codes[:, i] = np.minimum((u[:, None] >= prev).sum(axis=1), sizes[i] - 1)
+        step = max(1, SYNTHETIC_BLOCK // sizes[i])  # rows per block of records x n_i tables
+        for lo in range(0, records, step):
+            rows = slice(lo, lo + step)
+            prev = cdf[codes[rows, i - 1]]
+            codes[rows, i] = np.minimum((u[rows, None] >= prev).sum(axis=1), sizes[i] - 1)
     return Records(domain, codes, dict(spec.bins))
 
 

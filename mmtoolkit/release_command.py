@@ -272,6 +272,20 @@ def _apply_summary(args) -> tuple[dict, Privacy | None, str | None]:
     missing = [k for k in need if k not in s] if isinstance(s, dict) else list(need)
     if missing:
         raise ReleaseError(f"--from-summary {path}: not a release summary (no {missing})")
+    kinds = {
+        "workload": (str, "a workload SPEC"),
+        "selector": (str, "a selector name"),
+        "params": (dict, "an object of selector parameters"),
+        "seed": (int, "a non-negative integer"),
+        "releases": (int, "a positive integer"),
+        "noise": (str, "'continuous' or 'discrete'"),
+    }
+    for key, (kind, what) in kinds.items():
+        value = s.get(key)
+        if key in s and value is not None and (
+            isinstance(value, bool) or not isinstance(value, kind)
+        ):
+            raise ReleaseError(f"--from-summary {path}: {key} must be {what}, got {value!r}")
     for flag in ("data", "domain"):
         if getattr(args, flag) is None and s.get(f"{flag}_file"):
             setattr(args, flag, s[f"{flag}_file"])
@@ -326,6 +340,8 @@ def _output_paths(args) -> tuple[Path | None, Path | None, Path]:
             )
     out = Path(args.out) if args.out is not None else None
     out_dir = Path(args.out_dir) if args.out_dir is not None else None
+    if out is not None and (out.name in ("", "..") or out.is_dir()):
+        raise ReleaseError(f"--out {args.out} is a directory; give a file name")
     if args.summary:
         summary = Path(args.summary)
     elif out is not None:

@@ -737,3 +737,42 @@ def test_an_output_path_in_a_symlink_loop_is_no_traceback(small, capsys):
     (small / "loop2").symlink_to("loop1")
     assert cli_main(_argv(small, "--seed", "0", "--out", str(small / "loop1"))) == 0
     assert not (small / "loop1").is_symlink() and (small / "loop1.json").is_file()
+
+
+def test_a_directory_as_out_and_mistyped_summary_fields_are_clear_errors(small, capsys):
+    """``--out .`` said "PosixPath('.') has an empty name"; a summary whose seed is text or
+    whose params are a list reached ``'<' not supported`` / a dict() TypeError."""
+    _refused(capsys, _argv(small, "--out", "."), r"--out \. is a directory", small)
+    _refused(capsys, _argv(small, "--out", str(small)), r"is a directory; give a file name", small)
+    good = {"workload": "marginals:1", "selector": "identity", "params": {},
+            "privacy_spec": {"kind": "pure", "epsilon": 1.0}, "seed": 1,
+            "data_file": str(small / "data.csv"),
+            "domain_file": str(small / "domain.json")}  # fmt: skip
+    for key, value, what in (
+        ("seed", "x", "a non-negative integer"),
+        ("seed", True, "a non-negative integer"),
+        ("params", [1], "an object of selector parameters"),
+        ("releases", 2.5, "a positive integer"),
+        ("selector", 3, "a selector name"),
+    ):
+        (small / "s.json").write_text(json.dumps({**good, key: value}))
+        argv = ["release", "--from-summary", str(small / "s.json"), "--out", str(small / "o.csv")]
+        _refused(capsys, argv, rf"--from-summary .*s.json: {key} must be {what}", small)
+
+
+def test_synthetic_records_beyond_memory_are_refused_before_any_array():
+    from mmtoolkit.linalg import TooLargeError
+
+    with pytest.raises(TooLargeError, match="synthetic records .* more than this machine"):
+        records.synthetic({"a": 10, "b": 3}, 10**12)
+    # drawn in blocks of rows, the same records as one block (the block is an implementation
+    # detail: a smaller one must not change a single code)
+    import mmtoolkit.records as rec
+
+    whole = records.synthetic({"a": 7, "b": 50, "c": 3}, 3000, seed=5).codes
+    old, rec.SYNTHETIC_BLOCK = rec.SYNTHETIC_BLOCK, 64
+    try:
+        assert np.array_equal(records.synthetic({"a": 7, "b": 50, "c": 3}, 3000, seed=5).codes,
+                              whole)  # fmt: skip
+    finally:
+        rec.SYNTHETIC_BLOCK = old
