@@ -181,6 +181,7 @@ def check_domain_says(spec: records.DomainSpec, doc) -> None:
 @profile(200)
 @given(domain_documents())
 @example(b'{"age": 5, "sex": 2, "age": 1}')  # read leniently, "age" silently has 1 value
+@example(b'{"age": {"bins": [0, NaN, 10]}, "sex": {"size": Infinity}}')
 def test_read_domain_reads_what_the_file_declares_or_refuses_naming_the_file(data):
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "domain.json"
@@ -218,21 +219,52 @@ PY_VALUES = st.one_of(
 )
 
 
+#: Numbers that could be bin edges or sizes, finite or not.
+NUMBER_LISTS = st.lists(
+    st.one_of(st.integers(-5, 50), st.floats(allow_nan=True, allow_infinity=True)),
+    min_size=1,
+    max_size=4,
+)
+#: Declarations in a parsed mapping: well-formed, or with Python values JSON cannot hold
+#: (numpy numbers, Decimal, tuples, sets, arrays, complex numbers).
+PY_DECLARATIONS = st.one_of(
+    _well_formed(),
+    _well_formed(),
+    PY_VALUES,
+    st.fixed_dictionaries(
+        {},
+        optional={
+            "size": st.one_of(st.integers(1, 4), PY_VALUES),
+            "values": st.one_of(
+                st.lists(LABELS, min_size=1, max_size=3, unique=True),
+                st.lists(LABELS, min_size=1, max_size=3, unique=True).map(tuple),
+                st.lists(PY_VALUES, max_size=3),
+            ),
+            "bins": st.one_of(
+                NUMBER_LISTS.map(sorted),
+                NUMBER_LISTS,
+                NUMBER_LISTS.map(tuple),
+                NUMBER_LISTS.map(np.array),
+                st.lists(PY_VALUES, max_size=4),
+            ),
+            "numeric": st.one_of(st.booleans(), PY_VALUES),
+            "other": PY_VALUES,
+        },
+    ),
+)
+
+
 @profile(100)
 @given(
     st.dictionaries(
-        st.one_of(NAMES, st.integers(0, 3), st.none()),
-        st.one_of(
-            PY_VALUES,
-            st.dictionaries(
-                st.sampled_from(["size", "values", "bins", "numeric", "other"]),
-                st.one_of(PY_VALUES, st.lists(PY_VALUES, max_size=4)),
-                max_size=3,
-            ),
-        ),
+        st.one_of(st.sampled_from(["age", "sex", "a"]), st.sampled_from([0, None, "", " "])),
+        PY_DECLARATIONS,
+        min_size=1,
         max_size=3,
     )
 )
+@example({"age": {"bins": [0.0, math.nan, 10.0]}})  # NaN compares as not decreasing
+@example({"age": {"values": ("a", "b")}, "sex": np.int64(2), "a": {"size": np.float64(2.0)}})
 def test_parse_domain_accepts_or_refuses_python_mappings(mapping):
     spec, refused = outcome(records.parse_domain, mapping, "the mapping", names=("the mapping",))
     if refused is None:
