@@ -149,7 +149,8 @@ def check_selector_input(name: str, params: dict, workload: str, privacy: str, o
     assert strategy.matrix.shape[1] == W.shape[1], (strategy.matrix.shape, W.shape)
     dense = strategy.matrix.dense()
     assert np.all(np.isfinite(dense)), f"a strategy with non-finite entries: {dense}"
-    err, refused = outcome(evaluate.rmse, W, strategy, priv, refusals=())
+    err, refused = outcome(evaluate.rmse, W, strategy, priv)
+    assert refused is None, f"selected a strategy the evaluator refuses: {refused!r}"
     assert math.isfinite(err) and err > 0, f"expected RMSE {err!r}"
 
 
@@ -161,9 +162,11 @@ def test_selector_parameters_are_validated_and_selection_ends_cleanly(name, data
     check_selector_input(name, params, workload, privacy, objective)
 
 
-#: Known-bad inputs, kept as explicit cases: a hang (OPT_0's p not bounded by n), parameters
-#: accepted when the selector is built and failing only when it selects (an unknown solver,
-#: a non-list of operators or dims, a rank numpy cannot allocate).
+#: Known-bad inputs, kept as explicit cases: a hang (OPT_0's p not bounded by n: 10^4 rows of
+#: Θ on 4 cells ran past two minutes), parameters accepted when the selector is built and
+#: failing only when it selects (an unknown solver, operators or dims that are not lists,
+#: iteration counts of None or 0, a size numpy cannot allocate), a strategy that does not
+#: support the workload it was selected for (LRM of rank 1 below rank(W) = 4).
 @pytest.mark.parametrize(
     ("name", "params", "workload", "privacy", "objective"),
     [
@@ -172,6 +175,10 @@ def test_selector_parameters_are_validated_and_selection_ends_cleanly(name, data
         ("hdmm", {"operators": None, "restarts": 1}, "all_range(4)", "pure 1", "sum"),
         ("hb", {"dims": 0}, "all_range(4)", "pure 1", "sum"),
         ("lrm", {"rank": 10**30}, "all_range(4)", "zCDP 0.5", "sum"),
+        ("eigen_design", {"max_iter": 0}, "all_range(4)", "pure 1", "sum"),
+        ("mm_sdp", {"rotate_iterations": None}, "all_range(4)", "pure 1", "sum"),
+        ("opt_kron", {"p": 2**31, "restarts": 1}, "all_range(4)", "pure 1", "sum"),
+        ("lrm", {"rank": 1}, "all_range(4)", "zCDP 0.5", "sum"),
     ],
 )
 def test_known_bad_selector_parameters(name, params, workload, privacy, objective):
