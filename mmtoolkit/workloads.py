@@ -33,7 +33,8 @@ from . import linalg as la
 from .binary_encoding import binary_marginals  # the Datacube paper's binary-encoded marginals
 from .census import sf1, sf1_plus  # HDMM's census workloads, exposed here
 from .checks import check_bool, check_int, check_positive
-from .domain import Domain
+from .domain import MAX_VECTOR_SIZE, Domain
+from .linalg.base import check_fits_memory
 
 __all__ = [
     "binary_marginals",
@@ -83,10 +84,24 @@ def _check_order(domain: Domain, k) -> int:
     return k
 
 
+#: The most attribute sets a marginal-type workload builder enumerates (one product term
+#: each): C(100, 3) = 161,700 pass; 2-way marginals of 100,000 attributes (5·10^9) do not.
+MAX_ATTRIBUTE_SETS = 10**6
+
+
 def _attr_sets(d: int, k: int, lower: bool):
-    """All attribute sets (tuples of indices) of size k, or of every size ≤ k if lower."""
-    for r in range(k + 1) if lower else (k,):
-        yield from combinations(range(d), r)
+    """All attribute sets (tuples of indices) of size k, or of every size ≤ k if lower;
+    a :class:`~mmtoolkit.linalg.TooLargeError` before enumerating more than
+    :data:`MAX_ATTRIBUTE_SETS`."""
+    orders = range(k + 1) if lower else (k,)
+    count = sum(math.comb(d, r) for r in orders)
+    if count > MAX_ATTRIBUTE_SETS:
+        raise la.TooLargeError(
+            f"the workload has {count:.3g} marginals ({'≤' if lower else ''}{k}-way over {d} "
+            f"attributes), more than MAX_ATTRIBUTE_SETS = {MAX_ATTRIBUTE_SETS:.0e} product "
+            "terms; choose fewer attributes or a lower order"
+        )
+    return (s for r in orders for s in combinations(range(d), r))
 
 
 def _weights(weights, count: int, what: str) -> list[float]:
@@ -144,6 +159,12 @@ def permuted(W, seed, legacy: bool = False) -> la.Matrix:
     check_bool(legacy, "legacy")
     W = la.as_matrix(W)
     n = W.shape[1]
+    if n > MAX_VECTOR_SIZE:  # the permutation is an array of n integers
+        raise la.TooLargeError(
+            f"permuted: a permutation of {n:.3g} cells is an array of that size, more than "
+            f"MAX_VECTOR_SIZE = {MAX_VECTOR_SIZE:.0e}"
+        )
+    check_fits_memory(8.0 * n, f"permuted: a permutation of {n:.3g} cells", "use fewer cells")
     if legacy:
         perm = np.random.RandomState(seed).permutation(n)
     else:

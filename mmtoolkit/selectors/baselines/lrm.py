@@ -208,9 +208,18 @@ class LowRankSelector(Selector):
         m, n = workload.shape
         check_dense_size(m, n, "LRM's explicit workload matrix")
         W = workload.dense()
+        rank_w = int(np.linalg.matrix_rank(W))
         r = self.params["rank"]
         if r is None:
-            r = max(1, math.ceil(1.2 * np.linalg.matrix_rank(W)))
+            r = max(1, math.ceil(1.2 * rank_w))
+        elif r < rank_w:  # W = B L needs rank(L) >= rank(W): L would not support W
+            raise NotApplicableError(
+                f"lrm: rank = {r} is below the workload's rank {rank_w}; a strategy L of "
+                "lower rank cannot answer W (give rank >= rank(W), or None for "
+                "ceil(1.2 rank(W)))"
+            )
+        check_dense_size(r, n, "LRM's strategy L (rank x n)")
+        check_dense_size(m, r, "LRM's factor B (m x rank)")
         norm = 1 if isinstance(privacy, PureDP) else 2
         B, L, info = lrm_decompose(
             W,

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...linalg import Kronecker, Matrix, PIdentity, kron_terms
+from ...linalg import Kronecker, Matrix, PIdentity, check_dense_size, kron_terms
 from ...privacy import Privacy
 from ...strategy import Strategy
 from ..base import Selector, register
@@ -80,6 +80,8 @@ class KronProblem:
             self.ps = list(p)
         else:
             self.ps = [p] * self.d
+        for i, (p_i, n_i) in enumerate(zip(self.ps, self.sizes, strict=True)):
+            check_dense_size(p_i, n_i, f"OPT_⊗'s Θ on attribute {i} (p x n)")
         self.terms = terms
 
     def factor_traces(self, i: int, theta: np.ndarray, norm: int) -> np.ndarray:
