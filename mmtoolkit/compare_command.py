@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import re
 import sys
 from pathlib import Path
@@ -135,6 +136,9 @@ def _check_outputs(outputs, inputs) -> None:
     pairs (path None: not given)."""
     outs = [(flag, Path(p)) for flag, p in outputs if p is not None]
     ins = [(flag, Path(p)) for flag, p in inputs if p is not None]
+    for flag, path in outs:
+        if str(path) == "-":
+            raise ValueError(f"{flag} -: writing to standard output is not supported; give a file")
     for i, (flag, path) in enumerate(outs):
         for other, ipath in ins:
             if same_file(path, ipath):
@@ -149,7 +153,7 @@ def _check_outputs(outputs, inputs) -> None:
                 )
         if path.is_dir():
             raise ValueError(f"{flag} {str(path)!r} is a directory, not a file")
-        if not path.resolve().parent.is_dir():
+        if not Path(os.path.realpath(path)).parent.is_dir():
             raise ValueError(f"{flag} {str(path)!r}: no such directory {str(path.parent)!r}")
 
 

@@ -44,6 +44,7 @@ import hashlib
 import hmac
 import json
 import math
+import sys
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -395,6 +396,9 @@ def _measurements(meas: mechanism.Measured, tables, domain, answers, stderr) -> 
 
 
 # ============================================================================ seeds
+#: Seconds between the progress lines of a release of several ``releases``.
+PROGRESS_SECONDS = 2.0
+
 #: A Matrix with at most this many entries is fingerprinted by its exact dense entries.
 DIGEST_DENSE_ENTRIES = 10**6
 
@@ -566,6 +570,7 @@ def release(
     description: str = "",
     other: Mapping | None = None,
     select_for=None,
+    progress=True,
 ) -> ReleaseResult:
     """Release noisy answers to ``workload`` from ``data`` (module docstring; the matrix
     mechanism of Li et al. 2010 §3 with the strategy chosen by ``selector``, e.g. HDMM,
@@ -584,8 +589,10 @@ def release(
     :class:`~mmtoolkit.ledger.LedgerError` and draws nothing. ``select_for``: the workload
     (SPEC or Matrix on the same domain) the strategy is selected for, when it is not the one
     answered — e.g. all ranges ⊗ all ranges ⊗ identity on [1000]^3, whose 2.5·10^14 answers
-    cannot be held, selecting the strategy for a 2-way marginal that is released (issue 17);
-    the summary then also reports that workload's expected RMSE.
+    cannot be held, selecting the strategy for a 2-way marginal that is released;
+    the summary then also reports that workload's expected RMSE. ``progress``: with several
+    ``releases`` taking longer than ``PROGRESS_SECONDS``, a line ``release r/R, t s`` every
+    ``PROGRESS_SECONDS`` to stderr (True), to a file object, or none (False).
     """
     t0 = time.perf_counter()
     check_privacy(privacy)
@@ -653,10 +660,14 @@ def release(
     t3 = time.perf_counter()
     untouched = rng.bit_generator.state
     try:
-        measured = [
-            mechanism.release_measured(W, strategy, recs, privacy, rng, noise)
-            for _ in range(releases)
-        ]
+        measured, shown = [], t3
+        for r in range(releases):
+            measured.append(mechanism.release_measured(W, strategy, recs, privacy, rng, noise))
+            now = time.perf_counter()
+            if progress and now - shown >= PROGRESS_SECONDS and r + 1 < releases:
+                out = sys.stderr if progress is True else progress
+                print(f"release {r + 1}/{releases}, {now - t3:.1f} s", file=out, flush=True)
+                shown = now
     except BaseException:
         if entry is not None and rng.bit_generator.state == untouched:
             ledger.cancel(entry)  # failed before any noise was drawn: nothing spent

@@ -595,6 +595,8 @@ def test_cli_refuses_an_output_that_is_an_input_or_the_other_output(tmp_path, ca
         (["--out", "x.csv", "--plot", "./x.csv"], "--out and --plot are the same file"),
         (["--out", "sub"], "--out 'sub' is a directory"),
         (["--plot", "nowhere/x.png"], "--plot 'nowhere/x.png': no such directory 'nowhere'"),
+        (["--out", "-"], "--out -: writing to standard output is not supported"),
+        (["--plot", "-"], "--plot -: writing to standard output is not supported"),
     ]
     for extra, message in cases:
         assert main([*base, *extra]) == 2, extra

@@ -245,3 +245,25 @@ def test_select_for_a_larger_workload(tmp_path):
     assert cli_main(["release", "--from-summary", str(tmp_path / "o.csv.json"),
                      "--out", str(again)]) == 0  # fmt: skip
     assert out.read_text() == again.read_text()
+
+
+def test_many_releases_print_progress(monkeypatch, capsys):
+    """R releases that take longer than PROGRESS_SECONDS say how far they are (a long run
+    used to be silent for minutes); a quick one prints nothing; ``progress=False`` nothing."""
+    import io
+
+    import mmtoolkit.releasing as rel
+
+    R = records.synthetic({"a": 3, "b": 2}, 20, seed=0)
+    out = io.StringIO()
+    mm.release(R, "marginals:1", ZCDP(1), "identity", releases=3, seed=1, progress=out)
+    assert out.getvalue() == ""
+    monkeypatch.setattr(rel, "PROGRESS_SECONDS", 0.0)
+    mm.release(R, "marginals:1", ZCDP(1), "identity", releases=3, seed=1, progress=out)
+    lines = out.getvalue().splitlines()
+    assert [line.split(",")[0] for line in lines] == ["release 1/3", "release 2/3"]
+    capsys.readouterr()
+    mm.release(R, "marginals:1", ZCDP(1), "identity", releases=3, seed=1)  # stderr
+    assert capsys.readouterr().err.startswith("release 1/3, ")
+    mm.release(R, "marginals:1", ZCDP(1), "identity", releases=3, seed=1, progress=False)
+    assert capsys.readouterr().err == ""
