@@ -580,7 +580,7 @@ def from_spec(spec) -> Privacy:
             f"privacy spec is missing field 'kind' (one of {', '.join(map(repr, _SPEC_FIELDS))})"
         )
     kind = spec["kind"]
-    if kind not in _SPEC_FIELDS:
+    if not isinstance(kind, str) or kind not in _SPEC_FIELDS:  # (a list is unhashable)
         raise ValueError(
             f"privacy spec field 'kind' must be one of {', '.join(map(repr, _SPEC_FIELDS))}, "
             f"got {kind!r}"

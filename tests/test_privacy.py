@@ -271,6 +271,8 @@ def test_from_spec_builds_each_kind():
     [
         ({"epsilon": 1}, "kind"),
         ({"kind": "renyi", "alpha": 2}, "kind"),
+        ({"kind": [], "epsilon": 1}, "kind"),  # unhashable: was a TypeError
+        ({"kind": {"a": 1}}, "kind"),
         ({"kind": "pure"}, "epsilon"),
         ({"kind": "approx", "epsilon": 1}, "delta"),
         ({"kind": "zcdp"}, "rho"),
