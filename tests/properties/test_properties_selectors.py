@@ -178,6 +178,7 @@ def test_selector_parameters_are_validated_and_selection_ends_cleanly(name, data
         ("eigen_design", {"max_iter": 0}, "all_range(4)", "pure 1", "sum"),
         ("mm_sdp", {"rotate_iterations": None}, "all_range(4)", "pure 1", "sum"),
         ("opt_kron", {"p": 2**31, "restarts": 1}, "all_range(4)", "pure 1", "sum"),
+        ("opt_kron", {"p": 10**6, "restarts": 1}, "all_range(4)", "pure 1", "sum"),  # p x p
         ("lrm", {"rank": 1}, "all_range(4)", "zCDP 0.5", "sum"),
     ],
 )

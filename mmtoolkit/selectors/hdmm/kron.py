@@ -81,7 +81,8 @@ class KronProblem:
         else:
             self.ps = [p] * self.d
         for i, (p_i, n_i) in enumerate(zip(self.ps, self.sizes, strict=True)):
-            check_dense_size(p_i, n_i, f"OPT_⊗'s Θ on attribute {i} (p x n)")
+            # Θ (p x n) and the p x p products of OPT_0's objective
+            check_dense_size(p_i, max(p_i, n_i), f"OPT_⊗ on attribute {i} (p = {p_i})")
         self.terms = terms
 
     def factor_traces(self, i: int, theta: np.ndarray, norm: int) -> np.ndarray:
