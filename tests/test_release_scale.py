@@ -607,3 +607,21 @@ def test_measure_of_a_kind_that_does_not_stream_adds_the_started_stream(threads,
     got = mechanism.measure(A, x, privacy, np.random.default_rng(11))
     z = privacy.sample(np.random.default_rng(11), A.shape[0], A.sensitivity(privacy.norm))
     np.testing.assert_array_equal(got, A @ x + z)
+
+
+def test_bench_release_times_the_floor_draw_like_the_measure():
+    """benchmarks/bench_release.py: each repeat times the floor's draw into a fresh array
+    (its system seconds reported, as the measure's are) and says whether the compiled
+    kernels ran; the row renders in the table."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_release.py"
+    spec = importlib.util.spec_from_file_location("bench_release", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    row = bench.run_case("kron", 10**4, 2)
+    assert row["compiled"] == (kernels.compiled() is not None)
+    assert row["draw"] > 0 and row["draw_sys"] >= 0 and row["measure_sys"] >= 0
+    line = bench.table([row]).splitlines()[-1]
+    assert f"({row['draw_sys']:.2f}) /" in line and ("numba" in line or "numpy" in line)
