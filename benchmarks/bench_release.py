@@ -89,7 +89,7 @@ HERE = Path(__file__).resolve().parent
 #: with other jobs two threads make the many small products (p-Identity blocks, OPT_0)
 #: several times slower (OPT_⊗ selection on [1000]^3: 147 s with two, about 5 s with one).
 BLAS_THREADS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
-SECTION = "## Release at scale (issue 17)"
+SECTION = "## Release at scale: measure and reconstruct"
 RELEASES = ("rel-kron", "rel-marg", "cli-kron", "cli-marg", "rel-tree")
 
 
@@ -552,13 +552,16 @@ def table(rows):
     return "\n".join(out)
 
 
-def write_readme(text):
+def write_readme(text, load):
+    """Replace the section :data:`SECTION` of ``benchmarks/README.md`` (up to the next
+    section) with ``text``, dated, with the load averages around the run."""
     path = HERE / "README.md"
     old = path.read_text()
     body = (
         f"{SECTION}\n\n    python benchmarks/bench_release.py [--write] [--huge]\n\n"
-        f"Measured {time.strftime('%Y-%m-%d')} (2 cores shared with other jobs; timings are "
-        f"noisy, ratios to the same-run floor are the guide):\n\n{text}\n"
+        f"Measured {time.strftime('%Y-%m-%d')} on 2 cores shared with other jobs (1-minute load "
+        f"average {load[0]:.1f} before the run, {load[1]:.1f} after; timings are noisy, the "
+        f"ratios to the same-run floor and the CPU columns are the guide):\n\n{text}\n"
     )
     if SECTION in old:
         head, rest = old.split(SECTION, 1)
@@ -609,6 +612,8 @@ def main(argv=None):
         print(json.dumps(row), file=sys.stderr, flush=True)
         return row
 
+    load = [os.getloadavg()[0]]
+    print(f"load average {load[0]:.2f} (1 min) before the run", file=sys.stderr)
     rows = []
     for N in sizes:
         for kind in args.kinds.split(","):
@@ -620,9 +625,11 @@ def main(argv=None):
             for k in args.releases.split(",")
         ]
         text += "\n\n" + huge_table([r for r in huge if r is not None])
+    load.append(os.getloadavg()[0])
     print(text)
+    print(f"load average {load[1]:.2f} (1 min) after the run", file=sys.stderr)
     if args.write:
-        write_readme(text)
+        write_readme(text, load)
 
 
 if __name__ == "__main__":

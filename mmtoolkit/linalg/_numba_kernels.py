@@ -282,15 +282,23 @@ def add_expanded(X, inner, geo, tables, o0, o1, fresh):
 
 
 def prepare(max_tables: int = 4) -> None:
-    """Compile (or load from numba's cache) every kernel for writeable float64 arrays, and
-    the marginal kernels for groups of 1 to ``max_tables`` tables, on small inputs."""
+    """Compile (or load from numba's cache) every kernel for float64 arrays — the data read
+    from a writeable or a read-only array, as a release may be given — and the marginal
+    kernels for groups of 1 to ``max_tables`` tables, on small inputs."""
     theta = np.zeros((4, 3))
-    X, out = np.zeros(12), np.zeros(12)
+    out = np.zeros(12)
     g = (0, 3, 1)
-    pidentity_along(X, g, out, (0, 4, 1), 2, 3, 1, np.ones(3), theta, 1, False)
-    pidentity_pinv_along(X, (0, 4, 1), out, g, 2, 3, 1, np.ones(3), theta, theta, 1, False)
+    data = np.zeros(12)
+    for _ in range(2):  # writeable, then read-only data
+        pidentity_along(data, g, out, (0, 4, 1), 2, 3, 1, np.ones(3), theta, 1, False)
+        data.flags.writeable = False
+    pidentity_pinv_along(out, (0, 4, 1), np.zeros(12), g, 2, 3, 1, np.ones(3), theta, theta, 1,
+                         False)  # fmt: skip
     for q in range(1, max_tables + 1):
         geo = np.ones((q, 3), dtype=np.int64)
         tables = tuple(np.zeros(1) for _ in range(q))
-        drop_sums(np.zeros(1), 1, geo, tables, 0, 1)
+        data = np.zeros(1)
+        for _ in range(2):  # writeable, then read-only data (the data's own table)
+            drop_sums(data, 1, geo, tables, 0, 1)
+            data.flags.writeable = False
         add_expanded(np.zeros(1), 1, geo, tables, 0, 1, True)
