@@ -39,13 +39,15 @@ Ratios printed, with the mechanism's draw (and numpy's):
 The floor's draw and the release are timed under one rule: each repeat drops everything
 the last one held, then times the draw, then measure and reconstruct; the draw writes a
 freshly allocated array (``PureDP.sample`` allocates it zeroed, so its pages are first
-touched by the draw) exactly as ``measure`` writes a fresh ``y``, so both pay — or both
-avoid — the first touch of their pages inside their timed region. That costs 0.03 s in one
-repeat and up to 1 s in the next for the same 800–936 MB on the VM this is measured on (the
-same number of page faults; slow when the hypervisor has taken freed memory back), so the
-table prints, in brackets, the system seconds (median) of the draw and of the measure:
-almost all of them are that first touch, and a wall-clock ratio that moves between
-identical runs is explained by these columns, not by the algorithm.
+touched by the draw) exactly as ``measure`` writes a fresh ``y``, so both pay the first
+touch of their pages inside their timed region. On the VM this is measured on that costs
+about 0.1 s per GB for pages freed just before and up to ten times more for memory freed
+long ago (the hypervisor takes it back): ``y`` (1.17 N values for kron) is larger than the
+draw's N values, so after a repeat's draw it would take its last pages from memory freed
+long ago. So before the draw and before the measure, an array as large as the larger of
+the two (and 1/16 more, for temporaries) is touched and freed (untimed): both then take their
+pages from memory just backed, and pay alike. The table prints, in brackets, the system
+seconds (median) of the draw and of the measure: almost all of them are that first touch.
 
 The floor runs on one thread (the noise is one stream of one generator). A release may use
 ``mmtoolkit.threads.worker_threads()`` threads (a Kronecker product's noise drawn ahead on a
@@ -213,11 +215,16 @@ def run_case(kind, N, repeats):
     inplace = "overwrite" in __import__("inspect").signature(mechanism.reconstruct).parameters
     m_times, r_times, cpu_times, m_sys = [], [], [], []
     d_times, d_sys, np_times = [], [], []
+    # entries of the largest array a timed part allocates, and 1/16 more for its temporaries
+    # (the noise stream's buffers, ΘD x, scratch: tens of MB at 10^8)
+    warm = max(N, int(A.shape[0])) * 17 // 16
     for _ in range(repeats):
         # each repeat starts from the same state: nothing of the last one held, and the
         # floor's draw, like measure's y, writes a fresh array first touched in its timed
-        # region (both pay, or both avoid, the first-touch page faults)
+        # region; before each, as many pages as the larger of the two were just touched and
+        # freed (_warm), so both pay the same first touch (see the module docstring)
         xhat = y = None
+        _warm(warm)
         c_sys = resource.getrusage(resource.RUSAGE_SELF).ru_stime
         t = time.perf_counter()
         z = privacy.sample(rng, N)  # calloc'd: its pages are first touched by the draw
@@ -228,6 +235,7 @@ def run_case(kind, N, repeats):
         z = rng.laplace(0.0, 1.0, N)  # numpy's draw, for reference
         np_times.append(time.perf_counter() - t)
         del z
+        _warm(warm)
         c, c_sys = _cpu_seconds(), resource.getrusage(resource.RUSAGE_SELF).ru_stime
         t = time.perf_counter()
         y = mechanism.measure(A, x, privacy, np.random.default_rng(2))
@@ -266,6 +274,16 @@ def run_case(kind, N, repeats):
         "vector_mb": N * 8 / 2**20,
         "check": float(xhat[: min(N, 1000)].sum()),
     }
+
+
+def _warm(entries: int) -> None:
+    """Touch and free an array of ``entries`` float64 values: the next allocation of at
+    most that size reuses pages the machine has just backed (on this VM, memory freed long
+    ago costs up to ten times more to touch again, so an array larger than the last one
+    freed would otherwise pay more than its size says)."""
+    import numpy as np
+
+    np.empty(entries).fill(0.0)
 
 
 def _prepare_kernels() -> bool:
