@@ -1,4 +1,4 @@
-"""Measure and reconstruct at scale (issue 17): time, peak RSS and the same-run floor.
+"""Measure and reconstruct at scale: time, peak RSS and the same-run floor.
 
 Three strategy kinds on N = 10^6 ... 10^8 cells (10^9 with ``--huge``, not run by default):
 
@@ -20,14 +20,15 @@ session 10's preconditioner 9.2 s and 223 s).
 
 Each case runs in a fresh subprocess (so its peak RSS, ``getrusage(RUSAGE_SELF).ru_maxrss``,
 is its own; the table shows it and, in N-vectors of 8N bytes, its growth over the RSS after
-the imports and the strategy were built — the data vector counts as one — and the RSS the
+the imports, the compiled kernels (:func:`mmtoolkit.linalg.kernels.prepare`, when numba is
+installed) and the strategy were built — the data vector counts as one — and the RSS the
 built strategy holds): it times
 ``mechanism.measure`` (PureDP, ε = 1) and ``mechanism.reconstruct`` with ``overwrite=True``
 (``x̂`` built in ``y``'s memory, as ``mechanism.release`` does; median of ``--repeats``), and
 the floor on the same ``N``-vector in the same process: ``x.sum()``, ``x *= 2`` and drawing
 ``N`` Laplace variates into a new array — with the mechanism's own sampler
-(``PureDP.sample``) and, for reference, with numpy's ``rng.laplace`` (the floor before issue
-17's second part, about 4x slower). Ratios printed, with the mechanism's draw (and numpy's):
+(``PureDP.sample``) and, for reference, with numpy's ``rng.laplace`` (about 4x slower).
+Ratios printed, with the mechanism's draw (and numpy's):
 
 * kron: (measure + reconstruct) / (draw + 4 passes ``x *= 2``; one pass per factor);
 * marg and tree: (measure + reconstruct) / (draw + 1 pass ``x.sum()`` + 1 pass ``x *= 2``);
@@ -35,16 +36,26 @@ the floor on the same ``N``-vector in the same process: ``x.sum()``, ``x *= 2`` 
 * union, union3, sep: (measure + reconstruct) / (draw of ``m`` values + 4 passes ``x *= 2``
   per product).
 
+The floor's draw and the release are timed under one rule: each repeat drops everything
+the last one held, then times the draw, then measure and reconstruct; the draw writes a
+freshly allocated array (``PureDP.sample`` allocates it zeroed, so its pages are first
+touched by the draw) exactly as ``measure`` writes a fresh ``y``, so both pay the first
+touch of their pages inside their timed region. On the VM this is measured on that costs
+about 0.1 s per GB for pages freed just before and up to ten times more for memory freed
+long ago (the hypervisor takes it back): ``y`` (1.17 N values for kron) is larger than the
+draw's N values, so after a repeat's draw it would take its last pages from memory freed
+long ago. So before the draw and before the measure, an array as large as the larger of
+the two (and 1/16 more, for temporaries) is touched and freed (untimed): both then take their
+pages from memory just backed, and pay alike. The table prints, in brackets, the system
+seconds (median) of the draw and of the measure: almost all of them are that first touch.
+
 The floor runs on one thread (the noise is one stream of one generator). A release may use
 ``mmtoolkit.threads.worker_threads()`` threads (a Kronecker product's noise drawn ahead on a
-second one, its pseudo-inverse's slabs on both): the table prints their number and, beside
-the wall-clock ratio, the CPU seconds of measure + reconstruct (every thread, user and
-system) over the floor — the work, which a second core does not shrink. Beside the measure
-time, in brackets, its system seconds (median): almost all of it is the first touch of the
-fresh ``y``'s pages. On the VM this is measured on, that costs 0.03 s in one repeat and up to
-1 s in the next for the same 936 MB (10^8, kron) and the same number of page faults — when
-the hypervisor has taken freed memory back, the next touch of it is slow — so a wall-clock
-ratio that moves between identical runs is explained by this column, not by the algorithm.
+second one, its pseudo-inverse's slabs on both, marginal tables in pieces on both): the
+table prints their number, whether the compiled kernels ran (``numba``; else ``numpy``, e.g.
+``MMTOOLKIT_NUMBA=0``) and, beside the wall-clock ratio, the CPU seconds of measure +
+reconstruct (every thread, user and system) over the floor — the work, which a second core
+does not shrink.
 
 ``--huge`` adds the N = 10^9 rows (about 17 GB: run it under ``flock
 /tmp/mmtk-bigmem.lock``) and five releases at 10^9 cells, each printing its time, peak RSS
@@ -80,7 +91,7 @@ HERE = Path(__file__).resolve().parent
 #: with other jobs two threads make the many small products (p-Identity blocks, OPT_0)
 #: several times slower (OPT_⊗ selection on [1000]^3: 147 s with two, about 5 s with one).
 BLAS_THREADS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
-SECTION = "## Release at scale (issue 17)"
+SECTION = "## Release at scale: measure and reconstruct"
 RELEASES = ("rel-kron", "rel-marg", "cli-kron", "cli-marg", "rel-tree")
 
 
@@ -179,6 +190,7 @@ def run_case(kind, N, repeats):
     from mmtoolkit import mechanism
     from mmtoolkit.privacy import ZCDP, PureDP
 
+    _prepare_kernels()  # compiled (or loaded) before the RSS baseline and the timings
     before_mb = _rss_mb()
     A, N = STRATEGIES[kind](N)
     strategy_mb = _rss_mb() - before_mb  # what the built strategy holds
@@ -196,19 +208,34 @@ def run_case(kind, N, repeats):
         return statistics.median(times), out
 
     privacy = ZCDP(0.5) if kind in ZCDP_KINDS else PureDP(1.0)
-    floor = {
-        "sum": timed(lambda: x.sum())[0],
-        "scale": timed(lambda: x.__imul__(2.0))[0],
-        "draw": timed(lambda: privacy.sample(rng, N))[0],
-        "np_laplace": timed(lambda: rng.laplace(0.0, 1.0, N))[0],
-    }
+    floor = {"sum": timed(lambda: x.sum())[0], "scale": timed(lambda: x.__imul__(2.0))[0]}
     x /= 2.0**repeats  # undo the scaling (exact: powers of two)
     # x̂ is built in y's memory, as release() does (a checkout from before issue 17's second
     # part, --root, has no overwrite)
     inplace = "overwrite" in __import__("inspect").signature(mechanism.reconstruct).parameters
     m_times, r_times, cpu_times, m_sys = [], [], [], []
+    d_times, d_sys, np_times = [], [], []
+    # entries of the largest array a timed part allocates, and 1/16 more for its temporaries
+    # (the noise stream's buffers, ΘD x, scratch: tens of MB at 10^8)
+    warm = max(N, int(A.shape[0])) * 17 // 16
     for _ in range(repeats):
+        # each repeat starts from the same state: nothing of the last one held, and the
+        # floor's draw, like measure's y, writes a fresh array first touched in its timed
+        # region; before each, as many pages as the larger of the two were just touched and
+        # freed (_warm), so both pay the same first touch (see the module docstring)
         xhat = y = None
+        _warm(warm)
+        c_sys = resource.getrusage(resource.RUSAGE_SELF).ru_stime
+        t = time.perf_counter()
+        z = privacy.sample(rng, N)  # calloc'd: its pages are first touched by the draw
+        d_times.append(time.perf_counter() - t)
+        d_sys.append(resource.getrusage(resource.RUSAGE_SELF).ru_stime - c_sys)
+        del z
+        t = time.perf_counter()
+        z = rng.laplace(0.0, 1.0, N)  # numpy's draw, for reference
+        np_times.append(time.perf_counter() - t)
+        del z
+        _warm(warm)
         c, c_sys = _cpu_seconds(), resource.getrusage(resource.RUSAGE_SELF).ru_stime
         t = time.perf_counter()
         y = mechanism.measure(A, x, privacy, np.random.default_rng(2))
@@ -236,13 +263,37 @@ def run_case(kind, N, repeats):
         "reconstruct": recon_s,
         "cpu": statistics.median(cpu_times),
         "threads": threads,
+        "compiled": _prepare_kernels(),
         **floor,
+        "draw": statistics.median(d_times),
+        "draw_sys": statistics.median(d_sys),
+        "np_laplace": statistics.median(np_times),
         "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
         "base_mb": base_mb,
         "strategy_mb": strategy_mb,
         "vector_mb": N * 8 / 2**20,
         "check": float(xhat[: min(N, 1000)].sum()),
     }
+
+
+def _warm(entries: int) -> None:
+    """Touch and free an array of ``entries`` float64 values: the next allocation of at
+    most that size reuses pages the machine has just backed (on this VM, memory freed long
+    ago costs up to ten times more to touch again, so an array larger than the last one
+    freed would otherwise pay more than its size says)."""
+    import numpy as np
+
+    np.empty(entries).fill(0.0)
+
+
+def _prepare_kernels() -> bool:
+    """Compile the package's compiled kernels now (numba, the ``fast`` extra), if it has
+    them and they are in use: whether they are (False for a checkout without them)."""
+    try:
+        from mmtoolkit.linalg import kernels
+    except ImportError:
+        return False
+    return kernels.prepare()
 
 
 def _cpu_seconds():
@@ -481,8 +532,9 @@ def floor_of(r):
 
 def table(rows):
     out = [
-        "| strategy | N | measure s (system s) | reconstruct s | floor s (draw / sum / x*=2) "
-        "| (m + r) / floor | threads: CPU s (m + r) / floor "
+        "| strategy | N | measure s (system s) | reconstruct s "
+        "| floor s (draw (system s) / sum / x*=2) | (m + r) / floor "
+        "| threads, kernels: CPU s (m + r) / floor "
         "| numpy draw s: (m + r) / floor | peak RSS MB | (peak − start) / N-vector "
         "| strategy MB |",
         "|---|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|",
@@ -506,9 +558,10 @@ def table(rows):
         out.append(
             f"| {name} | {r['N']:.0e} | {r['measure']:.2f} ({r.get('measure_sys', nan):.2f}) "
             f"| {r['reconstruct']:.2f} "
-            f"| {f:.2f} ({r['draw']:.2f} / {r['sum']:.3f} / {r['scale']:.3f}) "
-            f"| {(r['measure'] + r['reconstruct']) / f:.2f} "
-            f"| {r.get('threads', 1)}: {r.get('cpu', float('nan')) / f:.2f} "
+            f"| {f:.2f} ({r['draw']:.2f} ({r.get('draw_sys', nan):.2f}) / {r['sum']:.3f} "
+            f"/ {r['scale']:.3f}) | {(r['measure'] + r['reconstruct']) / f:.2f} "
+            f"| {r.get('threads', 1)}, {'numba' if r.get('compiled') else 'numpy'}: "
+            f"{r.get('cpu', float('nan')) / f:.2f} "
             f"| {r['np_laplace']:.2f}: {(r['measure'] + r['reconstruct']) / fn:.2f} "
             f"| {r['peak_mb']:.0f} "
             f"| {(r['peak_mb'] - r['base_mb']) / r['vector_mb']:.2f} "
@@ -517,13 +570,16 @@ def table(rows):
     return "\n".join(out)
 
 
-def write_readme(text):
+def write_readme(text, load):
+    """Replace the section :data:`SECTION` of ``benchmarks/README.md`` (up to the next
+    section) with ``text``, dated, with the load averages around the run."""
     path = HERE / "README.md"
     old = path.read_text()
     body = (
         f"{SECTION}\n\n    python benchmarks/bench_release.py [--write] [--huge]\n\n"
-        f"Measured {time.strftime('%Y-%m-%d')} (2 cores shared with other jobs; timings are "
-        f"noisy, ratios to the same-run floor are the guide):\n\n{text}\n"
+        f"Measured {time.strftime('%Y-%m-%d')} on 2 cores shared with other jobs (1-minute load "
+        f"average {load[0]:.1f} before the run, {load[1]:.1f} after; timings are noisy, the "
+        f"ratios to the same-run floor and the CPU columns are the guide):\n\n{text}\n"
     )
     if SECTION in old:
         head, rest = old.split(SECTION, 1)
@@ -574,6 +630,8 @@ def main(argv=None):
         print(json.dumps(row), file=sys.stderr, flush=True)
         return row
 
+    load = [os.getloadavg()[0]]
+    print(f"load average {load[0]:.2f} (1 min) before the run", file=sys.stderr)
     rows = []
     for N in sizes:
         for kind in args.kinds.split(","):
@@ -585,9 +643,11 @@ def main(argv=None):
             for k in args.releases.split(",")
         ]
         text += "\n\n" + huge_table([r for r in huge if r is not None])
+    load.append(os.getloadavg()[0])
     print(text)
+    print(f"load average {load[1]:.2f} (1 min) after the run", file=sys.stderr)
     if args.write:
-        write_readme(text)
+        write_readme(text, load)
 
 
 if __name__ == "__main__":

@@ -10,7 +10,15 @@ import pytest
 
 from mmtoolkit import mechanism
 from mmtoolkit import privacy as privacy_module
-from mmtoolkit.linalg import Identity, Kronecker, Marginals, PIdentity, kronecker, marginals
+from mmtoolkit.linalg import (
+    Identity,
+    Kronecker,
+    Marginals,
+    PIdentity,
+    kernels,
+    kronecker,
+    marginals,
+)
 from mmtoolkit.linalg.marginals import table_plan
 from mmtoolkit.privacy import ZCDP, PureDP
 
@@ -175,6 +183,10 @@ def test_blocked_noise_is_the_same_stream(monkeypatch, privacy):
 
 
 def _peak_extra(fn):
+    """The peak of memory ``fn()`` allocates, and its result; the compiled kernels, if in
+    use, are compiled first (compiling is once per process, and allocates the compiler's
+    objects, not arrays)."""
+    kernels.prepare()
     tracemalloc.start()
     try:
         out = fn()
@@ -372,6 +384,7 @@ def test_pidentity_first_product_holds_no_large_temporary(monkeypatch, first):
     A = Kronecker([A1, Identity(100), Identity(100)])
     x = np.random.default_rng(1).random(A.shape[1])
     want = (A1.dense() @ x.reshape(n, -1)).ravel()
+    kernels.prepare()  # compiled before tracing (see _peak_extra)
     tracemalloc.start()
     try:
         y = A @ x
@@ -574,6 +587,7 @@ def test_threads_keep_in_place_reconstruction_lean(monkeypatch):
         y = rng.random(A.shape[0])
         want = mechanism.reconstruct(A, y)
         buf = y.copy()
+        kernels.prepare()  # compiled before tracing (see _peak_extra)
         tracemalloc.start()
         got = mechanism.reconstruct(A, buf, overwrite=True)
         peak = tracemalloc.get_traced_memory()[1]
@@ -593,3 +607,21 @@ def test_measure_of_a_kind_that_does_not_stream_adds_the_started_stream(threads,
     got = mechanism.measure(A, x, privacy, np.random.default_rng(11))
     z = privacy.sample(np.random.default_rng(11), A.shape[0], A.sensitivity(privacy.norm))
     np.testing.assert_array_equal(got, A @ x + z)
+
+
+def test_bench_release_times_the_floor_draw_like_the_measure():
+    """benchmarks/bench_release.py: each repeat times the floor's draw into a fresh array
+    (its system seconds reported, as the measure's are) and says whether the compiled
+    kernels ran; the row renders in the table."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_release.py"
+    spec = importlib.util.spec_from_file_location("bench_release", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    row = bench.run_case("kron", 10**4, 2)
+    assert row["compiled"] == (kernels.compiled() is not None)
+    assert row["draw"] > 0 and row["draw_sys"] >= 0 and row["measure_sys"] >= 0
+    line = bench.table([row]).splitlines()[-1]
+    assert f"({row['draw_sys']:.2f}) /" in line and ("numba" in line or "numpy" in line)

@@ -25,6 +25,7 @@ the 2-way marginals of 23 attributes.
 
 from __future__ import annotations
 
+import functools
 import heapq
 import math
 from collections.abc import Iterable, Mapping
@@ -34,6 +35,8 @@ import numpy as np
 from scipy.fft import dct, idct
 
 from ..checks import check_int
+from ..threads import Workers, worker_threads
+from . import kernels
 from .base import (
     MarginalMeasurement,
     Matrix,
@@ -500,6 +503,14 @@ class Marginals(Matrix):
 #: Tables of at most this many cells are summed over several attributes at once; larger ones
 #: one attribute at a time through an intermediate table (see :func:`table_plan`).
 PLAN_DIRECT_CELLS = 1 << 16
+#: Entries of the chunk of a table that the compiled kernels read for several of its
+#: children at once (second-level cache).
+CHUNK_ENTRIES = 1 << 17
+#: Entries of a table per piece of work of one thread (the compiled kernels).
+PIECE_ENTRIES = 1 << 22
+#: The children of a table computed (or added back) together hold at most this fraction of
+#: its cells, so a marginals release's tables stay a fraction of an N-vector.
+GROUP_FRACTION = 0.25
 
 
 def table_plan(sizes, keys) -> list[tuple[int, int]]:
@@ -530,31 +541,138 @@ def table_plan(sizes, keys) -> list[tuple[int, int]]:
     return order
 
 
+def _children(plan) -> dict[int, list[int]]:
+    """``{parent: [children in plan order]}`` of a :func:`table_plan`."""
+    out: dict[int, list[int]] = {}
+    for key, parent in plan:
+        out.setdefault(parent, []).append(key)
+    return out
+
+
+def _child_groups(sizes, parent: int, children) -> list[tuple[int | None, list]]:
+    """The ``children`` of ``parent``'s table (from :func:`_children`) in groups computed, or
+    added back, together: ``[(inner, [(child, (a, n, b))])]`` — a chunk of ``inner``
+    consecutive entries of the parent's table is ``a x n x b`` for a child that drops its
+    axis ``n`` (one attribute), the chunk at most :data:`CHUNK_ENTRIES` entries unless one
+    child alone needs more (it stays in cache while every child of its group reads it), the
+    group's tables at most :data:`GROUP_FRACTION` of the parent's cells unless one alone is
+    more; innermost dropped axis first. A child dropping several attributes (of a small
+    table) is a group of its own, ``(None, [(child, None)])``."""
+    attrs = key_attrs(parent, len(sizes))
+    shape = [sizes[i] for i in attrs]
+    cells = math.prod(shape)
+    single, groups = [], []
+    for key in children:
+        extra = parent & ~key
+        if extra & (extra - 1):
+            groups.append((None, [(key, None)]))
+        else:
+            single.append((attrs.index(extra.bit_length() - 1), key))
+    members: list = []
+    for axis, key in sorted(single, reverse=True):
+        held = sum(cells // shape[a] for a, _ in members) + cells // shape[axis]
+        if members and (math.prod(shape[axis:]) > CHUNK_ENTRIES or held > GROUP_FRACTION * cells):
+            groups.append(_chunk_geometry(shape, members))
+            members = []
+        members.append((axis, key))
+    if members:
+        groups.append(_chunk_geometry(shape, members))
+    return groups
+
+
+def _chunk_geometry(shape, members) -> tuple[int, list]:
+    """``(inner, [(child, (a, n, b))])`` of children ``members`` (``[(dropped axis, key)]``)
+    of a table of ``shape`` (see :func:`_child_groups`)."""
+    h = min(axis for axis, _ in members)
+    geo = [(key, (math.prod(shape[h:axis]), shape[axis], math.prod(shape[axis + 1 :])))
+           for axis, key in members]  # fmt: skip
+    return math.prod(shape[h:]), geo
+
+
+def _fused(inner, cells: int, columns: int, *tables: np.ndarray) -> bool:
+    """Whether the compiled kernels (:mod:`mmtoolkit.linalg.kernels`) sum or expand a group
+    of children of a table of ``cells`` entries (one pass over it; :func:`_child_groups`):
+    children dropping one attribute each, a large table of one column, every array float64
+    (the numpy path otherwise)."""
+    return (
+        inner is not None
+        and cells > PLAN_DIRECT_CELLS
+        and columns == 1
+        and all(t.dtype == np.float64 for t in tables)
+        and kernels.compiled() is not None
+    )
+
+
+def _run_chunks(kernel, flat: np.ndarray, inner: int, geo, arrays, *args) -> None:
+    """``kernel(flat, inner, geo, arrays, o0, o1, *args)`` over every chunk of ``inner``
+    entries of the flat table, in pieces of about :data:`PIECE_ENTRIES` entries (cut the
+    same way for any number of threads; each piece writes its own chunks of the outputs) on
+    :func:`~mmtoolkit.threads.worker_threads` threads."""
+    outer = flat.size // inner
+    step = max(1, PIECE_ENTRIES // inner)
+    starts = list(range(0, outer, step))
+    k = worker_threads() if len(starts) > 1 else 1
+    geo = np.array([g for _, g in geo], dtype=np.int64)
+
+    def run(part):
+        for o0 in part:
+            kernel(flat, inner, geo, arrays, o0, min(o0 + step, outer), *args)
+
+    with Workers(k) as workers:
+        workers.run([functools.partial(run, starts[j * len(starts) // k :
+                                              (j + 1) * len(starts) // k])
+                     for j in range(k)])  # fmt: skip
+
+
+def _sum_group(sizes, parent: int, table: np.ndarray, inner, geo) -> dict[int, np.ndarray]:
+    """The tables of one group of children of ``parent`` (:func:`_child_groups`), summed
+    from its ``table`` (with a trailing column axis): by the compiled kernels in one pass
+    over it (:func:`_fused`), else one numpy sum per child."""
+    d = len(sizes)
+    if not (_fused(inner, table.size, table.shape[-1], table) and table.flags.c_contiguous):
+        attrs = key_attrs(parent, d)
+        return {
+            key: table.sum(axis=tuple(j for j, i in enumerate(attrs) if not (key >> i) & 1))
+            for key, _ in geo
+        }
+    arrays = tuple(np.empty(table.size // n) for _, (_, n, _) in geo)
+    _run_chunks(kernels.compiled().drop_sums, table.reshape(-1), inner, geo, arrays)
+    return {
+        key: arr.reshape(tuple(sizes[i] for i in key_attrs(key, d)) + (1,))
+        for (key, _), arr in zip(geo, arrays)
+    }
+
+
 def marginal_tables(sizes, X, keys) -> dict[int, np.ndarray]:
     """The marginal tables ``{key: Q_key X}`` of ``X`` (``N x k``, the cells in C order over
     ``sizes``), each of shape ``(n_i for i in key) + (k,)`` (issue 17): every table summed
     from its smallest computed superset table along :func:`table_plan` — a few passes over the
-    data, the rest over tables at least one attribute smaller; intermediate tables are
-    dropped once used. The key of all attributes is ``X`` itself (reshaped, not copied)."""
+    data, the rest over tables at least one attribute smaller; the children of a table in
+    the groups of :func:`_child_groups` (with the compiled kernels,
+    :mod:`mmtoolkit.linalg.kernels`, each group in one pass over it), depth first, and
+    intermediate tables dropped once used. The key of all attributes is ``X`` itself
+    (reshaped, not copied)."""
     sizes = _check_sizes(sizes)
     k = X.shape[1]
     full = (1 << len(sizes)) - 1
     keys = set(keys)
     tables = {full: X.reshape(sizes + (k,))}
-    plan = table_plan(sizes, keys)
-    uses = {}
-    for _, parent in plan:
-        uses[parent] = uses.get(parent, 0) + 1
-    for key, parent in plan:
-        attrs = key_attrs(parent, len(sizes))
-        drop = tuple(j for j, i in enumerate(attrs) if not (key >> i) & 1)
-        tables[key] = tables[parent].sum(axis=drop)
-        uses[parent] -= 1
-        if not uses[parent] and parent not in keys and parent != full:
-            del tables[parent]  # an intermediate table no longer needed
+    _sum_children(sizes, full, _children(table_plan(sizes, keys)), tables, keys)
     if full not in keys:
         del tables[full]
     return tables
+
+
+def _sum_children(sizes, parent: int, children: dict, tables: dict, keys: set) -> None:
+    """The tables below ``parent``'s (in ``tables``) along ``children`` (:func:`_children`),
+    depth first, group by group (:func:`_child_groups`); intermediate tables (not in
+    ``keys``) dropped once their own children are computed."""
+    for inner, geo in _child_groups(sizes, parent, children.get(parent, ())):
+        tables.update(_sum_group(sizes, parent, tables[parent], inner, geo))
+        for key, _ in geo:
+            _sum_children(sizes, key, children, tables, keys)
+            if key not in keys:
+                del tables[key]  # an intermediate table no longer needed
 
 
 class Residuals:
@@ -673,26 +791,71 @@ class MarginalsPinv(Matrix):
 def expand_tables(sizes, tables, consume: bool = False) -> np.ndarray:
     """``Σ_a Q_aᵀ t_a`` as a tensor of shape ``sizes + (R,)`` for tables ``{a: t_a}`` (each over
     ``a``'s attributes with a trailing axis of ``R`` columns; HDMM App. A.4): the tables are
-    added into their parents along :func:`table_plan` in reverse, so the result is the only
-    array of that size and is written in a few passes. The input tables are modified in place
-    only with ``consume=True``."""
+    added into their parents along :func:`table_plan` in reverse (each table completed, depth
+    first, before it is added), so the result is the only array of that size and is written
+    in a few passes — one per group of :func:`_child_groups` with the compiled kernels
+    (:mod:`mmtoolkit.linalg.kernels`), one per child otherwise. The input tables are modified
+    in place only with ``consume=True``."""
     sizes = _check_sizes(sizes)
     if not tables:
         raise ValueError("expand_tables needs at least one table")
     full = (1 << len(sizes)) - 1
     acc, own = dict(tables), set(tables) if consume else set()
     R = next(iter(tables.values())).shape[-1]
-    for key, parent in reversed(table_plan(sizes, list(tables))):
-        child = acc.pop(key).reshape(_broadcast_shape(sizes, key, parent, R))
-        if parent in own:
-            acc[parent] += child
-        elif parent in acc:  # a given table: added into a copy
-            acc[parent] = acc[parent] + child
-            own.add(parent)
-        else:  # the first contribution writes the parent (the cells for the data's key)
-            acc[parent] = np.broadcast_to(child, _broadcast_shape(sizes, parent, parent, R)).copy()
-            own.add(parent)
+    _add_children(sizes, full, _children(table_plan(sizes, list(tables))), acc, own, R)
     return acc[full].reshape(sizes + (R,))
+
+
+def _add_children(sizes, parent: int, children: dict, acc: dict, own: set, R: int) -> None:
+    """Complete ``parent``'s table in ``acc``: every table below it along ``children``
+    (:func:`_children`) completed first, depth first, and added to it group by group
+    (:func:`_child_groups`, :func:`_add_group`)."""
+    for inner, geo in _child_groups(sizes, parent, children.get(parent, ())):
+        for key, _ in geo:
+            _add_children(sizes, key, children, acc, own, R)
+        _add_group(sizes, parent, inner, [(key, g, acc.pop(key)) for key, g in geo], acc, own,
+                   R)  # fmt: skip
+
+
+def _add_group(sizes, parent: int, inner, group, acc: dict, own: set, R: int) -> None:
+    """``acc[parent] += Σ Q_cᵀ t_c`` over one group of children (``[(c, (a, n, b), t_c)]``,
+    :func:`_child_groups`; each table broadcast along the attributes of ``parent`` that
+    ``c`` drops), added in that order; a parent not in ``acc`` is written by the first, a
+    given one (not in ``own``) copied first. By the compiled kernels in one pass over the
+    parent (:func:`_fused`), else one numpy pass per child."""
+    shape = _broadcast_shape(sizes, parent, parent, R)
+    given = acc.get(parent)
+    tables = [t for _, _, t in group]
+    if not _fused(inner, math.prod(shape), R, *tables, *([] if given is None else [given])):
+        for key, _, child in group:
+            child = child.reshape(_broadcast_shape(sizes, key, parent, R))
+            if parent in own:
+                acc[parent] += child
+            elif parent in acc:  # a given table: added into a copy
+                acc[parent] = acc[parent] + child
+                own.add(parent)
+            else:  # the first contribution writes the parent (the cells for the data's key)
+                acc[parent] = np.broadcast_to(child, shape).copy()
+                own.add(parent)
+        return
+    if given is None:
+        out = np.empty(shape)
+    elif parent in own and given.flags.c_contiguous:
+        out = given
+    else:  # a given table: added into a copy
+        out = np.array(given, order="C")
+    acc[parent] = out
+    own.add(parent)
+    _run_chunks(kernels.compiled().add_expanded, out.reshape(-1), inner,
+                [(key, g) for key, g, _ in group], tuple(_kernel_input(t) for t in tables),
+                given is None)  # fmt: skip
+
+
+def _kernel_input(table: np.ndarray) -> np.ndarray:
+    """A float64 table as the kernels read it: flat, C-ordered and writeable (every table
+    of one call has the same type), copied only when it is not already."""
+    flat = np.ascontiguousarray(table).reshape(-1)
+    return flat if flat.flags.writeable else flat.copy()
 
 
 # ======================================================================= MarginalsGram

@@ -18,6 +18,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.linalg import cho_factor, cho_solve
 
+from . import kernels
 from .base import Matrix, Symmetric, check_dense_size, check_p
 
 
@@ -38,6 +39,15 @@ def _theta_array(theta, norm: int) -> np.ndarray:
     if norm == 1 and np.any(T < 0):
         raise ValueError("PIdentity with norm=1 (L1, HDMM Def. 9) needs Θ >= 0 entrywise")
     return T
+
+
+def padded_rows(M: np.ndarray) -> np.ndarray:
+    """``M`` (``p x n``) with zero rows appended up to a multiple of 4 rows, C-ordered (the
+    compiled kernels work on rows four at a time; a zero row adds exact zeros)."""
+    p, n = M.shape
+    out = np.zeros((-(-p // 4) * 4, n))
+    out[:p] = M
+    return out
 
 
 def pidentity_scale(theta: np.ndarray, norm: int) -> np.ndarray:
@@ -72,6 +82,7 @@ class PIdentity(Matrix):
         self.d = 1.0 / self.s  # D's diagonal
         self.shape = (self.n + self.p, self.n)
         self._core = None
+        self._padded = None  # ΘD for the compiled kernel (kernels.compiled)
 
     @property
     def core(self) -> np.ndarray:
@@ -99,8 +110,18 @@ class PIdentity(Matrix):
         return (Y[:n] + self.theta.T @ Y[n:]) / self.s[:, None]
 
     def apply_along(self, X, out):
-        # [I; Θ] D along an axis: the scaled copy written in place (D's entries, as in
-        # dense()), then one (batched) GEMM of Θ against it (issue 17)
+        # [I; Θ] D along an axis: compiled, scaling and contraction in one pass
+        # (mmtoolkit.linalg.kernels); else the scaled copy written in place (D's entries, as
+        # in dense()), then one (batched) GEMM of Θ against it (issue 17)
+        fast = kernels.compiled()
+        views = None if fast is None else kernels.along_views(X, out)
+        if views is not None:
+            if self._padded is None:
+                self._padded = padded_rows(self.theta * self.d)
+            bx, gx, bo, go, inplace = views
+            fast.pidentity_along(bx, gx, bo, go, X.shape[0], self.n, X.shape[2], self.d,
+                                 self._padded, self.p, inplace)  # fmt: skip
+            return
         n = self.n
         if X.shape[2] == 1:  # the last axis: rows of X are the vectors
             top = out[:, :n, 0]
@@ -232,6 +253,7 @@ class PIdentityPinv(Matrix):
         self.A = A
         self.shape = (A.n, A.n + A.p)
         self._sTM = None
+        self._padded = None  # Θ and (sΘᵀM)ᵀ for the compiled kernel (kernels.compiled)
 
     def _K(self, X):
         A = self.A
@@ -260,9 +282,20 @@ class PIdentityPinv(Matrix):
         return out
 
     def apply_along(self, X, out):
-        # the same products as _matmat, batched over the axis; t first, so out may alias X
+        # compiled: contraction, scaling and expansion in one pass over each block in cache
+        # (mmtoolkit.linalg.kernels); else the same products as _matmat, batched over the
+        # axis; t first, so out may alias X
         A = self.A
         n = A.n
+        fast = kernels.compiled()
+        views = None if fast is None else kernels.along_views(X, out)
+        if views is not None:
+            if self._padded is None:
+                self._padded = (padded_rows(A.theta), padded_rows(self.sTM.T))
+            bx, gx, bo, go, inplace = views
+            fast.pidentity_pinv_along(bx, gx, bo, go, X.shape[0], n, X.shape[2], A.s,
+                                      *self._padded, A.p, inplace)  # fmt: skip
+            return
         if X.shape[2] == 1:  # the last axis: rows of X are the vectors
             Z, O = X[:, :, 0], out[:, :, 0]
             t = Z[:, n:] - Z[:, :n] @ A.theta.T

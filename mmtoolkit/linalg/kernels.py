@@ -1,0 +1,120 @@
+"""Compiled kernels for the hot loops of a large release (optional: the ``fast`` extra).
+
+With numba installed (``pip install mmtoolkit[fast]``), the steps that dominate a release
+at scale run as compiled loops that fuse what numpy does in several passes (and BLAS calls
+too skinny to run at speed) into one pass over data in cache:
+
+* a p-Identity factor and its pseudo-inverse along one axis of a Kronecker product
+  (:meth:`PIdentity.apply_along <mmtoolkit.linalg.PIdentity.apply_along>`,
+  :meth:`PIdentityPinv.apply_along <mmtoolkit.linalg.pidentity.PIdentityPinv.apply_along>`:
+  scaling, contraction with ``Θ`` and expansion in one pass);
+* the marginal tables that drop one attribute of a large table, all of them in one pass
+  over it, and the reverse, those tables added back to it
+  (:func:`mmtoolkit.linalg.marginals.marginal_tables`,
+  :func:`~mmtoolkit.linalg.marginals.expand_tables`).
+
+Without numba, or with ``MMTOOLKIT_NUMBA=0`` in the environment, the numpy code runs
+instead — the same results up to float rounding (only the order of some sums differs).
+``MMTOOLKIT_NUMBA=1`` requires the kernels (an error if numba cannot be imported). The
+variable is read at each use, so a test can switch paths. Each kernel is compiled on its
+first use (cached on disk by numba); every output entry is computed by the same operations
+however the work is split, so results do not depend on the number of threads
+(:mod:`mmtoolkit.threads`).
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+__all__ = ["ENV", "along_views", "compiled", "flat_view", "prepare"]
+
+#: The environment variable that chooses the path: unset (kernels when numba imports),
+#: ``0`` (numpy), ``1`` (kernels, required).
+ENV = "MMTOOLKIT_NUMBA"
+
+_loaded: list = []  # [module or None, why not], once the kernels' import was tried
+
+
+def compiled():
+    """The compiled kernels (a module), or None when the numpy path is to be used
+    (``MMTOOLKIT_NUMBA=0``, or the variable unset and numba not installed — or failing to
+    import or to set the kernels up). Raises ValueError for another value of the variable,
+    or for ``1`` when the kernels cannot be had (with the reason)."""
+    value = os.environ.get(ENV)
+    if value not in (None, "0", "1"):
+        raise ValueError(f"{ENV} must be 0 or 1, got {value!r}")
+    if value == "0":
+        return None
+    if not _loaded:
+        try:
+            from . import _numba_kernels
+        except Exception as exc:  # not installed, or an install that does not work here
+            _loaded.extend([None, f"{type(exc).__name__}: {exc}"])
+        else:
+            _loaded.extend([_numba_kernels, ""])
+    if _loaded[0] is None and value == "1":
+        raise ValueError(
+            f"{ENV}=1 needs numba (pip install 'mmtoolkit[fast]'), which cannot be used: "
+            f"{_loaded[1]}"
+        )
+    return _loaded[0]
+
+
+def prepare() -> bool:
+    """Compile the kernels now (or load them from numba's on-disk cache), if they are in
+    use (:func:`compiled`), so that the first large product does not pay for it — nor count
+    the compiler's own memory (a benchmark, a test of peak memory). Returns whether the
+    kernels are in use."""
+    fast = compiled()
+    if fast is not None:
+        fast.prepare()
+    return fast is not None
+
+
+def flat_view(X: np.ndarray):
+    """``(buffer, (offset, stride of axis 0, stride of axis 1))`` of a 3-D array for the
+    kernels: a flat 1-D view of the memory ``X`` lies in (the C-ordered array it is a view
+    of, else a view from its first entry to its last), the offset and strides in entries;
+    None when the kernels cannot read it (not float32/float64, a negative or fractional
+    stride, the last axis not consecutive while longer than 1, or with one column, rows not
+    consecutive)."""
+    if X.dtype not in (np.float64, np.float32) or X.ndim != 3 or X.size == 0:
+        return None
+    item = X.itemsize
+    sa, sj, sb = X.strides
+    if sa < 0 or sj < 0 or sb < 0 or sa % item or sj % item or sb % item:
+        return None
+    sa, sj, sb = sa // item, sj // item, sb // item
+    if X.shape[2] > 1 and sb != 1 or X.shape[2] == 1 and X.shape[1] > 1 and sj != 1:
+        return None
+    if X.flags.c_contiguous:
+        return X.reshape(-1), (0, sa, sj)
+    root = X.base
+    if isinstance(root, np.ndarray) and root.dtype == X.dtype and root.flags.c_contiguous:
+        offset = X.__array_interface__["data"][0] - root.__array_interface__["data"][0]
+        if offset >= 0 and offset % item == 0:
+            return root.reshape(-1), (offset // item, sa, sj)
+    span = 1 + sum((n - 1) * s for n, s in zip(X.shape, (sa, sj, sb)))
+    flat = np.lib.stride_tricks.as_strided(X, shape=(span,), strides=(item,))
+    return flat, (0, sa, sj)
+
+
+def along_views(X: np.ndarray, out: np.ndarray):
+    """The kernels' views of a step's input and output (:meth:`Matrix.apply_along`):
+    ``(X's buffer, X's geometry, out's buffer, out's geometry, in place)`` (see
+    :func:`flat_view`; in place: ``out`` is ``X``'s memory at the same positions), or None
+    when the numpy path must run: a layout the kernels do not read, different dtypes, or
+    ``out`` overlapping ``X`` otherwise than at the same positions."""
+    if X.dtype != out.dtype or X.shape[0] != out.shape[0] or X.shape[2] != out.shape[2]:
+        return None
+    vx, vo = flat_view(X), flat_view(out)
+    if vx is None or vo is None:
+        return None
+    inplace = False
+    if np.may_share_memory(X, out):
+        inplace = X.__array_interface__["data"][0] == out.__array_interface__["data"][0]
+        if not (inplace and X.strides[:2] == out.strides[:2]):
+            return None
+    return (*vx, *vo, inplace)
