@@ -10,8 +10,8 @@
 4. Fig. 6 proper (whole optimisations, what the paper's Fig. 6 plots): one OPT_0 run (one
    restart, AllRange, p = n/16, default L-BFGS-B settings) vs N, and one OPT_M run (one
    restart, all ≤3-way marginals of [10]^d) vs d.
-5. OPT_0 at n = 1024 (issue [selection-speed]; ``--opt0-one 8192``: issue 18's whole run at
-   n = 8192): one restart, p = n/16, seed 0, on Prefix and All Range: wall and CPU seconds,
+5. OPT_0 at n = 1024 (``--opt0-one 8192``: the whole run at n = 8192): one restart,
+   p = n/16, seed 0, on Prefix and All Range: wall and CPU seconds,
    the RMSE under PureDP ε = √2 (``sqrt(loss / m)``; the paper: "< 10 s at N = 1024", App.
    C.5) and the Identity/OPT_0 ratio beside Table 4(a)'s.
 6. OPT_⊗ on the k-way prefix-marginal unions of Synth-20^20 (ResidualPlanner Table 14,

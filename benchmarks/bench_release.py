@@ -15,8 +15,8 @@ marginals of ``[10]^d`` (He et al. §4; measured under zCDP ρ = 1/2, Gaussian n
 ``union`` — an OPT_+ stack of two weighted Kronecker products of 4 p-Identity factors
 (HDMM Def. 11, :class:`~mmtoolkit.linalg.KroneckerUnion`, ``w = 1/√2`` each); ``sep`` — the
 same two products as a :class:`SeparateUnion`; ``union3`` — three products, which
-reconstruct iteratively (preconditioned CG: 1.1 s at 10^6 cells, 17 s at 10^7; before
-session 10's preconditioner 9.2 s and 223 s).
+reconstruct iteratively (preconditioned CG: 1.1 s at 10^6 cells, 17 s at 10^7; with the
+heaviest product alone as preconditioner 9.2 s and 223 s).
 
 Each case runs in a fresh subprocess (so its peak RSS, ``getrusage(RUSAGE_SELF).ru_maxrss``,
 is its own; the table shows it and, in N-vectors of 8N bytes, its growth over the RSS after
@@ -210,8 +210,8 @@ def run_case(kind, N, repeats):
     privacy = ZCDP(0.5) if kind in ZCDP_KINDS else PureDP(1.0)
     floor = {"sum": timed(lambda: x.sum())[0], "scale": timed(lambda: x.__imul__(2.0))[0]}
     x /= 2.0**repeats  # undo the scaling (exact: powers of two)
-    # x̂ is built in y's memory, as release() does (a checkout from before issue 17's second
-    # part, --root, has no overwrite)
+    # x̂ is built in y's memory, as release() does (an older checkout given as --root may
+    # have no overwrite)
     inplace = "overwrite" in __import__("inspect").signature(mechanism.reconstruct).parameters
     m_times, r_times, cpu_times, m_sys = [], [], [], []
     d_times, d_sys, np_times = [], [], []

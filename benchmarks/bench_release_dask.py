@@ -1,4 +1,4 @@
-"""Release on Dask (issue 17): N = 10^8 / 10^9 cells on a LocalCluster of memory-limited workers.
+"""Release on Dask: N = 10^8 / 10^9 cells on a LocalCluster of memory-limited workers.
 
 The data is synthetic and made lazily block by block (counts 0..4 from
 ``SeedSequence(seed, spawn_key=(block,))``), so no process ever holds the whole vector; the

@@ -10,7 +10,7 @@ Cases (each run in a fresh subprocess so its peak RSS is its own):
 * ``recon``  — reconstruction of every workload marginal from the measured base mechanisms
   (Algorithm 2; measurement from 10,000 random records is timed separately; answers are
   streamed batch by batch, so the peak holds the measurements, not all answers at once);
-  paper: 1.0 s (d = 20), 17 s (d = 50), 155 s (d = 100). Issue 18's target at d = 100:
+  paper: 1.0 s (d = 20), 17 s (d = 50), 155 s (d = 100). The target at d = 100:
   measurement ≤ 5 s, reconstruction ≤ 10 s, peak ≤ 1.5 GB (the measurements alone are
   118 million numbers, 0.94 GB).
 

@@ -1,4 +1,4 @@
-"""Measure, reconstruct and release on a chunked ``dask.array`` (issue 17: past one machine).
+"""Measure, reconstruct and release on a chunked ``dask.array`` (past one machine).
 
 The matrix mechanism of HDMM (McKenna et al. 2018, §7.2 and App. A.4–A.5) on a data vector
 or tensor too large for one machine, through whatever Dask scheduler is active (a

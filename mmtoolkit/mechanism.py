@@ -227,8 +227,8 @@ def measure(
     float32 ``x̂`` on that path. Measured (Kronecker of three p-Identity factors, 10^6 cells,
     counts below 5 or below 1000, PureDP ε = 1 and zCDP ρ = 1/2, same seed): the RMSE of ``x̂``
     changes by less than 2e-8 relative, and ``x̂`` differs from the float64 one by at most 7e-4
-    of the noise RMSE (counts below 1000 under zCDP; 2e-6 to 1.2e-4 in the other three cases;
-    re-measured in session 8). Long sums lose more: ``Prefix(4096) ⊗ Prefix(64)`` applied to
+    of the noise RMSE (counts below 1000 under zCDP; 2e-6 to 1.2e-4 in the other three
+    cases). Long sums lose more: ``Prefix(4096) ⊗ Prefix(64)`` applied to
     float32 data differs from float64 by 2.6e-6 relative (22 float32 ulps), which is below the
     noise only while the answers' noise standard deviation exceeds about 3e-6 of their size;
     counts (and answers meant to be exact) must stay below 2^24. Use float64 when a workload
@@ -237,7 +237,7 @@ def measure(
     _check_args(privacy, noise, rng)
     R = _check_releases(releases)
     A = as_matrix(strategy.matrix if isinstance(strategy, Strategy) else strategy)
-    if dask_release.is_dask_array(x):  # past one machine (issue 17)
+    if dask_release.is_dask_array(x):  # past one machine
         return dask_release.measure(A, x, privacy, rng, noise, R)
     if noise == "continuous":
         sens = A.sensitivity(privacy.norm)
@@ -286,7 +286,7 @@ def reconstruct(
 
     ``overwrite=True`` (one release): the caller gives ``y`` up, and a kind that can builds
     ``x̂`` in ``y``'s memory (``A⁺.apply_overwrite``; a Kronecker product does, so x̂ costs no
-    new N-vector — what lets a 10^9-cell release fit in memory, issue 17); ``y`` is then
+    new N-vector — what lets a 10^9-cell release fit in memory); ``y`` is then
     garbage. A float32 ``y`` (see :func:`measure`) gives a float32 ``x̂`` on that path."""
     A = _matrix(strategy)
     if dask_release.is_dask_array(y):
@@ -379,7 +379,7 @@ def check_release_fits(
     W, strategy, keep_measurements: bool = True, releases: int = 1, data=None
 ) -> None:
     """Refuse a release whose arrays would not fit in this machine's memory with the size
-    message (:class:`~mmtoolkit.linalg.TooLargeError`) instead of a MemoryError (issue 17):
+    message (:class:`~mmtoolkit.linalg.TooLargeError`) instead of a MemoryError:
     the answers (``m``) and measurements (strategy rows), held together at least while the
     answers are formed, and the N-cell estimate ``x̂`` when the kind answers the workload
     through it (``needs_estimate``) — beside the measurements when they are kept
@@ -446,11 +446,11 @@ def release_measured(
 def _release(W, strategy, data, privacy, rng, noise, keep_y: bool) -> Measured:
     """:func:`release_measured`; ``keep_y=False``: ``y`` is not returned, so ``x̂`` may be
     built in its memory and the workload answered in ``x̂``'s (:meth:`Matrix.apply_overwrite`)
-    — one N-sized array for the whole release beyond the data (issue 17)."""
+    — one N-sized array for the whole release beyond the data."""
     _check_args(privacy, noise, rng)
     W = as_matrix(W)
     none = isinstance(strategy, Strategy) and strategy.inference == "none"
-    lazy = dask_release.is_dask_array(data)  # a lazy dask array of answers (issue 17)
+    lazy = dask_release.is_dask_array(data)  # a lazy dask array of answers
     if not lazy:
         check_release_fits(W, strategy, keep_y, data=data)
     if not (lazy or isinstance(data, Records)):
@@ -503,7 +503,7 @@ def release(
     anything else :func:`measure` → :func:`reconstruct` → :func:`answer` on the data vector,
     with ``x̂`` built in the memory of the measurements and the answers in that of ``x̂`` where
     the kinds allow (a Kronecker strategy, the identity workload: a release of 10^9 cells
-    holds the data and one array of the strategy's rows, issue 17). A workload whose answers
+    holds the data and one array of the strategy's rows). A workload whose answers
     would not fit in memory — with the N-cell ``x̂`` when it is needed — is refused before any
     noise is drawn (:func:`check_release_fits`). :func:`release_measured`
     also returns the measurements; ``mmtoolkit.release`` (:mod:`mmtoolkit.releasing`)

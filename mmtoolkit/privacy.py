@@ -321,7 +321,7 @@ class Privacy(ABC):
     ) -> NoiseStream:  # fmt: skip
         """The noise of one draw of ``size`` values as a :class:`NoiseStream`: its ``add``
         adds the next values to consecutive pieces of the answers, so a product can add the
-        noise to each piece of its result while that piece is in cache (issue 17).
+        noise to each piece of its result while that piece is in cache.
 
         Gaussian: ``scale · rng.standard_normal`` — the values ``rng.normal(0, scale)``
         draws. Laplace: the inverse CDF of ``rng.random`` uniforms, ``b·log(2U)`` for

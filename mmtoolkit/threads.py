@@ -1,4 +1,4 @@
-"""Threads for the work of one large release (issue 17): how many, and running tasks on them.
+"""Threads for the work of one large release: how many, and running tasks on them.
 
 A release on one machine is a few passes over N-sized vectors, split into independent pieces
 (slabs of a Kronecker product, blocks of noise); numpy and BLAS release the GIL while they
@@ -82,7 +82,7 @@ class Workers:
 class Ahead:
     """The results of ``task(0), task(1), ..., task(count − 1)``, taken in order by
     :meth:`next`, each one computed on a second thread while the caller works on the one
-    before (a release's noise drawn beside its product, issue 17). One thread runs every
+    before (a release's noise drawn beside its product). One thread runs every
     task, in order, so tasks may advance shared state such as a random generator: the
     results are those of calling the tasks in order on the calling thread, which is what
     happens when :func:`worker_threads` is 1. A task may write into the memory of the result

@@ -1,4 +1,4 @@
-"""The Dask route (issue 17, mmtoolkit.dask_release) on a LocalCluster against the in-memory
+"""The Dask route (mmtoolkit.dask_release) on a LocalCluster against the in-memory
 mechanism: the linear parts (``A x``, ``A⁺ y``, ``W x̂``) equal to 1e-9 relative, and for one
 seed the same noise as in memory — continuous, exact integer noise (discrete Laplace and
 discrete Gaussian, equal integers), several releases at once — so measurements and releases

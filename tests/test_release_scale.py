@@ -1,4 +1,4 @@
-"""Memory-lean measure / reconstruct (issue 17): the lean paths against independent dense
+"""Memory-lean measure / reconstruct: the lean paths against independent dense
 computations, the noise stream unchanged by blocking, and peak memory bounded (tracemalloc)."""
 
 import threading
@@ -215,7 +215,7 @@ def test_peak_memory_of_measure_and_reconstruct(kind):
     assert abs(xhat.sum() - x.sum()) < 0.05 * x.sum()
 
 
-# ------------------------------------------------------------------ issue 17, second part
+# ------------------------------------------------------------------ the noise, in place
 def test_laplace_noise_is_numpys_transform_of_the_same_uniforms():
     """add_noise draws rng.laplace's values (same uniforms, the inverse CDF vectorised; SIMD
     log may differ in the last bit) and Gaussian noise bit for bit."""

@@ -1,5 +1,5 @@
 """Memory-lean measure / reconstruct of ResidualPlanner strategies and OPT_+ unions of
-Kronecker products (issue 17): each product against an independent dense computation, the
+Kronecker products: each product against an independent dense computation, the
 streamed measurement equal to the product plus one noise draw bit for bit, and peak memory
 bounded (tracemalloc)."""
 

@@ -26,10 +26,10 @@ Settings the paper does not give, and how they are read:
   full optimum and principal vectors do not): ``--basis eigensolver`` (default; the
   eigen_design selector's own ``eigen_queries``, a dense symmetric eigensolver, as the
   paper's algorithm computes them, with the canonical basis inside each repeated eigenvalue
-  of :mod:`mmtoolkit.linalg.spectral`, so the same on every machine), ``haar`` (Kronecker products of per-attribute
-  normalised Haar bases — an exact eigenbasis, verified; localised vectors) or ``rotated``
-  (the eigensolver's basis turned by a seeded random orthogonal matrix inside each
-  eigenspace — a generic basis).
+  of :mod:`mmtoolkit.linalg.spectral`, so the same on every machine), ``haar`` (Kronecker
+  products of per-attribute normalised Haar bases — an exact eigenbasis, verified; localised
+  vectors) or ``rotated`` (the eigensolver's basis turned by a seeded random orthogonal
+  matrix inside each eigenspace — a generic basis).
 
 Error is reported two ways: ``A'`` (the weighted eigen-queries only: the Program 1 value,
 cheap) and, with ``--complete``, the full Program 2 strategy with its column-completion

@@ -96,7 +96,7 @@ class MarginalMeasurement:
 
 
 def _as_2d(x: np.ndarray) -> tuple[np.ndarray, bool]:
-    # float32 stays float32 (the opt-in float32 data path of mechanism.measure, issue 17)
+    # float32 stays float32 (the opt-in float32 data path of mechanism.measure)
     if not (isinstance(x, np.ndarray) and x.dtype == np.float32):
         x = np.asarray(x, dtype=float)
     if x.ndim == 1:
@@ -147,7 +147,7 @@ class Matrix(ABC):
         return out[:, 0] if vec else out
 
     def apply_along(self, X: np.ndarray, out: np.ndarray) -> None:
-        """One step of a Kronecker product's product (HDMM App. A.5; issue 17): ``self``
+        """One step of a Kronecker product's product (HDMM App. A.5): ``self``
         applied along the middle axis of the 3-D ``X`` (``a x n x b``), written into ``out``
         (``a x m x b``). ``out`` may lie in ``X``'s memory with ``X``'s strides (its first
         ``min(m, n)`` entries along the middle axis those of ``X``): the step is done in
@@ -361,7 +361,7 @@ class Matrix(ABC):
     def answers_streamed(self, x: np.ndarray, each, out: np.ndarray | None = None):
         """Measurement at scale: ``self @ x`` for one data vector ``x``, calling ``each`` on
         consecutive pieces of the result (1-D views, in order, each once it is final) so the
-        caller can add noise to a piece while it is in cache (issue 17); None when the kind
+        caller can add noise to a piece while it is in cache; None when the kind
         has no such product (the default: ``mechanism.measure`` then adds the noise to the
         whole of ``self @ x``). ``out``: a C-contiguous 1-D array of ``self.shape[0]``
         entries to build the result in (a block of a stack's result, :class:`VStack`); a
@@ -819,7 +819,7 @@ class VStack(Matrix):
     def answers_streamed(self, x, each, out=None):
         """One data vector: each block's answers built in its rows of one result array
         (streamed by the block when it can, else its product written there, one temporary of
-        the block's size) and handed to ``each`` in order (issue 17)."""
+        the block's size) and handed to ``each`` in order."""
         if x.ndim != 1:
             return None
         if out is None:

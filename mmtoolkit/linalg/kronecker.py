@@ -37,7 +37,7 @@ COLUMN_ENTRIES = 1 << 19
 SLAB_ENTRIES = 1 << 17
 #: A product over one vector of at least this many entries (the lean path: ``A x``, ``Aᵀ y``,
 #: the pseudo-inverse) runs its large slabs and its first factor's column blocks on
-#: :func:`~mmtoolkit.threads.worker_threads` threads (issue 17).
+#: :func:`~mmtoolkit.threads.worker_threads` threads.
 PARALLEL_ENTRIES = 1 << 22
 
 
@@ -64,7 +64,7 @@ class _Steps:
     one factor at a time, the last first as in kmatvec (:meth:`Matrix.apply_along`: one
     batched product per factor, no transposes), between two scratch arrays sized for the
     largest intermediate result of ``group`` slabs (reused for every group); the first step
-    reads the slabs, the last writes the result (issue 17)."""
+    reads the slabs, the last writes the result."""
 
     def __init__(self, mats, in_sizes, out_sizes, transpose, group, dtype):
         self.group = group
@@ -134,8 +134,8 @@ def _apply_rows(
 
 
 def _apply_lean(x, mats, in_sizes, out_sizes, transpose, buf=None, overwrite=False, steps=None):
-    """``(A_1 ⊗ R) x`` for one vector with a single array of the size of the result
-    (issue 17): ``R = A_2 ⊗ ... ⊗ A_d`` is applied to the slabs ``x[i]`` (``N/n_1`` cells
+    """``(A_1 ⊗ R) x`` for one vector with a single array of the size of the result:
+    ``R = A_2 ⊗ ... ⊗ A_d`` is applied to the slabs ``x[i]`` (``N/n_1`` cells
     each; :func:`_apply_rows`), its results stored as the rows of a buffer of
     ``max(n_1, m_1)`` rows, and then ``A_1`` acts along the rows in place, a block of
     columns at a time (block ``c`` of the result overwrites only block ``c`` of its input,
@@ -189,7 +189,7 @@ def _apply_lean(x, mats, in_sizes, out_sizes, transpose, buf=None, overwrite=Fal
 
 def _apply_pidentity_first(x, mats, in_sizes, out_sizes, each=None, out=None):
     """``(A_1 ⊗ R) x`` for one vector when ``A_1 = [I; Θ] D`` is a p-Identity (HDMM Def. 9),
-    its result finished slab by slab in order (issue 17): ``v = (ΘD) x`` first (one GEMM
+    its result finished slab by slab in order: ``v = (ΘD) x`` first (one GEMM
     over ``x``, ``p`` slabs), then slab ``i < n`` of the result is ``R x[i] / s_i`` and slab
     ``n + k`` is ``R v_k`` (:func:`_apply_rows`), each written once into the new result
     and handed to ``each`` (e.g. a noise stream's ``add``) while it is in cache. The same
@@ -275,7 +275,7 @@ class Kronecker(Matrix):
         return _apply_steps(X, mats, in_sizes, out_sizes, transpose)
 
     def answers_streamed(self, x, each, out=None):
-        # slab by slab when the first factor is a p-Identity (issue 17); into a given `out`
+        # slab by slab when the first factor is a p-Identity; into a given `out`
         # also by the lean product, then handed to `each` whole
         ins = [f.shape[1] for f in self.factors]
         outs = [f.shape[0] for f in self.factors]
@@ -291,7 +291,7 @@ class Kronecker(Matrix):
         return y
 
     def apply_overwrite(self, y):
-        # in place in y's memory (issue 17) when the lean path applies and fits
+        # in place in y's memory when the lean path applies and fits
         if all(isinstance(f, Identity) for f in self.factors):
             return y
         ins = [f.shape[1] for f in self.factors]

@@ -514,7 +514,7 @@ GROUP_FRACTION = 0.25
 
 
 def table_plan(sizes, keys) -> list[tuple[int, int]]:
-    """How to compute the marginal tables ``keys`` of the data (issue 17): ``[(key, parent)]``
+    """How to compute the marginal tables ``keys`` of the data: ``[(key, parent)]``
     in computation order, each table the sum of its ``parent`` over the attributes it drops
     (``parent`` = all attributes: the data). The parent is the smallest table already planned
     that contains the key; a table larger than :data:`PLAN_DIRECT_CELLS` is reduced one
@@ -645,7 +645,7 @@ def _sum_group(sizes, parent: int, table: np.ndarray, inner, geo) -> dict[int, n
 
 def marginal_tables(sizes, X, keys) -> dict[int, np.ndarray]:
     """The marginal tables ``{key: Q_key X}`` of ``X`` (``N x k``, the cells in C order over
-    ``sizes``), each of shape ``(n_i for i in key) + (k,)`` (issue 17): every table summed
+    ``sizes``), each of shape ``(n_i for i in key) + (k,)``: every table summed
     from its smallest computed superset table along :func:`table_plan` — a few passes over the
     data, the rest over tables at least one attribute smaller; the children of a table in
     the groups of :func:`_child_groups` (with the compiled kernels,
@@ -745,7 +745,7 @@ def _between_sums(mu: dict, S: int, d: int):
 
 class MarginalsPinv(Matrix):
     """``A⁺ = (AᵀA)⁺ Aᵀ`` of weighted marginals, applied in the marginal domain (HDMM §6.3,
-    App. A.4; issue 17): ``A⁺ y = Σ_B μ_B⁺ P_B Aᵀ y`` and ``P_B Aᵀ y`` is the small table
+    App. A.4): ``A⁺ y = Σ_B μ_B⁺ P_B Aᵀ y`` and ``P_B Aᵀ y`` is the small table
     ``z_B`` (:class:`Residuals`) broadcast over the attributes outside ``B``. The tables
     ``μ_B⁺ z_B`` are expanded to the ``N`` cells along :func:`table_plan` in reverse (each
     table added into its parent),

@@ -93,7 +93,7 @@ class PIdentity(Matrix):
 
     def _matmat(self, X):
         # written once into the result, in X's memory order (a block of a Kronecker
-        # product's kmatvec is a transposed C-ordered block; issue 17)
+        # product's kmatvec is a transposed C-ordered block)
         n = self.n
         if _column_major(X):
             out = np.empty((X.shape[1], n + self.p))
@@ -112,7 +112,7 @@ class PIdentity(Matrix):
     def apply_along(self, X, out):
         # [I; Θ] D along an axis: compiled, scaling and contraction in one pass
         # (mmtoolkit.linalg.kernels); else the scaled copy written in place (D's entries, as
-        # in dense()), then one (batched) GEMM of Θ against it (issue 17)
+        # in dense()), then one (batched) GEMM of Θ against it
         fast = kernels.compiled()
         views = None if fast is None else kernels.along_views(X, out)
         if views is not None:
@@ -247,7 +247,7 @@ class PIdentityPinv(Matrix):
 
     Applied as ``A⁺z = s ∘ z_I + (sΘᵀ) M (z_Θ − Θ z_I)`` (the same matrix: ``I − MΘΘᵀ = M``
     since ``M = (I + ΘΘᵀ)⁻¹``): two products of width ``p`` and one scaling, so a block of a
-    Kronecker product's reconstruction is read about twice (issue 17)."""
+    Kronecker product's reconstruction is read about twice."""
 
     def __init__(self, A: PIdentity):
         self.A = A

@@ -23,7 +23,7 @@ Closed forms (``O(N · L)`` per product, never an ``N x N`` array):
   ``c_Q = a_Q / (1 + a_Q s)`` and ``u_Q = M_Q⁻¹ 1 = v_Q / (1 + a_Q s)``. One bottom-up pass
   over the node grids gives every ``c_Q`` and ``u`` as a product of per-node factors
   (:class:`TreeSolver`); ``M⁻¹ x`` is then two passes over the cells (block sums, then the
-  result), all corrections on the node grid one level above the finest (issue 17).
+  result), all corrections on the node grid one level above the finest.
 * When the finest level is not all single cells (a collapsed node, GreedyH), the strategy
   only sees sums over the finest nodes: with ``P`` the membership matrix of the finest
   partition and ``D = PᵀP``, ``A = Ã Pᵀ`` and ``(AᵀA)⁺ = P D⁻¹ M̃⁻¹ D⁻¹ Pᵀ`` where ``M̃`` is
@@ -32,7 +32,7 @@ Closed forms (``O(N · L)`` per product, never an ``N x N`` array):
 Each level's partition of an attribute is an :class:`Intervals`: regular (blocks of one
 width — the single cells of a finest level, every level of a padded tree) as two integers,
 else explicit starts; so H_b over ``N`` cells keeps no array of ``N`` starts or counts (a
-padded tree over 10^9 cells is built in kilobytes; issue 17).
+padded tree over 10^9 cells is built in kilobytes).
 """
 
 from __future__ import annotations
@@ -147,7 +147,7 @@ class Intervals:
     level. *Regular* (``width`` set): consecutive blocks of ``width`` cells, the last one
     possibly shorter — the single cells (``width`` 1) of a finest level and every level of a
     padded (dyadic, ``b``-adic) tree — kept as two integers, so a tree over 10^9 cells holds
-    no array of its cells' size (issue 17). Otherwise *explicit*: the int64 start offsets
+    no array of its cells' size. Otherwise *explicit*: the int64 start offsets
     (kept, not copied: do not modify them afterwards).
 
     Block sums and expansions are the same arithmetic on both (``np.add.reduceat`` on the
@@ -346,7 +346,7 @@ def _outer_counts(parts) -> np.ndarray:
     return out
 
 
-#: cells per block of the blocked passes over the cells (issue 17: temporaries in cache)
+#: cells per block of the blocked passes over the cells (temporaries in cache)
 BLOCK_CELLS = 1 << 17
 
 
@@ -591,7 +591,7 @@ class TreeSolver:
     on a cell ``j`` of ``Q`` is ``Π f`` over ``Q`` and its descendants above ``j`` times
     ``1/a_j``. ``red[ℓ]`` holds level ``ℓ < L − 1``'s starts in reduced coordinates,
     ``a_fine`` the finest weights². :meth:`solve_split` costs one read and one write of the
-    cells plus a few passes over the node grids (issue 17: no per-level cell arrays).
+    cells plus a few passes over the node grids (no per-level cell arrays).
     """
 
     def __init__(self, tree: Tree):
@@ -804,7 +804,7 @@ class TreePinv(Matrix):
     hierarchical reconstruction of Hay et al. 2010 as least squares): the coarse levels are
     summed top down on the node grids, then :meth:`TreeSolver.solve_split` makes two passes
     over the finest level's rows. :meth:`apply_overwrite` builds ``x̂`` in those rows of
-    ``y`` (issue 17)."""
+    ``y``."""
 
     def __init__(self, tree: Tree):
         self.tree = tree

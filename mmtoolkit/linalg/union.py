@@ -1,6 +1,6 @@
 """Unions of weighted Kronecker products over one factorisation of the domain (HDMM OPT_+,
 Def. 11: ``A = [w_1 𝔸_1; ...; w_l 𝔸_l]``, ``𝔸_g = ⊗_i A_gi``) and their exact least squares
-for two products (issue 17).
+for two products.
 
 Two products, ``AᵀA = c_1 ⊗G_i + c_2 ⊗H_i`` (``c_g = w_g²``, ``G_i``, ``H_i`` the factor
 Grams), are diagonalised together attribute by attribute (:class:`TwoProductBasis`): with

@@ -273,7 +273,7 @@ def test_interleaved_groups_of_equal_span_match_set_by_set():
     3 noise values each) sit at closure indices 1, 3 and 5 with sets of 2 and 4 values
     between them, so the group's span equals 3 × 3 although its parts are not evenly
     spaced. Taking it as a reshaped view had read a neighbour's noise and written ω to the
-    wrong offsets: a noiseless release was off by up to 42.75 (review, session 10)."""
+    wrong offsets: a noiseless release was off by up to 42.75 (found in review)."""
     from mmtoolkit import mechanism, selectors
     from mmtoolkit import workloads as wl
 

@@ -178,7 +178,7 @@ class ResidualStrategyMatrix(Matrix):
         return terms[0] if len(terms) == 1 else Sum(terms)
 
     def pinv(self):
-        """``A⁺ = (AᵀA)⁺Aᵀ`` in the marginal domain (issue 17): the blocks live on mutually
+        """``A⁺ = (AᵀA)⁺Aᵀ`` in the marginal domain: the blocks live on mutually
         orthogonal subspaces (module docstring: ``H_i 1 = 0``, ``J L_iᵀ = 0``), so only the
         diagonal terms survive, ``A⁺ y = Σ_A σ_A (⊗_{i∈A} H_iL_iᵀ) y_A ⊗_{i∉A} 1/n_i`` — small
         tables expanded to the N cells once (:class:`SetStack`, transposed). Equal to
@@ -253,7 +253,7 @@ class SetStack(Matrix):
     tables of ``X`` from their parents (:func:`~mmtoolkit.linalg.marginals.marginal_tables`: a
     few passes over the data, not one per set) and applies each set's small Kronecker product
     to its table; ``Aᵀ Y`` forms each set's table ``c_A (⊗ F_iᵀ) Y_A`` and expands them all to
-    the N cells in one array (:func:`~mmtoolkit.linalg.marginals.expand_tables`; issue 17)."""
+    the N cells in one array (:func:`~mmtoolkit.linalg.marginals.expand_tables`)."""
 
     def __init__(self, sizes, sets, factors, scales):
         self.sizes = tuple(sizes)
