@@ -16,7 +16,7 @@
    C.5) and the Identity/OPT_0 ratio beside Table 4(a)'s.
 6. OPT_⊗ on the k-way prefix-marginal unions of Synth-20^20 (ResidualPlanner Table 14,
    k = 1..7: 20 to 77,520 products) and the exact score of an OPT_+ strategy on 10^10 cells
-   (Table 13, 1-way): selection and scoring seconds (issue [selection-speed]).
+   (Table 13, 1-way): selection and scoring seconds.
 
 ``experiments/hdmm/fig6_scalability.py`` plots these tables beside the paper's points.
 
