@@ -65,11 +65,7 @@ class BinaryEncoding:
 
     def attribute_key(self, attrs) -> int:
         """The binary-domain bitmask of a set of original attributes (names or indices)."""
-        key = 0
-        for i in self.domain.indices(attrs):
-            for j in range(self.bits[i]):
-                key |= 1 << (self.offsets[i] + j)
-        return key
+        return sum(((1 << self.bits[i]) - 1) << self.offsets[i] for i in self.domain.indices(attrs))
 
     def marginals(self, attr_sets, weights=None) -> Marginals:
         """The marginals on the original attribute sets, as one binary-domain Marginals."""

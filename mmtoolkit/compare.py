@@ -45,8 +45,7 @@ other exception in ``applicability`` or selection (a ``TypeError``, numpy's broa
 out of memory is ``failed``, with the message.
 
 **Time limit.** With a ``timeout`` (default 60 s, a finite number of seconds; None for none)
-each selector is selected
-and scored in its own forked worker by the runner's executors
+each selector is selected and scored in its own forked worker by the runner's executors
 (:func:`mmtoolkit.runner.executors.run_jobs`; the worker inherits ``W``, so it need not be
 picklable, and sends back the record with the strategy); a worker still running at the limit
 is killed and its row is ``timeout``. ``jobs`` workers run at once (default: 2, or the number
@@ -278,30 +277,27 @@ def _applicability(entry: _Entry, W, privacy, objective) -> dict | None:
 
 
 def _score(entry: _Entry, W, privacy, objective) -> dict:
-    """Select with one selector and score the strategy (never raises)."""
+    """Select with one selector (or compute the SVD bound) and score the strategy (never
+    raises)."""
     rec = {"status": "ok", "reason": None, "strategy": None, "select_seconds": 0.0}
-    if entry.selector is None:
-        start = time.perf_counter()
-        try:
-            rec["total_error"] = evaluate.svd_bound_error(W, privacy)
-            rec["rmse"] = math.sqrt(rec["total_error"] / W.shape[0])  # = svd_bound_rmse
-        except MemoryError:
-            rec.update(status="failed", reason="out of memory")
-        except Exception as exc:  # noqa: BLE001 - reported in the row
-            rec.update(status="failed", reason=describe_error(exc))
-        rec["select_seconds"] = time.perf_counter() - start
-        return rec
     start = time.perf_counter()
     try:
-        strategy = entry.selector.select(W, privacy, objective)
+        if entry.selector is None:
+            rec["total_error"] = evaluate.svd_bound_error(W, privacy)
+            rec["rmse"] = math.sqrt(rec["total_error"] / W.shape[0])  # = svd_bound_rmse
+        else:
+            strategy = entry.selector.select(W, privacy, objective)
     except MemoryError:
         rec.update(status="failed", reason="out of memory")
-    except REFUSALS as exc:
-        rec.update(status="not applicable", reason=describe_error(exc))
     except Exception as exc:  # noqa: BLE001 - reported in the row
-        rec.update(status="failed", reason=f"selection: {describe_error(exc)}")
+        if entry.selector is None:
+            rec.update(status="failed", reason=describe_error(exc))
+        elif isinstance(exc, REFUSALS):
+            rec.update(status="not applicable", reason=describe_error(exc))
+        else:
+            rec.update(status="failed", reason=f"selection: {describe_error(exc)}")
     rec["select_seconds"] = time.perf_counter() - start
-    if rec["status"] != "ok":
+    if rec["status"] != "ok" or entry.selector is None:
         return rec
     rec["select_seconds"] = strategy.seconds
     rec["strategy"] = strategy
@@ -393,18 +389,15 @@ def compare(
     """Score selectors on workload ``W`` under ``privacy``; a pandas DataFrame, one row per
     selector plus the SVD bound, sorted by error (module docstring).
 
-    ``W``: a workload Matrix or array, or a workload SPEC (``"all_range:n=256"``, built
-    here, on ``domain`` — a :class:`~mmtoolkit.domain.Domain` — when the spec needs one).
-    ``selectors``: None for every registered one, a selector list string
-    (``"identity,hdmm:restarts=5"``) or a list of names, ``(name, params)`` pairs, Selector
-    classes or instances (used as they are). ``privacy``: PureDP, ApproxDP or ZCDP
-    (required). ``objective``: ``"sum"`` (total squared error) or ``"max"`` (max per-query
-    variance), passed to every selector. ``timeout``: seconds per selector (selection and
-    scoring), None for no limit. ``seed``: given to every selector that takes one (and was
-    not given one); default 0. ``jobs``: selectors at once. ``progress``: True (stderr), False, or a
-    file.
-    Raises :class:`CompareError` (a ``ValueError``) for an unknown selector or parameter, a
-    bad SPEC or a bad argument, before anything is selected.
+    ``W``: a workload Matrix, array or SPEC (built on ``domain``, a
+    :class:`~mmtoolkit.domain.Domain`, when the spec needs one). ``selectors``: None for
+    every registered one, a selector list string, or a list of names, ``(name, params)``
+    pairs, Selector classes or instances (used as they are). ``privacy``: PureDP, ApproxDP or
+    ZCDP (required). ``objective``: ``"sum"`` or ``"max"``, passed to every selector.
+    ``timeout``: seconds per selector, None for no limit. ``seed``: given to every selector
+    that takes one and was not given one. ``jobs``: selectors at once. ``progress``: True
+    (stderr), False, or a file. Raises :class:`CompareError` (a ``ValueError``) for an
+    unknown selector or parameter, a bad SPEC or a bad argument, before anything is selected.
     """
     import pandas as pd
 

@@ -62,11 +62,9 @@ class Domain:
         for name in names:
             if not isinstance(name, str) or not name:
                 raise ValueError(f"attribute names must be non-empty strings, got {name!r}")
-        seen = set()
-        for name in names:
-            if name in seen:
-                raise ValueError(f"attribute names must be unique: {name!r} appears twice")
-            seen.add(name)
+        if len(set(names)) != len(names):
+            dup = next(n for n in names if names.count(n) > 1)
+            raise ValueError(f"attribute names must be unique: {dup!r} appears twice")
         if len(names) != len(sizes):
             raise ValueError(
                 f"names and sizes must have the same length: {len(names)} names, {len(sizes)} sizes"
@@ -271,21 +269,17 @@ class Domain:
     def __delattr__(self, name):
         raise AttributeError("Domain is immutable")
 
+    def _state(self) -> tuple:
+        return (self._names, self._sizes, self._numeric, self._labels)
+
     def __eq__(self, other):
-        if not isinstance(other, Domain):
-            return NotImplemented
-        return (self._names, self._sizes, self._numeric, self._labels) == (
-            other._names,
-            other._sizes,
-            other._numeric,
-            other._labels,
-        )
+        return self._state() == other._state() if isinstance(other, Domain) else NotImplemented
 
     def __hash__(self):
-        return hash((self._names, self._sizes, self._numeric, self._labels))
+        return hash(self._state())
 
     def __reduce__(self):
-        return (Domain, (self._names, self._sizes, self._numeric, self._labels))
+        return (Domain, self._state())
 
     def __repr__(self):
         parts = [

@@ -337,15 +337,14 @@ class Ledger:
                             "strategy, noise or data would let the two outputs be compared. "
                             "Give another seed, or none; nothing was released or written"
                         )
-            if "epsilon" in total and "delta" not in total and "epsilon" not in charge:
-                raise LedgerError(
-                    f"ledger {self.path} has a pure ε-DP total; a {type(privacy).__name__} "
-                    "release is not ε-DP and cannot be charged to it"
+            if "epsilon" in total and "delta" not in total and "rho" in charge:  # not pure
+                what = (
+                    "an (ε, δ) release"
+                    if "delta" in charge
+                    else f"a {type(privacy).__name__} release is not ε-DP and"
                 )
-            if "epsilon" in total and "delta" not in total and "delta" in charge:
                 raise LedgerError(
-                    f"ledger {self.path} has a pure ε-DP total; an (ε, δ) release cannot be "
-                    "charged to it"
+                    f"ledger {self.path} has a pure ε-DP total; {what} cannot be charged to it"
                 )
             used = self.usage(charge, releases)
             for k, v in used.items():

@@ -24,14 +24,12 @@ a whole number (``2``, ``2.0``); only ASCII digits are digits (``²`` and ``١``
 a number with an exponent beyond :class:`~decimal.Decimal`'s range is not a number.
 
 A well-formed file (every row as long as the header, no lines of spaces only) and
-``pd.read_csv(path, dtype=str, keep_default_na=False, index_col=False)`` of it (every field
-kept as its text) give the same records — pandas skips lines of spaces and, without
-``index_col=False``, shifts rows one field longer than the header, which :func:`read_csv`
-refuses. pandas' default read need not: it turns text into
-other values — ``TRUE`` / ``FALSE`` into booleans (``"True"``), ``Infinity`` into ``inf``,
-``NA``, ``N/A``, ``None``, ``NaN``, ``null`` and empty fields into missing values (refused),
-a float column's digits beyond double precision into a rounded float — so values with such
-text are read differently.
+``pd.read_csv(path, dtype=str, keep_default_na=False, index_col=False)`` of it give the same
+records (pandas skips lines of spaces and, without ``index_col=False``, shifts rows one field
+longer than the header, which :func:`read_csv` refuses). pandas' default read turns some text
+into other values — ``TRUE`` into ``"True"``, ``Infinity`` into ``inf``, ``NA``, ``N/A``,
+``None``, ``NaN``, ``null`` and empty fields into missing values (refused), a float's digits
+beyond double precision into a rounded float — so such values are read differently.
 
 ``{"size": n, "numeric": true}`` marks integer codes as ordered. The domain is public
 information: it must come from knowledge of the data's schema, not from the private records
@@ -147,13 +145,12 @@ def _parse_values(values, name: str, source: str) -> tuple[str, ...]:
         raise RecordsError(
             f"{source}: values of attribute {name!r} must be a non-empty list of categories"
         )
-    out = []
     for v in values:
         if isinstance(v, bool) or not isinstance(v, (str, int)):
             raise RecordsError(
                 f"{source}: values of attribute {name!r} must be strings or integers, got {v!r}"
             )
-        out.append(str(v).strip())
+    out = tuple(str(v).strip() for v in values)
     seen = set()
     for v in out:
         if v in seen:
@@ -163,7 +160,7 @@ def _parse_values(values, name: str, source: str) -> tuple[str, ...]:
         if "\x00" in v:  # numpy's fixed-width text (the whole-column lookup) drops it
             raise RecordsError(f"{source}: attribute {name!r} lists {v!r}, with a NUL character")
         seen.add(v)
-    return tuple(out)
+    return out
 
 
 def parse_domain(spec: Mapping, source: str = "domain") -> DomainSpec:
@@ -593,13 +590,11 @@ def _read_rows(path: Path, check_header):
 
 def read_csv(path, domain, bins: dict | None = None, other: dict | None = None) -> Records:
     """Read a records CSV (UTF-8, header row of attribute names) against ``domain`` (a
-    domain-file path, a parsed domain mapping, a :class:`DomainSpec`, or a :class:`Domain`);
-    every check of the module docstring is made before anything is returned
-    (:class:`RecordsError` names file, line and column), and values match declared values by
-    text or, both being numbers, by number (the module docstring's rule). ``bins`` adds bin
-    edges and ``other`` ``{attribute: value}`` maps values an attribute does not declare to
-    one of its declared values (as the domain file's ``"other"``). A header without records gives a
-    :class:`RecordsWarning`."""
+    domain-file path, a parsed domain mapping, a :class:`DomainSpec`, or a :class:`Domain`),
+    with every check and the matching rule of the module docstring (:class:`RecordsError`
+    names file, line and column). ``bins`` adds bin edges and ``other`` ``{attribute:
+    value}`` maps values an attribute does not declare to one of its declared values (as the
+    domain file's ``"other"``). A header without records gives a :class:`RecordsWarning`."""
     spec = _spec(domain, bins, other)
     path = Path(path)
     header, order, rows, lines = _read_rows(
@@ -683,15 +678,11 @@ def _frame_columns(frame, source: str = "DataFrame") -> dict:
 def from_frame(frame, domain, bins: dict | None = None, other: dict | None = None) -> Records:
     """Records from a pandas DataFrame (string, ``Categorical``, integer or float columns), a
     pyarrow ``Table`` (read through pandas; ``pip install pyarrow``), or any frame-like object
-    with ``.columns`` and ``frame[col]``; the same checks, arguments and matching rule as
-    :func:`read_csv` applied to the text of each value (a float in its shortest form,
-    ``0.1`` or ``1.0``), errors naming the row label. ``pd.read_csv(path, dtype=str,
-    keep_default_na=False, index_col=False)`` of a well-formed file gives the records
-    :func:`read_csv` gives (module docstring); pandas'
-    default read converts some text (``TRUE``, ``Infinity``, ``NA``: see the module
-    docstring). Columns are matched to the domain's names by their text, stripped (a column
-    labelled ``0`` is attribute ``"0"``). Missing values (None, NaN, ``pd.NA``, NaT,
-    ``Decimal("NaN")``, in any column) are refused as empty values."""
+    with ``.columns`` and ``frame[col]``; the checks, arguments and matching rule of
+    :func:`read_csv` applied to the text of each value (a float in its shortest form, ``0.1``
+    or ``1.0``), errors naming the row label. Columns are matched to the domain's names by
+    their text, stripped (a column labelled ``0`` is attribute ``"0"``). Missing values (None,
+    NaN, ``pd.NA``, NaT, ``Decimal("NaN")``, in any column) are refused as empty values."""
     spec = _spec(domain, bins, other)
     frame = _as_pandas(frame)
     if not hasattr(frame, "columns") or isinstance(frame, np.ndarray):

@@ -40,8 +40,7 @@ import time
 from collections.abc import Callable, Sequence
 
 from ..checks import check_choice, check_int
-from ..jsonsafe import jsonable
-from .jobs import JobSpec, describe_error, execute
+from .jobs import JobSpec, describe_error, execute, job_record
 
 __all__ = [
     "EXECUTORS",
@@ -89,7 +88,7 @@ class _Worker:
                         resource.setrlimit(resource.RLIMIT_AS, (spec.memory, spec.memory))
                     rec = work(spec)
                 except Exception as exc:  # noqa: BLE001 - e.g. setrlimit refused
-                    rec = _record(spec, "failed", f"worker: {describe_error(exc)}", 0.0)
+                    rec = job_record(spec, "failed", f"worker: {describe_error(exc)}", 0.0)
                 view = memoryview(pickle.dumps(rec))
                 while view:
                     n = os.write(w, view)
@@ -127,8 +126,8 @@ class _Worker:
         else:
             how = f"exit code {os.WEXITSTATUS(status)}"
         if self.spec.memory is not None:
-            return _record(self.spec, "out of memory", f"worker died ({how})", wall)
-        return _record(self.spec, "failed", f"worker died without a result ({how})", wall)
+            return job_record(self.spec, "out of memory", f"worker died ({how})", wall)
+        return job_record(self.spec, "failed", f"worker died without a result ({how})", wall)
 
     def kill(self) -> dict:
         """Kill the child at its deadline; a timeout record."""
@@ -138,7 +137,7 @@ class _Worker:
             pass
         os.close(self.fd)
         os.waitpid(self.pid, 0)
-        return _record(
+        return job_record(
             self.spec, "timeout", f"timeout (> {self.spec.timeout:g} s)", self.spec.timeout
         )
 
@@ -149,22 +148,6 @@ class _Worker:
             os.waitpid(self.pid, 0)
         except OSError:
             pass
-
-
-def _record(spec: JobSpec, status: str, error: str, wall: float) -> dict:
-    return {
-        "key": spec.key,
-        "status": status,
-        "value": None,
-        "seconds": float(wall),
-        "wall": float(wall),
-        "error": error,
-        "metadata": {},
-        "selector": spec.selector,
-        "params": jsonable(spec.params),
-        "limits": {"timeout": spec.timeout, "memory": spec.memory},
-        "code": spec.code,
-    }
 
 
 def _run_forked(
@@ -211,15 +194,10 @@ def execute_isolated(spec: JobSpec) -> dict:
 
 
 # --------------------------------------------------------------------------- dask
-def _run_dask(specs, on_result, scheduler: str | None) -> None:
-    try:
-        from distributed import Client, as_completed
-    except ImportError:
-        raise ExecutorError(
-            "the dask executor needs dask.distributed: pip install 'mmtoolkit[dask]'"
-        ) from None
-    if not scheduler:
-        raise ExecutorError("the dask executor needs --scheduler ADDRESS (e.g. tcp://host:8786)")
+def _run_dask(specs, on_result, scheduler: str) -> None:
+    """Run ``specs`` on the Dask cluster at ``scheduler`` (:func:`check_executor` passed)."""
+    from distributed import Client, as_completed
+
     try:
         client = Client(scheduler, timeout=CONNECT_TIMEOUT)
     except Exception as exc:  # noqa: BLE001 - unreachable scheduler: a clear error
@@ -227,16 +205,13 @@ def _run_dask(specs, on_result, scheduler: str | None) -> None:
             f"cannot connect to the Dask scheduler {scheduler!r}: {describe_error(exc)}"
         ) from None
     try:
-        futures = {}
-        for spec in specs:
-            fut = client.submit(execute_isolated, spec, pure=False)
-            futures[fut] = spec
+        futures = {client.submit(execute_isolated, s, pure=False): s for s in specs}
         for fut in as_completed(list(futures)):
             spec = futures[fut]
             try:
                 rec = fut.result()
             except Exception as exc:  # noqa: BLE001 - e.g. the worker died
-                rec = _record(spec, "failed", f"dask: {describe_error(exc)}", 0.0)
+                rec = job_record(spec, "failed", f"dask: {describe_error(exc)}", 0.0)
             on_result(spec, rec)
     finally:
         client.close()

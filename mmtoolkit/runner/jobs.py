@@ -179,18 +179,15 @@ def compact_json(data: dict) -> str:
 
 def spec_data(value):
     """Canonical plain data of a workload/domain spec (explicit matrices by content hash)."""
+    if isinstance(value, WorkloadSpec) and value.kind == "matrix":
+        arr = np.ascontiguousarray(value.build().dense(), dtype=float)
+        return {
+            "kind": "matrix",
+            "shape": list(arr.shape),
+            "sha256": hashlib.sha256(arr.tobytes()).hexdigest(),
+        }
     if isinstance(value, WorkloadSpec):
-        out = {"kind": value.kind}
-        for k, v in value.args.items():
-            out[k] = spec_data(v)
-        if value.kind == "matrix":
-            arr = np.ascontiguousarray(value.build().dense(), dtype=float)
-            out = {
-                "kind": "matrix",
-                "shape": list(arr.shape),
-                "sha256": hashlib.sha256(arr.tobytes()).hexdigest(),
-            }
-        return out
+        return {"kind": value.kind, **{k: spec_data(v) for k, v in value.args.items()}}
     if isinstance(value, DomainSpec):
         return {
             "preset": value.preset,
@@ -233,30 +230,22 @@ def expand_jobs(config) -> tuple[list[JobSpec], dict[tuple[str, str], str]]:
             timeout = config.timeout if col.timeout is None else col.timeout
             memory = config.memory if col.memory is None else col.memory
             objective = col.objective or "sum"
-            if col.svd_bound:
-                data = {"svd_bound": True}
-                params: dict = {}
-                seed = None
-            else:
-                params = dict(col.params)
-                seed = None
-                if config.seed is not None and "seed" not in params:
-                    cls = resolve_selector(col.selector, search_path)
-                    if accepts_seed(cls):
-                        seed = derive_seed(config.seed, row.name, col.name)
-                        params["seed"] = seed
-                data = {
-                    "selector": col.selector,
-                    "params": jsonable(params),
-                    "objective": objective,
-                }
+            params: dict = {} if col.svd_bound else dict(col.params)
+            if not col.svd_bound and config.seed is not None and "seed" not in params:
+                if accepts_seed(resolve_selector(col.selector, search_path)):
+                    params["seed"] = derive_seed(config.seed, row.name, col.name)
+            strategy = (
+                {"svd_bound": True}
+                if col.svd_bound
+                else {"selector": col.selector, "params": jsonable(params), "objective": objective}
+            )
             key = _key(
                 {
                     "v": KEY_VERSION,
                     "workload": wdata,
                     "privacy": jsonable(config.privacy_spec),
                     "quantity": quantity,
-                    "strategy": data,
+                    "strategy": strategy,
                 }
             )
             cell_keys[(row.name, col.name)] = key
@@ -289,9 +278,7 @@ def expand_jobs(config) -> tuple[list[JobSpec], dict[tuple[str, str], str]]:
 
 
 def _loosest(a, b):
-    if a is None or b is None:
-        return None
-    return max(a, b)
+    return None if a is None or b is None else max(a, b)
 
 
 # ----------------------------------------------------------------------------- execution
@@ -308,6 +295,15 @@ class _Stage(Exception):
         super().__init__(f"{prefix}{describe_error(exc)}")
 
 
+#: The evaluator function of each quantity, for a strategy and for the SVD bound.
+_QUANTITIES = {
+    "rmse": evaluate.rmse,
+    "total_error": evaluate.expected_error,
+    "max_variance": evaluate.max_variance,
+}
+_BOUNDS = {"rmse": evaluate.svd_bound_rmse, "total_error": evaluate.svd_bound_error}
+
+
 def _compute(spec: JobSpec) -> tuple[float, float, dict]:
     priv = privacy.from_spec(dict(spec.privacy_spec))
     try:
@@ -317,13 +313,10 @@ def _compute(spec: JobSpec) -> tuple[float, float, dict]:
     except Exception as exc:  # noqa: BLE001 - recorded in the cell
         raise _Stage("building the workload: ", exc) from None
     if spec.svd_bound:
-        start = time.perf_counter()
-        if spec.quantity == "rmse":
-            v = evaluate.svd_bound_rmse(W, priv)
-        elif spec.quantity == "total_error":
-            v = evaluate.svd_bound_error(W, priv)
-        else:
+        if spec.quantity not in _BOUNDS:
             raise ValueError(f"the SVD bound has no {spec.quantity}")
+        start = time.perf_counter()
+        v = _BOUNDS[spec.quantity](W, priv)
         return float(v), time.perf_counter() - start, {}
     try:
         cls = resolve_selector(spec.selector, spec.search_path)
@@ -336,15 +329,26 @@ def _compute(spec: JobSpec) -> tuple[float, float, dict]:
     except Exception as exc:  # noqa: BLE001 - recorded in the cell
         raise _Stage("selection: ", exc) from None
     meta = jsonable(dict(getattr(strategy, "metadata", {}) or {}))
-    if spec.quantity == "rmse":
-        v = evaluate.rmse(W, strategy, priv)
-    elif spec.quantity == "total_error":
-        v = evaluate.expected_error(W, strategy, priv)
-    elif spec.quantity == "max_variance":
-        v = evaluate.max_variance(W, strategy, priv)
-    else:
+    if spec.quantity not in _QUANTITIES:
         raise ValueError(f"unknown quantity {spec.quantity!r}")
-    return float(v), seconds, meta
+    return float(_QUANTITIES[spec.quantity](W, strategy, priv)), seconds, meta
+
+
+def job_record(spec: JobSpec, status: str = "ok", error: str | None = None, wall=0.0) -> dict:
+    """The record of a job without a value: its ``seconds`` and ``wall`` are ``wall``."""
+    return {
+        "key": spec.key,
+        "status": status,
+        "value": None,
+        "seconds": float(wall),
+        "wall": float(wall),
+        "error": error,
+        "metadata": {},
+        "selector": spec.selector,
+        "params": jsonable(spec.params),
+        "limits": {"timeout": spec.timeout, "memory": spec.memory},
+        "code": spec.code,
+    }
 
 
 def execute(spec: JobSpec) -> dict:
@@ -356,18 +360,7 @@ def execute(spec: JobSpec) -> dict:
     ``metadata`` (the strategy's metadata, JSON-safe), ``params`` and ``limits``.
     """
     start = time.perf_counter()
-    rec = {
-        "key": spec.key,
-        "status": "ok",
-        "value": None,
-        "seconds": 0.0,
-        "error": None,
-        "metadata": {},
-        "selector": spec.selector,
-        "params": jsonable(spec.params),
-        "limits": {"timeout": spec.timeout, "memory": spec.memory},
-        "code": spec.code,
-    }
+    rec = job_record(spec)
     try:
         value, seconds, meta = _compute(spec)
         rec.update(value=value, seconds=seconds, metadata=meta)
