@@ -40,12 +40,9 @@ __all__ = ["BinaryEncoding", "binary_marginals", "workload_attribute_sets"]
 
 
 class BinaryEncoding:
-    """Binary encoding of a domain (Cormode et al. §4.1 and §5, "encoded as binary
-    attributes"): attribute ``a`` with ``n_a`` values becomes ``⌈log2 n_a⌉`` binary attributes
-    named ``a.b0`` (most significant bit) … ; value ``v`` ↦ the binary code of ``v``. The
-    binary domain has ``2^D`` cells, ``D = Σ_a ⌈log2 n_a⌉``; codes ``≥ n_a`` are cells that
-    no record can occupy (a 1-value attribute has 0 bits).
-    """
+    """Binary encoding of a domain (Cormode et al. §4.1 and §5; module docstring): the bits
+    of attribute ``a`` are named ``a.b0`` (most significant) …; the binary domain has ``2^D``
+    cells, ``D = Σ_a ⌈log2 n_a⌉``."""
 
     def __init__(self, domain: Domain):
         if not isinstance(domain, Domain):

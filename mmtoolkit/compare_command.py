@@ -16,16 +16,13 @@ per finished selector on stderr.
   reads, :func:`mmtoolkit.records.read_domain`). Optional when the workload spec gives its
   own sizes (``all_range:n=256``).
 * ``--workload``: a workload SPEC in the package's one grammar
-  (:mod:`mmtoolkit.workload_specs`, as ``mmtoolkit release --workload`` and the configs):
-  ``KIND`` or ``KIND:key=value,...`` with KIND from ``mmtoolkit list workloads``, a
-  shorthand (``marginals:2``, ``kron:prefix,identity``) or a YAML flow mapping.
+  (:mod:`mmtoolkit.workload_specs`; kinds: ``mmtoolkit list workloads``).
 * privacy: ``--epsilon E`` (pure ε-DP), ``--epsilon E --delta D`` ((ε, δ)-DP) or ``--rho R``
   (ρ-zCDP).
-* ``--selectors``: default every registered selector; else a list
-  ``NAME[:key=value,...],NAME...`` where an item with ``=`` is a parameter of the selector
-  before it (``identity,hdmm:restarts=5,seed=1,opt0:p=8``; values parsed as YAML).
-* ``--objective sum|max``, ``--timeout S`` per selector (default 60), ``--seed N`` (default 0; every
-  selector that takes a seed), ``-j N`` selectors at once (default 2), ``-q`` no progress.
+* ``--selectors``: default every registered selector; else a selector list
+  (:mod:`mmtoolkit.compare`, "Selector lists": ``identity,hdmm:restarts=5,seed=1``).
+* ``--objective sum|max``, ``--timeout S`` per selector (default 60), ``--seed N`` (default
+  0), ``-j N`` selectors at once (default 2), ``-q`` no progress.
 * ``--out FILE.csv`` writes the table (params as JSON, the strategy as its matrix kind);
   ``--plot FILE.png`` a bar chart of RMSE relative to the SVD bound. Both atomically. An
   output that is an input (the ``--domain`` file, a ``matrix`` workload's file) or the other

@@ -209,17 +209,13 @@ class LoneProductRoute:
     def check_support(self) -> None:
         return  # every factor has full column rank
 
-    def _factor_value(self, part, wf):
-        if isinstance(part, LowRankFactor):
-            return part.trace_with(wf)
-        return part.trace_with(wf, self._grams)
-
     def trace(self) -> float:
         total = 0.0
         for c, fs in self.terms:
             value = c
             for part, wf in zip(self.parts, fs):
-                value *= self._factor_value(part, wf)
+                low_rank = isinstance(part, LowRankFactor)
+                value *= part.trace_with(wf) if low_rank else part.trace_with(wf, self._grams)
             total += value
         return total / self.c
 

@@ -60,9 +60,9 @@ Format
       timeout: 60                  #   per-job timeout of the quick run
                                    # results go to <results>/quick/<paper>/<table>.quick.*
 
-Workload specs are described in :mod:`.specs`. Each row's workload is built once while
-loading, so a bad argument value (``k`` larger than the number of attributes, an unknown
-attribute name, ...) is a ConfigError too.
+Workload specs are described in :mod:`mmtoolkit.workload_specs`. Each row's workload is
+built once while loading, so a bad argument value (``k`` larger than the number of
+attributes, an unknown attribute name, ...) is a ConfigError too.
 """
 
 from __future__ import annotations

@@ -258,13 +258,18 @@ def table_status(config: Config, results: str | os.PathLike) -> TableStatus:
                     f"{where}: CSV within_tol {line['within_tol']!r} != {str(within).lower()} "
                     f"recomputed from the config's tolerance"
                 )
-            if within:
-                st.agree += 1
-            elif note.strip():
-                st.explained.append((r.name, c.name))
-            else:
-                st.unexplained.append((r.name, c.name, ours, paper))
+            _count_miss(st, within, note, (r.name, c.name, ours, paper))
     return st
+
+
+def _count_miss(st: TableStatus, within: bool, note: str, cell: tuple) -> None:
+    """Count a computed cell with a published value: agreeing, explained or unexplained."""
+    if within:
+        st.agree += 1
+    elif note.strip():
+        st.explained.append(cell[:2])
+    else:
+        st.unexplained.append(cell)
 
 
 def script_table_status(paper: str, csv_path: Path) -> TableStatus:
@@ -288,13 +293,8 @@ def script_table_status(paper: str, csv_path: Path) -> TableStatus:
         st.published += 1
         if ours is None:
             continue
-        flag = line["within_tol"].strip().lower()
-        if flag == "true":
-            st.agree += 1
-        elif (line["note"] or "").strip():
-            st.explained.append((line["row"], line["column"]))
-        else:
-            st.unexplained.append((line["row"], line["column"], ours, p))
+        within = line["within_tol"].strip().lower() == "true"
+        _count_miss(st, within, line["note"] or "", (line["row"], line["column"], ours, p))
     return st
 
 

@@ -1,12 +1,8 @@
 """Run an experiment config: rows × columns → cells → ``<results>/<paper>/<table>.{csv,md}``.
 
-Every (row, column) pair is one job (:mod:`.jobs`; identical jobs are computed once). A
-selector column runs ``Selector(**params[, seed=derived]).select(W, privacy, objective)``
-(timed) and scores the strategy with :mod:`mmtoolkit.evaluate`; an ``svd_bound`` column
-calls ``evaluate.svd_bound_rmse`` / ``evaluate.svd_bound_error``; for the ratio metric
-each job stores ``evaluate.expected_error`` (``svd_bound_error``) and a cell is
-``sqrt(Err(column) / Err(ratio_to))`` = ``evaluate.error_ratio``. The runner never
-computes error itself.
+Every (row, column) pair is one job (:mod:`.jobs`: what it computes with
+:mod:`mmtoolkit.evaluate`; identical jobs are computed once). For the ratio metric a cell is
+``sqrt(Err(column) / Err(ratio_to))`` = ``evaluate.error_ratio`` of two jobs' values.
 
 Jobs run through :mod:`.executors` (in process, a local process pool, or Dask); each
 finished job is appended to the job store :mod:`.store` at once, so an interrupted run
@@ -250,18 +246,15 @@ def run_config(
 ) -> RunResult:
     """Run every (row, column) job of ``config`` and write ``<results>/<paper>/<table>.*``.
 
-    ``config`` is a :class:`Config` or a path to a YAML file (loaded with
-    :func:`load_config`). Finished jobs are appended to the job store
-    ``<results>/<paper>/.jobs/<table>.jsonl`` (:mod:`.store`) as they finish, and jobs
-    already there are not recomputed (``fresh=True`` empties the store first;
+    ``config`` is a :class:`Config` or a path to a YAML file. Jobs already in the job store
+    (:mod:`.store`) are not recomputed (``fresh=True`` empties the store first;
     ``reuse_stale=True`` also reuses records computed by other package code — for edits that
     do not change values, e.g. a new workload builder; the count is reported). ``jobs``,
-    ``executor`` and ``scheduler`` choose where jobs run (:mod:`.executors`); ``quick``
-    runs the config's quick variant (:func:`~.config.quick_config`) into
-    ``<results>/quick/<paper>/<table>.quick.*`` (:data:`QUICK_DIR`). One progress line
-    per finished job (with an ETA) goes to ``progress`` (default ``sys.stderr``). Returns a
-    :class:`RunResult`; failed cells have ``.failed`` true. A ``results`` path that is (or
-    lies under) a file raises :class:`~.schema.ConfigError` before any job runs.
+    ``executor`` and ``scheduler`` choose where jobs run (:mod:`.executors`); ``quick`` runs
+    the config's quick variant (:func:`~.config.quick_config`) under :data:`QUICK_DIR`. One
+    progress line per finished job (with an ETA) goes to ``progress`` (default
+    ``sys.stderr``). Returns a :class:`RunResult`. A ``results`` path that is (or lies under)
+    a file raises :class:`~.schema.ConfigError` before any job runs.
     """
     check_executor(jobs, executor, scheduler)
     _check_results_dir(results)

@@ -64,14 +64,8 @@ UniqueKeyLoader.add_implicit_resolver(
 
 class Fields:
     """The checks of one file's fields; every failure is a :class:`ConfigError` naming the
-    file and the field path.
-
-    ``check(fn, value, where, ...)`` runs ``fn(value, where, ...)`` (a
-    :mod:`mmtoolkit.checks` function); ``text``, ``integer``, ``number``, ``positive``,
-    ``flag``, ``mapping``, ``items`` (a list) and ``keys`` are ``check`` with
-    ``check_str``, ``check_int``, ``check_float``, ``check_positive``, ``check_bool``,
-    ``check_mapping``, ``check_list`` and ``check_keys``.
-    """
+    file and the field path. ``text``, ``integer``, ... are :meth:`check` with the
+    :mod:`mmtoolkit.checks` function named beside them."""
 
     def __init__(self, path: str | Path):
         self.file = str(path)

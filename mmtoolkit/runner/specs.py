@@ -1,12 +1,7 @@
-"""The plain data a config is made of and a job carries: workload and domain specs, the
-metric, and selector references (a registry name or ``package.module:ClassName``).
-
-Workload specs (the ``workload:`` of a config row, parsed by :func:`parse_workload`) follow
-the package's one grammar, :mod:`mmtoolkit.workload_specs`: a mapping ``{kind: <builder of
-mmtoolkit.workloads>, <its keyword arguments>}`` (nested workloads, domain presets, the
-explicit-matrix kind ``matrix`` whose ``file`` is relative to the config file) or a string
-such as ``"all_range:n=1024"`` / ``"marginals:domain=adult,k=2"``. This module adapts its
-errors to :class:`~.schema.Fields`, so each names the config file and the field.
+"""The plain data a config is made of and a job carries: workload and domain specs (the
+package's one grammar, :mod:`mmtoolkit.workload_specs`, its errors naming the config file and
+the field), the metric, and selector references (a registry name or
+``package.module:ClassName``).
 """
 
 from __future__ import annotations
