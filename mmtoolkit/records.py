@@ -119,9 +119,7 @@ def format_edge(e: float) -> str:
 
 def bin_labels(edges) -> tuple[str, ...]:
     """The interval labels ``"[b_j, b_{j+1})"`` of the bins with the given edges."""
-    return tuple(
-        f"[{format_edge(a)}, {format_edge(b)})" for a, b in zip(edges[:-1], edges[1:])
-    )
+    return tuple(f"[{format_edge(a)}, {format_edge(b)})" for a, b in zip(edges[:-1], edges[1:]))
 
 
 def _parse_bins(edges, name: str, source: str) -> np.ndarray:
@@ -170,7 +168,7 @@ def parse_domain(spec: Mapping, source: str = "domain") -> DomainSpec:
             f"{source}: a domain must be a non-empty JSON object {{attribute: size}}, "
             f"got {type(spec).__name__}"
         )
-    names, sizes, numeric, labels, bins, other = [], [], [], [], {}, {}
+    attrs, bins, other = [], {}, {}  # attrs: (name, size, numeric, labels) per attribute
     for name, entry in spec.items():
         if not isinstance(name, str) or not name:
             raise RecordsError(f"{source}: attribute names must be non-empty strings")
@@ -221,28 +219,25 @@ def parse_domain(spec: Mapping, source: str = "domain") -> DomainSpec:
             size = check_int(size, f"{source}: size of attribute {name!r}", minimum=1)
         except ValueError as exc:
             raise RecordsError(str(exc)) from None
-        names.append(name)
-        sizes.append(size)
-        numeric.append(num)
-        labels.append(lab)
-    return DomainSpec(Domain(names, sizes, numeric, labels), bins, other)
+        attrs.append((name, size, num, lab))
+    return DomainSpec(Domain(*zip(*attrs, strict=True)), bins, other)
 
 
 def read_domain(path) -> DomainSpec:
     """A :class:`DomainSpec` from a JSON domain file (see the module docstring)."""
     path = Path(path)
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise RecordsError(f"cannot read the domain file {path}: {exc.strerror}") from None
-    text = _decode(raw, path, "the domain file")
+    text = _read_text(path, "the domain file")
     spec = jsonsafe.loads(text, str(path), RecordsError)  # strict: no key twice, no NaN
     return parse_domain(spec, str(path))
 
 
-def _decode(raw: bytes, path, what: str) -> str:
-    """UTF-8 text of a file (a leading byte-order mark is dropped); a byte that is not UTF-8
-    is reported with its line and column."""
+def _read_text(path: Path, what: str) -> str:
+    """The UTF-8 text of ``what`` (a leading byte-order mark is dropped); a byte that is not
+    UTF-8 is reported with its line and column."""
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise RecordsError(f"cannot read {what} {path}: {exc.strerror}") from None
     try:
         return raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
@@ -565,11 +560,7 @@ def _read_rows(path: Path, check_header):
     stripped and checked before any record is read, then the records (blank lines skipped)
     with their line numbers; the file UTF-8 (a byte-order mark is dropped), every row as long
     as the header."""
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise RecordsError(f"cannot read the data file {path}: {exc.strerror}") from None
-    reader = csv.reader(io.StringIO(_decode(raw, path, "the data file"), newline=""))
+    reader = csv.reader(io.StringIO(_read_text(path, "the data file"), newline=""))
     try:
         header = [h.strip() for h in next(reader)]
     except StopIteration:

@@ -19,8 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 __all__ = ["MAX_THREADS", "Ahead", "Workers", "worker_threads"]
 
-#: At most this many threads by default (the machines this is measured on have two cores;
-#: the pieces are memory-bound beyond a few).
+#: At most this many threads by default (the pieces are memory-bound beyond a few).
 MAX_THREADS = 2
 
 

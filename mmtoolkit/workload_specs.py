@@ -145,10 +145,9 @@ class DomainSpec:
         """The :class:`~mmtoolkit.domain.Domain`."""
         if self.preset is not None:
             return datasets.domain(self.preset, **self.params)
-        if self.names is None and self.numeric is None:
-            return Domain.from_sizes(list(self.sizes))
-        names = self.names if self.names is not None else [f"a{i}" for i in range(len(self.sizes))]
-        return Domain(list(names), list(self.sizes), numeric=self.numeric)
+        if self.names is None:
+            return Domain.from_sizes(list(self.sizes), self.numeric)
+        return Domain(list(self.names), list(self.sizes), numeric=self.numeric)
 
     def describe(self) -> str:
         """Short text for error messages: ``synth(n=3)`` or ``sizes=[2, 3]``."""
@@ -440,13 +439,10 @@ def parse_workload(
         ):
             if not isinstance(v, list) or not v:
                 raise SpecError(sub, "expected a non-empty list of workload specs")
-            # kron factors over the caller's domain: a factor's missing n is its attribute's
-            # size; union members are on the union's cells
-            sizes = domain.sizes if kind == "kron" and domain is not None else ()
-            if kind == "kron":
+            ns = [_n] * len(v)  # union members are on the union's cells
+            if kind == "kron":  # over the caller's domain, a factor's missing n is its size
+                sizes = domain.sizes if domain is not None else ()
                 ns = list(sizes) if len(sizes) == len(v) else [None] * len(v)
-            else:
-                ns = [_n] * len(v)
             args[name] = [
                 parse_workload(x, f"{sub}[{i}]", _top=False, _n=n, **nested)
                 for i, (x, n) in enumerate(zip(v, ns, strict=True))

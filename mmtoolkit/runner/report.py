@@ -336,14 +336,8 @@ def collect(
                     groups.setdefault(f.name.split(".")[0], []).append(f)
             # a figure named <stem>_<something> joins the group of <stem>'s data files
             for stem in sorted(groups, key=len, reverse=True):
-                base = next(
-                    (
-                        b
-                        for b in sorted(groups, key=len, reverse=True)
-                        if b != stem and stem.startswith(b + "_")
-                    ),
-                    None,
-                )
+                bases = sorted(groups, key=len, reverse=True)  # the longest stem first
+                base = next((b for b in bases if b != stem and stem.startswith(b + "_")), None)
                 if base is not None and all(f.suffix == ".png" for f in groups[stem]):
                     groups[base].extend(groups.pop(stem))
             items = []
