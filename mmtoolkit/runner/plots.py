@@ -199,7 +199,14 @@ def _log_scale(ax, axis: str) -> None:
             ax_.set_minor_formatter(NullFormatter())
 
 
-def _save(fig, path: Path) -> Path:
+def _finish(fig, ax, xlabel: str, ylabel: str, logx: bool, logy: bool, path: Path) -> Path:
+    """Label the axes, set the log scales and write the PNG."""
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    if logx:
+        _log_scale(ax, "x")
+    if logy:
+        _log_scale(ax, "y")
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=110, metadata={"Software": None})
     write_atomic(path, buf.getvalue())
@@ -268,13 +275,9 @@ def render_figures(config, cells, directory: str | os.PathLike) -> list[Path]:
         )
         if config.metric.kind == "ratio" and spec.y == "value" and not spec.ylabel:
             ylabel = f"error ratio to {config.metric.ratio_to}"
-        ax.set_ylabel(ylabel)
-        ax.set_xlabel(spec.xlabel or (spec.x_param or ("" if spec.x == "rows" else "x")))
-        if spec.logx:
-            _log_scale(ax, "x")
-        if spec.logy:
-            _log_scale(ax, "y")
-        out.append(_save(fig, Path(directory) / f"{config.table}_{spec.name}.png"))
+        xlabel = spec.xlabel or (spec.x_param or ("" if spec.x == "rows" else "x"))
+        path = Path(directory) / f"{config.table}_{spec.name}.png"
+        out.append(_finish(fig, ax, xlabel, ylabel, spec.logx, spec.logy, path))
     return out
 
 
@@ -352,13 +355,9 @@ def render_sheet(sheet: FigureSheet, results: str | os.PathLike = "results") -> 
         drawn, categories = sheet_figure_data(sheet, i, header, rows, data.name)
         fig, ax = _canvas(fs.title or sheet.title, wide=len(categories or []) > 6)
         _draw(ax, drawn, fs.kind, categories)
-        ax.set_xlabel(fs.xlabel or fs.x)
-        ax.set_ylabel(fs.ylabel or fs.y)
-        if fs.logx and categories is None:
-            _log_scale(ax, "x")
-        if fs.logy:
-            _log_scale(ax, "y")
-        out.append(_save(fig, data.parent / f"{Path(sheet.data).stem}_{fs.name}.png"))
+        logx = fs.logx and categories is None
+        path = data.parent / f"{Path(sheet.data).stem}_{fs.name}.png"
+        out.append(_finish(fig, ax, fs.xlabel or fs.x, fs.ylabel or fs.y, logx, fs.logy, path))
     return out
 
 
