@@ -36,13 +36,10 @@ sorted by error: the bound's row, the ``ok`` rows by ``total_error`` (``max_vari
 
 **Applicability.** A selector that does not apply is listed with the reason, never dropped:
 its class's ``applicability(W, privacy, objective)`` reason, else the refusal ``select``
-raises — one of :data:`mmtoolkit.selectors.REFUSALS`: ``NotApplicableError`` (privacy kind,
-objective, a condition of the parameters such as ``mm_sdp``'s ``max_n`` or a workload shape
-the method is not defined for), ``linalg.TooLargeError``, ``UnsupportedWorkloadError`` or
-``NotImplementedError`` (the same rule as :func:`mmtoolkit.testing.check_selector`). Any
-other exception in ``applicability`` or selection (a ``TypeError``, numpy's broadcasting
-``ValueError``: a bug, not a refusal), an error of the evaluator on the strategy, or running
-out of memory is ``failed``, with the message.
+raises (one of :data:`mmtoolkit.selectors.REFUSALS`: the rule of ARCHITECTURE.md, "Where to
+add things", shared with :func:`mmtoolkit.testing.check_selector`). Any other exception in
+``applicability`` or selection (a bug, not a refusal), an error of the evaluator on the
+strategy, or running out of memory is ``failed``, with the message.
 
 **Time limit.** With a ``timeout`` (default 60 s, a finite number of seconds; None for none)
 each selector is selected and scored in its own forked worker by the runner's executors

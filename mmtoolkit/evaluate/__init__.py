@@ -1,24 +1,17 @@
-"""The one place error is computed (ARCHITECTURE.md, "Layers").
+"""The one place error is computed (ARCHITECTURE.md: "Layers", "Privacy and error", "The
+strategy-kind protocol").
 
-Expected total squared error of answering a workload ``W`` with strategy ``A`` by the
-matrix mechanism (Li et al. 2010, Prop. 4.4; HDMM Def. 7):
-
-    Err(W, A) = v(privacy) · sens_p(A)² · tr(WᵀW (AᵀA)⁺)
-
-with p = 1 and v = 2/ε² for PureDP (Laplace) and p = 2, v = σ² per unit L2 sensitivity for
-ApproxDP / ZCDP (Gaussian). ``A`` must support ``W``: every query (row) w must lie in
+The expected total squared error of the matrix mechanism (Li et al. 2010, Prop. 4.4; HDMM
+Def. 7) is ``Err(W, A) = v(privacy) · sens_p(A)² · tr(WᵀW (AᵀA)⁺)``, p and v as
+ARCHITECTURE.md states. ``A`` must support ``W``: every query (row) w must lie in
 rowspace(A), checked row by row as ||w (I − A⁺A)||² ≤ SUPPORT_RTOL · ||w||²; otherwise
 :class:`UnsupportedWorkloadError` is raised, never a number.
 
-The evaluator knows no strategy kind. tr(WᵀW (AᵀA)⁺), the per-query variances and their
-maximum come from the strategy's own *error route* (``A.error_route(W)``, the strategy-kind
-protocol of :mod:`mmtoolkit.linalg.route`): Kronecker and identity strategies factor-wise
-(HDMM Thm 5, 6), marginals Grams in the spectral form (HDMM §6.3), tree Grams by a
-Sherman–Morrison pass, orthonormal bases in that basis, ResidualPlanner strategies in the
-residual basis; a kind with its own answering rule (HDMM's separate union, each product
-answered from one block) gives that rule's error instead of tr(WᵀW (AᵀA)⁺). A kind without
-one goes to the generic routes here: ``stacked`` (a union of
-weighted Kronecker products, HDMM OPT_+) and then ``dense`` (size-guarded by
+The evaluator knows no strategy kind: the trace, the per-query variances and their maximum
+come from the strategy's own *error route* (``A.error_route(W)``: e.g. Kronecker products
+factor-wise, HDMM Thm 5, 6; marginals in the spectral form, HDMM §6.3; a kind with its own
+answering rule gives that rule's error), else from the generic routes here: ``stacked`` (a
+union of weighted Kronecker products, HDMM OPT_+) and then ``dense`` (size-guarded by
 ``linalg.MAX_DENSE_ENTRIES``). ``bound`` holds the SVD lower bound.
 """
 

@@ -143,11 +143,8 @@ def reusable(
     status = record.get("status")
     if status == "ok":
         return True
-    limits = record.get("limits") or {}
-    if status == "timeout":
-        old = limits.get("timeout")
-        return timeout is not None and old is not None and timeout <= old
-    if status == "out of memory":
-        old = limits.get("memory")
-        return memory is not None and old is not None and memory <= old
-    return False
+    limit = {"timeout": ("timeout", timeout), "out of memory": ("memory", memory)}.get(status)
+    if limit is None:  # failed: retried on every run
+        return False
+    old = (record.get("limits") or {}).get(limit[0])
+    return limit[1] is not None and old is not None and limit[1] <= old
