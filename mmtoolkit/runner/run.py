@@ -18,18 +18,13 @@ strategy's metadata as compact JSON (e.g. a chosen branching factor), empty when
 none.
 
 **Reruns rewrite no byte.** The CSV, the Markdown and the figures are committed as the
-reproduction record, so they hold only what the config and the code determine: running a
-committed config again with unchanged code writes identical files. Timings are not in
-them: a cell's ``seconds`` (the selection time of a selector column, evaluation excluded;
-the computation time of an ``svd_bound`` column) and the metadata entries that are
-timings (:func:`~.jobs.split_timings`: keys with a word ``seconds`` or ``time``) stay in
-the job store (:mod:`.store`, git-ignored) and in its timings sidecar
-``<results>/<paper>/.jobs/<table>.timings.csv`` (:func:`~.store.timings_path`). Objects
-in the metadata are written without memory addresses (:func:`~.jobs.stable_text`), and the
-Markdown names the config by its path relative to the directory holding ``<results>``. A
-figure of ``y: seconds`` is drawn from the run's timings and so differs on every run (no
-committed config has one). Still written with timings: the scalability and benchmark
-tables of ``experiments/`` and ``benchmarks/`` scripts, which measure time by design.
+reproduction record, so they hold only what the config and the code determine. Timings (a
+cell's selection ``seconds`` and the metadata entries :func:`~.jobs.split_timings` picks)
+go to the job store and its timings sidecar (:mod:`.store`) instead, objects in the metadata
+lose their memory addresses (:func:`~mmtoolkit.jsonsafe.stable_text`), and the Markdown
+names the config by its path relative to the directory holding ``<results>``. A figure of
+``y: seconds`` is drawn from the run's timings and so differs on every run (no committed
+config has one).
 
 A quick run (``quick=True``: the config's smoke variant) writes everything under
 ``<results>/quick/`` (:data:`QUICK_DIR`, git-ignored), never beside the real tables.
