@@ -288,7 +288,7 @@ class Run:
     def __init__(self, script, argv=None, root=None):
         self.script = Path(script).name
         self.command = command_line(script, sys.argv[1:] if argv is None else argv)
-        self.root = root
+        self.package = package(root)  # the code that runs, as it is at the start
         self.started = _utc_now()
         self.load_start = _load()
         self.tables = []
@@ -308,7 +308,7 @@ class Run:
             "finished": _utc_now().isoformat().replace("+00:00", "Z"),
             "load_average": {"start": self.load_start, "end": _load()},
             "machine": machine(),
-            "package": package(self.root),
+            "package": self.package,
             "tables": [t.to_json() for t in self.tables],
             **extra,
         }
