@@ -200,7 +200,6 @@ def main(argv=None):
                     case = kron_case if kind == "kron" else marg_case
                     records.append(case(N, client, compare))
                     add_row(table, records[-1], args.workers, args.memory, args.rechunk)
-    print("\n" + "\n".join(table.markdown()))
     run.write(args.json, records=records)
 
 
