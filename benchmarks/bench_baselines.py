@@ -8,9 +8,8 @@ scaling, not the absolute numbers.
 """
 
 import argparse
-import os
 
-from _util import median_seconds, peak_rss_mb
+from _util import Run, add_json_option, median_seconds, peak_rss_mb
 
 from mmtoolkit import evaluate, selectors, workloads
 from mmtoolkit.privacy import PureDP
@@ -18,13 +17,17 @@ from mmtoolkit.privacy import PureDP
 EPS = PureDP(1.0)
 
 
-def row(name, n, W, params=None, repeats=3, score=True):
+COLUMNS = ["selector", "N", "select s", "score s", "peak MB"]
+FORMATS = ["", ",", ".4f", ".4f", ".0f"]
+
+
+def row(table, name, n, W, params=None, repeats=3, score=True):
     sel = selectors.get(name, **(params or {}))
     t_sel, s = median_seconds(lambda: sel.select(W, EPS), repeats)
-    t_eval = float("nan")
+    t_eval = None  # not scored
     if score:
         t_eval, _ = median_seconds(lambda: evaluate.expected_error(W, s, EPS), repeats)
-    print(f"{name:>12} {n:>9} {t_sel:>11.4f} {t_eval:>11.4f} {peak_rss_mb():>8.0f}", flush=True)
+    table.add(name, n, t_sel, t_eval, peak_rss_mb())
 
 
 def main():
@@ -33,25 +36,26 @@ def main():
     ap.add_argument("--sides", type=int, nargs="+", default=[64, 256, 1024])
     ap.add_argument("--lrm-max", type=int, default=256, help="largest n for LRM")
     ap.add_argument("--repeats", type=int, default=3)
-    args = ap.parse_args()
-    print("load average at start: {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
-    print(f"{'selector':>12} {'N':>9} {'select s':>11} {'score s':>11} {'peak MB':>8}")
-    print("-- 1-D Prefix")
+    args = add_json_option(ap).parse_args()
+    run = Run(__file__)
+    reps = f"median of {args.repeats}"
+    prefix = run.table(f"1-D Prefix, PureDP ε = 1 ({reps}; LRM: one run, 100 iterations)",
+                       COLUMNS, FORMATS)  # fmt: skip
     for n in args.sizes:
         W = workloads.prefix(n)
         for name in ("hierarchical", "hb", "privelet", "greedy_h"):
-            row(name, n, W, repeats=args.repeats)
+            row(prefix, name, n, W, repeats=args.repeats)
         if n <= args.lrm_max:
-            row("lrm", n, W, {"max_iter": 100}, repeats=1)
-    print("-- 2-D Prefix ⊗ Prefix (N = side²)")
+            row(prefix, "lrm", n, W, {"max_iter": 100}, repeats=1)
+    grid = run.table(f"2-D Prefix ⊗ Prefix, N = side² ({reps})", COLUMNS, FORMATS)
     for m in args.sides:
         W = workloads.kron([workloads.prefix(m), workloads.prefix(m)])
         for name in ("privelet", "hb", "quadtree"):
-            row(name, m * m, W, repeats=args.repeats)
-    print("-- 1-D All Range (GreedyH's structured (WᵀW)² products)")
+            row(grid, name, m * m, W, repeats=args.repeats)
+    ranges = run.table("1-D All Range, GreedyH selection (one run, not scored)", COLUMNS, FORMATS)
     for n in args.sizes:
-        row("greedy_h", n, workloads.all_range(n), repeats=1, score=False)
-    print("load average at end: {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
+        row(ranges, "greedy_h", n, workloads.all_range(n), repeats=1, score=False)
+    run.write(args.json)
 
 
 if __name__ == "__main__":

@@ -13,10 +13,9 @@ Medians of wall-clock seconds on a shared machine.
 """
 
 import argparse
-import os
 
 import numpy as np
-from _util import median_seconds, peak_rss_mb
+from _util import Run, add_json_option, median_seconds, peak_rss_mb
 
 from mmtoolkit import datasets, evaluate, selectors, workloads
 from mmtoolkit.binary_encoding import BinaryEncoding, workload_attribute_sets
@@ -37,10 +36,11 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--dims", type=int, nargs="+", default=[8, 12, 16, 20, 24])
-    args = parser.parse_args()
+    args = add_json_option(parser).parse_args()
+    run = Run(__file__)
     rng = np.random.default_rng(0)
     P = PureDP(1.0)
-    print("load average (1, 5, 15 min): {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
+    reps = f"median of {args.repeats}"
 
     W = workloads.marginals(datasets.domain("nltcs"), 3)
     sel, _ = median_seconds(
@@ -48,17 +48,23 @@ def main():
         args.repeats,
     )
     full, _ = median_seconds(lambda: fourier_pipeline(W, 16, rng), args.repeats)
-    print(f"[1] NLTCS all 3-way (560 marginals): F+ budgets {sel:.4f} s; "
-          f"budgets + recovery of all marginals {full:.3f} s")  # fmt: skip
+    nltcs = run.table(f"[1] F+ on NLTCS, all 3-way marginals ({reps})", ["step", "seconds"],
+                      ["", ".4f"])  # fmt: skip
+    nltcs.add(f"F+ budgets ({len(W.weights)} marginals)", sel)
+    nltcs.add("budgets + recovery of all marginals", full)
 
-    print("\n[2] F+ budgets + recovery, all 2-way marginals of d binary attributes")
-    print("{:>4} {:>10} {:>9} {:>8}".format("d", "marginals", "seconds", "peak MB"))
+    scaling = run.table(
+        f"[2] F+ budgets + recovery, all 2-way marginals of d binary attributes ({reps})",
+        ["d", "marginals", "seconds", "peak MB"],
+        ["d", ",", ".3f", ".0f"],
+    )
     for d in args.dims:
         Wd = workloads.marginals([2] * d, 2)
         t, _ = median_seconds(lambda Wd=Wd, d=d: fourier_pipeline(Wd, d, rng), args.repeats)
-        print(f"{d:>4} {len(Wd.weights):>10} {t:>9.3f} {peak_rss_mb():>8.0f}")
+        scaling.add(d, len(Wd.weights), t, peak_rss_mb())
 
-    print("\n[3] BMAX")
+    bmax = run.table(f"[3] BMAX selection ({reps})", ["case", "seconds", "cuboids"],
+                     ["", ".4f", "d"])  # fmt: skip
     Wa = workloads.marginals(datasets.domain("adult_hdmm"), 5, lower=True)
     for mode, variant in (("workload", "bmax"), ("workload", "hdmm_table"), ("lattice", "bmax")):
         t, S = median_seconds(
@@ -67,20 +73,21 @@ def main():
             ).select(Wa, P),
             args.repeats,
         )
-        print(f"    Adult (HDMM, 32 marginals), candidates={mode}, variant={variant}: "
-              f"{t:.4f} s, {len(S.metadata['cuboids'])} cuboids")  # fmt: skip
+        bmax.add(f"Adult (HDMM, 32 marginals), candidates={mode}, variant={variant}", t,
+                 len(S.metadata["cuboids"]))  # fmt: skip
     enc = BinaryEncoding(datasets.domain("adult_datacube"))
     Wb = enc.marginals(workload_attribute_sets(8, 2, "Q2", seed=0))
     t, S = median_seconds(
         lambda: selectors.get("datacube", strategy="C", budget="optimal").select(Wb, P),
         args.repeats,
     )
-    print(f"    Adult binary (23 bits) Q2 k=2 ({len(Wb.weights)} marginals), C+ over the "
-          f"attribute lattice: {t:.4f} s, {S.metadata['groups']} cuboids")  # fmt: skip
+    bmax.add(f"Adult binary (23 bits) Q2 k=2 ({len(Wb.weights)} marginals), C+ over the "
+             "attribute lattice", t, S.metadata["groups"])  # fmt: skip
 
-    print("\n[4] NLTCS selection time: clustering vs the rest")
-    print(
-        "{:>10} {:>9} {:>9} {:>9} {:>9} {:>8}".format("workload", "I", "Q+", "F+", "C+", "C/rest")
+    clustering = run.table(
+        f"[4] NLTCS selection seconds: clustering vs the rest ({reps})",
+        ["workload", "I", "Q+", "F+", "C+", "C+ / slowest other"],
+        ["", ".4f", ".4f", ".4f", ".4f", ".0f"],
     )
     enc16 = BinaryEncoding(datasets.domain("nltcs"))
     for k in (1, 2):
@@ -93,19 +100,24 @@ def main():
                     args.repeats,
                 )
             rest = max(times[n] for n in ("I", "Q+", "F+"))
-            print(f"{variant + ' k=' + str(k):>10} " + " ".join(f"{times[n]:>9.4f}" for n in times)
-                  + f" {times['C+'] / rest:>7.0f}×")  # fmt: skip
+            clustering.add(f"{variant} k={k}", *times.values(), times["C+"] / rest)
 
-    print("\n[5] Q+ on Adult binary (23 bits), all 2-way marginals over the bits")
     Wq = workloads.binary_marginals("adult_datacube", 2, over="bits")
     Q = selectors.get("datacube", strategy="Q", budget="optimal")
     t_sel, Sq = median_seconds(lambda: Q.select(Wq, P), args.repeats)
     t_err, err = median_seconds(lambda: evaluate.expected_error(Wq, Sq, P), args.repeats)
     t_max, top = median_seconds(lambda: evaluate.max_variance(Wq, Sq, P), args.repeats)
-    print(f"    {len(Wq.weights)} marginals: select {t_sel:.4f} s; expected error {t_err:.4f} s "
-          f"({err:.6g}); max variance {t_max:.4f} s ({top:.6g})")  # fmt: skip
-    print("    paper (Cormode et al. §8, Fig. 6): Q and F 'always less than a second, typically "
-          "less than a tenth of a second'")  # fmt: skip
+    q = run.table(
+        f"[5] Q+ on Adult binary (23 bits), all 2-way marginals over the bits ({reps})",
+        ["step", "seconds", "value"],
+        ["", ".4f", ".6g"],
+        note="Paper (Cormode et al. §8, Fig. 6): Q and F 'always less than a second, typically "
+        "less than a tenth of a second'.",
+    )
+    q.add(f"select ({len(Wq.weights)} marginals)", t_sel, None)
+    q.add("expected error", t_err, err)
+    q.add("max variance", t_max, top)
+    run.write(args.json)
 
 
 if __name__ == "__main__":

@@ -11,10 +11,9 @@ runs once; times are wall-clock seconds, with the 1-minute load average before a
 
 import argparse
 import os
-import sys
 import time
 
-from _util import peak_rss_mb
+from _util import Run, add_json_option, peak_rss_mb
 
 from mmtoolkit import workloads
 from mmtoolkit.selectors.eigen_design.design import (
@@ -24,18 +23,9 @@ from mmtoolkit.selectors.eigen_design.design import (
 )
 from mmtoolkit.selectors.eigen_design.gram import eigen_queries, workload_gram
 
-HEAD = (
-    "n",
-    "eig s",
-    "dual s",
-    "dual gap",
-    "cvxpy s",
-    "cvxpy/dual",
-    "sep16 s",
-    "pv6% s",
-    "MB",
-    "load",
-)
+HEAD = ["n", "eig s", "dual s", "dual gap", "cvxpy s", "cvxpy/dual", "sep16 s", "pv6% s", "MB",
+        "load before", "load after"]  # fmt: skip
+FORMATS = ["d", ".2f", ".2f", ".1e", ".2f", ".6f", ".2f", ".2f", ".0f", ".1f", ".1f"]
 
 
 def timed(fn, *args):
@@ -51,40 +41,42 @@ def main():
     parser.add_argument("--cvxpy", default="clarabel", choices=["clarabel", "scs", "ecos"])
     parser.add_argument("--cvxpy-max", type=int, default=1024)
     parser.add_argument("--out", default=None)
-    args = parser.parse_args()
-    lines = ["| " + " | ".join(HEAD) + " |", "|" + "---:|" * len(HEAD)]
-    print(("{:>6} {:>8} {:>8} {:>9} {:>10} {:>10} {:>8} {:>8} {:>7} {:>11}").format(*HEAD))
+    args = add_json_option(parser).parse_args()
+    run = Run(__file__)
+    table = run.table(
+        f"Eigen-Design on all 1-D ranges: dual method (tol {args.tol:g}) vs cvxpy/{args.cvxpy}, "
+        "one run per size",
+        HEAD,
+        FORMATS,
+    )
     for n in args.sizes:
         load0 = os.getloadavg()[0]
         t_eig, (sigma, Q) = timed(lambda n=n: eigen_queries(workload_gram(workloads.all_range(n))))
         P = Q * Q
         t_dual, w = timed(solve_weighting, sigma, P, 1, "dual", args.tol)
-        cv_s, cv_r = "-", "-"
+        cv_s, cv_r = None, None  # above --cvxpy-max: not run
         if n <= args.cvxpy_max:
             try:
-                t_cv, wc = timed(solve_weighting, sigma, P, 1, args.cvxpy)
-                cv_s, cv_r = f"{t_cv:.2f}", f"{wc.value / w.value:.6f}"
+                cv_s, wc = timed(solve_weighting, sigma, P, 1, args.cvxpy)
+                cv_r = wc.value / w.value
             except RuntimeError as err:
                 cv_s, cv_r = "failed", str(err)[:30]
         t_sep, _ = timed(eigen_query_separation, sigma, P, 1, 16, "dual", args.tol, 200_000)
         t_pv, _ = timed(principal_vectors, sigma, P, 1, 0.06, "dual", args.tol, 200_000)
-        load = f"{load0:.1f}/{os.getloadavg()[0]:.1f}"
-        row = (n, f"{t_eig:.2f}", f"{t_dual:.2f}", f"{w.gap:.1e}", cv_s, cv_r)
-        row += (f"{t_sep:.2f}", f"{t_pv:.2f}", f"{peak_rss_mb():.0f}", load)
-        print(("{:>6} {:>8} {:>8} {:>9} {:>10} {:>10} {:>8} {:>8} {:>7} {:>11}").format(*row))
-        lines.append("| " + " | ".join(str(c) for c in row) + " |")
+        table.add(n, t_eig, t_dual, w.gap, cv_s, cv_r, t_sep, t_pv, peak_rss_mb(), load0,
+                  os.getloadavg()[0])  # fmt: skip
         del Q, P
     if args.out:
         text = (
             f"# Eigen-Design on all 1-D ranges: time vs n (dual method vs cvxpy/{args.cvxpy})\n\n"
-            f"`python benchmarks/bench_eigen_design.py {' '.join(sys.argv[1:])}` — "
-            "wall-clock seconds, one run per size, OMP_NUM_THREADS=1, 2 cores shared with "
+            f"`{run.command}` — wall-clock seconds, one run per size, 2 cores shared with "
             "other jobs; load = 1-min load average before/after the row.\n\n"
-            + "\n".join(lines)
+            + "\n".join(table.markdown())
             + "\n"
         )
         with open(args.out, "w") as fh:
             fh.write(text)
+    run.write(args.json)
 
 
 if __name__ == "__main__":

@@ -20,7 +20,10 @@
 
 ``experiments/hdmm/fig6_scalability.py`` plots these tables beside the paper's points.
 
-Writes ``results/hdmm/bench_hdmm.md`` with ``--write``. Timings depend on the machine and
+Writes ``results/hdmm/bench_hdmm.md`` with ``--write`` (read by the Fig. 6 script; a cell not
+measured is ``nan`` there), and its JSON record with ``--json``. A quick run:
+``--opt0 1024 --optm 8 10 12 --kron 32 32 32 32 --marg-d 6 --opt0-full 256 1024
+--optm-full 8 10 12 --prefix-k 1 2 3 --union-d 8``. Timings depend on the machine and
 on its load. OPT_0 runs its BLAS on one thread by itself (``opt0.one_blas_thread``); for the
 other cases set OMP_NUM_THREADS=1 on a shared machine.
 """
@@ -30,7 +33,7 @@ import time
 from pathlib import Path
 
 import numpy as np
-from _util import median_seconds, peak_rss_mb
+from _util import Run, add_json_option, median_seconds, peak_rss_mb
 
 from mmtoolkit import Domain, evaluate, mechanism, selectors, workloads
 from mmtoolkit.linalg import AllRange, Kronecker, Marginals, PIdentity
@@ -44,48 +47,59 @@ from mmtoolkit.selectors.hdmm.opt_marginals import (
 )
 
 
-def bench_opt0(sizes, repeats, dense_max):
-    lines = ["| N | p | structured Gram s | dense Gram s |", "|---|---|---|---|"]
+def bench_opt0(run, sizes, repeats, dense_max):
+    t = run.table(
+        "OPT_0 objective + gradient (AllRange, p = n/16)",
+        ["N", "p", "structured Gram s", "dense Gram s"],
+        ["d", "d", ".4f", ".4f"],
+        note="Paper (HDMM Fig. 6): 1.5 s for one objective at N = 8192.",
+    )
     for n in sizes:
         p = n // 16
         theta = np.random.default_rng(0).random((p, n))
         G = GramOperator(AllRange(n).gram())
         ts, _ = median_seconds(lambda G=G, t=theta: pidentity_objective(t, G, 1), repeats)
-        td = float("nan")
+        td = None  # above --dense-max: not measured
         if n <= dense_max:
             Gd = GramOperator(AllRange(n).gram().dense())
             td, _ = median_seconds(lambda G=Gd, t=theta: pidentity_objective(t, G, 1), repeats)
-        lines.append(f"| {n} | {p} | {ts:.4f} | {td:.4f} |")
-        print(lines[-1], flush=True)
-    return lines
+        t.add(n, p, ts, td)
+    return t
 
 
-def bench_optm(dims, repeats):
-    lines = ["| d | 2^d | projection s | objective+gradient s |", "|---|---|---|---|"]
+def bench_optm(run, dims, repeats):
+    t = run.table(
+        "OPT_M objective + gradient (all ≤3-way marginals of [10]^d)",
+        ["d", "2^d", "projection s", "objective+gradient s"],
+        ["d", "d", ".4f", ".5f"],
+        note="Paper (HDMM Fig. 6): OPT_M up to d = 14, under 10 s up to d = 10.",
+    )
     for d in dims:
         W = workloads.marginals([10] * d, 3, lower=True)
         start = time.perf_counter()
-        sizes, t = project_workload(W)
+        sizes, theta = project_workload(W)
         tp = time.perf_counter() - start
-        prob = MarginalsProblem(sizes, t)
+        prob = MarginalsProblem(sizes, theta)
         theta = np.random.default_rng(0).random(1 << d)
         te, _ = median_seconds(lambda p=prob, t=theta: p.objective(t, 1), repeats)
-        lines.append(f"| {d} | {1 << d} | {tp:.4f} | {te:.5f} |")
-        print(lines[-1], flush=True)
-    return lines
+        t.add(d, 1 << d, tp, te)
+    return t
 
 
-def bench_opt0_full(sizes):
+def bench_opt0_full(run, sizes):
     """Seconds of one whole OPT_0 optimisation (HDMM Fig. 6 left)."""
-    lines = ["| N | p | optimisation s | loss |", "|---|---|---|---|"]
+    t = run.table(
+        "OPT_0 whole optimisation (AllRange, p = n/16, one restart)",
+        ["N", "p", "optimisation s", "loss"],
+        ["d", "d", ".3f", ".6g"],
+    )
     for n in sizes:
         p = max(1, n // 16)
         G = GramOperator(AllRange(n).gram())
         start = time.perf_counter()
         _, loss = optimize_pidentity(G, p, 1, np.random.default_rng(0))
-        lines.append(f"| {n} | {p} | {time.perf_counter() - start:.3f} | {loss:.6g} |")
-        print(lines[-1], flush=True)
-    return lines
+        t.add(n, p, time.perf_counter() - start, loss)
+    return t
 
 
 #: Table 4(a)'s Identity/HDMM ratios (HDMM = OPT_0 on these 1-D workloads).
@@ -93,42 +107,57 @@ TABLE4A = {("Prefix", 1024): 3.34, ("All Range", 1024): 2.36}
 TABLE4A.update({("Prefix", 8192): 6.40, ("All Range", 8192): 4.51})
 
 
-def bench_opt0_one(n):
+def bench_opt0_one(run, n):
     """One OPT_0 restart (p = n/16, seed 0) on Prefix and All Range: seconds, RMSE and the
     Identity/OPT_0 ratio beside Table 4(a)'s (from n = opt0.LARGE_N: the large-domain path)."""
-    lines = [
-        "| workload | N | p | wall s | CPU s | RMSE (ε = √2) | Identity/OPT_0 (Table 4(a)) |",
-        "|---|---|---|---|---|---|---|",
-    ]
+    t = run.table(
+        f"OPT_0 one restart at N = {n} (Prefix, All Range)",
+        [
+            "workload",
+            "N",
+            "p",
+            "wall s",
+            "CPU s",
+            "RMSE (ε = √2)",
+            "Identity/OPT_0",
+            "Identity/OPT_0, paper (Table 4(a))",
+        ],
+        ["", "d", "d", ".2f", ".2f", ".4f", ".3f", ".2f"],
+        note="Paper (HDMM App. C.5): a whole OPT_0 run under 10 s at N = 1024.",
+    )
     for name, W in (("Prefix", workloads.prefix(n)), ("All Range", workloads.all_range(n))):
         G = GramOperator(W.gram())
         start, cpu = time.perf_counter(), time.process_time()
         _, loss = optimize_pidentity(G, n // 16, 1, np.random.default_rng(0))
         wall, cpu = time.perf_counter() - start, time.process_time() - cpu
         rmse = np.sqrt(loss / W.shape[0])
-        ratio = f"{np.sqrt(G.trace / loss):.3f} ({TABLE4A.get((name, n), '—')})"
-        row = f"{name} | {n} | {n // 16} | {wall:.2f} | {cpu:.2f} | {rmse:.4f} | {ratio}"
-        lines.append(f"| {row} |")
-        print(lines[-1], flush=True)
-    return lines
+        t.add(name, n, n // 16, wall, cpu, rmse, np.sqrt(G.trace / loss), TABLE4A.get((name, n)))
+    return t
 
 
-def bench_optm_full(dims):
+def bench_optm_full(run, dims):
     """Seconds of one whole OPT_M optimisation incl. the projection (HDMM Fig. 6 right)."""
-    lines = ["| d | 2^d | optimisation s | loss |", "|---|---|---|---|"]
+    t = run.table(
+        "OPT_M whole optimisation (all ≤3-way marginals of [10]^d, one restart)",
+        ["d", "2^d", "optimisation s", "loss"],
+        ["d", "d", ".3f", ".6g"],
+    )
     for d in dims:
         W = workloads.marginals([10] * d, 3, lower=True)
         start = time.perf_counter()
         prob = MarginalsProblem(*project_workload(W))
         _, loss = optimize_marginals(prob, 1, np.random.default_rng(0))
-        lines.append(f"| {d} | {1 << d} | {time.perf_counter() - start:.3f} | {loss:.6g} |")
-        print(lines[-1], flush=True)
-    return lines
+        t.add(d, 1 << d, time.perf_counter() - start, loss)
+    return t
 
 
-def bench_mechanism(kron_sizes, marg_d):
+def bench_mechanism(run, kron_sizes, marg_d):
     rng = np.random.default_rng(0)
-    lines = ["| strategy | N | measure s | reconstruct s | peak RSS MB |", "|---|---|---|---|---|"]
+    t = run.table(
+        "Measure + reconstruct (zero data vector)",
+        ["strategy", "N", "measure s", "reconstruct s", "peak RSS MB"],
+        ["", ",", ".2f", ".2f", ".0f"],
+    )
     cases = []  # an empty --kron list or --marg-d 0 skips that case
     if kron_sizes:
         factors = [PIdentity(rng.random((max(1, n // 16), n))) for n in kron_sizes]
@@ -149,17 +178,21 @@ def bench_mechanism(kron_sizes, marg_d):
         xhat = mechanism.reconstruct(A, y)
         tr = time.perf_counter() - start
         del y, xhat
-        lines.append(f"| {name} | {N:,} | {tm:.2f} | {tr:.2f} | {peak_rss_mb():.0f} |")
-        print(lines[-1], flush=True)
-    return lines
+        t.add(name, int(N), tm, tr, peak_rss_mb())
+    return t
 
 
-def bench_prefix_unions(orders, union_d):
+def bench_prefix_unions(run, orders, union_d):
     """OPT_⊗ on the k-way prefix-marginal unions of Synth-20^20 (ResidualPlanner Table 14:
     20 to 77,520 products; p = 20, one restart, default stopping) and the exact score of an
     OPT_+ strategy on the 1-way union of Synth-10^d (Table 13: 10^d cells). Seconds."""
     privacy = ZCDP(0.5)
-    lines = ["| workload | products | selection s | scoring s | RMSE |", "|---|---|---|---|---|"]
+    t = run.table(
+        "OPT_⊗ / OPT_+ on prefix-marginal unions (ResidualPlanner Tables 13-14)",
+        ["workload", "products", "selection s", "scoring s", "RMSE"],
+        ["", "d", ".2f", ".2f", ".3f"],
+        note="The paper gives no HDMM times for these tables.",
+    )
     cases = [("opt_kron", 20, 20, k) for k in orders]
     cases += [("opt_union", 10, union_d, 1)] if union_d else []
     for name, n, d, k in cases:
@@ -169,10 +202,8 @@ def bench_prefix_unions(orders, union_d):
         mid = time.perf_counter()
         rmse = evaluate.rmse(W, s, privacy)
         end = time.perf_counter()
-        label = f"{name}, {k}-way prefix, Synth-{n}^{d} | {len(W.blocks)}"
-        lines.append(f"| {label} | {mid - start:.2f} | {end - mid:.2f} | {rmse:.3f} |")
-        print(lines[-1], flush=True)
-    return lines
+        t.add(f"{name}, {k}-way prefix, Synth-{n}^{d}", len(W.blocks), mid - start, end - mid, rmse)
+    return t
 
 
 def main():
@@ -189,27 +220,25 @@ def main():
     parser.add_argument("--prefix-k", type=int, nargs="*", default=list(range(1, 8)))
     parser.add_argument("--union-d", type=int, default=10, help="0 skips the OPT_+ case")
     parser.add_argument("--write", action="store_true")
-    args = parser.parse_args()
-    out = ["# HDMM benchmarks", "", "## OPT_0 objective + gradient (AllRange, p = n/16)", ""]
-    out += bench_opt0(args.opt0, args.repeats, args.dense_max)
-    out += ["", "## OPT_M objective + gradient (all ≤3-way marginals of [10]^d)", ""]
-    out += bench_optm(args.optm, args.repeats)
-    out += ["", "## Measure + reconstruct (zero data vector)", ""]
-    out += bench_mechanism(args.kron, args.marg_d)
-    out += ["", "## OPT_0 whole optimisation (AllRange, p = n/16, one restart)", ""]
-    out += bench_opt0_full(args.opt0_full)
+    args = add_json_option(parser).parse_args()
+    run = Run(__file__)
+    tables = [bench_opt0(run, args.opt0, args.repeats, args.dense_max)]
+    tables.append(bench_optm(run, args.optm, args.repeats))
+    tables.append(bench_mechanism(run, args.kron, args.marg_d))
+    tables.append(bench_opt0_full(run, args.opt0_full))
     if args.opt0_one:
-        out += ["", f"## OPT_0 one restart at N = {args.opt0_one} (Prefix, All Range)", ""]
-        out += bench_opt0_one(args.opt0_one)
-    out += ["", "## OPT_M whole optimisation (all ≤3-way marginals of [10]^d, one restart)", ""]
-    out += bench_optm_full(args.optm_full)
-    out += ["", "## OPT_⊗ / OPT_+ on prefix-marginal unions (ResidualPlanner Tables 13-14)", ""]
-    out += bench_prefix_unions(args.prefix_k, args.union_d)
+        tables.append(bench_opt0_one(run, args.opt0_one))
+    tables.append(bench_optm_full(run, args.optm_full))
+    tables.append(bench_prefix_unions(run, args.prefix_k, args.union_d))
     if args.write:
+        out = ["# HDMM benchmarks"]
+        for t in tables:  # the Fig. 6 script reads "nan" for a cell not measured
+            out += ["", f"## {t.title}", "", *t.markdown(missing="nan")]
         path = Path(__file__).resolve().parents[1] / "results" / "hdmm" / "bench_hdmm.md"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text("\n".join(out) + "\n", encoding="utf-8")
         print(f"wrote {path}")
+    run.write(args.json)
 
 
 if __name__ == "__main__":

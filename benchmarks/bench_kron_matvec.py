@@ -9,7 +9,7 @@ cells), maximised over the attributes' column-norm classes without an N-length v
 import argparse
 
 import numpy as np
-from _util import median_seconds, peak_rss_mb
+from _util import Run, add_json_option, median_seconds, peak_rss_mb
 
 from mmtoolkit import census
 from mmtoolkit.linalg import Dense, Kronecker
@@ -19,25 +19,33 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--max-d", type=int, default=4, help="largest number of factors of 100")
     parser.add_argument("--repeats", type=int, default=3)
-    args = parser.parse_args()
+    args = add_json_option(parser).parse_args()
+    run = Run(__file__)
     rng = np.random.default_rng(0)
-    print(f"{'N':>12} {'factors':>12} {'A@x s':>9} {'A.T@y s':>9} {'x MB':>8} {'peak RSS MB':>12}")
+    scaling = run.table(
+        f"A @ x and Aᵀ @ y, A = ⊗ of d dense 100 x 100 factors (median of {args.repeats})",
+        ["N", "factors", "A @ x s", "Aᵀ @ y s", "x MB", "peak RSS MB"],
+        [",", "", ".3f", ".3f", ".0f", ".0f"],
+    )
     for d in range(1, args.max_d + 1):
         n = 100
         A = Kronecker([Dense(rng.random((n, n))) for _ in range(d)])
         x = rng.random(n**d)
         t_fwd, y = median_seconds(lambda A=A, x=x: A @ x, args.repeats)
         t_bwd, _ = median_seconds(lambda A=A, y=y: A.rmatvec(y), args.repeats)
-        print(
-            f"{n**d:>12,} {f'{d} x {n}x{n}':>12} {t_fwd:>9.3f} {t_bwd:>9.3f} "
-            f"{x.nbytes / 2**20:>8.0f} {peak_rss_mb():>12.0f}"
-        )
+        scaling.add(n**d, f"{d} x {n}x{n}", t_fwd, t_bwd, x.nbytes / 2**20, peak_rss_mb())
 
     W = census.sf1_plus()
+    sens = run.table(
+        f"SF1+ sensitivity (N = {W.shape[1]:,}, {len(W.blocks)} Kronecker products; "
+        f"median of {args.repeats})",
+        ["norm", "sensitivity", "seconds", "peak RSS MB", "paper"],
+        ["d", ".6g", ".4f", ".0f", ""],
+    )
     for p in (1, 2):
         t, s = median_seconds(lambda p=p: W.sensitivity(p), args.repeats)
-        print(f"SF1+ (N = {W.shape[1]:,}, {len(W.blocks)} products) sensitivity({p}) = {s:.6g}: "
-              f"{t:.4f} s, peak RSS {peak_rss_mb():.0f} MB (paper: no figure)")  # fmt: skip
+        sens.add(p, s, t, peak_rss_mb(), "no figure")
+    run.write(args.json)
 
 
 if __name__ == "__main__":

@@ -72,8 +72,10 @@ and the same two through ``mmtoolkit release`` on 10^6 synthetic records (the fi
 Cases run with one BLAS thread (:data:`BLAS_THREADS`, unless set by the caller).
 ``--releases-only`` runs only the releases. ``--root DIR`` imports the package from ``DIR``
 (default: this checkout), e.g. another worktree to compare before/after in one run.
-``--write`` replaces the "Release at scale" section of ``benchmarks/README.md`` with the
-table printed.
+``--json [FILE]`` writes the run's record (default ``benchmarks/results/bench_release.json``:
+the tables printed and every case's raw measurements, floors included, under ``records``),
+from which ``benchmarks/render.py`` writes the script's section of ``benchmarks/README.md``.
+``--sizes 1e6,1e7`` is the quick run.
 """
 
 import argparse
@@ -87,11 +89,13 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))  # _util, also when this file is loaded by path
+from _util import Run, Table, add_json_option  # noqa: E402
+
 #: Each case runs with one BLAS thread unless these are set: on this 2-core machine shared
 #: with other jobs two threads make the many small products (p-Identity blocks, OPT_0)
 #: several times slower (OPT_⊗ selection on [1000]^3: 147 s with two, about 5 s with one).
 BLAS_THREADS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
-SECTION = "## Release at scale: measure and reconstruct"
 RELEASES = ("rel-kron", "rel-marg", "cli-kron", "cli-marg", "rel-tree")
 
 
@@ -485,11 +489,15 @@ def run_cli_release(kind, out, n, d):
 
 
 def huge_table(rows):
-    out = [
-        "| release at N = 10^9 | queries released | select s | release s | peak RSS MB "
-        "| expected RMSE | empirical RMSE | empirical / expected |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|",
-    ]
+    """The releases at 10^9 cells as a :class:`Table` (not printed)."""
+    t = Table(
+        "Releases at N = 10^9: expected RMSE (the evaluator) against the empirical RMSE of the "
+        "release",
+        ["release at N = 10^9", "queries released", "select s", "release s", "peak RSS MB",
+         "expected RMSE", "empirical RMSE", "empirical / expected"],
+        ["", ",", ".1f", ".1f", ".0f", ".5g", ".5g", ".4f"],
+        echo=False,
+    )  # fmt: skip
     names = {
         "rel-kron": "`mechanism.release`, [1000]^3, OPT_⊗ for all ranges ⊗ all ranges ⊗ "
         "identity; released: x̂ (workload identity)",
@@ -501,22 +509,22 @@ def huge_table(rows):
         "released: x̂ (workload identity)",
     }
     for r in rows:
-        exp, emp = r["expected_rmse"], r["empirical_rmse"]
-        known = exp == exp  # not NaN
-        out.append(
-            f"| {names[r['kind']]} | {r['queries']:,} | {r.get('select', float('nan')):.1f} "
-            f"| {r['release']:.1f} | {r['peak_mb']:.0f} | {f'{exp:.5g}' if known else '—'} "
-            f"| {emp:.5g} | {f'{emp / exp:.4f}' if known else '—'} |"
-        )
+        exp, emp = _finite(r["expected_rmse"]), r["empirical_rmse"]
+        t.add(names[r["kind"]], r["queries"], r.get("select"), r["release"], r["peak_mb"], exp,
+              emp, None if exp is None else emp / exp)  # fmt: skip
         if "empirical_rmse_W" in r:
-            out.append(
-                f"| ↳ the same release scored on all ranges ⊗ all ranges ⊗ identity (2.5·10^14 "
-                f"queries, eᵀ(G₁⊗G₂⊗I)e structurally; sampling sd of the ratio ≈ "
-                f"{r['sampling_sd_W']:.1%}) | | | | | {r['expected_rmse_W']:.5g} "
-                f"| {r['empirical_rmse_W']:.5g} "
-                f"| {r['empirical_rmse_W'] / r['expected_rmse_W']:.4f} |"
-            )
-    return "\n".join(out)
+            t.add(
+                "↳ the same release scored on all ranges ⊗ all ranges ⊗ identity (2.5·10^14 "
+                "queries, eᵀ(G₁⊗G₂⊗I)e structurally; sampling sd of the ratio ≈ "
+                f"{r['sampling_sd_W']:.1%})", None, None, None, None, r["expected_rmse_W"],
+                r["empirical_rmse_W"], r["empirical_rmse_W"] / r["expected_rmse_W"],
+            )  # fmt: skip
+    return t
+
+
+def _finite(value):
+    """``value``, or None when it is missing or not a finite number (not known)."""
+    return value if value is not None and value == value and abs(value) != float("inf") else None
 
 
 def floor_of(r):
@@ -530,15 +538,18 @@ def floor_of(r):
     return r["draw"] + r["sum"] + r["scale"]
 
 
-def table(rows):
-    out = [
-        "| strategy | N | measure s (system s) | reconstruct s "
-        "| floor s (draw (system s) / sum / x*=2) | (m + r) / floor "
-        "| threads, kernels: CPU s (m + r) / floor "
-        "| numpy draw s: (m + r) / floor | peak RSS MB | (peak − start) / N-vector "
-        "| strategy MB |",
-        "|---|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|",
-    ]
+def rows_table(rows):
+    """The cases' rows as a :class:`Table` (not printed); a column a row lacks (a checkout
+    given as ``--root`` from before it) is shown as not measured."""
+    t = Table(
+        "Measure and reconstruct: medians, and the floor measured in the same process",
+        ["strategy", "N", "measure s (system s)", "reconstruct s",
+         "floor s (draw (system s) / sum / x*=2)", "(m + r) / floor",
+         "threads, kernels: CPU s (m + r) / floor", "numpy draw s: (m + r) / floor",
+         "peak RSS MB", "(peak − start) / N-vector", "strategy MB"],
+        ["", ".0e", "", ".2f", "", ".2f", "", "", ".0f", ".2f", ".0f"],
+        echo=False,
+    )  # fmt: skip
     names = {
         "kron": "Kronecker of 4 p-Identity (p = 4)",
         "marg": "≤3-way marginals of [10]^d",
@@ -548,46 +559,33 @@ def table(rows):
         "union3": "union of 3 Kronecker products of 4 p-Identity",
         "sep": "SeparateUnion of the same 2 products",
     }
-    nan = float("nan")  # a column a saved row from an older run lacks
+
+    def num(key, spec=".2f"):
+        value = r.get(key)
+        return "—" if value is None else format(value, spec)
+
     for r in rows:
         name = names[r["kind"]]
         if r["kind"] == "tree" and tree_split(r["N"]) == "pad":
             name += " (padded)"
         f = floor_of(r)
+        work = r["measure"] + r["reconstruct"]
         fn = f - r["draw"] + r.get("np_laplace", r["draw"])
-        out.append(
-            f"| {name} | {r['N']:.0e} | {r['measure']:.2f} ({r.get('measure_sys', nan):.2f}) "
-            f"| {r['reconstruct']:.2f} "
-            f"| {f:.2f} ({r['draw']:.2f} ({r.get('draw_sys', nan):.2f}) / {r['sum']:.3f} "
-            f"/ {r['scale']:.3f}) | {(r['measure'] + r['reconstruct']) / f:.2f} "
-            f"| {r.get('threads', 1)}, {'numba' if r.get('compiled') else 'numpy'}: "
-            f"{r.get('cpu', float('nan')) / f:.2f} "
-            f"| {r['np_laplace']:.2f}: {(r['measure'] + r['reconstruct']) / fn:.2f} "
-            f"| {r['peak_mb']:.0f} "
-            f"| {(r['peak_mb'] - r['base_mb']) / r['vector_mb']:.2f} "
-            f"| {r.get('strategy_mb', float('nan')):.0f} |"
-        )
-    return "\n".join(out)
+        cpu = "—" if r.get("cpu") is None else f"{r['cpu'] / f:.2f}"
+        t.add(
+            name, r["N"], f"{r['measure']:.2f} ({num('measure_sys')})", r["reconstruct"],
+            f"{f:.2f} ({r['draw']:.2f} ({num('draw_sys')}) / {r['sum']:.3f} / {r['scale']:.3f})",
+            work / f,
+            f"{r.get('threads', 1)}, {'numba' if r.get('compiled') else 'numpy'}: {cpu}",
+            f"{num('np_laplace')}: {work / fn:.2f}",
+            r["peak_mb"], (r["peak_mb"] - r["base_mb"]) / r["vector_mb"], r.get("strategy_mb"),
+        )  # fmt: skip
+    return t
 
 
-def write_readme(text, load):
-    """Replace the section :data:`SECTION` of ``benchmarks/README.md`` (up to the next
-    section) with ``text``, dated, with the load averages around the run."""
-    path = HERE / "README.md"
-    old = path.read_text()
-    body = (
-        f"{SECTION}\n\n    python benchmarks/bench_release.py [--write] [--huge]\n\n"
-        f"Measured {time.strftime('%Y-%m-%d')} on 2 cores shared with other jobs (1-minute load "
-        f"average {load[0]:.1f} before the run, {load[1]:.1f} after; timings are noisy, the "
-        f"ratios to the same-run floor and the CPU columns are the guide):\n\n{text}\n"
-    )
-    if SECTION in old:
-        head, rest = old.split(SECTION, 1)
-        nxt = rest.find("\n## ")
-        new = head + body + (rest[nxt:] if nxt >= 0 else "")
-    else:
-        new = old.rstrip("\n") + "\n\n" + body
-    path.write_text(new)
+def table(rows):
+    """The cases' rows as Markdown text."""
+    return "\n".join(rows_table(rows).markdown())
 
 
 def main(argv=None):
@@ -604,9 +602,8 @@ def main(argv=None):
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--release-n", type=float, default=1e9, help=argparse.SUPPRESS)  # tests
     ap.add_argument("--root", default=str(HERE.parent), help="import mmtoolkit from here")
-    ap.add_argument("--write", action="store_true", help="update benchmarks/README.md")
     ap.add_argument("--case", help=argparse.SUPPRESS)  # child: kind:N
-    args = ap.parse_args(argv)
+    args = add_json_option(ap).parse_args(argv)
     if args.case:
         kind, N = args.case.split(":")
         if kind.startswith(("rel-", "cli-")):
@@ -630,24 +627,22 @@ def main(argv=None):
         print(json.dumps(row), file=sys.stderr, flush=True)
         return row
 
-    load = [os.getloadavg()[0]]
-    print(f"load average {load[0]:.2f} (1 min) before the run", file=sys.stderr)
+    run = Run(__file__, argv, root=args.root)
+    print(f"load average {run.load_start[0]:.2f} (1 min) before the run", file=sys.stderr)
     rows = []
     for N in sizes:
         for kind in args.kinds.split(","):
             rows.append(child(kind, N, args.repeats if N <= 10**8 else 1))
-    text = table([r for r in rows if r is not None])
+    rows = [r for r in rows if r is not None]
+    run.tables.append(rows_table(rows))
+    huge = []
     if args.huge or args.releases_only:
-        huge = [
-            child(k, int(args.release_n), 1)
-            for k in args.releases.split(",")
-        ]
-        text += "\n\n" + huge_table([r for r in huge if r is not None])
-    load.append(os.getloadavg()[0])
-    print(text)
-    print(f"load average {load[1]:.2f} (1 min) after the run", file=sys.stderr)
-    if args.write:
-        write_readme(text, load)
+        huge = [child(k, int(args.release_n), 1) for k in args.releases.split(",")]
+        huge = [r for r in huge if r is not None]
+        run.tables.append(huge_table(huge))
+    print("\n\n".join("\n".join(t.markdown()) for t in run.tables))
+    print(f"load average {os.getloadavg()[0]:.2f} (1 min) after the run", file=sys.stderr)
+    run.write(args.json, records=rows + huge)
 
 
 if __name__ == "__main__":

@@ -24,8 +24,12 @@ itself, i.i.d. over all rows). PureDP, ε = 1. ``--rechunk``: dask's rechunk met
 Kronecker route's all-to-alls (``p2p``, dask's default on a cluster, streams through disk;
 ``tasks`` moves the pieces as tasks).
 
+    python benchmarks/bench_release_dask.py --sizes 1e7     # quick
     python benchmarks/bench_release_dask.py --sizes 1e8
     flock /tmp/mmtk-bigmem.lock python benchmarks/bench_release_dask.py --sizes 1e9
+
+``--json [FILE]`` also writes the run's record (default ``benchmarks/results/
+bench_release_dask.json``) for ``benchmarks/render.py``.
 """
 
 import argparse
@@ -41,11 +45,13 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 # the worker processes import this checkout's package too
 os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
+sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import dask  # noqa: E402
 import dask.array as da  # noqa: E402
 import distributed  # noqa: E402
 import numpy as np  # noqa: E402
+from _util import Run, add_json_option  # noqa: E402
 
 from mmtoolkit import dask_release, evaluate, mechanism, workloads  # noqa: E402
 from mmtoolkit.linalg import Identity, Kronecker, Marginals, PIdentity, Prefix, Total  # noqa: E402
@@ -143,7 +149,8 @@ def marg_case(N, client, compare):
     return out
 
 
-def line(r, workers, memory, rechunk):
+def add_row(table, r, workers, memory, rechunk):
+    """One case's row of the table."""
     peaks = " / ".join(f"{p / 1024:.2f}" for p in r["peaks"])
     if r["kind"] == "kron":
         name = "Kronecker of 4 p-Identity (p = 4)"
@@ -157,12 +164,8 @@ def line(r, workers, memory, rechunk):
             f"2-way ({r['answers']}): {r['empirical']:.4g} / {r['expected']:.4g}; "
             f"V ({r['v_answers']}): {r['v_empirical']:.4g} / {r['v_expected']:.4g}"
         )
-    vs = f"{r['vs_memory']:.1e}" if "vs_memory" in r else "—"
-    return (
-        f"| {name} | {r['N']:.2e} | {workers} × 1 thread, {memory}, {rechunk} | {times} "
-        f"| {peaks} "
-        f"| {check} | {vs} |"
-    )
+    table.add(name, r["N"], f"{workers} × 1 thread, {memory}, {rechunk}", times, peaks, check,
+              r.get("vs_memory"))  # fmt: skip
 
 
 def main(argv=None):
@@ -175,9 +178,16 @@ def main(argv=None):
                     help="compare with the in-memory path (auto: N <= 1e8)")  # fmt: skip
     ap.add_argument("--rechunk", choices=["p2p", "tasks"], default="p2p",
                     help="dask's rechunk method (array.rechunk.method)")  # fmt: skip
-    args = ap.parse_args(argv)
+    args = add_json_option(ap).parse_args(argv)
     dask.config.set({"array.rechunk.method": args.rechunk})
-    rows = []
+    run = Run(__file__, argv)
+    table = run.table(
+        "Release on a Dask LocalCluster, PureDP ε = 1",
+        ["strategy", "N", "workers, rechunk", "seconds", "worker peak RSS GB",
+         "empirical / expected RMSE", "max rel. diff to in-memory"],
+        ["", ".2e", "", "", "", "", ".1e"],
+    )  # fmt: skip
+    records = []
     with tempfile.TemporaryDirectory(prefix="mmtk-dask-") as spill:
         with distributed.LocalCluster(
             n_workers=args.workers, threads_per_worker=1, processes=True,
@@ -188,15 +198,9 @@ def main(argv=None):
                     client.restart()
                     compare = args.compare == "yes" or (args.compare == "auto" and N <= 10**8)
                     case = kron_case if kind == "kron" else marg_case
-                    r = case(N, client, compare)
-                    rows.append(line(r, args.workers, args.memory, args.rechunk))
-                    print(rows[-1], flush=True)
-    print(
-        "\n| strategy | N | workers, rechunk | seconds | worker peak RSS GB "
-        "| empirical / expected RMSE | max rel. diff to in-memory |\n"
-        "|---|---:|---|---|---|---|---:|"
-    )
-    print("\n".join(rows))
+                    records.append(case(N, client, compare))
+                    add_row(table, records[-1], args.workers, args.memory, args.rechunk)
+    run.write(args.json, records=records)
 
 
 if __name__ == "__main__":

@@ -16,8 +16,10 @@ Cases (each run in a fresh subprocess so its peak RSS is its own):
 
 Wall seconds are printed with the process CPU seconds beside them (the machine is shared).
 
-    python benchmarks/bench_residual_planner.py                # the issue's sizes
+    python benchmarks/bench_residual_planner.py                # the paper's sizes
+    python benchmarks/bench_residual_planner.py --max-d 50     # quick: d <= 50
     python benchmarks/bench_residual_planner.py --write        # also results/residual_planner/
+    python benchmarks/bench_residual_planner.py --json         # also benchmarks/results/
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from _util import child_cases
+from _util import Run, child_cases
 
 PAPER = {
     ("sum", 100): 9.913,
@@ -75,24 +77,28 @@ def main():
     if results is None:  # child process
         return
     here = Path(__file__).resolve().parent
+    run = Run(__file__)
+    table = run.table(
+        "Synth-10^d, all ≤3-way marginals, zCDP ρ = 1/2; seconds: selection (sum, max) or "
+        "reconstruction (recon); paper: He et al., 12-core i7-8700",
+        ["case", "d", "marginals", "closure", "seconds", "paper s", "CPU s", "measure s",
+         "measure CPU s", "peak MB", "value"],
+        ["", "d", ",", ",", ".2f", "", ".2f", ".2f", ".2f", ".0f", ".4f"],
+        note="value: RMSE (sum), max variance (max), number of answers (recon).",
+    )  # fmt: skip
     rows = []
-    header = "| case | d | marginals | closure | seconds (ours) | paper s | peak MB | value |"
-    print(header)
-    print("|---|---:|---:|---:|---:|---:|---:|---:|")
     for case, d, r in results:
         if isinstance(r, str):
-            print(f"| {case} | {d} | failed: {r} |")
+            table.add(case, d, *[None] * 8, f"failed: {r}")
             continue
         secs = r["recon_s"] if case == "recon" else r["select_s"]
         r["seconds"] = secs
         r["paper_s"] = PAPER[(case, d)]
         rows.append(r)
-        extra = _recon_note(r) if case == "recon" else ""
-        print(
-            f"| {case} | {d} | {r['marginals']:,} | {r['closure']:,} | {secs:.2f}{extra} | "
-            f"{r['paper_s']} | {r['peak_mb']:.0f} | {r['value']:.4f} |",
-            flush=True,
-        )
+        table.add(case, d, r["marginals"], r["closure"], secs, r["paper_s"],
+                  r.get("recon_cpu_s"), r.get("measure_s"), r.get("measure_cpu_s"),
+                  r["peak_mb"], r["value"])  # fmt: skip
+    run.write(args.json, records=rows)
     if args.write:
         dest = here.parent / "results" / "residual_planner"
         dest.mkdir(parents=True, exist_ok=True)
@@ -113,7 +119,7 @@ def main():
             "(Algorithm 2), measurement from 10,000 records timed separately. `value` = RMSE",
             "(sum), max variance (max) or number of reconstructed cells (recon).",
             "",
-            header,
+            "| case | d | marginals | closure | seconds (ours) | paper s | peak MB | value |",
             "|---|---:|---:|---:|---:|---:|---:|---:|",
         ]
         for r in rows:

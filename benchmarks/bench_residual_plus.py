@@ -18,6 +18,7 @@ a fresh subprocess so its peak RSS is its own):
 
     python benchmarks/bench_residual_plus.py            # the default sizes
     python benchmarks/bench_residual_plus.py --write    # also results/residual_planner/
+    python benchmarks/bench_residual_plus.py --json     # also benchmarks/results/
 
 The 1-minute load average is recorded with every run (the machine is shared).
 """
@@ -28,7 +29,7 @@ import os
 import time
 from pathlib import Path
 
-from _util import child_cases
+from _util import Run, child_cases
 
 PAPER = {
     ("sum", 10): 0.164, ("sum", 15): 0.281, ("sum", 20): 0.474, ("sum", 30): 1.210,
@@ -66,17 +67,31 @@ def main():
     if results is None:  # child process
         return
     here = Path(__file__).resolve().parent
+    run = Run(__file__)
+    table = run.table(
+        "Synth-10^d, all ranges on ≤3 attributes, zCDP ρ = 1/2; seconds: selection (sum, max) "
+        "or reconstruction (recon); paper: He et al. Tables 6-7, 12-core i7-8700",
+        ["case", "d", "sets", "queries", "seconds", "paper s", "measure s", "gap",
+         "load (1 min)", "peak MB", "value"],
+        ["", "d", ",", ",", ".3f", "", ".2f", ".1e", ".1f", ".0f", ".4f"],
+        note="gap: the certified relative duality gap of the max-variance program; value: RMSE "
+        "(sum), max variance (max), number of answers (recon).",
+    )  # fmt: skip
     header = (
         "| case | d | sets | queries | seconds (ours) | paper s | load (1 min) | peak MB | value |"
     )
     lines = [header, "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
-    print("\n".join(lines), flush=True)
+    records = []
     for case, d, r in results:
         if isinstance(r, str):
             lines.append(f"| {case} | {d} | failed: {r} |")
-            print(lines[-1], flush=True)
+            table.add(case, d, *[None] * 8, f"failed: {r}")
             continue
+        records.append(r)
         secs = r["recon_s"] if case == "recon" else r["select_s"]
+        gap = r["gap"] if case == "max" else None
+        table.add(case, d, r["sets"], r["queries"], secs, PAPER.get((case, d)),
+                  r.get("measure_s"), gap, r["load"], r["peak_mb"], r["value"])  # fmt: skip
         extra = f" (measure {r['measure_s']:.1f} s)" if case == "recon" else ""
         if case == "max":
             extra = f" (gap {r['gap']:.1e})"
@@ -85,7 +100,7 @@ def main():
             f"{PAPER.get((case, d), '')} | {r['load']:.1f} | {r['peak_mb']:.0f} | "
             f"{r['value']:.4f} |"
         )
-        print(lines[-1], flush=True)
+    run.write(args.json, records=records)
     if args.write:
         dest = here.parent / "results" / "residual_planner"
         dest.mkdir(parents=True, exist_ok=True)
