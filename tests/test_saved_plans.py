@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 from mmtoolkit import Ledger, evaluate, records, selectors, workloads
+from mmtoolkit.cli import main as cli_main
 from mmtoolkit.domain import Domain
 from mmtoolkit.linalg import Dense, Matrix
 from mmtoolkit.privacy import ZCDP, PureDP
@@ -283,3 +284,78 @@ def test_what_cannot_be_saved_is_refused_and_nothing_is_written(tmp_path):
     with pytest.raises(PlanError, match="needs a SavedPlan"):
         save_plan(target, plan.strategy)
     assert isinstance(plan, SavedPlan)
+
+
+# ============================================================================ CLI
+def _people(tmp_path):
+    (tmp_path / "people.csv").write_text(
+        "age,sex,job\n23,F,Private\n47,M,State-gov\n35,F,Private\n61,M,Self-emp\n29,M,Retired\n"
+    )
+    (tmp_path / "people-domain.json").write_text(json.dumps({
+        "age": {"bins": [18, 30, 50, 100]}, "sex": {"values": ["F", "M"]},
+        "job": {"values": ["Private", "State-gov", "Self-emp", "Other"], "other": "Other"},
+    }))  # fmt: skip
+    return ["--data", str(tmp_path / "people.csv"),
+            "--domain", str(tmp_path / "people-domain.json")]  # fmt: skip
+
+
+def test_cli_select_then_release_plan_equals_the_direct_release(tmp_path, capsys):
+    data = _people(tmp_path)
+    choice = ["--workload", "marginals:2", "--selector", "hdmm", "--param", "restarts=2",
+              "--rho", "0.25", "--noise", "discrete"]  # fmt: skip
+    plan = tmp_path / "people.plan"
+    assert cli_main(["select", *data[2:], *choice, "--seed", "7", "--save", str(plan)]) == 0
+    out = capsys.readouterr().out
+    assert "by hdmm for marginals:2" in out and "expected RMSE" in out and str(plan) in out
+    direct, planned = tmp_path / "direct.csv", tmp_path / "planned.csv"
+    assert cli_main(["release", *data, *choice, "--seed", "7", "--out", str(direct)]) == 0
+    argv = ["release", *data, "--plan", str(plan), "--seed", "7", "--out", str(planned)]
+    assert cli_main(argv) == 0, capsys.readouterr().err
+    assert planned.read_text() == direct.read_text()
+    summary = json.loads((tmp_path / "planned.csv.json").read_text())
+    assert summary["plan"]["sha256"] == load_plan(plan).sha256
+    assert summary["workload"] == "marginals:2" and summary["noise"] == "discrete"
+
+
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        (["--rho", "1"], "--rho: fixed by the plan"),
+        (["--workload", "marginals:1", "--param", "restarts=1"], "--workload, --param: fixed"),
+        (["--noise", "continuous"], "--noise: fixed"),
+    ],
+)
+def test_cli_release_plan_refuses_the_flags_it_fixes(tmp_path, capsys, extra, message):
+    data = _people(tmp_path)
+    plan = tmp_path / "p.npz"
+    base = ["select", *data[2:], "--workload", "marginals:1", "--selector", "identity"]
+    assert cli_main([*base, "--epsilon", "1", "--save", str(plan)]) == 0
+    capsys.readouterr()
+    argv = ["release", *data, "--plan", str(plan), *extra, "--out", str(tmp_path / "a.csv")]
+    assert cli_main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("mmtoolkit release: error: ") and message in err
+    assert err.count("\n") == 1 and not (tmp_path / "a.csv").exists()
+
+
+def test_cli_select_refuses_bad_outputs_and_inputs(tmp_path, capsys):
+    data = _people(tmp_path)
+    domain = data[3]
+    base = ["select", "--domain", domain, "--workload", "marginals:1", "--selector", "identity",
+            "--epsilon", "1"]  # fmt: skip
+    for save, message in (("-", "--save -: give a file name"), (domain, "is the --domain file"),
+                          (str(tmp_path), "give a file name")):  # fmt: skip
+        assert cli_main([*base, "--save", save]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("mmtoolkit select: error: ") and message in err
+    assert cli_main(base) == 2
+    assert "--save required" in capsys.readouterr().err
+    assert cli_main([*base[:-2], "--save", str(tmp_path / "p.npz")]) == 2
+    assert "a privacy budget is required" in capsys.readouterr().err
+    assert not (tmp_path / "p.npz").exists()
+    plan = tmp_path / "p.npz"
+    assert cli_main([*base, "--save", str(plan)]) == 0
+    bad = tmp_path / "planned.csv"
+    assert cli_main(["release", *data, "--plan", str(plan), "--out", str(plan)]) == 2
+    assert "is the --plan file" in capsys.readouterr().err
+    assert not bad.exists()
