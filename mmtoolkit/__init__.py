@@ -4,11 +4,14 @@ The matrix-mechanism family (Matrix Mechanism, Eigen-Design, Datacube, ResidualP
 HDMM) on one implicit-matrix algebra and one evaluator; see ARCHITECTURE.md for the architecture.
 """
 
+__version__ = "0.1.0"  # first: saved plans record it (mmtoolkit.saved_plans)
+
 from . import datasets, domain, evaluate, linalg, privacy, selectors, strategy, workloads
 from .compare import compare
 from .domain import Domain
 from .ledger import Ledger
-from .releasing import ReleaseResult, release
+from .releasing import ReleaseResult, release, select_plan
+from .saved_plans import SavedPlan, load_plan, save_plan
 from .strategy import Strategy
 
 __all__ = [
@@ -16,6 +19,10 @@ __all__ = [
     "Ledger",
     "ReleaseResult",
     "release",
+    "SavedPlan",
+    "load_plan",
+    "save_plan",
+    "select_plan",
     "Strategy",
     "compare",
     "datasets",
@@ -28,4 +35,3 @@ __all__ = [
     "workloads",
 ]
 
-__version__ = "0.1.0"

@@ -27,6 +27,9 @@
 ``mmtoolkit release ...`` / ``mmtoolkit ledger init|show FILE``
     release labelled noisy answers from records (``mmtoolkit/release_command.py``); create or
     show a privacy ledger (``mmtoolkit/ledger.py``).
+``mmtoolkit select --workload SPEC --domain DOMAIN --selector NAME ... --save PLAN``
+    select once and save the plan that ``mmtoolkit release --plan PLAN`` releases from
+    (``mmtoolkit/saved_plans.py``).
 ``mmtoolkit list [selectors|datasets|workloads|configs]``
     list registered selectors (each with its method, paper, privacy kinds, objectives and
     parameters with types and defaults), dataset presets, workload kinds usable in configs,
@@ -147,6 +150,7 @@ def _parser() -> argparse.ArgumentParser:
     compare_command.add_parser(sub)  # mmtoolkit compare: see mmtoolkit/compare_command.py
     release_command.add_parser(sub)  # mmtoolkit release: see mmtoolkit/release_command.py
     release_command.add_ledger_parser(sub)  # mmtoolkit ledger init|show (mmtoolkit/ledger.py)
+    release_command.add_select_parser(sub)  # mmtoolkit select ... --save (saved plans)
     return p
 
 
@@ -323,6 +327,8 @@ def _main(argv: list[str] | None) -> int:
             return release_command.main(args)
         if args.command == "ledger":
             return release_command.ledger_main(args)
+        if args.command == "select":
+            return release_command.select_main(args)
         return _run(args.configs, args.results, args.quiet, args)
     except ConfigError as exc:
         print(f"mmtoolkit: error: {' '.join(str(exc).split())}", file=sys.stderr)

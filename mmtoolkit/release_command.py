@@ -85,6 +85,14 @@ error is that of the unprocessed answers).
 ``mmtoolkit ledger init FILE --rho R [--delta D]`` (or ``--epsilon E [--delta D]``) creates a
 ledger with a declared total; ``mmtoolkit ledger show FILE`` prints what was spent.
 
+``mmtoolkit select --domain DOMAIN.json --workload SPEC --selector NAME [--param K=V] (budget)
+[--noise N] [--seed S] [--select-for SPEC] --save PLAN`` selects as ``release`` would (the
+same selection seed from ``--seed``) without reading data, prints the strategy kind and the
+expected RMSE, and saves the plan (:mod:`mmtoolkit.saved_plans`); ``release --plan PLAN``
+releases from it without selecting, refusing the flags the plan fixes (``--workload``,
+``--selector``, ``--param``, budget, ``--noise``, ``--select-for``, ``--from-summary``) and
+data on another domain (before the ledger is charged).
+
 Exit codes: 0 success, 2 bad input (a one-line message naming the problem, nothing written).
 """
 
@@ -100,14 +108,16 @@ import time
 import warnings
 from pathlib import Path
 
-from . import jsonsafe, mechanism, records, selectors
+from . import evaluate, jsonsafe, mechanism, records, selectors
 from .atomic import same_file, write_files_atomic
 from .ledger import Ledger, LedgerError
 from .linalg import peel
 from .privacy import Privacy, add_budget_arguments, from_budget, from_spec
-from .releasing import release, workload_matrix, workload_tables
+from .releasing import release, select_plan, workload_matrix, workload_tables
+from .saved_plans import load_plan, save_plan
 
-__all__ = ["add_parser", "add_ledger_parser", "main", "ledger_main", "DEMO_DOMAIN", "run"]
+__all__ = ["add_parser", "add_ledger_parser", "add_select_parser", "main", "ledger_main",
+           "select_main", "DEMO_DOMAIN", "run"]  # fmt: skip
 
 #: The domain of the built-in synthetic demo (used when neither --data nor --domain is given).
 DEMO_DOMAIN = {"age": 10, "sex": 2, "education": 6, "region": 5, "income": 4, "hours": 8}
@@ -144,6 +154,23 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     )
     p.add_argument("--records", type=int, default=None, help="synthetic records (default 1000)")
     p.add_argument("--data-seed", type=int, default=None, help="seed of the synthetic data")
+    _selection_arguments(p)
+    p.add_argument("--plan", metavar="PLAN.npz", help="release the plan `mmtoolkit select` saved")
+    p.add_argument("--releases", type=int, default=None, help="independent releases (default 1)")
+    p.add_argument("--nonnegative", action="store_true", help="post-process: clip at 0")
+    p.add_argument("--round", action="store_true", help="post-process: round to integers")
+    p.add_argument("--out", metavar="ANSWERS.csv", help="tidy answers CSV to write")
+    p.add_argument("--out-dir", metavar="DIR", help="write one CSV per marginal into DIR")
+    p.add_argument("--summary", metavar="SUMMARY.json", help="summary JSON (default OUT.json)")
+    p.add_argument("--ledger", metavar="LEDGER.json", help="privacy ledger to charge")
+    p.add_argument(
+        "--from-summary", metavar="SUMMARY.json", help="repeat the release a summary describes"
+    )
+    return p
+
+
+def _selection_arguments(p) -> None:
+    """The arguments that define a selection (shared by ``release`` and ``select``)."""
     p.add_argument("--workload", metavar="SPEC", help="workload (see below)")
     p.add_argument("--selector", metavar="NAME", help="registered selector")
     p.add_argument(
@@ -164,17 +191,52 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument(
         "--seed", type=int, default=None, help="the one seed: selection and noise (default: fresh)"
     )
-    p.add_argument("--releases", type=int, default=None, help="independent releases (default 1)")
-    p.add_argument("--nonnegative", action="store_true", help="post-process: clip at 0")
-    p.add_argument("--round", action="store_true", help="post-process: round to integers")
-    p.add_argument("--out", metavar="ANSWERS.csv", help="tidy answers CSV to write")
-    p.add_argument("--out-dir", metavar="DIR", help="write one CSV per marginal into DIR")
-    p.add_argument("--summary", metavar="SUMMARY.json", help="summary JSON (default OUT.json)")
-    p.add_argument("--ledger", metavar="LEDGER.json", help="privacy ledger to charge")
-    p.add_argument(
-        "--from-summary", metavar="SUMMARY.json", help="repeat the release a summary describes"
+
+
+def add_select_parser(subparsers) -> argparse.ArgumentParser:
+    """Register the ``select`` sub-command: select once, save the plan (``release --plan``)."""
+    p = subparsers.add_parser(
+        "select",
+        help="select a strategy and save it as a plan for `mmtoolkit release --plan`",
+        description="Select a strategy for a workload on a declared domain (no data is read) "
+        "as `mmtoolkit release` would for the same arguments and seed, and save it with its "
+        "privacy and noise settings (mmtoolkit/saved_plans.py).",
     )
+    p.add_argument("--domain", metavar="DOMAIN.json", help="domain file (required)")
+    _selection_arguments(p)
+    p.add_argument("--save", metavar="PLAN.npz", help="the plan file to write (required)")
     return p
+
+
+def select_main(args) -> int:
+    """Entry point of ``mmtoolkit select``; returns the exit code."""
+    try:
+        need = ("workload", "domain", "selector", "save")
+        missing = [f"--{k}" for k in need if not getattr(args, k)]
+        if missing:
+            raise ReleaseError(f"{', '.join(missing)} required")
+        if args.save == "-" or Path(args.save).is_dir():
+            raise ReleaseError(f"--save {args.save}: give a file name")
+        if same_file(args.save, args.domain):
+            raise ReleaseError(f"--save {args.save} is the --domain file: it would be overwritten")
+        privacy = from_budget(args.epsilon, args.delta, args.rho)
+        plan = select_plan(args.workload, privacy, args.selector,
+                           domain=records.read_domain(args.domain), params=_params(args.param),
+                           seed=args.seed, noise=args.noise or "continuous",
+                           select_for=args.select_for)  # fmt: skip
+        W = workload_matrix(plan.workload, plan.domain.domain)
+        rmse = evaluate.rmse(W, plan.strategy, privacy)
+        sha = save_plan(args.save, plan)
+    except (ValueError, KeyError, TypeError, OSError) as exc:
+        msg = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
+        print(f"mmtoolkit select: error: {' '.join(str(msg).split())}", file=sys.stderr)
+        return 2
+    print(
+        f"selected {type(plan.strategy.matrix).__name__} by {plan.strategy.selector} for "
+        f"{args.workload}; {privacy}, {plan.noise} noise; expected RMSE {rmse:.6g} "
+        f"-> {args.save} (sha256 {sha[:16]})"
+    )
+    return 0
 
 
 def add_ledger_parser(subparsers) -> argparse.ArgumentParser:
@@ -326,6 +388,17 @@ def _apply_summary(args) -> tuple[dict, Privacy | None, str | None]:
     return params, privacy, s.get("data_digest") if args.seed == s.get("seed") else None
 
 
+def _plan(args):
+    """The ``--plan`` file's plan (None without one), refusing the flags it fixes."""
+    if args.plan is None:
+        return None
+    plan = load_plan(args.plan)
+    fixed = ("workload", "selector", "param", "epsilon", "delta", "rho", "noise", "select_for",
+             "from_summary")  # fmt: skip
+    plan.refuse(**{f"--{k.replace('_', '-')}": getattr(args, k) for k in fixed})
+    return plan
+
+
 def _output_paths(args) -> tuple[Path | None, Path | None, Path]:
     """``(out, out_dir, summary)`` checked: writable places, and no output is an input
     (``--data``, ``--domain``, ``--ledger``, ``--from-summary``) or another output, symbolic
@@ -369,6 +442,7 @@ def _output_paths(args) -> tuple[Path | None, Path | None, Path]:
             ("--domain", args.domain),
             ("--ledger", args.ledger),
             ("--from-summary", args.from_summary),
+            ("--plan", args.plan),
         )
         if value is not None
     ]
@@ -521,42 +595,45 @@ def _write(files: dict) -> None:
 def run(args) -> dict:
     """Do the release described by parsed ``args``; returns the summary (files written)."""
     t0 = time.perf_counter()
+    plan = _plan(args)
     params, privacy, replayed = _apply_summary(args) if args.from_summary else ({}, None, None)
     params.update(_params(args.param))
-    if args.workload is None or args.selector is None:
-        raise ReleaseError("--workload and --selector are required (or --from-summary FILE)")
+    if plan is None and (args.workload is None or args.selector is None):
+        raise ReleaseError(
+            "--workload and --selector are required (or --from-summary FILE, or --plan FILE)"
+        )
     out, out_dir, summary_path = _output_paths(args)
     releases = 1 if args.releases is None else args.releases
     if releases < 1:
         raise ReleaseError(f"--releases must be at least 1, got {releases}")
     if args.seed is not None and args.seed < 0:
         raise ReleaseError(f"--seed must be a non-negative integer, got {args.seed}")
-    if privacy is None:
+    if plan is not None:
+        privacy = plan.privacy
+    elif privacy is None:
         privacy = from_budget(args.epsilon, args.delta, args.rho)
-    if args.selector not in selectors.available():
+    if plan is None and args.selector not in selectors.available():
         raise ReleaseError(
             f"unknown selector {args.selector!r}; available: {', '.join(selectors.available())}"
         )
     ledger = Ledger(args.ledger) if args.ledger is not None else None
     data, source, notes = _load_data(args)
     _check_reserved(data.domain)
-    W = workload_matrix(args.workload, data.domain, "--workload", "--domain / --data")
+    if plan is not None:
+        plan.check_domain(data)  # before anything is charged, and before building a workload
+    spec = plan.workload if plan is not None else args.workload
+    W = workload_matrix(spec, data.domain, "--workload", "--domain / --data")
     if out_dir is not None:  # before the charge
         _table_plan(W, data.domain, out_dir, summary_path)
-    noise = args.noise or "continuous"
-    result = release(
-        data,
-        W,
-        privacy,
-        args.selector,
-        params=params,
-        seed=args.seed,
-        noise=noise,
-        releases=releases,
-        ledger=ledger,
-        description=f"mmtoolkit release {args.workload} by {args.selector} from {source}",
-        select_for=args.select_for,
-    )
+    noise = plan.noise if plan is not None else args.noise or "continuous"
+    selector = plan.strategy.selector if plan is not None else args.selector
+    common = {"seed": args.seed, "releases": releases, "ledger": ledger,
+              "description": f"mmtoolkit release {spec} by {selector} from {source}"}  # fmt: skip
+    if plan is not None:
+        result = release(data, plan=plan, **common)
+    else:
+        result = release(data, W, privacy, selector, params=params, noise=noise,
+                         select_for=args.select_for, **common)  # fmt: skip
     if replayed is not None and replayed != result.summary["data_digest"]:
         notes.append(
             f"the data differ from those --from-summary {args.from_summary} was released from "
@@ -573,10 +650,10 @@ def run(args) -> dict:
     result = dataclasses.replace(result, answers=answers)
 
     summary = dict(result.summary)
+    if plan is None:  # release() saw the built Matrix
+        summary.update({"workload": args.workload, "workload_is_spec": True})
     summary.update(
         {
-            "workload": args.workload,
-            "workload_is_spec": True,
             "data": source,
             "data_file": str(Path(args.data).resolve()) if args.data else None,
             "domain_file": str(Path(args.domain).resolve()) if args.domain else None,

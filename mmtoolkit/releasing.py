@@ -53,7 +53,7 @@ from pathlib import Path
 import numpy as np
 
 from . import evaluate, mechanism, records, selectors
-from .checks import check_int
+from .checks import check_choice, check_int
 from .domain import Domain
 from .jsonsafe import jsonable, stable_text
 from .ledger import Ledger, charge_of
@@ -69,6 +69,7 @@ from .linalg import (
     peel,
 )
 from .privacy import Privacy, check_privacy
+from .saved_plans import SavedPlan, load_plan
 from .selectors.base import accepts_seed, get_class
 from .strategy import Strategy
 from .workload_specs import SpecError, build_spec, parse_workload
@@ -83,6 +84,7 @@ __all__ = [
     "release",
     "release_key",
     "seed_fingerprint",
+    "select_plan",
     "split_seed",
     "workload_matrix",
     "workload_tables",
@@ -555,22 +557,62 @@ def workload_matrix(
     return W
 
 
-def release(
-    data,
+def _selector(selector, params: Mapping | None, derived_seed: int):
+    """``(Selector, whether its seed was derived)``: a registered name with ``params``, given
+    the derived selection seed when it takes one that ``params`` does not give, or an
+    instance."""
+    params = dict(params or {})
+    if isinstance(selector, selectors.Selector):
+        if params:
+            raise ValueError("params: give them to the Selector instance, not to release()")
+        return selector, False
+    cls = get_class(selector)
+    derived = accepts_seed(cls) and "seed" not in params
+    return cls(**params, **({"seed": derived_seed} if derived else {})), derived
+
+
+def select_plan(
     workload,
     privacy: Privacy,
     selector="residual_planner",
     *,
-    domain=None,
+    domain,
     params: Mapping | None = None,
     seed: int | None = None,
     noise: str = "continuous",
+    select_for=None,
+) -> SavedPlan:
+    """Select the strategy :func:`release` would select for these arguments (the same
+    selection seed from ``seed``) and return it as a :class:`~mmtoolkit.saved_plans.SavedPlan`
+    on ``domain`` (a domain file, mapping, DomainSpec or Domain) — to save
+    (:func:`~mmtoolkit.saved_plans.save_plan`) and release from later
+    (``release(data, plan=...)``) without selecting again."""
+    check_privacy(privacy)
+    check_choice(noise, "noise", mechanism.NOISES)
+    spec = records._spec(domain, None, None)
+    sel = _selector(selector, params, split_seed(seed)[1])[0]
+    W = workload_matrix(workload, spec.domain)  # a workload that does not build: refused now
+    W_sel = W if select_for is None else workload_matrix(select_for, spec.domain, "select_for")
+    return SavedPlan(sel.select(W_sel, privacy), workload, spec, privacy, noise, select_for)
+
+
+def release(
+    data,
+    workload=None,
+    privacy: Privacy | None = None,
+    selector=None,
+    *,
+    domain=None,
+    params: Mapping | None = None,
+    seed: int | None = None,
+    noise: str | None = None,
     releases: int = 1,
     ledger=None,
     description: str = "",
     other: Mapping | None = None,
     select_for=None,
     progress=True,
+    plan=None,
 ) -> ReleaseResult:
     """Release noisy answers to ``workload`` from ``data`` (module docstring; the matrix
     mechanism of Li et al. 2010 §3 with the strategy chosen by ``selector``, e.g. HDMM,
@@ -592,39 +634,45 @@ def release(
     cannot be held, selecting the strategy for a 2-way marginal that is released;
     the summary then also reports that workload's expected RMSE. ``progress``: with several
     ``releases`` taking longer than ``PROGRESS_SECONDS``, a line ``release r/R, t s`` every
-    ``PROGRESS_SECONDS`` to stderr (True), to a file object, or none (False).
+    ``PROGRESS_SECONDS`` to stderr (True), to a file object, or none (False). ``plan``: a
+    :class:`~mmtoolkit.saved_plans.SavedPlan` (or its file) whose strategy is released
+    without selecting; it fixes ``workload``, ``privacy``, ``selector``, ``params``,
+    ``noise`` and ``select_for`` (giving one is refused), and ``data`` must be on its domain.
+    Defaults: ``selector="residual_planner"``, ``noise="continuous"``.
     """
     t0 = time.perf_counter()
+    if plan is not None:  # the settings saved with the strategy (mmtoolkit.saved_plans)
+        plan = plan if isinstance(plan, SavedPlan) else load_plan(plan)
+        plan.refuse(workload=workload, privacy=privacy, selector=selector, params=params,
+                    noise=noise, select_for=select_for)  # fmt: skip
+        workload, privacy, noise = plan.workload, plan.privacy, plan.noise
+        select_for = plan.select_for
+    selector = "residual_planner" if selector is None else selector
+    noise = "continuous" if noise is None else noise
     check_privacy(privacy)
     if noise not in mechanism.NOISES:
         raise ValueError(f"noise must be one of {mechanism.NOISES}, got {noise!r}")
     releases = check_int(releases, "releases", minimum=1)
     recs = _load(data, domain, other)
+    if plan is not None:
+        plan.check_domain(recs)
     dom = recs.domain
     W = workload_matrix(workload, dom)
     workload_text = workload if isinstance(workload, str) else repr(workload)
     seed, derived_seed = split_seed(seed)
-    params = dict(params or {})
-    derived = False
-    if isinstance(selector, selectors.Selector):
-        sel = selector
-        if params:
-            raise ValueError("params: give them to the Selector instance, not to release()")
-    else:
-        cls = get_class(selector)
-        if accepts_seed(cls) and "seed" not in params:
-            params["seed"] = derived_seed
-            derived = True
-        sel = cls(**params)
-    takes_seed = "seed" in sel.params
     t_load = time.perf_counter() - t0
 
     t1 = time.perf_counter()
     W_sel = W if select_for is None else workload_matrix(select_for, dom, "select_for")
-    strategy = sel.select(W_sel, privacy)
+    if plan is None:
+        sel, derived = _selector(selector, params, derived_seed)
+        strategy = sel.select(W_sel, privacy)
+    else:  # the plan's seed stays in its params: "given" (a summary replay keeps it)
+        strategy, derived = plan.strategy, False
     t_select = time.perf_counter() - t1
     # the seed the selector used (its own parameter), derived from `seed` or given
-    selection_seed = strategy.params.get("seed", sel.params.get("seed")) if takes_seed else None
+    takes_seed = "seed" in strategy.params
+    selection_seed = strategy.params.get("seed") if takes_seed else None
     t2 = time.perf_counter()
     total = evaluate.expected_error(W, strategy, privacy)
     try:
@@ -641,7 +689,7 @@ def release(
             "privacy": privacy.to_spec(),
             "noise": noise,
             "releases": releases,
-            "selector": sel.name,
+            "selector": strategy.selector,
             "params": strategy.params,
             "strategy": type(strategy.matrix).__name__,
             "workload": matrix_digest(W),  # the same for a SPEC and the Matrix it builds
@@ -653,7 +701,8 @@ def release(
     entry = None
     if ledger is not None:
         ledger = ledger if isinstance(ledger, Ledger) else Ledger(ledger)
-        text = description or f"{workload_text} by {sel.name}"  # N is private: not recorded
+        # N is private: not recorded
+        text = description or f"{workload_text} by {strategy.selector}"
         entry = ledger.charge(  # before any noise is drawn
             privacy, releases, text, seed_key=seed_fingerprint(seed), release_key=key
         )
@@ -692,7 +741,7 @@ def release(
             else None
         ),
         "ledger": None if entry is None else {"path": str(ledger.path), "entry": entry},
-        "selector": sel.name,
+        "selector": strategy.selector,
         "params": jsonable(strategy.params),
         "strategy": type(strategy.matrix).__name__,
         "operator": (strategy.metadata or {}).get("operator"),
@@ -724,6 +773,7 @@ def release(
             "releases that differ in anything draw independent noise"
         ),
         "data_digest": digest,
+        "plan": None if plan is None else {"source": plan.source, "sha256": plan.sha256},
         "seconds": {"load": t_load, "select": t_select, "evaluate": t_eval, "release": t_release},
     }
     return ReleaseResult(
