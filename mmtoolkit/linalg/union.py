@@ -9,19 +9,11 @@ Grams), are diagonalised together attribute by attribute (:class:`TwoProductBasi
 
     AᵀA = (⊗V_i)⁻ᵀ D (⊗V_i)⁻¹,   D = c_1 + c_2 ⊗Λ_i   (diagonal, N cells)
 
-and ``x̂ = A⁺y = (⊗V_i) D⁻¹ (⊗V_iᵀ) Σ_g w_g (⊗A_giᵀ) y_g`` (:class:`TwoProductPinv`): the
-blocks' transposes (structured: p-Identity factors), two Kronecker products of small dense
-factors and one division, each done in place in ``y``'s memory when the caller gives ``y``
-up — no N-sized array beyond ``y``, and no iterations (LSMR over the stack took 508 s on 10^6
-cells and kept about 20 N-vectors). Each dense pass costs ``2 n_i`` flops per cell, so the
-time grows with the attribute sizes, unlike a p-Identity product's structured pseudo-inverse
-(``benchmarks/README.md``). The evaluator's two-block error route (``evaluate/stacked.py``)
-sums over the same diagonal. Three or more products have no such closed form: they are
-solved by conjugate gradients on the normal equations (:class:`NormalEquations`),
-preconditioned by a sum of two Kronecker products below ``AᵀA`` — the heaviest product and
-either the next one or the geometric mean of the others (:func:`geometric_mean`), whichever
-is estimated cheaper — and iterated in that sum's basis, where the heaviest product is
-diagonal.
+and ``x̂ = A⁺y = (⊗V_i) D⁻¹ (⊗V_iᵀ) Σ_g w_g (⊗A_giᵀ) y_g`` (:class:`TwoProductPinv`), done
+in place in ``y``'s memory when the caller gives ``y`` up: no N-sized array beyond ``y``, no
+iterations. The evaluator's two-block route (``evaluate/stacked.py``) sums over the same
+diagonal. Three or more products have no such closed form: conjugate gradients on the normal
+equations (:class:`NormalEquations`).
 """
 
 from __future__ import annotations
@@ -165,16 +157,9 @@ class KroneckerUnion(VStack):
             return None
 
     def least_squares(self, y, tol, maxiter):
-        """More than two products (or two with no positive definite side): conjugate
-        gradients on the normal equations ``AᵀA x = Aᵀy`` (:class:`NormalEquations`),
-        preconditioned by the heaviest product plus the next one or the geometric mean of
-        the others (chosen per problem) and iterated in the basis that diagonalises that pair
-        (:class:`TwoProductBasis`): one dense Kronecker pass per other product and iteration;
-        stops when ``‖AᵀAx − Aᵀy‖ ≤ tol ‖Aᵀy‖``. Keeps ``x``, ``r``, ``p``, ``q`` and
-        one scratch vector (5 N numbers; ``y`` is read once for ``Aᵀy``) — scipy's LSMR over
-        the stack kept ``u`` (m), ``x``, ``v``, ``h``, ``h̄`` (N each) and created ``A v`` (m),
-        ``Aᵀu`` and a scaled ``h̄`` (N) per iteration, about ``2m + 7N``. None for factors too
-        large to read densely (LSMR then)."""
+        """More than two products (or two with no positive definite side): preconditioned
+        conjugate gradients on ``AᵀA x = Aᵀy`` (:class:`NormalEquations`); None for factors
+        too large to read densely (LSMR then)."""
         factors = self._factor_lists()
         if factors is None or y.ndim != 1:
             return None
@@ -283,8 +268,7 @@ class _Preconditioner:
 
 class NormalEquations:
     """Preconditioned conjugate gradients (Hestenes & Stiefel 1952) on ``AᵀA x = Aᵀy`` for a
-    :class:`KroneckerUnion` of ``l`` products, ``AᵀA = Σ_g c_g K_g`` with ``K_g = ⊗G_gi``
-    (see :meth:`KroneckerUnion.least_squares`).
+    :class:`KroneckerUnion` of ``l`` products, ``AᵀA = Σ_g c_g K_g`` with ``K_g = ⊗G_gi``.
 
     **Preconditioner.** A sum of two Kronecker products below ``AᵀA`` (:class:`_Preconditioner`),
     so that :class:`TwoProductBasis` gives per-attribute ``V_i`` with ``(⊗V_i)ᵀ P (⊗V_i) = D``
@@ -292,44 +276,29 @@ class NormalEquations:
     the heaviest product ``K_a``: *pair*, the next heaviest product exactly (the others
     dropped), and *merged*, the others that have positive definite factor Grams folded into
     one product by the arithmetic–geometric mean inequality, ``c K + c' K' ≽ 2 (cK) # (c'K')
-    = 2√(cc') ⊗(G_i # G'_i)`` (:func:`geometric_mean`), repeated for a fourth product and
-    on. Dropping a product leaves ``λ_max(P⁻¹AᵀA)`` at about the product over the attributes
-    of the spread of ``G_ai⁻¹G_gi``, the mean about its square root — unless the dropped
-    product is small beside the pair (unequal weights, or a pair of ill-conditioned Grams
-    such as Prefix factors whose mean with the third product loses their scale), where the
-    pair wins (Prefix⊗Identity, Identity⊗Prefix and a p-Identity product on 16^4 cells: 14
-    iterations instead of 162). The one with the smaller estimated work ``√κ x (terms + 1)``
-    runs (:meth:`_Preconditioner.condition`: ``κ`` by the rank-one Rayleigh quotient, a few
-    eigendecompositions of attribute-sized matrices; ``terms`` the dense Kronecker passes per
-    iteration). Three products of 4 p-Identity factors (the benchmark's ``union3``, ``tol``
-    1e-12): merged, 22 iterations on 10^4 cells instead of 54, 72 on 56^4 instead of 387.
+    = 2√(cc') ⊗(G_i # G'_i)`` (:func:`geometric_mean`). Dropping a product leaves
+    ``λ_max(P⁻¹AᵀA)`` at about the product over the attributes of the spread of
+    ``G_ai⁻¹G_gi``, the mean about its square root, unless the dropped product is small beside
+    the pair; so the one with the smaller estimated work ``√κ x (terms + 1)`` runs (``κ`` from
+    :meth:`_Preconditioner.condition`, ``terms`` the dense Kronecker passes per iteration).
 
     **Iteration in the basis.** CG runs on ``T z = (⊗V_iᵀ) Aᵀy`` with ``T = (⊗V_i)ᵀ AᵀA (⊗V_i)
     = Σ_g c_g ⊗(V_iᵀG_giV_i)``, preconditioned by the diagonal ``D``, and returns ``x =
-    (⊗V_i) z`` — the same iterates as CG with ``P`` in the cells' basis, but ``K_a`` (and
-    the partner of the pair) is diagonal there: one dense Kronecker pass per other product
-    and iteration (``2 Σ n_i`` flops per cell), where the cells' basis needs the two passes
-    of ``P⁻¹`` and a Gram product per product.
+    (⊗V_i) z``: ``K_a`` (and the partner of the pair) is diagonal there, so one dense
+    Kronecker pass per other product and iteration.
 
-    **Stopping rule.** ``tol`` means what ``mechanism.reconstruct`` documents, on both CG
-    branches: ``‖AᵀAx − Aᵀy‖ ≤ tol ‖Aᵀy‖`` (Euclidean norm in the cells' basis; plain CG stops
-    on its updated residual, the true one up to rounding). A solve that ``maxiter`` (or the
-    last restart) ends above it warns (``RuntimeWarning``, with the residual reached) and
-    returns its ``x̂``.
-    CG tracks ``‖r‖_{P⁻¹}`` (``rᵀP⁻¹r = r̃ᵀD⁻¹r̃``) for free; when that falls to ``tol`` of its
-    start, the residual is mapped back to the cells (``r = (⊗V_i)⁻ᵀ r̃``, one dense pass) and
-    measured, and CG goes on (with the ``P⁻¹``-norm target lowered by the shortfall) while it
-    is above ``tol`` — with an ill-conditioned ``P`` the two norms differ by orders of
-    magnitude. Then the true residual ``Aᵀy − AᵀAx`` (structured Grams, cells' basis) is
-    checked once; where rounding in an ill-conditioned basis (``V_i`` of condition 1e6 for
-    Grams of condition 1e12) kept CG's residual from being the true one, CG restarts on it
-    (iterative refinement, at most :data:`REFINE` times, within ``maxiter`` in all).
+    **Stopping rule.** ``‖AᵀAx − Aᵀy‖ ≤ tol ‖Aᵀy‖`` in the cells' basis (what
+    ``mechanism.reconstruct`` documents); a solve that ``maxiter`` ends above it warns
+    (``RuntimeWarning``) and returns its ``x̂``. CG tracks ``‖r‖_{P⁻¹}`` for free; when that
+    falls to ``tol`` of its start, the residual is mapped back to the cells and measured, and
+    CG goes on with a lowered target while it is above ``tol`` (with an ill-conditioned ``P``
+    the two norms differ by orders of magnitude). The true residual (structured Grams) is then
+    checked; where rounding in an ill-conditioned basis kept CG's residual from being the true
+    one, CG restarts on it (iterative refinement, at most :data:`REFINE` times).
 
-    Without a positive definite side (``AᵀA`` may be singular) plain CG from ``x = 0`` in the
-    cells' basis with the structured Grams (``D = 1``), which stays in the row space: the
-    minimum-norm solution, as LSMR's. Keeps ``x``, ``r``, ``p``, ``q`` and one scratch vector
-    for the Kronecker products (5 N numbers; a restart keeps the solution so far beside
-    them, 6)."""
+    Without a positive definite side (``AᵀA`` may be singular): plain CG from ``x = 0`` in the
+    cells' basis with the structured Grams (``D = 1``), which stays in the row space (the
+    minimum-norm solution). Keeps 5 N-vectors (6 after a restart)."""
 
     def __init__(self, A: KroneckerUnion, factors):
         self.A = A

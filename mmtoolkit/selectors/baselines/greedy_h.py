@@ -30,17 +30,13 @@ from WᵀW … with a rank-one update, with decay factor 1/b^{depth/2}"), parame
 
 * ``"dawa"`` (default): ``G = (WᵀW)²`` — the node's columns of ``WᵀW`` used as the query
   matrix, so a leaf's criterion is ``‖WᵀW e_i‖²`` — and ``β = 2^{-d/2}`` damping both the
-  node query's squared weight and the cross-child term. **Chosen because it reproduces HDMM
-  Table 4(a)**: GreedyH/Identity 0.8397 / 0.6645 / 0.5619 / 0.4473 (All Range 128, Prefix
-  128, All Range 1024, Prefix 1024) against the printed 0.8406 / 0.6667 / 0.5636 / 0.4461,
-  and the digest's independent port (0.840 / 0.664 / 0.562 / 0.447) to every printed digit.
-  Each of the 12 other readings we evaluated (decay nowhere, on the cross term only, on the
-  node weight only or on both; ``G = WᵀW`` or ``(WᵀW)²``; passing up the damped criterion
-  or the exact trace) misses at least one of those cells by 4.8% or more, up to 60×
+  node query's squared weight and the cross-child term. Chosen because it reproduces HDMM
+  Table 4(a) and the digest's independent port to every printed digit; the other readings
+  evaluated miss at least one cell by 4.8% or more
   (``experiments/baselines/greedy_h_readings.py``).
 * ``"exact"``: ``G = WᵀW``, ``β = 1`` — a plain greedy minimisation of the true
-  node-restricted error ``tr(WᵀW[v,v] M_v⁻¹)``; it over-invests in small nodes and is
-  14–101% worse than the table at n = 128 … 8192 (kept as the principled variant).
+  node-restricted error ``tr(WᵀW[v,v] M_v⁻¹)``; it over-invests in small nodes and is worse
+  than the table (kept as the principled variant).
 """
 
 from __future__ import annotations

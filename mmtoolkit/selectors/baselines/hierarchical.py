@@ -31,21 +31,17 @@ __all__ = [
 
 
 # ------------------------------------------------------------------------- helpers
-def _check_split(split) -> str:
-    if split not in SPLITS:
-        raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
-    return split
-
-
-def _extend(levels: list[Intervals], depth: int) -> list[Intervals]:
-    """Repeat the finest (single-cell) level until the tree has ``depth`` levels."""
-    return levels + [levels[-1]] * (depth - len(levels))
-
-
 def _product_levels(trees: list[list[Intervals]]) -> list[tuple]:
+    """Level-wise product of per-attribute trees, the finest (single-cell) level of a
+    shallower tree repeated."""
     depth = max(len(t) for t in trees)
-    trees = [_extend(t, depth) for t in trees]
+    trees = [t + [t[-1]] * (depth - len(t)) for t in trees]
     return [tuple(t[li] for t in trees) for li in range(depth)]
+
+
+def _below(levels: list, start: int) -> list:
+    """The levels from ``start`` on (a single-level tree keeps its one level)."""
+    return levels[start:] if len(levels) > 1 else levels
 
 
 # ------------------------------------------------------------------- branching rules
@@ -114,32 +110,26 @@ class HierarchicalSelector(Selector):
     def __init__(self, branching=2, root=True, split="near_equal", dims=None, multi="kron"):
         if multi not in ("kron", "product"):
             raise ValueError(f"multi must be 'kron' or 'product', got {multi!r}")
+        if split not in SPLITS:
+            raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
         self.params = {
             "branching": check_int(branching, "branching", minimum=2),
             "root": check_bool(root, "root"),
-            "split": _check_split(split),
+            "split": split,
             "dims": check_dims(dims),
             "multi": multi,
         }
 
-    def _levels(self, n: int) -> list[Intervals]:
-        b, split = self.params["branching"], self.params["split"]
-        return interval_tree(n, b, split=split)
-
     def _select(self, workload, privacy: Privacy, objective: str) -> Strategy:
         sizes = workload_sizes(workload, self.params["dims"])
         start = 0 if self.params["root"] else 1
-        trees = [self._levels(n) for n in sizes]
+        b, split = self.params["branching"], self.params["split"]
+        trees = [interval_tree(n, b, split=split) for n in sizes]
         if len(sizes) == 1 or self.params["multi"] == "kron":
-            factors = []
-            for n, lv in zip(sizes, trees):
-                lv = lv[start:] if len(lv) > 1 else lv
-                factors.append(Tree(n, lv))
+            factors = [Tree(n, _below(lv, start)) for n, lv in zip(sizes, trees)]
             matrix = factors[0] if len(factors) == 1 else Kronecker(factors)
         else:
-            levels = _product_levels(trees)
-            levels = levels[start:] if len(levels) > 1 else levels
-            matrix = Tree(sizes, levels)
+            matrix = Tree(sizes, _below(_product_levels(trees), start))
         return Strategy(
             matrix=matrix,
             selector=self.name,
@@ -181,8 +171,7 @@ class HBSelector(Selector):
         if len(sizes) == 1:
             n = sizes[0]
             b = hb_branching(n) if b is None else b
-            levels = interval_tree(n, b, split="near_equal")
-            levels = levels[1:] if len(levels) > 1 else levels
+            levels = _below(interval_tree(n, b, split="near_equal"), 1)
             return Strategy(
                 matrix=Tree(n, levels),
                 selector=self.name,
@@ -201,8 +190,7 @@ class HBSelector(Selector):
             trees = [interval_tree(s, b, split="pad", height=h) for s in sizes]
         else:
             trees = [interval_tree(s, b, split="near_equal") for s in sizes]
-        levels = _product_levels(trees)
-        levels = levels[1:] if len(levels) > 1 else levels
+        levels = _below(_product_levels(trees), 1)
         return Strategy(
             matrix=Tree(sizes, levels),
             selector=self.name,

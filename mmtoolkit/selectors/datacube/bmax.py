@@ -16,16 +16,13 @@ using at most ``s`` candidates, each allowed to cover ``c`` only when
 
 How the HDMM authors ran it (HDMM digest §15, tagged [R/V]): candidates = the workload's
 own cuboids, integer binary search of ``θ`` over ``[0, 2|L|²]``, threshold ``⌊θ / s^{3-p}⌋``
-with ``p = 2``, ``s = 1..|L|``, smallest feasible ``θ``. That is exactly what
-``variant="bmax"`` (the default) computes with ``p=2`` (tests compare it with a literal
-transcription of §15; the mags are integers, so the floor changes nothing). On HDMM's
-Table 5 domain (n_i = 10) the smallest bound measures every workload cuboid, which does
-NOT give the printed DataCube column. ``variant="hdmm_table"`` is the §15 greedy evaluated at
-one point of that search, ``θ = |L|²`` (the first midpoint of ``[0, 2|L|²]``) with
-``s = |L|``, i.e. the cover at ``mag ≤ ⌊θ/s⌋ = |L|``; it reproduces every printed DataCube
-value of HDMM Tables 3 and 5 (DataCube/LM within 0.5% for K ≤ 5). It is an empirical
-characterisation of the printed numbers (no text says the search stops there), kept to
-document them.
+with ``p = 2``, ``s = 1..|L|``, smallest feasible ``θ``: ``variant="bmax"`` (the default)
+with ``p=2`` (the mags are integers, so the floor changes nothing). On HDMM's Table 5 domain
+that measures every workload cuboid, which does NOT give the printed DataCube column.
+``variant="hdmm_table"`` is the §15 greedy at one point of that search, ``θ = |L|²`` (the
+first midpoint) with ``s = |L|``, i.e. the cover at ``mag ≤ |L|``; it reproduces every printed
+DataCube value of HDMM Tables 3 and 5: an empirical characterisation of the printed numbers
+(no text says the search stops there), kept to document them.
 
 Implementation notes. The greedy with a cap of ``s`` picks is a prefix of the uncapped
 greedy, and the cover sets change only at the distinct ``mag`` values, so the uncapped
@@ -81,6 +78,10 @@ class BMaxResult:
 
 def _bits(key: int) -> list[int]:
     return [i for i in range(key.bit_length()) if (key >> i) & 1]
+
+
+def _cells(key: int, sizes) -> int:
+    return math.prod(sizes[i] for i in _bits(key))
 
 
 def cuboid_cells(keys: np.ndarray, sizes) -> np.ndarray:
@@ -317,20 +318,10 @@ class DingDataCube(Selector):
                 len(cents), 1.0 / (len(cents) if privacy.norm == 1 else math.sqrt(len(cents)))
             )
         else:
-            worst = []  # a cuboid nothing is computed from gets λ = 0 (dropped)
-            for kappa in cents:
-                cells_k = math.prod(sizes[i] for i in _bits(kappa))
-                worst.append(
-                    max(
-                        (
-                            keys[c] ** 2 * cells_k / math.prod(sizes[i] for i in _bits(c))
-                            for c, k in res.assignment.items()
-                            if k == kappa
-                        ),
-                        default=0.0,
-                    )
-                )
-            lam = minimax_budgets(worst, privacy.norm)
+            worst = dict.fromkeys(cents, 0.0)  # a cuboid nothing is computed from: λ = 0
+            for c, k in res.assignment.items():
+                worst[k] = max(worst[k], keys[c] ** 2 * _cells(k, sizes) / _cells(c, sizes))
+            lam = minimax_budgets(list(worst.values()), privacy.norm)
         matrix = Marginals(sizes, dict(zip(cents, lam.tolist())))
         return Strategy(
             matrix=matrix,

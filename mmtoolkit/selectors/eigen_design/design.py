@@ -29,15 +29,9 @@ and the primal point ``x ∝ (c / Pν)^{1/(p+1)}`` rescaled to feasibility has v
 duality gap. ``ν ← ν ∘ g / νᵀg`` (the multiplicative algorithm of optimal design) drives
 the gap to zero; O(nk) per iteration, no factorisation.
 
-Representation: orthogonal design rows (eigen-queries, Haar, Hadamard) give the strategy
-as an :class:`~mmtoolkit.linalg.OrthoBasis` (Q stored once, rows normalised, completion
-as a diagonal), which the evaluator scores exactly in that basis at any n the
-eigendecomposition reaches (8192 here); other design sets give a dense ``[diag(λ) Q ; D']``.
-
-Workload reductions of §4.2: *eigen-query separation* (groups of ``group_size``
-eigen-queries by eigenvalue, Program 1 per group, then Program 1 again over the group
-scale factors) and *principal vectors* (the top ``fraction`` of eigen-queries weighted
-individually, one common weight for all other non-zero eigen-queries):
+Orthogonal design rows (eigen-queries, Haar, Hadamard) give the strategy as an
+:class:`~mmtoolkit.linalg.OrthoBasis`, which the evaluator scores exactly in that basis; other
+design sets give a dense ``[diag(λ) Q ; D']``. The workload reductions of §4.2 are
 :func:`eigen_query_separation` and :func:`principal_vectors`.
 """
 
@@ -204,7 +198,7 @@ def _dual_multiplicative(c, P, p, tol, max_iter) -> Weighting:
     """Monotone ascent of the dual bound S(ν) over the simplex by multiplicative steps
     ``ν ← ν ∘ (g/S)^ρ`` (ρ = 1 is the classic multiplicative algorithm of optimal design;
     ρ adapts: ×1.5 after an ascent step, ÷4 and retry when S would decrease)."""
-    k, n = P.shape
+    n = P.shape[1]
     b = 1.0 / (p + 1)
 
     def evaluate(log_nu):
@@ -257,8 +251,7 @@ def _dual_multiplicative(c, P, p, tol, max_iter) -> Weighting:
 def _cvxpy_weighting(c, P, p, solver) -> Weighting:
     import cvxpy as cp
 
-    k, n = P.shape
-    x = cp.Variable(k, pos=False)
+    x = cp.Variable(P.shape[0], pos=False)
     obj = (
         cp.sum(cp.multiply(c, cp.inv_pos(x))) if p == 1 else cp.sum(cp.multiply(c, cp.power(x, -2)))
     )
@@ -342,8 +335,7 @@ def weighted_strategy(Q: np.ndarray, x: np.ndarray, p: int, complete: bool, c=No
         deficit = 1.0 - cols
         deficit[deficit <= (Q.shape[0] + 2) * np.finfo(float).eps] = 0.0
         d = np.sqrt(deficit) if p == 1 else deficit
-    # orthogonal design rows (eigen-queries, Haar, Hadamard): the structured OrthoBasis kind,
-    # scored exactly by the evaluator's OrthoBasis route at any n the eigensolver reaches
+    # orthogonal design rows: the structured OrthoBasis kind (module docstring)
     r = np.sqrt(np.einsum("ij,ij->i", Q, Q))
     Qn = Q if np.allclose(r, 1.0, rtol=0.0, atol=1e-12) else Q / r[:, None]
     if check_orthonormal_rows(Qn):

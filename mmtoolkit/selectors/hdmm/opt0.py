@@ -21,31 +21,23 @@ change an L2 column norm). With ``p = n`` this family reaches every positive-def
 unit-diagonal ``X`` (so its optimum is the L2 matrix-mechanism optimum of Li et al. 2015,
 Program 5.2); the p x p solves use the Cholesky factor of ``I + ΘΘᵀ``.
 
-Large domains (``n >= LARGE_N``; below it everything is as above, so the committed results
-for n <= 1024 do not change). At n = 8192, p = 512 (4.2M variables) HDMM's recipe, U[0,1)
-start and scipy's L-BFGS-B, needs about 2000 iterations (75-80 min here): the random start
-has column sums ≈ p/2, far from the optimum's ≈ 2-3, and L-BFGS-B's generalised Cauchy
-point sorts the breakpoints of all 4.2M bounded variables at every iteration. Three changes:
+Large domains (``n >= LARGE_N``; below it everything is as above). HDMM's recipe, a U[0,1)
+start and scipy's L-BFGS-B, needs thousands of iterations at n = 8192, p = 512: the random
+start has column sums ≈ p/2, far from the optimum's ≈ 2-3, and L-BFGS-B sorts the breakpoints
+of every bounded variable at each iteration. Three changes (``benchmarks/README.md``):
 
 * **Multilevel start.** Coarsen the problem by merging cells in pairs (the Gram
   ``RᵀWᵀWR`` of ``W R``, :meth:`GramOperator.coarsened`; p halves with n) down to
   ``COARSEST_N`` cells (and ``COARSEST_P`` rows), solve the coarsest level from HDMM's
   U[0,1) start, and start each finer level from the block-diagonal
-  ``Θ = [[Θ_c, 0], [0, Θ_c]]``: the coarse strategy on each half of the domain. Its rows
-  keep their width in cells and every column sum of the coarse optimum, as the optima on
-  Prefix and All Range do from n = 1024 to 2048 (measured: most rows 40-170 cells wide,
-  column sums 2-3), so each level starts near its optimum and polishes it. Every level
-  stops by the same rule (``ftol``, ``maxiter``); levels below ``LARGE_N`` cells are solved
-  as small domains are. At n = 8192: 95-100 s for Prefix / All Range (instead of 20-80
-  min), at a lower loss than the single-level run under the same stopping rule
-  (``benchmarks/README.md``).
+  ``Θ = [[Θ_c, 0], [0, Θ_c]]``: the coarse strategy on each half of the domain, which keeps
+  its rows' width in cells and its column sums, as the optima on Prefix and All Range do
+  across sizes. Every level stops by the same rule (``ftol``, ``maxiter``).
 * **Leaner objective** (:func:`pidentity_objective` with ``lean=True``): with ``C = M Bᵀ``
   (p x n), ``loss = Σ s² diag Y − Σ (Θ D_s) ∘ C``, ``∂C/∂s = 2 (s ∘ diag Y − colsum(C ∘ Θ))``
   and ``∂C/∂Θ|_s = 2 M ((Θ D_s) Cᵀ) Θ − 2 C D_s``: four p²n products (ΘΘᵀ by ``syrk``, half
   of one) instead of six; the same function, rounded differently.
-* **Projected L-BFGS** (:func:`projected_lbfgs`) instead of L-BFGS-B: the two-loop recursion
-  on the free variables (not at 0 with a positive gradient), a backtracking Armijo search
-  along the projected path, and scipy's stopping rule (relative reduction ≤ ``ftol``).
+* **Projected L-BFGS** (:func:`projected_lbfgs`) instead of L-BFGS-B.
 """
 
 from __future__ import annotations
@@ -89,20 +81,17 @@ MEMORY = 10
 
 @functools.cache
 def _blas_controller() -> ThreadpoolController:
-    # built once (it scans the loaded libraries: ~3 ms); numpy's and scipy's BLAS are loaded
-    # by this module's imports, so both are found
+    # built once (it scans the loaded libraries) after this module's imports loaded both BLAS
     return ThreadpoolController()
 
 
 def one_blas_thread():
     """A context in which numpy's and scipy's BLAS run on one thread (threadpoolctl).
 
-    OPT_0's products are p x n by n x p (HDMM §5): at p = 64, n = 1024 each takes ~0.2 ms,
-    where handing it to a second thread costs more than it saves (one objective and gradient:
-    3.9 ms on one thread, 10-120 ms with two on a shared 2-core machine), and a threaded
-    product rounds differently, which L-BFGS-B amplifies (RMSE 6.7855 vs 6.7789 for one
-    restart on Prefix 1024): on one thread the result does not depend on the machine's thread
-    count. Parallelism comes from running restarts or jobs side by side (``mmtoolkit run -j``).
+    OPT_0's products are small (p x n by n x p, HDMM §5): a second thread costs more than
+    it saves, and a threaded product rounds differently, which L-BFGS-B amplifies; on one
+    thread the result does not depend on the machine. Parallelism comes from running restarts
+    or jobs side by side (``mmtoolkit run -j``).
     """
     return _blas_controller().limit(limits=1, user_api="blas")
 
