@@ -221,15 +221,7 @@ class LowRankSelector(Selector):
         check_dense_size(r, n, "LRM's strategy L (rank x n)")
         check_dense_size(m, r, "LRM's factor B (m x rank)")
         norm = 1 if isinstance(privacy, PureDP) else 2
-        B, L, info = lrm_decompose(
-            W,
-            r,
-            norm=norm,
-            gamma=self.params["gamma"],
-            max_iter=self.params["max_iter"],
-            inner=self.params["inner"],
-            init=self.params["init"],
-            seed=self.params["seed"],
-        )
+        options = {k: v for k, v in self.params.items() if k != "rank"}
+        B, L, info = lrm_decompose(W, r, norm=norm, **options)
         info.update({"rank": r, "norm": norm})
         return Strategy(matrix=Dense(L), selector=self.name, loss=info["trace_BtB"], metadata=info)

@@ -156,11 +156,8 @@ class HDMMSelector(Selector):
                 rng = np.random.default_rng(children[op])
                 if op == "kron":
                     thetas, loss = optimize_kron(problem, norm, rng, **kw)
-                    cand = (
-                        lambda t=thetas: kron_strategy(t, norm),
-                        loss,
-                        {"operator": "OPT_kron", "p": problem.ps},
-                    )
+                    meta = {"operator": "OPT_kron", "p": problem.ps}
+                    cand = (lambda t=thetas: kron_strategy(t, norm), loss, meta)
                 elif op == "union":
                     matrix, loss, meta = optimize_union(
                         problem, norm, rng, prm["answering"], **kw
@@ -170,11 +167,8 @@ class HDMMSelector(Selector):
                 else:
                     sizes, mp = problem
                     theta, loss = optimize_marginals(mp, norm, rng)
-                    cand = (
-                        lambda s=sizes, t=theta: marginals_strategy(s, t),
-                        loss,
-                        {"operator": "OPT_M"},
-                    )
+                    meta = {"operator": "OPT_M"}
+                    cand = (lambda s=sizes, t=theta: marginals_strategy(s, t), loss, meta)
                 name = cand[2]["operator"]
                 losses[name] = min(losses.get(name, math.inf), cand[1])
                 if cand[1] < best[1]:

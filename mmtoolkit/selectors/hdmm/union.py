@@ -11,11 +11,9 @@ A workload whose products all share one signature has no OPT_+ candidate.
 template as the ResidualPlanner+ paper ran it, He et al. §9: its OPT+ values in Tables 12-14
 are exactly this grouping with separate answering). A group of one product has a factorised
 OPT_⊗ optimum (Def. 10: OPT_0 per factor), so each distinct factor Gram (with its p) is
-optimised once per restart and shared by every group that has it: 15,504 groups over 20
-attributes cost two OPT_0 runs. A Total factor ``c·1ᵀ`` is answered by ``1ᵀ`` itself, its
-exact optimum (error ``c²``; any unit-sensitivity ``A`` has ``||1ᵀA⁺||² ≥ n²/||A1||² ≥ 1``),
-which p-Identity strategies only approach as ``Θ → ∞`` (OPT_0 stops at ~1 + 3e-5 per factor,
-and 19 such factors per 1-way product on 20 attributes add 0.06%).
+optimised once per restart and shared by every group that has it. A Total factor ``c·1ᵀ`` is
+answered by ``1ᵀ`` itself, its exact optimum (error ``c²``; any unit-sensitivity ``A`` has
+``||1ᵀA⁺||² ≥ n²/||A1||² ≥ 1``), which p-Identity strategies only approach as ``Θ → ∞``.
 
 Each group ``g`` gets ``𝔸_g = OPT_⊗(𝕎_g)`` with unit sensitivity and error ``e_g = ||𝕎_g 𝔸_g⁺||²``.
 Budget split (closed form): the strategy is ``[w_1 𝔸_1; ...; w_l 𝔸_l]``. Answering each group
@@ -68,14 +66,8 @@ def _is_total(base: Matrix) -> bool:
 
 
 def _signature(factors) -> str:
-    out = []
-    for f in factors:
-        _, base = peel(f)
-        if _is_total(base):
-            out.append("T")
-        else:
-            out.append("I" if isinstance(base, Identity) else "Q")
-    return "".join(out)
+    bases = [peel(f)[1] for f in factors]
+    return "".join("T" if _is_total(b) else "I" if isinstance(b, Identity) else "Q" for b in bases)
 
 
 def check_groups(groups):

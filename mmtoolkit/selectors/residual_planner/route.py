@@ -176,15 +176,6 @@ class ResidualRoute:
             cb = np.where(found, vals[idx] if len(vals) else 0.0, 0.0)
             yield pat, rows, found, cb
 
-    def _fast_products(self, inside, outside, pat, rows):
-        F = self._fast_data
-        P = F["P"][rows]
-        out = np.ones(len(rows))
-        for j in range(F["kmax"]):
-            col = P[:, j]  # -1 (padding) picks the trailing 1.0
-            out *= inside[col] if (pat >> j) & 1 else outside[col]
-        return out
-
     def _fast_check(self) -> None:
         F = self._fast_data
         for pat, rows, found, _ in self._fast_patterns():
@@ -207,7 +198,10 @@ class ResidualRoute:
         F = self._fast_data
         acc = np.zeros(len(F["w"]))
         for pat, rows, _, cb in self._fast_patterns():
-            acc[rows] += cb * self._fast_products(inside, outside, pat, rows)
+            prod = np.ones(len(rows))
+            for j, col in enumerate(F["P"][rows, : F["kmax"]].T):  # -1 (padding): the last 1.0
+                prod *= inside[col] if (pat >> j) & 1 else outside[col]
+            acc[rows] += cb * prod
         return F["w"] * acc
 
     def _factor_rows(self, i: int, f: Matrix | None):

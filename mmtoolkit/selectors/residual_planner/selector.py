@@ -217,15 +217,9 @@ class ResidualPlannerPlus(_ResidualBase):
             )
         self.strategy_solver = strategy_solver
         self.params["strategy_solver"] = strategy_solver
-        if isinstance(strategies, str):
-            if strategies not in ("optimize", "workload"):
-                raise ValueError(
-                    f"strategies must be 'optimize', 'workload' or a per-attribute list, "
-                    f"got {strategies!r}"
-                )
-        elif isinstance(strategies, (list, tuple)) and strategies:
+        if isinstance(strategies, (list, tuple)) and strategies:
             strategies = [_check_strategy(S, f"strategies[{i}]") for i, S in enumerate(strategies)]
-        else:
+        elif not (isinstance(strategies, str) and strategies in ("optimize", "workload")):
             raise ValueError(
                 f"strategies must be 'optimize', 'workload' or a per-attribute list, "
                 f"got {strategies!r}"
