@@ -20,6 +20,7 @@ most σ² (CKS Cor. 9). ResidualPlanner §5 uses these for its numerically secur
 
 from __future__ import annotations
 
+import functools
 import math
 from fractions import Fraction
 from numbers import Integral, Rational
@@ -100,14 +101,10 @@ def discrete_laplace(s: int, t: int, rng, size=None):
     """
     s, t = check_int(s, "s", minimum=1), check_int(t, "t", minimum=1)
     if size is not None:
-        if rng is None or not hasattr(rng, "integers"):
-            raise ValueError("rng must be a numpy.random.Generator (np.random.default_rng(seed))")
-        shape = (size,) if isinstance(size, Integral) else tuple(size)
-        count = math.prod(shape)
-        if t < _VEC_LIMIT and s < _VEC_LIMIT:
-            return _laplace_array(s, t, count, rng).reshape(shape)
-        out = np.fromiter((discrete_laplace(s, t, rng) for _ in range(count)), np.int64, count)
-        return out.reshape(shape)
+        _check_rng(rng)
+        fast = t < _VEC_LIMIT and s < _VEC_LIMIT
+        array = functools.partial(_laplace_array, s, t, rng=rng) if fast else None
+        return _samples(size, array, lambda: discrete_laplace(s, t, rng))
     while True:
         u = _uniform_below(t, rng)
         if not bernoulli_exp(Fraction(u, t), rng):
@@ -142,23 +139,34 @@ def discrete_gaussian(sigma2, size=None, rng=None):
     ``size=None`` returns one Python int, else an int64 array of that shape. ``rng`` must
     provide ``integers`` (a ``numpy.random.Generator``); nothing else is called on it.
     """
+    _check_rng(rng)
+    s2 = _sigma2(sigma2)
+    t = math.isqrt(s2.numerator // s2.denominator) + 1  # ⌊σ⌋ + 1
+    if size is None:
+        return _discrete_gaussian_one(s2, t, rng)
+    a, b = s2.numerator, s2.denominator
+    # the vectorised form needs (|y| t b + a)² and 2 t² a b (times the loop counter) in int64
+    fast = 2 * t * t * a * b < _VEC_LIMIT and t * b + a < (1 << 31)
+    array = functools.partial(_gaussian_array, a, b, t, rng=rng) if fast else None
+    return _samples(size, array, lambda: _discrete_gaussian_one(s2, t, rng))
+
+
+def _check_rng(rng) -> None:
     if rng is None or not hasattr(rng, "integers"):
         raise ValueError(
             "rng must be a numpy.random.Generator (np.random.default_rng(seed)), "
             f"got {type(rng).__name__}"
         )
-    s2 = _sigma2(sigma2)
-    t = math.isqrt(s2.numerator // s2.denominator) + 1  # ⌊σ⌋ + 1
-    if size is None:
-        return _discrete_gaussian_one(s2, t, rng)
+
+
+def _samples(size, array, one) -> np.ndarray:
+    """An int64 array of shape ``size``: ``array(count)`` (a vectorised sampler) unless it
+    is None, else ``one()`` element by element."""
     shape = (size,) if isinstance(size, Integral) else tuple(size)
     count = math.prod(shape)
-    a, b = s2.numerator, s2.denominator
-    # the vectorised form needs (|y| t b + a)² and 2 t² a b (times the loop counter) in int64
-    if 2 * t * t * a * b < _VEC_LIMIT and t * b + a < (1 << 31):
-        return _gaussian_array(a, b, t, count, rng).reshape(shape)
-    out = np.fromiter((_discrete_gaussian_one(s2, t, rng) for _ in range(count)), np.int64, count)
-    return out.reshape(shape)
+    if array is not None:
+        return array(count).reshape(shape)
+    return np.fromiter((one() for _ in range(count)), np.int64, count).reshape(shape)
 
 
 # ------------------------------------------------------------------ vectorised forms
