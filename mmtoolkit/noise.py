@@ -3,19 +3,16 @@
 Canonne, Kamath and Steinke, "The Discrete Gaussian for Differential Privacy" (NeurIPS 2020),
 Algorithms 1-3: a Bernoulli(exp(-γ)) sampler for rational γ, the discrete Laplace
 ``Lap_Z(t/s)`` and the discrete Gaussian ``N_Z(0, σ²)`` for rational σ², by rejection. The
-only randomness consumed is uniform integers, drawn with ``rng.integers`` from a
-``numpy.random.Generator`` (exact: numpy draws bounded integers by rejection on random bits);
-no floating-point number is ever sampled or compared, so the output distribution is exactly
-the stated one (no floating-point attack surface, Mironov 2012). Arrays of samples are drawn
-by vectorised forms of the same algorithms (numpy int64 arithmetic on the pending samples,
-``rng.integers`` with per-element bounds) when every integer involved stays far below 2^63,
-and element by element with Python integers otherwise. ``σ²`` and ``γ`` are
+only randomness consumed is uniform integers from ``rng.integers`` (a
+``numpy.random.Generator``, exact); no floating-point number is ever sampled or compared, so
+the output distribution is exactly the stated one (Mironov 2012). Arrays are drawn by
+vectorised forms of the same algorithms when every integer involved stays far below 2^63,
+element by element with Python integers otherwise. ``σ²`` and ``γ`` are
 :class:`fractions.Fraction` (ints and finite floats are converted exactly).
 
-Privacy (CKS Thm 4 / Cor 9): adding ``N_Z(0, σ²)`` to an integer-valued query with L2
-sensitivity Δ is ``Δ²/(2σ²)``-zCDP, exactly as for the continuous Gaussian;
-:func:`discrete_gaussian_rho` returns it as a Fraction. The discrete Gaussian's variance is at
-most σ² (CKS Cor. 9). ResidualPlanner §5 uses these for its numerically secure mechanism.
+Privacy (CKS Thm 4 / Cor 9): adding ``N_Z(0, σ²)`` to an integer query of L2 sensitivity Δ is
+``Δ²/(2σ²)``-zCDP (:func:`discrete_gaussian_rho`), and its variance is at most σ².
+ResidualPlanner §5 uses these for its numerically secure mechanism.
 """
 
 from __future__ import annotations
@@ -93,12 +90,8 @@ def _bernoulli_exp_unit(gamma: Fraction, rng) -> int:
 
 
 def discrete_laplace(s: int, t: int, rng, size=None):
-    """Samples of the discrete Laplace ``Lap_Z(t/s)``, pmf ∝ exp(-|x| s/t) (CKS Alg. 2).
-
-    ``size=None`` returns one Python int, else an int64 array of that shape (drawn by the
-    vectorised form of the same algorithm, :func:`_laplace_array`, when its integers fit in
-    int64, else element by element).
-    """
+    """Samples of the discrete Laplace ``Lap_Z(t/s)``, pmf ∝ exp(-|x| s/t) (CKS Alg. 2):
+    ``size=None`` gives one Python int, else an int64 array of that shape."""
     s, t = check_int(s, "s", minimum=1), check_int(t, "t", minimum=1)
     if size is not None:
         _check_rng(rng)
@@ -134,11 +127,8 @@ def _discrete_gaussian_one(s2: Fraction, t: int, rng) -> int:
 
 
 def discrete_gaussian(sigma2, size=None, rng=None):
-    """Samples of ``N_Z(0, σ²)`` (pmf ∝ exp(-x²/(2σ²)), x ∈ Z) for rational σ² (CKS Alg. 3).
-
-    ``size=None`` returns one Python int, else an int64 array of that shape. ``rng`` must
-    provide ``integers`` (a ``numpy.random.Generator``); nothing else is called on it.
-    """
+    """Samples of ``N_Z(0, σ²)`` (pmf ∝ exp(-x²/(2σ²)), x ∈ Z) for rational σ² (CKS Alg. 3):
+    ``size=None`` gives one Python int, else an int64 array of that shape."""
     _check_rng(rng)
     s2 = _sigma2(sigma2)
     t = math.isqrt(s2.numerator // s2.denominator) + 1  # ⌊σ⌋ + 1

@@ -101,10 +101,7 @@ def lrm_decompose(
     ``rank ≥ n``, else svd); it is scaled (not projected) into the feasible set.
 
     The identity start is a KKT point whenever ``(WᵀW)_ij ≤ (WᵀW)_jj`` for all ``i, j``
-    (Prefix, Width-w and All Range): at ``L = I`` (a vertex of every column's L1 ball) a
-    feasible direction must take from ``L_jj`` what it gives to ``L_ij``, which changes
-    ``tr(WᵀW (LᵀL)⁻¹)`` by ``2 ε Σ_{i≠j} (K_jj |E_ij| − K_ij E_ij) ≥ 0`` to first order, so a
-    descent method started there stays there.
+    (Prefix, Width-w and All Range): a descent method started there stays there.
     """
     W = np.asarray(W, dtype=float)
     m, n = W.shape

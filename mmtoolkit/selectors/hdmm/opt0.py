@@ -169,16 +169,11 @@ def projected_lbfgs(fun, x0, lower=None, ftol=FTOL, maxiter=MAXITER, memory=MEMO
     """Minimise ``fun`` (returning ``(f, ∇f)``) subject to ``x >= lower`` (None: no bound) by
     projected L-BFGS; returns ``(x, f(x), iterations)``.
 
-    Each iteration: the free set (variables off the bound, or on it with ``∂f < 0``), the
-    L-BFGS direction of the two-loop recursion (Nocedal & Wright, Alg. 7.4; memory
-    ``memory``) on the free gradient, restricted to the free set (steepest descent when that
-    is not a descent direction); a backtracking Armijo search (``c₁ = 1e-4``, halving) along
-    the projected path ``max(x + t d, lower)`` from ``t = 1`` (``1/‖∇f‖`` at the first
-    step). A curvature pair is kept if ``sᵀy > 1e-10 yᵀy``. Stops when the relative reduction
-    ``(f_k − f_{k+1}) / max(|f_k|, |f_{k+1}|, 1) <= ftol`` (scipy L-BFGS-B's rule), after
-    ``maxiter`` iterations, or when no step decreases ``f`` (a step the projection clipped
-    uphill, ``gᵀs > 0``, can pass the Armijo test; it is not taken). O(memory · size) work per
-    iteration besides ``fun``, none of L-BFGS-B's per-variable breakpoint sorting.
+    Each iteration: the two-loop recursion (Nocedal & Wright, Alg. 7.4) on the free variables
+    (off the bound, or on it with ``∂f < 0``; steepest descent when that is not a descent
+    direction), then a backtracking Armijo search (``c₁ = 1e-4``, halving) along the projected
+    path ``max(x + t d, lower)``. Stops on scipy L-BFGS-B's relative-reduction rule (``ftol``),
+    after ``maxiter`` iterations, or when no step decreases ``f``.
     """
     x = np.array(x0, dtype=float)
     if lower is not None:
@@ -250,18 +245,15 @@ def optimize_pidentity(
 ) -> tuple[np.ndarray, float]:
     """OPT_0 (HDMM §5): minimise ``C(Θ)`` over ``Θ ≥ 0`` (L1) or all ``Θ`` (L2).
 
-    ``gram`` is ``WᵀW`` (a Matrix, an array, or a prepared :class:`GramOperator`), so a
-    workload may be given by its Gram alone. Below ``LARGE_N`` cells: L-BFGS-B from
-    ``Θ₀ ~ U[0,1)^{p x n}`` drawn from ``rng`` (HDMM's recipe). From ``LARGE_N`` cells: the
-    multilevel start (its coarsest level from U[0,1) drawn from ``rng``), the lean objective
-    and projected L-BFGS (module docstring). ``theta0``, if given, replaces the random or
-    multilevel start. ``ftol``/``maxiter`` stop every optimisation. Returns ``(Θ, C(Θ))``.
+    ``gram`` is ``WᵀW`` (a Matrix, an array, or a prepared :class:`GramOperator`). Below
+    ``LARGE_N`` cells: L-BFGS-B from ``Θ₀ ~ U[0,1)^{p x n}`` drawn from ``rng`` (HDMM's recipe);
+    from ``LARGE_N`` cells the large-domain path (module docstring). ``theta0``, if given,
+    replaces the start. ``ftol``/``maxiter`` stop every optimisation. Returns ``(Θ, C(Θ))``.
     """
     G = gram if isinstance(gram, GramOperator) else GramOperator(gram)
     n = G.n
     p = check_int(p, "p", minimum=1)
-    # Θ, its gradient and the optimiser's 2·10 correction vectors are all p x n: fail before
-    # allocating rather than with a MemoryError (n = 10⁶, p = n/16 asks for 6·10¹⁰ entries)
+    # Θ, its gradient and the optimiser's correction vectors are all p x n
     check_dense_size(p, n, f"OPT_0's parameter Θ (p = {p}, n = {n})")
     if theta0 is None:
         if rng is None:
@@ -279,8 +271,7 @@ def optimize_pidentity(
 
 def _optimize(G: GramOperator, theta0: np.ndarray, norm: int, ftol: float, maxiter: int):
     """``Θ`` from ``theta0``: L-BFGS-B below ``LARGE_N`` cells, else projected L-BFGS on the
-    lean objective. The objective is scale-free in Y: it is normalised by ``tr(Y)/n`` for
-    conditioning (digest §5, later ref)."""
+    lean objective; the objective is normalised by ``tr(Y)/n`` (digest §5)."""
     p, n = theta0.shape
     scale = G.trace / n if G.trace > 0 else 1.0
     large = n >= LARGE_N
@@ -310,11 +301,9 @@ def _optimize(G: GramOperator, theta0: np.ndarray, norm: int, ftol: float, maxit
 
 def _multilevel_start(G: GramOperator, p: int, norm: int, rng, ftol: float, maxiter: int):
     """The multilevel start of the large-domain path (module docstring): coarsen in pairs
-    while n and p are even, n/2 >= ``COARSEST_N`` and p/2 >= ``COARSEST_P`` (implicit coarse
-    Grams from ``LARGE_N`` cells, dense below), solve the coarsest level from U[0,1)
-    (``rng``), and return the block-diagonal doubling of the solution one level below ``n``.
-    A permuted workload's Gram is coarsened in its own (unpermuted) cell order, and the start
-    permuted."""
+    while n and p are even, n/2 >= ``COARSEST_N`` and p/2 >= ``COARSEST_P``, and return the
+    block-diagonal doubling of the solution one level below ``n``. A permuted workload's Gram
+    is coarsened in its own (unpermuted) cell order, and the start permuted."""
     if G.unpermute is not None:
         make, perm = G.unpermute
         return _multilevel_start(make(), p, norm, rng, ftol, maxiter)[:, perm]

@@ -229,11 +229,9 @@ def optimize_union(
 
 
 def union_size_refusal(workload: Matrix, answering: str) -> str | None:
-    """Why an OPT_+ strategy answered by ``answering`` could not be used on ``workload``'s
-    cells, or None: least squares over a stack of Kronecker products is scored (and its
-    estimate formed) over every cell, so beyond ``StackedKroneckerRoute.MAX_CELLS`` cells it
-    is too large; separate answering has a closed form at any size. The one rule of
-    ``opt_union`` (which refuses) and OPT_HDMM (which skips OPT_+ there)."""
+    """Why an OPT_+ strategy answered by ``answering`` could not be used on ``workload``, or
+    None: least squares over a stack of Kronecker products is scored over every cell (up to
+    ``StackedKroneckerRoute.MAX_CELLS``); separate answering has a closed form at any size."""
     N = workload.shape[1]
     if answering == "separate" or N <= StackedKroneckerRoute.MAX_CELLS:
         return None
