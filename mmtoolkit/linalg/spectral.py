@@ -80,14 +80,11 @@ def canonical_eigenbasis(values, vectors, scale: float | None = None, tol: float
     """``(values, vectors)`` with a basis inside each eigenspace that depends only on the
     eigenspace, not on the solver's choice of basis in it (module docstring).
 
-    ``values``: eigenvalues (or singular values) sorted ascending or descending;
-    ``vectors``: ``n x k`` array whose orthonormal column ``i`` belongs to ``values[i]``;
-    ``scale``: the matrix norm the solver's error is relative to (default
-    ``max |values|``; pass the full spectrum's largest value when ``values`` is a part of
-    it); ``tol``: an absolute cluster tolerance instead of the rule of the module docstring,
-    for a matrix known only to that accuracy (an iterative solver's output). Returns the
-    eigenvalues with each cluster's entries replaced by their mean, and the canonical
-    orthonormal columns in the same order of clusters.
+    ``values``: eigenvalues (or singular values) sorted ascending or descending; ``vectors``:
+    ``n x k``, orthonormal column ``i`` belonging to ``values[i]``; ``scale``: the matrix norm
+    (default ``max |values|``); ``tol``: an absolute cluster tolerance instead, for a matrix
+    known only to that accuracy. Returns the eigenvalues with each cluster's entries replaced
+    by their mean, and the canonical orthonormal columns.
     """
     values = np.asarray(values, dtype=float)
     V = np.asarray(vectors, dtype=float)

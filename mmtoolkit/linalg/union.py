@@ -55,10 +55,9 @@ def _cholesky_full_rank(G: np.ndarray) -> np.ndarray:
 
 class TwoProductBasis:
     """The common eigenbasis of two Kronecker Grams ``c_1 ⊗G_i + c_2 ⊗H_i`` (module
-    docstring): ``V``, ``lam`` and ``V_inv_t = V⁻ᵀ = L U`` per attribute, the weights ``c1``
-    (of the product whose factor Grams are all of full rank, :func:`_cholesky_full_rank`:
-    the first if they are, else the second; ``order`` says which) and ``c2``. Raises
-    ``LinAlgError`` when neither product's Grams are all of full rank."""
+    docstring): ``V``, ``lam`` and ``V_inv_t = V⁻ᵀ`` per attribute; ``c1`` weighs the first
+    product whose factor Grams all have full rank (``order`` says which), else
+    ``LinAlgError``."""
 
     def __init__(self, grams, weights):
         order = [0, 1]
@@ -78,10 +77,9 @@ class TwoProductBasis:
             self.lam.append(np.clip(lam, 0.0, None))
 
     def slabs(self, a: float, b: float, *arrays):
-        """The diagonal ``a + b ⊗lam`` one slab of trailing attributes (at most :data:`CHUNK`
-        cells) at a time, never as an N-vector: yields ``(views, den)``, ``views`` the slab's
-        rows of each of ``arrays`` (``N`` cells, optionally x columns, C order over the
-        attributes) and ``den`` its diagonal (a buffer reused for the next slab)."""
+        """The diagonal ``a + b ⊗lam`` a slab of trailing attributes (at most :data:`CHUNK`
+        cells) at a time: yields ``(views, den)``, the slab's rows of each of ``arrays`` (``N``
+        cells in C order, optionally x columns) and its diagonal (a reused buffer)."""
         sizes = [len(v) for v in self.lam]
         split = len(sizes)
         while split > 0 and math.prod(sizes[split - 1 :]) <= CHUNK:
@@ -96,19 +94,15 @@ class TwoProductBasis:
             yield [r[h] for r in rows], den
 
     def divide(self, X: np.ndarray) -> None:
-        """``X /= D`` in place (``X``: ``N`` cells x columns, C order over the attributes),
-        ``D = c1 + c2 ⊗lam`` generated a slab at a time (:meth:`slabs`)."""
+        """``X /= D`` in place (``X``: ``N`` cells x columns), ``D = c1 + c2 ⊗lam``."""
         for (rows,), den in self.slabs(self.c1, self.c2, X):
             rows /= den[:, None]
 
 
 class KroneckerUnion(VStack):
     """A stack of weighted Kronecker products over one common factorisation of the domain
-    (HDMM OPT_+, Def. 11; see the module docstring): the :class:`VStack` it is, plus the
-    exact least squares of two products (``pinv_operator``: :class:`TwoProductPinv`).
-
-    ``blocks``: matrices that are each one weighted Kronecker product (``kron_terms`` of
-    length one; a bare matrix is a one-factor product) with a nonzero weight."""
+    (HDMM OPT_+, Def. 11; module docstring). ``blocks``: each one weighted Kronecker product
+    (a bare matrix is a one-factor product) with a nonzero weight."""
 
     def __init__(self, blocks):
         super().__init__(blocks)
@@ -145,9 +139,8 @@ class KroneckerUnion(VStack):
         return out
 
     def pinv_operator(self):
-        """``A⁺`` exactly for two products whose factors are small enough to be read densely
-        and one of which has positive definite factor Grams (OPT_+ with two groups: p-Identity
-        factors); None otherwise (:meth:`least_squares`)."""
+        """``A⁺`` exactly for two products whose factors can be read densely and one of which
+        has positive definite factor Grams; None otherwise (:meth:`least_squares`)."""
         factors = self._factor_lists() if len(self.blocks) == 2 else None
         if factors is None:
             return None
@@ -168,10 +161,8 @@ class KroneckerUnion(VStack):
 
 def geometric_mean(A: np.ndarray, B: np.ndarray) -> np.ndarray:
     """``A # B = A^½ (A^-½ B A^-½)^½ A^½``, the geometric mean of a positive definite ``A``
-    and a positive semidefinite ``B`` (Pusz & Woronowicz 1975; Ando 1979). It satisfies
-    ``A # B ≼ (A + B)/2`` (the arithmetic–geometric mean inequality) and
-    ``(⊗A_i) # (⊗B_i) = ⊗(A_i # B_i)`` (every factor of the formula is a Kronecker product),
-    which :class:`NormalEquations` uses."""
+    and a positive semidefinite ``B`` (Pusz & Woronowicz 1975; Ando 1979): ``A # B ≼ (A + B)/2``
+    and ``(⊗A_i) # (⊗B_i) = ⊗(A_i # B_i)``, which :class:`NormalEquations` uses."""
     lam, U = np.linalg.eigh(0.5 * (A + A.T))
     half = (U * np.sqrt(lam)) @ U.T
     C = (U / np.sqrt(lam)) @ U.T
@@ -466,12 +457,11 @@ class NormalEquations:
 
 
 class TwoProductPinv(Matrix):
-    """``A⁺ = (AᵀA)⁻¹Aᵀ`` of a :class:`KroneckerUnion` of two products (module docstring):
-    ``x̂ = (⊗V_i) D⁻¹ (⊗V_iᵀ) Σ_g w_g (⊗A_giᵀ) y_g``. ``apply_overwrite`` builds ``x̂`` in ``y``'s
-    memory: each block's product in place in its own rows when its factors map ``m_gi ≥ n_i``
-    rows to ``n_i`` cells (p-Identity, identity; a block with a Total factor is computed into
-    one new N-vector), their weighted sum in one of them, the division by ``D`` a slab at a
-    time and ``⊗V_i`` in place. Equal to the dense pseudo-inverse up to float rounding."""
+    """``A⁺ = (AᵀA)⁻¹Aᵀ`` of a :class:`KroneckerUnion` of two products (module docstring).
+    ``apply_overwrite`` builds ``x̂`` in ``y``'s memory: each block's product in place in its
+    own rows when its factors have at least as many rows as cells (a block with a Total
+    factor is computed into one new N-vector), their weighted sum in one of them, then the
+    division by ``D`` and ``⊗V_i`` in place."""
 
     def __init__(self, A: KroneckerUnion, factors):
         self.shape = (A.shape[1], A.shape[0])

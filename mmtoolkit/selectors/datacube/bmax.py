@@ -1,8 +1,7 @@
 """Ding, Winslett, Han & Li's DataCube selection (SIGMOD 2011), "BMAX".
 
-Written from the description in the HDMM paper's baselines (McKenna et al. 2018, §8 and
-the digest's §15 "DataCube") and the datacube paper (Cormode et al. 2013, §2 and §5, the
-"C" strategy); Ding et al.'s own text is not in this repository.
+Written from the HDMM paper's baselines (McKenna et al. 2018, §8; digest §15 "DataCube") and
+the datacube paper (Cormode et al. 2013, §2 and §5, the "C" strategy).
 
 Problem. The workload is a set ``L`` of cuboids (marginals, attribute bitmasks) on
 attributes of sizes ``n_i``. Choose cuboids ``L_pre`` to measure with equal noise; every
@@ -24,20 +23,16 @@ first midpoint) with ``s = |L|``, i.e. the cover at ``mag ≤ |L|``; it reproduc
 DataCube value of HDMM Tables 3 and 5: an empirical characterisation of the printed numbers
 (no text says the search stops there), kept to document them.
 
-Implementation notes. The greedy with a cap of ``s`` picks is a prefix of the uncapped
-greedy, and the cover sets change only at the distinct ``mag`` values, so the uncapped
-greedy is run once per distinct ``mag`` level and the binary search over the finite set of
-candidate bounds ``{s^{3-p} m}`` is exact. Ties in the greedy go to the first candidate in
-ascending bitmask order. Candidates: ``"workload"`` (the workload's own cuboids, as in the
-HDMM comparison) or ``"lattice"`` (every union of the workload's attribute atoms — the full
-cuboid lattice restricted to attributes the workload uses; 2^atoms candidates).
+The greedy with a cap of ``s`` picks is a prefix of the uncapped greedy, and the cover sets
+change only at the distinct ``mag`` values, so the uncapped greedy runs once per ``mag`` level
+and the binary search over the finite set of bounds ``{s^{3-p} m}`` is exact (ties: the first
+candidate in ascending bitmask order). Candidates: the workload's own cuboids, or every union
+of the workload's attribute atoms (``"lattice"``).
 
 The strategy is the weighted marginals ``[λ_κ Q_κ]``: ``budget="uniform"`` (Ding et al.:
-``λ_κ = 1/s`` under L1, ``1/√s`` under L2) or ``budget="max"`` (the general variant with
-per-cuboid noise: the closed-form budgets minimising the same max-variance bound,
-``λ_κ ∝ √M_κ`` under L1 and ``λ_κ² ∝ M_κ`` under L2, ``M_κ`` the largest weighted ``mag``
-of the cuboids computed from ``κ``). Scored like any strategy by the shared evaluator (with
-least-squares inference, as HDMM does).
+``λ_κ = 1/s`` under L1, ``1/√s`` under L2) or ``budget="max"`` (per-cuboid budgets minimising
+the same bound, :func:`minimax_budgets`, ``M_κ`` the largest weighted ``mag`` of the cuboids
+computed from ``κ``).
 """
 
 from __future__ import annotations
@@ -127,11 +122,8 @@ def bmax(
     """Ding et al.'s BMAX cuboid selection for the workload cuboids ``keys`` (see module doc).
 
     ``weights`` (optional, one per key) scale each cuboid's variance by ``w²``.
-    ``mag_limit`` (optional; a number, or ``"L"`` for the number of workload cuboids) skips
-    the search and returns the greedy cover at the fixed threshold ``mag ≤ mag_limit``.
-    ``"L"`` is the §15 greedy at ``θ = |L|², s = |L|`` (``variant="hdmm_table"`` of the
-    selector): not the minimum-bound search, but it reproduces the DataCube numbers printed
-    by HDMM (Tables 3 and 5); see the module docstring and configs/hdmm/table5_datacube.yaml.
+    ``mag_limit`` (optional; a number, or ``"L"`` for the number of workload cuboids: the
+    ``hdmm_table`` variant) skips the search and returns the greedy cover at ``mag ≤ mag_limit``.
     """
     if p not in (1, 2):
         raise ValueError(f"p must be 1 (L1, Laplace) or 2 (L2, Gaussian), got {p!r}")
@@ -242,18 +234,12 @@ def minimax_budgets(worst, norm: int) -> np.ndarray:
 class DingDataCube(Selector):
     """DataCube (Ding et al. 2011) via BMAX, for marginal workloads on any domain.
 
-    Parameters: ``p`` (1 or 2; default from the privacy: 1 for PureDP, 2 for
-    ApproxDP/ZCDP; HDMM §15 ran ``p=2``), ``candidates`` ("workload" | "lattice"),
-    ``budget`` ("uniform" | "max"), ``variant`` ("bmax": the smallest feasible bound, as
-    described; "hdmm_table": the cover at ``θ = |L|², s = |L|`` that reproduces HDMM's
-    printed tables, see the module docstring), ``mag_limit`` (None, or a number / "L" for a
-    fixed threshold, see :func:`bmax`; not combined with ``variant="hdmm_table"``),
-    ``ranges`` ("refuse": marginal workloads only, the default; "as_marginals": a Kronecker
-    term with range-type factors — AllRange, Prefix, WidthRange, … — is read as the cuboid on
-    its non-total attributes, which Ding et al. answer the ranges from by summing cells; the
-    strategy is still the weighted cuboids, scored against the real workload).
-    The selection minimises Ding et al.'s max-variance bound whatever the objective
-    ("sum" is accepted because HDMM reports DataCube in total-error tables).
+    Parameters: ``p`` (1 or 2; default from the privacy), ``candidates``, ``budget``,
+    ``variant`` (module docstring), ``mag_limit`` (a fixed threshold, :func:`bmax`),
+    ``ranges`` ("refuse", the default, or "as_marginals": a Kronecker term with range-type
+    factors is read as the cuboid on its non-total attributes, which Ding et al. answer the
+    ranges from by summing cells). The selection minimises the max-variance bound whatever
+    the objective ("sum" is accepted because HDMM reports DataCube in total-error tables).
     """
 
     name = "ding_datacube"

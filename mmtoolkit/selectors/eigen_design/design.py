@@ -56,15 +56,11 @@ DESIGNS = ("eigen", "wavelet", "fourier", "identity")
 
 # ====================================================================== design sets
 def design_matrix(design, n: int, sizes=None) -> np.ndarray:
-    """A named design set as a dense ``n x n`` array (rows are design queries).
-
-    ``wavelet``: the ±1 Haar matrix (Privelet; Li & Miklau §5 "Wavelet"); ``fourier``: the
-    Walsh-Hadamard (parity) basis, the Fourier basis over the binary encoding of the cells
-    of Barak et al. (PODS 2007) used as the "Fourier" strategy; ``identity``: I_n. With
-    attribute ``sizes`` (product n, row-major cells) a named set is the Kronecker product of
-    the per-attribute sets — the multi-dimensional Wavelet of §5 ("extended to multiple
-    dimensions ... by Kronecker product"); for ``fourier`` on power-of-2 sizes this is the
-    same matrix as without sizes. A numpy array or Matrix is used as given.
+    """A named design set as a dense ``n x n`` array (rows are design queries): ``wavelet``,
+    the ±1 Haar matrix (Li & Miklau §5 "Wavelet"); ``fourier``, the Walsh-Hadamard basis
+    (Barak et al., PODS 2007); ``identity``. With attribute ``sizes`` (product n) a named set
+    is the Kronecker product of the per-attribute sets (the multi-dimensional Wavelet of §5).
+    A numpy array or Matrix is used as given.
     """
     if isinstance(design, str):
         if design not in DESIGNS or design == "eigen":
@@ -156,16 +152,11 @@ def solve_weighting(
     tol: float = 1e-7,
     max_iter: int = 200_000,
 ) -> Weighting:
-    """Solve ``min Σ_i c_i / x_i^p`` s.t. ``Σ_i x_i P[i, j] ≤ 1`` for every column j, ``x ≥ 0``.
-
-    Program 1 of Li & Miklau (§3.1) is ``p = 1`` with ``P = Q∘Q`` (``x = u = λ²``); the ε-DP
-    variant of §3.5 is ``p = 2`` with ``P = |Q|`` (``x = λ``). ``c > 0`` (drop zero costs
-    first) and every row of ``P`` must be non-zero. ``solver="dual"`` is the multiplicative
-    dual method of the module docstring, stopped when the certified relative gap is
-    ``≤ tol`` (or when it stops improving: double precision floors the certified gap near
-    1e-9, because the dual is flat to second order at its maximum); ``clarabel`` / ``scs``
-    / ``ecos`` go through cvxpy (and report the dual bound of the solver's multipliers,
-    computed the same way).
+    """Solve ``min Σ_i c_i / x_i^p`` s.t. ``Σ_i x_i P[i, j] ≤ 1`` for every column j, ``x ≥ 0``
+    (module docstring; ``c > 0``, every row of ``P`` non-zero). ``solver="dual"`` stops when
+    the certified relative gap is ``≤ tol`` or stops improving (double precision floors it
+    near 1e-9: the dual is flat to second order at its maximum); ``clarabel`` / ``scs`` /
+    ``ecos`` go through cvxpy, certified by the dual bound of the solver's multipliers.
     """
     c = np.asarray(c, dtype=float)
     P = np.asarray(P, dtype=float)

@@ -32,10 +32,9 @@ from ._common import (
     default_p,
     distinct_grams,
     norm_of,
-    seed_sequences,
     term_sizes,
 )
-from .opt0 import FTOL, MAXITER, optimize_pidentity, pidentity_objective
+from .opt0 import FTOL, MAXITER, best_of_restarts, optimize_pidentity, pidentity_objective
 
 #: Default maximum number of block-cyclic passes (the authors' code runs 10) and the
 #: relative improvement below which the passes stop.
@@ -176,14 +175,10 @@ class OptKronSelector(Selector):
         prm = self.params
         problem = KronProblem(workload, prm["p"])
         norm = norm_of(privacy)
-        best = None
-        for ss in seed_sequences(prm["seed"], prm["restarts"]):
-            thetas, loss = optimize_kron(
-                problem, norm, np.random.default_rng(ss), prm["cycles"], prm["tol"],
-                prm["ftol"], prm["maxiter"],
-            )  # fmt: skip
-            if best is None or loss < best[1]:
-                best = (thetas, loss)
+        kw = {k: prm[k] for k in ("cycles", "tol", "ftol", "maxiter")}
+        best = best_of_restarts(
+            prm["seed"], prm["restarts"], lambda rng: optimize_kron(problem, norm, rng, **kw)
+        )
         return Strategy(
             matrix=kron_strategy(best[0], norm),
             selector=self.name,

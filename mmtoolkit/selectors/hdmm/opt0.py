@@ -125,44 +125,44 @@ def _objective(theta: np.ndarray, gram: GramOperator, norm: int, lean: bool):
     except LinAlgError:
         return np.inf, np.zeros_like(theta)
     if lean:
-        return _lean_rest(theta, gram, norm, s, Ts, B, M)
-    Q = Ts @ B
-    Q = 0.5 * (Q + Q.T)
-    loss = float(np.dot(s * s, gram.diag) - np.sum(M * Q))
+        C = M @ B.T  # M Bᵀ = (B M)ᵀ, p x n
+        loss = float(np.dot(s * s, gram.diag) - np.sum(Ts * C))  # tr(M Q) = Σ Ts ∘ C
+    else:
+        Q = Ts @ B
+        Q = 0.5 * (Q + Q.T)
+        loss = float(np.dot(s * s, gram.diag) - np.sum(M * Q))
     if not np.isfinite(loss) or loss <= 0.0:
         return np.inf, np.zeros_like(theta)
-    BM = B @ M
-    g_s = 2.0 * (s * gram.diag - np.einsum("jk,kj->j", BM, theta))
-    MT = M @ theta
-    # 2 M Q M Θ - 2 (M Bᵀ) D_s, in place (the same roundings: scaling by 2 is exact)
-    grad = (M @ Q) @ MT
-    grad *= 2.0
-    MBs = M @ B.T
-    MBs *= 2.0
-    MBs *= s
-    grad -= MBs
-    if norm == 1:
-        grad += g_s[None, :]
+    if lean:
+        g_s = 2.0 * (s * gram.diag - np.einsum("kj,kj->j", C, theta))
+        grad = (M @ (Ts @ C.T)) @ theta  # M Q M Θ with Q M = Ts B M = Ts Cᵀ
+        C *= s
+        grad -= C
+        grad *= 2.0
     else:
-        grad += theta * (g_s / s)[None, :]
+        BM = B @ M
+        g_s = 2.0 * (s * gram.diag - np.einsum("jk,kj->j", BM, theta))
+        MT = M @ theta
+        # 2 M Q M Θ - 2 (M Bᵀ) D_s, in place (the same roundings: scaling by 2 is exact)
+        grad = (M @ Q) @ MT
+        grad *= 2.0
+        MBs = M @ B.T
+        MBs *= 2.0
+        MBs *= s
+        grad -= MBs
+    grad += g_s[None, :] if norm == 1 else theta * (g_s / s)[None, :]
     return loss, grad
 
 
-def _lean_rest(theta, gram, norm, s, Ts, B, M):
-    C = M @ B.T  # M Bᵀ = (B M)ᵀ, p x n
-    loss = float(np.dot(s * s, gram.diag) - np.sum(Ts * C))  # tr(M Q) = Σ Ts ∘ C
-    if not np.isfinite(loss) or loss <= 0.0:
-        return np.inf, np.zeros_like(theta)
-    g_s = 2.0 * (s * gram.diag - np.einsum("kj,kj->j", C, theta))
-    grad = (M @ (Ts @ C.T)) @ theta  # M Q M Θ with Q M = Ts B M = Ts Cᵀ
-    C *= s
-    grad -= C
-    grad *= 2.0
-    if norm == 1:
-        grad += g_s[None, :]
-    else:
-        grad += theta * (g_s / s)[None, :]
-    return loss, grad
+def best_of_restarts(seed, restarts: int, run):
+    """The result of least loss (``result[1]``; the first on ties) of ``run(rng)`` over the
+    generators of :func:`seed_sequences`."""
+    best = None
+    for ss in seed_sequences(seed, restarts):
+        result = run(np.random.default_rng(ss))
+        if best is None or result[1] < best[1]:
+            best = result
+    return best
 
 
 def projected_lbfgs(fun, x0, lower=None, ftol=FTOL, maxiter=MAXITER, memory=MEMORY):
@@ -367,14 +367,9 @@ def select_opt0(gram, privacy: Privacy, p=None, restarts=1, seed=None, ftol=FTOL
             f"opt0: p = {p} exceeds the domain size n = {G.n}; a p-Identity strategy needs "
             f"at most n extra rows (give p <= {G.n}; default n // 16, HDMM §5.3)"
         )
-    best = None
-    for ss in seed_sequences(seed, restarts):
-        theta, loss = optimize_pidentity(
-            G, p, norm, np.random.default_rng(ss), ftol=ftol, maxiter=maxiter
-        )
-        if best is None or loss < best[1]:
-            best = (theta, loss)
-    theta, loss = best
+    theta, loss = best_of_restarts(
+        seed, restarts, lambda rng: optimize_pidentity(G, p, norm, rng, ftol=ftol, maxiter=maxiter)
+    )
     return Strategy(
         matrix=PIdentity(theta, norm=norm),
         selector="opt0",

@@ -32,11 +32,8 @@ from ...linalg.marginals import (
 from ...privacy import Privacy
 from ...strategy import Strategy
 from ..base import Selector, register
-from ._common import (
-    norm_of,
-    seed_sequences,
-    term_sizes,
-)
+from ._common import norm_of, term_sizes
+from .opt0 import best_of_restarts
 
 #: Weights below ZERO_RTOL · max θ are dropped from the final strategy (if it still supports
 #: the workload), as in the authors' code (digest §7.3).
@@ -172,13 +169,12 @@ class OptMarginalsSelector(Selector):
         sizes, t = project_workload(workload)
         problem = MarginalsProblem(sizes, t)
         norm = norm_of(privacy)
-        best = None
-        for ss in seed_sequences(self.params["seed"], self.params["restarts"]):
-            theta, F = optimize_marginals(
-                problem, norm, np.random.default_rng(ss), maxiter=self.params["maxiter"]
-            )
-            if best is None or F < best[1]:
-                best = (theta, F)
+        prm = self.params
+        best = best_of_restarts(
+            prm["seed"],
+            prm["restarts"],
+            lambda rng: optimize_marginals(problem, norm, rng, maxiter=prm["maxiter"]),
+        )
         return Strategy(
             matrix=marginals_strategy(sizes, best[0]),
             selector=self.name,

@@ -4,12 +4,10 @@ Grouping rule g(𝕎) (the paper fixes two groups but not how they are formed, d
 each product term gets a *signature*, one letter per attribute: T (Total), I (Identity) or Q
 (any other predicate set); terms with the same signature form one group; while there are more
 than ``groups`` groups, the two groups whose queried attributes (non-Total) overlap most
-(Jaccard index; ties: the earliest pair) are merged. ``[R⊗T; T⊗R]`` and ``[P⊗I; I⊗P]`` thus
-split into their two products.
-A workload whose products all share one signature has no OPT_+ candidate.
-``groups="products"`` instead makes every product term its own group (the union-of-Kronecker
-template as the ResidualPlanner+ paper ran it, He et al. §9: its OPT+ values in Tables 12-14
-are exactly this grouping with separate answering). A group of one product has a factorised
+(Jaccard index; ties: the earliest pair) are merged. A workload whose products all share one
+signature has no OPT_+ candidate. ``groups="products"`` instead makes every product term its
+own group (the ResidualPlanner+ paper's OPT+, He et al. §9, with separate answering: its
+Tables 12-14). A group of one product has a factorised
 OPT_⊗ optimum (Def. 10: OPT_0 per factor), so each distinct factor Gram (with its p) is
 optimised once per restart and shared by every group that has it. A Total factor ``c·1ᵀ`` is
 answered by ``1ᵀ`` itself, its exact optimum (error ``c²``; any unit-sensitivity ``A`` has
@@ -50,11 +48,10 @@ from ._common import (
     distinct_grams,
     norm_of,
     peel,
-    seed_sequences,
     term_sizes,
 )
 from .kron import CYCLE_TOL, CYCLES, KronProblem, kron_strategy, optimize_kron
-from .opt0 import FTOL, MAXITER, optimize_pidentity
+from .opt0 import FTOL, MAXITER, best_of_restarts, optimize_pidentity
 from .separate import SeparateUnion
 
 #: How an OPT_+ strategy's answers are formed (module docstring).
@@ -289,10 +286,7 @@ class OptUnionSelector(Selector):
             raise TooLargeError(f"opt_union: {too_large}")
         norm = norm_of(privacy)
         kw = {k: prm[k] for k in ("answering", "cycles", "tol", "ftol", "maxiter")}
-        best = None
-        for ss in seed_sequences(prm["seed"], prm["restarts"]):
-            cand = optimize_union(problem, norm, np.random.default_rng(ss), **kw)
-            if best is None or cand[1] < best[1]:
-                best = cand
-        matrix, bound, meta = best
+        matrix, bound, meta = best_of_restarts(
+            prm["seed"], prm["restarts"], lambda rng: optimize_union(problem, norm, rng, **kw)
+        )
         return Strategy(matrix=matrix, selector=self.name, loss=bound, metadata=meta)

@@ -194,15 +194,12 @@ def max_variance_opt(
     the least privacy cost at which every index query (row of ``L``) has variance ≤ 1. By
     homogeneity this is ``min over unit-diagonal X = Σ⁻¹/t of max_j l_j X⁻¹ l_jᵀ``.
 
-    ``method="smooth"`` (default): that form with the max smoothed by ``log ‖v‖_p`` (the
-    authors' solver also smooths the max; here L-BFGS-B in the unit-row Cholesky
-    parametrisation of :func:`unit_diagonal_opt`, ``p`` raised 4 → 2^20 with warm starts, so
-    the smoothing error ``log(m)/p`` ends below 1e-5 relative; tests: within 2e-5 of the
-    SDP). ``method="sdp"``: the SDP
-    ``min t`` s.t. ``[[Σ, I], [I, Y]] ⪰ 0``, ``diag Y ≤ t``, ``diag(LΣLᵀ) ≤ 1`` with cvxpy
-    (exact; slow beyond n ≈ 30). Returns ``(X, t)``: ``X = Σ⁻¹`` scaled so that the largest
-    index variance is exactly 1 (the authors' ``cov/max(f_var)``) and ``t = max diag X``;
-    the strategy is ``S = chol(X)ᵀ``."""
+    ``method="smooth"`` (default): that form with the max smoothed by ``log ‖v‖_p``, L-BFGS-B
+    in the unit-row parametrisation, ``p`` raised 4 → 2^20 with warm starts (smoothing error
+    ``log(m)/p`` below 1e-5 relative). ``method="sdp"``: ``min t`` s.t. ``[[Σ, I], [I, Y]] ⪰ 0``,
+    ``diag Y ≤ t``, ``diag(LΣLᵀ) ≤ 1`` with cvxpy (exact; slow beyond n ≈ 30). Returns
+    ``(X, t)``: ``X = Σ⁻¹`` scaled so that the largest index variance is exactly 1 (the
+    authors' ``cov/max(f_var)``) and ``t = max diag X``; the strategy is ``S = chol(X)ᵀ``."""
     L = np.asarray(L, dtype=float)
     if L.ndim != 2 or not np.all(np.isfinite(L)):
         raise ValueError("L must be a finite matrix (one index query per row)")
