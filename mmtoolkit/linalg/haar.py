@@ -113,10 +113,6 @@ class Haar(Matrix):
     def _rmatmat(self, Y):
         return _haar_adjoint(Y)
 
-    def row_norms_sq(self) -> np.ndarray:
-        """The diagonal of ``H Hᵀ``."""
-        return _row_norms_sq(self.n)
-
     def gram(self):
         return HaarGram(self.n)
 
@@ -133,11 +129,9 @@ class Haar(Matrix):
         return float(self.levels + 1)
 
     def rownorm_p(self, p):
-        check_p(p)  # entries are 0 and ±1, so L1 = squared L2
+        """The row norms (entries are 0 and ±1, so L1 = squared L2): the diagonal of ``H Hᵀ``."""
+        check_p(p)
         return _row_norms_sq(self.n)
-
-    def trace(self):
-        return float(np.sum(_haar_diag(self.n)))
 
     def diag(self):
         return _haar_diag(self.n)
@@ -176,9 +170,6 @@ class HaarInverse(Matrix):
     def colnorm_p(self, p):
         check_p(p)
         return 1.0 if p == 1 else _maybe_scalar(1.0 / self._w)
-
-    def trace(self):
-        return float(np.sum(self.diag()))
 
     def diag(self):
         return _haar_diag(self.n) / self._w

@@ -188,9 +188,6 @@ class PIdentityGram(Symmetric):
         A = self.A
         return (1.0 + np.einsum("kj,kj->j", A.theta, A.theta)) / A.s**2
 
-    def trace(self):
-        return float(np.sum(self.diag()))
-
     def dense(self):
         check_dense_size(*self.shape, "dense() of PIdentityGram")
         A = self.A
@@ -229,9 +226,6 @@ class LowRankUpdate(Matrix):
 
     def diag(self):
         return self.a - np.einsum("jr,jr->j", self.U, self.V)
-
-    def trace(self):
-        return float(np.sum(self.diag()))
 
     def dense(self):
         check_dense_size(*self.shape, "dense() of LowRankUpdate")

@@ -93,9 +93,6 @@ class SymmetricFormula(Symmetric):
         i = np.arange(self.n)
         return np.asarray(self._entries(i, i), dtype=float)
 
-    def trace(self):
-        return float(np.sum(self.diag()))
-
     def dense(self):
         check_dense_size(self.n, self.n, f"dense() of {type(self).__name__}")
         i = np.arange(self.n)
@@ -146,9 +143,6 @@ class SymTridiagonal(Symmetric):
         out[:-1] += f(self.e)
         out[1:] += f(self.e)
         return _maybe_scalar(out)
-
-    def trace(self):
-        return float(np.sum(self.d))
 
     def diag(self):
         return self.d.copy()
