@@ -95,12 +95,7 @@ def _haar_diag(n: int) -> np.ndarray:
 
 
 class Haar(Matrix):
-    """The unnormalised ±1 Haar wavelet matrix, ``n`` a power of two (Privelet, Xiao, Wang
-    & Gehrke, ICDE 2010; a baseline strategy in HDMM §8).
-
-    O(n) transforms; ``gram`` = :class:`HaarGram`, ``pinv = H⁻¹ = Hᵀ Λ⁻¹`` (orthogonal rows);
-    every column norm (L1 and squared L2) is ``log2(n) + 1``.
-    """
+    """The unnormalised ±1 Haar wavelet matrix, ``n`` a power of two (module docstring)."""
 
     def __init__(self, n: int):
         self.n = _power_of_two(n)
@@ -141,11 +136,8 @@ class Haar(Matrix):
 
 
 class HaarInverse(Matrix):
-    """``H⁻¹ = Hᵀ Λ⁻¹`` with ``Λ = H Hᵀ`` diagonal (Privelet reconstruction, ICDE 2010).
-
-    Column ``r`` is row ``r`` of ``H`` divided by its squared norm: L1 norm 1, squared L2
-    norm ``1 / ||row_r||²``.
-    """
+    """``H⁻¹ = Hᵀ Λ⁻¹`` with ``Λ = H Hᵀ`` diagonal (Privelet reconstruction): column ``r`` is
+    row ``r`` of ``H`` divided by its squared norm."""
 
     def __init__(self, n: int):
         self.n = _power_of_two(n)
@@ -179,12 +171,7 @@ class HaarInverse(Matrix):
 
 
 class HaarGram(SymmetricFormula):
-    """``HᵀH`` for the Haar matrix: ``log2(n) - bitlen(a XOR b) + [a = b]`` (Privelet;
-    HDMM §8 baselines).
-
-    Constant diagonal ``log2(n) + 1``; column sums ``n`` (``HᵀH1 = n Hᵀe_0``); inverse
-    ``Hᵀ Λ⁻² H``.
-    """
+    """``HᵀH`` for the Haar matrix (module docstring); column sums ``n`` (``HᵀH1 = n Hᵀe_0``)."""
 
     def __init__(self, n: int):
         super().__init__(_power_of_two(n))

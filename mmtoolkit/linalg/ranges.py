@@ -180,10 +180,6 @@ class Ones(CountingQueries):
         check_p(p)
         return float(self.m)
 
-    def sensitivity(self, p=1):
-        check_p(p)
-        return float(self.m) if p == 1 else float(np.sqrt(self.m))
-
     def trace(self):
         self._require_square("trace")
         return float(self.n)

@@ -17,9 +17,8 @@ with multiplier ``π`` and penalty ``β``, alternate
 * ``π ← π + β (W − BL)``, ``β ← min(ρ β, β_max)``,
 
 until the relative residual is below ``γ`` and the objective settles. ``L`` is the selected
-strategy; the shared evaluator scores it with least squares (``tr(WᵀW (LᵀL)⁺)``, never above
-LRM's own ``tr(BᵀB)`` when ``B L = W``: Gauss–Markov). ``metadata`` reports the relative
-factorisation residual ``||W − BL||_F / ||W||_F``, ``tr(BᵀB)`` and the iterations.
+strategy; the shared evaluator scores it with least squares (never above LRM's own
+``tr(BᵀB)`` when ``B L = W``: Gauss–Markov).
 """
 
 from __future__ import annotations
@@ -93,12 +92,11 @@ def lrm_decompose(
 ):
     """Yuan et al.'s augmented-Lagrangian decomposition ``W ≈ B L`` (module docstring).
 
-    Returns ``(B, L, info)`` with ``info = {"residual", "trace_BtB", "iterations"}``. The
-    start ``init``: ``"identity"`` (``L = [I; small Gaussian rows from seed]``, needs
-    ``rank ≥ n``), ``"svd"`` (the top-``rank`` right singular vectors of ``W``, in the
-    canonical basis of :mod:`mmtoolkit.linalg.spectral` inside repeated singular values,
-    extra rows as before), ``"random"`` (Gaussian from ``seed``) or ``"auto"`` (identity when
-    ``rank ≥ n``, else svd); it is scaled (not projected) into the feasible set.
+    Returns ``(B, L, info)`` with ``info = {"residual", "trace_BtB", "iterations"}``
+    (``residual = ||W − BL||_F / ||W||_F``). The start ``init``: ``"identity"`` (needs
+    ``rank ≥ n``), ``"svd"`` (the top-``rank`` right singular vectors of ``W``), ``"random"``
+    (Gaussian from ``seed``) or ``"auto"`` (identity when ``rank ≥ n``, else svd); extra rows
+    are small Gaussian ones, and the start is scaled (not projected) into the feasible set.
 
     The identity start is a KKT point whenever ``(WᵀW)_ij ≤ (WᵀW)_jj`` for all ``i, j``
     (Prefix, Width-w and All Range): a descent method started there stays there.
@@ -179,9 +177,8 @@ class LowRankSelector(Selector):
 
     Parameters: ``rank`` (default ``ceil(1.2 · rank(W))``, the LRM paper's choice), ``gamma``
     (target relative residual), ``max_iter``, ``inner`` (projected-gradient steps per
-    L-step), ``init`` (the start, see :func:`lrm_decompose`; ``"auto"``: identity when the
-    rank reaches ``n``), ``seed`` (the start's random rows). Needs the dense workload
-    (``m · n`` within the dense limit), as LRM itself does (HDMM §8: it did not finish for N ≥ 3⁸).
+    L-step), ``init`` and ``seed`` (:func:`lrm_decompose`). Needs the dense workload, as LRM
+    itself does (HDMM §8: it did not finish for N ≥ 3⁸).
     """
 
     name = "lrm"

@@ -15,12 +15,11 @@ paper's approximations, in this order (``l1_method``):
    i.e. Program 5.2's optimum) or ``"svd_bound"`` the singular-value-bound approximation
    (Problem 5.24, closed form ``A = D_W^{1/2} Q_W``, Thm 5.25);
 2. ``rotate=True``: Program 5.3 — the least-L1-sensitivity strategy ``B`` with
-   ``BᵀB = AᵀA`` (same error profile) — solved by convex iteration (Dattorro; the method
-   the paper cites): with ``A = C`` and ``B = V C``, ``BᵀB = CᵀC`` ⇔ ``V`` orthogonal ⇔
-   ``||V||₂ ≤ 1`` and ``||V||_* = r``; each step solves the convex program
-   ``min_V sens₁(VC) − w ⟨V, U_k⟩`` s.t. ``||V||₂ ≤ 1`` with ``U_k`` the polar factor of
-   the previous ``V`` (the direction matrix), and every iterate is projected to its polar
-   factor so the profile is kept exactly; the best sensitivity found is returned;
+   ``BᵀB = AᵀA`` — by convex iteration (Dattorro; the method the paper cites): ``B = V C``
+   with ``V`` orthogonal ⇔ ``||V||₂ ≤ 1`` and ``||V||_* = r``; each step solves
+   ``min_V sens₁(VC) − w ⟨V, U_k⟩`` s.t. ``||V||₂ ≤ 1``, ``U_k`` the polar factor of the
+   previous ``V``, and every iterate is projected to its polar factor (the profile is kept
+   exactly); the best sensitivity found is returned;
 3. ``augment=True``: completing deficient columns (§5.3, Thm 5.27): rows
    ``(Δ − ||a_j||₁) e_j`` for every column below the sensitivity ``Δ``.
 

@@ -83,12 +83,9 @@ class HDMMSelector(Selector):
     """OPT_HDMM (HDMM Algorithm 2): ``selectors.get("hdmm", restarts=25, seed=0)``.
 
     Parameters: ``restarts`` S (default 25, §8.1), ``seed``, ``operators`` (subset of
-    ``["kron", "union", "marginals"]``), ``p`` (OPT_⊗/OPT_+ p rule or override),
-    ``groups`` (OPT_+, default 2, or ``"products"``), ``answering`` (OPT_+:
-    ``"least_squares"``, default, or ``"separate"``, see ``opt_union``), ``cycles``/``tol``
-    (block-cyclic), ``ftol``/``maxiter`` (each OPT_0). PureDP: L1 versions; ApproxDP/ZCDP:
-    L2 versions. ``metadata["operator"]`` names the winner; ``metadata["losses"]`` the best
-    selection loss of each operator.
+    ``["kron", "union", "marginals"]``), and those of ``opt_kron`` and ``opt_union``.
+    ``metadata["operator"]`` names the winner; ``metadata["losses"]`` the best selection loss
+    of each operator.
     """
 
     name = "hdmm"

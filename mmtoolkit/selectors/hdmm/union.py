@@ -243,13 +243,11 @@ def union_size_refusal(workload: Matrix, answering: str) -> str | None:
 class OptUnionSelector(Selector):
     """OPT_+ (HDMM §6.2): a weighted stack of OPT_⊗ strategies, one per group of products.
 
-    Parameters: ``groups`` (default 2, as in OPT_HDMM; or ``"products"``: one group per
-    product term), ``answering`` (``"least_squares"``, default: the matrix mechanism over the
-    stack; ``"separate"``: each product answered from its own block, HDMM's journal-era
-    template and the ResidualPlanner+ paper's OPT+), ``p`` (as for ``opt_kron``),
-    ``restarts``, ``seed``, ``cycles``, ``tol``, ``ftol``, ``maxiter``. ``loss`` is the
-    error of answering each group from its own block (module docstring): an upper bound on
-    both the least-squares error and the separate route's, which may pick a better block.
+    Parameters: ``groups`` (default 2, or ``"products"``: module docstring), ``answering``
+    (``"least_squares"``, default: the matrix mechanism over the stack; ``"separate"``: each
+    product answered from its own block, :class:`~.separate.SeparateUnion`), and those of
+    ``opt_kron``. ``loss`` is the error of answering each group from its own block: an upper
+    bound on both the least-squares error and the separate route's.
     """
 
     name = "opt_union"
