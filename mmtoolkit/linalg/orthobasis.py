@@ -39,15 +39,9 @@ def check_orthonormal_rows(Q: np.ndarray, seed: int = 0, probes: int = 2) -> boo
 
 
 class OrthoBasis(Matrix):
-    """``A = [diag(w) Q ; D_J]`` with orthonormal rows ``Q`` (Li & Miklau 2012, Program 2).
-
-    Parameters
-    ----------
-    Q : ``k x n`` array with orthonormal rows (checked by random probes; ``k ≤ n``).
-    weights : length-``k`` finite weights ``w`` (zero weights are allowed: rows not measured).
-    completion : optional length-``n`` non-negative ``d``; cells with ``d_j > 0`` get a row
-        ``d_j e_j`` (in increasing cell order).
-    """
+    """``A = [diag(w) Q ; D_J]`` (module docstring): ``Q`` ``k x n`` with orthonormal rows
+    (checked by random probes), ``weights`` ``k`` finite numbers (zero: a row not measured),
+    ``completion`` optional, ``n`` non-negative numbers."""
 
     def __init__(self, Q, weights, completion=None):
         Q = np.asarray(Q, dtype=float)
@@ -153,9 +147,8 @@ class OrthoBasisGram(Symmetric):
 
 
 class OrthoBasisRoute:
-    """Any workload × ``A = [diag(w) Q; D_J]`` (:class:`~mmtoolkit.linalg.OrthoBasis`, rows
-    of Q orthonormal; Li & Miklau 2012 Program 2), exact, using only the implicit Gram
-    ``G = WᵀW`` and arrays no larger than Q's own ``n x n`` scale.
+    """Any workload × an :class:`OrthoBasis`, exact, using only the implicit Gram ``G = WᵀW``
+    and arrays no larger than Q's own ``n x n`` scale.
 
     No completion: ``(AᵀA)⁺ = Q₊ᵀ diag(w₊⁻²) Q₊`` over the rows with ``w ≠ 0``, so
     ``tr(G (AᵀA)⁺) = Σ_i q_i G q_iᵀ / w_i²`` and query ``x`` has variance

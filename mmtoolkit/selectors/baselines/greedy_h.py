@@ -134,11 +134,10 @@ class GreedyHSelector(Selector):
     PVLDB 2014 §4; module docstring). 1-D only: a workload with a multi-attribute Kronecker
     structure is an error unless ``dims=[N]`` asks for the flattened domain.
 
-    Parameters: ``criterion`` (``"dawa"``, default, or ``"exact"``: module docstring),
-    ``granularity`` (number of candidate fractions, default 100: ``p = k/100``), ``root``
-    (measure the root query too; default False as in DAWA), ``collapse`` (merge nodes whose
-    workload columns are identical; default True). ``metadata`` records the chosen fraction
-    per node (``"fractions"``, per level) and ``loss`` the criterion at the root.
+    Parameters: ``criterion`` (module docstring), ``granularity`` (number of candidate
+    fractions, default 100), ``root`` (measure the root query too; default False as in DAWA),
+    ``collapse`` (merge nodes whose workload columns are identical). ``loss``: the criterion
+    at the root.
     """
 
     name = "greedy_h"

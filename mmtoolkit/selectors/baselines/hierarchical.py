@@ -2,9 +2,8 @@
 Quadtree (Cormode et al. 2012), as the HDMM experiments use them (HDMM §8, digest §15).
 
 Every strategy is a :class:`~mmtoolkit.linalg.Tree` (one counting query per node), or a
-Kronecker product of 1-D trees; its error is computed by the shared evaluator (the tree
-route for d-D trees, factor-wise for Kronecker products). Padding is never materialised:
-a tree built on a padded domain keeps only the real cells (digest §16.13).
+Kronecker product of 1-D trees; a tree built on a padded domain keeps only the real cells
+(digest §16.13).
 """
 
 from __future__ import annotations
@@ -98,9 +97,9 @@ class HierarchicalSelector(Selector):
     per-attribute trees (``multi="kron"``, as the Eigen-Design comparisons do, digest §8.1)
     or the level-wise product tree (``multi="product"``, ``b^d`` children per node).
 
-    Parameters: ``branching`` (≥ 2), ``root`` (measure the root), ``split`` (``near_equal``,
-    ``small_first`` or ``pad``: see :func:`~mmtoolkit.linalg.tree.interval_tree`), ``dims``
-    (attribute sizes; default from the workload's Kronecker structure), ``multi``.
+    Parameters: ``branching`` (≥ 2), ``root`` (measure the root), ``split``
+    (:func:`~mmtoolkit.linalg.tree.interval_tree`), ``dims`` (attribute sizes; default from
+    the workload's Kronecker structure), ``multi``.
     """
 
     name = "hierarchical"
@@ -148,10 +147,9 @@ class HBSelector(Selector):
     uniform budget over the remaining levels (HDMM §8 baseline, digest §15).
 
     2-D domains use HB-2D: ``b`` by :func:`hb2d_branching` on ``n = ⌊√N⌋``, every node split
-    into ``b × b`` children, the ``h`` levels below the root measured with equal budgets.
-    ``split2d="pad"`` (default, digest §15) pads each side to ``b^h`` with equal splits and
-    keeps the real cells; ``"near_equal"`` splits the real domain. ``branching`` overrides
-    the rule. The choice is recorded as ``metadata["branching"]`` (and ``"height"``).
+    into ``b × b`` children. ``split2d="pad"`` (default, digest §15) pads each side to ``b^h``
+    with equal splits and keeps the real cells; ``"near_equal"`` splits the real domain.
+    ``branching`` overrides the rule.
     """
 
     name = "hb"
@@ -201,12 +199,9 @@ class HBSelector(Selector):
 @register
 class QuadtreeSelector(Selector):
     """Quadtree (Cormode, Procopiuc, Srivastava, Shen & Yu, ICDE 2012; HDMM §8 baseline,
-    digest §15): 2 × 2 fan-out over a 2-D domain padded to ``2^h × 2^h``
-    (``h = max_i ⌈log2 n_i⌉``, real cells kept), every level measured from the root to the
-    single cells, with the geometric budget ``ε_ℓ ∝ 2^{(h−ℓ)/3}`` (ℓ = height above the
-    leaves, so the leaves get the most) normalised to sum to 1; ``geometric=False`` gives a
-    uniform budget. Least-squares inference (Cormode et al. §3.3's weighted averaging and
-    mean consistency is OLS).
+    digest §15): 2 × 2 fan-out over a 2-D domain padded to ``2^h × 2^h`` (real cells kept),
+    every level measured, with the geometric budget ``ε_ℓ ∝ 2^{(h−ℓ)/3}`` (ℓ = height above
+    the leaves) normalised to sum to 1; ``geometric=False`` gives a uniform budget.
     """
 
     name = "quadtree"

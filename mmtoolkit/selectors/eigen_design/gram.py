@@ -1,15 +1,8 @@
 """The eigen-queries of a workload (Li & Miklau, PVLDB 2012, §3.2 Def. 6 and §4.1).
 
-``WᵀW`` is formed as a dense symmetric array (of the row-normalised workload ``D W``,
-``D = diag(1/||w_i||₂)``, for relative error, §3.4) and eigendecomposed; the *eigen-queries*
-are its unit eigenvectors with non-zero eigenvalue, as rows, eigenvalues descending, in
-the canonical basis of :mod:`mmtoolkit.linalg.spectral` inside each repeated eigenvalue.
-
-Shared by the three selectors of this package: Eigen-Design weights the eigen-queries by
-Program 1 (:mod:`.selector`), the singular-value-bound strategy weights them by ``σ^{1/4}``
-(Li, Hay, Rastogi, Miklau & McGregor, PODS 2010, Thm 5.25; :mod:`.svd`), and the Matrix
-Mechanism's SDP uses ``F = D^{1/2} Q`` as an ``r x n`` factor of ``WᵀW`` (Li et al. 2010,
-§5.1's workload reduction; :mod:`.mm_sdp`).
+``WᵀW`` is formed as a dense symmetric array (of the row-normalised workload for relative
+error, §3.4) and eigendecomposed; the *eigen-queries* are its unit eigenvectors with non-zero
+eigenvalue, as rows, eigenvalues descending. Shared by the three selectors of this package.
 """
 
 from __future__ import annotations
@@ -87,14 +80,8 @@ def _normalized_gram(W: Matrix) -> np.ndarray:
 def eigen_queries(G: np.ndarray, rtol: float = ZERO_RTOL):
     """Eigen-queries of ``G = WᵀW`` (Li & Miklau Def. 6): ``(σ, Q)`` with ``σ`` descending,
     zero eigenvalues (``< rtol · σ_max``) dropped, ``Q`` the matching unit eigenvectors as
-    rows.
-
-    Canonical: inside every repeated eigenvalue (the eigen-queries of marginal and Kronecker
-    workloads mostly are) the basis is the one :func:`~mmtoolkit.linalg.spectral.
-    canonical_eigenbasis` derives from the eigenspace's projector, with its signs, and the
-    cluster's eigenvalues are its mean; so the queries, Program 1's weights and every
-    strategy built from them do not depend on which basis the eigensolver happened to return
-    (it changes with the BLAS thread count)."""
+    rows, in the canonical basis of :mod:`mmtoolkit.linalg.spectral` inside each repeated
+    eigenvalue (so nothing built from them depends on the eigensolver's choice)."""
     sigma, V = np.linalg.eigh(G)
     order = np.argsort(sigma)[::-1]
     sigma, V = sigma[order], V[:, order]

@@ -1,11 +1,8 @@
 """The Eigen-Design selector (Li & Miklau, PVLDB 2012, Program 2 §3.3; §3.5 for ε-DP;
 §4.2 workload reductions; §3.4 relative error), registered as ``eigen_design``.
 
-Program 2: form ``WᵀW`` and its eigen-queries, or take another design set (:mod:`.gram`,
-:func:`.design.design_matrix`), weight the design queries by Program 1
-(:func:`.design.solve_weighting`, or one of the §4.2 reductions), and complete the columns
-(:func:`.design.weighted_strategy`). Relative error (§3.4): ``normalize_rows=True`` scales
-every query to unit L2 norm before the design.
+Program 2: the eigen-queries of ``WᵀW`` or another design set, weighted by Program 1 (or a
+§4.2 reduction), with the columns completed (:mod:`.design`).
 """
 
 from __future__ import annotations

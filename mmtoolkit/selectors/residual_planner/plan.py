@@ -354,16 +354,12 @@ def _covering_rows(M, v) -> np.ndarray:
 
 
 def _max_cuts(M, p, inner):
-    """``min Σ_A p_A/x_A s.t. Mx ≤ 1`` over a growing set of rows (cutting planes).
-
-    At most ``len(p)`` rows are active at the optimum. ``inner(rows, p, λ₀)`` solves the
-    program restricted to a set of rows and returns ``(x, λ, info)`` (``λ`` its constraint
-    multipliers); start: the most loaded rows at ``x ∝ sqrt(p / Mᵀ1)`` (and one row per
-    variable); each round, an exact vectorised scan of ``M x`` over every row adds the most
-    violated ones. Bounds: ``g(λ)`` (:func:`_dual_value`) of the restricted multipliers is a
-    lower bound for the full program (λ padded with zeros is dual feasible); ``x`` scaled to
-    satisfy every row gives an upper bound. Stops when their relative gap is ≤ DUAL_GAP_RTOL
-    or nothing is violated. Returns ``(x, P, relative gap, info)``.
+    """``min Σ_A p_A/x_A s.t. Mx ≤ 1`` over a growing set of rows (cutting planes; at most
+    ``len(p)`` rows are active at the optimum). ``inner(rows, p, λ₀)`` solves the restricted
+    program, returning ``(x, λ, info)``; each round adds the most violated rows. ``g(λ)`` of
+    the restricted multipliers is a lower bound for the full program, ``x`` scaled to satisfy
+    every row an upper bound; stops when their relative gap is ≤ DUAL_GAP_RTOL or nothing is
+    violated. Returns ``(x, P, relative gap, info)``.
     """
     M = M.tocsr()
     m, k = M.shape

@@ -46,12 +46,10 @@ def dominant_profiles(h, s) -> np.ndarray:
     """Indices of the rows ``(h_r, s_r)`` that can be a worst case: the vertices of the
     upper-right convex hull of the points ``(h_r, s_r)`` (one index per distinct vertex).
 
-    A product query's variance ``Σ_B c_B Π_{i∈B} h_i Π_{i∉B} s_i`` (``c_B ≥ 0``, He et al.
-    Thm 7.2) is, for fixed other attributes, ``a·h_i + b·s_i`` with ``a, b ≥ 0``: linear in
-    attribute ``i``'s row pair. A pair dominated by a convex combination of others therefore
-    never has a larger variance than all of them, so the max variance over a product of row
-    sets — and every per-row constraint ``variance ≤ t`` of the max-variance program (§4.4) —
-    is decided by these rows alone (exactly, not approximately).
+    A product query's variance (He et al. Thm 7.2) is, for fixed other attributes,
+    ``a·h_i + b·s_i`` with ``a, b ≥ 0``, so a pair dominated by a convex combination of others
+    never has a larger variance than all of them: the max variance over a product of row sets
+    (and the max-variance program, §4.4) is decided exactly by these rows alone.
     """
     h = np.asarray(h, dtype=float)
     s = np.asarray(s, dtype=float)
