@@ -1,27 +1,22 @@
 """Canonical eigenbases: eigenvectors that do not depend on the eigensolver's choices.
 
 For an eigenvalue of multiplicity ``k > 1`` a symmetric eigensolver returns *some*
-orthonormal basis ``V`` (``n x k``) of its eigenspace. Which one depends on rounding — the
-BLAS thread count, the LAPACK build, the blocking — although the eigenspace itself, i.e. its
-orthogonal projector ``P = V Vᵀ``, is determined by the matrix. Whatever reads the vectors
-themselves must not inherit that arbitrariness: Eigen-Design's Program 1 weighs the entries
-of the eigen-queries, the SVD-bound and SDP strategies are built from them, and a seeded
-release adds the i-th noise draw to the i-th strategy row. :func:`canonical_eigenbasis`
-replaces the solver's basis inside every cluster of (numerically) repeated eigenvalues by
-one that is a function of ``P`` alone.
+orthonormal basis ``V`` of its eigenspace, depending on rounding (the BLAS thread count, the
+LAPACK build), although the projector ``P = V Vᵀ`` is determined by the matrix. Whatever
+reads the vectors themselves (Eigen-Design's Program 1, the SVD-bound and SDP strategies, a
+seeded release's i-th noise draw on the i-th row) must not inherit that:
+:func:`canonical_eigenbasis` replaces the solver's basis inside every cluster of
+(numerically) repeated eigenvalues by one that is a function of ``P`` alone.
 
 **Clusters.** Consecutive sorted eigenvalues ``λ_i, λ_{i+1}`` belong to one cluster when
 they differ by at most ``n · eps · min(scale, GRADED · max(|λ_i|, |λ_{i+1}|))`` (``scale`` =
 the largest eigenvalue magnitude, ``‖G‖₂``). The first term is the order of a
-backward-stable eigensolver's error bound: every computed eigenvalue is within
-``p(n) · eps · ‖G‖₂`` of an exact one, so a larger difference is real. The second makes the
-tolerance relative for small eigenvalues: the workload Grams here are graded (prefix and
-range Grams, Kronecker products of them), and LAPACK returns their small eigenvalues to
-nearly relative accuracy, so distinct small eigenvalues closer than ``n · eps · ‖G‖₂`` are
-still resolved, with eigenvectors that do not depend on the thread count; merging them
-would put cluster boundaries inside a continuum of gaps, where rounding decides them.
-Repeated eigenvalues come back a few ``n · eps · |λ|`` apart, distinct neighbours of the
-prefix and range Grams thousands apart, hence :data:`GRADED`. Eigenvalues within
+backward-stable eigensolver's error bound, so a larger difference is real. The second makes
+the tolerance relative for small eigenvalues: the workload Grams here are graded (prefix and
+range Grams, Kronecker products of them) and LAPACK resolves their small eigenvalues to
+nearly relative accuracy; merging them would put cluster boundaries where rounding decides
+them. Repeated eigenvalues come back a few ``n · eps · |λ|`` apart, distinct neighbours of
+the prefix and range Grams thousands apart, hence :data:`GRADED`. Eigenvalues within
 ``n · eps · ‖G‖₂`` of zero are one cluster whatever their ratios: the numerical null space,
 known only to that absolute accuracy. Each cluster gets the mean of its computed eigenvalues.
 

@@ -280,12 +280,11 @@ class NormalEquations:
 
     **Stopping rule.** ``‖AᵀAx − Aᵀy‖ ≤ tol ‖Aᵀy‖`` in the cells' basis (what
     ``mechanism.reconstruct`` documents); a solve that ``maxiter`` ends above it warns
-    (``RuntimeWarning``) and returns its ``x̂``. CG tracks ``‖r‖_{P⁻¹}`` for free; when that
-    falls to ``tol`` of its start, the residual is mapped back to the cells and measured, and
-    CG goes on with a lowered target while it is above ``tol`` (with an ill-conditioned ``P``
-    the two norms differ by orders of magnitude). The true residual (structured Grams) is then
-    checked; where rounding in an ill-conditioned basis kept CG's residual from being the true
-    one, CG restarts on it (iterative refinement, at most :data:`REFINE` times).
+    (``RuntimeWarning``). CG tracks ``‖r‖_{P⁻¹}``; when that falls to ``tol`` of its start,
+    the residual is measured in the cells (the two norms may differ by orders of magnitude),
+    and CG goes on while it is above ``tol``. The true residual is then checked, and CG
+    restarts on it (iterative refinement, at most :data:`REFINE` times) where rounding in an
+    ill-conditioned basis kept them apart.
 
     Without a positive definite side (``AᵀA`` may be singular): plain CG from ``x = 0`` in the
     cells' basis with the structured Grams (``D = 1``), which stays in the row space (the

@@ -21,8 +21,7 @@ with the children's exact traces replaced by their criteria. ``M_v⁻¹ 1 = u / 
 (undamped) is what the parent sees. The root query is not measured (``p = 1`` at the root).
 A node whose workload columns are all identical is not split: it becomes one leaf query.
 The strategy is a weighted :class:`~mmtoolkit.linalg.Tree` (a node's weight is ``α_v``
-times the product of its ancestors' ``p``), scored by the shared evaluator with least
-squares.
+times the product of its ancestors' ``p``).
 
 Two readings of the digest's description ("error restricted to the node's columns, computed
 from WᵀW … with a rank-one update, with decay factor 1/b^{depth/2}"), parameter
@@ -47,7 +46,6 @@ from scipy import sparse
 from ...checks import check_bool, check_int
 from ...linalg import MAX_DENSE_ENTRIES
 from ...linalg.tree import Tree, interval_tree
-from ...privacy import PureDP
 from ...strategy import Strategy
 from ..base import ALL_PRIVACY, NotApplicableError, Selector, register
 from .sizes import check_dims, workload_sizes
@@ -169,7 +167,7 @@ class GreedyHSelector(Selector):
         levels = [lv.starts for lv in interval_tree(n, 2, split="small_first")]
         if self.params["collapse"]:
             levels = _collapse(levels, n, _identical_neighbours(K, n))
-        l1 = isinstance(privacy, PureDP)
+        l1 = privacy.norm == 1
         quad = _Quadratic(K, n, squared=dawa)
         grid = np.arange(self.params["granularity"], 0, -1) / self.params["granularity"]
         alpha2 = (1.0 - grid) ** 2 if l1 else 1.0 - grid**2

@@ -30,7 +30,6 @@ import numpy as np
 from ...checks import check_int, check_probability
 from ...linalg import Dense, Matrix, check_dense_size
 from ...linalg.spectral import canonical_eigenbasis
-from ...privacy import PureDP
 from ...strategy import Strategy
 from ..base import ALL_PRIVACY, NotApplicableError, Selector, register
 
@@ -214,7 +213,7 @@ class LowRankSelector(Selector):
             )
         check_dense_size(r, n, "LRM's strategy L (rank x n)")
         check_dense_size(m, r, "LRM's factor B (m x rank)")
-        norm = 1 if isinstance(privacy, PureDP) else 2
+        norm = privacy.norm
         options = {k: v for k, v in self.params.items() if k != "rank"}
         B, L, info = lrm_decompose(W, r, norm=norm, **options)
         info.update({"rank": r, "norm": norm})

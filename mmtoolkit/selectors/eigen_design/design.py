@@ -1,15 +1,10 @@
 """Eigen-Design's weighting program: the optimal weighting of a design set of queries
 (Li & Miklau, PVLDB 2012, Program 1 §3.1, Thm 1; §3.5; §4.2; Program 2 step 4 §3.3).
 
-This module holds the design sets, Program 1 and its solvers, the §4.2 reductions and the
-strategy built from a weighting; the selector that strings them together (Program 2) is
-:mod:`.selector`, the eigen-queries come from :mod:`.gram`.
-
 The strategy is ``A = [diag(λ) Q ; D']``: the rows ``q_i`` of a square design set ``Q``
-(by default the *eigen-queries*, the eigenvectors of ``WᵀW``, §3.2 Def. 6), weighted by
-the solution of **Program 1** (§3.1), then completed with one row per cell so that every
-column reaches the maximum column norm (**Program 2** step 4, §3.3; the augmentation of
-Li et al. 2010, Thm 5.27, at no sensitivity cost).
+(by default the eigen-queries, §3.2 Def. 6), weighted by the solution of **Program 1**
+(§3.1), then completed with one row per cell so that every column reaches the maximum column
+norm (**Program 2** step 4, §3.3; Li et al. 2010, Thm 5.27, at no sensitivity cost).
 
 Program 1 (Thm 1, L2 / (ε,δ) form) with ``u_i = λ_i²`` and ``c_i = ||(W Q⁺)_{:,i}||²``::
 

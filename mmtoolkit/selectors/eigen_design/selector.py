@@ -13,7 +13,7 @@ import numpy as np
 
 from ...checks import check_bool, check_int, check_positive, check_probability
 from ...linalg import Matrix, as_matrix
-from ...privacy import Privacy, PureDP
+from ...privacy import Privacy
 from ...strategy import Strategy
 from ..base import Selector, register
 from .design import (
@@ -123,7 +123,7 @@ class EigenDesign(Selector):
             keep = c > ZERO_RTOL * c.max()
             c, Q = c[keep], Q[keep]
         t1 = time.perf_counter()
-        p = 2 if isinstance(privacy, PureDP) else 1
+        p = 2 if privacy.norm == 1 else 1
         P = np.abs(Q) if p == 2 else Q * Q
         opts = (prm["solver"], prm["tol"], prm["max_iter"])
         if prm["reduction"] == "separation":

@@ -12,7 +12,7 @@ import numpy as np
 
 from ...checks import check_bool
 from ...linalg import Matrix
-from ...privacy import Privacy, PureDP
+from ...privacy import Privacy
 from ...strategy import Strategy
 from ..base import Selector, register
 from .design import weighted_strategy
@@ -36,7 +36,7 @@ class SVDBoundStrategy(Selector):
 
     def _select(self, workload: Matrix, privacy: Privacy, objective: str) -> Strategy:
         sigma, Q = eigen_queries(workload_gram(workload))
-        p = 2 if isinstance(privacy, PureDP) else 1
+        p = 2 if privacy.norm == 1 else 1
         # weights λ_i = σ_i^{1/4}: x = λ² for the L2 form (p = 1), x = λ for L1 (p = 2)
         x = np.sqrt(sigma) if p == 1 else sigma**0.25
         matrix, _ = weighted_strategy(Q, x, p, self.params["complete"])
