@@ -77,9 +77,6 @@ class _ResidualBase(Selector):
         if variance_bound is not None:
             variance_bound = check_positive(variance_bound, "variance_bound")
         self._callable = None
-        self.weighting = weighting
-        self.solver = solver
-        self.variance_bound = variance_bound
         self.params = {
             "objective": objective
             if not callable(objective)
@@ -112,20 +109,21 @@ class _ResidualBase(Selector):
         raise NotImplementedError
 
     def _select(self, workload: Matrix, privacy: Privacy, objective) -> Strategy:
+        prm = self.params
         start = time.perf_counter()
         self._objective_now = "callable" if self._callable is not None else objective
         wl = self._parse(workload)
         parsed = time.perf_counter() - start
         if self._callable is not None:
-            plan = select_convex(wl, self._callable, self.solver)
+            plan = select_convex(wl, self._callable, prm["solver"])
             name = "callable"
         elif objective == "max":
-            plan = select_max(wl, self.solver)
+            plan = select_max(wl, prm["solver"])
             name = "max"
         else:
-            plan = select_sum(wl, self.weighting)
+            plan = select_sum(wl, prm["weighting"])
             name = "sum"
-        return _strategy(self.name, plan, privacy, name, self.variance_bound, parsed)
+        return _strategy(self.name, plan, privacy, name, prm["variance_bound"], parsed)
 
 
 def _strategy(selector, plan: ResidualPlan, privacy, objective, bound, parse_seconds) -> Strategy:
@@ -200,14 +198,10 @@ class ResidualPlannerPlus(_ResidualBase):
             raise ValueError(
                 f"strategy_objective must be 'auto', 'sum' or 'max', got {strategy_objective!r}"
             )
-        self.strategy_objective = strategy_objective
-        self.params["strategy_objective"] = strategy_objective
         if strategy_solver not in STRATEGY_SOLVERS:
             raise ValueError(
                 f"strategy_solver must be one of {STRATEGY_SOLVERS}, got {strategy_solver!r}"
             )
-        self.strategy_solver = strategy_solver
-        self.params["strategy_solver"] = strategy_solver
         if isinstance(strategies, (list, tuple)) and strategies:
             strategies = [_check_strategy(S, f"strategies[{i}]") for i, S in enumerate(strategies)]
         elif not (isinstance(strategies, str) and strategies in ("optimize", "workload")):
@@ -216,6 +210,8 @@ class ResidualPlannerPlus(_ResidualBase):
                 f"got {strategies!r}"
             )
         self.strategies = strategies
+        self.params["strategy_objective"] = strategy_objective
+        self.params["strategy_solver"] = strategy_solver
         self.params["strategies"] = strategies if isinstance(strategies, str) else "custom"
 
     def _parse(self, workload):
@@ -233,7 +229,7 @@ class ResidualPlannerPlus(_ResidualBase):
                 mode = S or "optimize"
             else:
                 mode = self.strategies
-            target = self.strategy_objective
+            target = self.params["strategy_objective"]
             if target == "auto":
                 target = "max" if getattr(self, "_objective_now", "sum") == "max" else "sum"
             key = (mode, target, type(Wi).__name__, Wi.shape, _fingerprint(Wi))
@@ -243,7 +239,7 @@ class ResidualPlannerPlus(_ResidualBase):
                 elif target == "max":
                     S = max_variance_strategy(Wi)
                 else:
-                    S = optimized_strategy(Wi, self.strategy_solver)
+                    S = optimized_strategy(Wi, self.params["strategy_solver"])
                 cache[key] = general_basis(Wi, S)
             return cache[key]
 
