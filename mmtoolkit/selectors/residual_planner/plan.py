@@ -132,14 +132,6 @@ class ResidualPlan:
         return float(np.max(self._rows @ s))
 
 
-def _pair_index(table) -> np.ndarray:
-    """``idx[j, pattern]`` = closure row of the subset of set j keeping ``pattern`` (or -1)."""
-    idx = np.full((len(table.lens), 1 << table.kmax), -1, dtype=np.int64)
-    for pat, rows, cidx in table.blocks:
-        idx[rows, pat] = cidx
-    return idx
-
-
 def row_constraints(workload: ResidualWorkload):
     """Sparse ``M`` with ``(M σ²)_r`` = weighted variance of query-row class ``r``.
 
@@ -172,7 +164,10 @@ def row_constraints(workload: ResidualWorkload):
     for i, pr in enumerate(profiles):
         prof[i, : len(pr)] = pr
     P = table.padded
-    pidx = _pair_index(table)
+    # pidx[j, pattern]: the closure row of set j's subset keeping the pattern (-1: none)
+    pidx = np.full((len(table.lens), 1 << kmax), -1, dtype=np.int64)
+    for pat, sets, cidx in table.blocks:
+        pidx[sets, pat] = cidx
     if kmax:
         shapes, group = np.unique(counts[P], axis=0, return_inverse=True)
     else:  # only the 0-way total
