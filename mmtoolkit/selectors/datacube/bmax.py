@@ -89,21 +89,17 @@ def cuboid_cells(keys: np.ndarray, sizes) -> np.ndarray:
     return out
 
 
-def _atoms(keys: list[int], d: int) -> list[int]:
-    """The coarsest partition of the used attributes into blocks that every workload key is a
-    union of (attributes grouped by their membership signature)."""
+def _candidates(keys: list[int], d: int, mode: str) -> np.ndarray:
+    if mode == "workload":
+        return np.array(sorted(set(keys)), dtype=np.int64)
+    # the atoms: the coarsest partition of the used attributes into blocks that every workload
+    # key is a union of (attributes grouped by their membership signature)
     sig: dict[tuple, int] = {}
     for i in range(d):
         s = tuple((k >> i) & 1 for k in keys)
         if any(s):
             sig[s] = sig.get(s, 0) | (1 << i)
-    return sorted(sig.values())
-
-
-def _candidates(keys: list[int], d: int, mode: str) -> np.ndarray:
-    if mode == "workload":
-        return np.array(sorted(set(keys)), dtype=np.int64)
-    atoms = _atoms(keys, d)
+    atoms = sorted(sig.values())
     if (1 << len(atoms)) > MAX_LATTICE_CANDIDATES:
         raise ValueError(
             f"candidates='lattice' needs 2^{len(atoms)} cuboids (> {MAX_LATTICE_CANDIDATES}); "

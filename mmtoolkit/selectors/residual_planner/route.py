@@ -268,20 +268,9 @@ class ResidualRoute:
         for c, support, factors in self.terms:
             if c == 0.0:
                 continue
-            sums = [
-                (float(np.sum(h)), float(np.sum(s)))
-                for h, s, _, _ in self._term_rows(support, factors)
-            ]
-            acc = 0.0
-            for pat, B in self._subsets(support):
-                cb = self.coef.get(B)
-                if cb is None:
-                    continue
-                prod = cb
-                for j, (hs, ss) in enumerate(sums):
-                    prod *= hs if (pat >> j) & 1 else ss
-                acc += prod
-            total += c * acc
+            rows = self._term_rows(support, factors)  # summed over the rows: one "query"
+            sums = [(np.sum(h, keepdims=True), np.sum(s, keepdims=True)) for h, s, _, _ in rows]
+            total += c * float(product_variances(self.coef, support, sums)[0])
         return total
 
     def _term_profile(self, c, support, factors, worst: bool) -> np.ndarray:
