@@ -15,11 +15,9 @@ then the chain rule through ``s`` (L1: ``∂s_j/∂Θ_kj = 1``; L2: ``Θ_kj / s_
 O(p²n) plus the ``p`` Gram products: never O(n³), never an n x n intermediate besides a dense
 ``Y`` itself.
 
-Gaussian (L2) version: same family with ``s_j = sqrt(1 + Σ_k Θ_kj²)``, so ``X = AᵀA =
-D(I + ΘᵀΘ)D`` has unit diagonal (``sens₂ = 1``) and ``Θ`` is unconstrained (signs do not
-change an L2 column norm). With ``p = n`` this family reaches every positive-definite
-unit-diagonal ``X`` (so its optimum is the L2 matrix-mechanism optimum of Li et al. 2015,
-Program 5.2); the p x p solves use the Cholesky factor of ``I + ΘΘᵀ``.
+Gaussian (L2) version: ``s_j = sqrt(1 + Σ_k Θ_kj²)``, so ``AᵀA`` has unit diagonal and ``Θ``
+is unconstrained; with ``p = n`` this family reaches every positive-definite unit-diagonal
+``AᵀA`` (the L2 matrix-mechanism optimum, Li et al. 2015, Program 5.2).
 
 Large domains (``n >= LARGE_N``; below it everything is as above). HDMM's recipe, a U[0,1)
 start and scipy's L-BFGS-B, needs thousands of iterations at n = 8192, p = 512: the random

@@ -5,24 +5,19 @@ template ("McKennaConvex", McKenna et al. 2018 and Yuan et al.): with ``X = S_i�
 
     minimise  tr(X⁻¹ V)   subject to  diag(X) = 1,  X ≻ 0,
 
-i.e. the total squared error ``tr(V (SᵀS)⁻¹)`` of a unit-sensitivity strategy for the Gram
-``V = W'ᵀW'``. ResidualPlanner+ applies it to ``W' = [1ᵀ; W_i Π]`` (the workload with the 1
-direction projected out and the total query prepended; ``Π = I - 11ᵀ/n``) and takes
-``S_i = chol(X)ᵀ`` (unit column norms). The problem is convex in ``X``. To stay inside the
-positive-definite cone we write ``X = L̃L̃ᵀ`` with ``L̃`` a lower-triangular matrix whose rows
-are normalised to unit length (so ``diag X = 1`` holds by construction) and run scipy's
-L-BFGS-B on the entries of ``L``, starting from the Cholesky factor of ``V^{1/2}`` scaled to a
-maximum diagonal of 1 (unit diagonal); gradient ``∂f/∂L̃ = -2 X⁻¹VX⁻¹ L̃`` projected through
-the row normalisation. (A direct parametrisation of the off-diagonal of ``X`` stalls at the
-cone boundary; tests compare the optimum with an SDP solve.)
+the total squared error of a unit-sensitivity strategy for the Gram ``V = W'ᵀW'``, applied to
+``W' = [1ᵀ; W_i Π]`` (``Π = I - 11ᵀ/n``), with ``S_i = chol(X)ᵀ``. To stay inside the cone we
+write ``X = L̃L̃ᵀ``, ``L̃`` lower triangular with rows normalised to unit length (so
+``diag X = 1`` by construction), and run L-BFGS-B on the entries of ``L`` from the Cholesky
+factor of ``V^{1/2}`` scaled to unit diagonal; gradient ``∂f/∂L̃ = -2 X⁻¹VX⁻¹ L̃`` projected
+through the row normalisation (a direct parametrisation of ``X``'s off-diagonal stalls at the
+cone boundary).
 
 :func:`hdmm_convex_opt` is the procedure the paper's experiments used (§9: "the 1-dimensional
-optimizer included with HDMM"; digest §3.5 describes it): the same problem parametrised
-directly by the strict lower triangle of ``X`` (``X = I + T + Tᵀ``), started at ``V^{1/2}``
-scaled to a maximum diagonal of 1 (diagonal then reset to 1), and L-BFGS-B with one stored
-correction (``maxcor = 1``) and scipy's default stopping rule. A trial point outside the
-positive-definite cone gets a large finite loss (1e6 x the starting loss, zero gradient) so the
-line search backtracks (with ``+inf`` scipy's line search gives up after one step on small
+optimizer included with HDMM"; digest §3.5): ``X = I + T + Tᵀ`` (``T`` strictly lower
+triangular) from the scaled ``V^{1/2}``, L-BFGS-B with ``maxcor = 1`` and scipy's default
+stopping rule; a trial point outside the cone gets a large finite loss (1e6 x the starting
+loss) so the line search backtracks (with ``+inf`` it gives up after one step on small
 ``n``). It stops ~1e-9 relative short of the optimum, which shows in the 5th significant
 digit of Table 14's 5-7-way rows, printed from this procedure.
 """
