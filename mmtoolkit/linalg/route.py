@@ -44,7 +44,6 @@ class ErrorRoute(Protocol):
         """``max diag(W (AᵀA)⁺ Wᵀ)``, without the per-query vector where possible."""
 
 
-# ============================================================ shared parts of the routes
 def common_sizes(terms) -> list[int] | None:
     """The factor sizes shared by every Kronecker term ``(c, factors)``, else None."""
     sizes = [f.shape[1] for f in terms[0][1]]

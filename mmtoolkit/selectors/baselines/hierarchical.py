@@ -29,7 +29,6 @@ __all__ = [
 ]
 
 
-# ------------------------------------------------------------------------- helpers
 def _product_levels(trees: list[list[Intervals]]) -> list[tuple]:
     """Level-wise product of per-attribute trees, the finest (single-cell) level of a
     shallower tree repeated."""
@@ -43,7 +42,6 @@ def _below(levels: list, start: int) -> list:
     return levels[start:] if len(levels) > 1 else levels
 
 
-# ------------------------------------------------------------------- branching rules
 def _height_candidates(n: int):
     """For each height ``h`` a ``b``-ary tree over ``n ≥ 2`` cells can have, the smallest
     ``b ≥ 2`` with ``⌈log_b n⌉ = h`` (the least ``b`` with ``b^h ≥ n``), by increasing ``b``.
@@ -89,7 +87,6 @@ def hb2d_branching(n: int) -> int:
     return best
 
 
-# ----------------------------------------------------------------------- selectors
 @register
 class HierarchicalSelector(Selector):
     """H_b: the ``b``-ary interval tree with a uniform budget over its levels (Hay, Rastogi,

@@ -38,7 +38,6 @@ from .route import dominant_profiles
 MAX_ATTRIBUTE_SIZE = 4096
 
 
-# ============================================================================ Sub matrices
 def sub_matrix(n: int) -> np.ndarray:
     """``Sub_n = [1_{n-1}, -I_{n-1}]`` ((n-1) x n; §4.2): rows ⊥ 1, rank n - 1."""
     n = _size(n)
@@ -66,7 +65,6 @@ def _size(n) -> int:
     return n
 
 
-# ============================================================================ bases
 class AttributeBasis:
     """The residual factors of one attribute (§4.2, §7.2; module docstring), built by
     :func:`marginal_basis` or :func:`general_basis`."""

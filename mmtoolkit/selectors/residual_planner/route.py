@@ -70,7 +70,6 @@ def dominant_profiles(h, s) -> np.ndarray:
     return np.array(sorted(hull), dtype=np.int64)
 
 
-# ====================================================== residual basis (ResidualPlanner)
 class ResidualRoute:
     """Union of Kronecker products (or weighted Marginals) × a strategy exposing
     ``residual_pinv_terms() -> (sizes, [H_i], closure sets, c)`` with
