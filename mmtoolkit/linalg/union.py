@@ -484,13 +484,9 @@ class TwoProductPinv(Matrix):
 
     def _solve(self, u, overwrite: bool):
         """``(⊗V_i) D⁻¹ (⊗V_iᵀ) u`` (``u = Aᵀy``; in ``u``'s memory with ``overwrite``)."""
-        if overwrite:
-            u = self.right_t.apply_overwrite(u)
-            self.basis.divide(u.reshape(self.shape[0], -1))
-            return self.right.apply_overwrite(u)
-        u = self.right_t @ u
+        u = self.right_t.apply_overwrite(u) if overwrite else self.right_t @ u
         self.basis.divide(u.reshape(self.shape[0], -1))
-        return self.right @ u
+        return self.right.apply_overwrite(u) if overwrite else self.right @ u
 
     def _matmat(self, Y):
         o = self._offsets
