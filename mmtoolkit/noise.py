@@ -3,23 +3,21 @@
 Canonne, Kamath and Steinke, "The Discrete Gaussian for Differential Privacy" (NeurIPS 2020),
 Algorithms 1-3: a Bernoulli(exp(-γ)) sampler for rational γ, the discrete Laplace
 ``Lap_Z(t/s)`` and the discrete Gaussian ``N_Z(0, σ²)`` for rational σ², by rejection. The
-only randomness consumed is uniform integers, drawn with ``rng.integers`` from a
-``numpy.random.Generator`` (exact: numpy draws bounded integers by rejection on random bits);
-no floating-point number is ever sampled or compared, so the output distribution is exactly
-the stated one (no floating-point attack surface, Mironov 2012). Arrays of samples are drawn
-by vectorised forms of the same algorithms (numpy int64 arithmetic on the pending samples,
-``rng.integers`` with per-element bounds) when every integer involved stays far below 2^63,
-and element by element with Python integers otherwise. ``σ²`` and ``γ`` are
+only randomness consumed is uniform integers from ``rng.integers`` (a
+``numpy.random.Generator``, exact); no floating-point number is ever sampled or compared, so
+the output distribution is exactly the stated one (Mironov 2012). Arrays are drawn by
+vectorised forms of the same algorithms when every integer involved stays far below 2^63,
+element by element with Python integers otherwise. ``σ²`` and ``γ`` are
 :class:`fractions.Fraction` (ints and finite floats are converted exactly).
 
-Privacy (CKS Thm 4 / Cor 9): adding ``N_Z(0, σ²)`` to an integer-valued query with L2
-sensitivity Δ is ``Δ²/(2σ²)``-zCDP, exactly as for the continuous Gaussian;
-:func:`discrete_gaussian_rho` returns it as a Fraction. The discrete Gaussian's variance is at
-most σ² (CKS Cor. 9). ResidualPlanner §5 uses these for its numerically secure mechanism.
+Privacy (CKS Thm 4 / Cor 9): adding ``N_Z(0, σ²)`` to an integer query of L2 sensitivity Δ is
+``Δ²/(2σ²)``-zCDP (:func:`discrete_gaussian_rho`), and its variance is at most σ².
+ResidualPlanner §5 uses these for its numerically secure mechanism.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from fractions import Fraction
 from numbers import Integral, Rational
@@ -92,22 +90,14 @@ def _bernoulli_exp_unit(gamma: Fraction, rng) -> int:
 
 
 def discrete_laplace(s: int, t: int, rng, size=None):
-    """Samples of the discrete Laplace ``Lap_Z(t/s)``, pmf ∝ exp(-|x| s/t) (CKS Alg. 2).
-
-    ``size=None`` returns one Python int, else an int64 array of that shape (drawn by the
-    vectorised form of the same algorithm, :func:`_laplace_array`, when its integers fit in
-    int64, else element by element).
-    """
+    """Samples of the discrete Laplace ``Lap_Z(t/s)``, pmf ∝ exp(-|x| s/t) (CKS Alg. 2):
+    ``size=None`` gives one Python int, else an int64 array of that shape."""
     s, t = check_int(s, "s", minimum=1), check_int(t, "t", minimum=1)
     if size is not None:
-        if rng is None or not hasattr(rng, "integers"):
-            raise ValueError("rng must be a numpy.random.Generator (np.random.default_rng(seed))")
-        shape = (size,) if isinstance(size, Integral) else tuple(size)
-        count = math.prod(shape)
-        if t < _VEC_LIMIT and s < _VEC_LIMIT:
-            return _laplace_array(s, t, count, rng).reshape(shape)
-        out = np.fromiter((discrete_laplace(s, t, rng) for _ in range(count)), np.int64, count)
-        return out.reshape(shape)
+        _check_rng(rng)
+        fast = t < _VEC_LIMIT and s < _VEC_LIMIT
+        array = functools.partial(_laplace_array, s, t, rng=rng) if fast else None
+        return _samples(size, array, lambda: discrete_laplace(s, t, rng))
     while True:
         u = _uniform_below(t, rng)
         if not bernoulli_exp(Fraction(u, t), rng):
@@ -137,28 +127,36 @@ def _discrete_gaussian_one(s2: Fraction, t: int, rng) -> int:
 
 
 def discrete_gaussian(sigma2, size=None, rng=None):
-    """Samples of ``N_Z(0, σ²)`` (pmf ∝ exp(-x²/(2σ²)), x ∈ Z) for rational σ² (CKS Alg. 3).
+    """Samples of ``N_Z(0, σ²)`` (pmf ∝ exp(-x²/(2σ²)), x ∈ Z) for rational σ² (CKS Alg. 3):
+    ``size=None`` gives one Python int, else an int64 array of that shape."""
+    _check_rng(rng)
+    s2 = _sigma2(sigma2)
+    t = math.isqrt(s2.numerator // s2.denominator) + 1  # ⌊σ⌋ + 1
+    if size is None:
+        return _discrete_gaussian_one(s2, t, rng)
+    a, b = s2.numerator, s2.denominator
+    # the vectorised form needs (|y| t b + a)² and 2 t² a b (times the loop counter) in int64
+    fast = 2 * t * t * a * b < _VEC_LIMIT and t * b + a < (1 << 31)
+    array = functools.partial(_gaussian_array, a, b, t, rng=rng) if fast else None
+    return _samples(size, array, lambda: _discrete_gaussian_one(s2, t, rng))
 
-    ``size=None`` returns one Python int, else an int64 array of that shape. ``rng`` must
-    provide ``integers`` (a ``numpy.random.Generator``); nothing else is called on it.
-    """
+
+def _check_rng(rng) -> None:
     if rng is None or not hasattr(rng, "integers"):
         raise ValueError(
             "rng must be a numpy.random.Generator (np.random.default_rng(seed)), "
             f"got {type(rng).__name__}"
         )
-    s2 = _sigma2(sigma2)
-    t = math.isqrt(s2.numerator // s2.denominator) + 1  # ⌊σ⌋ + 1
-    if size is None:
-        return _discrete_gaussian_one(s2, t, rng)
+
+
+def _samples(size, array, one) -> np.ndarray:
+    """An int64 array of shape ``size``: ``array(count)`` (a vectorised sampler) unless it
+    is None, else ``one()`` element by element."""
     shape = (size,) if isinstance(size, Integral) else tuple(size)
     count = math.prod(shape)
-    a, b = s2.numerator, s2.denominator
-    # the vectorised form needs (|y| t b + a)² and 2 t² a b (times the loop counter) in int64
-    if 2 * t * t * a * b < _VEC_LIMIT and t * b + a < (1 << 31):
-        return _gaussian_array(a, b, t, count, rng).reshape(shape)
-    out = np.fromiter((_discrete_gaussian_one(s2, t, rng) for _ in range(count)), np.int64, count)
-    return out.reshape(shape)
+    if array is not None:
+        return array(count).reshape(shape)
+    return np.fromiter((one() for _ in range(count)), np.int64, count).reshape(shape)
 
 
 # ------------------------------------------------------------------ vectorised forms

@@ -3,13 +3,9 @@
 
 Arrays are passed as flat 1-D buffers with an offset and strides in entries (``g = (offset,
 stride of a, stride of j)``), so every inner loop runs over consecutive entries and
-vectorises. Each output entry is computed by the same operations wherever it lies in the
-arrays a call is given (the loops are the same for every row and every column;
-multiplications may be fused with the additions they feed, and a dot product along a row is
-summed in SIMD lanes, the same way for every row), so results do not depend on how a product
-is cut into pieces or on the number of threads. Sums are accumulated in float64 (float32
-arrays are read and written in float32). The kernels release the GIL, so
-:class:`~mmtoolkit.threads.Workers` run them on several cores.
+vectorises. Each output entry is computed by the same operations wherever it lies, so
+results do not depend on how a product is cut into pieces or on the number of threads. Sums
+are accumulated in float64. The kernels release the GIL (:class:`~mmtoolkit.threads.Workers`).
 """
 
 from __future__ import annotations

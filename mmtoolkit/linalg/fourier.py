@@ -33,11 +33,8 @@ __all__ = ["Fourier", "fwht", "downset", "bit_reverse", "local_index"]
 
 
 def fwht(X: np.ndarray) -> np.ndarray:
-    """Unnormalised Walsh–Hadamard transform ``H_d X`` along axis 0 (Sylvester order).
-
-    ``H_d[j, η] = (-1)^{popcount(j & η)}``; ``X`` has ``2^d`` rows (1-D or 2-D). Returns a
-    new array; O(d 2^d) per column. ``H_d H_d = 2^d I``.
-    """
+    """Unnormalised Walsh–Hadamard transform ``H_d X`` along axis 0 (Sylvester order,
+    ``H_d[j, η] = (-1)^{popcount(j & η)}``), a new array; ``X`` has ``2^d`` rows (1-D or 2-D)."""
     Y = np.array(X, dtype=float)
     vec = Y.ndim == 1
     if vec:
@@ -66,12 +63,8 @@ def bit_reverse(keys, d: int) -> np.ndarray:
 
 
 def local_index(betas, key: int) -> np.ndarray:
-    """Position of each ``β ≼ key`` in the ``2^{|key|}``-cell marginal on ``key``.
-
-    The marginal's cells are in C order over its kept attributes (ascending attribute
-    index = most significant), so ``θ_β`` is entry ``local_index(β)`` of the WHT of the
-    marginal and ``C^key = 2^{-|key|} H θ_local``.
-    """
+    """Position of each ``β ≼ key`` in the ``2^{|key|}``-cell marginal on ``key`` (C order
+    over its kept attributes): ``θ_β`` is entry ``local_index(β)`` of the marginal's WHT."""
     betas = np.asarray(betas, dtype=np.int64)
     bits = [i for i in range(key.bit_length()) if (key >> i) & 1]
     m = len(bits)
@@ -115,11 +108,9 @@ def _parity(v: np.ndarray) -> np.ndarray:
 class Fourier(Matrix):
     """Rows ``w_β χ_β`` (entries ``±w_β``) for the coefficients ``β`` (Cormode et al. §4.1).
 
-    ``coefficients``: an iterable of int bitmasks (weight 1 each) or a mapping
-    ``{β: w_β}``; zero weights are dropped, rows are stacked in ascending ``β``. A budgeted
-    Fourier strategy (F, F+) is ``Fourier(d, {β: λ_β})``: every column meets each row with
-    magnitude ``|w_β|``, so ``colnorm_p = Σ_β |w_β|^p`` (the per-column privacy constraint of
-    the paper's Prop. 3.1).
+    ``coefficients``: an iterable of int bitmasks (weight 1 each) or a mapping ``{β: w_β}``;
+    zero weights are dropped, rows are stacked in ascending ``β``. Every column meets each row
+    with magnitude ``|w_β|``, so ``colnorm_p = Σ_β |w_β|^p`` (the paper's Prop. 3.1).
     """
 
     def __init__(self, d, coefficients):

@@ -95,12 +95,7 @@ def _haar_diag(n: int) -> np.ndarray:
 
 
 class Haar(Matrix):
-    """The unnormalised ±1 Haar wavelet matrix, ``n`` a power of two (Privelet, Xiao, Wang
-    & Gehrke, ICDE 2010; a baseline strategy in HDMM §8).
-
-    O(n) transforms; ``gram`` = :class:`HaarGram`, ``pinv = H⁻¹ = Hᵀ Λ⁻¹`` (orthogonal rows);
-    every column norm (L1 and squared L2) is ``log2(n) + 1``.
-    """
+    """The unnormalised ±1 Haar wavelet matrix, ``n`` a power of two (module docstring)."""
 
     def __init__(self, n: int):
         self.n = _power_of_two(n)
@@ -112,10 +107,6 @@ class Haar(Matrix):
 
     def _rmatmat(self, Y):
         return _haar_adjoint(Y)
-
-    def row_norms_sq(self) -> np.ndarray:
-        """The diagonal of ``H Hᵀ``."""
-        return _row_norms_sq(self.n)
 
     def gram(self):
         return HaarGram(self.n)
@@ -133,11 +124,9 @@ class Haar(Matrix):
         return float(self.levels + 1)
 
     def rownorm_p(self, p):
-        check_p(p)  # entries are 0 and ±1, so L1 = squared L2
+        """The row norms (entries are 0 and ±1, so L1 = squared L2): the diagonal of ``H Hᵀ``."""
+        check_p(p)
         return _row_norms_sq(self.n)
-
-    def trace(self):
-        return float(np.sum(_haar_diag(self.n)))
 
     def diag(self):
         return _haar_diag(self.n)
@@ -147,11 +136,8 @@ class Haar(Matrix):
 
 
 class HaarInverse(Matrix):
-    """``H⁻¹ = Hᵀ Λ⁻¹`` with ``Λ = H Hᵀ`` diagonal (Privelet reconstruction, ICDE 2010).
-
-    Column ``r`` is row ``r`` of ``H`` divided by its squared norm: L1 norm 1, squared L2
-    norm ``1 / ||row_r||²``.
-    """
+    """``H⁻¹ = Hᵀ Λ⁻¹`` with ``Λ = H Hᵀ`` diagonal (Privelet reconstruction): column ``r`` is
+    row ``r`` of ``H`` divided by its squared norm."""
 
     def __init__(self, n: int):
         self.n = _power_of_two(n)
@@ -177,9 +163,6 @@ class HaarInverse(Matrix):
         check_p(p)
         return 1.0 if p == 1 else _maybe_scalar(1.0 / self._w)
 
-    def trace(self):
-        return float(np.sum(self.diag()))
-
     def diag(self):
         return _haar_diag(self.n) / self._w
 
@@ -188,12 +171,7 @@ class HaarInverse(Matrix):
 
 
 class HaarGram(SymmetricFormula):
-    """``HᵀH`` for the Haar matrix: ``log2(n) - bitlen(a XOR b) + [a = b]`` (Privelet;
-    HDMM §8 baselines).
-
-    Constant diagonal ``log2(n) + 1``; column sums ``n`` (``HᵀH1 = n Hᵀe_0``); inverse
-    ``Hᵀ Λ⁻² H``.
-    """
+    """``HᵀH`` for the Haar matrix (module docstring); column sums ``n`` (``HᵀH1 = n Hᵀe_0``)."""
 
     def __init__(self, n: int):
         super().__init__(_power_of_two(n))

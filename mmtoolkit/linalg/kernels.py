@@ -1,25 +1,16 @@
 """Compiled kernels for the hot loops of a large release (optional: the ``fast`` extra).
 
 With numba installed (``pip install mmtoolkit[fast]``), the steps that dominate a release
-at scale run as compiled loops that fuse what numpy does in several passes (and BLAS calls
-too skinny to run at speed) into one pass over data in cache:
+at scale run as compiled loops that fuse several numpy passes into one pass over data in
+cache: a p-Identity factor and its pseudo-inverse along one axis of a Kronecker product
+(``PIdentity.apply_along``, ``PIdentityPinv.apply_along``), and the marginal tables that drop
+one attribute of a large table and the reverse (:func:`mmtoolkit.linalg.marginals.
+marginal_tables`, :func:`~mmtoolkit.linalg.marginals.expand_tables`).
 
-* a p-Identity factor and its pseudo-inverse along one axis of a Kronecker product
-  (:meth:`PIdentity.apply_along <mmtoolkit.linalg.PIdentity.apply_along>`,
-  :meth:`PIdentityPinv.apply_along <mmtoolkit.linalg.pidentity.PIdentityPinv.apply_along>`:
-  scaling, contraction with ``Θ`` and expansion in one pass);
-* the marginal tables that drop one attribute of a large table, all of them in one pass
-  over it, and the reverse, those tables added back to it
-  (:func:`mmtoolkit.linalg.marginals.marginal_tables`,
-  :func:`~mmtoolkit.linalg.marginals.expand_tables`).
-
-Without numba, or with ``MMTOOLKIT_NUMBA=0`` in the environment, the numpy code runs
-instead — the same results up to float rounding (only the order of some sums differs).
-``MMTOOLKIT_NUMBA=1`` requires the kernels (an error if numba cannot be imported). The
-variable is read at each use, so a test can switch paths. Each kernel is compiled on its
-first use (cached on disk by numba); every output entry is computed by the same operations
-however the work is split, so results do not depend on the number of threads
-(:mod:`mmtoolkit.threads`).
+Without numba, or with ``MMTOOLKIT_NUMBA=0``, the numpy code runs instead (the same results
+up to the order of some sums); ``MMTOOLKIT_NUMBA=1`` requires the kernels. The variable is
+read at each use, so a test can switch paths. Results do not depend on how the work is split
+over threads (:mod:`mmtoolkit.threads`).
 """
 
 from __future__ import annotations
@@ -39,9 +30,8 @@ _loaded: list = []  # [module or None, why not], once the kernels' import was tr
 
 def compiled():
     """The compiled kernels (a module), or None when the numpy path is to be used
-    (``MMTOOLKIT_NUMBA=0``, or the variable unset and numba not installed — or failing to
-    import or to set the kernels up). Raises ValueError for another value of the variable,
-    or for ``1`` when the kernels cannot be had (with the reason)."""
+    (``MMTOOLKIT_NUMBA=0``, or unset and the kernels cannot be imported). Raises ValueError
+    for another value, or for ``1`` when the kernels cannot be had (with the reason)."""
     value = os.environ.get(ENV)
     if value not in (None, "0", "1"):
         raise ValueError(f"{ENV} must be 0 or 1, got {value!r}")
@@ -63,10 +53,9 @@ def compiled():
 
 
 def prepare() -> bool:
-    """Compile the kernels now (or load them from numba's on-disk cache), if they are in
-    use (:func:`compiled`), so that the first large product does not pay for it — nor count
-    the compiler's own memory (a benchmark, a test of peak memory). Returns whether the
-    kernels are in use."""
+    """Compile the kernels now (or load them from numba's cache), if they are in use
+    (:func:`compiled`), so that the first large product does not pay for it; returns whether
+    they are in use."""
     fast = compiled()
     if fast is not None:
         fast.prepare()

@@ -6,12 +6,10 @@ Li & Miklau §3.2 Def. 6) weighted by ``w_i``, followed by the column-completion
 ``d_j e_j`` for the cells ``J = {j : d_j > 0}`` (Program 2 step 4; Li et al. 2010
 Thm 5.27). Its Gram is ``Qᵀ diag(w²) Q + diag(d²)`` (:class:`OrthoBasisGram`).
 
-``Q`` is stored once as an explicit ``k x n`` array (8192² float64 = 0.5 GB is the
-representation itself, not an accidental materialisation), so this kind is exempt from
-the dense guard for what it already holds; products never form anything larger than
-``Q``-sized arrays. The evaluator scores it exactly through ``_OrthoBasisRoute``
-(``mmtoolkit/evaluate/orthobasis.py``): without completion ``(AᵀA)⁺ = Qᵀ diag(w⁻²) Q`` on the live
-rows, with completion in the completed orthonormal basis.
+``Q`` is stored once as an explicit ``k x n`` array (the representation itself), so this
+kind is exempt from the dense guard for what it already holds; products never form anything
+larger than ``Q``-sized arrays. The evaluator scores it exactly through
+:class:`OrthoBasisRoute`.
 """
 
 from __future__ import annotations
@@ -41,15 +39,9 @@ def check_orthonormal_rows(Q: np.ndarray, seed: int = 0, probes: int = 2) -> boo
 
 
 class OrthoBasis(Matrix):
-    """``A = [diag(w) Q ; D_J]`` with orthonormal rows ``Q`` (Li & Miklau 2012, Program 2).
-
-    Parameters
-    ----------
-    Q : ``k x n`` array with orthonormal rows (checked by random probes; ``k ≤ n``).
-    weights : length-``k`` finite weights ``w`` (zero weights are allowed: rows not measured).
-    completion : optional length-``n`` non-negative ``d``; cells with ``d_j > 0`` get a row
-        ``d_j e_j`` (in increasing cell order).
-    """
+    """``A = [diag(w) Q ; D_J]`` (module docstring): ``Q`` ``k x n`` with orthonormal rows
+    (checked by random probes), ``weights`` ``k`` finite numbers (zero: a row not measured),
+    ``completion`` optional, ``n`` non-negative numbers."""
 
     def __init__(self, Q, weights, completion=None):
         Q = np.asarray(Q, dtype=float)
@@ -75,7 +67,6 @@ class OrthoBasis(Matrix):
         self.cells = np.flatnonzero(d > 0)  # J: cells with a completion row
         self.shape = (k + self.cells.size, n)
 
-    # ------------------------------------------------------------------- products
     def _matmat(self, X):
         top = self.weights[:, None] * (self.Q @ X)
         if not self.cells.size:
@@ -108,7 +99,6 @@ class OrthoBasis(Matrix):
         inv[w != 0] = 1.0 / w[w != 0]
         return OrthoBasis(self.Q, inv).T
 
-    # ----------------------------------------------------------------- reductions
     def colnorm_p(self, p):
         check_p(p)
         w = np.abs(self.weights) ** p
@@ -156,11 +146,9 @@ class OrthoBasisGram(Symmetric):
         return f"OrthoBasisGram(n={self.shape[0]}, k={self.Q.shape[0]})"
 
 
-# ========================================================== orthonormal-basis route
 class OrthoBasisRoute:
-    """Any workload × ``A = [diag(w) Q; D_J]`` (:class:`~mmtoolkit.linalg.OrthoBasis`, rows
-    of Q orthonormal; Li & Miklau 2012 Program 2), exact, using only the implicit Gram
-    ``G = WᵀW`` and arrays no larger than Q's own ``n x n`` scale.
+    """Any workload × an :class:`OrthoBasis`, exact, using only the implicit Gram ``G = WᵀW``
+    and arrays no larger than Q's own ``n x n`` scale.
 
     No completion: ``(AᵀA)⁺ = Q₊ᵀ diag(w₊⁻²) Q₊`` over the rows with ``w ≠ 0``, so
     ``tr(G (AᵀA)⁺) = Σ_i q_i G q_iᵀ / w_i²`` and query ``x`` has variance
@@ -210,12 +198,10 @@ class OrthoBasisRoute:
 
     @staticmethod
     def _cholesky_if_well_conditioned(K: np.ndarray):
-        """Lower Cholesky factor of ``K``, or None when K is singular to working precision
-        — not only when the factorisation fails: completion rows of size ~1e-8 (solver
-        round-off) leave K positive definite with eigenvalues ~1e-16 · λ_max, and solving
-        with it would amplify rounding in the workload's (nil) component along them. The
-        LAPACK condition estimate (``dpocon``, 1-norm) is compared with the same rank rule
-        as the eigh branch; None sends the caller to the pseudo-inverse."""
+        """Lower Cholesky factor of ``K``, or None when K is singular to working precision by
+        the eigh branch's rank rule on LAPACK's condition estimate (``dpocon``): tiny
+        completion rows (solver round-off) leave K positive definite but so ill-conditioned
+        that solving with it would amplify rounding. None: the pseudo-inverse."""
         from scipy.linalg import lapack
 
         n = K.shape[0]
@@ -243,21 +229,23 @@ class OrthoBasisRoute:
     def _row_norms(self) -> np.ndarray:
         return as_vector(self.W.rownorm_p(2), self.W.shape[0])
 
+    def _squared_norms(self, B: np.ndarray) -> np.ndarray:
+        """``‖(W B)_i‖²`` for every query ``i`` (:meth:`_row_blocks`)."""
+        out = np.zeros(self.W.shape[0])
+        for Y in self._row_blocks(B):
+            out += np.sum(Y * Y, axis=1)
+        return out
+
     def check_support(self) -> None:
         n = self.A.shape[1]
         if self.completed:
             if self.null is None:
                 return  # K ≻ 0: A has full column rank
-            resid = np.zeros(self.W.shape[0])
-            for Y in self._row_blocks(self.null):
-                resid += np.sum(Y * Y, axis=1)
+            resid = self._squared_norms(self.null)
         else:
             if self.basis.shape[0] == n:
                 return  # n orthonormal live rows: full column rank
-            proj = np.zeros(self.W.shape[0])
-            for Y in self._row_blocks(self.basis.T):
-                proj += np.sum(Y * Y, axis=1)
-            resid = self._row_norms() - proj
+            resid = self._row_norms() - self._squared_norms(self.basis.T)
         norms = self._row_norms()
         live = norms > 0
         worst = float(np.max(resid[live] / norms[live], initial=0.0))
@@ -305,10 +293,7 @@ class OrthoBasisRoute:
         return self.basis.T @ (self.V / np.sqrt(self.lam))
 
     def profile(self) -> np.ndarray:
-        out = np.zeros(self.W.shape[0])
-        for Y in self._row_blocks(self._half()):
-            out += np.sum(Y * Y, axis=1)
-        return out
+        return self._squared_norms(self._half())
 
     def max_profile(self) -> float:
         return float(np.max(self.profile()))

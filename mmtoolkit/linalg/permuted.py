@@ -34,11 +34,8 @@ def _permute_norms(c, perm):
 
 
 class Permuted(Matrix):
-    """``A P``: the columns of ``A`` permuted, dense form ``A.dense()[:, perm]`` (HDMM §8,
-    "Permuted Range" workloads).
-
-    ``gram`` = :class:`PermutedGram` (``Pᵀ AᵀA P``), ``pinv = Pᵀ A⁺``; column norms permuted.
-    """
+    """``A P``: the columns of ``A`` permuted, dense form ``A.dense()[:, perm]`` (module
+    docstring)."""
 
     def __init__(self, base: Matrix, perm):
         self.base = as_matrix(base)
@@ -78,12 +75,8 @@ class Permuted(Matrix):
 
 
 class PermutedGram(Matrix):
-    """``Pᵀ G P`` for a square ``G``: entries ``G[perm[i], perm[j]]`` (the Gram of a
-    permuted workload, HDMM §8).
-
-    ``P`` is orthogonal, so transpose, Gram, pseudo-inverse, trace and diagonal all commute
-    with the conjugation: ``(PᵀGP)⁺ = Pᵀ G⁺ P``, ``diag = diag(G)[perm]``, ``tr = tr G``.
-    """
+    """``Pᵀ G P`` for a square ``G``: entries ``G[perm[i], perm[j]]``. ``P`` is orthogonal, so
+    transpose, Gram, pseudo-inverse, trace and diagonal commute with the conjugation."""
 
     def __init__(self, base: Matrix, perm):
         base = as_matrix(base)

@@ -110,9 +110,8 @@ class PIdentity(Matrix):
         return (Y[:n] + self.theta.T @ Y[n:]) / self.s[:, None]
 
     def apply_along(self, X, out):
-        # [I; Θ] D along an axis: compiled, scaling and contraction in one pass
-        # (mmtoolkit.linalg.kernels); else the scaled copy written in place (D's entries, as
-        # in dense()), then one (batched) GEMM of Θ against it
+        # compiled (mmtoolkit.linalg.kernels); else the scaled copy written in place (D's
+        # entries, as in dense()), then one (batched) GEMM of Θ against it
         fast = kernels.compiled()
         views = None if fast is None else kernels.along_views(X, out)
         if views is not None:
@@ -155,9 +154,7 @@ class PIdentity(Matrix):
     def rownorm_p(self, p):
         check_p(p)
         d = 1.0 / self.s
-        top = d**p
-        bottom = (np.abs(self.theta) * d) ** p
-        return np.concatenate([top, bottom.sum(axis=1)])
+        return np.concatenate([d**p, ((np.abs(self.theta) * d) ** p).sum(axis=1)])
 
     def dense(self):
         check_dense_size(*self.shape, "dense() of PIdentity")
@@ -190,9 +187,6 @@ class PIdentityGram(Symmetric):
     def diag(self):
         A = self.A
         return (1.0 + np.einsum("kj,kj->j", A.theta, A.theta)) / A.s**2
-
-    def trace(self):
-        return float(np.sum(self.diag()))
 
     def dense(self):
         check_dense_size(*self.shape, "dense() of PIdentityGram")
@@ -233,9 +227,6 @@ class LowRankUpdate(Matrix):
     def diag(self):
         return self.a - np.einsum("jr,jr->j", self.U, self.V)
 
-    def trace(self):
-        return float(np.sum(self.diag()))
-
     def dense(self):
         check_dense_size(*self.shape, "dense() of LowRankUpdate")
         return np.diag(self.a) - self.U @ self.V.T
@@ -254,10 +245,6 @@ class PIdentityPinv(Matrix):
         self.shape = (A.n, A.n + A.p)
         self._sTM = None
         self._padded = None  # Θ and (sΘᵀM)ᵀ for the compiled kernel (kernels.compiled)
-
-    def _K(self, X):
-        A = self.A
-        return X - A.theta.T @ (A.core @ (A.theta @ X))
 
     @property
     def sTM(self) -> np.ndarray:
@@ -282,9 +269,8 @@ class PIdentityPinv(Matrix):
         return out
 
     def apply_along(self, X, out):
-        # compiled: contraction, scaling and expansion in one pass over each block in cache
-        # (mmtoolkit.linalg.kernels); else the same products as _matmat, batched over the
-        # axis; t first, so out may alias X
+        # compiled (mmtoolkit.linalg.kernels); else the products of _matmat batched over the
+        # axis, t first, so out may alias X
         A = self.A
         n = A.n
         fast = kernels.compiled()
@@ -308,7 +294,8 @@ class PIdentityPinv(Matrix):
 
     def _rmatmat(self, Y):
         A = self.A
-        KY = self._K(A.s[:, None] * Y)
+        SY = A.s[:, None] * Y
+        KY = SY - A.theta.T @ (A.core @ (A.theta @ SY))  # K = I − ΘᵀMΘ
         return np.vstack([KY, A.theta @ KY])
 
     def pinv(self):

@@ -35,8 +35,6 @@ from .base import (
     check_p,
 )
 
-# ----------------------------------------------------------------------------- helpers
-
 
 def _maybe_scalar(c: np.ndarray) -> float | np.ndarray:
     """Column norms: a float when all columns agree (the contract of ``colnorm_p``)."""
@@ -47,12 +45,9 @@ def _maybe_scalar(c: np.ndarray) -> float | np.ndarray:
 
 
 def _cumsum(X: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
-    """``np.cumsum(X, axis=0)``, fast for wide blocks.
-
-    numpy's running sum walks each column of a C-ordered block with a stride (about 40 ns
-    per entry at 8192 x 512); accumulating row by row, vectorised across the columns, does
-    the same additions in the same order (bit-identical) several times faster.
-    """
+    """``np.cumsum(X, axis=0)``, fast for wide blocks: numpy's running sum walks each column
+    of a C-ordered block with a stride; row by row, vectorised across the columns, does the
+    same additions in the same order (bit-identical) faster."""
     X = np.asarray(X)
     if (
         X.ndim != 2
@@ -83,12 +78,9 @@ def _rev_cumsum(Y: np.ndarray) -> np.ndarray:
 
 
 class SymmetricFormula(Symmetric):
-    """A symmetric ``n x n`` matrix whose entries have a closed form ``_entries(i, j)``.
-
-    Shared machinery for the structured Grams: ``T`` is ``self``, ``dense``/``diag``/``trace``
-    come from the formula, ``colnorm_p`` is computed in row blocks (never an ``n x n`` array).
-    Subclasses implement ``_entries`` (broadcasting integer index arrays) and ``_matmat``.
-    """
+    """A symmetric ``n x n`` matrix whose entries have a closed form: subclasses implement
+    ``_entries(i, j)`` (broadcasting index arrays) and ``_matmat``; ``dense``/``diag``/``trace``
+    come from the formula, ``colnorm_p`` in row blocks (never an ``n x n`` array)."""
 
     def __init__(self, n: int):
         self.n = n
@@ -100,9 +92,6 @@ class SymmetricFormula(Symmetric):
     def diag(self):
         i = np.arange(self.n)
         return np.asarray(self._entries(i, i), dtype=float)
-
-    def trace(self):
-        return float(np.sum(self.diag()))
 
     def dense(self):
         check_dense_size(self.n, self.n, f"dense() of {type(self).__name__}")
@@ -123,10 +112,8 @@ class SymmetricFormula(Symmetric):
 
 
 class SymTridiagonal(Symmetric):
-    """A symmetric tridiagonal matrix (diagonal ``d``, off-diagonal ``e``), O(n) products.
-
-    The closed-form inverses of the Prefix and AllRange Grams (HDMM §4; see module doc).
-    """
+    """A symmetric tridiagonal matrix (diagonal ``d``, off-diagonal ``e``), O(n) products:
+    the inverses of the Prefix and AllRange Grams (module docstring)."""
 
     def __init__(self, d, e):
         d = np.array(d, dtype=float).ravel()
@@ -157,9 +144,6 @@ class SymTridiagonal(Symmetric):
         out[1:] += f(self.e)
         return _maybe_scalar(out)
 
-    def trace(self):
-        return float(np.sum(self.d))
-
     def diag(self):
         return self.d.copy()
 
@@ -168,12 +152,8 @@ class SymTridiagonal(Symmetric):
         return np.diag(self.d) + np.diag(self.e, 1) + np.diag(self.e, -1)
 
 
-# ================================================================================ Ones
 class Ones(CountingQueries):
-    """The all-ones ``m x n`` matrix (HDMM §4, Table of predicate sets: "Total" when m = 1).
-
-    Closed forms: ``gram = m · Ones(n, n)``, ``pinv = Ones(n, m) / (m n)``, column norms ``m``.
-    """
+    """The all-ones ``m x n`` matrix (HDMM §4, Table of predicate sets: "Total" when m = 1)."""
 
     def __init__(self, m: int, n: int):
         self.m = check_int(m, "m", minimum=1)
@@ -199,10 +179,6 @@ class Ones(CountingQueries):
     def colnorm_p(self, p):
         check_p(p)
         return float(self.m)
-
-    def sensitivity(self, p=1):
-        check_p(p)
-        return float(self.m) if p == 1 else float(np.sqrt(self.m))
 
     def trace(self):
         self._require_square("trace")
@@ -231,13 +207,9 @@ class Total(Ones):
         return f"Total({self.n})"
 
 
-# ============================================================================== Prefix
 class Prefix(CountingQueries):
     """Prefix (CDF) queries: row ``i`` sums cells ``0..i`` (HDMM §4, Table of predicate sets).
-
-    ``L`` lower-triangular ones. Products by cumulative sums; ``gram`` = :class:`PrefixGram`
-    (``n - max(i, j)``), ``pinv`` = ``L⁻¹`` = :class:`Difference`; column ``j`` has ``n - j`` ones.
-    """
+    Products by cumulative sums; ``pinv`` = ``L⁻¹`` = :class:`Difference`."""
 
     def __init__(self, n: int):
         self.n = check_int(n, "n", minimum=1)
@@ -282,10 +254,7 @@ class Prefix(CountingQueries):
 
 
 class Difference(Matrix):
-    """The bidiagonal differencing matrix ``D = Prefix(n)⁻¹`` (``(Dx)_i = x_i - x_{i-1}``).
-
-    The closed-form inverse of the CDF workload (HDMM §4, Table of predicate sets).
-    """
+    """The bidiagonal differencing matrix ``D = Prefix(n)⁻¹`` (``(Dx)_i = x_i - x_{i-1}``)."""
 
     def __init__(self, n: int):
         self.n = check_int(n, "n", minimum=1)
@@ -331,11 +300,8 @@ class Difference(Matrix):
 
 
 class PrefixGram(SymmetricFormula):
-    """``LᵀL`` for ``L = Prefix(n)``: entry ``n - max(i, j)`` (HDMM §4).
-
-    Inverse ``D Dᵀ`` (tridiagonal ``(1, 2, ..., 2)`` / ``-1``); column sums
-    ``j(n-j) + (n-j)(n-j+1)/2``.
-    """
+    """``LᵀL`` for ``L = Prefix(n)``: entry ``n - max(i, j)``; inverse ``D Dᵀ`` (module
+    docstring); column sums ``j(n-j) + (n-j)(n-j+1)/2``."""
 
     def __init__(self, n: int):
         super().__init__(check_int(n, "n", minimum=1))
@@ -365,23 +331,17 @@ class PrefixGram(SymmetricFormula):
         return float(self.n * (self.n + 1) // 2)
 
 
-# ============================================================================ AllRange
 class AllRange(CountingQueries):
     """All ``n(n+1)/2`` range queries ``[i, j]`` in lexicographic order of ``(i, j)``
-    (HDMM §4, Table of predicate sets; Li et al. 2010).
-
-    Products by prefix sums (``S[j+1] - S[i]``) and a difference array; ``gram`` =
-    :class:`AllRangeGram` (``(min(i,j)+1)(n-max(i,j))``); ``pinv = (T/(n+1)) Rᵀ`` with ``T``
-    the second-difference matrix; column ``j`` has ``(j+1)(n-j)`` ones.
-    """
+    (HDMM §4, Table of predicate sets; Li et al. 2010). Products by prefix sums and a
+    difference array; column ``j`` has ``(j+1)(n-j)`` ones."""
 
     def __init__(self, n: int):
         self.n = check_int(n, "n", minimum=1)
         self.shape = (self.n * (self.n + 1) // 2, self.n)
 
     def _start(self, i: int) -> int:
-        """The row offset of the block of ranges starting at ``i``: ``Σ_{r<i} (n − r)``
-        (a formula, not a table: building the workload stays O(1) for any ``n``)."""
+        """The row offset of the block of ranges starting at ``i``: ``Σ_{r<i} (n − r)``."""
         return i * self.n - i * (i - 1) // 2
 
     def _matmat(self, X):
@@ -430,11 +390,8 @@ class AllRange(CountingQueries):
 
 
 class AllRangeGram(SymmetricFormula):
-    """``RᵀR`` for ``R = AllRange(n)``: ``(min(i,j)+1)(n-max(i,j))`` (HDMM §4).
-
-    ``= (n+1) T⁻¹`` with ``T = tridiag(-1, 2, -1)``, so the inverse is ``T / (n+1)``;
-    products in O(n) from the formula; column sums ``(j+1)(n-j)(n+1)/2``.
-    """
+    """``RᵀR`` for ``R = AllRange(n)`` (module docstring), O(n) products from the formula;
+    column sums ``(j+1)(n-j)(n+1)/2``."""
 
     def __init__(self, n: int):
         super().__init__(check_int(n, "n", minimum=1))
@@ -469,14 +426,9 @@ class AllRangeGram(SymmetricFormula):
         return super().colnorm_p(p)
 
 
-# ========================================================================== WidthRange
 class WidthRange(CountingQueries):
     """The ``n-w+1`` sliding windows ``[s, s+w-1]`` of width ``w`` (HDMM §4, Table of
-    predicate sets: fixed-width ranges).
-
-    Products by prefix sums; ``gram`` = :class:`WidthRangeGram`; column ``j`` lies in
-    ``min(j, n-w) - max(0, j-w+1) + 1`` windows; full row rank, ``W⁺ = Wᵀ(WWᵀ)⁻¹``.
-    """
+    predicate sets: fixed-width ranges); products by prefix sums."""
 
     def __init__(self, n: int, w: int):
         self.n = check_int(n, "n", minimum=1)
@@ -531,11 +483,8 @@ class WidthRange(CountingQueries):
 
 
 class WidthRangeGram(SymmetricFormula):
-    """``WᵀW`` for ``W = WidthRange(n, w)``: the number of windows containing ``i`` and ``j``,
-    ``max(0, min(min(i,j), n-w) - max(0, max(i,j)-w+1) + 1)`` (HDMM §4).
-
-    Rank ``n-w+1``; ``pinv = W⁺ W⁺ᵀ``; column sums ``w`` times those of ``W``.
-    """
+    """``WᵀW`` for ``W = WidthRange(n, w)`` (module docstring); rank ``n-w+1``; column sums
+    ``w`` times those of ``W``."""
 
     def __init__(self, n: int, w: int):
         self.base = WidthRange(n, w)

@@ -4,14 +4,9 @@ The evaluator (:mod:`mmtoolkit.evaluate`) computes, for a workload ``W`` and a s
 
     tr(WᵀW (AᵀA)⁺),   diag(W (AᵀA)⁺ Wᵀ) and its maximum,   and whether rowspace(A) ⊇ rows(W)
 
-(Li et al. 2010, Prop. 4.4; HDMM Def. 7; ResidualPlanner §4.1). It asks the strategy for a
-route with ``A.error_route(W)`` (:meth:`mmtoolkit.linalg.Matrix.error_route`); a strategy kind
-whose structure gives these quantities in closed form returns an object with the four methods
-of :class:`ErrorRoute`. The default asks the strategy's Gram (``A.gram().gram_route(W)``), so a
-kind whose Gram is a structured kind (the identity, a marginals Gram, a tree Gram) inherits
-its route; ``None`` sends the evaluator to its generic routes (stacked Kronecker products,
-then dense, size-guarded). The weight of a :class:`~mmtoolkit.linalg.Weighted` strategy is
-peeled off by the evaluator before the route is asked for.
+(Li et al. 2010, Prop. 4.4; HDMM Def. 7; ResidualPlanner §4.1) through the route
+``A.error_route(W)`` returns (:class:`ErrorRoute`; ARCHITECTURE.md, the strategy-kind
+protocol), or its generic routes when that is None.
 """
 
 from __future__ import annotations
@@ -49,7 +44,6 @@ class ErrorRoute(Protocol):
         """``max diag(W (AᵀA)⁺ Wᵀ)``, without the per-query vector where possible."""
 
 
-# ============================================================ shared parts of the routes
 def common_sizes(terms) -> list[int] | None:
     """The factor sizes shared by every Kronecker term ``(c, factors)``, else None."""
     sizes = [f.shape[1] for f in terms[0][1]]

@@ -1,33 +1,24 @@
 """Canonical eigenbases: eigenvectors that do not depend on the eigensolver's choices.
 
 For an eigenvalue of multiplicity ``k > 1`` a symmetric eigensolver returns *some*
-orthonormal basis ``V`` (``n x k``) of its eigenspace. Which one depends on rounding — the
-BLAS thread count, the LAPACK build, the blocking — although the eigenspace itself, i.e. its
-orthogonal projector ``P = V Vᵀ``, is determined by the matrix. Whatever reads the vectors
-themselves must not inherit that arbitrariness: Eigen-Design's Program 1 weighs the entries
-of the eigen-queries, the SVD-bound and SDP strategies are built from them, and a seeded
-release adds the i-th noise draw to the i-th strategy row. :func:`canonical_eigenbasis`
-replaces the solver's basis inside every cluster of (numerically) repeated eigenvalues by
-one that is a function of ``P`` alone.
+orthonormal basis ``V`` of its eigenspace, depending on rounding (the BLAS thread count, the
+LAPACK build), although the projector ``P = V Vᵀ`` is determined by the matrix. Whatever
+reads the vectors themselves (Eigen-Design's Program 1, the SVD-bound and SDP strategies, a
+seeded release's i-th noise draw on the i-th row) must not inherit that:
+:func:`canonical_eigenbasis` replaces the solver's basis inside every cluster of
+(numerically) repeated eigenvalues by one that is a function of ``P`` alone.
 
 **Clusters.** Consecutive sorted eigenvalues ``λ_i, λ_{i+1}`` belong to one cluster when
 they differ by at most ``n · eps · min(scale, GRADED · max(|λ_i|, |λ_{i+1}|))`` (``scale`` =
 the largest eigenvalue magnitude, ``‖G‖₂``). The first term is the order of a
-backward-stable eigensolver's error bound: every computed eigenvalue is within
-``p(n) · eps · ‖G‖₂`` of an exact one, so a larger difference is real. The second makes the
-tolerance relative for small eigenvalues: the workload Grams here are graded (prefix and
-range Grams, Kronecker products of them), and LAPACK returns their small eigenvalues to
-nearly relative accuracy, so distinct small eigenvalues closer than ``n · eps · ‖G‖₂`` are
-still resolved, with eigenvectors that do not depend on the thread count; merging them
-would put cluster boundaries inside a continuum of gaps, where rounding decides them.
-Measured (n ≤ 2304): repeated eigenvalues come back at most ``0.2 · n · eps · ‖G‖₂`` and
-``20 · n · eps · |λ|`` apart; distinct neighbours of the 1-D prefix and range Grams at
-n = 2048 are only ``0.3 · n · eps · ‖G‖₂`` but at least ``2e6 · n · eps · |λ|`` apart (their
-relative gaps fall as ``1/n²``: about ``2.5e3 · n · eps · |λ|`` at n = 16384, the largest n
-eigendecomposed here). Eigenvalues within ``n · eps · ‖G‖₂`` of zero are one cluster
-whatever their ratios: the numerical null space, known only to that absolute accuracy (an
-SVD start of the Low-Rank Mechanism can reach into it). Each cluster gets the mean of its
-computed eigenvalues.
+backward-stable eigensolver's error bound, so a larger difference is real. The second makes
+the tolerance relative for small eigenvalues: the workload Grams here are graded (prefix and
+range Grams, Kronecker products of them) and LAPACK resolves their small eigenvalues to
+nearly relative accuracy; merging them would put cluster boundaries where rounding decides
+them. Repeated eigenvalues come back a few ``n · eps · |λ|`` apart, distinct neighbours of
+the prefix and range Grams thousands apart, hence :data:`GRADED`. Eigenvalues within
+``n · eps · ‖G‖₂`` of zero are one cluster whatever their ratios: the numerical null space,
+known only to that absolute accuracy. Each cluster gets the mean of its computed eigenvalues.
 
 **The canonical basis of a cluster** is Gram–Schmidt on the columns ``P e_j`` of its
 projector, taken in the pivot order of a greedy column choice: at each step the column whose
@@ -39,12 +30,10 @@ orthogonal ``U`` leaves the column inner products, hence the pivots, and ``V Q_c
 the result depends on ``P`` only. Its signs are fixed too: vector ``i`` has the positive
 entry ``R_ii`` at its pivot cell. Symmetric workloads have many columns of exactly equal
 length, where the greedy choice would be decided by rounding; the columns are therefore
-weighted by ``1 + TIE_TILT · (n − 1 − j) / (n − 1)`` before pivoting, so that of columns of
-equal length the lowest index wins by a relative margin ``≥ TIE_TILT / n`` (1e-7 at
-n = 8192), far above the rounding of the lengths, while a column shorter than the longest
-by more than ``TIE_TILT`` (relative) is never chosen before it. The weights change only the order in
-which columns are taken, not the spans, so the basis is still Gram–Schmidt on ``P``'s
-columns. A singleton cluster keeps its eigenvector up to the sign rule.
+weighted by ``1 + TIE_TILT · (n − 1 − j) / (n − 1)`` before pivoting, so that of equal
+columns the lowest index wins by a margin far above the rounding of the lengths. The weights
+change only the order in which columns are taken, not the spans. A singleton cluster keeps
+its eigenvector up to the sign rule.
 """
 
 from __future__ import annotations
@@ -58,7 +47,7 @@ __all__ = ["GRADED", "TIE_TILT", "canonical_eigenbasis", "eigenvalue_clusters"]
 #: lowest cell index (module docstring).
 TIE_TILT = 1e-3
 #: Relative accuracy, in units of ``n · eps · |λ|``, assumed of a small computed eigenvalue
-#: (module docstring: measured ≤ 20 for repeated ones, distinct ones ≥ 2.5e3 apart).
+#: (module docstring).
 GRADED = 256.0
 
 
@@ -86,14 +75,11 @@ def canonical_eigenbasis(values, vectors, scale: float | None = None, tol: float
     """``(values, vectors)`` with a basis inside each eigenspace that depends only on the
     eigenspace, not on the solver's choice of basis in it (module docstring).
 
-    ``values``: eigenvalues (or singular values) sorted ascending or descending;
-    ``vectors``: ``n x k`` array whose orthonormal column ``i`` belongs to ``values[i]``;
-    ``scale``: the matrix norm the solver's error is relative to (default
-    ``max |values|``; pass the full spectrum's largest value when ``values`` is a part of
-    it); ``tol``: an absolute cluster tolerance instead of the rule of the module docstring,
-    for a matrix known only to that accuracy (an iterative solver's output). Returns the
-    eigenvalues with each cluster's entries replaced by their mean, and the canonical
-    orthonormal columns in the same order of clusters.
+    ``values``: eigenvalues (or singular values) sorted ascending or descending; ``vectors``:
+    ``n x k``, orthonormal column ``i`` belonging to ``values[i]``; ``scale``: the matrix norm
+    (default ``max |values|``); ``tol``: an absolute cluster tolerance instead, for a matrix
+    known only to that accuracy. Returns the eigenvalues with each cluster's entries replaced
+    by their mean, and the canonical orthonormal columns.
     """
     values = np.asarray(values, dtype=float)
     V = np.asarray(vectors, dtype=float)

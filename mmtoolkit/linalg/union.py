@@ -9,19 +9,11 @@ Grams), are diagonalised together attribute by attribute (:class:`TwoProductBasi
 
     AᵀA = (⊗V_i)⁻ᵀ D (⊗V_i)⁻¹,   D = c_1 + c_2 ⊗Λ_i   (diagonal, N cells)
 
-and ``x̂ = A⁺y = (⊗V_i) D⁻¹ (⊗V_iᵀ) Σ_g w_g (⊗A_giᵀ) y_g`` (:class:`TwoProductPinv`): the
-blocks' transposes (structured: p-Identity factors), two Kronecker products of small dense
-factors and one division, each done in place in ``y``'s memory when the caller gives ``y``
-up — no N-sized array beyond ``y``, and no iterations (LSMR over the stack took 508 s on 10^6
-cells and kept about 20 N-vectors). Each dense pass costs ``2 n_i`` flops per cell, so the
-time grows with the attribute sizes, unlike a p-Identity product's structured pseudo-inverse
-(``benchmarks/README.md``). The evaluator's two-block error route (``evaluate/stacked.py``)
-sums over the same diagonal. Three or more products have no such closed form: they are
-solved by conjugate gradients on the normal equations (:class:`NormalEquations`),
-preconditioned by a sum of two Kronecker products below ``AᵀA`` — the heaviest product and
-either the next one or the geometric mean of the others (:func:`geometric_mean`), whichever
-is estimated cheaper — and iterated in that sum's basis, where the heaviest product is
-diagonal.
+and ``x̂ = A⁺y = (⊗V_i) D⁻¹ (⊗V_iᵀ) Σ_g w_g (⊗A_giᵀ) y_g`` (:class:`TwoProductPinv`), done
+in place in ``y``'s memory when the caller gives ``y`` up: no N-sized array beyond ``y``, no
+iterations. The evaluator's two-block route (``evaluate/stacked.py``) sums over the same
+diagonal. Three or more products have no such closed form: conjugate gradients on the normal
+equations (:class:`NormalEquations`).
 """
 
 from __future__ import annotations
@@ -63,10 +55,9 @@ def _cholesky_full_rank(G: np.ndarray) -> np.ndarray:
 
 class TwoProductBasis:
     """The common eigenbasis of two Kronecker Grams ``c_1 ⊗G_i + c_2 ⊗H_i`` (module
-    docstring): ``V``, ``lam`` and ``V_inv_t = V⁻ᵀ = L U`` per attribute, the weights ``c1``
-    (of the product whose factor Grams are all of full rank, :func:`_cholesky_full_rank`:
-    the first if they are, else the second; ``order`` says which) and ``c2``. Raises
-    ``LinAlgError`` when neither product's Grams are all of full rank."""
+    docstring): ``V``, ``lam`` and ``V_inv_t = V⁻ᵀ`` per attribute; ``c1`` weighs the first
+    product whose factor Grams all have full rank (``order`` says which), else
+    ``LinAlgError``."""
 
     def __init__(self, grams, weights):
         order = [0, 1]
@@ -86,10 +77,9 @@ class TwoProductBasis:
             self.lam.append(np.clip(lam, 0.0, None))
 
     def slabs(self, a: float, b: float, *arrays):
-        """The diagonal ``a + b ⊗lam`` one slab of trailing attributes (at most :data:`CHUNK`
-        cells) at a time, never as an N-vector: yields ``(views, den)``, ``views`` the slab's
-        rows of each of ``arrays`` (``N`` cells, optionally x columns, C order over the
-        attributes) and ``den`` its diagonal (a buffer reused for the next slab)."""
+        """The diagonal ``a + b ⊗lam`` a slab of trailing attributes (at most :data:`CHUNK`
+        cells) at a time: yields ``(views, den)``, the slab's rows of each of ``arrays`` (``N``
+        cells in C order, optionally x columns) and its diagonal (a reused buffer)."""
         sizes = [len(v) for v in self.lam]
         split = len(sizes)
         while split > 0 and math.prod(sizes[split - 1 :]) <= CHUNK:
@@ -104,19 +94,15 @@ class TwoProductBasis:
             yield [r[h] for r in rows], den
 
     def divide(self, X: np.ndarray) -> None:
-        """``X /= D`` in place (``X``: ``N`` cells x columns, C order over the attributes),
-        ``D = c1 + c2 ⊗lam`` generated a slab at a time (:meth:`slabs`)."""
+        """``X /= D`` in place (``X``: ``N`` cells x columns), ``D = c1 + c2 ⊗lam``."""
         for (rows,), den in self.slabs(self.c1, self.c2, X):
             rows /= den[:, None]
 
 
 class KroneckerUnion(VStack):
     """A stack of weighted Kronecker products over one common factorisation of the domain
-    (HDMM OPT_+, Def. 11; see the module docstring): the :class:`VStack` it is, plus the
-    exact least squares of two products (``pinv_operator``: :class:`TwoProductPinv`).
-
-    ``blocks``: matrices that are each one weighted Kronecker product (``kron_terms`` of
-    length one; a bare matrix is a one-factor product) with a nonzero weight."""
+    (HDMM OPT_+, Def. 11; module docstring). ``blocks``: each one weighted Kronecker product
+    (a bare matrix is a one-factor product) with a nonzero weight."""
 
     def __init__(self, blocks):
         super().__init__(blocks)
@@ -153,9 +139,8 @@ class KroneckerUnion(VStack):
         return out
 
     def pinv_operator(self):
-        """``A⁺`` exactly for two products whose factors are small enough to be read densely
-        and one of which has positive definite factor Grams (OPT_+ with two groups: p-Identity
-        factors); None otherwise (:meth:`least_squares`)."""
+        """``A⁺`` exactly for two products whose factors can be read densely and one of which
+        has positive definite factor Grams; None otherwise (:meth:`least_squares`)."""
         factors = self._factor_lists() if len(self.blocks) == 2 else None
         if factors is None:
             return None
@@ -165,16 +150,9 @@ class KroneckerUnion(VStack):
             return None
 
     def least_squares(self, y, tol, maxiter):
-        """More than two products (or two with no positive definite side): conjugate
-        gradients on the normal equations ``AᵀA x = Aᵀy`` (:class:`NormalEquations`),
-        preconditioned by the heaviest product plus the next one or the geometric mean of
-        the others (chosen per problem) and iterated in the basis that diagonalises that pair
-        (:class:`TwoProductBasis`): one dense Kronecker pass per other product and iteration;
-        stops when ``‖AᵀAx − Aᵀy‖ ≤ tol ‖Aᵀy‖``. Keeps ``x``, ``r``, ``p``, ``q`` and
-        one scratch vector (5 N numbers; ``y`` is read once for ``Aᵀy``) — scipy's LSMR over
-        the stack kept ``u`` (m), ``x``, ``v``, ``h``, ``h̄`` (N each) and created ``A v`` (m),
-        ``Aᵀu`` and a scaled ``h̄`` (N) per iteration, about ``2m + 7N``. None for factors too
-        large to read densely (LSMR then)."""
+        """More than two products (or two with no positive definite side): preconditioned
+        conjugate gradients on ``AᵀA x = Aᵀy`` (:class:`NormalEquations`); None for factors
+        too large to read densely (LSMR then)."""
         factors = self._factor_lists()
         if factors is None or y.ndim != 1:
             return None
@@ -183,10 +161,8 @@ class KroneckerUnion(VStack):
 
 def geometric_mean(A: np.ndarray, B: np.ndarray) -> np.ndarray:
     """``A # B = A^½ (A^-½ B A^-½)^½ A^½``, the geometric mean of a positive definite ``A``
-    and a positive semidefinite ``B`` (Pusz & Woronowicz 1975; Ando 1979). It satisfies
-    ``A # B ≼ (A + B)/2`` (the arithmetic–geometric mean inequality) and
-    ``(⊗A_i) # (⊗B_i) = ⊗(A_i # B_i)`` (every factor of the formula is a Kronecker product),
-    which :class:`NormalEquations` uses."""
+    and a positive semidefinite ``B`` (Pusz & Woronowicz 1975; Ando 1979): ``A # B ≼ (A + B)/2``
+    and ``(⊗A_i) # (⊗B_i) = ⊗(A_i # B_i)``, which :class:`NormalEquations` uses."""
     lam, U = np.linalg.eigh(0.5 * (A + A.T))
     half = (U * np.sqrt(lam)) @ U.T
     C = (U / np.sqrt(lam)) @ U.T
@@ -283,8 +259,7 @@ class _Preconditioner:
 
 class NormalEquations:
     """Preconditioned conjugate gradients (Hestenes & Stiefel 1952) on ``AᵀA x = Aᵀy`` for a
-    :class:`KroneckerUnion` of ``l`` products, ``AᵀA = Σ_g c_g K_g`` with ``K_g = ⊗G_gi``
-    (see :meth:`KroneckerUnion.least_squares`).
+    :class:`KroneckerUnion` of ``l`` products, ``AᵀA = Σ_g c_g K_g`` with ``K_g = ⊗G_gi``.
 
     **Preconditioner.** A sum of two Kronecker products below ``AᵀA`` (:class:`_Preconditioner`),
     so that :class:`TwoProductBasis` gives per-attribute ``V_i`` with ``(⊗V_i)ᵀ P (⊗V_i) = D``
@@ -292,44 +267,28 @@ class NormalEquations:
     the heaviest product ``K_a``: *pair*, the next heaviest product exactly (the others
     dropped), and *merged*, the others that have positive definite factor Grams folded into
     one product by the arithmetic–geometric mean inequality, ``c K + c' K' ≽ 2 (cK) # (c'K')
-    = 2√(cc') ⊗(G_i # G'_i)`` (:func:`geometric_mean`), repeated for a fourth product and
-    on. Dropping a product leaves ``λ_max(P⁻¹AᵀA)`` at about the product over the attributes
-    of the spread of ``G_ai⁻¹G_gi``, the mean about its square root — unless the dropped
-    product is small beside the pair (unequal weights, or a pair of ill-conditioned Grams
-    such as Prefix factors whose mean with the third product loses their scale), where the
-    pair wins (Prefix⊗Identity, Identity⊗Prefix and a p-Identity product on 16^4 cells: 14
-    iterations instead of 162). The one with the smaller estimated work ``√κ x (terms + 1)``
-    runs (:meth:`_Preconditioner.condition`: ``κ`` by the rank-one Rayleigh quotient, a few
-    eigendecompositions of attribute-sized matrices; ``terms`` the dense Kronecker passes per
-    iteration). Three products of 4 p-Identity factors (the benchmark's ``union3``, ``tol``
-    1e-12): merged, 22 iterations on 10^4 cells instead of 54, 72 on 56^4 instead of 387.
+    = 2√(cc') ⊗(G_i # G'_i)`` (:func:`geometric_mean`). Dropping a product leaves
+    ``λ_max(P⁻¹AᵀA)`` at about the product over the attributes of the spread of
+    ``G_ai⁻¹G_gi``, the mean about its square root, unless the dropped product is small beside
+    the pair; so the one with the smaller estimated work ``√κ x (terms + 1)`` runs (``κ`` from
+    :meth:`_Preconditioner.condition`, ``terms`` the dense Kronecker passes per iteration).
 
     **Iteration in the basis.** CG runs on ``T z = (⊗V_iᵀ) Aᵀy`` with ``T = (⊗V_i)ᵀ AᵀA (⊗V_i)
     = Σ_g c_g ⊗(V_iᵀG_giV_i)``, preconditioned by the diagonal ``D``, and returns ``x =
-    (⊗V_i) z`` — the same iterates as CG with ``P`` in the cells' basis, but ``K_a`` (and
-    the partner of the pair) is diagonal there: one dense Kronecker pass per other product
-    and iteration (``2 Σ n_i`` flops per cell), where the cells' basis needs the two passes
-    of ``P⁻¹`` and a Gram product per product.
+    (⊗V_i) z``: ``K_a`` (and the partner of the pair) is diagonal there, so one dense
+    Kronecker pass per other product and iteration.
 
-    **Stopping rule.** ``tol`` means what ``mechanism.reconstruct`` documents, on both CG
-    branches: ``‖AᵀAx − Aᵀy‖ ≤ tol ‖Aᵀy‖`` (Euclidean norm in the cells' basis; plain CG stops
-    on its updated residual, the true one up to rounding). A solve that ``maxiter`` (or the
-    last restart) ends above it warns (``RuntimeWarning``, with the residual reached) and
-    returns its ``x̂``.
-    CG tracks ``‖r‖_{P⁻¹}`` (``rᵀP⁻¹r = r̃ᵀD⁻¹r̃``) for free; when that falls to ``tol`` of its
-    start, the residual is mapped back to the cells (``r = (⊗V_i)⁻ᵀ r̃``, one dense pass) and
-    measured, and CG goes on (with the ``P⁻¹``-norm target lowered by the shortfall) while it
-    is above ``tol`` — with an ill-conditioned ``P`` the two norms differ by orders of
-    magnitude. Then the true residual ``Aᵀy − AᵀAx`` (structured Grams, cells' basis) is
-    checked once; where rounding in an ill-conditioned basis (``V_i`` of condition 1e6 for
-    Grams of condition 1e12) kept CG's residual from being the true one, CG restarts on it
-    (iterative refinement, at most :data:`REFINE` times, within ``maxiter`` in all).
+    **Stopping rule.** ``‖AᵀAx − Aᵀy‖ ≤ tol ‖Aᵀy‖`` in the cells' basis (what
+    ``mechanism.reconstruct`` documents); a solve that ``maxiter`` ends above it warns
+    (``RuntimeWarning``). CG tracks ``‖r‖_{P⁻¹}``; when that falls to ``tol`` of its start,
+    the residual is measured in the cells (the two norms may differ by orders of magnitude),
+    and CG goes on while it is above ``tol``. The true residual is then checked, and CG
+    restarts on it (iterative refinement, at most :data:`REFINE` times) where rounding in an
+    ill-conditioned basis kept them apart.
 
-    Without a positive definite side (``AᵀA`` may be singular) plain CG from ``x = 0`` in the
-    cells' basis with the structured Grams (``D = 1``), which stays in the row space: the
-    minimum-norm solution, as LSMR's. Keeps ``x``, ``r``, ``p``, ``q`` and one scratch vector
-    for the Kronecker products (5 N numbers; a restart keeps the solution so far beside
-    them, 6)."""
+    Without a positive definite side (``AᵀA`` may be singular): plain CG from ``x = 0`` in the
+    cells' basis with the structured Grams (``D = 1``), which stays in the row space (the
+    minimum-norm solution). Keeps 5 N-vectors (6 after a restart)."""
 
     def __init__(self, A: KroneckerUnion, factors):
         self.A = A
@@ -497,12 +456,11 @@ class NormalEquations:
 
 
 class TwoProductPinv(Matrix):
-    """``A⁺ = (AᵀA)⁻¹Aᵀ`` of a :class:`KroneckerUnion` of two products (module docstring):
-    ``x̂ = (⊗V_i) D⁻¹ (⊗V_iᵀ) Σ_g w_g (⊗A_giᵀ) y_g``. ``apply_overwrite`` builds ``x̂`` in ``y``'s
-    memory: each block's product in place in its own rows when its factors map ``m_gi ≥ n_i``
-    rows to ``n_i`` cells (p-Identity, identity; a block with a Total factor is computed into
-    one new N-vector), their weighted sum in one of them, the division by ``D`` a slab at a
-    time and ``⊗V_i`` in place. Equal to the dense pseudo-inverse up to float rounding."""
+    """``A⁺ = (AᵀA)⁻¹Aᵀ`` of a :class:`KroneckerUnion` of two products (module docstring).
+    ``apply_overwrite`` builds ``x̂`` in ``y``'s memory: each block's product in place in its
+    own rows when its factors have at least as many rows as cells (a block with a Total
+    factor is computed into one new N-vector), their weighted sum in one of them, then the
+    division by ``D`` and ``⊗V_i`` in place."""
 
     def __init__(self, A: KroneckerUnion, factors):
         self.shape = (A.shape[1], A.shape[0])
@@ -526,13 +484,9 @@ class TwoProductPinv(Matrix):
 
     def _solve(self, u, overwrite: bool):
         """``(⊗V_i) D⁻¹ (⊗V_iᵀ) u`` (``u = Aᵀy``; in ``u``'s memory with ``overwrite``)."""
-        if overwrite:
-            u = self.right_t.apply_overwrite(u)
-            self.basis.divide(u.reshape(self.shape[0], -1))
-            return self.right.apply_overwrite(u)
-        u = self.right_t @ u
+        u = self.right_t.apply_overwrite(u) if overwrite else self.right_t @ u
         self.basis.divide(u.reshape(self.shape[0], -1))
-        return self.right @ u
+        return self.right.apply_overwrite(u) if overwrite else self.right @ u
 
     def _matmat(self, Y):
         o = self._offsets

@@ -44,15 +44,11 @@ class UnknownParameterError(CheckTypeError):
 
 class NotApplicableError(ValueError):
     """``Selector.select`` refused: :meth:`Selector.applicability` gave the reason, or
-    ``_select`` found a condition that depends on the parameters (a size limit, a workload
-    shape the method is not defined for under these parameters) and raised it itself."""
+    ``_select`` found a condition that depends on the parameters and raised it itself."""
 
 
-#: What ``select`` raises when a selector does not apply, rather than fails: its refusal
-#: (:class:`NotApplicableError`), a size limit (``linalg.TooLargeError``), a strategy that
-#: cannot support the workload (``linalg.UnsupportedWorkloadError``) or a case the method
-#: does not implement. The one rule of ``mmtoolkit.compare`` ("not applicable" rows) and
-#: ``mmtoolkit.testing.check_selector`` (refusals); any other exception is a failure.
+#: What ``select`` raises when a selector does not apply, rather than fails (the one rule of
+#: ``mmtoolkit.compare`` and ``mmtoolkit.testing.check_selector``); anything else is a failure.
 REFUSALS = (NotApplicableError, TooLargeError, UnsupportedWorkloadError, NotImplementedError)
 
 
@@ -89,16 +85,13 @@ class Parameter:
 
 
 class Selector(ABC):
-    """A strategy-selection method.
+    """A strategy-selection method (the class attributes: module docstring).
 
-    Subclasses set ``name`` (the registry key used by configs), ``method`` (e.g.
-    ``"OPT_0 (p-Identity)"``), ``paper`` (e.g. ``"McKenna et al., PVLDB 2018 (HDMM), §5"``)
-    and ``privacy`` (the privacy kinds they optimise for), take plain keyword parameters in
-    ``__init__`` (stored in ``self.params``) and implement :meth:`_select`. A ``**kwargs``
-    in ``__init__`` forwards to the parent class's ``__init__``, whose parameters then count
-    too. They never compute error for reporting: ``mmtoolkit.evaluate`` does, so every
-    method is scored by the same code. ``mmtoolkit.testing.check_selector`` checks a
-    subclass the way the project checks its own.
+    Subclasses take plain keyword parameters in ``__init__`` (stored in ``self.params``; a
+    ``**kwargs`` forwards to the parent class's ``__init__``, whose parameters then count too)
+    and implement :meth:`_select`. They never compute error for reporting: ``mmtoolkit.evaluate``
+    does. ``mmtoolkit.testing.check_selector`` checks a subclass the way the project checks its
+    own.
     """
 
     name: ClassVar[str]
@@ -159,14 +152,12 @@ class Selector(ABC):
     def applicability(
         cls, workload: Matrix, privacy: Privacy, objective: str = "sum"
     ) -> str | None:
-        """Why this selector does not apply to ``(workload, privacy, objective)``, or None.
-
-        Answered without selecting: :meth:`select` refuses with exactly this reason
-        (:class:`NotApplicableError`). The base class checks the privacy kind and the
-        objective; a subclass may add conditions that hold for *every* parameter setting and
-        are cheap to test (calling ``super().applicability`` first), never one that
-        :meth:`select` would in fact get past. None does not promise that selection
-        succeeds. Arguments of the wrong type raise ``TypeError``.
+        """Why this selector does not apply to ``(workload, privacy, objective)``, or None,
+        without selecting: :meth:`select` refuses with exactly this reason. The base class
+        checks the privacy kind and the objective; a subclass may add cheap conditions that
+        hold for *every* parameter setting (calling ``super().applicability`` first). None
+        does not promise that selection succeeds. Arguments of the wrong type raise
+        ``TypeError``.
         """
         if not isinstance(workload, Matrix):
             raise TypeError(f"workload must be a linalg.Matrix, got {type(workload).__name__}")

@@ -21,8 +21,7 @@ with the children's exact traces replaced by their criteria. ``M_v⁻¹ 1 = u / 
 (undamped) is what the parent sees. The root query is not measured (``p = 1`` at the root).
 A node whose workload columns are all identical is not split: it becomes one leaf query.
 The strategy is a weighted :class:`~mmtoolkit.linalg.Tree` (a node's weight is ``α_v``
-times the product of its ancestors' ``p``), scored by the shared evaluator with least
-squares.
+times the product of its ancestors' ``p``).
 
 Two readings of the digest's description ("error restricted to the node's columns, computed
 from WᵀW … with a rank-one update, with decay factor 1/b^{depth/2}"), parameter
@@ -30,17 +29,13 @@ from WᵀW … with a rank-one update, with decay factor 1/b^{depth/2}"), parame
 
 * ``"dawa"`` (default): ``G = (WᵀW)²`` — the node's columns of ``WᵀW`` used as the query
   matrix, so a leaf's criterion is ``‖WᵀW e_i‖²`` — and ``β = 2^{-d/2}`` damping both the
-  node query's squared weight and the cross-child term. **Chosen because it reproduces HDMM
-  Table 4(a)**: GreedyH/Identity 0.8397 / 0.6645 / 0.5619 / 0.4473 (All Range 128, Prefix
-  128, All Range 1024, Prefix 1024) against the printed 0.8406 / 0.6667 / 0.5636 / 0.4461,
-  and the digest's independent port (0.840 / 0.664 / 0.562 / 0.447) to every printed digit.
-  Each of the 12 other readings we evaluated (decay nowhere, on the cross term only, on the
-  node weight only or on both; ``G = WᵀW`` or ``(WᵀW)²``; passing up the damped criterion
-  or the exact trace) misses at least one of those cells by 4.8% or more, up to 60×
+  node query's squared weight and the cross-child term. Chosen because it reproduces HDMM
+  Table 4(a) and the digest's independent port to every printed digit; the other readings
+  evaluated miss at least one cell by 4.8% or more
   (``experiments/baselines/greedy_h_readings.py``).
 * ``"exact"``: ``G = WᵀW``, ``β = 1`` — a plain greedy minimisation of the true
-  node-restricted error ``tr(WᵀW[v,v] M_v⁻¹)``; it over-invests in small nodes and is
-  14–101% worse than the table at n = 128 … 8192 (kept as the principled variant).
+  node-restricted error ``tr(WᵀW[v,v] M_v⁻¹)``; it over-invests in small nodes and is worse
+  than the table (kept as the principled variant).
 """
 
 from __future__ import annotations
@@ -51,7 +46,6 @@ from scipy import sparse
 from ...checks import check_bool, check_int
 from ...linalg import MAX_DENSE_ENTRIES
 from ...linalg.tree import Tree, interval_tree
-from ...privacy import PureDP
 from ...strategy import Strategy
 from ..base import ALL_PRIVACY, NotApplicableError, Selector, register
 from .sizes import check_dims, workload_sizes
@@ -138,11 +132,10 @@ class GreedyHSelector(Selector):
     PVLDB 2014 §4; module docstring). 1-D only: a workload with a multi-attribute Kronecker
     structure is an error unless ``dims=[N]`` asks for the flattened domain.
 
-    Parameters: ``criterion`` (``"dawa"``, default, or ``"exact"``: module docstring),
-    ``granularity`` (number of candidate fractions, default 100: ``p = k/100``), ``root``
-    (measure the root query too; default False as in DAWA), ``collapse`` (merge nodes whose
-    workload columns are identical; default True). ``metadata`` records the chosen fraction
-    per node (``"fractions"``, per level) and ``loss`` the criterion at the root.
+    Parameters: ``criterion`` (module docstring), ``granularity`` (number of candidate
+    fractions, default 100), ``root`` (measure the root query too; default False as in DAWA),
+    ``collapse`` (merge nodes whose workload columns are identical). ``loss``: the criterion
+    at the root.
     """
 
     name = "greedy_h"
@@ -174,7 +167,7 @@ class GreedyHSelector(Selector):
         levels = [lv.starts for lv in interval_tree(n, 2, split="small_first")]
         if self.params["collapse"]:
             levels = _collapse(levels, n, _identical_neighbours(K, n))
-        l1 = isinstance(privacy, PureDP)
+        l1 = privacy.norm == 1
         quad = _Quadratic(K, n, squared=dawa)
         grid = np.arange(self.params["granularity"], 0, -1) / self.params["granularity"]
         alpha2 = (1.0 - grid) ** 2 if l1 else 1.0 - grid**2

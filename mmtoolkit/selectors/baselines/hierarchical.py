@@ -2,9 +2,8 @@
 Quadtree (Cormode et al. 2012), as the HDMM experiments use them (HDMM §8, digest §15).
 
 Every strategy is a :class:`~mmtoolkit.linalg.Tree` (one counting query per node), or a
-Kronecker product of 1-D trees; its error is computed by the shared evaluator (the tree
-route for d-D trees, factor-wise for Kronecker products). Padding is never materialised:
-a tree built on a padded domain keeps only the real cells (digest §16.13).
+Kronecker product of 1-D trees; a tree built on a padded domain keeps only the real cells
+(digest §16.13).
 """
 
 from __future__ import annotations
@@ -30,25 +29,19 @@ __all__ = [
 ]
 
 
-# ------------------------------------------------------------------------- helpers
-def _check_split(split) -> str:
-    if split not in SPLITS:
-        raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
-    return split
-
-
-def _extend(levels: list[Intervals], depth: int) -> list[Intervals]:
-    """Repeat the finest (single-cell) level until the tree has ``depth`` levels."""
-    return levels + [levels[-1]] * (depth - len(levels))
-
-
 def _product_levels(trees: list[list[Intervals]]) -> list[tuple]:
+    """Level-wise product of per-attribute trees, the finest (single-cell) level of a
+    shallower tree repeated."""
     depth = max(len(t) for t in trees)
-    trees = [_extend(t, depth) for t in trees]
+    trees = [t + [t[-1]] * (depth - len(t)) for t in trees]
     return [tuple(t[li] for t in trees) for li in range(depth)]
 
 
-# ------------------------------------------------------------------- branching rules
+def _below(levels: list, start: int) -> list:
+    """The levels from ``start`` on (a single-level tree keeps its one level)."""
+    return levels[start:] if len(levels) > 1 else levels
+
+
 def _height_candidates(n: int):
     """For each height ``h`` a ``b``-ary tree over ``n ≥ 2`` cells can have, the smallest
     ``b ≥ 2`` with ``⌈log_b n⌉ = h`` (the least ``b`` with ``b^h ≥ n``), by increasing ``b``.
@@ -94,7 +87,6 @@ def hb2d_branching(n: int) -> int:
     return best
 
 
-# ----------------------------------------------------------------------- selectors
 @register
 class HierarchicalSelector(Selector):
     """H_b: the ``b``-ary interval tree with a uniform budget over its levels (Hay, Rastogi,
@@ -102,9 +94,9 @@ class HierarchicalSelector(Selector):
     per-attribute trees (``multi="kron"``, as the Eigen-Design comparisons do, digest §8.1)
     or the level-wise product tree (``multi="product"``, ``b^d`` children per node).
 
-    Parameters: ``branching`` (≥ 2), ``root`` (measure the root), ``split`` (``near_equal``,
-    ``small_first`` or ``pad``: see :func:`~mmtoolkit.linalg.tree.interval_tree`), ``dims``
-    (attribute sizes; default from the workload's Kronecker structure), ``multi``.
+    Parameters: ``branching`` (≥ 2), ``root`` (measure the root), ``split``
+    (:func:`~mmtoolkit.linalg.tree.interval_tree`), ``dims`` (attribute sizes; default from
+    the workload's Kronecker structure), ``multi``.
     """
 
     name = "hierarchical"
@@ -114,32 +106,26 @@ class HierarchicalSelector(Selector):
     def __init__(self, branching=2, root=True, split="near_equal", dims=None, multi="kron"):
         if multi not in ("kron", "product"):
             raise ValueError(f"multi must be 'kron' or 'product', got {multi!r}")
+        if split not in SPLITS:
+            raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
         self.params = {
             "branching": check_int(branching, "branching", minimum=2),
             "root": check_bool(root, "root"),
-            "split": _check_split(split),
+            "split": split,
             "dims": check_dims(dims),
             "multi": multi,
         }
 
-    def _levels(self, n: int) -> list[Intervals]:
-        b, split = self.params["branching"], self.params["split"]
-        return interval_tree(n, b, split=split)
-
     def _select(self, workload, privacy: Privacy, objective: str) -> Strategy:
         sizes = workload_sizes(workload, self.params["dims"])
         start = 0 if self.params["root"] else 1
-        trees = [self._levels(n) for n in sizes]
+        b, split = self.params["branching"], self.params["split"]
+        trees = [interval_tree(n, b, split=split) for n in sizes]
         if len(sizes) == 1 or self.params["multi"] == "kron":
-            factors = []
-            for n, lv in zip(sizes, trees):
-                lv = lv[start:] if len(lv) > 1 else lv
-                factors.append(Tree(n, lv))
+            factors = [Tree(n, _below(lv, start)) for n, lv in zip(sizes, trees)]
             matrix = factors[0] if len(factors) == 1 else Kronecker(factors)
         else:
-            levels = _product_levels(trees)
-            levels = levels[start:] if len(levels) > 1 else levels
-            matrix = Tree(sizes, levels)
+            matrix = Tree(sizes, _below(_product_levels(trees), start))
         return Strategy(
             matrix=matrix,
             selector=self.name,
@@ -158,10 +144,9 @@ class HBSelector(Selector):
     uniform budget over the remaining levels (HDMM §8 baseline, digest §15).
 
     2-D domains use HB-2D: ``b`` by :func:`hb2d_branching` on ``n = ⌊√N⌋``, every node split
-    into ``b × b`` children, the ``h`` levels below the root measured with equal budgets.
-    ``split2d="pad"`` (default, digest §15) pads each side to ``b^h`` with equal splits and
-    keeps the real cells; ``"near_equal"`` splits the real domain. ``branching`` overrides
-    the rule. The choice is recorded as ``metadata["branching"]`` (and ``"height"``).
+    into ``b × b`` children. ``split2d="pad"`` (default, digest §15) pads each side to ``b^h``
+    with equal splits and keeps the real cells; ``"near_equal"`` splits the real domain.
+    ``branching`` overrides the rule.
     """
 
     name = "hb"
@@ -181,8 +166,7 @@ class HBSelector(Selector):
         if len(sizes) == 1:
             n = sizes[0]
             b = hb_branching(n) if b is None else b
-            levels = interval_tree(n, b, split="near_equal")
-            levels = levels[1:] if len(levels) > 1 else levels
+            levels = _below(interval_tree(n, b, split="near_equal"), 1)
             return Strategy(
                 matrix=Tree(n, levels),
                 selector=self.name,
@@ -201,8 +185,7 @@ class HBSelector(Selector):
             trees = [interval_tree(s, b, split="pad", height=h) for s in sizes]
         else:
             trees = [interval_tree(s, b, split="near_equal") for s in sizes]
-        levels = _product_levels(trees)
-        levels = levels[1:] if len(levels) > 1 else levels
+        levels = _below(_product_levels(trees), 1)
         return Strategy(
             matrix=Tree(sizes, levels),
             selector=self.name,
@@ -213,12 +196,9 @@ class HBSelector(Selector):
 @register
 class QuadtreeSelector(Selector):
     """Quadtree (Cormode, Procopiuc, Srivastava, Shen & Yu, ICDE 2012; HDMM §8 baseline,
-    digest §15): 2 × 2 fan-out over a 2-D domain padded to ``2^h × 2^h``
-    (``h = max_i ⌈log2 n_i⌉``, real cells kept), every level measured from the root to the
-    single cells, with the geometric budget ``ε_ℓ ∝ 2^{(h−ℓ)/3}`` (ℓ = height above the
-    leaves, so the leaves get the most) normalised to sum to 1; ``geometric=False`` gives a
-    uniform budget. Least-squares inference (Cormode et al. §3.3's weighted averaging and
-    mean consistency is OLS).
+    digest §15): 2 × 2 fan-out over a 2-D domain padded to ``2^h × 2^h`` (real cells kept),
+    every level measured, with the geometric budget ``ε_ℓ ∝ 2^{(h−ℓ)/3}`` (ℓ = height above
+    the leaves) normalised to sum to 1; ``geometric=False`` gives a uniform budget.
     """
 
     name = "quadtree"

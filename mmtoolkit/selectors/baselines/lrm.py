@@ -17,9 +17,8 @@ with multiplier ``π`` and penalty ``β``, alternate
 * ``π ← π + β (W − BL)``, ``β ← min(ρ β, β_max)``,
 
 until the relative residual is below ``γ`` and the objective settles. ``L`` is the selected
-strategy; the shared evaluator scores it with least squares (``tr(WᵀW (LᵀL)⁺)``, never above
-LRM's own ``tr(BᵀB)`` when ``B L = W``: Gauss–Markov). ``metadata`` reports the relative
-factorisation residual ``||W − BL||_F / ||W||_F``, ``tr(BᵀB)`` and the iterations.
+strategy; the shared evaluator scores it with least squares (never above LRM's own
+``tr(BᵀB)`` when ``B L = W``: Gauss–Markov).
 """
 
 from __future__ import annotations
@@ -31,7 +30,6 @@ import numpy as np
 from ...checks import check_int, check_probability
 from ...linalg import Dense, Matrix, check_dense_size
 from ...linalg.spectral import canonical_eigenbasis
-from ...privacy import PureDP
 from ...strategy import Strategy
 from ..base import ALL_PRIVACY, NotApplicableError, Selector, register
 
@@ -93,18 +91,14 @@ def lrm_decompose(
 ):
     """Yuan et al.'s augmented-Lagrangian decomposition ``W ≈ B L`` (module docstring).
 
-    Returns ``(B, L, info)`` with ``info = {"residual", "trace_BtB", "iterations"}``. The
-    start ``init``: ``"identity"`` (``L = [I; small Gaussian rows from seed]``, needs
-    ``rank ≥ n``), ``"svd"`` (the top-``rank`` right singular vectors of ``W``, in the
-    canonical basis of :mod:`mmtoolkit.linalg.spectral` inside repeated singular values,
-    extra rows as before), ``"random"`` (Gaussian from ``seed``) or ``"auto"`` (identity when
-    ``rank ≥ n``, else svd); it is scaled (not projected) into the feasible set.
+    Returns ``(B, L, info)`` with ``info = {"residual", "trace_BtB", "iterations"}``
+    (``residual = ||W − BL||_F / ||W||_F``). The start ``init``: ``"identity"`` (needs
+    ``rank ≥ n``), ``"svd"`` (the top-``rank`` right singular vectors of ``W``), ``"random"``
+    (Gaussian from ``seed``) or ``"auto"`` (identity when ``rank ≥ n``, else svd); extra rows
+    are small Gaussian ones, and the start is scaled (not projected) into the feasible set.
 
     The identity start is a KKT point whenever ``(WᵀW)_ij ≤ (WᵀW)_jj`` for all ``i, j``
-    (Prefix, Width-w and All Range): at ``L = I`` (a vertex of every column's L1 ball) a
-    feasible direction must take from ``L_jj`` what it gives to ``L_ij``, which changes
-    ``tr(WᵀW (LᵀL)⁻¹)`` by ``2 ε Σ_{i≠j} (K_jj |E_ij| − K_ij E_ij) ≥ 0`` to first order, so a
-    descent method started there stays there.
+    (Prefix, Width-w and All Range): a descent method started there stays there.
     """
     W = np.asarray(W, dtype=float)
     m, n = W.shape
@@ -182,9 +176,8 @@ class LowRankSelector(Selector):
 
     Parameters: ``rank`` (default ``ceil(1.2 · rank(W))``, the LRM paper's choice), ``gamma``
     (target relative residual), ``max_iter``, ``inner`` (projected-gradient steps per
-    L-step), ``init`` (the start, see :func:`lrm_decompose`; ``"auto"``: identity when the
-    rank reaches ``n``), ``seed`` (the start's random rows). Needs the dense workload
-    (``m · n`` within the dense limit), as LRM itself does (HDMM §8: it did not finish for N ≥ 3⁸).
+    L-step), ``init`` and ``seed`` (:func:`lrm_decompose`). Needs the dense workload, as LRM
+    itself does (HDMM §8: it did not finish for N ≥ 3⁸).
     """
 
     name = "lrm"
@@ -220,16 +213,8 @@ class LowRankSelector(Selector):
             )
         check_dense_size(r, n, "LRM's strategy L (rank x n)")
         check_dense_size(m, r, "LRM's factor B (m x rank)")
-        norm = 1 if isinstance(privacy, PureDP) else 2
-        B, L, info = lrm_decompose(
-            W,
-            r,
-            norm=norm,
-            gamma=self.params["gamma"],
-            max_iter=self.params["max_iter"],
-            inner=self.params["inner"],
-            init=self.params["init"],
-            seed=self.params["seed"],
-        )
+        norm = privacy.norm
+        options = {k: v for k, v in self.params.items() if k != "rank"}
+        B, L, info = lrm_decompose(W, r, norm=norm, **options)
         info.update({"rank": r, "norm": norm})
         return Strategy(matrix=Dense(L), selector=self.name, loss=info["trace_BtB"], metadata=info)

@@ -11,9 +11,8 @@ halves of a dyadic node ``S``) gives ``(1_{S₁} − 1_{S₂})(·)ᵀ = 2 (1_{S�
 − 1_S 1_Sᵀ``, so ``HᵀH = Σ_S a_S 1_S 1_Sᵀ`` over the dyadic tree with ``a = 0`` at the root
 (total + own detail), ``1`` at the other internal nodes (+2 from the parent, −1 own) and
 ``2`` at the cells. The Gram is therefore a :class:`~mmtoolkit.linalg.TreeGram` (weights
-``0, 1, …, 1, √2``) and the evaluator's tree route scores Privelet exactly at n = 8192 and
-on padded domains, while the sensitivity stays the Haar one, ``log2 l + 1`` (L1) or
-``sqrt(log2 l + 1)`` (L2).
+``0, 1, …, 1, √2``) which the evaluator's tree route scores exactly, while the sensitivity
+stays the Haar one, ``log2 l + 1`` (L1) or ``sqrt(log2 l + 1)`` (L2).
 """
 
 from __future__ import annotations
@@ -54,11 +53,8 @@ def haar_tree(n: int, padded: int) -> Tree:
 
 class PriveletHaar(Matrix):
     """``H_l[:, :n]``: the unnormalised Haar matrix of the padded size ``l = 2^⌈log2 n⌉``
-    with the real columns kept (``l`` rows, ``n`` columns; ``l = n`` is plain Haar).
-
-    ``gram()`` is the equivalent :class:`~mmtoolkit.linalg.TreeGram` (module docstring), so
-    ``pinv`` and the evaluator's trace run in ``O(n log n)``.
-    """
+    with the real columns kept; ``gram()`` is a :class:`~mmtoolkit.linalg.TreeGram` (module
+    docstring)."""
 
     def __init__(self, n: int, padded: int | None = None):
         n = int(n)

@@ -1,9 +1,5 @@
-"""The attribute sizes the per-attribute baselines are built on (HDMM §8: H_b, HB, Quadtree,
-Privelet and GreedyH are 1-D structures, applied per attribute and combined by Kronecker
-product on multi-dimensional domains; digest hdmm.md §15).
-
-Shared by :mod:`.hierarchical`, :mod:`.privelet` and :mod:`.greedy_h`.
-"""
+"""The attribute sizes the per-attribute baselines (H_b, HB, Quadtree, Privelet, GreedyH:
+1-D structures, HDMM §8) are built on."""
 
 from __future__ import annotations
 

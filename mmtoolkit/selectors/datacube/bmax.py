@@ -1,8 +1,7 @@
 """Ding, Winslett, Han & Li's DataCube selection (SIGMOD 2011), "BMAX".
 
-Written from the description in the HDMM paper's baselines (McKenna et al. 2018, §8 and
-the digest's §15 "DataCube") and the datacube paper (Cormode et al. 2013, §2 and §5, the
-"C" strategy); Ding et al.'s own text is not in this repository.
+Written from the HDMM paper's baselines (McKenna et al. 2018, §8; digest §15 "DataCube") and
+the datacube paper (Cormode et al. 2013, §2 and §5, the "C" strategy).
 
 Problem. The workload is a set ``L`` of cuboids (marginals, attribute bitmasks) on
 attributes of sizes ``n_i``. Choose cuboids ``L_pre`` to measure with equal noise; every
@@ -16,31 +15,24 @@ using at most ``s`` candidates, each allowed to cover ``c`` only when
 
 How the HDMM authors ran it (HDMM digest §15, tagged [R/V]): candidates = the workload's
 own cuboids, integer binary search of ``θ`` over ``[0, 2|L|²]``, threshold ``⌊θ / s^{3-p}⌋``
-with ``p = 2``, ``s = 1..|L|``, smallest feasible ``θ``. That is exactly what
-``variant="bmax"`` (the default) computes with ``p=2`` (tests compare it with a literal
-transcription of §15; the mags are integers, so the floor changes nothing). On HDMM's
-Table 5 domain (n_i = 10) the smallest bound measures every workload cuboid, which does
-NOT give the printed DataCube column. ``variant="hdmm_table"`` is the §15 greedy evaluated at
-one point of that search, ``θ = |L|²`` (the first midpoint of ``[0, 2|L|²]``) with
-``s = |L|``, i.e. the cover at ``mag ≤ ⌊θ/s⌋ = |L|``; it reproduces every printed DataCube
-value of HDMM Tables 3 and 5 (DataCube/LM within 0.5% for K ≤ 5). It is an empirical
-characterisation of the printed numbers (no text says the search stops there), kept to
-document them.
+with ``p = 2``, ``s = 1..|L|``, smallest feasible ``θ``: ``variant="bmax"`` (the default)
+with ``p=2`` (the mags are integers, so the floor changes nothing). On HDMM's Table 5 domain
+that measures every workload cuboid, which does NOT give the printed DataCube column.
+``variant="hdmm_table"`` is the §15 greedy at one point of that search, ``θ = |L|²`` (the
+first midpoint) with ``s = |L|``, i.e. the cover at ``mag ≤ |L|``; it reproduces every printed
+DataCube value of HDMM Tables 3 and 5: an empirical characterisation of the printed numbers
+(no text says the search stops there), kept to document them.
 
-Implementation notes. The greedy with a cap of ``s`` picks is a prefix of the uncapped
-greedy, and the cover sets change only at the distinct ``mag`` values, so the uncapped
-greedy is run once per distinct ``mag`` level and the binary search over the finite set of
-candidate bounds ``{s^{3-p} m}`` is exact. Ties in the greedy go to the first candidate in
-ascending bitmask order. Candidates: ``"workload"`` (the workload's own cuboids, as in the
-HDMM comparison) or ``"lattice"`` (every union of the workload's attribute atoms — the full
-cuboid lattice restricted to attributes the workload uses; 2^atoms candidates).
+The greedy with a cap of ``s`` picks is a prefix of the uncapped greedy, and the cover sets
+change only at the distinct ``mag`` values, so the uncapped greedy runs once per ``mag`` level
+and the binary search over the finite set of bounds ``{s^{3-p} m}`` is exact (ties: the first
+candidate in ascending bitmask order). Candidates: the workload's own cuboids, or every union
+of the workload's attribute atoms (``"lattice"``).
 
 The strategy is the weighted marginals ``[λ_κ Q_κ]``: ``budget="uniform"`` (Ding et al.:
-``λ_κ = 1/s`` under L1, ``1/√s`` under L2) or ``budget="max"`` (the general variant with
-per-cuboid noise: the closed-form budgets minimising the same max-variance bound,
-``λ_κ ∝ √M_κ`` under L1 and ``λ_κ² ∝ M_κ`` under L2, ``M_κ`` the largest weighted ``mag``
-of the cuboids computed from ``κ``). Scored like any strategy by the shared evaluator (with
-least-squares inference, as HDMM does).
+``λ_κ = 1/s`` under L1, ``1/√s`` under L2) or ``budget="max"`` (per-cuboid budgets minimising
+the same bound, :func:`minimax_budgets`, ``M_κ`` the largest weighted ``mag`` of the cuboids
+computed from ``κ``).
 """
 
 from __future__ import annotations
@@ -83,6 +75,10 @@ def _bits(key: int) -> list[int]:
     return [i for i in range(key.bit_length()) if (key >> i) & 1]
 
 
+def _cells(key: int, sizes) -> int:
+    return math.prod(sizes[i] for i in _bits(key))
+
+
 def cuboid_cells(keys: np.ndarray, sizes) -> np.ndarray:
     """The number of cells ``Π_{i ∈ key} n_i`` of each cuboid (attribute bitmask) in ``keys``
     on attributes of sizes ``sizes``, as floats (exact below 2^53); ``mag(c, κ)`` of the
@@ -93,21 +89,17 @@ def cuboid_cells(keys: np.ndarray, sizes) -> np.ndarray:
     return out
 
 
-def _atoms(keys: list[int], d: int) -> list[int]:
-    """The coarsest partition of the used attributes into blocks that every workload key is a
-    union of (attributes grouped by their membership signature)."""
+def _candidates(keys: list[int], d: int, mode: str) -> np.ndarray:
+    if mode == "workload":
+        return np.array(sorted(set(keys)), dtype=np.int64)
+    # the atoms: the coarsest partition of the used attributes into blocks that every workload
+    # key is a union of (attributes grouped by their membership signature)
     sig: dict[tuple, int] = {}
     for i in range(d):
         s = tuple((k >> i) & 1 for k in keys)
         if any(s):
             sig[s] = sig.get(s, 0) | (1 << i)
-    return sorted(sig.values())
-
-
-def _candidates(keys: list[int], d: int, mode: str) -> np.ndarray:
-    if mode == "workload":
-        return np.array(sorted(set(keys)), dtype=np.int64)
-    atoms = _atoms(keys, d)
+    atoms = sorted(sig.values())
     if (1 << len(atoms)) > MAX_LATTICE_CANDIDATES:
         raise ValueError(
             f"candidates='lattice' needs 2^{len(atoms)} cuboids (> {MAX_LATTICE_CANDIDATES}); "
@@ -126,11 +118,8 @@ def bmax(
     """Ding et al.'s BMAX cuboid selection for the workload cuboids ``keys`` (see module doc).
 
     ``weights`` (optional, one per key) scale each cuboid's variance by ``w²``.
-    ``mag_limit`` (optional; a number, or ``"L"`` for the number of workload cuboids) skips
-    the search and returns the greedy cover at the fixed threshold ``mag ≤ mag_limit``.
-    ``"L"`` is the §15 greedy at ``θ = |L|², s = |L|`` (``variant="hdmm_table"`` of the
-    selector): not the minimum-bound search, but it reproduces the DataCube numbers printed
-    by HDMM (Tables 3 and 5); see the module docstring and configs/hdmm/table5_datacube.yaml.
+    ``mag_limit`` (optional; a number, or ``"L"`` for the number of workload cuboids: the
+    ``hdmm_table`` variant) skips the search and returns the greedy cover at ``mag ≤ mag_limit``.
     """
     if p not in (1, 2):
         raise ValueError(f"p must be 1 (L1, Laplace) or 2 (L2, Gaussian), got {p!r}")
@@ -241,18 +230,12 @@ def minimax_budgets(worst, norm: int) -> np.ndarray:
 class DingDataCube(Selector):
     """DataCube (Ding et al. 2011) via BMAX, for marginal workloads on any domain.
 
-    Parameters: ``p`` (1 or 2; default from the privacy: 1 for PureDP, 2 for
-    ApproxDP/ZCDP; HDMM §15 ran ``p=2``), ``candidates`` ("workload" | "lattice"),
-    ``budget`` ("uniform" | "max"), ``variant`` ("bmax": the smallest feasible bound, as
-    described; "hdmm_table": the cover at ``θ = |L|², s = |L|`` that reproduces HDMM's
-    printed tables, see the module docstring), ``mag_limit`` (None, or a number / "L" for a
-    fixed threshold, see :func:`bmax`; not combined with ``variant="hdmm_table"``),
-    ``ranges`` ("refuse": marginal workloads only, the default; "as_marginals": a Kronecker
-    term with range-type factors — AllRange, Prefix, WidthRange, … — is read as the cuboid on
-    its non-total attributes, which Ding et al. answer the ranges from by summing cells; the
-    strategy is still the weighted cuboids, scored against the real workload).
-    The selection minimises Ding et al.'s max-variance bound whatever the objective
-    ("sum" is accepted because HDMM reports DataCube in total-error tables).
+    Parameters: ``p`` (1 or 2; default from the privacy), ``candidates``, ``budget``,
+    ``variant`` (module docstring), ``mag_limit`` (a fixed threshold, :func:`bmax`),
+    ``ranges`` ("refuse", the default, or "as_marginals": a Kronecker term with range-type
+    factors is read as the cuboid on its non-total attributes, which Ding et al. answer the
+    ranges from by summing cells). The selection minimises the max-variance bound whatever
+    the objective ("sum" is accepted because HDMM reports DataCube in total-error tables).
     """
 
     name = "ding_datacube"
@@ -317,20 +300,10 @@ class DingDataCube(Selector):
                 len(cents), 1.0 / (len(cents) if privacy.norm == 1 else math.sqrt(len(cents)))
             )
         else:
-            worst = []  # a cuboid nothing is computed from gets λ = 0 (dropped)
-            for kappa in cents:
-                cells_k = math.prod(sizes[i] for i in _bits(kappa))
-                worst.append(
-                    max(
-                        (
-                            keys[c] ** 2 * cells_k / math.prod(sizes[i] for i in _bits(c))
-                            for c, k in res.assignment.items()
-                            if k == kappa
-                        ),
-                        default=0.0,
-                    )
-                )
-            lam = minimax_budgets(worst, privacy.norm)
+            worst = dict.fromkeys(cents, 0.0)  # a cuboid nothing is computed from: λ = 0
+            for c, k in res.assignment.items():
+                worst[k] = max(worst[k], keys[c] ** 2 * _cells(k, sizes) / _cells(c, sizes))
+            lam = minimax_budgets(list(worst.values()), privacy.norm)
         matrix = Marginals(sizes, dict(zip(cents, lam.tolist())))
         return Strategy(
             matrix=matrix,

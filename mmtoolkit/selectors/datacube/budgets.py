@@ -1,27 +1,21 @@
 """Optimal noise budgets for a grouped strategy (Cormode et al., ICDE 2013, §3.1, Cor. 3.3, App. A).
 
-Cormode, Procopiuc, Srivastava & Yaroslavtsev, "Accurate and Efficient Private Release of
-Datacubes and Contingency Tables" (ICDE 2013), step 2 of the framework of its Fig. 3: a
-strategy ``S`` and an initial recovery ``R`` with ``R S = Q`` are given; row ``i`` of ``S``
-is answered with noise of variance ``v / λ_i²`` (Prop. 3.1), ``v = privacy.noise_variance(1)``,
-where the *budget fractions* ``λ`` satisfy the per-column privacy constraint
-``Σ_i λ_i |S_ij| ≤ 1`` (L1, Laplace) or ``Σ_i λ_i² S_ij² ≤ 1`` (L2, Gaussian). Under
-``PureDP(ε)`` row ``i`` gets ``ε_i = ε λ_i``; under ``ApproxDP(ε, δ)`` likewise (Gaussian,
-App. A); under ``ZCDP(ρ)`` row ``i`` gets ``ρ_i = ρ λ_i²``. The objective (eq. 1) is the
-weighted total variance of ``R y``: ``v Σ_i b_i / λ_i²`` with ``b_i = Σ_q w_q R_qi²``.
+Step 2 of the framework of Cormode, Procopiuc, Srivastava & Yaroslavtsev's Fig. 3: given a
+strategy ``S`` and an initial recovery ``R`` with ``R S = Q``, row ``i`` of ``S`` is answered
+with noise of variance ``v / λ_i²`` (Prop. 3.1, ``v = privacy.noise_variance(1)``), where the
+*budget fractions* ``λ`` satisfy ``Σ_i λ_i |S_ij| ≤ 1`` (L1, Laplace) or ``Σ_i λ_i² S_ij² ≤ 1``
+(L2, Gaussian, App. A) for every column. The objective (eq. 1) is the weighted total variance
+of ``R y``: ``v Σ_i b_i / λ_i²`` with ``b_i = Σ_q w_q R_qi²``.
 
 With a *grouping* (Def. 3.1: rows of a group have disjoint supports and one magnitude
 ``C_k``, and every column meets each group) the problem has the closed forms of Cor. 3.3
-(``λ_k ∝ (b_k/C_k)^{1/3}``) and App. A (``λ_k² ∝ √b_k / C_k``): :func:`optimal_budgets`.
-The package's strategies (I, Q, F, C of :mod:`.strategies` and :mod:`.fourier`) have their
-grouping by construction (C = 1 per group), so only the closed forms are implemented; the
-general route (a grouping found for an arbitrary ``S``, the convex program (1)–(3) of §3.2)
-is the tests' reference (tests/datacube_reference.py), which checks Thm 3.4 on it.
+and App. A (:func:`optimal_budgets`). The package's strategies have their grouping by
+construction (C = 1 per group), so only the closed forms are implemented; the general convex
+program (1)–(3) of §3.2 is the tests' reference (tests/datacube_reference.py).
 
-A budgeted strategy is returned as a row-weighted Matrix (``Marginals`` / ``Fourier`` with
-weights ``λ``), whose sensitivity is 1, so :mod:`mmtoolkit.evaluate` scores it — with the
-GLS recovery of §3.2, which is what least-squares inference on ``diag(λ) S`` is — like any
-other strategy.
+A budgeted strategy is a row-weighted Matrix (``Marginals`` / ``Fourier`` with weights
+``λ``) of sensitivity 1, which :mod:`mmtoolkit.evaluate` scores with least squares: the GLS
+recovery of §3.2.
 """
 
 from __future__ import annotations

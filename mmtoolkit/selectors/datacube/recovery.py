@@ -2,17 +2,11 @@
 
 Step 3 of the framework of Cormode, Procopiuc, Srivastava & Yaroslavtsev's Fig. 3: the GLS
 recovery ``R* = Q (Sᵀ V⁻¹ S)⁺ Sᵀ V⁻¹`` (§3.2, eq. 7). For marginal and Fourier strategies on
-binary attributes (the ``datacube`` strategies Q, F, C and the ``fourier`` selector) it is
-diagonal in the parity basis (§4, Thm 4.1): every noisy marginal ``κ`` gives, after a
-``2^{|κ|}``-point Walsh–Hadamard transform, independent estimates of the coefficients
-``θ_β`` (``β ≼ κ``) with variance ``2^{|κ|} v_κ``, and GLS is the per-β inverse-variance
-average. :class:`FourierEstimate` computes it from the noisy answers without any ``2^d``-cell
-vector, so the workload marginals of a Datacube release can be answered on the paper's
-23-bit Adult (:mod:`mmtoolkit.mechanism` reconstructs a Fourier strategy through the
-``2^d``-cell ``x̂``; benchmarks/bench_datacube.py times this route). With unit variances it
-is the least-squares consistency step of §3.3/§4.3 (one set of coefficients, so the
-marginals are mutually consistent).
-The shared evaluator gives the same variances analytically (tests/selectors/test_datacube.py).
+binary attributes it is diagonal in the parity basis (§4, Thm 4.1): every noisy marginal
+``κ`` gives, after a ``2^{|κ|}``-point Walsh–Hadamard transform, independent estimates of the
+coefficients ``θ_β`` (``β ≼ κ``) with variance ``2^{|κ|} v_κ``, and GLS is the per-β
+inverse-variance average. :class:`FourierEstimate` computes it without any ``2^d``-cell
+vector. With unit variances it is the least-squares consistency step of §3.3/§4.3.
 """
 
 from __future__ import annotations
@@ -37,11 +31,9 @@ class _Estimates:
 class FourierEstimate:
     """GLS in the parity basis on ``d`` binary attributes (§3.2 with §4; digest §4 [D]).
 
-    Add measurements — noisy marginals (:meth:`add_marginal`, i.i.d. noise of variance
-    ``v`` per cell) or noisy coefficients (:meth:`add_coefficients`) — then read the
-    inverse-variance-weighted coefficients (:meth:`solve`) and the consistent GLS marginals
-    (:meth:`marginal`). Each noisy marginal ``κ`` yields ``WHT(ỹ_κ)``: independent estimates of
-    ``θ_β``, ``β ≼ κ``, each of variance ``2^{|κ|} v``. Answers may carry extra columns
+    Add noisy marginals (:meth:`add_marginal`, i.i.d. noise of variance ``v`` per cell) or
+    noisy coefficients (:meth:`add_coefficients`), then read the GLS coefficients
+    (:meth:`solve`) and marginals (:meth:`marginal`). Answers may carry extra columns
     (several noise draws at once).
     """
 

@@ -15,10 +15,8 @@ strategies and budgets its row groups (:mod:`.budgets`):
   ``κ``, R aggregates each workload marginal from its cuboid, ``b_κ = 2^{|κ|} Σ_{α→κ} w_α²``).
 
 ``budget="uniform"`` gives the paper's I, Q, F, C; ``budget="optimal"`` the closed-form
-budgets of Cor. 3.3 (PureDP) / App. A (ApproxDP, zCDP): Q+, F+, C+. The strategy is the
-row-weighted matrix ``diag(λ) S`` (``Marginals`` or ``Fourier`` with weights ``λ``), so the
-shared evaluator scores it with the GLS recovery of §3.2. ``Strategy.loss`` is the budget
-objective ``Σ_k b_k / λ_k²`` for the initial recovery R (per unit noise variance).
+budgets of Cor. 3.3 (PureDP) / App. A (ApproxDP, zCDP): Q+, F+, C+ (:mod:`.budgets`).
+``Strategy.loss`` is the budget objective ``Σ_k b_k / λ_k²`` for the initial recovery R.
 """
 
 from __future__ import annotations

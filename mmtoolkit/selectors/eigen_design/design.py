@@ -1,15 +1,10 @@
 """Eigen-Design's weighting program: the optimal weighting of a design set of queries
 (Li & Miklau, PVLDB 2012, Program 1 §3.1, Thm 1; §3.5; §4.2; Program 2 step 4 §3.3).
 
-This module holds the design sets, Program 1 and its solvers, the §4.2 reductions and the
-strategy built from a weighting; the selector that strings them together (Program 2) is
-:mod:`.selector`, the eigen-queries come from :mod:`.gram`.
-
 The strategy is ``A = [diag(λ) Q ; D']``: the rows ``q_i`` of a square design set ``Q``
-(by default the *eigen-queries*, the eigenvectors of ``WᵀW``, §3.2 Def. 6), weighted by
-the solution of **Program 1** (§3.1), then completed with one row per cell so that every
-column reaches the maximum column norm (**Program 2** step 4, §3.3; the augmentation of
-Li et al. 2010, Thm 5.27, at no sensitivity cost).
+(by default the eigen-queries, §3.2 Def. 6), weighted by the solution of **Program 1**
+(§3.1), then completed with one row per cell so that every column reaches the maximum column
+norm (**Program 2** step 4, §3.3; Li et al. 2010, Thm 5.27, at no sensitivity cost).
 
 Program 1 (Thm 1, L2 / (ε,δ) form) with ``u_i = λ_i²`` and ``c_i = ||(W Q⁺)_{:,i}||²``::
 
@@ -29,15 +24,9 @@ and the primal point ``x ∝ (c / Pν)^{1/(p+1)}`` rescaled to feasibility has v
 duality gap. ``ν ← ν ∘ g / νᵀg`` (the multiplicative algorithm of optimal design) drives
 the gap to zero; O(nk) per iteration, no factorisation.
 
-Representation: orthogonal design rows (eigen-queries, Haar, Hadamard) give the strategy
-as an :class:`~mmtoolkit.linalg.OrthoBasis` (Q stored once, rows normalised, completion
-as a diagonal), which the evaluator scores exactly in that basis at any n the
-eigendecomposition reaches (8192 here); other design sets give a dense ``[diag(λ) Q ; D']``.
-
-Workload reductions of §4.2: *eigen-query separation* (groups of ``group_size``
-eigen-queries by eigenvalue, Program 1 per group, then Program 1 again over the group
-scale factors) and *principal vectors* (the top ``fraction`` of eigen-queries weighted
-individually, one common weight for all other non-zero eigen-queries):
+Orthogonal design rows (eigen-queries, Haar, Hadamard) give the strategy as an
+:class:`~mmtoolkit.linalg.OrthoBasis`, which the evaluator scores exactly in that basis; other
+design sets give a dense ``[diag(λ) Q ; D']``. The workload reductions of §4.2 are
 :func:`eigen_query_separation` and :func:`principal_vectors`.
 """
 
@@ -62,15 +51,11 @@ DESIGNS = ("eigen", "wavelet", "fourier", "identity")
 
 # ====================================================================== design sets
 def design_matrix(design, n: int, sizes=None) -> np.ndarray:
-    """A named design set as a dense ``n x n`` array (rows are design queries).
-
-    ``wavelet``: the ±1 Haar matrix (Privelet; Li & Miklau §5 "Wavelet"); ``fourier``: the
-    Walsh-Hadamard (parity) basis, the Fourier basis over the binary encoding of the cells
-    of Barak et al. (PODS 2007) used as the "Fourier" strategy; ``identity``: I_n. With
-    attribute ``sizes`` (product n, row-major cells) a named set is the Kronecker product of
-    the per-attribute sets — the multi-dimensional Wavelet of §5 ("extended to multiple
-    dimensions ... by Kronecker product"); for ``fourier`` on power-of-2 sizes this is the
-    same matrix as without sizes. A numpy array or Matrix is used as given.
+    """A named design set as a dense ``n x n`` array (rows are design queries): ``wavelet``,
+    the ±1 Haar matrix (Li & Miklau §5 "Wavelet"); ``fourier``, the Walsh-Hadamard basis
+    (Barak et al., PODS 2007); ``identity``. With attribute ``sizes`` (product n) a named set
+    is the Kronecker product of the per-attribute sets (the multi-dimensional Wavelet of §5).
+    A numpy array or Matrix is used as given.
     """
     if isinstance(design, str):
         if design not in DESIGNS or design == "eigen":
@@ -162,16 +147,11 @@ def solve_weighting(
     tol: float = 1e-7,
     max_iter: int = 200_000,
 ) -> Weighting:
-    """Solve ``min Σ_i c_i / x_i^p`` s.t. ``Σ_i x_i P[i, j] ≤ 1`` for every column j, ``x ≥ 0``.
-
-    Program 1 of Li & Miklau (§3.1) is ``p = 1`` with ``P = Q∘Q`` (``x = u = λ²``); the ε-DP
-    variant of §3.5 is ``p = 2`` with ``P = |Q|`` (``x = λ``). ``c > 0`` (drop zero costs
-    first) and every row of ``P`` must be non-zero. ``solver="dual"`` is the multiplicative
-    dual method of the module docstring, stopped when the certified relative gap is
-    ``≤ tol`` (or when it stops improving: double precision floors the certified gap near
-    1e-9, because the dual is flat to second order at its maximum); ``clarabel`` / ``scs``
-    / ``ecos`` go through cvxpy (and report the dual bound of the solver's multipliers,
-    computed the same way).
+    """Solve ``min Σ_i c_i / x_i^p`` s.t. ``Σ_i x_i P[i, j] ≤ 1`` for every column j, ``x ≥ 0``
+    (module docstring; ``c > 0``, every row of ``P`` non-zero). ``solver="dual"`` stops when
+    the certified relative gap is ``≤ tol`` or stops improving (double precision floors it
+    near 1e-9: the dual is flat to second order at its maximum); ``clarabel`` / ``scs`` /
+    ``ecos`` go through cvxpy, certified by the dual bound of the solver's multipliers.
     """
     c = np.asarray(c, dtype=float)
     P = np.asarray(P, dtype=float)
@@ -204,7 +184,7 @@ def _dual_multiplicative(c, P, p, tol, max_iter) -> Weighting:
     """Monotone ascent of the dual bound S(ν) over the simplex by multiplicative steps
     ``ν ← ν ∘ (g/S)^ρ`` (ρ = 1 is the classic multiplicative algorithm of optimal design;
     ρ adapts: ×1.5 after an ascent step, ÷4 and retry when S would decrease)."""
-    k, n = P.shape
+    n = P.shape[1]
     b = 1.0 / (p + 1)
 
     def evaluate(log_nu):
@@ -257,8 +237,7 @@ def _dual_multiplicative(c, P, p, tol, max_iter) -> Weighting:
 def _cvxpy_weighting(c, P, p, solver) -> Weighting:
     import cvxpy as cp
 
-    k, n = P.shape
-    x = cp.Variable(k, pos=False)
+    x = cp.Variable(P.shape[0], pos=False)
     obj = (
         cp.sum(cp.multiply(c, cp.inv_pos(x))) if p == 1 else cp.sum(cp.multiply(c, cp.power(x, -2)))
     )
@@ -342,8 +321,7 @@ def weighted_strategy(Q: np.ndarray, x: np.ndarray, p: int, complete: bool, c=No
         deficit = 1.0 - cols
         deficit[deficit <= (Q.shape[0] + 2) * np.finfo(float).eps] = 0.0
         d = np.sqrt(deficit) if p == 1 else deficit
-    # orthogonal design rows (eigen-queries, Haar, Hadamard): the structured OrthoBasis kind,
-    # scored exactly by the evaluator's OrthoBasis route at any n the eigensolver reaches
+    # orthogonal design rows: the structured OrthoBasis kind (module docstring)
     r = np.sqrt(np.einsum("ij,ij->i", Q, Q))
     Qn = Q if np.allclose(r, 1.0, rtol=0.0, atol=1e-12) else Q / r[:, None]
     if check_orthonormal_rows(Qn):

@@ -1,15 +1,8 @@
 """The eigen-queries of a workload (Li & Miklau, PVLDB 2012, §3.2 Def. 6 and §4.1).
 
-``WᵀW`` is formed as a dense symmetric array (of the row-normalised workload ``D W``,
-``D = diag(1/||w_i||₂)``, for relative error, §3.4) and eigendecomposed; the *eigen-queries*
-are its unit eigenvectors with non-zero eigenvalue, as rows, eigenvalues descending, in
-the canonical basis of :mod:`mmtoolkit.linalg.spectral` inside each repeated eigenvalue.
-
-Shared by the three selectors of this package: Eigen-Design weights the eigen-queries by
-Program 1 (:mod:`.selector`), the singular-value-bound strategy weights them by ``σ^{1/4}``
-(Li, Hay, Rastogi, Miklau & McGregor, PODS 2010, Thm 5.25; :mod:`.svd`), and the Matrix
-Mechanism's SDP uses ``F = D^{1/2} Q`` as an ``r x n`` factor of ``WᵀW`` (Li et al. 2010,
-§5.1's workload reduction; :mod:`.mm_sdp`).
+``WᵀW`` is formed as a dense symmetric array (of the row-normalised workload for relative
+error, §3.4) and eigendecomposed; the *eigen-queries* are its unit eigenvectors with non-zero
+eigenvalue, as rows, eigenvalues descending. Shared by the three selectors of this package.
 """
 
 from __future__ import annotations
@@ -40,14 +33,7 @@ def workload_gram(W: Matrix, normalize_rows: bool = False, max_n: int = MAX_EIGE
             f"Eigen-Design eigendecomposes the {n} x {n} Gram of the workload densely; "
             f"n = {n} exceeds the limit {max_n} (MAX_EIGEN_N)"
         )
-    if normalize_rows:
-        G = _normalized_gram(W)
-    else:
-        Gm = W.gram()
-        try:
-            G = Gm.dense()
-        except TooLargeError:  # above the shared dense guard but within MAX_EIGEN_N
-            G = _columns_of(Gm, n)
+    G = _normalized_gram(W) if normalize_rows else _gram(W)
     G = 0.5 * (G + G.T)
     if not np.all(np.isfinite(G)):
         raise ValueError("the workload has non-finite entries")
@@ -56,14 +42,25 @@ def workload_gram(W: Matrix, normalize_rows: bool = False, max_n: int = MAX_EIGE
     return G
 
 
-def _columns_of(M: Matrix, n: int) -> np.ndarray:
-    out = np.empty((M.shape[0], n))
-    step = max(1, min(n, _linalg_base.MAX_DENSE_ENTRIES // max(M.shape[0], 1)))
+def _columns(apply, n: int, rows: int) -> np.ndarray:
+    """The ``n x n`` result of ``apply`` on the identity, a block of columns at a time (blocks
+    of ``rows`` x columns within the dense limit)."""
+    out = np.empty((n, n))
+    step = max(1, min(n, _linalg_base.MAX_DENSE_ENTRIES // max(rows, 1)))
     for s in range(0, n, step):
         E = np.zeros((n, min(step, n - s)))
         E[np.arange(s, s + E.shape[1]), np.arange(E.shape[1])] = 1.0
-        out[:, s : s + E.shape[1]] = M.matvec(E)
+        out[:, s : s + E.shape[1]] = apply(E)
     return out
+
+
+def _gram(W: Matrix) -> np.ndarray:
+    n = W.shape[1]
+    Gm = W.gram()
+    try:
+        return Gm.dense()
+    except TooLargeError:  # above the shared dense guard but within MAX_EIGEN_N
+        return _columns(Gm.matvec, n, n)
 
 
 def _normalized_gram(W: Matrix) -> np.ndarray:
@@ -73,37 +70,18 @@ def _normalized_gram(W: Matrix) -> np.ndarray:
     if np.isscalar(r):
         if r == 0:
             raise ValueError("the workload is all zero: no query has a non-zero coefficient")
-        Gm = W.gram()
-        try:
-            G = Gm.dense()
-        except TooLargeError:
-            G = _columns_of(Gm, n)
-        return G / float(r)
+        return _gram(W) / float(r)
     r = np.asarray(r, dtype=float)
     inv = np.zeros(m)
     inv[r > 0] = 1.0 / r[r > 0]
-    step = max(1, min(n, _linalg_base.MAX_DENSE_ENTRIES // max(m, 1)))
-    G = np.empty((n, n))
-    for s in range(0, n, step):
-        b = min(step, n - s)
-        E = np.zeros((n, b))
-        E[np.arange(s, s + b), np.arange(b)] = 1.0
-        Y = W.matvec(E) * inv[:, None]
-        G[:, s : s + b] = W.rmatvec(Y)
-    return G
+    return _columns(lambda E: W.rmatvec(W.matvec(E) * inv[:, None]), n, m)
 
 
 def eigen_queries(G: np.ndarray, rtol: float = ZERO_RTOL):
     """Eigen-queries of ``G = WᵀW`` (Li & Miklau Def. 6): ``(σ, Q)`` with ``σ`` descending,
     zero eigenvalues (``< rtol · σ_max``) dropped, ``Q`` the matching unit eigenvectors as
-    rows.
-
-    Canonical: inside every repeated eigenvalue (the eigen-queries of marginal and Kronecker
-    workloads mostly are) the basis is the one :func:`~mmtoolkit.linalg.spectral.
-    canonical_eigenbasis` derives from the eigenspace's projector, with its signs, and the
-    cluster's eigenvalues are its mean; so the queries, Program 1's weights and every
-    strategy built from them do not depend on which basis the eigensolver happened to return
-    (it changes with the BLAS thread count)."""
+    rows, in the canonical basis of :mod:`mmtoolkit.linalg.spectral` inside each repeated
+    eigenvalue (so nothing built from them depends on the eigensolver's choice)."""
     sigma, V = np.linalg.eigh(G)
     order = np.argsort(sigma)[::-1]
     sigma, V = sigma[order], V[:, order]

@@ -15,17 +15,16 @@ paper's approximations, in this order (``l1_method``):
    i.e. Program 5.2's optimum) or ``"svd_bound"`` the singular-value-bound approximation
    (Problem 5.24, closed form ``A = D_W^{1/2} Q_W``, Thm 5.25);
 2. ``rotate=True``: Program 5.3 — the least-L1-sensitivity strategy ``B`` with
-   ``BᵀB = AᵀA`` (same error profile) — solved by convex iteration (Dattorro; the method
-   the paper cites): with ``A = C`` and ``B = V C``, ``BᵀB = CᵀC`` ⇔ ``V`` orthogonal ⇔
-   ``||V||₂ ≤ 1`` and ``||V||_* = r``; each step solves the convex program
-   ``min_V sens₁(VC) − w ⟨V, U_k⟩`` s.t. ``||V||₂ ≤ 1`` with ``U_k`` the polar factor of
-   the previous ``V`` (the direction matrix), and every iterate is projected to its polar
-   factor so the profile is kept exactly; the best sensitivity found is returned;
+   ``BᵀB = AᵀA`` — by convex iteration (Dattorro; the method the paper cites): ``B = V C``
+   with ``V`` orthogonal ⇔ ``||V||₂ ≤ 1`` and ``||V||_* = r``; each step solves
+   ``min_V sens₁(VC) − w ⟨V, U_k⟩`` s.t. ``||V||₂ ≤ 1``, ``U_k`` the polar factor of the
+   previous ``V``, and every iterate is projected to its polar factor (the profile is kept
+   exactly); the best sensitivity found is returned;
 3. ``augment=True``: completing deficient columns (§5.3, Thm 5.27): rows
    ``(Δ − ||a_j||₁) e_j`` for every column below the sensitivity ``Δ``.
 
-Size limit: the SDP is solved for ``n ≤ max_n`` (default :data:`MAX_SDP_N`, measured here
-— see ``benchmarks/bench_mm_sdp.py``); larger domains raise a ValueError.
+Size limit: the SDP is solved for ``n ≤ max_n`` (default :data:`MAX_SDP_N`); larger domains
+raise a ValueError.
 """
 
 from __future__ import annotations
@@ -42,15 +41,12 @@ from ...strategy import Strategy
 from ..base import NotApplicableError, Selector, register
 from .gram import eigen_queries, workload_gram
 
-#: Largest n Program 5.2 is attempted for by default: the largest size solved within 10
-#: minutes here (benchmarks/bench_mm_sdp.py, all ranges; near idle: SCS n = 16/32/64 in
-#: 0.08/0.7/287 s, Clarabel n = 32 in 3.6 s; contended: Clarabel 1364 s, 3.8 GB at n = 64).
+#: Largest n Program 5.2 is attempted for by default: about the largest size solved within
+#: minutes (``benchmarks/bench_mm_sdp.py``).
 MAX_SDP_N = 64
 SDP_SOLVERS = ("clarabel", "scs")
-#: Relative accuracy of Program 5.2's solution X: the solvers stop at ~1e-7 (SCS eps) or
-#: ~1e-8 (Clarabel), so X's repeated eigenvalues come back split (measured up to ~1e-13 on
-#: marginals, where the double-precision rule of linalg.spectral would split them by the
-#: rounding of the input); eigenvalues of X closer than this are one cluster.
+#: Relative accuracy of Program 5.2's solution X (the solvers stop at ~1e-7 or ~1e-8, so X's
+#: repeated eigenvalues come back split): eigenvalues of X closer than this are one cluster.
 SDP_ACCURACY = 1e-6
 L1_METHODS = ("l2", "svd_bound")
 
@@ -119,8 +115,8 @@ def min_sensitivity_rotation(
     starts = [C]
     lam, Vg = np.linalg.eigh(0.5 * (G + G.T))
     if r == C.shape[1] and lam.min() > 1e-12 * lam.max():
-        starts.append(np.linalg.cholesky(G).T)  # upper-triangular factor
-        starts.append((Vg * np.sqrt(lam)) @ Vg.T)  # symmetric square root
+        # the upper-triangular factor and the symmetric square root
+        starts += [np.linalg.cholesky(G).T, (Vg * np.sqrt(lam)) @ Vg.T]
     best_B, best_s = C, float(np.abs(C).sum(axis=0).max())
     start_s = best_s
     V = cp.Variable((r, r))
@@ -145,9 +141,9 @@ def min_sensitivity_rotation(
                 prob.solve(solver=solver.upper())
             except cp.error.SolverError:
                 break
-            if V.value is None:
-                break
             Vk = V.value
+            if Vk is None:
+                break
             Uk = _polar(Vk)
             B = Uk @ C0
             s = float(np.abs(B).sum(axis=0).max())
@@ -171,7 +167,7 @@ class MatrixMechanismSDP(Selector):
 
     Parameters
     ----------
-    solver : "scs" (default; fastest here) or "clarabel" (more accurate, ~3x slower).
+    solver : "scs" (default; faster) or "clarabel" (more accurate, slower).
     max_n : refuse domains larger than this (default :data:`MAX_SDP_N`).
     l1_method : PureDP starting profile, "l2" (default) or "svd_bound".
     rotate : PureDP: apply Program 5.3's sensitivity-minimising rotation (default True).

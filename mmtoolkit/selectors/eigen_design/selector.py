@@ -1,11 +1,8 @@
 """The Eigen-Design selector (Li & Miklau, PVLDB 2012, Program 2 §3.3; §3.5 for ε-DP;
 §4.2 workload reductions; §3.4 relative error), registered as ``eigen_design``.
 
-Program 2: form ``WᵀW`` and its eigen-queries, or take another design set (:mod:`.gram`,
-:func:`.design.design_matrix`), weight the design queries by Program 1
-(:func:`.design.solve_weighting`, or one of the §4.2 reductions), and complete the columns
-(:func:`.design.weighted_strategy`). Relative error (§3.4): ``normalize_rows=True`` scales
-every query to unit L2 norm before the design.
+Program 2: the eigen-queries of ``WᵀW`` or another design set, weighted by Program 1 (or a
+§4.2 reduction), with the columns completed (:mod:`.design`).
 """
 
 from __future__ import annotations
@@ -16,7 +13,7 @@ import numpy as np
 
 from ...checks import check_bool, check_int, check_positive, check_probability
 from ...linalg import Matrix, as_matrix
-from ...privacy import Privacy, PureDP
+from ...privacy import Privacy
 from ...strategy import Strategy
 from ..base import Selector, register
 from .design import (
@@ -126,7 +123,7 @@ class EigenDesign(Selector):
             keep = c > ZERO_RTOL * c.max()
             c, Q = c[keep], Q[keep]
         t1 = time.perf_counter()
-        p = 2 if isinstance(privacy, PureDP) else 1
+        p = 2 if privacy.norm == 1 else 1
         P = np.abs(Q) if p == 2 else Q * Q
         opts = (prm["solver"], prm["tol"], prm["max_iter"])
         if prm["reduction"] == "separation":

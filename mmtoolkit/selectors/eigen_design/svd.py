@@ -3,9 +3,7 @@
 ``A = D_W^{1/2} Q_W``: the eigen-queries of ``WᵀW`` (its unit eigenvectors, zero
 eigenvalues dropped) weighted by ``σ_i^{1/4}`` (the square roots of W's singular values).
 It is the exact optimum of the singular-value-bound approximation (Problem 5.24:
-minimise ``tr(AᵀA) · tr(WᵀW (AᵀA)⁺)``, optimal value ``(Σ_i sqrt σ_i)²``), attains the
-weighting of the SVD lower bound, and is the feasible point Li & Miklau use to prove
-Eigen-Design's approximation ratio ``(n σ_1 / SVDB)^{1/4}`` (Thm 3).
+minimise ``tr(AᵀA) · tr(WᵀW (AᵀA)⁺)``, optimal value ``(Σ_i sqrt σ_i)²``).
 """
 
 from __future__ import annotations
@@ -14,7 +12,7 @@ import numpy as np
 
 from ...checks import check_bool
 from ...linalg import Matrix
-from ...privacy import Privacy, PureDP
+from ...privacy import Privacy
 from ...strategy import Strategy
 from ..base import Selector, register
 from .design import weighted_strategy
@@ -23,11 +21,8 @@ from .gram import eigen_queries, workload_gram
 
 @register
 class SVDBoundStrategy(Selector):
-    """``A = diag(σ^{1/4}) Q`` over the eigen-queries of ``WᵀW`` (Li et al. 2010, Thm 5.25).
-
-    ``complete=True`` adds the column-completion rows of Li & Miklau Program 2 step 4
-    (L2; L1 under PureDP, Li et al. 2010 §5.3), which never increase the error.
-    """
+    """``A = diag(σ^{1/4}) Q`` over the eigen-queries of ``WᵀW`` (Li et al. 2010, Thm 5.25);
+    ``complete=True`` adds the column-completion rows of Li & Miklau Program 2 step 4."""
 
     name = "svd_strategy"
     method = "SVD-bound strategy: the eigen-queries of WᵀW weighted by eigenvalue^(1/4)"
@@ -41,7 +36,7 @@ class SVDBoundStrategy(Selector):
 
     def _select(self, workload: Matrix, privacy: Privacy, objective: str) -> Strategy:
         sigma, Q = eigen_queries(workload_gram(workload))
-        p = 2 if isinstance(privacy, PureDP) else 1
+        p = 2 if privacy.norm == 1 else 1
         # weights λ_i = σ_i^{1/4}: x = λ² for the L2 form (p = 1), x = λ for L1 (p = 2)
         x = np.sqrt(sigma) if p == 1 else sigma**0.25
         matrix, _ = weighted_strategy(Q, x, p, self.params["complete"])

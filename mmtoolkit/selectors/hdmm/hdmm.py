@@ -2,18 +2,13 @@
 random restarts.
 
 Identity is the initial incumbent (Algorithm 2, line 1), so HDMM is never worse than
-Identity. Each restart s draws a child seed of ``SeedSequence(seed)`` and runs every
-applicable operator from it; a candidate replaces the incumbent when its selection loss
-(sensitivity² · trace term, at unit sensitivity) is lower. Losses: Identity and OPT_⊗ exact
-(Thm 6), OPT_M exact (projection onto the marginals algebra), OPT_+ the separate-answering
-upper bound, replaced by the exact least-squares value whenever the shared evaluator computes
-it structurally (two groups; HDMM's own 2-D numbers were LSMR simulations). With
-``answering="separate"`` OPT_+ is a SeparateUnion (each product answered from its own block,
-HDMM's journal-era template) whose loss is its exact closed-form error at any domain size.
-OPT_+ is skipped when all products share one signature or, with least-squares answering,
-when the domain has more cells than the shared evaluator can score a union strategy on
-(``StackedKroneckerRoute.MAX_CELLS``; HDMM §8 itself reaches N ≈ 10⁸ with OPT_+), OPT_⊗ and
-OPT_+ when the products do not share one factorisation of the domain.
+Identity. Each restart draws a child seed of ``SeedSequence(seed)`` and runs every applicable
+operator from it; a candidate replaces the incumbent when its selection loss (at unit
+sensitivity) is lower. Losses are exact, except OPT_+'s with least-squares answering: the
+separate-answering upper bound unless the shared evaluator computes the exact value
+structurally (:func:`union_loss`). OPT_+ is skipped when all products share one signature or
+the domain is too large to score its least squares (:func:`~.union.union_size_refusal`), OPT_⊗
+and OPT_+ when the products do not share one factorisation of the domain.
 """
 
 from __future__ import annotations
@@ -72,7 +67,7 @@ def identity_loss(W: Matrix) -> float:
 def union_loss(W: Matrix, matrix: Matrix, bound: float, norm: int) -> tuple[float, str]:
     """The exact least-squares loss of an OPT_+ stack where the shared evaluator has an exact
     structured route (two blocks), else the separate-answering bound (digest §16.10); a
-    SeparateUnion's exact error (its closed-form route)."""
+    SeparateUnion's exact error."""
     if isinstance(matrix, SeparateUnion):
         return matrix.sensitivity(norm) ** 2 * evaluate.trace_term(W, matrix), "exact"
     if len(matrix.blocks) > 2 or len(kron_terms(W)) * W.shape[1] > EXACT_UNION_BUDGET:
@@ -88,12 +83,9 @@ class HDMMSelector(Selector):
     """OPT_HDMM (HDMM Algorithm 2): ``selectors.get("hdmm", restarts=25, seed=0)``.
 
     Parameters: ``restarts`` S (default 25, §8.1), ``seed``, ``operators`` (subset of
-    ``["kron", "union", "marginals"]``), ``p`` (OPT_⊗/OPT_+ p rule or override),
-    ``groups`` (OPT_+, default 2, or ``"products"``), ``answering`` (OPT_+:
-    ``"least_squares"``, default, or ``"separate"``, see ``opt_union``), ``cycles``/``tol``
-    (block-cyclic), ``ftol``/``maxiter`` (each OPT_0). PureDP: L1 versions; ApproxDP/ZCDP:
-    L2 versions. ``metadata["operator"]`` names the winner; ``metadata["losses"]`` the best
-    selection loss of each operator.
+    ``["kron", "union", "marginals"]``), and those of ``opt_kron`` and ``opt_union``.
+    ``metadata["operator"]`` names the winner; ``metadata["losses"]`` the best selection loss
+    of each operator.
     """
 
     name = "hdmm"
@@ -156,11 +148,8 @@ class HDMMSelector(Selector):
                 rng = np.random.default_rng(children[op])
                 if op == "kron":
                     thetas, loss = optimize_kron(problem, norm, rng, **kw)
-                    cand = (
-                        lambda t=thetas: kron_strategy(t, norm),
-                        loss,
-                        {"operator": "OPT_kron", "p": problem.ps},
-                    )
+                    meta = {"operator": "OPT_kron", "p": problem.ps}
+                    cand = (lambda t=thetas: kron_strategy(t, norm), loss, meta)
                 elif op == "union":
                     matrix, loss, meta = optimize_union(
                         problem, norm, rng, prm["answering"], **kw
@@ -170,11 +159,8 @@ class HDMMSelector(Selector):
                 else:
                     sizes, mp = problem
                     theta, loss = optimize_marginals(mp, norm, rng)
-                    cand = (
-                        lambda s=sizes, t=theta: marginals_strategy(s, t),
-                        loss,
-                        {"operator": "OPT_M"},
-                    )
+                    meta = {"operator": "OPT_M"}
+                    cand = (lambda s=sizes, t=theta: marginals_strategy(s, t), loss, meta)
                 name = cand[2]["operator"]
                 losses[name] = min(losses.get(name, math.inf), cand[1])
                 if cand[1] < best[1]:

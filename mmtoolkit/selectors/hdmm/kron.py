@@ -32,10 +32,9 @@ from ._common import (
     default_p,
     distinct_grams,
     norm_of,
-    seed_sequences,
     term_sizes,
 )
-from .opt0 import FTOL, MAXITER, optimize_pidentity, pidentity_objective
+from .opt0 import FTOL, MAXITER, best_of_restarts, optimize_pidentity, pidentity_objective
 
 #: Default maximum number of block-cyclic passes (the authors' code runs 10) and the
 #: relative improvement below which the passes stop.
@@ -46,12 +45,9 @@ CYCLE_TOL = 1e-4
 class KronProblem:
     """The prepared OPT_⊗ problem: product terms, per-attribute factor Grams and p.
 
-    Attribute ``i`` keeps only its *distinct* factor Grams (``grams[i]``, see
-    :func:`distinct_grams`) and ``index[i, j]``, the position of term ``j``'s Gram among them.
-    A trace ``tr[Y (A_iᵀA_i)⁻¹]`` is computed once per distinct Gram, the product-sum
-    ``Σ_j c_j Π_i C_ij`` over the terms is one vectorised gather over ``index``, and the
-    surrogate Gram of eq. 6 is a weighted sum of the distinct Grams (term weights summed per
-    Gram), so the cost per OPT_0 iteration does not grow with the number of terms.
+    Attribute ``i`` keeps only its *distinct* factor Grams (``grams[i]``) and ``index[i, j]``,
+    the position of term ``j``'s Gram among them, so traces and the surrogate Gram of eq. 6
+    cost one evaluation per distinct Gram, not per term.
     """
 
     def __init__(self, W_or_terms, p=None):
@@ -156,10 +152,9 @@ class OptKronSelector(Selector):
     (union of) product workload(s), best of ``restarts`` block-cyclic runs.
 
     Parameters: ``p`` (None: HDMM's rule, 1 on attributes whose predicates are all Total or
-    Identity rows, else ``max(1, n_i // 16)``; or one int; or one int per attribute),
-    ``restarts`` (default 1), ``seed``, ``cycles`` and ``tol`` (block-cyclic stopping),
-    ``ftol``/``maxiter`` (each OPT_0 call). PureDP: L1 factors; ApproxDP/ZCDP: L2 factors.
-    ``loss`` = ``Σ_j w_j² Π_i C_ij`` (HDMM eq. 5) at sensitivity 1.
+    Identity rows, else ``max(1, n_i // 16)``; or one int, or one per attribute),
+    ``restarts``, ``seed``, ``cycles`` and ``tol`` (block-cyclic stopping), ``ftol``/``maxiter``
+    (each OPT_0). PureDP: L1 factors; else L2. ``loss``: HDMM eq. 5 at sensitivity 1.
     """
 
     name = "opt_kron"
@@ -176,14 +171,10 @@ class OptKronSelector(Selector):
         prm = self.params
         problem = KronProblem(workload, prm["p"])
         norm = norm_of(privacy)
-        best = None
-        for ss in seed_sequences(prm["seed"], prm["restarts"]):
-            thetas, loss = optimize_kron(
-                problem, norm, np.random.default_rng(ss), prm["cycles"], prm["tol"],
-                prm["ftol"], prm["maxiter"],
-            )  # fmt: skip
-            if best is None or loss < best[1]:
-                best = (thetas, loss)
+        kw = {k: prm[k] for k in ("cycles", "tol", "ftol", "maxiter")}
+        best = best_of_restarts(
+            prm["seed"], prm["restarts"], lambda rng: optimize_kron(problem, norm, rng, **kw)
+        )
         return Strategy(
             matrix=kron_strategy(best[0], norm),
             selector=self.name,

@@ -15,37 +15,27 @@ then the chain rule through ``s`` (L1: ``∂s_j/∂Θ_kj = 1``; L2: ``Θ_kj / s_
 O(p²n) plus the ``p`` Gram products: never O(n³), never an n x n intermediate besides a dense
 ``Y`` itself.
 
-Gaussian (L2) version: same family with ``s_j = sqrt(1 + Σ_k Θ_kj²)``, so ``X = AᵀA =
-D(I + ΘᵀΘ)D`` has unit diagonal (``sens₂ = 1``) and ``Θ`` is unconstrained (signs do not
-change an L2 column norm). With ``p = n`` this family reaches every positive-definite
-unit-diagonal ``X`` (so its optimum is the L2 matrix-mechanism optimum of Li et al. 2015,
-Program 5.2); the p x p solves use the Cholesky factor of ``I + ΘΘᵀ``.
+Gaussian (L2) version: ``s_j = sqrt(1 + Σ_k Θ_kj²)``, so ``AᵀA`` has unit diagonal and ``Θ``
+is unconstrained; with ``p = n`` this family reaches every positive-definite unit-diagonal
+``AᵀA`` (the L2 matrix-mechanism optimum, Li et al. 2015, Program 5.2).
 
-Large domains (``n >= LARGE_N``; below it everything is as above, so the committed results
-for n <= 1024 do not change). At n = 8192, p = 512 (4.2M variables) HDMM's recipe, U[0,1)
-start and scipy's L-BFGS-B, needs about 2000 iterations (75-80 min here): the random start
-has column sums ≈ p/2, far from the optimum's ≈ 2-3, and L-BFGS-B's generalised Cauchy
-point sorts the breakpoints of all 4.2M bounded variables at every iteration. Three changes:
+Large domains (``n >= LARGE_N``; below it everything is as above). HDMM's recipe, a U[0,1)
+start and scipy's L-BFGS-B, needs thousands of iterations at n = 8192, p = 512: the random
+start has column sums ≈ p/2, far from the optimum's ≈ 2-3, and L-BFGS-B sorts the breakpoints
+of every bounded variable at each iteration. Three changes (``benchmarks/README.md``):
 
 * **Multilevel start.** Coarsen the problem by merging cells in pairs (the Gram
   ``RᵀWᵀWR`` of ``W R``, :meth:`GramOperator.coarsened`; p halves with n) down to
   ``COARSEST_N`` cells (and ``COARSEST_P`` rows), solve the coarsest level from HDMM's
   U[0,1) start, and start each finer level from the block-diagonal
-  ``Θ = [[Θ_c, 0], [0, Θ_c]]``: the coarse strategy on each half of the domain. Its rows
-  keep their width in cells and every column sum of the coarse optimum, as the optima on
-  Prefix and All Range do from n = 1024 to 2048 (measured: most rows 40-170 cells wide,
-  column sums 2-3), so each level starts near its optimum and polishes it. Every level
-  stops by the same rule (``ftol``, ``maxiter``); levels below ``LARGE_N`` cells are solved
-  as small domains are. At n = 8192: 95-100 s for Prefix / All Range (instead of 20-80
-  min), at a lower loss than the single-level run under the same stopping rule
-  (``benchmarks/README.md``).
+  ``Θ = [[Θ_c, 0], [0, Θ_c]]``: the coarse strategy on each half of the domain, which keeps
+  its rows' width in cells and its column sums, as the optima on Prefix and All Range do
+  across sizes. Every level stops by the same rule (``ftol``, ``maxiter``).
 * **Leaner objective** (:func:`pidentity_objective` with ``lean=True``): with ``C = M Bᵀ``
   (p x n), ``loss = Σ s² diag Y − Σ (Θ D_s) ∘ C``, ``∂C/∂s = 2 (s ∘ diag Y − colsum(C ∘ Θ))``
   and ``∂C/∂Θ|_s = 2 M ((Θ D_s) Cᵀ) Θ − 2 C D_s``: four p²n products (ΘΘᵀ by ``syrk``, half
   of one) instead of six; the same function, rounded differently.
-* **Projected L-BFGS** (:func:`projected_lbfgs`) instead of L-BFGS-B: the two-loop recursion
-  on the free variables (not at 0 with a positive gradient), a backtracking Armijo search
-  along the projected path, and scipy's stopping rule (relative reduction ≤ ``ftol``).
+* **Projected L-BFGS** (:func:`projected_lbfgs`) instead of L-BFGS-B.
 """
 
 from __future__ import annotations
@@ -89,20 +79,17 @@ MEMORY = 10
 
 @functools.cache
 def _blas_controller() -> ThreadpoolController:
-    # built once (it scans the loaded libraries: ~3 ms); numpy's and scipy's BLAS are loaded
-    # by this module's imports, so both are found
+    # built once (it scans the loaded libraries) after this module's imports loaded both BLAS
     return ThreadpoolController()
 
 
 def one_blas_thread():
     """A context in which numpy's and scipy's BLAS run on one thread (threadpoolctl).
 
-    OPT_0's products are p x n by n x p (HDMM §5): at p = 64, n = 1024 each takes ~0.2 ms,
-    where handing it to a second thread costs more than it saves (one objective and gradient:
-    3.9 ms on one thread, 10-120 ms with two on a shared 2-core machine), and a threaded
-    product rounds differently, which L-BFGS-B amplifies (RMSE 6.7855 vs 6.7789 for one
-    restart on Prefix 1024): on one thread the result does not depend on the machine's thread
-    count. Parallelism comes from running restarts or jobs side by side (``mmtoolkit run -j``).
+    OPT_0's products are small (p x n by n x p, HDMM §5): a second thread costs more than
+    it saves, and a threaded product rounds differently, which L-BFGS-B amplifies; on one
+    thread the result does not depend on the machine. Parallelism comes from running restarts
+    or jobs side by side (``mmtoolkit run -j``).
     """
     return _blas_controller().limit(limits=1, user_api="blas")
 
@@ -136,60 +123,55 @@ def _objective(theta: np.ndarray, gram: GramOperator, norm: int, lean: bool):
     except LinAlgError:
         return np.inf, np.zeros_like(theta)
     if lean:
-        return _lean_rest(theta, gram, norm, s, Ts, B, M)
-    Q = Ts @ B
-    Q = 0.5 * (Q + Q.T)
-    loss = float(np.dot(s * s, gram.diag) - np.sum(M * Q))
+        C = M @ B.T  # M Bᵀ = (B M)ᵀ, p x n
+        loss = float(np.dot(s * s, gram.diag) - np.sum(Ts * C))  # tr(M Q) = Σ Ts ∘ C
+    else:
+        Q = Ts @ B
+        Q = 0.5 * (Q + Q.T)
+        loss = float(np.dot(s * s, gram.diag) - np.sum(M * Q))
     if not np.isfinite(loss) or loss <= 0.0:
         return np.inf, np.zeros_like(theta)
-    BM = B @ M
-    g_s = 2.0 * (s * gram.diag - np.einsum("jk,kj->j", BM, theta))
-    MT = M @ theta
-    # 2 M Q M Θ - 2 (M Bᵀ) D_s, in place (the same roundings: scaling by 2 is exact)
-    grad = (M @ Q) @ MT
-    grad *= 2.0
-    MBs = M @ B.T
-    MBs *= 2.0
-    MBs *= s
-    grad -= MBs
-    if norm == 1:
-        grad += g_s[None, :]
+    if lean:
+        g_s = 2.0 * (s * gram.diag - np.einsum("kj,kj->j", C, theta))
+        grad = (M @ (Ts @ C.T)) @ theta  # M Q M Θ with Q M = Ts B M = Ts Cᵀ
+        C *= s
+        grad -= C
+        grad *= 2.0
     else:
-        grad += theta * (g_s / s)[None, :]
+        BM = B @ M
+        g_s = 2.0 * (s * gram.diag - np.einsum("jk,kj->j", BM, theta))
+        MT = M @ theta
+        # 2 M Q M Θ - 2 (M Bᵀ) D_s, in place (the same roundings: scaling by 2 is exact)
+        grad = (M @ Q) @ MT
+        grad *= 2.0
+        MBs = M @ B.T
+        MBs *= 2.0
+        MBs *= s
+        grad -= MBs
+    grad += g_s[None, :] if norm == 1 else theta * (g_s / s)[None, :]
     return loss, grad
 
 
-def _lean_rest(theta, gram, norm, s, Ts, B, M):
-    C = M @ B.T  # M Bᵀ = (B M)ᵀ, p x n
-    loss = float(np.dot(s * s, gram.diag) - np.sum(Ts * C))  # tr(M Q) = Σ Ts ∘ C
-    if not np.isfinite(loss) or loss <= 0.0:
-        return np.inf, np.zeros_like(theta)
-    g_s = 2.0 * (s * gram.diag - np.einsum("kj,kj->j", C, theta))
-    grad = (M @ (Ts @ C.T)) @ theta  # M Q M Θ with Q M = Ts B M = Ts Cᵀ
-    C *= s
-    grad -= C
-    grad *= 2.0
-    if norm == 1:
-        grad += g_s[None, :]
-    else:
-        grad += theta * (g_s / s)[None, :]
-    return loss, grad
+def best_of_restarts(seed, restarts: int, run):
+    """The result of least loss (``result[1]``; the first on ties) of ``run(rng)`` over the
+    generators of :func:`seed_sequences`."""
+    best = None
+    for ss in seed_sequences(seed, restarts):
+        result = run(np.random.default_rng(ss))
+        if best is None or result[1] < best[1]:
+            best = result
+    return best
 
 
 def projected_lbfgs(fun, x0, lower=None, ftol=FTOL, maxiter=MAXITER, memory=MEMORY):
     """Minimise ``fun`` (returning ``(f, ∇f)``) subject to ``x >= lower`` (None: no bound) by
     projected L-BFGS; returns ``(x, f(x), iterations)``.
 
-    Each iteration: the free set (variables off the bound, or on it with ``∂f < 0``), the
-    L-BFGS direction of the two-loop recursion (Nocedal & Wright, Alg. 7.4; memory
-    ``memory``) on the free gradient, restricted to the free set (steepest descent when that
-    is not a descent direction); a backtracking Armijo search (``c₁ = 1e-4``, halving) along
-    the projected path ``max(x + t d, lower)`` from ``t = 1`` (``1/‖∇f‖`` at the first
-    step). A curvature pair is kept if ``sᵀy > 1e-10 yᵀy``. Stops when the relative reduction
-    ``(f_k − f_{k+1}) / max(|f_k|, |f_{k+1}|, 1) <= ftol`` (scipy L-BFGS-B's rule), after
-    ``maxiter`` iterations, or when no step decreases ``f`` (a step the projection clipped
-    uphill, ``gᵀs > 0``, can pass the Armijo test; it is not taken). O(memory · size) work per
-    iteration besides ``fun``, none of L-BFGS-B's per-variable breakpoint sorting.
+    Each iteration: the two-loop recursion (Nocedal & Wright, Alg. 7.4) on the free variables
+    (off the bound, or on it with ``∂f < 0``; steepest descent when that is not a descent
+    direction), then a backtracking Armijo search (``c₁ = 1e-4``, halving) along the projected
+    path ``max(x + t d, lower)``. Stops on scipy L-BFGS-B's relative-reduction rule (``ftol``),
+    after ``maxiter`` iterations, or when no step decreases ``f``.
     """
     x = np.array(x0, dtype=float)
     if lower is not None:
@@ -261,18 +243,15 @@ def optimize_pidentity(
 ) -> tuple[np.ndarray, float]:
     """OPT_0 (HDMM §5): minimise ``C(Θ)`` over ``Θ ≥ 0`` (L1) or all ``Θ`` (L2).
 
-    ``gram`` is ``WᵀW`` (a Matrix, an array, or a prepared :class:`GramOperator`), so a
-    workload may be given by its Gram alone. Below ``LARGE_N`` cells: L-BFGS-B from
-    ``Θ₀ ~ U[0,1)^{p x n}`` drawn from ``rng`` (HDMM's recipe). From ``LARGE_N`` cells: the
-    multilevel start (its coarsest level from U[0,1) drawn from ``rng``), the lean objective
-    and projected L-BFGS (module docstring). ``theta0``, if given, replaces the random or
-    multilevel start. ``ftol``/``maxiter`` stop every optimisation. Returns ``(Θ, C(Θ))``.
+    ``gram`` is ``WᵀW`` (a Matrix, an array, or a prepared :class:`GramOperator`). Below
+    ``LARGE_N`` cells: L-BFGS-B from ``Θ₀ ~ U[0,1)^{p x n}`` drawn from ``rng`` (HDMM's recipe);
+    from ``LARGE_N`` cells the large-domain path (module docstring). ``theta0``, if given,
+    replaces the start. ``ftol``/``maxiter`` stop every optimisation. Returns ``(Θ, C(Θ))``.
     """
     G = gram if isinstance(gram, GramOperator) else GramOperator(gram)
     n = G.n
     p = check_int(p, "p", minimum=1)
-    # Θ, its gradient and the optimiser's 2·10 correction vectors are all p x n: fail before
-    # allocating rather than with a MemoryError (n = 10⁶, p = n/16 asks for 6·10¹⁰ entries)
+    # Θ, its gradient and the optimiser's correction vectors are all p x n
     check_dense_size(p, n, f"OPT_0's parameter Θ (p = {p}, n = {n})")
     if theta0 is None:
         if rng is None:
@@ -290,8 +269,7 @@ def optimize_pidentity(
 
 def _optimize(G: GramOperator, theta0: np.ndarray, norm: int, ftol: float, maxiter: int):
     """``Θ`` from ``theta0``: L-BFGS-B below ``LARGE_N`` cells, else projected L-BFGS on the
-    lean objective. The objective is scale-free in Y: it is normalised by ``tr(Y)/n`` for
-    conditioning (digest §5, later ref)."""
+    lean objective; the objective is normalised by ``tr(Y)/n`` (digest §5)."""
     p, n = theta0.shape
     scale = G.trace / n if G.trace > 0 else 1.0
     large = n >= LARGE_N
@@ -321,11 +299,9 @@ def _optimize(G: GramOperator, theta0: np.ndarray, norm: int, ftol: float, maxit
 
 def _multilevel_start(G: GramOperator, p: int, norm: int, rng, ftol: float, maxiter: int):
     """The multilevel start of the large-domain path (module docstring): coarsen in pairs
-    while n and p are even, n/2 >= ``COARSEST_N`` and p/2 >= ``COARSEST_P`` (implicit coarse
-    Grams from ``LARGE_N`` cells, dense below), solve the coarsest level from U[0,1)
-    (``rng``), and return the block-diagonal doubling of the solution one level below ``n``.
-    A permuted workload's Gram is coarsened in its own (unpermuted) cell order, and the start
-    permuted."""
+    while n and p are even, n/2 >= ``COARSEST_N`` and p/2 >= ``COARSEST_P``, and return the
+    block-diagonal doubling of the solution one level below ``n``. A permuted workload's Gram
+    is coarsened in its own (unpermuted) cell order, and the start permuted."""
     if G.unpermute is not None:
         make, perm = G.unpermute
         return _multilevel_start(make(), p, norm, rng, ftol, maxiter)[:, perm]
@@ -389,14 +365,9 @@ def select_opt0(gram, privacy: Privacy, p=None, restarts=1, seed=None, ftol=FTOL
             f"opt0: p = {p} exceeds the domain size n = {G.n}; a p-Identity strategy needs "
             f"at most n extra rows (give p <= {G.n}; default n // 16, HDMM §5.3)"
         )
-    best = None
-    for ss in seed_sequences(seed, restarts):
-        theta, loss = optimize_pidentity(
-            G, p, norm, np.random.default_rng(ss), ftol=ftol, maxiter=maxiter
-        )
-        if best is None or loss < best[1]:
-            best = (theta, loss)
-    theta, loss = best
+    theta, loss = best_of_restarts(
+        seed, restarts, lambda rng: optimize_pidentity(G, p, norm, rng, ftol=ftol, maxiter=maxiter)
+    )
     return Strategy(
         matrix=PIdentity(theta, norm=norm),
         selector="opt0",

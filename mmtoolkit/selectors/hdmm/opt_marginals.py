@@ -9,8 +9,8 @@ which needs only the trace and the sum of each factor Gram, App. A.4):
     L(θ) = tr(𝔾(θ²)⁺ 𝕎ᵀ𝕎) = Σ_B t_B / μ_B,           (exact for every marginals strategy)
     ∂L/∂(θ_a²) = −c_a Σ_{B ⊆ a} t_B / μ_B²            (a subset-sum transform),
 
-both O(d 2^d) per evaluation (the paper's X(u) triangular form is O(4^d)); nothing depends on
-the n_i or on the number of products after the projection. The objective of Problem 4 is
+both O(d 2^d) per evaluation (the paper's X(u) triangular form is O(4^d)). The objective of
+Problem 4 is
 ``F = sens(θ)² L``: ``(Σθ)²`` for L1 (PureDP) and ``Σθ²`` for L2 (Gaussian). The strategy
 supports 𝕎 iff ``μ_B > 0`` wherever ``t_B > 0``; elsewhere ``F = +∞`` (digest §16.7).
 """
@@ -32,11 +32,8 @@ from ...linalg.marginals import (
 from ...privacy import Privacy
 from ...strategy import Strategy
 from ..base import Selector, register
-from ._common import (
-    norm_of,
-    seed_sequences,
-    term_sizes,
-)
+from ._common import norm_of, term_sizes
+from .opt0 import best_of_restarts
 
 #: Weights below ZERO_RTOL · max θ are dropped from the final strategy (if it still supports
 #: the workload), as in the authors' code (digest §7.3).
@@ -152,9 +149,8 @@ class OptMarginalsSelector(Selector):
     """OPT_M (HDMM §6.3): the best weighted-marginals strategy for any union-of-products
     workload, best of ``restarts`` random initialisations.
 
-    Parameters: ``restarts`` (default 1), ``seed``, ``maxiter``. PureDP: ``(Σθ)²`` factor;
-    ApproxDP/ZCDP: ``Σθ²``. ``loss`` = F(θ) at sensitivity 1 (exact: the trace term of a
-    marginals strategy is determined by the projection of 𝕎 onto the algebra).
+    Parameters: ``restarts``, ``seed``, ``maxiter``. PureDP: ``(Σθ)²`` factor; else ``Σθ²``.
+    ``loss`` = F(θ) at sensitivity 1 (exact, module docstring).
     """
 
     name = "opt_marginals"
@@ -172,13 +168,12 @@ class OptMarginalsSelector(Selector):
         sizes, t = project_workload(workload)
         problem = MarginalsProblem(sizes, t)
         norm = norm_of(privacy)
-        best = None
-        for ss in seed_sequences(self.params["seed"], self.params["restarts"]):
-            theta, F = optimize_marginals(
-                problem, norm, np.random.default_rng(ss), maxiter=self.params["maxiter"]
-            )
-            if best is None or F < best[1]:
-                best = (theta, F)
+        prm = self.params
+        best = best_of_restarts(
+            prm["seed"],
+            prm["restarts"],
+            lambda rng: optimize_marginals(problem, norm, rng, maxiter=prm["maxiter"]),
+        )
         return Strategy(
             matrix=marginals_strategy(sizes, best[0]),
             selector=self.name,

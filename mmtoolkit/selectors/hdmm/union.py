@@ -4,18 +4,14 @@ Grouping rule g(𝕎) (the paper fixes two groups but not how they are formed, d
 each product term gets a *signature*, one letter per attribute: T (Total), I (Identity) or Q
 (any other predicate set); terms with the same signature form one group; while there are more
 than ``groups`` groups, the two groups whose queried attributes (non-Total) overlap most
-(Jaccard index; ties: the earliest pair) are merged. ``[R⊗T; T⊗R]`` and ``[P⊗I; I⊗P]`` thus
-split into their two products.
-A workload whose products all share one signature has no OPT_+ candidate.
-``groups="products"`` instead makes every product term its own group (the union-of-Kronecker
-template as the ResidualPlanner+ paper ran it, He et al. §9: its OPT+ values in Tables 12-14
-are exactly this grouping with separate answering). A group of one product has a factorised
+(Jaccard index; ties: the earliest pair) are merged. A workload whose products all share one
+signature has no OPT_+ candidate. ``groups="products"`` instead makes every product term its
+own group (the ResidualPlanner+ paper's OPT+, He et al. §9, with separate answering: its
+Tables 12-14). A group of one product has a factorised
 OPT_⊗ optimum (Def. 10: OPT_0 per factor), so each distinct factor Gram (with its p) is
-optimised once per restart and shared by every group that has it: 15,504 groups over 20
-attributes cost two OPT_0 runs. A Total factor ``c·1ᵀ`` is answered by ``1ᵀ`` itself, its
-exact optimum (error ``c²``; any unit-sensitivity ``A`` has ``||1ᵀA⁺||² ≥ n²/||A1||² ≥ 1``),
-which p-Identity strategies only approach as ``Θ → ∞`` (OPT_0 stops at ~1 + 3e-5 per factor,
-and 19 such factors per 1-way product on 20 attributes add 0.06%).
+optimised once per restart and shared by every group that has it. A Total factor ``c·1ᵀ`` is
+answered by ``1ᵀ`` itself, its exact optimum (error ``c²``; any unit-sensitivity ``A`` has
+``||1ᵀA⁺||² ≥ n²/||A1||² ≥ 1``), which p-Identity strategies only approach as ``Θ → ∞``.
 
 Each group ``g`` gets ``𝔸_g = OPT_⊗(𝕎_g)`` with unit sensitivity and error ``e_g = ||𝕎_g 𝔸_g⁺||²``.
 Budget split (closed form): the strategy is ``[w_1 𝔸_1; ...; w_l 𝔸_l]``. Answering each group
@@ -52,11 +48,10 @@ from ._common import (
     distinct_grams,
     norm_of,
     peel,
-    seed_sequences,
     term_sizes,
 )
 from .kron import CYCLE_TOL, CYCLES, KronProblem, kron_strategy, optimize_kron
-from .opt0 import FTOL, MAXITER, optimize_pidentity
+from .opt0 import FTOL, MAXITER, best_of_restarts, optimize_pidentity
 from .separate import SeparateUnion
 
 #: How an OPT_+ strategy's answers are formed (module docstring).
@@ -68,14 +63,8 @@ def _is_total(base: Matrix) -> bool:
 
 
 def _signature(factors) -> str:
-    out = []
-    for f in factors:
-        _, base = peel(f)
-        if _is_total(base):
-            out.append("T")
-        else:
-            out.append("I" if isinstance(base, Identity) else "Q")
-    return "".join(out)
+    bases = [peel(f)[1] for f in factors]
+    return "".join("T" if _is_total(b) else "I" if isinstance(b, Identity) else "Q" for b in bases)
 
 
 def check_groups(groups):
@@ -237,11 +226,9 @@ def optimize_union(
 
 
 def union_size_refusal(workload: Matrix, answering: str) -> str | None:
-    """Why an OPT_+ strategy answered by ``answering`` could not be used on ``workload``'s
-    cells, or None: least squares over a stack of Kronecker products is scored (and its
-    estimate formed) over every cell, so beyond ``StackedKroneckerRoute.MAX_CELLS`` cells it
-    is too large; separate answering has a closed form at any size. The one rule of
-    ``opt_union`` (which refuses) and OPT_HDMM (which skips OPT_+ there)."""
+    """Why an OPT_+ strategy answered by ``answering`` could not be used on ``workload``, or
+    None: least squares over a stack of Kronecker products is scored over every cell (up to
+    ``StackedKroneckerRoute.MAX_CELLS``); separate answering has a closed form at any size."""
     N = workload.shape[1]
     if answering == "separate" or N <= StackedKroneckerRoute.MAX_CELLS:
         return None
@@ -256,13 +243,11 @@ def union_size_refusal(workload: Matrix, answering: str) -> str | None:
 class OptUnionSelector(Selector):
     """OPT_+ (HDMM §6.2): a weighted stack of OPT_⊗ strategies, one per group of products.
 
-    Parameters: ``groups`` (default 2, as in OPT_HDMM; or ``"products"``: one group per
-    product term), ``answering`` (``"least_squares"``, default: the matrix mechanism over the
-    stack; ``"separate"``: each product answered from its own block, HDMM's journal-era
-    template and the ResidualPlanner+ paper's OPT+), ``p`` (as for ``opt_kron``),
-    ``restarts``, ``seed``, ``cycles``, ``tol``, ``ftol``, ``maxiter``. ``loss`` is the
-    error of answering each group from its own block (module docstring): an upper bound on
-    both the least-squares error and the separate route's, which may pick a better block.
+    Parameters: ``groups`` (default 2, or ``"products"``: module docstring), ``answering``
+    (``"least_squares"``, default: the matrix mechanism over the stack; ``"separate"``: each
+    product answered from its own block, :class:`~.separate.SeparateUnion`), and those of
+    ``opt_kron``. ``loss`` is the error of answering each group from its own block: an upper
+    bound on both the least-squares error and the separate route's.
     """
 
     name = "opt_union"
@@ -299,10 +284,7 @@ class OptUnionSelector(Selector):
             raise TooLargeError(f"opt_union: {too_large}")
         norm = norm_of(privacy)
         kw = {k: prm[k] for k in ("answering", "cycles", "tol", "ftol", "maxiter")}
-        best = None
-        for ss in seed_sequences(prm["seed"], prm["restarts"]):
-            cand = optimize_union(problem, norm, np.random.default_rng(ss), **kw)
-            if best is None or cand[1] < best[1]:
-                best = cand
-        matrix, bound, meta = best
+        matrix, bound, meta = best_of_restarts(
+            prm["seed"], prm["restarts"], lambda rng: optimize_union(problem, norm, rng, **kw)
+        )
         return Strategy(matrix=matrix, selector=self.name, loss=bound, metadata=meta)

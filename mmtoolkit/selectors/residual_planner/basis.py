@@ -1,4 +1,5 @@
-"""The residual basis of ResidualPlanner(+): per-attribute factors and the subset table.
+"""The residual basis of ResidualPlanner(+): the per-attribute factors (the subset table of
+the workload's attribute sets is in :mod:`.workload`).
 
 He, Xiao, Toksoz, Ding, Zhang, Kifer, "ResidualPlanner+" (the journal version of Xiao et al.,
 NeurIPS 2023), §4.2 and §7.2. For attribute ``i`` with ``n`` values:
@@ -19,10 +20,6 @@ marginal attribute), its pseudo-inverse ``H_i = Sub_i† Γ_iΓ_iᵀ Sub_i†ᵀ
 factors ``var_res_i = ‖W_i Sub_i† Γ_i‖_F² = tr(W_i H_i W_iᵀ)`` and
 ``var_sum_i = ‖W_i 1‖²/n²`` (Thm 7.2), row by row ``h_i = diag(W_i H_i W_iᵀ)`` and
 ``s_i = (W_i 1)²/n²``.
-
-The *subset table* lists, for every workload attribute set ``Ã``, every subset ``A' ⊆ Ã``
-(vectorised; sets are sorted tuples of attribute indices, padded with -1), and the closure
-(downward closure of the workload, §4.2) as the distinct subsets.
 """
 
 from __future__ import annotations
@@ -41,7 +38,6 @@ from .route import dominant_profiles
 MAX_ATTRIBUTE_SIZE = 4096
 
 
-# ============================================================================ Sub matrices
 def sub_matrix(n: int) -> np.ndarray:
     """``Sub_n = [1_{n-1}, -I_{n-1}]`` ((n-1) x n; §4.2): rows ⊥ 1, rank n - 1."""
     n = _size(n)
@@ -69,13 +65,9 @@ def _size(n) -> int:
     return n
 
 
-# ============================================================================ bases
 class AttributeBasis:
-    """The residual factors of one attribute (§4.2, §7.2); see the module docstring.
-
-    Build with :func:`marginal_basis` (``W_i = I``, ResidualPlanner) or
-    :func:`general_basis` (ResidualPlanner+, a basic matrix ``W_i`` and a strategy ``S_i``).
-    """
+    """The residual factors of one attribute (§4.2, §7.2; module docstring), built by
+    :func:`marginal_basis` or :func:`general_basis`."""
 
     def __init__(self, workload: Matrix, sub: np.ndarray, marginal: bool, strategy=None):
         self.workload = as_matrix(workload)

@@ -5,30 +5,21 @@ template ("McKennaConvex", McKenna et al. 2018 and Yuan et al.): with ``X = S_i�
 
     minimise  tr(X⁻¹ V)   subject to  diag(X) = 1,  X ≻ 0,
 
-i.e. the total squared error ``tr(V (SᵀS)⁻¹)`` of a unit-sensitivity strategy for the Gram
-``V = W'ᵀW'``. ResidualPlanner+ applies it to ``W' = [1ᵀ; W_i Π]`` (the workload with the 1
-direction projected out and the total query prepended; ``Π = I - 11ᵀ/n``) and takes
-``S_i = chol(X)ᵀ`` (unit column norms). The problem is convex in ``X``. To stay inside the
-positive-definite cone we write ``X = L̃L̃ᵀ`` with ``L̃`` a lower-triangular matrix whose rows
-are normalised to unit length (so ``diag X = 1`` holds by construction) and run scipy's
-L-BFGS-B on the entries of ``L``, starting from the Cholesky factor of ``V^{1/2}`` scaled to a
-maximum diagonal of 1 (unit diagonal); gradient ``∂f/∂L̃ = -2 X⁻¹VX⁻¹ L̃`` projected through
-the row normalisation. (A direct parametrisation of the off-diagonal of ``X`` stalls at the
-cone boundary; tests compare the optimum with an SDP solve.) Written from the papers; a
-local implementation (the HDMM issue ships its own OPT_0).
+the total squared error of a unit-sensitivity strategy for the Gram ``V = W'ᵀW'``, applied to
+``W' = [1ᵀ; W_i Π]`` (``Π = I - 11ᵀ/n``), with ``S_i = chol(X)ᵀ``. To stay inside the cone we
+write ``X = L̃L̃ᵀ``, ``L̃`` lower triangular with rows normalised to unit length (so
+``diag X = 1`` by construction), and run L-BFGS-B on the entries of ``L`` from the Cholesky
+factor of ``V^{1/2}`` scaled to unit diagonal; gradient ``∂f/∂L̃ = -2 X⁻¹VX⁻¹ L̃`` projected
+through the row normalisation (a direct parametrisation of ``X``'s off-diagonal stalls at the
+cone boundary).
 
 :func:`hdmm_convex_opt` is the procedure the paper's experiments used (§9: "the 1-dimensional
-optimizer included with HDMM"; digest §3.5 describes it): the same problem parametrised
-directly by the strict lower triangle of ``X`` (``X = I + T + Tᵀ``), started at ``V^{1/2}``
-scaled to a maximum diagonal of 1 (diagonal then reset to 1), and L-BFGS-B with one stored
-correction (``maxcor = 1``) and scipy's default stopping rule. A trial point outside the
-positive-definite cone gets a large finite loss (1e6 x the starting loss, zero gradient) so the
-line search backtracks (with ``+inf`` scipy's line search gives up after one step on small
-``n``: e.g. Prefix(4) stops 0.3% short; the printed Tables 10-11 show the converged values).
-It stops ~1e-9 relative short of the optimum; the k-way RMSE of ResidualPlanner+
-depends on ``β_i · var_res_i`` (not on the 1-D objective itself), so this early stop shows
-up in the 5th significant digit of Table 14's 5-7-way rows, which the paper printed from
-this procedure.
+optimizer included with HDMM"; digest §3.5): ``X = I + T + Tᵀ`` (``T`` strictly lower
+triangular) from the scaled ``V^{1/2}``, L-BFGS-B with ``maxcor = 1`` and scipy's default
+stopping rule; a trial point outside the cone gets a large finite loss (1e6 x the starting
+loss) so the line search backtracks (with ``+inf`` it gives up after one step on small
+``n``). It stops ~1e-9 relative short of the optimum, which shows in the 5th significant
+digit of Table 14's 5-7-way rows, printed from this procedure.
 """
 
 from __future__ import annotations
@@ -51,12 +42,35 @@ def centered_gram(W) -> np.ndarray:
     return WP.T @ WP + np.ones((n, n))
 
 
-def unit_diagonal_opt(V, *, tol: float = 1e-12, maxiter: int = 20000) -> tuple[np.ndarray, float]:
-    """``argmin tr(X⁻¹V)`` over ``diag X = 1``, ``X ≻ 0``; returns ``(X, objective)``."""
+def _square_symmetric(V) -> np.ndarray:
     V = np.asarray(V, dtype=float)
     n = V.shape[0]
     if V.shape != (n, n) or not np.allclose(V, V.T, atol=1e-10 * max(1.0, np.abs(V).max())):
         raise ValueError("V must be a symmetric square matrix")
+    return V
+
+
+def _rows(theta, n: int):
+    """``(L, row norms of L)`` for the lower-triangular ``L`` with entries ``theta``: the
+    unit-row parametrisation ``X = L̃L̃ᵀ``, ``L̃ = L / norms`` (module docstring)."""
+    L = np.zeros((n, n))
+    L[np.tril_indices(n)] = theta
+    return L, np.sqrt(np.einsum("ij,ij->i", L, L))
+
+
+def _unit_diagonal(theta, n: int) -> np.ndarray:
+    """``X = L̃L̃ᵀ`` of :func:`_rows`, its diagonal set to exactly 1."""
+    L, norms = _rows(theta, n)
+    Lt = L / norms[:, None]
+    X = Lt @ Lt.T
+    X[np.diag_indices(n)] = 1.0
+    return X
+
+
+def unit_diagonal_opt(V, *, tol: float = 1e-12, maxiter: int = 20000) -> tuple[np.ndarray, float]:
+    """``argmin tr(X⁻¹V)`` over ``diag X = 1``, ``X ≻ 0``; returns ``(X, objective)``."""
+    V = _square_symmetric(V)
+    n = V.shape[0]
     if n == 1:
         return np.ones((1, 1)), float(V[0, 0])
     R = np.real(sqrtm(V))
@@ -65,14 +79,8 @@ def unit_diagonal_opt(V, *, tol: float = 1e-12, maxiter: int = 20000) -> tuple[n
     lo = np.tril_indices(n)
     L0 = np.linalg.cholesky(R)
 
-    def build(theta):
-        L = np.zeros((n, n))
-        L[lo] = theta
-        norms = np.sqrt(np.einsum("ij,ij->i", L, L))
-        return L, norms
-
     def fun(theta):
-        L, norms = build(theta)
+        L, norms = _rows(theta, n)
         if np.any(norms == 0.0):
             return np.inf, np.zeros_like(theta)
         Lt = L / norms[:, None]  # unit rows: X = Lt Ltᵀ has unit diagonal
@@ -95,21 +103,15 @@ def unit_diagonal_opt(V, *, tol: float = 1e-12, maxiter: int = 20000) -> tuple[n
         method="L-BFGS-B",
         options={"maxiter": maxiter, "ftol": tol, "gtol": 1e-12, "maxcor": 30},
     )
-    L, norms = build(res.x)
-    Lt = L / norms[:, None]
-    X = Lt @ Lt.T
-    X[np.diag_indices(n)] = 1.0
-    return X, float(res.fun)
+    return _unit_diagonal(res.x, n), float(res.fun)
 
 
 def hdmm_convex_opt(V, *, maxcor: int = 1) -> tuple[np.ndarray, float]:
     """The paper's 1-D solve (HDMM's convex template, see the module docstring):
     ``argmin tr(X⁻¹V)`` over ``X = I + T + Tᵀ`` (``T`` strictly lower triangular) by L-BFGS-B
     with ``maxcor`` corrections and scipy's default tolerances; returns ``(X, objective)``."""
-    V = np.asarray(V, dtype=float)
+    V = _square_symmetric(V)
     n = V.shape[0]
-    if V.shape != (n, n) or not np.allclose(V, V.T, atol=1e-10 * max(1.0, np.abs(V).max())):
-        raise ValueError("V must be a symmetric square matrix")
     maxcor = check_int(maxcor, "maxcor", minimum=1)
     if n == 1:
         return np.ones((1, 1)), float(V[0, 0])
@@ -187,15 +189,12 @@ def max_variance_opt(
     the least privacy cost at which every index query (row of ``L``) has variance ≤ 1. By
     homogeneity this is ``min over unit-diagonal X = Σ⁻¹/t of max_j l_j X⁻¹ l_jᵀ``.
 
-    ``method="smooth"`` (default): that form with the max smoothed by ``log ‖v‖_p`` (the
-    authors' solver also smooths the max; here L-BFGS-B in the unit-row Cholesky
-    parametrisation of :func:`unit_diagonal_opt`, ``p`` raised 4 → 2^20 with warm starts, so
-    the smoothing error ``log(m)/p`` ends below 1e-5 relative; tests: within 2e-5 of the
-    SDP). ``method="sdp"``: the SDP
-    ``min t`` s.t. ``[[Σ, I], [I, Y]] ⪰ 0``, ``diag Y ≤ t``, ``diag(LΣLᵀ) ≤ 1`` with cvxpy
-    (exact; slow beyond n ≈ 30). Returns ``(X, t)``: ``X = Σ⁻¹`` scaled so that the largest
-    index variance is exactly 1 (the authors' ``cov/max(f_var)``) and ``t = max diag X``;
-    the strategy is ``S = chol(X)ᵀ``."""
+    ``method="smooth"`` (default): that form with the max smoothed by ``log ‖v‖_p``, L-BFGS-B
+    in the unit-row parametrisation, ``p`` raised 4 → 2^20 with warm starts (smoothing error
+    ``log(m)/p`` below 1e-5 relative). ``method="sdp"``: ``min t`` s.t. ``[[Σ, I], [I, Y]] ⪰ 0``,
+    ``diag Y ≤ t``, ``diag(LΣLᵀ) ≤ 1`` with cvxpy (exact; slow beyond n ≈ 30). Returns
+    ``(X, t)``: ``X = Σ⁻¹`` scaled so that the largest index variance is exactly 1 (the
+    authors' ``cov/max(f_var)``) and ``t = max diag X``; the strategy is ``S = chol(X)ᵀ``."""
     L = np.asarray(L, dtype=float)
     if L.ndim != 2 or not np.all(np.isfinite(L)):
         raise ValueError("L must be a finite matrix (one index query per row)")
@@ -246,9 +245,7 @@ def _smooth_max_objective(L, p):
     lo = np.tril_indices(n)
 
     def fun(theta):
-        Lm = np.zeros((n, n))
-        Lm[lo] = theta
-        norms = np.sqrt(np.einsum("ij,ij->i", Lm, Lm))
+        Lm, norms = _rows(theta, n)
         if np.any(norms == 0.0):
             return np.inf, np.zeros_like(theta)
         Lt = Lm / norms[:, None]
@@ -286,12 +283,7 @@ def _max_variance_smooth(L, rtol):
             options={"maxiter": 5000, "ftol": rtol * 1e-3, "gtol": 1e-10, "maxcor": 30},
         )  # fmt: skip
         theta = res.x
-    Lm = np.zeros((n, n))
-    Lm[lo] = theta
-    Lt = Lm / np.sqrt(np.einsum("ij,ij->i", Lm, Lm))[:, None]
-    X = Lt @ Lt.T
-    X[np.diag_indices(n)] = 1.0
-    return X
+    return _unit_diagonal(theta, n)
 
 
 def max_variance_strategy(W: Matrix) -> np.ndarray:

@@ -26,10 +26,8 @@ from ...linalg import TooLargeError
 from ...privacy import ZCDP, ApproxDP, Privacy
 from .workload import ResidualWorkload
 
-#: Default solver: "auto" = the dual L-BFGS-B method for the max-variance program when its
-#: duality gap certifies the optimum, else cvxpy with CLARABEL (the digest's pitfall 9: ECOS is
-#: visibly less accurate), and CLARABEL inside the cutting planes of a program with many more
-#: rows than variables (:func:`select_max`); CLARABEL for user-supplied losses.
+#: Default solver: "auto" (:func:`select_max`; CLARABEL for user-supplied losses: the
+#: digest's pitfall 9, ECOS is visibly less accurate).
 DEFAULT_SOLVER = "auto"
 #: Relative duality gap below which a max-variance solution is accepted (certified).
 DUAL_GAP_RTOL = 1e-7
@@ -43,7 +41,6 @@ class InfeasibleError(ValueError):
     """The convex selection program is infeasible or unbounded."""
 
 
-# ============================================================================ the plan
 class ResidualPlan:
     """A workload, its closure and the σ²_A of every base mechanism (at pcost = 1 unless
     stated): the selected ResidualPlanner(+) mechanism."""
@@ -64,7 +61,6 @@ class ResidualPlan:
         self.info: dict = {}
         self._rows = None  # row_constraints(workload), built on first use
 
-    # --------------------------------------------------------------- structure
     @property
     def bases(self):
         return self.workload.bases
@@ -88,7 +84,6 @@ class ResidualPlan:
         """``Σ_A Π_{i∈A}(n_i - 1)``: the minimum number of noisy answers (Thm 4.2)."""
         return int(round(float(np.sum(self.dims()))))
 
-    # ----------------------------------------------------------------- privacy
     def pcost(self) -> float:
         """``Σ_A p_A / σ²_A`` (Thm 4.3; for general attributes the Thm 7.1 composition bound)."""
         return float(np.sum(self.p() / self.sigma2))
@@ -111,7 +106,6 @@ class ResidualPlan:
         out._rows = self._rows
         return out
 
-    # --------------------------------------------------------------- variances
     def set_sum_variance(self, sigma2=None) -> np.ndarray:
         """Sum of the variances of every set's queries (Thm 7.2 "SoV"), unweighted."""
         s = self.sigma2 if sigma2 is None else sigma2
@@ -136,15 +130,6 @@ class ResidualPlan:
         if self._rows is None:
             self._rows = row_constraints(self.workload)
         return float(np.max(self._rows @ s))
-
-
-# ============================================================================ constraints
-def _pair_index(table) -> np.ndarray:
-    """``idx[j, pattern]`` = closure row of the subset of set j keeping ``pattern`` (or -1)."""
-    idx = np.full((len(table.lens), 1 << table.kmax), -1, dtype=np.int64)
-    for pat, rows, cidx in table.blocks:
-        idx[rows, pat] = cidx
-    return idx
 
 
 def row_constraints(workload: ResidualWorkload):
@@ -179,7 +164,10 @@ def row_constraints(workload: ResidualWorkload):
     for i, pr in enumerate(profiles):
         prof[i, : len(pr)] = pr
     P = table.padded
-    pidx = _pair_index(table)
+    # pidx[j, pattern]: the closure row of set j's subset keeping the pattern (-1: none)
+    pidx = np.full((len(table.lens), 1 << kmax), -1, dtype=np.int64)
+    for pat, sets, cidx in table.blocks:
+        pidx[sets, pat] = cidx
     if kmax:
         shapes, group = np.unique(counts[P], axis=0, return_inverse=True)
     else:  # only the 0-way total
@@ -212,7 +200,6 @@ def row_constraints(workload: ResidualWorkload):
     )
 
 
-# ============================================================================ selection
 def select_sum(workload: ResidualWorkload, weighting: str = "total") -> ResidualPlan:
     """Closed form for the weighted sum of variances (§6.1, Lemma 2; digest §2.6).
 
@@ -350,13 +337,6 @@ def _inner_cvxpy(solver):
     return inner
 
 
-def _polish(sub, p, lam):
-    """A few dual rounds warm-started at a solver's multipliers (a tighter certificate)."""
-    lam = np.where(lam > 0, lam, 0.0)
-    x, _, d_low, lam = _dual_rounds(sub, p, lam, rounds=2)
-    return x, d_low, lam
-
-
 def _covering_rows(M, v) -> np.ndarray:
     """For every column of ``M`` with a non-zero, the row of largest ``v`` among its
     non-zeros (so that no variable of a restricted program is unbounded)."""
@@ -369,16 +349,12 @@ def _covering_rows(M, v) -> np.ndarray:
 
 
 def _max_cuts(M, p, inner):
-    """``min Σ_A p_A/x_A s.t. Mx ≤ 1`` over a growing set of rows (cutting planes).
-
-    At most ``len(p)`` rows are active at the optimum. ``inner(rows, p, λ₀)`` solves the
-    program restricted to a set of rows and returns ``(x, λ, info)`` (``λ`` its constraint
-    multipliers); start: the most loaded rows at ``x ∝ sqrt(p / Mᵀ1)`` (and one row per
-    variable); each round, an exact vectorised scan of ``M x`` over every row adds the most
-    violated ones. Bounds: ``g(λ)`` (:func:`_dual_value`) of the restricted multipliers is a
-    lower bound for the full program (λ padded with zeros is dual feasible); ``x`` scaled to
-    satisfy every row gives an upper bound. Stops when their relative gap is ≤ DUAL_GAP_RTOL
-    or nothing is violated. Returns ``(x, P, relative gap, info)``.
+    """``min Σ_A p_A/x_A s.t. Mx ≤ 1`` over a growing set of rows (cutting planes; at most
+    ``len(p)`` rows are active at the optimum). ``inner(rows, p, λ₀)`` solves the restricted
+    program, returning ``(x, λ, info)``; each round adds the most violated rows. ``g(λ)`` of
+    the restricted multipliers is a lower bound for the full program, ``x`` scaled to satisfy
+    every row an upper bound; stops when their relative gap is ≤ DUAL_GAP_RTOL or nothing is
+    violated. Returns ``(x, P, relative gap, info)``.
     """
     M = M.tocsr()
     m, k = M.shape
@@ -410,8 +386,8 @@ def _max_cuts(M, p, inner):
         inside[active] = True
         cand = np.nonzero(~inside & (v > top))[0]
         if not len(cand):  # every row holds: polish the restricted program's own gap
-            if inner is not _inner_dual:
-                x, d_low, lam = _polish(sub, p, lam)
+            if inner is not _inner_dual:  # a few dual rounds warm-started at its multipliers
+                x, _, d_low, lam = _dual_rounds(sub, p, np.where(lam > 0, lam, 0.0), rounds=2)
                 D = max(D, d_low)
                 xs = x / float(np.max(M @ x))
                 P = float(np.dot(p, 1.0 / xs))
@@ -438,7 +414,7 @@ def select_max(workload: ResidualWorkload, solver: str = DEFAULT_SOLVER) -> Resi
     ``solver``: a cvxpy solver name (the paper used ECOS; CLARABEL is more accurate),
     ``"dual"`` (L-BFGS-B on the concave dual, :func:`_dual_rounds`) or ``"auto"`` (the dual
     when its certified relative gap is ≤ DUAL_GAP_RTOL, else CLARABEL; CLARABEL inside the
-    cutting planes). The plan's ``info`` records the solver, the certified gap and the rows.
+    cutting planes). ``info`` records the solver, the certified gap and the rows.
     """
     name = check_solver(solver, allow_dual=True)
     M = row_constraints(workload).tocsr()
@@ -494,5 +470,4 @@ def select_convex(
         raise ValueError("the loss is not convex (the cvxpy problem does not follow DCP rules)")
     _solve(prob, name, "the convex selection program")
     sigma2 = np.clip(np.asarray(s.value, dtype=float), 1e-300, None)
-    plan = ResidualPlan(workload, sigma2, objective="callable", value=float(prob.value))
-    return plan
+    return ResidualPlan(workload, sigma2, objective="callable", value=float(prob.value))

@@ -46,12 +46,10 @@ def dominant_profiles(h, s) -> np.ndarray:
     """Indices of the rows ``(h_r, s_r)`` that can be a worst case: the vertices of the
     upper-right convex hull of the points ``(h_r, s_r)`` (one index per distinct vertex).
 
-    A product query's variance ``Σ_B c_B Π_{i∈B} h_i Π_{i∉B} s_i`` (``c_B ≥ 0``, He et al.
-    Thm 7.2) is, for fixed other attributes, ``a·h_i + b·s_i`` with ``a, b ≥ 0``: linear in
-    attribute ``i``'s row pair. A pair dominated by a convex combination of others therefore
-    never has a larger variance than all of them, so the max variance over a product of row
-    sets — and every per-row constraint ``variance ≤ t`` of the max-variance program (§4.4) —
-    is decided by these rows alone (exactly, not approximately).
+    A product query's variance (He et al. Thm 7.2) is, for fixed other attributes,
+    ``a·h_i + b·s_i`` with ``a, b ≥ 0``, so a pair dominated by a convex combination of others
+    never has a larger variance than all of them: the max variance over a product of row sets
+    (and the max-variance program, §4.4) is decided exactly by these rows alone.
     """
     h = np.asarray(h, dtype=float)
     s = np.asarray(s, dtype=float)
@@ -72,7 +70,6 @@ def dominant_profiles(h, s) -> np.ndarray:
     return np.array(sorted(hull), dtype=np.int64)
 
 
-# ====================================================== residual basis (ResidualPlanner)
 class ResidualRoute:
     """Union of Kronecker products (or weighted Marginals) × a strategy exposing
     ``residual_pinv_terms() -> (sizes, [H_i], closure sets, c)`` with
@@ -176,15 +173,6 @@ class ResidualRoute:
             cb = np.where(found, vals[idx] if len(vals) else 0.0, 0.0)
             yield pat, rows, found, cb
 
-    def _fast_products(self, inside, outside, pat, rows):
-        F = self._fast_data
-        P = F["P"][rows]
-        out = np.ones(len(rows))
-        for j in range(F["kmax"]):
-            col = P[:, j]  # -1 (padding) picks the trailing 1.0
-            out *= inside[col] if (pat >> j) & 1 else outside[col]
-        return out
-
     def _fast_check(self) -> None:
         F = self._fast_data
         for pat, rows, found, _ in self._fast_patterns():
@@ -207,7 +195,10 @@ class ResidualRoute:
         F = self._fast_data
         acc = np.zeros(len(F["w"]))
         for pat, rows, _, cb in self._fast_patterns():
-            acc[rows] += cb * self._fast_products(inside, outside, pat, rows)
+            prod = np.ones(len(rows))
+            for j, col in enumerate(F["P"][rows, : F["kmax"]].T):  # -1 (padding): the last 1.0
+                prod *= inside[col] if (pat >> j) & 1 else outside[col]
+            acc[rows] += cb * prod
         return F["w"] * acc
 
     def _factor_rows(self, i: int, f: Matrix | None):
@@ -276,20 +267,9 @@ class ResidualRoute:
         for c, support, factors in self.terms:
             if c == 0.0:
                 continue
-            sums = [
-                (float(np.sum(h)), float(np.sum(s)))
-                for h, s, _, _ in self._term_rows(support, factors)
-            ]
-            acc = 0.0
-            for pat, B in self._subsets(support):
-                cb = self.coef.get(B)
-                if cb is None:
-                    continue
-                prod = cb
-                for j, (hs, ss) in enumerate(sums):
-                    prod *= hs if (pat >> j) & 1 else ss
-                acc += prod
-            total += c * acc
+            rows = self._term_rows(support, factors)  # summed over the rows: one "query"
+            sums = [(np.sum(h, keepdims=True), np.sum(s, keepdims=True)) for h, s, _, _ in rows]
+            total += c * float(product_variances(self.coef, support, sums)[0])
         return total
 
     def _term_profile(self, c, support, factors, worst: bool) -> np.ndarray:

@@ -3,36 +3,27 @@
 ``residual_planner`` (§4): workloads of marginals (a :class:`~mmtoolkit.linalg.Marginals`, or a
 union of Kronecker products of identity/total factors). The strategy releases the residual
 base mechanisms of the downward closure with noise scales σ²_A chosen for the objective:
-
-* ``"sum"`` — the weighted sum of variances in closed form (§6.1); ``weighting`` ``"total"``
-  (the evaluator's total squared error / RMSE), ``"equal"`` or ``"sqrt"`` (§6.2);
-* ``"max"`` — the max weighted cell variance, a convex program solved by cvxpy (§4.4);
-* a callable ``loss(v) -> cvxpy expression`` (or ``(expression, constraints)``) of the vector
-  ``v`` of per-set variances (any convex loss, §4.4).
+``"sum"``, the weighted sum of variances in closed form (§6.1; ``weighting`` ``"total"``, the
+evaluator's total squared error, ``"equal"`` or ``"sqrt"``, §6.2); ``"max"``, the max weighted
+cell variance (§4.4); or a callable ``loss(v)`` of the per-set variances returning a convex
+cvxpy expression (or ``(expression, constraints)``, §4.4).
 
 ``residual_planner_plus`` (§7): generalized marginals whose attributes have basic matrices
 (identity, prefix, all-range or any matrix containing 1ᵀ in its row space). Identity
-attributes are ResidualPlanner's; the others get a strategy replacement ``S_i`` (parameter
-``strategies``: ``"optimize"`` — HDMM's 1-D convex template on ``[1ᵀ; W_iΠ]`` (§9), the
-default; ``"workload"`` — ``S_i = W_i``; or a list with one entry per attribute, ``None``
-meaning the default) and covariance ``Γ_i = I`` (final Algorithm 4). ``strategy_solver``
-picks the 1-D solve behind ``"optimize"``: ``"exact"`` (default; the optimum to ~1e-9) or
-``"hdmm"`` (the paper's §9 procedure, HDMM's convex template with L-BFGS-B ``maxcor = 1`` and
-default stopping; reproduces the printed Tables 8-14, see ``convex1d``).
-``strategy_objective`` picks the 1-D problem: ``"sum"`` (total variance of ``[1ᵀ; W_iΠ]``),
-``"max"`` (the fitness-for-use problem: least privacy cost with every index query's variance
-≤ 1, as the paper's max-variance experiments) or ``"auto"`` (default: ``"max"`` when the
-selection objective is ``"max"``, else ``"sum"``).
+attributes are ResidualPlanner's; the others get a strategy replacement ``S_i`` with
+``Γ_i = I`` (final Algorithm 4). ``strategies``: ``"optimize"`` (default; HDMM's 1-D convex
+template on ``[1ᵀ; W_iΠ]``, §9), ``"workload"`` (``S_i = W_i``) or one entry per attribute
+(``None``: the default). ``strategy_solver``: ``"exact"`` (default) or ``"hdmm"`` (the paper's
+§9 procedure, which reproduces the printed Tables 8-14; see ``convex1d``).
+``strategy_objective``: ``"sum"`` (total variance of ``[1ᵀ; W_iΠ]``), ``"max"`` (least privacy
+cost with every index query's variance ≤ 1) or ``"auto"`` (default: as the selection).
 
 Both take ``objective`` (default ``"sum"``; used when :meth:`select` is called with its
-default), ``weighting``, ``solver`` (``"auto"`` (default): for ``"max"`` the dual L-BFGS-B method
-when its duality gap certifies the optimum, else cvxpy/CLARABEL, and CLARABEL inside cutting
-planes when the program has many more rows than variables, as on range workloads; ``"dual"``;
-or a cvxpy solver name such as ``"CLARABEL"``, ``"ECOS"``, ``"SCS"``) and ``variance_bound``
-(optional: the utility-constrained problem, Eq. 2 — the strategy is the same, the metadata
-records the privacy cost needed to meet the bound). The returned ``Strategy.matrix`` is a
-:class:`~.matrix.ResidualStrategyMatrix` at pcost 1; ``metadata["plan"]`` holds the
-:class:`~.plan.ResidualPlan` (σ² at pcost 1, closure, variances).
+default), ``weighting``, ``solver`` (``"auto"``, ``"dual"`` or a cvxpy solver name:
+:data:`~.plan.DEFAULT_SOLVER`) and ``variance_bound`` (optional: the utility-constrained
+problem, Eq. 2: the metadata records the privacy cost needed to meet the bound). The
+``Strategy.matrix`` is a :class:`~.matrix.ResidualStrategyMatrix` at pcost 1;
+``metadata["plan"]`` holds the :class:`~.plan.ResidualPlan`.
 """
 
 from __future__ import annotations
@@ -86,9 +77,6 @@ class _ResidualBase(Selector):
         if variance_bound is not None:
             variance_bound = check_positive(variance_bound, "variance_bound")
         self._callable = None
-        self.weighting = weighting
-        self.solver = solver
-        self.variance_bound = variance_bound
         self.params = {
             "objective": objective
             if not callable(objective)
@@ -121,20 +109,21 @@ class _ResidualBase(Selector):
         raise NotImplementedError
 
     def _select(self, workload: Matrix, privacy: Privacy, objective) -> Strategy:
+        prm = self.params
         start = time.perf_counter()
         self._objective_now = "callable" if self._callable is not None else objective
         wl = self._parse(workload)
         parsed = time.perf_counter() - start
         if self._callable is not None:
-            plan = select_convex(wl, self._callable, self.solver)
+            plan = select_convex(wl, self._callable, prm["solver"])
             name = "callable"
         elif objective == "max":
-            plan = select_max(wl, self.solver)
+            plan = select_max(wl, prm["solver"])
             name = "max"
         else:
-            plan = select_sum(wl, self.weighting)
+            plan = select_sum(wl, prm["weighting"])
             name = "sum"
-        return _strategy(self.name, plan, privacy, name, self.variance_bound, parsed)
+        return _strategy(self.name, plan, privacy, name, prm["variance_bound"], parsed)
 
 
 def _strategy(selector, plan: ResidualPlan, privacy, objective, bound, parse_seconds) -> Strategy:
@@ -209,28 +198,20 @@ class ResidualPlannerPlus(_ResidualBase):
             raise ValueError(
                 f"strategy_objective must be 'auto', 'sum' or 'max', got {strategy_objective!r}"
             )
-        self.strategy_objective = strategy_objective
-        self.params["strategy_objective"] = strategy_objective
         if strategy_solver not in STRATEGY_SOLVERS:
             raise ValueError(
                 f"strategy_solver must be one of {STRATEGY_SOLVERS}, got {strategy_solver!r}"
             )
-        self.strategy_solver = strategy_solver
-        self.params["strategy_solver"] = strategy_solver
-        if isinstance(strategies, str):
-            if strategies not in ("optimize", "workload"):
-                raise ValueError(
-                    f"strategies must be 'optimize', 'workload' or a per-attribute list, "
-                    f"got {strategies!r}"
-                )
-        elif isinstance(strategies, (list, tuple)) and strategies:
+        if isinstance(strategies, (list, tuple)) and strategies:
             strategies = [_check_strategy(S, f"strategies[{i}]") for i, S in enumerate(strategies)]
-        else:
+        elif not (isinstance(strategies, str) and strategies in ("optimize", "workload")):
             raise ValueError(
                 f"strategies must be 'optimize', 'workload' or a per-attribute list, "
                 f"got {strategies!r}"
             )
         self.strategies = strategies
+        self.params["strategy_objective"] = strategy_objective
+        self.params["strategy_solver"] = strategy_solver
         self.params["strategies"] = strategies if isinstance(strategies, str) else "custom"
 
     def _parse(self, workload):
@@ -248,7 +229,7 @@ class ResidualPlannerPlus(_ResidualBase):
                 mode = S or "optimize"
             else:
                 mode = self.strategies
-            target = self.strategy_objective
+            target = self.params["strategy_objective"]
             if target == "auto":
                 target = "max" if getattr(self, "_objective_now", "sum") == "max" else "sum"
             key = (mode, target, type(Wi).__name__, Wi.shape, _fingerprint(Wi))
@@ -258,7 +239,7 @@ class ResidualPlannerPlus(_ResidualBase):
                 elif target == "max":
                     S = max_variance_strategy(Wi)
                 else:
-                    S = optimized_strategy(Wi, self.strategy_solver)
+                    S = optimized_strategy(Wi, self.params["strategy_solver"])
                 cache[key] = general_basis(Wi, S)
             return cache[key]
 
