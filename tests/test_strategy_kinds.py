@@ -89,9 +89,28 @@ class _WrongPinv(Dense):
         return Dense(np.eye(self.shape[0]))
 
 
+class _SharedBuffer(Dense):
+    """``apply_overwrite`` writes into a buffer of its own and returns it: the result of one
+    call changes with the next."""
+
+    def apply_overwrite(self, y):
+        self._buffer = getattr(self, "_buffer", np.empty(self.shape[0]))
+        self._buffer[:] = self @ y
+        return self._buffer
+
+
+class _UnsquaredWeight(Dense):
+    """``kron_terms`` with the weight itself, not its square (the documented ``c_t``)."""
+
+    def kron_terms(self):
+        return [(2.0, [Dense(self.array / 2.0)])]
+
+
 @pytest.mark.parametrize(
     "kind, failed",
     [
+        (_SharedBuffer, {"pinv"}),
+        (_UnsquaredWeight, {"kron_terms"}),
         (_HalfSensitivity, {"reductions", "evaluator"}),
         (_WrongGram, {"gram", "reductions", "error_route", "evaluator", "monte_carlo"}),
         (_WrongPinv, {"pinv", "reconstruction", "monte_carlo", "release"}),
