@@ -1,5 +1,8 @@
-"""The conformance kit for selectors: :func:`check_selector` checks a selector the way the
-project checks its own (in the spirit of scikit-learn's ``check_estimator``).
+"""The conformance kits: :func:`check_selector` checks a selector the way the project checks
+its own (in the spirit of scikit-learn's ``check_estimator``); :func:`check_strategy_kind`
+checks a strategy kind (a ``linalg.Matrix`` subclass) on a small instance against the dense
+oracle (:func:`check_against_dense`, also used by the linalg tests), the evaluator and the
+mechanism (its docstring lists those checks).
 
 A new selector's author runs ``check_selector(MySelector)`` (or on an instance, or with
 ``params``); the project's test suite runs it over every registered selector
