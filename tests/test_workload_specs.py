@@ -4,6 +4,7 @@ and bad specs that name the kind and list the valid kinds / the builder's parame
 
 from __future__ import annotations
 
+import functools
 import inspect
 import re
 
@@ -13,6 +14,7 @@ import yaml
 
 from mmtoolkit import workloads
 from mmtoolkit.domain import Domain
+from mmtoolkit.linalg import Matrix
 from mmtoolkit.runner import ConfigError, load_config
 from mmtoolkit.workload_specs import (
     SHORTHANDS,
@@ -258,6 +260,21 @@ def _written_out(spec, sizes: list[int]) -> dict:
     return m
 
 
+def _expected(spec: str) -> Matrix:
+    return build_workload(_written_out(spec, list(CALLER.sizes)))
+
+
+def save_files(spec: str) -> None:
+    """Write the matrix file a ``matrix:file=...`` spec names (2 queries on CALLER's cells)."""
+    if "file" in spec_mapping(spec):
+        np.save(spec_mapping(spec)["file"], np.arange(2.0 * CALLER.size).reshape(2, -1))
+
+
+#: kind -> (its example spec over the caller's domain CALLER, the workload it must build: the
+#: spec with that domain written out); tests/test_compare.py runs them through the CLI.
+CALLER_SPECS = {kind: (c, functools.partial(_expected, c)) for kind, (_, c) in EXAMPLES.items()}
+
+
 @pytest.mark.parametrize("kind", sorted(EXAMPLES))
 def test_every_kind_on_the_command_line(kind, tmp_path, monkeypatch):
     """What `release --workload` and `compare --workload` build from a SPEC over --domain:
@@ -265,11 +282,10 @@ def test_every_kind_on_the_command_line(kind, tmp_path, monkeypatch):
     from mmtoolkit.releasing import workload_matrix as release_workload
 
     monkeypatch.chdir(tmp_path)
-    spec = EXAMPLES[kind][1]
-    if "file" in spec_mapping(spec):
-        np.save(spec_mapping(spec)["file"], np.arange(2.0 * CALLER.size).reshape(2, -1))
+    spec, expected = CALLER_SPECS[kind]
+    save_files(spec)
     W = build_workload(spec, "--workload", domain=CALLER, domain_source="--domain")
-    E = build_workload(_written_out(spec, list(CALLER.sizes)))
+    E = expected()
     assert W.shape == E.shape
     if int(W.shape[0]) * int(W.shape[1]) <= 10**6:
         np.testing.assert_array_equal(W.dense(), E.dense())
