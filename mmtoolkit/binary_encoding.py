@@ -150,6 +150,8 @@ def binary_marginals(
     ``over="attributes"`` (default): marginals on sets of original attributes, each
     expanded to all of its bits; ``fixed`` (Q3) is an attribute name or index.
     ``over="bits"``: the same workloads with every bit as an attribute.
+    Spec: ``binary_marginals:domain={sizes: [3, 2, 4]},k=1``;
+    caller's domain: ``binary_marginals:k=1``.
     """
     dom = _domain(domain)
     if over not in ("attributes", "bits"):

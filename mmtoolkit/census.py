@@ -146,13 +146,15 @@ def sf1(relationship: bool = True, two_or_more: str = "flags") -> la.Matrix:
     ``relationship`` keeps the Relationship attribute (17, Total in every query) in the
     domain as the paper's §8.1 states (N = 500,480); ``False`` drops it (N = 29,440).
     ``two_or_more``: "flags" (≥ 2 race flags) or "race1_complement" (module docstring).
+    Spec: ``sf1:relationship=false``; caller's domain: ``sf1:relationship=false``.
     """
     return _build(check_bool(relationship, "relationship"), False, two_or_more)
 
 
 def sf1_plus(relationship: bool = True, two_or_more: str = "flags") -> la.Matrix:
     """HDMM's SF1+ workload (Table 3, row "CPH SF1+"): SF1 asked nationally and per state,
-    ``SF1 ⊗ [T_51; I_51]`` (215,852 queries; N = 25,524,480 with Relationship)."""
+    ``SF1 ⊗ [T_51; I_51]`` (215,852 queries; N = 25,524,480 with Relationship).
+    Spec: ``sf1_plus:two_or_more=flags``; caller's domain: ``sf1_plus``."""
     return _build(check_bool(relationship, "relationship"), True, two_or_more)
 
 

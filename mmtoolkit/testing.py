@@ -1,5 +1,8 @@
-"""The conformance kit for selectors: :func:`check_selector` checks a selector the way the
-project checks its own (in the spirit of scikit-learn's ``check_estimator``).
+"""The conformance kits: :func:`check_selector` checks a selector the way the project checks
+its own (in the spirit of scikit-learn's ``check_estimator``); :func:`check_strategy_kind`
+checks a strategy kind (a ``linalg.Matrix`` subclass) on a small instance against the dense
+oracle (:func:`check_against_dense`, also used by the linalg tests), the evaluator and the
+mechanism (its docstring lists those checks).
 
 A new selector's author runs ``check_selector(MySelector)`` (or on an instance, or with
 ``params``); the project's test suite runs it over every registered selector
@@ -73,10 +76,11 @@ import traceback
 from dataclasses import dataclass, field
 
 import numpy as np
+from scipy.sparse.linalg import LinearOperator
 
 from . import evaluate, mechanism, workloads
 from .domain import Domain
-from .linalg import Matrix, peel
+from .linalg import SUPPORT_RTOL, Dense, Matrix, Product, UnsupportedWorkloadError, peel
 from .privacy import ZCDP, ApproxDP, Privacy, PureDP
 from .selectors import REFUSALS, Selector, check_registrable, get, get_class
 from .selectors.base import ALL_PRIVACY
@@ -84,11 +88,18 @@ from .strategy import Strategy
 
 __all__ = [
     "CHECKS",
+    "KIND_CHECKS",
+    "CheckError",
     "CheckReport",
+    "KindCheckError",
     "SelectorCheckError",
+    "check_against_dense",
     "check_selector",
+    "check_strategy_kind",
+    "close",
     "default_privacies",
     "default_workloads",
+    "kind_workloads",
 ]
 
 #: The checks of :func:`check_selector`, in the order they run.
@@ -114,34 +125,49 @@ CONFIRM = (1, 4, 16)
 RTOL = 1e-7
 
 
-class SelectorCheckError(AssertionError):
-    """``check_selector`` found a problem. ``failures`` maps each failed check's name to
+class CheckError(AssertionError):
+    """A conformance kit found a problem. ``failures`` maps each failed check's name to
     why; ``report`` is the :class:`CheckReport` of the whole run."""
 
-    def __init__(self, selector: str, failures: dict[str, str], report: CheckReport):
-        self.selector = selector
+    def __init__(self, subject: str, failures: dict[str, str], report: CheckReport):
+        self.subject = subject
         self.failures = dict(failures)
         self.report = report
-        lines = [f"check_selector({selector}): {len(failures)} check(s) failed"]
+        lines = [f"{report.kit}({subject}): {len(failures)} check(s) failed"]
         lines += [f"  check {name!r} failed: {why}" for name, why in failures.items()]
         super().__init__("\n".join(lines))
 
 
+class SelectorCheckError(CheckError):
+    """``check_selector`` found a problem (``subject``, also ``selector``: its name)."""
+
+    @property
+    def selector(self) -> str:
+        return self.subject
+
+
+class KindCheckError(CheckError):
+    """``check_strategy_kind`` found a problem (``subject``: the kind's name)."""
+
+
 @dataclass
 class CheckReport:
-    """What :func:`check_selector` did: ``passed`` check names, ``failed`` ``{name: why}``,
-    ``notes`` (refused workloads, skipped parts) and the ``selections`` it checked as
-    ``(workload label, privacy, seconds)``."""
+    """What a kit did: ``passed`` check names, ``failed`` ``{name: why}``, ``notes``
+    (refused workloads, skipped parts) and, for :func:`check_selector`, the ``selections``
+    it checked as ``(workload label, privacy, seconds)``. ``selector``: the name of the
+    selector (or strategy kind) checked; ``kit``: which kit, ``checks``: its checks."""
 
     selector: str
     passed: list[str] = field(default_factory=list)
     failed: dict[str, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     selections: list[tuple[str, str, float]] = field(default_factory=list)
+    kit: str = "check_selector"
+    checks: tuple[str, ...] = CHECKS
 
     def __str__(self) -> str:
-        lines = [f"check_selector({self.selector}):"]
-        for name in CHECKS:
+        lines = [f"{self.kit}({self.selector}):"]
+        for name in self.checks:
             if name in self.failed:
                 lines.append(f"  FAIL {name}: {self.failed[name]}")
             elif name in self.passed:
@@ -203,22 +229,36 @@ def check_selector(
     wls = _workloads(workloads)
     objectives = (objective,) if objective is not None else tuple(cls.objectives())
     kit = _Kit(cls, make, kwargs, wls, report, quick, releases, objectives, int(seed))
-    for name in CHECKS:
+    return _run(
+        kit,
+        SelectorCheckError,
+        # nothing to select with, or nothing selected: later checks cannot run
+        lambda name: (
+            (name == "parameters" and kit.selector is None)
+            or (name == "select" and not kit.selections)
+        ),
+    )
+
+
+def _run(kit, error: type[CheckError], stop=lambda name: False) -> CheckReport:
+    """Run ``kit.report.checks`` (one method of ``kit`` each), recording what passed and
+    why the others failed; ``stop(name)`` true ends the run after that check. Return the
+    report, or raise ``error`` naming every failed check."""
+    report = kit.report
+    for name in report.checks:
         try:
             getattr(kit, name)()
-        except _Failed as exc:
-            report.failed[name] = str(exc)
+        except (_Failed, AssertionError) as exc:  # AssertionError: the dense oracle's
+            report.failed[name] = str(exc).strip()
         except Exception as exc:  # noqa: BLE001 - a crash inside a check is its failure
             tb = traceback.extract_tb(exc.__traceback__)[-1]
             report.failed[name] = f"raised {_short(exc)} ({tb.filename}:{tb.lineno})"
         else:
             report.passed.append(name)
-        if (name == "parameters" and kit.selector is None) or (
-            name == "select" and not kit.selections
-        ):
-            break  # nothing to select with, or nothing selected: later checks cannot run
+        if stop(name):
+            break
     if report.failed:
-        raise SelectorCheckError(label, report.failed, report)
+        raise error(report.selector, report.failed, report)
     return report
 
 
@@ -283,7 +323,38 @@ class _Selection:
         return f"{self.label} under {_kind(self.privacy)}{obj}"
 
 
-class _Kit:
+class _Checks:
+    """What both kits share: notes, and the Monte-Carlo comparison with its re-runs."""
+
+    report: CheckReport
+    releases: int
+    seed: int
+
+    def note(self, text: str) -> None:
+        self.report.notes.append(text)
+
+    def _confirm(self, s: _Selection, x, k: int, path: str, run) -> None:
+        """``run`` with ``releases``; a miss is re-run on fresh streams with 4x, then 16x
+        the releases, and fails only if every run misses (module docstring)."""
+        where = f"{s.where()} ({path})"
+        runs = []
+        for stage, factor in enumerate(CONFIRM):
+            rng = np.random.default_rng([self.seed, k, 2 + stage])
+            runs.append(run(s, x, factor * self.releases, rng))
+            if runs[-1].within_ci:
+                if stage:
+                    self.note(f"monte_carlo: {where} agreed at {runs[-1].releases} releases")
+                return
+        last = runs[-1]
+        cis = "; ".join(f"[{r.ci[0]:.6g}, {r.ci[1]:.6g}] ({r.releases})" for r in runs)
+        raise _Failed(
+            f"on {where} the evaluator's expected total squared error {last.expected:.6g} is "
+            f"outside the {LEVEL:.0%} interval of the empirical mean in every run: {cis}; "
+            f"empirical / expected = {last.mean_total / last.expected:.3g}"
+        )
+
+
+class _Kit(_Checks):
     """The checks; each method raises :class:`_Failed` with the reason."""
 
     def __init__(self, cls, make, kwargs, wls, report, quick, releases, objectives, seed):
@@ -293,9 +364,6 @@ class _Kit:
         self.selections: list[_Selection] = []  # the supported ones after ``support``
         self.first: _Selection | None = None  # the first selection made
         self.refused: list[tuple[str, Matrix, Privacy, str, str]] = []  # (..., obj, reason)
-
-    def note(self, text: str) -> None:
-        self.report.notes.append(text)
 
     # ------------------------------------------------------------------ metadata
     def metadata(self):
@@ -560,26 +628,6 @@ class _Kit:
                 path = f"mechanism.release, {type(base).__name__}.{'/'.join(own)}"
                 self._confirm(s, x, k, path, _release_loop)
 
-    def _confirm(self, s: _Selection, x, k: int, path: str, run) -> None:
-        """``run`` with ``releases``; a miss is re-run on fresh streams with 4x, then 16x
-        the releases, and fails only if every run misses (module docstring)."""
-        where = f"{s.where()} ({path})"
-        runs = []
-        for stage, factor in enumerate(CONFIRM):
-            rng = np.random.default_rng([self.seed, k, 2 + stage])
-            runs.append(run(s, x, factor * self.releases, rng))
-            if runs[-1].within_ci:
-                if stage:
-                    self.note(f"monte_carlo: {where} agreed at {runs[-1].releases} releases")
-                return
-        last = runs[-1]
-        cis = "; ".join(f"[{r.ci[0]:.6g}, {r.ci[1]:.6g}] ({r.releases})" for r in runs)
-        raise _Failed(
-            f"on {where} the evaluator's expected total squared error {last.expected:.6g} is "
-            f"outside the {LEVEL:.0%} interval of the empirical mean in every run: {cis}; "
-            f"empirical / expected = {last.mean_total / last.expected:.3g}"
-        )
-
 
 def _vectorised(s: _Selection, x, releases: int, rng):
     """:func:`mechanism.monte_carlo`: batches of releases (measure, then the kind's
@@ -627,3 +675,486 @@ def _differ(a: Strategy, b: Strategy, seed: int) -> str | None:
     if diff > RTOL * scale:
         return f"largest entry difference {diff:.3g} (relative {diff / scale:.3g})"
     return None
+
+
+# ============================================================================ the dense oracle
+# Every operation of an implicit matrix against plain numpy on a reference array. Tolerances
+# follow from the conditioning of what is compared: each entry of a product of an m x n matrix
+# with X errs by at most γ_k (|A| |X|) with γ_k ≈ k·eps for k-term sums (Higham, "Accuracy
+# and Stability of Numerical Algorithms", §3.5); a structured kind takes a few passes of such
+# sums (Kronecker factors, recursions, transforms), allowed for by SAFETY. A pseudo-inverse
+# computed two ways differs by about κ(A) times that (Wedin's perturbation bound), (AᵀA)⁺ by
+# κ(A)². Sums of |a|^p (norms, traces of Grams) have no cancellation: their own magnitude.
+#: Passes of a structured kind's algorithm allowed for in the γ_k bounds above.
+SAFETY = 2.0**10
+#: A pseudo-inverse is compared when κ(A) (over the nonzero singular values) is below this.
+MAX_COND = 1e4
+#: Default of :func:`close`: SAFETY · γ_k for every k ≤ 4000 (1024 · 4000 · eps < 1e-9).
+CLOSE_RTOL = 1e-9
+
+
+def _rtol(ref: np.ndarray, cond: float = 1.0) -> float:
+    """SAFETY · γ_k for sums over ``ref``'s larger dimension, times the condition ``cond``."""
+    return SAFETY * max(ref.shape) * np.finfo(float).eps * cond
+
+
+def close(actual, expected, rtol: float = CLOSE_RTOL, what: str = "", scale=None) -> None:
+    """Assert ``|actual − expected| ≤ rtol · (|expected| + max(scale))`` entrywise, where
+    ``scale`` bounds the magnitudes that were summed (``|A| |X|`` for a product; default
+    ``|expected|``; at least 1); an ``AssertionError`` naming ``what`` otherwise."""
+    expected = np.asarray(expected, dtype=float)
+    actual = np.asarray(actual, dtype=float)
+    if actual.shape != expected.shape:
+        raise AssertionError(f"{what}: shape {actual.shape} != {expected.shape}")
+    # normwise: a structured kind sums in another order, so a structural zero of numpy's
+    # result may carry the rounding of the whole row
+    scale = float(np.max(np.abs(expected) if scale is None else scale, initial=1.0))
+    bad = ~(np.abs(actual - expected) <= rtol * (np.abs(expected) + scale))  # NaN is bad
+    if np.any(bad):
+        i = np.unravel_index(int(np.argmax(bad)), bad.shape)
+        raise AssertionError(
+            f"{what}: {int(bad.sum())} of {bad.size} entries differ from numpy beyond rtol "
+            f"{rtol:.3g}, e.g. at {tuple(int(k) for k in i)}: {float(actual[i])!r} vs "
+            f"{float(expected[i])!r}"
+        )
+
+
+def _product(got, A: np.ndarray, X: np.ndarray, what: str, cond: float = 1.0) -> None:
+    """``got`` is ``A @ X`` within γ_k (|A| |X|) (times SAFETY and ``cond``)."""
+    close(got, A @ X, _rtol(A, cond), what, scale=np.abs(A) @ np.abs(X))
+
+
+def check_colnorms(M: Matrix, ref: np.ndarray, bound: np.ndarray | None = None) -> None:
+    """``colnorm_p``, ``rownorm_p`` (p = 1, 2) and ``sensitivity`` of ``M`` against ``ref``;
+    ``bound`` bounds ``|ref|`` entrywise before rounding (``|A|ᵀ|A|`` for a Gram)."""
+    bound = np.abs(ref) if bound is None else bound
+    rt = _rtol(ref)
+    for p in (1, 2):
+        for axis, got, what in ((0, M.colnorm_p(p), "colnorm_p"), (1, M.rownorm_p(p), "rownorm_p")):
+            expected = np.abs(ref).sum(axis=axis) if p == 1 else (ref * ref).sum(axis=axis)
+            if np.isscalar(got) and not isinstance(got, float):
+                raise AssertionError(f"{what}({p}): a scalar must be a float, got {type(got)}")
+            scale = (bound if p == 1 else 2 * np.abs(ref) * bound).sum(axis=axis)
+            close(np.broadcast_to(got, expected.shape), expected, rt, f"{what}({p})", scale)
+    cols = (ref * ref).sum(axis=0)
+    close(M.sensitivity(1), np.max(np.abs(ref).sum(axis=0)), rt, "sensitivity(1)")
+    close(M.sensitivity(2), np.sqrt(np.max(cols)), rt, "sensitivity(2)")
+
+
+def _pinv_reference(ref: np.ndarray, exact: bool) -> tuple[np.ndarray | None, float]:
+    """``(numpy's A⁺, κ)`` when the comparison is well posed, else ``(None, κ)``; κ over the
+    nonzero singular values. Full rank: when κ ≤ MAX_COND. Rank-deficient: only when
+    ``exact`` (the kind handles the rank structurally, not by an SVD cut-off) and the
+    singular values have a clear gap (each ≥ σ_max / MAX_COND or ≤ 1e-12 σ_max)."""
+    if ref.size == 0:
+        return None, 1.0
+    s = np.linalg.svd(ref, compute_uv=False)
+    if s[0] == 0.0:
+        return np.zeros(ref.T.shape), 1.0
+    rel = s / s[0]
+    cond = float(1.0 / rel[rel > 1.0 / MAX_COND].min())
+    if s.size == min(ref.shape) and rel[-1] > 1.0 / MAX_COND:
+        return np.linalg.pinv(ref), cond
+    if exact and np.all((rel > 1.0 / MAX_COND) | (rel < 1e-12)):
+        return np.linalg.pinv(ref, rcond=1e-9), cond
+    return None, cond
+
+
+def _check_products(M: Matrix, ref: np.ndarray, rng) -> None:
+    m, n = ref.shape
+    if tuple(M.shape) != (m, n) or not all(isinstance(d, int) for d in M.shape):
+        raise AssertionError(f"shape {M.shape!r} != {ref.shape} (two ints)")
+    x, X = rng.normal(size=n), rng.normal(size=(n, 3))
+    y, Y = rng.normal(size=m), rng.normal(size=(m, 2))
+    close(M.dense(), ref, _rtol(ref), "dense()")
+    for got, A, V, what in (
+        (M.matvec(x), ref, x, "matvec 1-D"),
+        (M.matvec(X), ref, X, "matvec 2-D"),
+        (M @ x, ref, x, "M @ x"),
+        (M @ X, ref, X, "M @ X"),
+        (M.rmatvec(y), ref.T, y, "rmatvec 1-D"),
+        (M.rmatvec(Y), ref.T, Y, "rmatvec 2-D"),
+        (y @ M, ref.T, y, "y @ M"),
+        ((Y.T @ M).T, ref.T, Y, "Y.T @ M"),
+        (M.T.matvec(Y), ref.T, Y, ".T matvec"),
+        (M.T.rmatvec(X), ref, X, ".T rmatvec"),
+        (M.T.T.matvec(X), ref, X, ".T.T matvec"),
+        ((M @ Dense(X)).dense(), ref, X, "M @ Dense"),
+        ((Dense(Y.T) @ M).dense().T, ref.T, Y, "Dense @ M"),
+    ):
+        _product(got, A, V, what)
+    if tuple(M.T.shape) != (n, m):
+        raise AssertionError(f".T has shape {M.T.shape}, not {(n, m)}")
+    close(M.T.dense(), ref.T, _rtol(ref), ".T dense()")
+    close(Product(M.T, M).matvec(x), ref.T @ (ref @ x), _rtol(ref), "Product(M.T, M)",
+          scale=np.abs(ref).T @ (np.abs(ref) @ np.abs(x)))  # fmt: skip
+    op = M.as_operator()
+    if not isinstance(op, LinearOperator) or op.shape != (m, n):
+        raise AssertionError(f"as_operator() is not an {m} x {n} scipy LinearOperator")
+    for got, A, V, what in (
+        (op.matvec(x), ref, x, "as_operator().matvec"),
+        (op.rmatvec(y), ref.T, y, "as_operator().rmatvec"),
+        (op.matmat(X), ref, X, "as_operator().matmat"),
+        (op.H @ Y, ref.T, Y, "as_operator().H @ Y"),
+    ):
+        _product(got, A, V, what)
+
+
+def _check_reductions(M: Matrix, ref: np.ndarray) -> None:
+    m, n = ref.shape
+    if m == n:
+        close(M.trace(), np.trace(ref), _rtol(ref), "trace()", scale=np.trace(np.abs(ref)))
+        close(M.diag(), np.diag(ref), _rtol(ref), "diag()")
+    check_colnorms(M, ref)
+    close(M.frobenius_sq(), float(np.sum(ref * ref)), _rtol(ref), "frobenius_sq()")
+
+
+def _check_gram(M: Matrix, ref: np.ndarray, rng, ops: bool = True) -> None:
+    n = ref.shape[1]
+    X = rng.normal(size=(n, 3))
+    G, Gref, bound = M.gram(), ref.T @ ref, np.abs(ref).T @ np.abs(ref)
+    if tuple(G.shape) != (n, n):
+        raise AssertionError(f"gram() has shape {G.shape}, not {(n, n)}")
+    rt = _rtol(ref)
+    close(G.dense(), Gref, rt, "gram().dense()", scale=bound)
+    for got, what in ((G.matvec(X), "gram() matvec"), (G.rmatvec(X), "gram() rmatvec")):
+        close(got, Gref @ X, rt, what, scale=bound @ np.abs(X))
+    if ops:
+        close(G.trace(), np.trace(Gref), rt, "gram().trace()")
+        close(G.diag(), np.diag(Gref), rt, "gram().diag()")
+        check_colnorms(G, Gref, bound)
+        close(G.T.matvec(X), Gref @ X, rt, "gram().T", scale=bound @ np.abs(X))
+
+
+def _check_pinv(M: Matrix, ref: np.ndarray, rng, exact: bool = True) -> None:
+    expected, cond = _pinv_reference(ref, exact)
+    if expected is None:
+        return
+    m, n = ref.shape
+    Y = rng.normal(size=(m, 3))
+    rt = _rtol(ref, cond)
+    for name, P in (("pinv()", M.pinv()), ("pinv_operator()", M.pinv_operator())):
+        if P is None:
+            continue
+        if tuple(P.shape) != (n, m):
+            raise AssertionError(f"{name} has shape {P.shape}, not {(n, m)}")
+        close(P.dense(), expected, rt, name)
+        close(P @ Y[:, 0], expected @ Y[:, 0], rt, f"{name} @ vector")
+        close(P @ Y, expected @ Y, rt, f"{name} @ {m} x 3")
+
+
+def check_against_dense(
+    M: Matrix,
+    ref,
+    *,
+    rng: np.random.Generator | None = None,
+    pinv_exact: bool = True,
+    check_pinv: bool = True,
+    check_gram_ops: bool = True,
+) -> None:
+    """Assert that every algebra operation of the implicit matrix ``M`` equals plain numpy on
+    the reference array ``ref`` (products both ways with vectors and matrices, ``.T``,
+    products with other matrices, the scipy operator, ``gram()`` and, with
+    ``check_gram_ops``, its trace, diagonal and norms, ``trace``/``diag`` when square, column
+    and row norms, sensitivities, ``frobenius_sq``, and with ``check_pinv`` ``pinv()`` and
+    ``pinv_operator()`` against numpy's pseudo-inverse when it is well posed; ``pinv_exact``:
+    the kind handles a rank deficiency structurally). Tolerances: the oracle's comment in
+    :mod:`mmtoolkit.testing`. An ``AssertionError`` names the first operation that differs."""
+    rng = np.random.default_rng(0) if rng is None else rng
+    ref = np.asarray(ref, dtype=float)
+    _check_products(M, ref, rng)
+    _check_gram(M, ref, rng, check_gram_ops)
+    _check_reductions(M, ref)
+    if check_pinv:
+        _check_pinv(M, ref, rng, pinv_exact)
+
+
+# ============================================================================ the kind kit
+#: The checks of :func:`check_strategy_kind`, in the order they run.
+KIND_CHECKS = ("products", "reductions", "gram", "pinv", "reconstruction", "kron_terms")
+KIND_CHECKS += ("error_route", "evaluator", "monte_carlo", "release", "release_handlers")
+
+
+def kind_workloads(A: Matrix, seed: int = 0) -> dict[str, Matrix]:
+    """Workloads on the cells of ``A``: the identity, the prefix queries, three random dense
+    queries and three random combinations of ``A``'s rows (always supported)."""
+    m, n = A.shape
+    g = np.random.default_rng([seed, 3])
+    return {
+        f"identity({n})": workloads.identity(n),
+        f"prefix({n})": workloads.prefix(n),
+        f"random 3 x {n}": Dense(g.normal(size=(3, n))),
+        "3 combinations of the strategy's rows": Dense(g.normal(size=(3, m)) @ _reference(A)),
+    }
+
+
+def _reference(A: Matrix) -> np.ndarray:
+    """The kind's dense matrix from its defining products (``_matmat`` on the identity's
+    columns), not from any ``dense()`` override."""
+    return Matrix.dense(A)
+
+
+def check_strategy_kind(
+    kind_or_matrix,
+    *,
+    params: dict | None = None,
+    workloads: dict | list | None = None,
+    privacy: Privacy | None = None,
+    seed: int = 0,
+    releases: int = 1000,
+    own_answers: bool = False,
+) -> CheckReport:
+    """Check a strategy kind (a :class:`~mmtoolkit.linalg.Matrix` subclass, ARCHITECTURE.md
+    "The strategy-kind protocol") on a small instance against the dense oracle and through the
+    evaluator and the mechanism; return the :class:`CheckReport` or raise
+    :class:`KindCheckError` naming every failed check.
+
+    ``kind_or_matrix``: a small instance (at most :data:`DENSE_ENTRIES` entries), or the class,
+    constructed with ``params``. ``workloads``: a ``{label: Matrix}`` mapping or a list on the
+    instance's cells, tried before :func:`kind_workloads` (identity, prefix, random dense,
+    combinations of the rows). ``privacy``: continuous noise of the Monte-Carlo and release
+    checks (default ``ZCDP(1/2)``). ``releases``: Monte-Carlo releases (re-run with 4x and 16x
+    on a miss, as :func:`check_selector`). ``own_answers``: the kind answers a workload by a
+    rule of its own, not ``W A⁺ y`` (HDMM's separate answering of a union): its error route
+    and the evaluator are then checked against its releases (Monte Carlo) and each other, not
+    against the least-squares formulas.
+
+    The reference is the kind's matrix built from its own ``_matmat`` on the identity's
+    columns; the checks, with the name a failure reports:
+
+    ``products``: ``dense()``, ``@`` / ``matvec`` / ``rmatvec`` with vectors and matrices
+    both ways, ``.T``, products with ``Dense``, ``as_operator()``. ``reductions``: ``trace``,
+    ``diag`` (square), ``colnorm_p`` / ``rownorm_p`` (p = 1, 2), ``sensitivity``,
+    ``frobenius_sq``. ``gram``: ``gram()`` densely, its products, trace, diagonal, norms.
+    ``pinv``: ``pinv()`` and ``pinv_operator()`` against numpy's pseudo-inverse (on vectors
+    and ``m x R``), and ``apply_overwrite`` of both ``A⁺`` and ``A``: the same result, and
+    the result of a second call does not change the first (it writes only into the array it
+    is given). ``reconstruction``: ``least_squares`` (when the kind has one) and
+    ``mechanism.reconstruct`` equal ``A⁺ y``. ``kron_terms``: ``Σ_t sign_t √c_t ⊗ factors_t``
+    (``kron_signs()``; weights squared as documented), stacked in row order, rebuilds ``A``.
+    ``error_route``: for each workload, ``error_route(W)`` (when not None) gives
+    ``tr(WᵀW (AᵀA)⁺)``, ``diag(W (AᵀA)⁺ Wᵀ)`` and its maximum, and ``check_support()``
+    raises :class:`~mmtoolkit.linalg.UnsupportedWorkloadError` exactly when some query lies
+    outside the row space (Li et al. 2010, Prop. 4.4; HDMM Def. 7). ``evaluator``:
+    :func:`mmtoolkit.evaluate.expected_error` and ``per_query_variance`` equal
+    ``v · sens_p(A)² · tr(WᵀW (AᵀA)⁺)`` and its diagonal computed densely, or raise
+    ``UnsupportedWorkloadError``. ``monte_carlo``: :func:`mmtoolkit.mechanism.monte_carlo` on
+    the first supported workload contains the evaluator's error in its 99% interval.
+    ``release``: :func:`mmtoolkit.mechanism.release_measured` answers ``W A⁺ y`` for the
+    ``y`` it returns (a kind with a mechanism of its own, returning no ``y``: Monte Carlo
+    through one :func:`mmtoolkit.mechanism.release` at a time), and
+    :func:`mmtoolkit.mechanism.release` gives the same answers for the same seed.
+    ``release_handlers``: the release path through the public functions is deterministic
+    and finite (:meth:`_KindKit.release_handlers`). Release behaviour is checked only through
+    ``mmtoolkit.mechanism``. Tolerances: the oracle's comment (products γ_n, κ(A) for
+    ``A⁺``, κ(A)² for ``(AᵀA)⁺``).
+    """
+    if inspect.isclass(kind_or_matrix) and issubclass(kind_or_matrix, Matrix):
+        A = kind_or_matrix(**(params or {}))
+    elif isinstance(kind_or_matrix, Matrix):
+        if params:
+            raise TypeError("give params with a strategy kind class, not with an instance")
+        A = kind_or_matrix
+    else:
+        raise TypeError(
+            f"check_strategy_kind needs a linalg.Matrix subclass or instance, got "
+            f"{kind_or_matrix!r}"
+        )
+    m, n = A.shape
+    if m * n > DENSE_ENTRIES:
+        raise ValueError(
+            f"check_strategy_kind: the instance of {type(A).__name__} is {m} x {n}; give a "
+            f"small one (at most {DENSE_ENTRIES} entries)"
+        )
+    wls = {**(_workloads(workloads) if workloads is not None else {}), **kind_workloads(A, seed)}
+    report = CheckReport(type(A).__name__, kit="check_strategy_kind", checks=KIND_CHECKS)
+    privacy = ZCDP(0.5) if privacy is None else privacy
+    kit = _KindKit(A, wls, privacy, report, int(seed), releases, bool(own_answers))
+    return _run(kit, KindCheckError)
+
+
+class _KindKit(_Checks):
+    """The checks of :func:`check_strategy_kind`; each raises :class:`_Failed`."""
+
+    def __init__(self, A, wls, privacy, report, seed, releases, own_answers):
+        self.A, self.ref, self.report = A, _reference(A), report
+        self.seed, self.releases, self.own_answers = seed, releases, own_answers
+        self.privacy, self.strategy = privacy, Strategy(A, selector=report.selector)
+        self.Ap, self.cond = _pinv_reference(self.ref, exact=True)
+        n = self.ref.shape[1]
+        # label -> (W, dense W, supported?): the package's rule ||w (I − A⁺A)||² ≤
+        # SUPPORT_RTOL ||w||², where the answer is clear by a factor of 100 either way
+        self.supported = {}
+        if self.Ap is not None:
+            proj = np.eye(n) - self.Ap @ self.ref
+            for label, W in wls.items():
+                if W.shape[1] != n:
+                    raise ValueError(f"workloads: {label} has {W.shape[1]} columns, not {n}")
+                Wd = _reference(W)
+                rel = np.sum((Wd @ proj) ** 2, 1) / np.maximum(np.sum(Wd * Wd, 1), 1e-300)
+                ok = bool(np.all(rel <= SUPPORT_RTOL / 100))
+                if ok or np.any(rel >= 100 * SUPPORT_RTOL):
+                    self.supported[label] = (W, Wd, ok)
+        self.x = np.random.default_rng([seed, 1]).integers(0, 40, size=n)
+
+    def rng(self, k: int) -> np.random.Generator:
+        return np.random.default_rng([self.seed, 100 + k])
+
+    def _need_pinv(self, what: str) -> bool:
+        if self.Ap is None:
+            self.note(f"{what}: κ(A) = {self.cond:.3g} above {MAX_COND:g}, not compared")
+        return self.Ap is not None
+
+    def products(self):
+        _check_products(self.A, self.ref, self.rng(0))
+
+    def reductions(self):
+        _check_reductions(self.A, self.ref)
+
+    def gram(self):
+        _check_gram(self.A, self.ref, self.rng(1))
+
+    def pinv(self):
+        if not self._need_pinv("pinv"):
+            return
+        _check_pinv(self.A, self.ref, self.rng(2))
+        g = self.rng(3)
+        pairs = [("A", self.A, self.ref, 1.0)]
+        P = self.A.pinv_operator()
+        if P is not None:
+            pairs.append(("pinv_operator()", P, self.Ap, self.cond))
+        for name, op, dense, cond in pairs:
+            v1, v2 = g.normal(size=op.shape[1]), g.normal(size=op.shape[1])
+            out1 = op.apply_overwrite(v1.copy())
+            out2 = op.apply_overwrite(v2.copy())  # must write only into its own argument
+            _product(out1, dense, v1, f"{name}.apply_overwrite (after a second call)", cond)
+            _product(out2, dense, v2, f"{name}.apply_overwrite", cond)
+
+    def reconstruction(self):
+        if not self._need_pinv("reconstruction"):
+            return
+        g = self.rng(4)
+        m = self.ref.shape[0]
+        y = g.normal(size=m)
+        want = self.Ap @ y
+        # the iterative solvers stop at a relative residual tol of the normal equations,
+        # which bounds the relative error by κ(A)² · tol
+        tol = 1e-12
+        rt = max(_rtol(self.ref, self.cond), 10 * self.cond**2 * tol)
+        scale = np.abs(self.Ap) @ np.abs(y)
+        own = self.A.least_squares(y.copy(), tol, 10_000)
+        if own is not None:
+            close(own, want, rt, "least_squares(y)", scale)
+        for Y in (y, g.normal(size=(m, 3))):
+            got = mechanism.reconstruct(self.strategy, Y.copy(), tol=tol)
+            close(got, self.Ap @ Y, rt, "mechanism.reconstruct", np.abs(self.Ap) @ np.abs(Y))
+
+    def kron_terms(self):
+        terms, signs = self.A.kron_terms(), self.A.kron_signs()
+        if len(signs) != len(terms):
+            raise _Failed(f"kron_signs() has {len(signs)} entries for {len(terms)} terms")
+        blocks = []
+        for (c, factors), sign in zip(terms, signs):
+            if sign not in (1.0, -1.0) or not c >= 0:
+                raise _Failed(f"a term's weight c = {c!r} (squared) and sign {sign!r}")
+            block = np.ones((1, 1))
+            for f in factors:
+                block = np.kron(block, _reference(f))
+            blocks.append(sign * math.sqrt(c) * block)
+        what = "Σ sign_t √c_t ⊗ factors_t (kron_terms, kron_signs)"
+        close(np.vstack(blocks), self.ref, _rtol(self.ref), what)
+
+    def _dense_error(self, Wd):
+        """``(diag(W (AᵀA)⁺ Wᵀ), its magnitude bound)`` with ``(AᵀA)⁺ = A⁺ A⁺ᵀ``."""
+        B = Wd @ self.Ap
+        return np.sum(B * B, axis=1), np.sum((np.abs(Wd) @ np.abs(self.Ap)) ** 2, axis=1)
+
+    def error_route(self):
+        rt = _rtol(self.ref, self.cond**2)
+        routes = 0
+        for label, (W, Wd, ok) in self.supported.items():
+            route = self.A.error_route(W)
+            if route is None:
+                continue
+            routes += 1
+            try:
+                route.check_support()
+            except UnsupportedWorkloadError as exc:
+                if ok:
+                    raise _Failed(f"{label}: supported, but check_support() raised {exc}") from None
+                continue
+            if not ok:
+                raise _Failed(f"{label}: a query is outside the row space, check_support() passed")
+            if self.own_answers:  # not least squares: the profile is checked by Monte Carlo
+                prof = scale = np.asarray(route.profile(), dtype=float)
+            else:
+                prof, scale = self._dense_error(Wd)
+                close(route.profile(), prof, rt, f"{label}: profile()", scale)
+            close(route.trace(), prof.sum(), rt, f"{label}: trace()", scale.sum())
+            close(route.max_profile(), prof.max(), rt, f"{label}: max_profile()", scale.max())
+        if not routes:
+            self.note("error_route: None on every workload (the evaluator's generic routes)")
+
+    def evaluator(self):
+        p = self.privacy.norm
+        sens = float(np.max(np.linalg.norm(self.ref, ord=p, axis=0)))
+        v = self.privacy.noise_variance(sens)
+        rt = _rtol(self.ref, self.cond**2)
+        for label, (W, Wd, ok) in self.supported.items():
+            try:
+                total = evaluate.expected_error(W, self.strategy, self.privacy)
+                per = evaluate.per_query_variance(W, self.strategy, self.privacy)
+            except UnsupportedWorkloadError as exc:
+                if ok:
+                    raise _Failed(f"{label}: supported, but the evaluator raised: {exc}") from None
+                continue
+            if not ok:
+                raise _Failed(f"{label}: a query is outside the row space, the evaluator scored it")
+            if self.own_answers:  # not least squares: the variances are checked by Monte Carlo
+                prof = scale = per / v
+            else:
+                prof, scale = self._dense_error(Wd)
+                close(per, v * prof, rt, f"{label}: per_query_variance", v * scale)
+            close(total, v * prof.sum(), rt, f"{label}: expected_error", v * scale.sum())
+
+    def _release_case(self) -> _Selection:
+        for label, (W, _, ok) in self.supported.items():
+            if ok:
+                return _Selection(label, W, self.privacy, "sum", self.strategy)
+        raise _Failed("no workload is supported (or κ(A) too large to tell)")
+
+    def monte_carlo(self):
+        s = self._release_case()
+        self._confirm(s, self.x, 0, "mechanism.monte_carlo", _vectorised)
+
+    def release(self):
+        s = self._release_case()
+        got = mechanism.release_measured(
+            s.workload, self.strategy, self.x, self.privacy, self.rng(5)
+        )
+        if got.y is None:  # a mechanism of its own: its y is not rows of A
+            self._confirm(s, self.x, 1, "mechanism.release", _release_loop)
+            return
+        Wd = self.supported[s.label][1]
+        if not self.own_answers:
+            _product(
+                got.answers, Wd @ self.Ap, got.y, "release_measured answers vs W A⁺ y", self.cond
+            )
+        again = mechanism.release(s.workload, self.strategy, self.x, self.privacy, self.rng(5))
+        what = "mechanism.release vs release_measured (one seed)"
+        close(again, got.answers, _rtol(self.ref, self.cond), what)
+
+    def release_handlers(self):
+        """The release path, through the public ``mechanism`` functions only: the same seed
+        gives the same answers, every answer finite. The checks of the kinds' release
+        handlers (records, streamed measurement, discrete noise, answers without ``x̂``) are
+        added here."""
+        s = self._release_case()
+        a, b = (
+            mechanism.release(s.workload, self.strategy, self.x, self.privacy, self.rng(6))
+            for _ in range(2)
+        )
+        if not np.all(np.isfinite(a)):
+            raise _Failed(f"{s.label}: mechanism.release gave non-finite answers")
+        if not np.array_equal(a, b):
+            raise _Failed(f"{s.label}: mechanism.release differs for one seed")

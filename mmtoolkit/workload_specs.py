@@ -85,6 +85,7 @@ __all__ = [
     "WorkloadSpec",
     "build_spec",
     "build_workload",
+    "builder",
     "builder_parameters",
     "parse_workload",
     "spec_files",
@@ -169,8 +170,7 @@ class WorkloadSpec:
         """Build the workload Matrix (nested specs and domains first)."""
         if self.kind == MATRIX_KIND:
             return _matrix_workload(**self.args)
-        builder = getattr(workloads, self.kind)
-        return builder(**{k: _build_value(v) for k, v in self.args.items()})
+        return builder(self.kind)(**{k: _build_value(v) for k, v in self.args.items()})
 
 
 def spec_files(spec: WorkloadSpec) -> list[str]:
@@ -195,7 +195,8 @@ def _build_value(value):
 
 
 def _matrix_workload(file=None, rows=None) -> Dense:
-    """The explicit-matrix workload (a Dense Matrix) of ``{kind: matrix, ...}``."""
+    """The explicit-matrix workload (a Dense Matrix) of ``{kind: matrix, ...}``.
+    Spec: ``matrix:rows=[[1,0],[1,1]]``; caller's domain: ``matrix:file=w.npy``."""
     if (file is None) == (rows is None):
         raise ValueError("give exactly one of 'file' or 'rows'")
     if file is not None:
@@ -231,6 +232,13 @@ def workload_kinds() -> list[str]:
         and inspect.signature(getattr(workloads, n)).return_annotation not in (int, "int")
     ]
     return sorted([*builders, MATRIX_KIND])
+
+
+def builder(kind: str):
+    """The function that builds a workload kind: its builder in mmtoolkit.workloads, or the
+    explicit-matrix reader for ``matrix``. Its docstring ends with the kind's example specs,
+    ``Spec: ``...``; caller's domain: ``...``.`` (tests/test_workload_specs.py builds them)."""
+    return _matrix_workload if kind == MATRIX_KIND else getattr(workloads, kind)
 
 
 def builder_parameters(kind: str) -> str:

@@ -117,27 +117,32 @@ def _weights(weights, count: int, what: str) -> list[float]:
 
 # ----------------------------------------------------------------- 1-D predicate sets
 def identity(n: int) -> la.Matrix:
-    """``I_n``: one query per value (the histogram; HDMM §3.2 "Identity")."""
+    """``I_n``: one query per value (the histogram; HDMM §3.2 "Identity").
+    Spec: ``identity:n=5``; caller's domain: ``identity``."""
     return la.Identity(check_int(n, "n", minimum=1))
 
 
 def total(n: int) -> la.Matrix:
-    """``1ᵀ_n``: the single query counting every record (HDMM §3.2 "Total")."""
+    """``1ᵀ_n``: the single query counting every record (HDMM §3.2 "Total").
+    Spec: ``total:n=9``; caller's domain: ``total``."""
     return la.Total(check_int(n, "n", minimum=1))
 
 
 def prefix(n: int) -> la.Matrix:
-    """The ``n`` prefix (CDF) queries ``[0, i]``, lower-triangular ones (HDMM §3.2, §8.1)."""
+    """The ``n`` prefix (CDF) queries ``[0, i]``, lower-triangular ones (HDMM §3.2, §8.1).
+    Spec: ``prefix:n=7``; caller's domain: ``prefix``."""
     return la.Prefix(check_int(n, "n", minimum=1))
 
 
 def all_range(n: int) -> la.Matrix:
-    """All ``n(n+1)/2`` range queries ``[i, j]``, ``i ≤ j`` (HDMM §3.2 "AllRange", §8.1)."""
+    """All ``n(n+1)/2`` range queries ``[i, j]``, ``i ≤ j`` (HDMM §3.2 "AllRange", §8.1).
+    Spec: ``all_range:n=16``; caller's domain: ``all_range``."""
     return la.AllRange(check_int(n, "n", minimum=1))
 
 
 def width_range(n: int, w: int) -> la.Matrix:
-    """The ``n − w + 1`` ranges of exactly ``w`` contiguous values (HDMM §8.1 "Width 32 Range")."""
+    """The ``n − w + 1`` ranges of exactly ``w`` contiguous values (HDMM §8.1 "Width 32 Range").
+    Spec: ``width_range:n=10,w=3``; caller's domain: ``width_range:w=4``."""
     n = check_int(n, "n", minimum=1)
     w = check_int(w, "w", minimum=1)
     if w > n:
@@ -154,6 +159,8 @@ def permuted(W, seed, legacy: bool = False) -> la.Matrix:
     draws it from numpy's legacy ``RandomState(seed)`` instead, the generator HDMM's own
     experiments used, so locality-based baselines (Wavelet, GreedyH) can be compared with
     the published cells. Same seed (and ``legacy``) → same workload.
+    Spec: ``permuted:workload={kind: all_range, n: 8},seed=3,legacy=true``;
+    caller's domain: ``permuted:workload=all_range,seed=0``.
     """
     seed = check_int(seed, "seed", minimum=0)
     check_bool(legacy, "legacy")
@@ -181,6 +188,8 @@ def random_predicates(n: int, m: int, seed) -> la.Dense:
     ``np.random.default_rng(seed).integers(0, 2, size=(m, n))``. The paper gives no query
     count; its Table 2 reproduction uses ``m = n = 2048``, ``seed = 0``. Same ``(n, m, seed)``
     → same workload. The matrix is explicit (``m · n`` entries, size-guarded).
+    Spec: ``random_predicates:n=6,m=4,seed=0``;
+    caller's domain: ``random_predicates:m=5,seed=1``.
     """
     n = check_int(n, "n", minimum=1)
     m = check_int(m, "m", minimum=1)
@@ -196,6 +205,8 @@ def kron(factors) -> la.Matrix:
 
     HDMM Def. 2 and Thm 2. ``factors`` is a list of Matrices or arrays (first factor = first
     attribute, most significant in the data vector).
+    Spec: ``kron:factors=[{kind: prefix, n: 3}, 'identity:n=2']``;
+    caller's domain: ``kron:prefix,identity,total``.
     """
     if isinstance(factors, (la.Matrix, np.ndarray)) or not isinstance(factors, Iterable):
         raise ValueError("kron needs a list of factors (Matrices or arrays)")
@@ -210,6 +221,8 @@ def union(workloads, weights=None) -> la.Matrix:
 
     A weight expresses how much a block's accuracy matters (HDMM §3.3); weights must be
     positive and finite, one per workload (default 1). Blocks with weight 1 are not wrapped.
+    Spec: ``union:workloads=[total:n=4, 'prefix:n=4'],weights=[1, 2]``;
+    caller's domain: ``union:workloads=[prefix,total],weights=[1,2]``.
     """
     if isinstance(workloads, (la.Matrix, np.ndarray)) or not isinstance(workloads, Sequence):
         raise ValueError("union needs a list of workloads")
@@ -236,6 +249,8 @@ def marginal(domain, attrs) -> la.Matrix:
     ResidualPlanner §2 (Example 1) and HDMM §3.3. Rows are the cells of the contingency table
     over the kept attributes, in C order and in the domain's attribute order. ``attrs``: names
     or indices (an empty list gives the 0-way total).
+    Spec: ``marginal:domain={sizes: [3, 2, 4]},attrs=[a0,a2]``;
+    caller's domain: ``marginal:a0,a2``.
     """
     dom = _as_domain(domain)
     key = _key(dom, attrs)
@@ -250,6 +265,8 @@ def marginals(domain, k: int, lower: bool = False) -> la.Matrix:
     HDMM's "k-way Marginals" (C(d,k) products; §8.1). ``marginals(dom, len(dom), lower=True)``
     is HDMM's "All Marginals". One :class:`~mmtoolkit.linalg.Marginals`, weight 1 per marginal,
     stacked in ascending bitmask order (bit i set ⇔ attribute i kept).
+    Spec: ``marginals:domain={sizes: [3, 2, 4]},k=2,lower=true``;
+    caller's domain: ``marginals:k=2``.
     """
     dom = _as_domain(domain)
     k = _check_order(dom, k)
@@ -263,6 +280,8 @@ def marginals_list(domain, attr_sets, weights=None) -> la.Matrix:
     ``attr_sets``: a list of attribute sets (names or indices each); the same set may not
     appear twice. ``weights``: one positive weight per set (default 1). The blocks are stacked
     in ascending bitmask order (bit i set ⇔ attribute i kept), not in list order.
+    Spec: ``marginals_list:domain={sizes: [3, 2, 4]},attr_sets=[[a0],[a1,a2]],weights=[1,2.5]``;
+    caller's domain: ``marginals_list:attr_sets=[[a0],[a1,a2]]``.
     """
     dom = _as_domain(domain)
     if isinstance(attr_sets, (str, bytes)) or not isinstance(attr_sets, Iterable):
@@ -313,6 +332,8 @@ def range_marginals(domain, k: int, lower: bool = False) -> la.Matrix:
     §7.1 generalized marginals with range basic matrices. (HDMM's "All Range-Marginals" is
     the single product ``kron([all_range(100), all_range(50), [T;I], …])``, not a union.)
     Returned as a VStack of Kronecker products, in the order of ``itertools.combinations``.
+    Spec: ``range_marginals:domain={sizes: [3, 4], numeric: [true, true]},k=1,lower=true``;
+    caller's domain: ``range_marginals:1:lower``.
     """
     return _generalized_marginals(_as_domain(domain), k, lower, la.AllRange)
 
@@ -325,6 +346,8 @@ def prefix_marginals(domain, k: int, lower: bool = False, max_cells=None) -> la.
     ResidualPlanner+ §7.1 and §9.3 (its Tables 8–9 and 12–14). ``max_cells``: leave out the
     sets whose marginal has more cells (``Π n_i``) than that, as the ResidualPlanner+
     max-variance experiments do with 5000 (Table 9; He et al. §8 "small marginals").
+    Spec: ``prefix_marginals:domain={sizes: [3, 4], numeric: [true, true]},k=2``;
+    caller's domain: ``prefix_marginals:k=3``.
     """
     return _generalized_marginals(_as_domain(domain), k, lower, la.Prefix, max_cells)
 
@@ -343,7 +366,8 @@ def domain_size(W) -> int:
 # ------------------------------------------------------------------ paper examples
 def eigen_design_figure1() -> la.Dense:
     """The 8-query running example of Li & Miklau 2012, Fig. 1(b) (8 cells: gender × four
-    gpa ranges; rank 4): totals, per-gender, per-gpa-half, two conjunctions and a difference."""
+    gpa ranges; rank 4): totals, per-gender, per-gpa-half, two conjunctions and a difference.
+    Spec: ``eigen_design_figure1``; caller's domain: ``eigen_design_figure1``."""
     return la.Dense(
         [
             [1, 1, 1, 1, 1, 1, 1, 1],

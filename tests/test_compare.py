@@ -514,18 +514,18 @@ def test_adult_every_selector_under_three_minutes(tmp_path):
 def test_every_workload_kind_through_the_command_line(tmp_path, capsys, monkeypatch):
     """Every kind of `mmtoolkit list workloads` works in `compare --workload` (the same
     SPECs as tests/test_workload_specs.py's CALLER_SPECS, over the same domain)."""
-    from test_workload_specs import CALLER, CALLER_SPECS
+    from test_workload_specs import CALLER, CALLER_SPECS, save_files
 
     from mmtoolkit.cli import main
 
     monkeypatch.chdir(tmp_path)
-    np.save("w.npy", np.arange(64.0).reshape(2, 32))
     domain = {
         n: {"size": s, "numeric": bool(x)}
         for n, s, x in zip(CALLER.names, CALLER.sizes, CALLER.numeric)
     }
     (tmp_path / "d.json").write_text(json.dumps(domain))
     for kind, (spec, expected) in CALLER_SPECS.items():
+        save_files(spec)
         argv = ["compare", "--domain", "d.json", "--workload", spec, "--rho", "1", "-q",
                 "--selectors", "identity", "--out", f"{kind}.csv"]  # fmt: skip
         assert main(argv) == 0, (kind, capsys.readouterr().err)

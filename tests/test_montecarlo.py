@@ -1,6 +1,7 @@
 """Monte-Carlo validation of the release path for every registered selector.
 
-For each selector (on a small workload it supports) and each privacy definition it
+For each selector (on the small workload tests/selector_cases.py derives from its
+``applicability``) and each privacy definition it
 optimises for (PureDP and zCDP), 1000 releases ``measure → reconstruct → answer`` on fixed
 integer data; the mean of the per-release total squared error ``Σ_i (ŷ_i − W_i x)²`` must
 contain the shared evaluator's ``expected_error`` in its 99% confidence interval
@@ -14,62 +15,25 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from selector_cases import PRIVACIES, selector_case
 
 import mmtoolkit as mm
 from mmtoolkit import evaluate, mechanism, selectors, workloads
-from mmtoolkit.privacy import ZCDP, PureDP
+from mmtoolkit.privacy import PureDP
 
 RELEASES = 1000
 PREFIX = workloads.prefix(16)
-KRON = workloads.kron([workloads.prefix(4), workloads.identity(4)])
 MARG = workloads.marginals(mm.Domain.from_sizes([3, 4, 2]), 2, lower=True)
-BINARY = workloads.marginals(mm.Domain.from_sizes([2, 2, 2, 2]), 2, lower=True)
-RANGE6 = workloads.all_range(6)
-
-#: selector -> (workload, parameters). A selector without an entry fails the test below:
-#: every registered selector must be validated.
-CASES = {
-    "datacube": (BINARY, {}),  # binary-attribute marginals (Cormode et al.)
-    "ding_datacube": (MARG, {}),  # marginals workloads only
-    "eigen_design": (PREFIX, {}),
-    "fourier": (BINARY, {}),  # binary-attribute marginals
-    "greedy_h": (PREFIX, {}),  # 1-D method
-    "hb": (PREFIX, {}),
-    "hdmm": (KRON, {"restarts": 2, "seed": 0}),
-    "hierarchical": (PREFIX, {}),
-    "identity": (PREFIX, {}),
-    "laplace": (PREFIX, {}),
-    "lrm": (KRON, {"seed": 0}),
-    "mm_sdp": (RANGE6, {}),  # the L1 program is slow: a 6-cell domain
-    "opt0": (PREFIX, {"seed": 0}),
-    "opt_kron": (KRON, {"seed": 0}),
-    "opt_marginals": (MARG, {"seed": 0}),
-    "opt_union": (MARG, {"seed": 0}),  # needs products on different attributes
-    "privelet": (PREFIX, {}),
-    "quadtree": (KRON, {}),  # 2-D domains
-    "residual_planner": (MARG, {}),  # marginals, Gaussian only
-    "residual_planner_plus": (KRON, {}),  # generalized marginals, Gaussian only
-    "svd_strategy": (PREFIX, {}),
-}
-PRIVACIES = [PureDP(1.0), ZCDP(0.5)]
 
 
-def _params():
-    out = []
-    for name in selectors.available():
-        for priv in PRIVACIES:
-            out.append(pytest.param(name, priv, id=f"{name}-{type(priv).__name__}"))
-    return out
-
-
-@pytest.mark.parametrize("name, privacy", _params())
+@pytest.mark.parametrize("privacy", PRIVACIES, ids=lambda p: type(p).__name__)
+@pytest.mark.parametrize("name", selectors.available())
 def test_monte_carlo_matches_evaluator(name, privacy):
-    assert name in CASES, f"no Monte-Carlo case for the registered selector {name!r}"
-    W, params = CASES[name]
-    sel = selectors.get(name, **params)
-    if type(privacy) not in sel.privacy:
+    """Every registered selector, on the workload tests/selector_cases.py derives for it."""
+    case = selector_case(name, privacy)
+    if case is None:
         pytest.skip(f"{name} does not support {type(privacy).__name__}")
-    strategy = sel.select(W, privacy)
+    W, strategy = case
     x = np.random.default_rng(7).integers(0, 40, size=W.shape[1])
     mc = mechanism.monte_carlo(
         W, strategy, x, privacy, RELEASES, np.random.default_rng(11), level=0.99

@@ -18,6 +18,7 @@ from mmtoolkit.linalg import Identity, Matrix, Prefix, check_p
 from mmtoolkit.privacy import ZCDP, PureDP
 from mmtoolkit.selectors import Selector
 from mmtoolkit.strategy import Strategy
+from mmtoolkit.testing import KIND_CHECKS, check_strategy_kind
 
 N = 2**20
 
@@ -104,3 +105,10 @@ def test_pure_dp_needs_the_l1_sensitivity_which_the_kind_does_not_give(strategy)
     the size guard refuses with a clear error (never a MemoryError)."""
     with pytest.raises(ValueError, match="MAX_DENSE_ENTRIES"):
         evaluate.expected_error(Prefix(N), strategy, PureDP(1.0))
+
+
+def test_the_kind_passes_the_conformance_kit():
+    """The recipe's last step: ``check_strategy_kind`` on a small instance (the dense oracle,
+    the error route, the evaluator, Monte Carlo and releases)."""
+    report = check_strategy_kind(DCTBasis, params={"n": 16})
+    assert report.passed == list(KIND_CHECKS) and not report.failed

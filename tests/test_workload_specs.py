@@ -4,19 +4,24 @@ and bad specs that name the kind and list the valid kinds / the builder's parame
 
 from __future__ import annotations
 
+import functools
+import inspect
+import re
+
 import numpy as np
 import pytest
 import yaml
 
 from mmtoolkit import workloads
 from mmtoolkit.domain import Domain
-from mmtoolkit.linalg import Dense
+from mmtoolkit.linalg import Matrix
 from mmtoolkit.runner import ConfigError, load_config
 from mmtoolkit.workload_specs import (
     SHORTHANDS,
     SpecError,
     WorkloadSpec,
     build_workload,
+    builder,
     parse_workload,
     spec_mapping,
     workload_kinds,
@@ -25,59 +30,54 @@ from mmtoolkit.workload_specs import (
 DOM = "{sizes: [3, 2, 4], names: [a, b, c], numeric: [true, false, true]}"
 DOM_MAP = {"sizes": [3, 2, 4], "names": ["a", "b", "c"], "numeric": [True, False, True]}
 
-#: kind -> (string spec, the mapping it stands for); one entry per `mmtoolkit list workloads`.
-EQUIVALENT = {
-    "all_range": ("all_range:n=16", {"n": 16}),
-    "binary_marginals": (f"binary_marginals:domain={DOM},k=1", {"domain": DOM_MAP, "k": 1}),
-    "eigen_design_figure1": ("eigen_design_figure1", {}),
-    "identity": ("identity:n=5", {"n": 5}),
-    "kron": (
-        "kron:factors=[{kind: prefix, n: 3}, 'identity:n=2']",
-        {"factors": [{"kind": "prefix", "n": 3}, "identity:n=2"]},
-    ),
-    "marginal": (f"marginal:domain={DOM},attrs=[a,c]", {"domain": DOM_MAP, "attrs": ["a", "c"]}),
-    "marginals": (
-        f"marginals:domain={DOM},k=2,lower=true",
-        {"domain": DOM_MAP, "k": 2, "lower": True},
-    ),
-    "marginals_list": (
-        f"marginals_list:domain={DOM},attr_sets=[[a],[b,c]],weights=[1,2.5]",
-        {"domain": DOM_MAP, "attr_sets": [["a"], ["b", "c"]], "weights": [1, 2.5]},
-    ),
-    "matrix": ("matrix:rows=[[1,0],[1,1]]", {"rows": [[1, 0], [1, 1]]}),
-    "permuted": (
-        "permuted:workload={kind: all_range, n: 8},seed=3,legacy=true",
-        {"workload": {"kind": "all_range", "n": 8}, "seed": 3, "legacy": True},
-    ),
-    "prefix": ("prefix:n=7", {"n": 7}),
-    "prefix_marginals": (f"prefix_marginals:domain={DOM},k=2", {"domain": DOM_MAP, "k": 2}),
-    "random_predicates": ("random_predicates:n=6,m=4,seed=0", {"n": 6, "m": 4, "seed": 0}),
-    "range_marginals": (
-        f"range_marginals:domain={DOM},k=1,lower=true",
-        {"domain": DOM_MAP, "k": 1, "lower": True},
-    ),
-    "sf1": ("sf1:relationship=false", {"relationship": False}),
-    "sf1_plus": ("sf1_plus:two_or_more=flags", {"two_or_more": "flags"}),
-    "total": ("total:n=9", {"n": 9}),
-    "union": (
-        "union:workloads=[total:n=4, 'prefix:n=4'],weights=[1, 2]",
-        {"workloads": ["total:n=4", "prefix:n=4"], "weights": [1, 2]},
-    ),
-    "width_range": ("width_range:n=10,w=3", {"n": 10, "w": 3}),
-}
+
+def _examples(kind: str) -> tuple[str | None, str | None]:
+    """The kind's example specs from its builder's docstring (``Spec: ``...``; caller's
+    domain: ``...``.``): one over an explicit domain, one over the caller's domain."""
+    doc = " ".join((builder(kind).__doc__ or "").split())
+    spec = re.search(r"Spec: ``([^`]+)``", doc)
+    caller = re.search(r"caller's domain: ``([^`]+)``", doc)
+    return (spec and spec.group(1)), (caller and caller.group(1))
 
 
-def test_every_listed_kind_has_a_string_form():
-    assert set(EQUIVALENT) == set(workload_kinds())
+#: kind -> (example spec, example spec over the caller's domain), for every listed kind.
+EXAMPLES = {kind: _examples(kind) for kind in workload_kinds()}
 
 
-@pytest.mark.parametrize("kind", sorted(EQUIVALENT))
+def _render(mapping: dict) -> str:
+    """The string form ``kind:key=value,...`` of a spec mapping, each value in YAML's flow
+    style (written independently of the parser)."""
+
+    def flow(v) -> str:
+        text = yaml.safe_dump(v, default_flow_style=True, width=10**6).strip()
+        return text.removesuffix("...").strip()
+
+    args = ",".join(f"{k}={flow(v)}" for k, v in mapping.items() if k != "kind")
+    return mapping["kind"] + (":" + args if args else "")
+
+
+def test_every_listed_kind_has_examples():
+    missing = [
+        f"{kind} ({inspect.getsourcefile(builder(kind))}, {builder(kind).__name__})"
+        for kind, (spec, caller) in EXAMPLES.items()
+        if spec is None or caller is None
+    ]
+    assert not missing, (
+        "workload kinds without example specs: " + "; ".join(missing) + ". End the builder's "
+        "docstring with 'Spec: ``KIND:key=value,...``; caller's domain: ``KIND...``.'"
+    )
+
+
+@pytest.mark.parametrize("kind", sorted(EXAMPLES))
 def test_string_and_mapping_give_the_same_workload(kind):
-    text, args = EQUIVALENT[kind]
-    mapping = {"kind": kind, **args}
-    assert spec_mapping(text) == mapping
+    text = EXAMPLES[kind][0]
+    mapping = spec_mapping(text)
+    assert mapping["kind"] == kind
+    rendered = _render(mapping)
+    assert spec_mapping(rendered) == mapping  # the string form round-trips
     from_text, from_map = parse_workload(text), parse_workload(mapping)
     assert isinstance(from_text, WorkloadSpec) and from_text == from_map
+    assert parse_workload(rendered) == from_map
     W1, W2 = from_text.build(), from_map.build()
     assert W1.shape == W2.shape
     if int(W1.shape[0]) * int(W1.shape[1]) <= 10**5:
@@ -88,10 +88,12 @@ def test_string_specs_build_what_the_builders_build():
     dom = Domain(["a", "b", "c"], [3, 2, 4], numeric=[True, False, True])
     cases = {
         "all_range:n=16": workloads.all_range(16),
-        EQUIVALENT["marginals"][0]: workloads.marginals(dom, 2, lower=True),
-        EQUIVALENT["prefix_marginals"][0]: workloads.prefix_marginals(dom, 2),
-        EQUIVALENT["permuted"][0]: workloads.permuted(workloads.all_range(8), 3, legacy=True),
-        EQUIVALENT["union"][0]: workloads.union(
+        f"marginals:domain={DOM},k=2,lower=true": workloads.marginals(dom, 2, lower=True),
+        f"prefix_marginals:domain={DOM},k=2": workloads.prefix_marginals(dom, 2),
+        "permuted:workload={kind: all_range, n: 8},seed=3,legacy=true": workloads.permuted(
+            workloads.all_range(8), 3, legacy=True
+        ),
+        "union:workloads=[total:n=4, 'prefix:n=4'],weights=[1, 2]": workloads.union(
             [workloads.total(4), workloads.prefix(4)], weights=[1, 2]
         ),
     }
@@ -231,64 +233,59 @@ def test_configs_take_string_specs_and_name_file_and_field(tmp_path):
 
 
 # --------------------------------------------------------------------------- command lines
-CALLER = Domain(["a", "b", "c"], [4, 2, 4], numeric=[True, False, True])
-
-#: kind -> (a --workload SPEC over the caller's domain CALLER, the workload it must build);
-#: one entry per `mmtoolkit list workloads`. `matrix:file=` is relative to the cwd.
-CALLER_SPECS = {
-    "all_range": ("all_range", lambda: workloads.all_range(32)),
-    "binary_marginals": ("binary_marginals:k=1", lambda: workloads.binary_marginals(CALLER, 1)),
-    "eigen_design_figure1": ("eigen_design_figure1", workloads.eigen_design_figure1),
-    "identity": ("identity", lambda: workloads.identity(32)),
-    "kron": (
-        "kron:prefix,identity,total",
-        lambda: workloads.kron([workloads.prefix(4), workloads.identity(2), workloads.total(4)]),
-    ),
-    "marginal": ("marginal:a,c", lambda: workloads.marginal(CALLER, ["a", "c"])),
-    "marginals": ("marginals:k=2", lambda: workloads.marginals(CALLER, 2)),
-    "marginals_list": (
-        "marginals_list:attr_sets=[[a],[b,c]]",
-        lambda: workloads.marginals_list(CALLER, [["a"], ["b", "c"]]),
-    ),
-    "matrix": ("matrix:file=w.npy", lambda: Dense(np.arange(64.0).reshape(2, 32))),
-    "permuted": (
-        "permuted:workload=all_range,seed=0",
-        lambda: workloads.permuted(workloads.all_range(32), 0),
-    ),
-    "prefix": ("prefix", lambda: workloads.prefix(32)),
-    "prefix_marginals": ("prefix_marginals:k=3", lambda: workloads.prefix_marginals(CALLER, 3)),
-    "random_predicates": (
-        "random_predicates:m=5,seed=1",
-        lambda: workloads.random_predicates(32, 5, 1),
-    ),
-    "range_marginals": (
-        "range_marginals:1:lower",
-        lambda: workloads.range_marginals(CALLER, 1, True),
-    ),
-    "sf1": ("sf1:relationship=false", lambda: workloads.sf1(relationship=False)),
-    "sf1_plus": ("sf1_plus", workloads.sf1_plus),
-    "total": ("total", lambda: workloads.total(32)),
-    "union": (
-        "union:workloads=[prefix,total],weights=[1,2]",
-        lambda: workloads.union([workloads.prefix(32), workloads.total(32)], weights=[1, 2]),
-    ),
-    "width_range": ("width_range:w=4", lambda: workloads.width_range(32, 4)),
-}
+CALLER = Domain(["a0", "a1", "a2"], [4, 2, 4], numeric=[True, False, True])
+CALLER_MAP = {"sizes": [4, 2, 4], "names": ["a0", "a1", "a2"], "numeric": [True, False, True]}
 
 
-def test_every_listed_kind_has_a_command_line_example():
-    assert set(CALLER_SPECS) == set(workload_kinds())
+def _written_out(spec, sizes: list[int]) -> dict:
+    """``spec`` with what the caller's domain supplies written out: ``domain`` (the whole
+    domain) and ``n`` (the cells of ``sizes``) where the builder takes them and the spec
+    leaves them out, nested workloads alike (a ``kron`` factor on its attribute's size)."""
+    m = dict(spec_mapping(spec) if isinstance(spec, str) else spec)
+    params = inspect.signature(builder(m["kind"])).parameters
+    if "domain" in params and "domain" not in m:
+        m["domain"] = CALLER_MAP
+    if "n" in params and "n" not in m:
+        m["n"] = int(np.prod(sizes))
+    for key in ("workloads", "workload", "W"):
+        if key in m:
+            nested = m[key]
+            m[key] = (
+                [_written_out(w, sizes) for w in nested]
+                if isinstance(nested, list)
+                else _written_out(nested, sizes)
+            )
+    if "factors" in m:
+        m["factors"] = [_written_out(f, [n]) for f, n in zip(m["factors"], sizes)]
+    return m
 
 
-@pytest.mark.parametrize("kind", sorted(CALLER_SPECS))
+def _expected(spec: str) -> Matrix:
+    return build_workload(_written_out(spec, list(CALLER.sizes)))
+
+
+def save_files(spec: str) -> None:
+    """Write the matrix file a ``matrix:file=...`` spec names (2 queries on CALLER's cells)."""
+    if "file" in spec_mapping(spec):
+        np.save(spec_mapping(spec)["file"], np.arange(2.0 * CALLER.size).reshape(2, -1))
+
+
+#: kind -> (its example spec over the caller's domain CALLER, the workload it must build: the
+#: spec with that domain written out); tests/test_compare.py runs them through the CLI.
+CALLER_SPECS = {kind: (c, functools.partial(_expected, c)) for kind, (_, c) in EXAMPLES.items()}
+
+
+@pytest.mark.parametrize("kind", sorted(EXAMPLES))
 def test_every_kind_on_the_command_line(kind, tmp_path, monkeypatch):
-    """What `release --workload` and `compare --workload` build from a SPEC over --domain."""
+    """What `release --workload` and `compare --workload` build from a SPEC over --domain:
+    the spec with the caller's domain written out."""
     from mmtoolkit.releasing import workload_matrix as release_workload
 
     monkeypatch.chdir(tmp_path)
-    np.save("w.npy", np.arange(64.0).reshape(2, 32))
     spec, expected = CALLER_SPECS[kind]
-    W, E = build_workload(spec, "--workload", domain=CALLER, domain_source="--domain"), expected()
+    save_files(spec)
+    W = build_workload(spec, "--workload", domain=CALLER, domain_source="--domain")
+    E = expected()
     assert W.shape == E.shape
     if int(W.shape[0]) * int(W.shape[1]) <= 10**6:
         np.testing.assert_array_equal(W.dense(), E.dense())
