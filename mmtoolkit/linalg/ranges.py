@@ -180,6 +180,10 @@ class Ones(CountingQueries):
         self.n = check_int(n, "n", minimum=1)
         self.shape = (self.m, self.n)
 
+    @property
+    def factor_kind(self):
+        return "total" if self.m == 1 else "ones"
+
     def _matmat(self, X):
         return np.repeat(X.sum(axis=0, keepdims=True), self.m, axis=0)
 
@@ -238,6 +242,8 @@ class Prefix(CountingQueries):
     ``L`` lower-triangular ones. Products by cumulative sums; ``gram`` = :class:`PrefixGram`
     (``n - max(i, j)``), ``pinv`` = ``L⁻¹`` = :class:`Difference`; column ``j`` has ``n - j`` ones.
     """
+
+    factor_kind = "prefix"
 
     def __init__(self, n: int):
         self.n = check_int(n, "n", minimum=1)
@@ -374,6 +380,8 @@ class AllRange(CountingQueries):
     :class:`AllRangeGram` (``(min(i,j)+1)(n-max(i,j))``); ``pinv = (T/(n+1)) Rᵀ`` with ``T``
     the second-difference matrix; column ``j`` has ``(j+1)(n-j)`` ones.
     """
+
+    factor_kind = "all_range"
 
     def __init__(self, n: int):
         self.n = check_int(n, "n", minimum=1)
