@@ -33,15 +33,14 @@ import numpy as np
 from ...checks import check_choice, check_int
 from ...evaluate.stacked import StackedKroneckerRoute
 from ...linalg import (
-    Identity,
     Kronecker,
     KroneckerUnion,
     Matrix,
-    Ones,
     PIdentity,
     TooLargeError,
     Weighted,
     kron_terms,
+    peel,
 )
 from ...privacy import Privacy
 from ...strategy import Strategy
@@ -51,7 +50,6 @@ from ._common import (
     default_p,
     distinct_grams,
     norm_of,
-    peel,
     seed_sequences,
     term_sizes,
 )
@@ -63,19 +61,12 @@ from .separate import SeparateUnion
 ANSWERING = ("least_squares", "separate")
 
 
-def _is_total(base: Matrix) -> bool:
-    return isinstance(base, Ones) and base.shape[0] == 1
+#: A factor's letter in a product's signature, by its kind (linalg.FACTOR_KINDS); "Q" else.
+_LETTERS = {"total": "T", "identity": "I"}
 
 
 def _signature(factors) -> str:
-    out = []
-    for f in factors:
-        _, base = peel(f)
-        if _is_total(base):
-            out.append("T")
-        else:
-            out.append("I" if isinstance(base, Identity) else "Q")
-    return "".join(out)
+    return "".join(_LETTERS.get(peel(f)[1].factor_kind, "Q") for f in factors)
 
 
 def check_groups(groups):
@@ -182,7 +173,7 @@ def optimize_products(products: ProductFactors, norm: int, rng, ftol=FTOL, maxit
     factors, costs = [], []
     for (u, q), example in zip(products.keys, products.examples):
         weight, base = peel(example)
-        if _is_total(base):
+        if base.factor_kind == "total":
             factors.append(base)
             costs.append(weight * weight)
             continue
