@@ -58,14 +58,12 @@ from .domain import Domain
 from .jsonsafe import jsonable, stable_text
 from .ledger import Ledger, charge_of
 from .linalg import (
-    AllRange,
     Dense,
     Identity,
     Marginals,
     Matrix,
-    Prefix,
     TooLargeError,
-    Total,
+    normal_form,
     peel,
 )
 from .privacy import Privacy, check_privacy
@@ -90,8 +88,9 @@ __all__ = [
     "workload_tables",
 ]
 
-#: What an axis of a labelled table holds, by the workload factor on that attribute.
-AXES = {Identity: "value", Prefix: "prefix", AllRange: "range"}
+#: What an axis of a labelled table holds, by the kind of the workload factor on that
+#: attribute (:data:`~mmtoolkit.linalg.FACTOR_KINDS`); a total factor is no axis.
+AXES = {"identity": "value", "prefix": "prefix", "all_range": "range"}
 
 
 # ============================================================================ tables
@@ -100,7 +99,8 @@ class TableSpec:
     """Rows ``start:stop`` of a workload: a table over the attributes ``attrs`` (domain
     indices, domain order), one axis per attribute of kind ``"value"`` (a cell per
     category), ``"prefix"`` (``[0, i]``) or ``"range"`` (``[i, j]``, lexicographic); cells in
-    C order; ``weight`` the term's (unsquared) weight (answers are ``weight`` × counts)."""
+    C order; ``weight`` the term's signed, unsquared weight (answers are ``weight`` ×
+    counts)."""
 
     attrs: tuple[int, ...]
     axes: tuple[str, ...]
@@ -113,29 +113,17 @@ class TableSpec:
 def workload_tables(W: Matrix, domain: Domain) -> list[TableSpec] | None:
     """The tables of a marginal-type workload over ``domain`` (see the module docstring), in
     row order, or None when ``W`` is not one (its answers are then labelled by row)."""
-    d = len(domain)
-    out, row = [], 0
-    for c, factors in W.kron_terms():
-        if len(factors) != d:
+    nf = normal_form(W)
+    if nf.sizes != domain.sizes:
+        return None
+    out = []
+    for t in nf.terms:
+        if any(k != "total" and k not in AXES for k in t.kinds):
             return None
-        attrs, axes, shape = [], [], []
-        for i, f in enumerate(factors):
-            if f.shape[1] != domain.sizes[i]:
-                return None
-            if isinstance(f, Total) and f.shape[0] == 1:
-                continue
-            kind = next((k for cls, k in AXES.items() if type(f) is cls), None)
-            if kind is None:
-                return None
-            attrs.append(i)
-            axes.append(kind)
-            shape.append(int(f.shape[0]))
-        rows = math.prod(shape)
-        out.append(
-            TableSpec(tuple(attrs), tuple(axes), row, row + rows, tuple(shape), math.sqrt(c))
-        )
-        row += rows
-    return out if row == W.shape[0] else None
+        shape = tuple(int(t.factors[i].shape[0]) for i in t.attrs)
+        axes = tuple(AXES[t.kinds[i]] for i in t.attrs)
+        out.append(TableSpec(t.attrs, axes, t.start, t.stop, shape, t.weight))
+    return out
 
 
 def _span(domain: Domain, bins: Mapping, i: int, lo: int, hi: int) -> str:

@@ -135,6 +135,21 @@ def test_range_and_prefix_tables_match_the_dense_workload():
     assert workload_tables(Kronecker([workloads.prefix(4), workloads.identity(6)]), dom) is None
 
 
+def test_table_weights_keep_their_sign():
+    """A table's weight is the signed factor its rows scale the counts by: ``W x`` on the
+    table's rows is ``weight`` times the counts (a negative workload weight included)."""
+    dom = mm.Domain(["a", "b"], [3, 2])
+    W = workloads.union([workloads.marginal(dom, ["a"]), workloads.marginals(dom, 2)])
+    W = mm.linalg.VStack([mm.linalg.Weighted(-2.0, W), workloads.marginal(dom, ["b"])])
+    x = np.arange(6.0) + 1.0
+    answers = W.matvec(x)
+    tables = workload_tables(W, dom)
+    assert [t.weight for t in tables] == [-2.0, -2.0, 1.0]
+    for t in tables:
+        counts = x.reshape(dom.sizes).sum(axis=tuple(i for i in range(2) if i not in t.attrs))
+        assert np.array_equal(answers[t.start : t.stop], t.weight * counts.ravel())
+
+
 def test_tables_total_and_errors():
     R = records.synthetic({"a": 3, "b": 2}, 50, seed=0)
     result = mm.release(R, "marginals:1:lower", PureDP(1e9), "identity", seed=1)

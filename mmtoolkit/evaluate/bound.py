@@ -8,18 +8,15 @@ import math
 import numpy as np
 
 from ..linalg import (
-    Identity,
-    Marginals,
     Matrix,
-    Ones,
     TooLargeError,
-    Weighted,
     as_matrix,
     check_dense_size,
-    kron_terms,
+    normal_form,
+    peel,
 )
 from ..linalg import base as _linalg_base
-from ..linalg.route import RANK_RTOL, common_sizes
+from ..linalg.route import RANK_RTOL
 from ..privacy import Privacy, check_privacy
 
 
@@ -33,16 +30,16 @@ def svd_bound(W) -> float:
     are jointly diagonalisable (needs N ≤ MAX_DENSE_ENTRIES); else dense eigenvalues.
     """
     W = as_matrix(W)
-    if isinstance(W, Weighted):
-        return W.weight**2 * svd_bound(W.base)
-    if isinstance(W, Marginals):
-        return _marginal_svdb(W.sizes, {a: t * t for a, t in W.weights.items()})
-    terms = kron_terms(W)
-    sizes = common_sizes(terms)
+    weight, base = peel(W)
+    if base is not W:
+        return weight**2 * svd_bound(base)
+    nf = normal_form(W)
+    sizes = nf.sizes
     if sizes is not None:
-        coeffs = _span_ij_coefficients(terms)
+        coeffs = _span_ij_coefficients(nf.terms)
         if coeffs is not None:
             return _marginal_svdb(sizes, coeffs)
+        terms = [(t.c, t.factors) for t in nf.terms]
         if len(terms) == 1:
             c, factors = terms[0]
             total = c
@@ -105,11 +102,12 @@ def _zero_small(lam: np.ndarray) -> np.ndarray:
     return lam
 
 
-def _alpha_beta(f: Matrix) -> tuple[float, float] | None:
-    """(α, β) with fᵀf = αI + βJ, or None."""
-    if isinstance(f, Identity):
+def _alpha_beta(f: Matrix, kind: str) -> tuple[float, float] | None:
+    """(α, β) with fᵀf = αI + βJ, or None (``kind``: the factor's kind in the workload's
+    normal form)."""
+    if kind == "identity":
         return 1.0, 0.0
-    if isinstance(f, Ones):
+    if kind in ("total", "ones"):
         return 0.0, float(f.shape[0])
     n = f.shape[1]
     if n == 1:
@@ -126,12 +124,17 @@ def _alpha_beta(f: Matrix) -> tuple[float, float] | None:
 
 
 def _span_ij_coefficients(terms) -> dict[int, float] | None:
-    """Write Σ_t c_t ⊗_i G_{t,i} as Σ_a v_a ℂ(a) when every G_{t,i} = α I + β J, else None."""
+    """Write Σ_t c_t ⊗_i G_{t,i} as Σ_a v_a ℂ(a) when every G_{t,i} = α I + β J, else None
+    (``terms``: a normal form's; a marginal term is ``c_t ℂ(key)`` as it stands)."""
     coeffs: dict[int, float] = {}
-    for c, factors in terms:
+    for t in terms:
+        c = t.c
+        if t.key is not None:
+            coeffs[t.key] = coeffs.get(t.key, 0.0) + c
+            continue
         parts = []
-        for f in factors:
-            ab = _alpha_beta(f)
+        for f, kind in zip(t.factors, t.kinds, strict=True):
+            ab = _alpha_beta(f, kind)
             if ab is None:
                 return None
             parts.append(ab)

@@ -4,7 +4,8 @@
 the mechanism call (``error_route``, ``gram_route``, ``pinv_operator``, ``row_scales``,
 ``answer_records``, ``workload_answers``, ``release_answers``; ``marginal_measurements`` for
 Private-PGM); ``route`` says what an error route is. Each structured kind implements them in
-its own module.
+its own module. ``normal_form`` reads a workload as weighted Kronecker terms with each
+factor's kind (identity, total, prefix, ranges, ...), for every reader of its structure.
 """
 
 from .base import (
@@ -36,6 +37,7 @@ from .marginals import (
     MarginalsGram,
     projected_traces,
 )
+from .normal_form import FACTOR_KINDS, NormalForm, Term, normal_form
 from .orthobasis import OrthoBasis, OrthoBasisGram
 from .permuted import Permuted, PermutedGram
 from .pidentity import LowRankUpdate, PIdentity, PIdentityGram, PIdentityPinv
@@ -56,8 +58,12 @@ from .tree import Tree, TreeGram, TreeGramInverse
 from .union import KroneckerUnion
 
 __all__ = [
+    "FACTOR_KINDS",
     "MarginalMeasurement",
+    "NormalForm",
+    "Term",
     "kron_terms",
+    "normal_form",
     "peel",
     "MAX_DENSE_ENTRIES",
     "MAX_MARGINALS_DIM",

@@ -117,6 +117,11 @@ class Matrix(ABC):
 
     shape: tuple[int, int]
 
+    #: What this matrix is as a factor of a workload's Kronecker term, for the readers of
+    #: :mod:`~mmtoolkit.linalg.normal_form` (one of its ``FACTOR_KINDS``); anything without a
+    #: closed-form reading is a ``"matrix"``.
+    factor_kind = "matrix"
+
     # Make numpy defer binary operators to us, so ``ndarray @ Matrix`` reaches __rmatmul__
     # (without this numpy tries to treat the Matrix as a 0-d object array and fails).
     __array_ufunc__ = None
@@ -517,6 +522,8 @@ class CountingQueries(Matrix):
 class Dense(Matrix):
     """An explicit numpy array of finite real numbers (a NaN or an infinity is refused: it
     would make every error, bound and answer computed from the matrix meaningless)."""
+
+    factor_kind = "dense"
 
     def __init__(self, array):
         A = np.array(array, dtype=float)

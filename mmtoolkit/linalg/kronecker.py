@@ -406,6 +406,8 @@ class Kronecker(Matrix):
 class Identity(CountingQueries):
     """The n x n identity."""
 
+    factor_kind = "identity"
+
     def __init__(self, n: int):
         if int(n) < 1:
             raise ValueError(f"Identity size must be >= 1, got {n}")

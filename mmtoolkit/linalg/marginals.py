@@ -28,7 +28,7 @@ from __future__ import annotations
 import functools
 import heapq
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from numbers import Number
 
 import numpy as np
@@ -48,7 +48,8 @@ from .base import (
     peel,
 )
 from .kronecker import Identity, Kronecker
-from .ranges import Ones, Total
+from .normal_form import marginal_key
+from .ranges import Total
 from .route import SUPPORT_RTOL, UnsupportedWorkloadError, as_vector, common_sizes
 
 #: Largest number of attributes for which dense 2^d coefficient vectors are built.
@@ -282,6 +283,32 @@ class Marginal(Kronecker):
         return f"Marginal(sizes={self.sizes}, key={self.key:#b})"
 
 
+class MarginalFactors(Sequence):
+    """The factors of the marginal ``key`` on ``sizes`` (:class:`Identity` on its attributes,
+    :class:`Total` elsewhere), as :meth:`Marginals.kron_terms` lists them: shared per
+    attribute (``pairs[i] = (Total(n_i), Identity(n_i))``) and picked on access, so a union of
+    many marginals on many attributes lists its terms without an object per attribute and
+    term. ``marginal = (sizes, key)`` lets :mod:`~mmtoolkit.linalg.normal_form` read the term
+    without a pass over its factors."""
+
+    def __init__(self, sizes: tuple[int, ...], key: int, pairs):
+        self.marginal = (sizes, key)
+        self._pairs = pairs
+
+    def __len__(self):
+        return len(self._pairs)
+
+    def __getitem__(self, i):
+        key = self.marginal[1]
+        if isinstance(i, slice):
+            return [self._pairs[j][(key >> j) & 1] for j in range(*i.indices(len(self)))]
+        j = range(len(self))[i]
+        return self._pairs[j][(key >> j) & 1]
+
+    def __repr__(self):
+        return f"MarginalFactors(sizes={self.marginal[0]}, key={self.marginal[1]:#b})"
+
+
 # =========================================================================== Marginals
 class Marginals(Matrix):
     """Weighted marginals ``[θ_a Q_a]`` stacked in ascending key order (HDMM §6.3, App. A.4).
@@ -375,8 +402,16 @@ class Marginals(Matrix):
 
 
     # ---------------------------------------------------------------- strategy kind
+    @functools.cached_property
+    def _factor_pairs(self):
+        return [(Total(n), Identity(n)) for n in self.sizes]
+
     def kron_terms(self):
-        return [(theta**2, list(block.factors)) for theta, block in self.blocks()]
+        pairs = self._factor_pairs
+        return [
+            (theta**2, MarginalFactors(self.sizes, key, pairs))
+            for key, theta in self.weights.items()
+        ]
 
     def kron_signs(self):
         return [math.copysign(1.0, theta) for theta, _ in self.blocks()]
@@ -1101,18 +1136,7 @@ class MarginalsGram(Matrix):
 # =================================================================== marginals algebra
 def is_total(f: Matrix) -> bool:
     """Whether ``f`` is the total query ``1ᵀ`` (a 1 x n all-ones factor)."""
-    return isinstance(f, Ones) and f.shape[0] == 1
-
-
-def marginal_key(factors) -> int | None:
-    """The bitmask of a Kronecker product of Identity / Total factors, else None."""
-    key = 0
-    for i, f in enumerate(factors):
-        if isinstance(f, Identity):
-            key |= 1 << i
-        elif not is_total(f):
-            return None
-    return key
+    return f.factor_kind == "total"
 
 
 def _row_split(f: Matrix) -> tuple[np.ndarray, np.ndarray]:

@@ -160,6 +160,10 @@ class Ones(CountingQueries):
         self.n = check_int(n, "n", minimum=1)
         self.shape = (self.m, self.n)
 
+    @property
+    def factor_kind(self):
+        return "total" if self.m == 1 else "ones"
+
     def _matmat(self, X):
         return np.repeat(X.sum(axis=0, keepdims=True), self.m, axis=0)
 
@@ -210,6 +214,8 @@ class Total(Ones):
 class Prefix(CountingQueries):
     """Prefix (CDF) queries: row ``i`` sums cells ``0..i`` (HDMM §4, Table of predicate sets).
     Products by cumulative sums; ``pinv`` = ``L⁻¹`` = :class:`Difference`."""
+
+    factor_kind = "prefix"
 
     def __init__(self, n: int):
         self.n = check_int(n, "n", minimum=1)
@@ -335,6 +341,8 @@ class AllRange(CountingQueries):
     """All ``n(n+1)/2`` range queries ``[i, j]`` in lexicographic order of ``(i, j)``
     (HDMM §4, Table of predicate sets; Li et al. 2010). Products by prefix sums and a
     difference array; column ``j`` has ``(j+1)(n-j)`` ones."""
+
+    factor_kind = "all_range"
 
     def __init__(self, n: int):
         self.n = check_int(n, "n", minimum=1)

@@ -16,6 +16,7 @@ from mmtoolkit.domain import Domain
 from mmtoolkit.linalg import Dense, Fourier, Identity, Kronecker, Marginals, Total, VStack
 from mmtoolkit.linalg.fourier import bit_reverse, downset, fwht
 from mmtoolkit.privacy import ApproxDP, PureDP
+from mmtoolkit.selectors import NotApplicableError
 from mmtoolkit.selectors.datacube import (
     binary_workload,
     bmax,
@@ -233,3 +234,13 @@ def test_ranges_reading_is_opt_in():
     # mixed terms: a total factor stays a total, a range factor becomes the attribute
     T = VStack([Kronecker([workloads.prefix(4), Total(8)]), Kronecker([Total(4), Identity(8)])])
     assert marginal_keys(T, ranges="as_marginals") == {0b01: 1.0, 0b10: 1.0}
+
+
+def test_terms_on_two_factorisations_are_refused():
+    """Marginals on two factorisations of one domain (4 x 8 and 2 x 16) are no set of
+    cuboids: a clear refusal, not a failure inside BMAX."""
+    W = VStack([Kronecker([Identity(4), Total(8)]), Kronecker([Total(2), Identity(16)])])
+    with pytest.raises(NotApplicableError, match="do not share one factorisation"):
+        marginal_keys(W)
+    with pytest.raises(NotApplicableError, match="do not share one factorisation"):
+        selectors.get("ding_datacube").select(W, PRIV)

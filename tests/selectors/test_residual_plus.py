@@ -375,3 +375,15 @@ def test_max_variance_equals_the_full_constraint_program(d, n):
     assert gap <= DUAL_GAP_RTOL and info["rows"] < full.shape[0]
     assert P == pytest.approx(best, rel=1e-6)
     assert (full @ xs).max() <= 1 + 1e-12 and float(p @ (1 / xs)) == pytest.approx(P)
+
+
+def test_basic_matrices_given_as_arrays():
+    """``parse_workload(bases=...)`` takes arrays as well as Matrices: an array is the basic
+    matrix of its attribute as an explicit matrix, and the terms are read against it."""
+    P = np.tril(np.ones((3, 3)))
+    W = workloads.union(
+        [workloads.kron([Dense(P), workloads.total(2)]), workloads.kron([Dense(P), Identity(2)])]
+    )
+    wl = parse_workload(W, bases=[P, None])
+    assert wl.sets == [(0,), (0, 1)]
+    assert np.array_equal(wl.bases[0].workload.dense(), P) and wl.bases[1].marginal

@@ -43,8 +43,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ...checks import check_float
-from ...linalg import Marginals, Matrix, kron_terms
-from ...linalg.route import common_sizes
+from ...linalg import Marginals, Matrix, normal_form
 from ...privacy import Privacy
 from ...strategy import Strategy
 from ..base import Selector, register
@@ -284,7 +283,7 @@ class DingDataCube(Selector):
 
     def _select(self, workload: Matrix, privacy: Privacy, objective: str) -> Strategy:
         keys = marginal_keys(workload, ranges=self.params["ranges"])
-        sizes = tuple(common_sizes(kron_terms(workload)))  # marginal_keys checked the kind
+        sizes = normal_form(workload).sizes  # marginal_keys checked that the terms share them
         p = self.params["p"] or privacy.norm
         res = bmax(
             list(keys),

@@ -16,18 +16,7 @@ import math
 
 import numpy as np
 
-from ...linalg import (
-    Identity,
-    Kronecker,
-    Marginal,
-    Marginals,
-    Matrix,
-    Ones,
-    VStack,
-    Weighted,
-    kron_terms,
-)
-from ...linalg.route import common_sizes
+from ...linalg import Matrix, normal_form
 from ..base import NotApplicableError
 
 __all__ = ["RANGES", "binary_workload", "marginal_keys"]
@@ -36,11 +25,14 @@ RANGES = ("refuse", "as_marginals")
 
 
 def marginal_keys(W, ranges: str = "refuse") -> dict[int, float]:
-    """``{key: weight}`` of a workload that is a set of (weighted) marginals: a Marginals,
-    a Marginal, or a VStack/Weighted of them on one domain. Raises otherwise.
+    """``{key: weight}`` of a workload that is a set of (weighted) marginals on one
+    factorisation of the domain: every term of its normal form
+    (:func:`~mmtoolkit.linalg.normal_form`) a Kronecker product of identities and totals, a
+    repeated marginal counted once with the root of its squared weights summed. Raises
+    :class:`NotApplicableError` otherwise.
 
-    ``ranges="as_marginals"`` also accepts Kronecker terms whose factors are not all
-    Identity or 1-row totals (range-marginals: AllRange, Prefix, WidthRange, … on some
+    ``ranges="as_marginals"`` also accepts Kronecker terms of several factors that are not
+    all Identity or 1-row totals (range-marginals: AllRange, Prefix, WidthRange, … on some
     attributes) and reads each as the cuboid on the attributes whose factor is not a 1-row
     total: the marginal a DataCube answers it from by summing cells (Ding et al. 2011;
     Li & Miklau 2012 §5). The default ``"refuse"`` keeps the strict reading for selectors
@@ -50,45 +42,33 @@ def marginal_keys(W, ranges: str = "refuse") -> dict[int, float]:
         raise ValueError(f"ranges must be one of {RANGES}, got {ranges!r}")
 
     out: dict[int, float] = {}
-
-    def add(key, w):
+    nf = normal_form(W)
+    for t in nf.terms:
+        key = t.key
+        if key is None:
+            if len(t.factors) == 1:  # a matrix with no Kronecker structure
+                raise NotApplicableError(
+                    f"the workload is not a set of marginals ({type(t.factors[0]).__name__}); "
+                    "build it with workloads.marginals / marginals_list or "
+                    "BinaryEncoding.marginals"
+                )
+            if ranges != "as_marginals":
+                f = next(f for f, k in zip(t.factors, t.kinds) if k not in ("identity", "total"))
+                raise NotApplicableError(
+                    "the workload is not a set of marginals (a Kronecker factor is "
+                    f"{type(f).__name__}, not Identity or Total)"
+                )
+            key = sum(1 << i for i in t.attrs)
+        w = abs(t.weight)
         if key in out:
             out[key] = math.sqrt(out[key] ** 2 + w * w)  # duplicates add up in WᵀW
         else:
             out[key] = w
-
-    def walk(M, w):
-        if isinstance(M, Weighted):
-            walk(M.base, w * M.weight)
-        elif isinstance(M, Marginals):
-            for k, t in M.weights.items():
-                add(k, abs(w * t))
-        elif isinstance(M, Marginal):
-            add(M.key, abs(w))
-        elif isinstance(M, VStack):
-            for blk in M.blocks:
-                walk(blk, w)
-        elif isinstance(M, Kronecker):
-            key = 0
-            for i, f in enumerate(M.factors):
-                if isinstance(f, Identity):
-                    key |= 1 << i
-                elif not (isinstance(f, Ones) and f.shape[0] == 1):
-                    if ranges == "as_marginals":
-                        key |= 1 << i
-                        continue
-                    raise NotApplicableError(
-                        "the workload is not a set of marginals (a Kronecker factor is "
-                        f"{type(f).__name__}, not Identity or Total)"
-                    )
-            add(key, abs(w))
-        else:
-            raise NotApplicableError(
-                f"the workload is not a set of marginals ({type(M).__name__}); build it with "
-                "workloads.marginals / marginals_list or BinaryEncoding.marginals"
-            )
-
-    walk(W, 1.0)
+    if nf.sizes is None:
+        raise NotApplicableError(
+            "the workload's Kronecker terms do not share one factorisation of the domain "
+            f"(attribute sizes {sorted({t.sizes for t in nf.terms})})"
+        )
     return out
 
 
@@ -103,7 +83,7 @@ def binary_workload(workload: Matrix, encode: bool = False) -> tuple[int, dict[i
     attributes. A size that is not a power of two is refused.
     """
     keys = marginal_keys(workload)  # also checks that the workload is a set of marginals
-    sizes = tuple(common_sizes(kron_terms(workload)))
+    sizes = normal_form(workload).sizes
     if encode:
         bits = []
         for i, n in enumerate(sizes):

@@ -20,20 +20,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...linalg import (
-    Dense,
-    Fourier,
-    Identity,
-    Kronecker,
-    Marginals,
-    Matrix,
-    Ones,
-    VStack,
-    Weighted,
-    check_dense_size,
-)
+from ...linalg import Fourier, Matrix, check_dense_size, normal_form
 from ...linalg.fourier import downset, fwht, submasks
-from ...linalg.marginals import is_total
 from ...privacy import Privacy
 from ...strategy import Strategy
 from ..base import Selector, register
@@ -63,35 +51,18 @@ def _log2(n: int, what: str) -> int:
     return n.bit_length() - 1
 
 
-def _terms(W: Matrix, w: float = 1.0):
-    """Yield ``(factors, w)``: the workload as weighted Kronecker terms (a non-Kronecker
-    block is one term with a single factor on all cells)."""
-    if isinstance(W, Weighted):
-        yield from _terms(W.base, w * W.weight)
-    elif isinstance(W, VStack):
-        for blk in W.blocks:
-            yield from _terms(blk, w)
-    elif isinstance(W, Marginals):
-        for key, t in W.weights.items():
-            fac = [Identity(n) if (key >> i) & 1 else Ones(1, n) for i, n in enumerate(W.sizes)]
-            yield fac, w * t
-    elif isinstance(W, Kronecker):  # includes Marginal
-        yield list(W.factors), w
-    else:
-        yield [W], w
-
-
-def _factor_norms(f: Matrix) -> np.ndarray:
+def _factor_norms(f: Matrix, kind: str) -> np.ndarray:
     """``v[l] = ‖f h_l‖² / n²`` for the rows ``h_l`` of the ``n``-point Hadamard matrix
-    (Sylvester / C order): the squared norm of column ``l`` of ``f Hᵀ / n``."""
+    (Sylvester / C order): the squared norm of column ``l`` of ``f Hᵀ / n`` (``kind``: the
+    factor's kind in the workload's normal form)."""
     n = int(f.shape[1])
-    if isinstance(f, Identity):
+    if kind == "identity":
         return np.full(n, 1.0 / n)
-    if is_total(f):
+    if kind == "total":
         v = np.zeros(n)
         v[0] = 1.0
         return v
-    if isinstance(f, Dense) and f.shape[0] <= n:  # (f Hᵀ)ᵀ = H fᵀ: m·n entries, like f
+    if kind == "dense" and f.shape[0] <= n:  # (f Hᵀ)ᵀ = H fᵀ: m·n entries, like f
         A = fwht(f.dense().T)
         return np.sum(A * A, axis=1) / float(n * n)
     check_dense_size(n, n, "fourier: the Gram matrix of a workload factor")
@@ -128,16 +99,16 @@ def fourier_coefficients(
     if d == 0:
         raise ValueError("the workload has a single cell: there is no Fourier basis to use")
     out: dict[int, float] = {}
-    for factors, w in _terms(workload):
+    for term in normal_form(workload).terms:
         masks = np.zeros(1, dtype=np.int64)
         vals = np.ones(1)
         offset = 0
-        for f in factors:
+        for f, kind in zip(term.factors, term.kinds, strict=True):
             b = _log2(int(f.shape[1]), f"a workload factor ({type(f).__name__})")
-            v = _factor_norms(f)
+            v = _factor_norms(f, kind)
             if coefficients == "needed":
                 keep = np.flatnonzero(v > rtol * max(float(v.max()), 1e-300))
-            elif is_total(f):
+            elif kind == "total":
                 keep = np.zeros(1, dtype=np.int64)
             else:
                 keep = np.arange(v.size)
@@ -151,7 +122,7 @@ def fourier_coefficients(
             masks = (masks[:, None] | local[None, :]).ravel()
             vals = (vals[:, None] * v[keep][None, :]).ravel()
             offset += b
-        for m, val in zip(masks.tolist(), (w * w * vals).tolist()):
+        for m, val in zip(masks.tolist(), (term.c * vals).tolist()):
             out[m] = out.get(m, 0.0) + val
     if coefficients == "all":
         if d > 26:

@@ -16,10 +16,9 @@ from ...linalg import (
     PermutedGram,
     Sum,
     SymTridiagonal,
-    VStack,
     Weighted,
     check_dense_size,
-    peel,
+    normal_form,
 )
 from ...linalg.ranges import SymmetricFormula
 from ...linalg.route import common_sizes
@@ -63,12 +62,19 @@ def term_sizes(terms) -> list[int]:
 
 
 def _rows_in_total_identity(f: Matrix) -> bool:
-    """Every row of ``f`` is a (scaled) singleton indicator or a (scaled) all-ones row."""
-    _, f = peel(f)
-    if isinstance(f, (Identity, Ones)):
-        return True
-    if isinstance(f, VStack):
-        return all(_rows_in_total_identity(b) for b in f.blocks)
+    """Every row of ``f`` is a (scaled) singleton indicator or a (scaled) all-ones row: read
+    from the kinds of its normal form's terms (a stack of identities and totals), else from
+    the entries of each term that is not one."""
+    for t in normal_form(f).terms:
+        if len(t.kinds) == 1 and t.kinds[0] in ("identity", "total", "ones"):
+            continue
+        block = t.factors[0] if len(t.factors) == 1 else Kronecker(list(t.factors))
+        if not _dense_rows_in_total_identity(block):
+            return False
+    return True
+
+
+def _dense_rows_in_total_identity(f: Matrix) -> bool:
     m, n = f.shape
     if m * n > 4_000_000:
         return False

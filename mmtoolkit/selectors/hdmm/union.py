@@ -29,15 +29,14 @@ import numpy as np
 from ...checks import check_choice, check_int
 from ...evaluate.stacked import StackedKroneckerRoute
 from ...linalg import (
-    Identity,
     Kronecker,
     KroneckerUnion,
     Matrix,
-    Ones,
     PIdentity,
     TooLargeError,
     Weighted,
     kron_terms,
+    peel,
 )
 from ...privacy import Privacy
 from ...strategy import Strategy
@@ -47,7 +46,6 @@ from ._common import (
     default_p,
     distinct_grams,
     norm_of,
-    peel,
     term_sizes,
 )
 from .kron import CYCLE_TOL, CYCLES, KronProblem, kron_strategy, optimize_kron
@@ -58,13 +56,12 @@ from .separate import SeparateUnion
 ANSWERING = ("least_squares", "separate")
 
 
-def _is_total(base: Matrix) -> bool:
-    return isinstance(base, Ones) and base.shape[0] == 1
+#: A factor's letter in a product's signature, by its kind (linalg.FACTOR_KINDS); "Q" else.
+_LETTERS = {"total": "T", "identity": "I"}
 
 
 def _signature(factors) -> str:
-    bases = [peel(f)[1] for f in factors]
-    return "".join("T" if _is_total(b) else "I" if isinstance(b, Identity) else "Q" for b in bases)
+    return "".join(_LETTERS.get(peel(f)[1].factor_kind, "Q") for f in factors)
 
 
 def check_groups(groups):
@@ -171,7 +168,7 @@ def optimize_products(products: ProductFactors, norm: int, rng, ftol=FTOL, maxit
     factors, costs = [], []
     for (u, q), example in zip(products.keys, products.examples):
         weight, base = peel(example)
-        if _is_total(base):
+        if base.factor_kind == "total":
             factors.append(base)
             costs.append(weight * weight)
             continue

@@ -21,14 +21,7 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 
 from ...checks import check_int
-from ...linalg import (
-    Identity,
-    Marginals,
-    Matrix,
-    kron_terms,
-    peel,
-)
-from ...linalg.marginals import is_total
+from ...linalg import Matrix, as_matrix, normal_form
 from ..base import NotApplicableError
 from .basis import AttributeBasis, general_basis, marginal_basis
 
@@ -238,26 +231,12 @@ class SubsetTable:
 
 
 # ============================================================================ parsing
-def _marginal_sets(W: Marginals, scale: float):
-    keys = W.keys
-    thetas = np.array([W.weights[k] for k in keys])
-    sets = []
-    for key in keys:
-        s = []
-        while key:  # the set bits only (keys may have hundreds of bits)
-            low = key & -key
-            s.append(low.bit_length() - 1)
-            key ^= low
-        sets.append(tuple(s))
-    return sets, (scale * thetas) ** 2
-
-
 def _same_basis(a: Matrix, b: Matrix) -> bool:
     if a is b:
         return True
     if type(a) is not type(b) or a.shape != b.shape:
         return False
-    if type(a).__name__ in ("Identity", "Prefix", "AllRange"):
+    if a.factor_kind in ("identity", "prefix", "all_range"):  # fixed by its shape
         return True
     if a.shape[0] * a.shape[1] > 4_000_000:
         return False
@@ -267,40 +246,40 @@ def _same_basis(a: Matrix, b: Matrix) -> bool:
 def parse_workload(W: Matrix, *, marginals_only: bool = False, bases=None, strategies=None):
     """Turn a workload Matrix into a :class:`ResidualWorkload`.
 
-    Accepted: :class:`~mmtoolkit.linalg.Marginals` (fast path), or a (weighted) union of
-    Kronecker products whose factors are either the total ``1ᵀ`` (attribute outside the set)
-    or the attribute's basic matrix ``W_i`` — the same ``W_i`` in every term (§7.1).
+    Read through the workload's normal form (:func:`~mmtoolkit.linalg.normal_form`): a
+    (weighted) union of Kronecker products whose factors are either the total ``1ᵀ``
+    (attribute outside the set) or the attribute's basic matrix ``W_i`` — the same ``W_i`` in
+    every term (§7.1); a union of marginals is read from its keys alone.
     ``marginals_only``: every basic matrix must be the identity (ResidualPlanner).
     ``bases``: optional per-attribute basic matrices (None entries are inferred).
     ``strategies``: callable ``(i, W_i) -> AttributeBasis`` for non-identity attributes.
     """
     if not isinstance(W, Matrix):
         raise TypeError(f"workload must be a linalg.Matrix, got {type(W).__name__}")
-    w0, core = peel(W)
-    if isinstance(core, Marginals) and bases is None:
-        sets, weights = _marginal_sets(core, w0)
-        return ResidualWorkload([marginal_basis(n) for n in core.sizes], sets, weights)
-    terms = kron_terms(W)
-    d = len(terms[0][1])
-    sizes = [f.shape[1] for f in terms[0][1]]
+    nf = normal_form(W)
+    sizes = nf.terms[0].sizes
+    d = len(sizes)
+    if bases is None and nf.marginals:  # identities and totals only: read from the keys
+        live = [t for t in nf.terms if t.c != 0.0]
+        sets, weights = [t.attrs for t in live], [t.c for t in live]
+        return ResidualWorkload([marginal_basis(n) for n in sizes], sets, weights)
     found: list[Matrix | None] = [None] * d
     if bases is not None:
         if len(bases) != d:
             raise ValueError(f"got {len(bases)} basic matrices for {d} attributes")
         for i, b in enumerate(bases):
             if b is not None:
-                found[i] = b if isinstance(b, Matrix) else _dense(b)
+                found[i] = as_matrix(b)
     sets, weights = [], []
-    for t, (c, factors) in enumerate(terms):
-        if [f.shape[1] for f in factors] != sizes:
+    for t, term in enumerate(nf.terms):
+        if term.sizes != sizes:
             raise NotApplicableError(
                 "every term of the workload must be a Kronecker product over the same "
-                f"attributes (sizes {sizes}); term {t} has "
-                f"{[f.shape[1] for f in factors]}"
+                f"attributes (sizes {list(sizes)}); term {t} has {list(term.sizes)}"
             )
         s = []
-        for i, f in enumerate(factors):
-            if is_total(f) and not (found[i] is not None and is_total(found[i])):
+        for i, (f, kind) in enumerate(zip(term.factors, term.kinds, strict=True)):
+            if kind == "total" and not (found[i] is not None and found[i].factor_kind == "total"):
                 continue
             if found[i] is None:
                 found[i] = f
@@ -310,14 +289,14 @@ def parse_workload(W: Matrix, *, marginals_only: bool = False, bases=None, strat
                     "ResidualPlanner+ needs one basic matrix per attribute (§7.1)"
                 )
             s.append(i)
-        if c == 0.0:
+        if term.c == 0.0:
             continue
         sets.append(tuple(s))
-        weights.append(c)
+        weights.append(term.c)
     out = []
     for i, n in enumerate(sizes):
         Wi = found[i]
-        if Wi is None or isinstance(Wi, Identity):
+        if Wi is None or Wi.factor_kind == "identity":
             out.append(marginal_basis(n))
         elif marginals_only:
             raise NotApplicableError(
@@ -329,9 +308,3 @@ def parse_workload(W: Matrix, *, marginals_only: bool = False, bases=None, strat
         else:
             out.append(general_basis(Wi))
     return ResidualWorkload(out, sets, weights)
-
-
-def _dense(b) -> Matrix:
-    from ..linalg import Dense
-
-    return Dense(b)

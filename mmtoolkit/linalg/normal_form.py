@@ -1,0 +1,177 @@
+"""A workload's normal form: its rows as weighted Kronecker terms, each factor with its kind.
+
+Every reader that recognises a workload's structure — a union of marginals (Datacube, the
+SVD bound, ResidualPlanner), ranges and prefixes per attribute (the labelled tables of a
+release), per-factor closed forms (Fourier coefficients, HDMM's default ``p``) — reads it
+here instead of asking what class the workload is. :func:`normal_form` builds it from the
+kinds' own methods: :meth:`Matrix.kron_terms` (squared weights and factors, in row order),
+:meth:`Matrix.kron_signs` (the weights' signs) and each factor's ``factor_kind``:
+
+``"identity"``  the ``n x n`` identity (a value per row)
+``"total"``     the ``1 x n`` all-ones row (the total query)
+``"ones"``      an ``m x n`` all-ones matrix with ``m > 1`` (the total, repeated)
+``"prefix"``    the ``n`` prefix queries ``[0, i]``
+``"all_range"`` the ``n(n+1)/2`` ranges ``[i, j]``, lexicographic
+``"dense"``     an explicit array
+``"matrix"``    anything else
+
+A term whose factors are all identities or totals is a marginal: its ``key`` is the bitmask
+of its identity attributes. A workload whose terms share one factorisation of the domain
+(:attr:`NormalForm.sizes`) and are all marginals is a union of marginals
+(:attr:`NormalForm.marginals`). A plain matrix (no Kronecker structure) is one term with one
+factor: the matrix itself.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import weakref
+from collections.abc import Sequence
+
+from .base import Matrix, as_matrix
+
+__all__ = ["FACTOR_KINDS", "NormalForm", "Term", "marginal_key", "normal_form"]
+
+FACTOR_KINDS = ("identity", "total", "ones", "prefix", "all_range", "dense", "matrix")
+
+
+def marginal_key(factors) -> int | None:
+    """The bitmask of a Kronecker product of identity / total factors (bit ``i`` set: factor
+    ``i`` is an identity), else None."""
+    known = getattr(factors, "marginal", None)
+    if known is not None:
+        return known[1]
+    key = 0
+    for i, f in enumerate(factors):
+        kind = f.factor_kind
+        if kind == "identity":
+            key |= 1 << i
+        elif kind != "total":
+            return None
+    return key
+
+
+def _bits(key: int) -> tuple[int, ...]:
+    """The set bits of ``key``, ascending (a pass over the set bits only)."""
+    out = []
+    while key:
+        low = key & -key
+        out.append(low.bit_length() - 1)
+        key ^= low
+    return tuple(out)
+
+
+class Term:
+    """One term ``weight · (F_1 ⊗ … ⊗ F_k)`` of a normal form: rows ``start:stop`` of the
+    workload.
+
+    ``c`` is the squared weight as :meth:`Matrix.kron_terms` gives it, ``weight`` the signed
+    weight ``±√c``; ``factors`` the factors (weights peeled), ``kinds`` their
+    ``factor_kind``, ``sizes`` their column counts (the attribute sizes), ``key`` the
+    marginal's bitmask (None unless every factor is an identity or a total) and ``attrs`` the
+    attributes whose factor is not a total. A factor sequence that knows its marginal
+    (``factors.marginal == (sizes, key)``, as :class:`~mmtoolkit.linalg.Marginals` gives
+    them) answers all of these without a pass over its factors.
+    """
+
+    __slots__ = ("_form", "_index", "_kinds", "attrs", "c", "factors", "key", "sizes", "start",
+                 "stop")  # fmt: skip
+
+    def __init__(self, form: NormalForm, index: int, c: float, factors: Sequence[Matrix], start):
+        self._form, self._index = form, index
+        self.c = float(c)
+        self.factors = factors
+        known = getattr(factors, "marginal", None)
+        if known is not None:
+            self.sizes, self.key = known
+            self._kinds = None  # built when asked: a key may have hundreds of attributes
+            self.attrs = _bits(self.key)
+            rows = math.prod([self.sizes[i] for i in self.attrs])
+        else:
+            self.sizes = tuple(int(f.shape[1]) for f in factors)
+            self._kinds = tuple(f.factor_kind for f in factors)
+            self.key = marginal_key(factors)
+            self.attrs = tuple(i for i, k in enumerate(self._kinds) if k != "total")
+            rows = math.prod(int(f.shape[0]) for f in factors)
+        self.start = start
+        self.stop = start + rows
+
+    @property
+    def weight(self) -> float:
+        return math.copysign(math.sqrt(self.c), self._form.signs[self._index])
+
+    @property
+    def kinds(self) -> tuple[str, ...]:
+        if self._kinds is None:
+            self._kinds = tuple(
+                "identity" if (self.key >> i) & 1 else "total" for i in range(len(self.sizes))
+            )
+        return self._kinds
+
+    def __repr__(self):
+        return f"Term(weight={self.weight!r}, kinds={self.kinds}, rows={self.start}:{self.stop})"
+
+
+class NormalForm:
+    """A workload as its :class:`Term` list, in row order (:func:`normal_form`)."""
+
+    def __init__(self, W: Matrix, hold: bool = False):
+        # W's signs are read when a weight is asked; a cached form does not keep W alive
+        self._matrix = (lambda: W) if hold else weakref.ref(W)
+        self.shape = W.shape
+        terms, row = [], 0
+        for t, (c, factors) in enumerate(W.kron_terms()):
+            terms.append(Term(self, t, c, factors, row))
+            row = terms[-1].stop
+        if row != W.shape[0]:
+            raise ValueError(
+                f"{type(W).__name__}: its Kronecker terms have {row} rows, the matrix has "
+                f"{W.shape[0]}"
+            )
+        self.terms: tuple[Term, ...] = tuple(terms)
+
+    @functools.cached_property
+    def signs(self) -> list[float]:
+        """The sign of each term's weight (:meth:`Matrix.kron_signs`)."""
+        W = self._matrix()
+        if W is None:
+            raise ValueError("the matrix of this normal form no longer exists")
+        signs = W.kron_signs()
+        if len(signs) != len(self.terms):
+            raise ValueError(
+                f"{type(W).__name__}: kron_signs() gives {len(signs)} signs for "
+                f"{len(self.terms)} Kronecker terms"
+            )
+        return signs
+
+    @functools.cached_property
+    def sizes(self) -> tuple[int, ...] | None:
+        """The attribute sizes every term shares, else None."""
+        first = self.terms[0].sizes
+        for t in self.terms[1:]:
+            if t.sizes is not first and t.sizes != first:
+                return None
+        return first
+
+    @functools.cached_property
+    def marginals(self) -> bool:
+        """Whether the workload is a union of marginals on one factorisation of the domain."""
+        return self.sizes is not None and all(t.key is not None for t in self.terms)
+
+
+_CACHE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def normal_form(W) -> NormalForm:
+    """The :class:`NormalForm` of ``W`` (a Matrix, cached per matrix, or an array)."""
+    if not isinstance(W, Matrix):
+        return NormalForm(as_matrix(W), hold=True)
+    try:
+        return _CACHE[W]
+    except KeyError:
+        pass
+    except TypeError:  # an unhashable kind: built every time
+        return NormalForm(W, hold=True)
+    nf = _CACHE[W] = NormalForm(W)
+    return nf
