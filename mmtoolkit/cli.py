@@ -14,7 +14,8 @@
 ``mmtoolkit report [--results DIR] [--configs DIR] [--readme FILE] [--check]``
     regenerate the scoreboard ``DIR/README.md`` (and FILE's status block) from the configs
     and results; ``--check`` writes nothing, prints what it checked and exits 1 if a file
-    is out of date.
+    is out of date or a table is stale (its CSV disagrees with its config, e.g. a cell's
+    job key after the config was edited).
 ``mmtoolkit plot FILE [FILE ...] [--results DIR]``
     re-render a config's figures from its committed CSV (nothing is recomputed), or the
     figures of a figure sheet ``*.plot.yaml`` (see ``mmtoolkit/runner/figures.py``).
@@ -126,7 +127,9 @@ def _parser() -> argparse.ArgumentParser:
         "--readme", default=None, metavar="FILE", help="also rewrite FILE's status block"
     )
     rep.add_argument(
-        "--check", action="store_true", help="write nothing; exit 1 if a file is out of date"
+        "--check",
+        action="store_true",
+        help="write nothing; exit 1 if a file is out of date or a table is stale",
     )
 
     plot = sub.add_parser(
@@ -246,7 +249,7 @@ def _report(args) -> int:
         return 2
     if args.check:
         print(check_summary(board, args.readme, paths))
-        return 1 if paths else 0
+        return 1 if paths or any(t.stale for t in board.tables) else 0
     for path in paths:
         print(f"wrote {path}")
     return 0

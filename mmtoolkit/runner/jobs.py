@@ -17,6 +17,12 @@ job's value: the workload spec (with the SHA-256 of an explicit matrix's entries
 privacy spec, the quantity, and the selector, its effective parameters (including the
 derived seed, below) and the objective (or ``svd_bound``). Row and column *names* enter
 only through the seed; limits (timeout, memory) do not enter (see :mod:`.store`).
+The key is also written beside every cell of the committed CSV (column ``job``), where
+``mmtoolkit report`` checks it against the config (:func:`cell_keys`): a table whose
+config changed what a cell computes is stale. Its code marker is :data:`KEY_VERSION`, not
+the source fingerprint the job store checks (a fingerprint would flag every table on any
+refactor that moves no value): bumping it when the meaning of a value changes marks every
+table stale; a code change that moves some values is followed by re-running their configs.
 
 **Seeds.** When the config sets ``seed: s``, each job of a selector whose ``__init__``
 accepts ``seed`` (and whose column does not set one in ``params``) gets its own seed
@@ -45,6 +51,7 @@ from .specs import accepts_seed, resolve_selector
 
 __all__ = [
     "JobSpec",
+    "cell_keys",
     "derive_seed",
     "compact_json",
     "execute",
@@ -213,6 +220,39 @@ def quantity_of(metric) -> str:
     return "total_error" if metric.kind == "ratio" else metric.kind
 
 
+def _cell_job(config, row, col, wdata, quantity: str) -> tuple[str, dict, str]:
+    """(job key, effective parameters, objective) of one cell (see the module docstring)."""
+    objective = col.objective or "sum"
+    params: dict = {} if col.svd_bound else dict(col.params)
+    if not col.svd_bound and config.seed is not None and "seed" not in params:
+        if accepts_seed(resolve_selector(col.selector, tuple(config.search_path))):
+            params["seed"] = derive_seed(config.seed, row.name, col.name)
+    strategy = (
+        {"svd_bound": True}
+        if col.svd_bound
+        else {"selector": col.selector, "params": jsonable(params), "objective": objective}
+    )
+    data = {
+        "v": KEY_VERSION,
+        "workload": wdata,
+        "privacy": jsonable(config.privacy_spec),
+        "quantity": quantity,
+        "strategy": strategy,
+    }
+    return _key(data), params, objective
+
+
+def cell_keys(config) -> dict[tuple[str, str], str]:
+    """The job key of every (row, column) cell of ``config``, without building any job: the
+    key the runner writes beside each cell and the scoreboard checks (:mod:`.report`)."""
+    quantity = quantity_of(config.metric)
+    return {
+        (row.name, col.name): _cell_job(config, row, col, spec_data(row.workload), quantity)[0]
+        for row in config.rows
+        for col in config.columns
+    }
+
+
 def expand_jobs(config) -> tuple[list[JobSpec], dict[tuple[str, str], str]]:
     """The unique jobs of ``config`` and the map (row, column) -> job key.
 
@@ -223,32 +263,14 @@ def expand_jobs(config) -> tuple[list[JobSpec], dict[tuple[str, str], str]]:
     package = package_fingerprint()
     search_path = tuple(config.search_path)
     jobs: dict[str, JobSpec] = {}
-    cell_keys: dict[tuple[str, str], str] = {}
+    keys: dict[tuple[str, str], str] = {}
     for row in config.rows:
         wdata = spec_data(row.workload)
         for col in config.columns:
             timeout = config.timeout if col.timeout is None else col.timeout
             memory = config.memory if col.memory is None else col.memory
-            objective = col.objective or "sum"
-            params: dict = {} if col.svd_bound else dict(col.params)
-            if not col.svd_bound and config.seed is not None and "seed" not in params:
-                if accepts_seed(resolve_selector(col.selector, search_path)):
-                    params["seed"] = derive_seed(config.seed, row.name, col.name)
-            strategy = (
-                {"svd_bound": True}
-                if col.svd_bound
-                else {"selector": col.selector, "params": jsonable(params), "objective": objective}
-            )
-            key = _key(
-                {
-                    "v": KEY_VERSION,
-                    "workload": wdata,
-                    "privacy": jsonable(config.privacy_spec),
-                    "quantity": quantity,
-                    "strategy": strategy,
-                }
-            )
-            cell_keys[(row.name, col.name)] = key
+            key, params, objective = _cell_job(config, row, col, wdata, quantity)
+            keys[(row.name, col.name)] = key
             if key in jobs:
                 spec = jobs[key]
                 # the loosest limits of the cells sharing the job apply (the value is
@@ -274,7 +296,7 @@ def expand_jobs(config) -> tuple[list[JobSpec], dict[tuple[str, str], str]]:
                     None if col.svd_bound else col.selector, search_path, package
                 ),
             )
-    return list(jobs.values()), cell_keys
+    return list(jobs.values()), keys
 
 
 def _loosest(a, b):

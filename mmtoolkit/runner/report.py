@@ -11,7 +11,9 @@ written by the runner and counts, against the config (not against the CSV's own 
   with / without a non-empty note in the CSV (the note comes from the config row's
   ``notes``);
 * *stale*: places where the CSV disagrees with its config (a paper value, the agreement
-  flag, a note, a cell that is not in the config): the table must be re-run or re-rendered.
+  flag, a note, a cell that is not in the config, or a cell's ``job`` key: the config
+  changed what the cell computes, e.g. its ρ, after the table was written,
+  :func:`~.jobs.cell_keys`): the table must be re-run or re-rendered.
 
 Runner-format CSVs that no config produces (tables written by experiment scripts) are
 counted from their own columns. Every other file under ``results/<paper>/`` (figures,
@@ -36,6 +38,7 @@ from pathlib import Path
 from ..atomic import write_atomic
 from .config import Config, load_config
 from .figures import SHEET_SUFFIXES, is_sheet, load_sheet
+from .jobs import cell_keys
 from .plots import csv_number, render_sheet
 from .run import QUICK_DIR, RunResult, relative_path, run_config
 
@@ -226,11 +229,18 @@ def table_status(config: Config, results: str | os.PathLike) -> TableStatus:
         st.stale.append(f"{key[0]} × {key[1]}: in the CSV but not in the config")
 
     tol = config.tolerance
+    keys = cell_keys(config)
     for r in config.rows:
         for c in config.columns:
             line = got.get((r.name, c.name))
             if line is None:
                 continue
+            job, want_job = line.get("job") or "", keys[(r.name, c.name)]
+            if job != want_job:
+                st.stale.append(
+                    f"{r.name} × {c.name}: computed by job {job[:12] or '(no key)'}, the config "
+                    f"now defines job {want_job[:12]} (it changed after the table was written)"
+                )
             ours = csv_number(line["ours"])
             note = line["note"] or ""
             want_note = r.notes.get(c.name, "")
@@ -390,7 +400,8 @@ def render_results_readme(board: Scoreboard) -> str:
         "- **not computed**: config cells without a number (not run, failed or timed out);",
         "- **✗ explained / unexplained**: computed cells outside tolerance with / without a",
         "  note saying why (the note comes from the config row's `notes`);",
-        "- **stale**: the CSV disagrees with its config (re-run or re-render the table).",
+        "- **stale**: the CSV disagrees with its config, e.g. a cell's `job` key after the",
+        "  config was edited (re-run or re-render the table).",
         "",
         "Figures: a config's `figures:` are drawn when it runs (`mmtoolkit plot CONFIG` redraws",
         "them from the CSV); tables that no config writes are plotted by figure sheets",
@@ -555,7 +566,8 @@ def write_report(
 def check_summary(board: Scoreboard, readme: str | os.PathLike | None, stale: list[Path]) -> str:
     """What ``mmtoolkit report --check`` checked, one line per item: the tables and cells
     read, then each generated file (``<results>/README.md``, ``readme``'s status block)
-    and whether it is up to date (``stale``: the out-of-date files)."""
+    and whether it is up to date (``stale``: the out-of-date files), then each stale table
+    with its first reason."""
     scripted = sum(t.config is None for t in board.tables)
     a, p, nc, ex, un, stale_tables = _counts(board.tables)
     figures = sum(len(t.figures) for t in board.tables)
@@ -572,6 +584,10 @@ def check_summary(board: Scoreboard, readme: str | os.PathLike | None, stale: li
     for path, what in files:
         state = "out of date (run `mmtoolkit report`)" if path in out_of_date else "up to date"
         lines.append(f"{path} ({what}): {state}")
+    for t in board.tables:
+        if t.stale:
+            more = f" (and {len(t.stale) - 1} more)" if len(t.stale) > 1 else ""
+            lines.append(f"stale table {t.paper}/{t.table}: {t.stale[0]}{more}")
     return "\n".join(lines)
 
 

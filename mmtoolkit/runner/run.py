@@ -11,11 +11,12 @@ resumes where it stopped. A job that raises is recorded as a failed cell (``ours
 ``timeout`` / ``out of memory`` cell; the run continues. Both output files are written
 atomically from the store's records.
 
-CSV columns: ``row, column, ours, paper, rel_diff, within_tol, note, status, metadata``;
+CSV columns: ``row, column, ours, paper, rel_diff, within_tol, note, status, metadata, job``;
 numbers at full precision, empty where absent. ``rel_diff = (ours - paper) / |paper|``;
 ``status`` is ``ok``, ``failed``, ``timeout`` or ``out of memory``; ``metadata`` is the
 strategy's metadata as compact JSON (e.g. a chosen branching factor), empty when there is
-none.
+none; ``job`` is the key of the job that computed the cell (:mod:`.jobs`), by which
+``mmtoolkit report`` notices a config edited after its table was written.
 
 **Reruns rewrite no byte.** The CSV, the Markdown and the figures are committed as the
 reproduction record, so they hold only what the config and the code determine. Timings (a
@@ -73,6 +74,7 @@ CSV_COLUMNS = (
     "note",
     "status",
     "metadata",
+    "job",
 )
 
 #: Where quick runs write, under the results directory (git-ignored).
@@ -94,6 +96,7 @@ class Cell:
     error: str | None = None  # "Type: message" when the job failed
     metadata: dict[str, Any] = field(default_factory=dict)  # the strategy's metadata, if any
     status: str = "ok"  # ok | failed | timeout | out of memory
+    job: str = ""  # the key of the job that computed it (empty in a script's table)
 
     @property
     def failed(self) -> bool:
@@ -173,6 +176,7 @@ def _assemble(config: Config, cell_keys: dict, records: dict[str, dict]) -> list
         for column in config.columns:
             rec = records[cell_keys[(row.name, column.name)]]
             cell = Cell(row=row.name, column=column.name, paper=row.paper.get(column.name))
+            cell.job = cell_keys[(row.name, column.name)]
             notes = [row.notes[column.name]] if column.name in row.notes else []
             cell.seconds = float(rec.get("seconds") or 0.0)
             cell.metadata = dict(rec.get("metadata") or {})
@@ -346,6 +350,7 @@ def render_csv(cells: list[Cell]) -> str:
                 c.note,
                 c.state,
                 compact_json(split_timings(c.metadata)[0]),
+                c.job,
             ]
         )
     return buf.getvalue()

@@ -246,3 +246,41 @@ def test_missing_configs_dir_is_an_error_naming_it(tree, capsys):
     a_file.write_text("not a directory\n")
     assert main(["report", "--results", results, "--configs", str(a_file)]) == 2
     assert f"{a_file}: the configs directory is not a directory" in capsys.readouterr().err
+
+
+def test_a_config_edited_after_its_table_is_stale(tree, capsys):
+    """Every cell carries its job key: editing what a cell computes (ρ here) flags the table,
+    and `report --check` fails, although paper values, notes and flags still match."""
+    results, configs = str(tree / "results"), str(tree / "configs")
+    main(["report", "--results", results, "--configs", configs])
+    assert main(["report", "--results", results, "--configs", configs, "--check"]) == 0
+    write_config(tree, dict(TOY, privacy={"kind": "zcdp", "rho": 50}))
+    st = table_status(load_config(tree / "configs/toy/t1.yaml"), tree / "results")
+    assert len(st.stale) == 4 and all("computed by job" in s for s in st.stale), st.stale
+    capsys.readouterr()
+    assert main(["report", "--results", results, "--configs", configs, "--check"]) == 1
+    assert "stale table toy/t1: identity 4 × Identity: computed by job" in capsys.readouterr().out
+
+
+def test_committed_table_edited_config_is_stale(tmp_path, capsys):
+    """A committed config and its committed CSV, copied: the keys agree until the config's ρ
+    is edited from 0.5 to 50; then `report --check` fails naming the table."""
+    repo = Path(__file__).resolve().parents[2]
+    cfg = tmp_path / "configs" / "residual_planner" / "table10.yaml"
+    out = tmp_path / "results" / "residual_planner" / "table10.csv"
+    cfg.parent.mkdir(parents=True)
+    out.parent.mkdir(parents=True)
+    text = (repo / "configs" / "residual_planner" / "table10.yaml").read_text("utf-8")
+    cfg.write_text(text, "utf-8")
+    out.write_bytes((repo / "results" / "residual_planner" / "table10.csv").read_bytes())
+    assert table_status(load_config(cfg, build_workloads=False), tmp_path / "results").stale == []
+    assert "privacy: {kind: zcdp, rho: 0.5}" in text
+    cfg.write_text(text.replace("rho: 0.5}", "rho: 50}"), "utf-8")
+    args = ["report", "--results", str(tmp_path / "results"), "--configs", str(cfg.parent.parent)]
+    assert main(args) == 0  # writes the scoreboard: it shows the table as stale
+    assert "table10 ⚠ stale" in (tmp_path / "results" / "README.md").read_text("utf-8")
+    capsys.readouterr()
+    assert main([*args, "--check"]) == 1
+    assert "stale table residual_planner/table10: n=2 d=3 × RP+: computed by job" in (
+        capsys.readouterr().out
+    )

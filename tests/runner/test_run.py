@@ -18,7 +18,9 @@ from mmtoolkit.domain import Domain
 from mmtoolkit.linalg import Identity
 from mmtoolkit.privacy import ZCDP
 from mmtoolkit.runner import load_config, run_config
+from mmtoolkit.runner.jobs import expand_jobs
 from mmtoolkit.runner.run import CSV_COLUMNS
+from mmtoolkit.runner.store import JobStore, store_path
 from mmtoolkit.selectors.base import _REGISTRY, Selector, register
 from mmtoolkit.strategy import Strategy
 from mmtoolkit.workload_specs import DomainSpec, WorkloadSpec
@@ -141,6 +143,11 @@ def test_csv_columns_paper_and_agreement(tmp_path, small_config):
         assert rows[key]["paper"] == "" and rows[key]["rel_diff"] == ""
         assert rows[key]["within_tol"] == ""
     assert rows[("2x3 1-way", "Identity")]["note"] == "identity note"
+    # each cell names the job that computed it: its key in the job store
+    stored = JobStore(store_path(tmp_path / "res", "toy", "small")).load()
+    _, keys = expand_jobs(result.config)
+    for key, row in rows.items():
+        assert row["job"] == keys[key] and stored[row["job"]]["status"] == "ok"
     # timings are not in the committed CSV but in the git-ignored sidecar beside the store
     assert "seconds" not in CSV_COLUMNS
     timings = read_csv(tmp_path / "res" / "toy" / ".jobs" / "small.timings.csv")
