@@ -36,8 +36,8 @@ whatever the chunking, the scheduler or the workers, and the products ``A x``, `
 ``W x̂`` (HDMM §7.2, computed in another order, and in another order again for another
 chunking) equal the in-memory ones to rounding — so continuous releases agree to rounding
 (about 1e-15 relative) and exact integer measurements bit for bit. Both paths draw one stream
-over the rows in order (``Privacy.noise_stream``; exact integer noise:
-:class:`mmtoolkit.discrete.DiscreteNoiseStream`, CKS 2020), in blocks at fixed offsets of the
+over the rows in order (``measurement.noise_stream``; exact integer noise:
+:class:`mmtoolkit.measurement.DiscreteNoiseStream`, CKS 2020), in blocks at fixed offsets of the
 stream; here the blocks of ``A x`` (in row order) take their values one after the other, a
 chain of ``dask.delayed`` tasks each handing a copy of the stream to the next, so computing
 a lazy result twice gives the same numbers. Discrete noise reads the row scales block by block
@@ -77,10 +77,11 @@ from functools import partial
 
 import numpy as np
 
-from .discrete import DiscreteNoiseStream, RowScales, discrete_params, integer_answers
+from .discrete import RowScales, discrete_params, integer_answers
 from .linalg import Marginals, Matrix, as_matrix, peel
 from .linalg.kronecker import group
 from .linalg.marginals import expand_tables, key_attrs, marginal_key
+from .measurement import DiscreteNoiseStream, noise_stream
 
 __all__ = [
     "BLOCK_CELLS",
@@ -515,7 +516,7 @@ def _measure(A: Matrix, X, privacy, rng, noise: str, r: int | None, cells: int):
     Ax = _in_row_order(_apply(A, X, cells, check=True), cells)
     if noise == "continuous":
         rows = A.shape[0] * (r or 1)
-        stream = privacy.noise_stream(_own_generator(rng), rows, A.sensitivity(privacy.norm))
+        stream = noise_stream(privacy, _own_generator(rng), rows, A.sensitivity(privacy.norm))
         return _chain(Ax, stream, partial(_noisy_block, r=r), r)
     scales_of, distinct, kind, params, _ = _discrete_parts(A, privacy)
     stream = DiscreteNoiseStream(

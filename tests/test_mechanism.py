@@ -302,19 +302,19 @@ def test_discrete_stream_draws_one_call_per_parameter_per_block(privacy, monkeyp
     """Many distinct row scales: the stream's values are its definition's (reference draw),
     whatever the pieces, and a block takes one sampler call per parameter (60 scales,
     1.2e5 rows: one block, 60 calls — was 60 per 65,536 values)."""
-    from mmtoolkit import discrete
+    from mmtoolkit import measurement
 
     A = Kronecker([Identity(2000), Weighted(0.5, _diag_counting(60))])
     cal = mechanism.discrete_calibration(A, privacy)
     assert len(cal.params) == 60
     ref = _reference_stream(cal.kind, cal.params, np.random.default_rng(4), cal.row_param,
-                            discrete.DISCRETE_BLOCK)  # fmt: skip
+                            measurement.DISCRETE_BLOCK)  # fmt: skip
     calls = []
-    sample = discrete.DiscreteNoiseStream._sample
-    monkeypatch.setattr(discrete.DiscreteNoiseStream, "_sample",
+    sample = measurement.DiscreteNoiseStream._sample
+    monkeypatch.setattr(measurement.DiscreteNoiseStream, "_sample",
                         lambda self, p, n: calls.append(n) or sample(self, p, n))  # fmt: skip
     row_param = cal.row_param
-    stream = discrete.DiscreteNoiseStream(
+    stream = measurement.DiscreteNoiseStream(
         cal.kind, cal.params, np.random.default_rng(4), A.shape[0], 1,
         lambda lo, hi: row_param[lo:hi],
     )  # fmt: skip
@@ -324,7 +324,7 @@ def test_discrete_stream_draws_one_call_per_parameter_per_block(privacy, monkeyp
         stream.add(piece)
         got[lo:hi] = piece
     np.testing.assert_array_equal(got, ref)
-    assert len(calls) == 60 * -(-A.shape[0] // discrete.DISCRETE_BLOCK) == 60
+    assert len(calls) == 60 * -(-A.shape[0] // measurement.DISCRETE_BLOCK) == 60
 
 
 def _diag_counting(n):

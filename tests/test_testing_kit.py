@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from mmtoolkit import evaluate, selectors, workloads
+from mmtoolkit import evaluate, measurement, selectors, workloads
 from mmtoolkit.linalg import Dense, Identity
 from mmtoolkit.privacy import ZCDP, PureDP
 from mmtoolkit.selectors import Selector
@@ -57,7 +57,9 @@ class _UnderNoisedKind(Dense):
 
     def release_answers(self, W, data, privacy, rng, noise):
         x = np.asarray(data, dtype=float)
-        return W @ (x + privacy.sample(rng, x.shape, 0.5 * self.sensitivity(privacy.norm)))
+        return W @ (
+            x + measurement.sample(privacy, rng, x.shape, 0.5 * self.sensitivity(privacy.norm))
+        )
 
 
 class WrongNoiseScale(_Base):

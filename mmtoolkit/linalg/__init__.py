@@ -11,7 +11,6 @@ from .base import (
     MAX_DENSE_ENTRIES,
     CountingQueries,
     Dense,
-    MarginalMeasurement,
     Matrix,
     Product,
     Sum,
@@ -56,7 +55,6 @@ from .tree import Tree, TreeGram, TreeGramInverse
 from .union import KroneckerUnion
 
 __all__ = [
-    "MarginalMeasurement",
     "kron_terms",
     "peel",
     "MAX_DENSE_ENTRIES",

@@ -14,7 +14,6 @@ from __future__ import annotations
 import math
 import os
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
 from functools import reduce
 from numbers import Number
 
@@ -61,38 +60,6 @@ def check_fits_memory(nbytes: float, what: str, advice: str) -> None:
             f"{what} needs {nbytes / 2**30:.3g} GiB, more than this machine's memory "
             f"({ram / 2**30:.3g} GiB); {advice}"
         )
-
-
-@dataclass(frozen=True)
-class MarginalMeasurement:
-    """One noisy linear measurement of a marginal (the input of Private-PGM, McKenna et al.
-    2019, §3: ``y = Q μ_C + z`` with ``z`` i.i.d. of standard deviation ``std``).
-
-    ``attrs``: the clique ``C`` (attribute indices, ascending); the marginal ``μ_C`` is the
-    contingency table on ``C`` flattened in C order. ``factors``: the query
-    ``Q = ⊗_{i∈C} factors[j]`` (one matrix with ``n_i`` columns per attribute of ``C``; None =
-    the identity), kept factor-wise so a 100 x 100 marginal never meets a dense 10^4 x 10^4
-    ``Q``. ``answers``: ``y`` in ``Q``'s row order. ``std``: the noise standard deviation of
-    every entry of ``y`` (entries independent), which weights the measurement in the fit.
-    """
-
-    attrs: tuple[int, ...]
-    factors: tuple
-    answers: np.ndarray
-    std: float
-
-    def query_matrix(self, sizes) -> np.ndarray:
-        """The dense ``Q`` over the clique's cells (``sizes``: the domain's attribute sizes;
-        size-guarded)."""
-        mats = [
-            np.eye(sizes[i]) if f is None else np.asarray(f, dtype=float)
-            for i, f in zip(self.attrs, self.factors, strict=True)
-        ]
-        check_dense_size(
-            math.prod(m.shape[0] for m in mats), math.prod(m.shape[1] for m in mats),
-            "the dense query of a marginal measurement",
-        )  # fmt: skip
-        return reduce(np.kron, mats, np.ones((1, 1)))
 
 
 def _as_2d(x: np.ndarray) -> tuple[np.ndarray, bool]:
@@ -443,18 +410,14 @@ class Matrix(ABC):
         vector); None: the mechanism's generic measure → answer."""
         return None
 
-    def marginal_measurements(self, data, privacy, rng) -> list[MarginalMeasurement]:
-        """Post-processing by Private-PGM (:mod:`mmtoolkit.pgm`): measure this strategy on
-        ``data`` (records or a data vector) with continuous noise calibrated to ``privacy``,
-        exactly as a release does, and return the noisy answers as
-        :class:`MarginalMeasurement` s, one per measured marginal, each with its noise scale.
-        Only marginal-type kinds (weighted marginals: HDMM OPT_M, Datacube, the workload's
-        marginals measured directly; ResidualPlanner) can; the default refuses."""
-        raise ValueError(
-            f"{type(self).__name__} is not a marginal-type strategy: Private-PGM needs "
-            "measurements of marginals (weighted marginals such as HDMM's OPT_M or Datacube, "
-            "a marginals workload measured directly, or ResidualPlanner)"
-        )
+    def marginal_measurements(self, data, privacy, rng) -> list | None:
+        """Post-processing by Private-PGM (:func:`mmtoolkit.pgm.measure`): a kind with a
+        mechanism of its own (ResidualPlanner) measures ``data`` (records or a data vector)
+        with continuous noise calibrated to ``privacy``, exactly as its release does, and
+        returns marginal :class:`~mmtoolkit.measurement.Measurement` s; None (the default):
+        the kind is measured by the generic mechanism, and only a marginal-type kind
+        (weighted marginals, the identity) gives marginals."""
+        return None
 
     # ----------------------------------------------------------------- helpers
     def _require_square(self, what: str) -> None:

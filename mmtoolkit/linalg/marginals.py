@@ -38,7 +38,6 @@ from ..checks import check_int
 from ..threads import Workers, worker_threads
 from . import kernels
 from .base import (
-    MarginalMeasurement,
     Matrix,
     Product,
     TooLargeError,
@@ -466,35 +465,6 @@ class Marginals(Matrix):
             out.append((w * omega * out_scale * ans).reshape(-1, R))
         res = np.concatenate(out, axis=0)
         return res[:, 0] if vec else res
-
-    def marginal_measurements(self, data, privacy, rng):
-        """Private-PGM input (:meth:`Matrix.marginal_measurements`): ``y = A x + z`` measured
-        as a release measures it (``z`` calibrated to ``sens_p(A) = Σ_a |θ_a|^p``), then each
-        block ``θ_a Q_a x + z_a`` divided by ``θ_a``: an identity query on marginal ``a``
-        with noise standard deviation ``sd(z)/|θ_a|`` (HDMM §6.3's weighted marginals).
-        ``data``: records (answered from marginal tables) or a data vector."""
-        if hasattr(data, "codes"):  # mmtoolkit.records.Records (linalg imports no records)
-            Ax = self.answer_records(data)
-        else:
-            x = np.asarray(data, dtype=float).ravel()
-            if x.size != self.shape[1]:
-                raise ValueError(
-                    f"data vector has {x.size} cells but the strategy is defined on "
-                    f"{self.shape[1]}"
-                )
-            Ax = self @ x
-        sens = self.sensitivity(privacy.norm)
-        y = Ax + privacy.sample(rng, Ax.shape, sens)
-        sd = math.sqrt(privacy.noise_variance(sens))
-        out, off = [], 0
-        for (key, theta), r in zip(self.weights.items(), self._rows, strict=True):
-            attrs = key_attrs(key, self.d)
-            out.append(
-                MarginalMeasurement(attrs, (None,) * len(attrs), y[off : off + r] / theta,
-                                    sd / abs(theta))
-            )  # fmt: skip
-            off += r
-        return out
 
     def __repr__(self):
         return f"Marginals(sizes={self.sizes}, {len(self.keys)} marginals)"

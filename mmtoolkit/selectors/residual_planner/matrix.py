@@ -31,7 +31,6 @@ from ...linalg import (
     MAX_MARGINALS_DIM,
     Dense,
     Kronecker,
-    MarginalMeasurement,
     Marginals,
     MarginalsGram,
     Matrix,
@@ -45,6 +44,7 @@ from ...linalg import (
     peel,
 )
 from ...linalg.marginals import expand_tables, key_attrs, marginal_tables
+from ...measurement import Measurement
 from ...privacy import ZCDP
 from ...records import Records
 from . import measurements
@@ -235,7 +235,8 @@ class ResidualStrategyMatrix(Matrix):
             for ax, T in enumerate(whiten):
                 y = np.moveaxis(np.tensordot(T, y, axes=(1, ax)), 0, ax)
             factors = tuple(T @ bases[i].sub for T, i in zip(whiten, A, strict=True))
-            out.append(MarginalMeasurement(A, factors, y.ravel(), math.sqrt(s2)))
+            query = Kronecker([Dense(f) for f in factors]) if A else None  # () : the total
+            out.append(Measurement("marginal", A, y.ravel(), math.sqrt(s2), "gaussian", query))
         return out
 
     def __repr__(self):
