@@ -81,7 +81,7 @@ from .discrete import RowScales, discrete_params, integer_answers
 from .linalg import Marginals, Matrix, as_matrix, peel
 from .linalg.kronecker import group
 from .linalg.marginals import expand_tables, key_attrs, marginal_key
-from .measurement import DiscreteNoiseStream, noise_stream
+from .measurement import integer_noise_stream, noise_stream
 
 __all__ = [
     "BLOCK_CELLS",
@@ -519,7 +519,7 @@ def _measure(A: Matrix, X, privacy, rng, noise: str, r: int | None, cells: int):
         stream = noise_stream(privacy, _own_generator(rng), rows, A.sensitivity(privacy.norm))
         return _chain(Ax, stream, partial(_noisy_block, r=r), r)
     scales_of, distinct, kind, params, _ = _discrete_parts(A, privacy)
-    stream = DiscreteNoiseStream(
+    stream = integer_noise_stream(
         kind, params, _own_generator(rng), A.shape[0], r or 1, _ParamAt(scales_of, distinct)
     )
     return _chain(Ax, stream, partial(_discrete_block, r=r, scales_of=scales_of), r)

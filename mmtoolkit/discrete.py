@@ -15,7 +15,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from .linalg import as_matrix, check_dense_size
+from .linalg import NotSupportedByKindError, as_matrix, check_dense_size, peel
 from .privacy import ZCDP, Privacy, PureDP, check_privacy
 from .strategy import Strategy
 
@@ -24,6 +24,7 @@ __all__ = [
     "DiscreteCalibration",
     "discrete_calibration",
     "discrete_params",
+    "check_discrete",
     "integer_answers",
     "RowScales",
 ]
@@ -133,11 +134,27 @@ def discrete_calibration(strategy, privacy: Privacy) -> DiscreteCalibration:
     )
 
 
-def _no_scales(A) -> ValueError:
-    return ValueError(
-        f"discrete noise needs a strategy whose rows are integer vectors up to a positive "
-        f"scale (counting queries); {type(A).__name__} is not (use noise='continuous')"
+def _no_scales(A) -> NotSupportedByKindError:
+    return NotSupportedByKindError(
+        f"discrete noise is not supported by this strategy kind ({type(peel(A)[1]).__name__}): "
+        "its rows are not integer vectors up to a positive scale (counting queries), which "
+        "exact integer noise needs; use noise='continuous'"
     )
+
+
+def check_discrete(A, privacy: Privacy) -> None:
+    """Refuse, before any noise is drawn and before a ledger charge, a discrete-noise release
+    of ``A`` that cannot be calibrated: a privacy definition without exact integer noise, a
+    kind whose rows are not integer up to a scale (:class:`~mmtoolkit.linalg.
+    NotSupportedByKindError`), or a noise parameter that cannot be represented. Reads the
+    row scales through ``row_scale_terms()`` (factor-wise for a Kronecker product: no array
+    over all rows). A kind with a discrete mechanism of its own (``discrete_summary``) checks
+    its own."""
+    _check_discrete_privacy(privacy)
+    A = as_matrix(A)
+    if peel(A)[1].discrete_summary(privacy) is not None:
+        return
+    discrete_params(RowScales(A).distinct(), privacy, A.sensitivity(privacy.norm))
 
 
 class RowScales:

@@ -42,6 +42,7 @@ __all__ = [
     "add_noise",
     "sample",
     "noise_stream",
+    "integer_noise_stream",
     "scaled_gaussian",
     "integer_gaussian",
 ]
@@ -433,3 +434,12 @@ class DiscreteNoiseStream:
         if self.kind == "laplace":
             return discrete_laplace(p[1], p[2], self.rng, size=n)
         return discrete_gaussian(p[1], n, self.rng)
+
+
+def integer_noise_stream(kind: str, params, rng: np.random.Generator, rows: int, releases: int,
+                         param_at) -> DiscreteNoiseStream:  # fmt: skip
+    """The exact integer noise of ``rows x releases`` answers as a
+    :class:`DiscreteNoiseStream` (``kind``, ``params``: a calibration's,
+    :func:`mmtoolkit.discrete.discrete_calibration`; ``param_at(lo, hi)``: the parameter
+    index of rows ``lo..hi-1``): what both mechanisms (in memory and Dask) add."""
+    return DiscreteNoiseStream(kind, params, rng, rows, releases, param_at)

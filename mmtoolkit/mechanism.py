@@ -41,11 +41,16 @@ from scipy.sparse.linalg import lsmr
 
 from . import dask_release, evaluate
 from .checks import check_int
-from .discrete import DiscreteCalibration, discrete_calibration, integer_answers
+from .discrete import (
+    DiscreteCalibration,
+    check_discrete,
+    discrete_calibration,
+    integer_answers,
+)
 from .domain import MAX_VECTOR_SIZE
 from .linalg import Matrix, TooLargeError, as_matrix, peel
 from .linalg.base import SMALL_DENSE_ENTRIES, check_fits_memory
-from .measurement import DiscreteNoiseStream, Measurement, add_noise, noise_stream
+from .measurement import Measurement, add_noise, integer_noise_stream, noise_stream
 from .privacy import Privacy, PureDP, check_privacy
 from .records import Records
 from .strategy import Strategy
@@ -211,7 +216,7 @@ def measure(
     (:func:`~mmtoolkit.measurement.noise_stream`, the same values), the noise drawn ahead
     on a second thread when :func:`~mmtoolkit.threads.worker_threads` allows (the same
     values again, so the release does not depend on the number of threads).
-    Discrete noise is one :class:`~mmtoolkit.measurement.DiscreteNoiseStream` over the rows,
+    Discrete noise is one :func:`~mmtoolkit.measurement.integer_noise_stream` over the rows,
     in blocks likewise. A ``dask.array`` ``x`` gives a lazy dask array
     (:mod:`mmtoolkit.dask_release`): the same noise for the same generator state, both
     kinds, any ``releases``.
@@ -260,8 +265,8 @@ def measure(
     if R is not None:
         noisy = np.repeat(noisy[:, None], R, axis=1)
     row_param = cal.row_param
-    stream = DiscreteNoiseStream(cal.kind, cal.params, rng, A.shape[0], R or 1,
-                                 lambda lo, hi: row_param[lo:hi])  # fmt: skip
+    stream = integer_noise_stream(cal.kind, cal.params, rng, A.shape[0], R or 1,
+                                  lambda lo, hi: row_param[lo:hi])  # fmt: skip
     stream.add(noisy.reshape(-1))
     # exact integers above; the scaling back to A's rows is post-processing
     return noisy * (cal.scales if R is None else cal.scales[:, None])
@@ -354,8 +359,9 @@ def _noise_std(A: Matrix, privacy: Privacy, noise: str, lazy: bool = False):
 
 
 def check_release_fits(
-    W, strategy, keep_measurements: bool = True, releases: int = 1, data=None
-) -> None:
+    W, strategy, keep_measurements: bool = True, releases: int = 1, data=None,
+    privacy: Privacy | None = None, noise: str = "continuous",
+) -> None:  # fmt: skip
     """Refuse a release whose arrays would not fit in this machine's memory with the size
     message (:class:`~mmtoolkit.linalg.TooLargeError`) instead of a MemoryError:
     the answers (``m``) and measurements (strategy rows), held together at least while the
@@ -367,8 +373,11 @@ def check_release_fits(
     ``data``: :class:`~mmtoolkit.records.Records` measured through their N-cell histogram
     (``reads_histogram``) also count it beside the measurements, and a histogram over
     :data:`~mmtoolkit.domain.MAX_VECTOR_SIZE` cells is refused here rather than after the
-    charge. :func:`release` asks it before any noise is drawn, and ``mmtoolkit.release``
-    before it charges a ledger."""
+    charge. ``noise="discrete"`` (with ``privacy``): a strategy whose exact integer noise
+    cannot be calibrated is refused here too (:func:`~mmtoolkit.discrete.check_discrete`: a
+    kind whose rows are not integer up to a scale raises
+    :class:`~mmtoolkit.linalg.NotSupportedByKindError`). :func:`release` asks it before any
+    noise is drawn, and ``mmtoolkit.release`` before it charges a ledger."""
     W = as_matrix(W)
     m = int(W.shape[0])
     if isinstance(strategy, Strategy) and strategy.inference == "none":
@@ -409,6 +418,8 @@ def check_release_fits(
             f"{hist:.4g} cells (> {MAX_VECTOR_SIZE:.0e}); choose a strategy that reads marginal "
             "tables (a marginals strategy, ResidualPlanner) or fewer cells"
         )
+    if noise == "discrete":
+        check_discrete(A, privacy)
 
 
 def release_measured(
@@ -436,7 +447,7 @@ def _release(W, strategy, data, privacy, rng, noise, keep_y: bool) -> tuple:
     none = isinstance(strategy, Strategy) and strategy.inference == "none"
     lazy = dask_release.is_dask_array(data)  # a lazy dask array of answers
     if not lazy:
-        check_release_fits(W, strategy, keep_y, data=data)
+        check_release_fits(W, strategy, keep_y, data=data, privacy=privacy, noise=noise)
     if not (lazy or isinstance(data, Records)):
         data = data_vector(data, W.shape[1])
     if none:

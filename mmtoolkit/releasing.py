@@ -579,7 +579,8 @@ def release(
     except TooLargeError:
         stderr = None
     t_eval = time.perf_counter() - t2
-    mechanism.check_release_fits(W, strategy, releases=releases, data=recs)  # charges nothing
+    mechanism.check_release_fits(W, strategy, releases=releases, data=recs, privacy=privacy,
+                                 noise=noise)  # fmt: skip  # charges nothing
 
     digest = data_digest(recs, seed)
     key = release_key(

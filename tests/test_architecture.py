@@ -145,3 +145,76 @@ def test_evaluator_and_mechanism_reach_no_method_package():
                     todo.append(w)
         methods = sorted(w for w in seen if w.startswith("mmtoolkit.selectors"))
         assert not methods, f"{start} reaches {methods}"
+
+
+# ---------------------------------------------------------------- the noise and its record
+#: The module that draws every value of noise added to a measurement, and the exact samplers
+#: it calls (which call themselves).
+NOISE_MODULES = {"mmtoolkit.measurement", "mmtoolkit.noise"}
+#: Calls that draw from a distribution: numpy Generator draws, the exact samplers of
+#: mmtoolkit.noise, and the noise streams.
+DRAWS = {
+    "laplace", "normal", "standard_normal", "standard_exponential", "exponential",
+    "discrete_laplace", "discrete_gaussian", "NoiseStream", "DiscreteNoiseStream",
+}  # fmt: skip
+#: Modules that draw random numbers that are not measurement noise, each with its reason.
+NOT_NOISE = {
+    "mmtoolkit.linalg.orthobasis": "random probe vectors of the orthonormal-rows check",
+    "mmtoolkit.linalg.union": "a random starting point of a small optimisation inside the "
+    "two-product solver",
+    "mmtoolkit.selectors.baselines.lrm": "the Low-Rank Mechanism's random starts (selection)",
+    "mmtoolkit.selectors.hdmm.separate": "a random probe telling which block answers a product",
+    "mmtoolkit.testing": "random test vectors comparing two matrices (the conformance kit)",
+}
+
+
+def _draws(name: str) -> list[tuple[str, int]]:
+    """``(called name, line)`` of every call in the module whose callee is one of DRAWS."""
+    tree = ast.parse(MODULES[name].read_text(), filename=str(MODULES[name]))
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            f = node.func
+            called = f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", None)
+            if called in DRAWS:
+                out.append((called, node.lineno))
+    return out
+
+
+def test_noise_is_drawn_in_one_module():
+    """Every draw of noise added to a measurement is in mmtoolkit.measurement (beside the
+    exact samplers of mmtoolkit.noise); the random numbers drawn elsewhere are listed in
+    NOT_NOISE with their reason (a selector's random starts, probes), none of them noise."""
+    assert {c for c, _ in _draws("mmtoolkit.measurement")} >= {
+        "standard_normal", "discrete_laplace", "discrete_gaussian", "NoiseStream",
+    }  # fmt: skip  (the scan sees the draws where they are)
+    bad = []
+    for m in sorted(MODULES):
+        if m in NOISE_MODULES or m in NOT_NOISE:
+            continue
+        for called, line in _draws(m):
+            bad.append(f"{MODULES[m].relative_to(ROOT.parent)}:{line} calls {called}")
+    assert not bad, "noise drawn outside mmtoolkit.measurement:\n" + "\n".join(bad)
+    stale = [m for m in NOT_NOISE if m not in MODULES or not _draws(m)]
+    assert not stale, f"NOT_NOISE lists modules that draw nothing: {stale}"
+
+
+def _exported_classes(name: str) -> list[str]:
+    """The classes a module defines at top level and lists in its ``__all__``."""
+    tree = ast.parse(MODULES[name].read_text(), filename=str(MODULES[name]))
+    exported = set()
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets
+        ):
+            exported |= {e.value for e in node.value.elts if isinstance(e, ast.Constant)}
+    return [n.name for n in tree.body if isinstance(n, ast.ClassDef) and n.name in exported]
+
+
+def test_one_measurement_type_is_exported():
+    """Noisy measurements have one type, mmtoolkit.measurement.Measurement: no module
+    exports another class named like a measurement (re-exporting that one is allowed)."""
+    found = sorted(
+        f"{m}.{c}" for m in MODULES for c in _exported_classes(m) if "Measure" in c
+    )
+    assert found == ["mmtoolkit.measurement.Measurement"], found

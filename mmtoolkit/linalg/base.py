@@ -29,8 +29,44 @@ PINV_RCOND = 1e-12
 SMALL_DENSE_ENTRIES = 4_000_000
 
 
+#: Largest integer a strategy row may hold, its scale divided out, for exact integer noise
+#: (:func:`integer_row_scales`): counting queries hold small integers, and a row that needs
+#: more is a real-valued row read as integers (a 1e-16 rounding entry would make it ~1e16).
+MAX_ROW_INTEGER = 2**20
+
+
 class TooLargeError(ValueError):
     """A dense fallback was asked for an array larger than :data:`MAX_DENSE_ENTRIES`."""
+
+
+class NotSupportedByKindError(ValueError):
+    """An operation that a strategy kind does not support (e.g. exact integer noise for a
+    strategy whose rows are not integer vectors up to a scale): the message says
+    "not supported by this strategy kind (<Kind>): <reason>"."""
+
+
+def integer_row_scales(M: np.ndarray) -> np.ndarray | None:
+    """``d > 0`` (one per row) with ``diag(d)⁻¹ M`` an integer matrix, checked exactly: ``d_r``
+    is the row's smallest nonzero ``|m_rj|`` (1 for a zero row), and every entry of the row
+    divided by it must be an integer of at most :data:`MAX_ROW_INTEGER` in absolute value, to
+    within float64 rounding. None when some row is not.
+
+    The tolerance: an entry ``k·d`` stored in float64 is within ``u·|k d|`` of it (``u =
+    eps/2``, one rounding), and so is ``d``; the division adds one more rounding, so
+    ``|m_rj/d_r − k| ≤ 3u|k| + O(u²)``. A factor of 8 over that (``12 eps |k|``) allows entries
+    formed by a few floating-point operations (a weight times a count), and no more: a row
+    whose ratios miss integers by more is not a counting query up to a scale."""
+    absM = np.abs(M)
+    d = np.where(absM > 0, absM, np.inf).min(axis=1)
+    d[~np.isfinite(d)] = 1.0
+    B = M / d[:, None]
+    K = np.rint(B)
+    if B.size and float(np.abs(K).max()) > MAX_ROW_INTEGER:
+        return None
+    tol = 12 * np.finfo(float).eps * np.maximum(1.0, np.abs(K))
+    if np.any(np.abs(B - K) > tol):
+        return None
+    return d
 
 
 def check_dense_size(rows: int, cols: int, what: str) -> None:
@@ -338,18 +374,11 @@ class Matrix(ABC):
     def row_scales(self) -> np.ndarray | None:
         """Discrete noise: ``d > 0`` (one per row) with ``diag(d)⁻¹ A`` an integer matrix, or
         None if there is none (Canonne, Kamath & Steinke 2020 need integer queries). The
-        default reads a small strategy densely (``d_r`` = the row's smallest nonzero
-        ``|a_rj|``) and gives None beyond :data:`SMALL_DENSE_ENTRIES`."""
+        default reads a small strategy densely and checks it exactly
+        (:func:`integer_row_scales`), and gives None beyond :data:`SMALL_DENSE_ENTRIES`."""
         if self.shape[0] * self.shape[1] > SMALL_DENSE_ENTRIES:
             return None
-        M = self.dense()
-        absM = np.abs(M)
-        d = np.where(absM > 0, absM, np.inf).min(axis=1)
-        d[~np.isfinite(d)] = 1.0
-        B = M / d[:, None]
-        if not np.allclose(B, np.round(B), rtol=0, atol=1e-9 * max(1.0, float(np.abs(B).max()))):
-            return None
-        return d
+        return integer_row_scales(self.dense())
 
     def row_scale_terms(self) -> list[tuple[tuple[float, ...], list[np.ndarray]]] | None:
         """:meth:`row_scales` as a union of Kronecker products of small vectors,
@@ -400,8 +429,10 @@ class Matrix(ABC):
 
     def discrete_summary(self, privacy) -> dict | None:
         """A kind whose ``release_answers`` draws discrete noise its own way describes that
-        mechanism here (for release summaries); None: the generic exact samplers
-        (:func:`mmtoolkit.mechanism.discrete_calibration`) are used."""
+        mechanism here (for release summaries), or raises :class:`NotSupportedByKindError`
+        when that mechanism does not apply (asked before any noise and any ledger charge);
+        None: the generic exact samplers (:func:`mmtoolkit.mechanism.discrete_calibration`)
+        are used."""
         return None
 
     def release_answers(self, W: Matrix, data, privacy, rng, noise: str) -> np.ndarray | None:

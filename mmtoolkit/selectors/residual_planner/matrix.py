@@ -34,6 +34,7 @@ from ...linalg import (
     Marginals,
     MarginalsGram,
     Matrix,
+    NotSupportedByKindError,
     Ones,
     Sum,
     Total,
@@ -115,6 +116,12 @@ class ResidualStrategyMatrix(Matrix):
         return np.concatenate([w * a for (w, _), a in zip(targets, answers, strict=True)])
 
     def discrete_summary(self, privacy):
+        if not self.plan.workload.all_marginal:
+            raise NotSupportedByKindError(
+                "discrete noise is not supported by this strategy kind (ResidualStrategyMatrix): "
+                "its discrete-Gaussian mechanism (He et al. §5) is defined for marginal "
+                "attributes only; use noise='continuous'"
+            )
         return {
             "mechanism": "ResidualPlanner §5 (Alg. 3): discrete Gaussian, sigma rounded up "
             "to a multiple of 1e-6 (spends at most the budget)"

@@ -328,7 +328,9 @@ def _residual_factors(bases, attrs, which: str) -> list:
 class Measurements:
     """Noisy residual answers ``ω_A`` of every closure set, concatenated in closure order
     (``values``; ``omega[A]`` is a view of set ``A``'s part), and the σ²_A they were drawn
-    with."""
+    with: this algorithm's internal state between measuring and reconstructing (not
+    exported; what it hands to a release or to Private-PGM is
+    :class:`mmtoolkit.measurement.Measurement`)."""
 
     plan: ResidualPlan
     values: np.ndarray
@@ -693,7 +695,6 @@ def reconstruct_workload(measurements: Measurements) -> list[np.ndarray]:
 
 __all__ = [
     "MarginalSource",
-    "Measurements",
     "covariance",
     "iter_reconstruct",
     "measure",
