@@ -82,6 +82,7 @@ from .linalg import Marginals, Matrix, as_matrix, peel
 from .linalg.kronecker import group
 from .linalg.marginals import expand_tables, key_attrs, marginal_key
 from .measurement import integer_noise_stream, noise_stream
+from .release_handlers import ReleaseHandler, handler
 
 __all__ = [
     "BLOCK_CELLS",
@@ -612,7 +613,7 @@ def release(W, A, X, privacy, rng: np.random.Generator, noise: str = "continuous
             f"the workload is defined on {W.shape[1]} cells, the strategy on {A.shape[1]}"
         )
     base = peel(A)[1]
-    if type(base).release_answers is not Matrix.release_answers:
+    if type(handler(base)).release_answers is not ReleaseHandler.release_answers:
         raise ValueError(
             f"{type(base).__name__} releases by a mechanism of its own (release_answers), "
             "which the Dask route does not run; release it in memory (records or a data "
@@ -620,13 +621,13 @@ def release(W, A, X, privacy, rng: np.random.Generator, noise: str = "continuous
         )
     # the kind says whether it answers W from y alone (asked on zeros: no data is read)
     direct = A.shape[0] <= BLOCK_CELLS
-    direct = direct and A.workload_answers(W, np.zeros(A.shape[0])) is not None
+    direct = direct and handler(A).workload_answers(A, W, np.zeros(A.shape[0])) is not None
     if not direct and A.pinv_operator() is None:
         raise _no_pinv(A)  # before any noise is drawn
     # the whole graph is built before rng moves, so every refusal leaves it untouched
     y = _measure(A, X, privacy, rng, noise, None, cells)
     if direct:
-        out = dask.delayed(A.workload_answers)(W, _flat(y, None))
+        out = dask.delayed(handler(A).workload_answers)(A, W, _flat(y, None))
         out = da.from_delayed(out, (W.shape[0],), dtype=float, meta=np.empty((0,)))
     else:
         route = _route(A)

@@ -17,6 +17,7 @@ import numpy as np
 
 from .linalg import NotSupportedByKindError, as_matrix, check_dense_size, peel
 from .privacy import ZCDP, Privacy, PureDP, check_privacy
+from .release_handlers import handler
 from .strategy import Strategy
 
 __all__ = [
@@ -152,7 +153,7 @@ def check_discrete(A, privacy: Privacy) -> None:
     its own."""
     _check_discrete_privacy(privacy)
     A = as_matrix(A)
-    if peel(A)[1].discrete_summary(privacy) is not None:
+    if handler(A).discrete_summary(A, privacy) is not None:
         return
     discrete_params(RowScales(A).distinct(), privacy, A.sensitivity(privacy.norm))
 

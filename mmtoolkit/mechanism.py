@@ -17,7 +17,7 @@
   and a weighted-marginals strategy straight from the noisy marginal tables, in the
   ``2^d`` spectral algebra (no ``N``-cell vector; what makes HDMM's OPT_M usable on Adult).
 * :func:`release` — records or a data vector → noisy workload answers. The mechanism knows no
-  strategy kind: it calls the kind's protocol methods (:mod:`mmtoolkit.linalg.base`) —
+  strategy kind: it asks the kind's release handler (:mod:`mmtoolkit.release_handlers`) —
   ``release_answers`` for a kind with a mechanism of its own (ResidualPlanner),
   ``answer_records`` to measure (marginal tables for marginals strategies),
   ``workload_answers`` to answer without ``x̂`` (marginals) or by the kind's own answering
@@ -48,11 +48,12 @@ from .discrete import (
     integer_answers,
 )
 from .domain import MAX_VECTOR_SIZE
-from .linalg import Matrix, TooLargeError, as_matrix, peel
+from .linalg import Matrix, TooLargeError, as_matrix
 from .linalg.base import SMALL_DENSE_ENTRIES, check_fits_memory
 from .measurement import Measurement, add_noise, integer_noise_stream, noise_stream
 from .privacy import Privacy, PureDP, check_privacy
 from .records import Records
+from .release_handlers import handler
 from .strategy import Strategy
 
 __all__ = [
@@ -149,7 +150,7 @@ def _true_answers(A: Matrix, data) -> np.ndarray:
     """``A x`` from a data vector, or from records (the kind's ``answer_records``: marginal
     tables for marginals strategies, else the histogram, refused for a large domain)."""
     if isinstance(data, Records):
-        return A.answer_records(data)
+        return handler(A).answer_records(A, data)
     return A @ data_vector(data, A.shape[1])
 
 
@@ -332,7 +333,7 @@ def answer_marginals(W, strategy, y) -> np.ndarray:
     without the ``N``-cell ``x̂`` (HDMM §6.3, App. A.4 spectral form; the strategy kind's
     ``workload_answers``). ``y``: one release or ``m_A x R``."""
     A = _matrix(strategy)
-    out = A.workload_answers(as_matrix(W), y)
+    out = handler(A).workload_answers(A, as_matrix(W), y)
     if out is None:
         raise ValueError("answer_marginals needs a marginals workload and a marginals strategy")
     return out
@@ -385,8 +386,8 @@ def check_release_fits(
     else:
         A = _matrix(strategy)
         rows = int(A.shape[0])
-        cells = int(W.shape[1]) if A.needs_estimate(W) else 0
-    hist = int(W.shape[1]) if isinstance(data, Records) and A.reads_histogram() else 0
+        cells = int(W.shape[1]) if handler(A).needs_estimate(A, W) else 0
+    hist = int(W.shape[1]) if isinstance(data, Records) and handler(A).reads_histogram(A) else 0
     if keep_measurements:  # the histogram while measuring, x̂ while answering
         held = releases * (m + rows) + max(cells, hist)
     else:
@@ -463,11 +464,11 @@ def _release(W, strategy, data, privacy, rng, noise, keep_y: bool) -> tuple:
         std = _noise_std(A, privacy, noise, lazy) if keep_y else None  # before any noise
         out, y = dask_release.release(W, A, data, privacy, rng, noise, measurements=True)
         return out, (_strategy_measurement(A, y, std, privacy, noise) if keep_y else None)
-    own = peel(A)[1].release_answers(W, data, privacy, rng, noise)
+    own = handler(A).release_answers(A, W, data, privacy, rng, noise)
     if own is not None:
         return own, None
     y = measure(A, data, privacy, rng, noise)
-    out = A.workload_answers(W, y)
+    out = handler(A).workload_answers(A, W, y)
     if out is None and keep_y:
         out = answer(W, reconstruct(A, y))
     elif out is None:
@@ -615,7 +616,7 @@ def monte_carlo(
     while done < R:
         k = min(batch, R - done)
         Y = measure(A, x, privacy, rng, noise, releases=k)
-        ans = Y if none else A.workload_answers(W, Y)
+        ans = Y if none else handler(A).workload_answers(A, W, Y)
         if ans is None:
             ans = answer(W, reconstruct(A, Y))
         err = ans - truth[:, None]

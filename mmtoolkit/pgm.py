@@ -52,6 +52,7 @@ from .linalg import as_matrix
 from .linalg.marginals import marginal_key
 from .measurement import Measurement, marginal_layout, marginal_measurements
 from .records import Records
+from .release_handlers import handler
 
 __all__ = ["MISSING_EXTRA", "MAX_MODEL_MB", "MODELS", "PGMResult", "estimate", "measure"]
 
@@ -88,7 +89,7 @@ def measure(strategy, data, privacy, rng) -> list[Measurement]:
     divided out, are the marginals (:func:`mmtoolkit.measurement.marginal_measurements`);
     any other strategy is refused before any noise is drawn."""
     A = as_matrix(getattr(strategy, "matrix", strategy))
-    own = A.marginal_measurements(data, privacy, rng)
+    own = handler(A).marginal_measurements(A, data, privacy, rng)
     if own is not None:
         return own
     sizes = data.domain.sizes if isinstance(data, Records) else None

@@ -78,6 +78,7 @@ from . import evaluate, mechanism, workloads
 from .domain import Domain
 from .linalg import Matrix, peel
 from .privacy import ZCDP, ApproxDP, Privacy, PureDP
+from .release_handlers import ReleaseHandler, handler
 from .selectors import REFUSALS, Selector, check_registrable, get, get_class
 from .selectors.base import ALL_PRIVACY
 from .strategy import Strategy
@@ -552,7 +553,7 @@ class _Kit:
             own = [
                 name
                 for name in ("release_answers", "workload_answers")
-                if getattr(type(base), name) is not getattr(Matrix, name)
+                if getattr(type(handler(base)), name) is not getattr(ReleaseHandler, name)
             ]
             key = (type(base), s.privacy.norm)  # quick: once per kind and noise family
             if own and s.strategy.inference != "none" and not (self.quick and key in looped):

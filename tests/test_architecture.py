@@ -218,3 +218,94 @@ def test_one_measurement_type_is_exported():
         f"{m}.{c}" for m in MODULES for c in _exported_classes(m) if "Measure" in c
     )
     assert found == ["mmtoolkit.measurement.Measurement"], found
+
+
+# ---------------------------------------------------------------- the strategy-kind protocol
+#: Basic linear-algebra operations of Matrix: not protocol hooks, though kinds override them.
+BASIC = {
+    "_matmat", "_rmatmat", "_intermediate_rows", "apply_along", "T", "dense", "trace", "diag",
+    "pinv", "rownorm_p", "sensitivity",
+}  # fmt: skip
+#: At most this many protocol hooks on Matrix. The linear algebra and error: gram,
+#: colnorm_p, error_route, gram_route, kron_terms, frobenius_sq, pinv_operator,
+#: least_squares, apply_overwrite; still on Matrix beside them: kron_signs (the Dask route's
+#: term signs), row_scales / row_scale_terms (discrete noise) and answers_streamed.
+MAX_HOOKS = 13
+
+
+def _classes() -> dict[str, tuple[str, list[str], set[str]]]:
+    """Every class of the package: name -> (module, base names, method names)."""
+    out = {}
+    for m in MODULES:
+        tree = ast.parse(MODULES[m].read_text(), filename=str(MODULES[m]))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ClassDef):
+                bases = [b.id if isinstance(b, ast.Name) else getattr(b, "attr", "") for b in
+                         node.bases]  # fmt: skip
+                methods = {f.name for f in node.body if isinstance(f, ast.FunctionDef)}
+                out.setdefault(node.name, (m, bases, methods))
+    return out
+
+
+def _protocol_hooks() -> list[str]:
+    """The methods Matrix defines that some strategy kind (a Matrix subclass of the package)
+    overrides, minus BASIC and dunder methods."""
+    classes = _classes()
+    matrix = classes["Matrix"][2]
+
+    def is_kind(name, seen=()):
+        if name == "Matrix":
+            return True
+        if name not in classes or name in seen:
+            return False
+        return any(is_kind(b, (*seen, name)) for b in classes[name][1])
+
+    overridden = set()
+    for name, (_, _, methods) in classes.items():
+        if name != "Matrix" and is_kind(name):
+            overridden |= methods & matrix
+    return sorted(h for h in overridden - BASIC if not h.startswith("__"))
+
+
+def test_matrix_has_few_protocol_hooks_and_no_release_operation():
+    """The algebra's protocol is small; what a release asks of a kind is in the release
+    handler table (mmtoolkit.release_handlers), so none of ReleaseHandler's operations is a
+    Matrix method (putting one back fails here)."""
+    from mmtoolkit.linalg import Matrix
+    from mmtoolkit.release_handlers import ReleaseHandler
+
+    hooks = _protocol_hooks()
+    assert "pinv_operator" in hooks and "error_route" in hooks  # the scan sees overrides
+    assert len(hooks) <= MAX_HOOKS, f"{len(hooks)} protocol hooks on Matrix: {hooks}"
+    ops = {n for n in vars(ReleaseHandler) if not n.startswith("_")}
+    assert len(ops) >= 7
+    back = sorted(n for n in ops if hasattr(Matrix, n))
+    assert not back, f"release operations on Matrix (belong to a release handler): {back}"
+
+
+#: The release layer: drawing noise, measuring, releasing, post-processing measurements.
+RELEASE_LAYER = {
+    "mmtoolkit.measurement", "mmtoolkit.release_handlers", "mmtoolkit.discrete",
+    "mmtoolkit.mechanism", "mmtoolkit.dask_release", "mmtoolkit.pgm", "mmtoolkit.releasing",
+    "mmtoolkit.release_command",
+}  # fmt: skip
+#: Modules below it (the algebra and everything it rests on, the evaluator).
+BELOW_RELEASE = ("mmtoolkit.linalg", "mmtoolkit.evaluate", "mmtoolkit.privacy",
+                 "mmtoolkit.noise", "mmtoolkit.records", "mmtoolkit.domain",
+                 "mmtoolkit.strategy", "mmtoolkit.workloads", "mmtoolkit.checks",
+                 "mmtoolkit.threads")  # fmt: skip
+
+
+def test_nothing_below_the_release_layer_imports_it():
+    """The algebra, privacy definitions, records and the evaluator import nothing of the
+    release layer (any import, also inside a function)."""
+    assert RELEASE_LAYER <= set(MODULES)
+    below = [m for m in MODULES if m.startswith(BELOW_RELEASE)]
+    assert "mmtoolkit.linalg.base" in below
+    bad = [
+        f"{MODULES[m].relative_to(ROOT.parent)}:{line} imports {target}"
+        for m in below
+        for target, _, line in _imports(m)
+        if target in RELEASE_LAYER
+    ]
+    assert not bad, "\n".join(bad)

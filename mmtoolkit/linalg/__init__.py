@@ -1,10 +1,10 @@
 """Implicit matrices: the algebra every selector, workload and the evaluator is written in.
 
 ``Matrix`` (``base``) also defines the strategy-kind protocol: the methods the evaluator and
-the mechanism call (``error_route``, ``gram_route``, ``pinv_operator``, ``row_scales``,
-``answer_records``, ``workload_answers``, ``release_answers``; ``marginal_measurements`` for
-Private-PGM); ``route`` says what an error route is. Each structured kind implements them in
-its own module.
+the mechanism call (``error_route``, ``gram_route``, ``pinv_operator``, ``least_squares``,
+``row_scales``, ...); ``route`` says what an error route is. Each structured kind implements
+them in its own module. What a release asks of a kind beyond the algebra is in the release
+layer's handler table (:mod:`mmtoolkit.release_handlers`).
 """
 
 from .base import (

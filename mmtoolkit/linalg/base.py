@@ -391,65 +391,6 @@ class Matrix(ABC):
         s = self.row_scales()
         return None if s is None else [((), [s])]
 
-    def answer_records(self, records) -> np.ndarray:
-        """Measurement: the true strategy answers ``A x`` from a
-        :class:`~mmtoolkit.records.Records` (default: through its histogram ``x``, which the
-        records refuse for a large domain). Marginal kinds answer from marginal tables."""
-        if self.shape[1] != records.domain.size:
-            raise ValueError(
-                f"the records' domain has {records.domain.size} cells but the strategy is "
-                f"defined on {self.shape[1]}"
-            )
-        return self @ records.vector(np.float64)  # one N-sized array
-
-    def workload_answers(self, W: Matrix, y: np.ndarray) -> np.ndarray | None:
-        """Answering: the workload answers straight from the noisy strategy answers ``y``
-        (one release or ``m x R``): ``W A⁺ y`` when the structure avoids the N-cell ``x̂``
-        (marginals: HDMM §6.3, App. A.4), or a kind's own answering rule (HDMM's separate
-        union answers each product from one block); None: the mechanism reconstructs ``x̂``
-        and answers ``W x̂``."""
-        return None
-
-    def needs_estimate(self, W: Matrix) -> bool:
-        """Whether releasing ``W``'s answers through this strategy builds the N-cell
-        estimate ``x̂`` (or another array over the domain's cells): True, the default,
-        unless the kind answers ``W`` from ``y`` alone without it (``workload_answers``:
-        marginals, HDMM App. A.4) or by a mechanism of its own that never forms it
-        (``release_answers``: ResidualPlanner). ``mechanism.check_release_fits`` asks it
-        before any noise is drawn, so an estimate that cannot fit is refused first."""
-        return True
-
-    def reads_histogram(self) -> bool:
-        """Whether measuring records through this strategy forms their N-cell histogram
-        (:meth:`answer_records`' default; a marginals kind answers from marginal tables, and
-        a kind with its own ``release_answers`` reads the records its way): True, the
-        default. ``mechanism.check_release_fits`` asks it, with records, before any noise
-        is drawn and before a ledger charge."""
-        return True
-
-    def discrete_summary(self, privacy) -> dict | None:
-        """A kind whose ``release_answers`` draws discrete noise its own way describes that
-        mechanism here (for release summaries), or raises :class:`NotSupportedByKindError`
-        when that mechanism does not apply (asked before any noise and any ledger charge);
-        None: the generic exact samplers (:func:`mmtoolkit.mechanism.discrete_calibration`)
-        are used."""
-        return None
-
-    def release_answers(self, W: Matrix, data, privacy, rng, noise: str) -> np.ndarray | None:
-        """A kind with a mechanism of its own (ResidualPlanner: per-set noise scales, its
-        discrete Algorithm 3) releases ``W``'s answers here from ``data`` (records or a data
-        vector); None: the mechanism's generic measure → answer."""
-        return None
-
-    def marginal_measurements(self, data, privacy, rng) -> list | None:
-        """Post-processing by Private-PGM (:func:`mmtoolkit.pgm.measure`): a kind with a
-        mechanism of its own (ResidualPlanner) measures ``data`` (records or a data vector)
-        with continuous noise calibrated to ``privacy``, exactly as its release does, and
-        returns marginal :class:`~mmtoolkit.measurement.Measurement` s; None (the default):
-        the kind is measured by the generic mechanism, and only a marginal-type kind
-        (weighted marginals, the identity) gives marginals."""
-        return None
-
     # ----------------------------------------------------------------- helpers
     def _require_square(self, what: str) -> None:
         if self.shape[0] != self.shape[1]:
@@ -654,30 +595,6 @@ class Weighted(Matrix):
         if inner is None or self.weight == 0:
             return None
         return [(ws + (abs(self.weight),), vecs) for ws, vecs in inner]
-
-    def answer_records(self, records):
-        return self.weight * self.base.answer_records(records)
-
-    def workload_answers(self, W, y):
-        if self.weight == 0:
-            return None
-        return self.base.workload_answers(W, np.asarray(y, dtype=float) / self.weight)
-
-    def needs_estimate(self, W):
-        return self.base.needs_estimate(W)
-
-    def reads_histogram(self):
-        return self.base.reads_histogram()
-
-    def release_answers(self, W, data, privacy, rng, noise):
-        # the noise is calibrated to the sensitivity and A⁺ undoes the weight: a weighted
-        # strategy releases exactly what its base releases
-        return self.base.release_answers(W, data, privacy, rng, noise)
-
-    def marginal_measurements(self, data, privacy, rng):
-        # c·A has c times A's sensitivity, so dividing its answers by c gives A's measurements
-        return self.base.marginal_measurements(data, privacy, rng)
-
 
 class Transposed(Matrix):
     """The implicit transpose of a Matrix that has no cheaper transpose."""

@@ -419,12 +419,6 @@ class Marginals(Matrix):
             ]
         )
 
-    def needs_estimate(self, W):
-        return not isinstance(peel(as_matrix(W))[1], Marginals)  # as workload_answers
-
-    def reads_histogram(self):
-        return False  # answer_records: marginal tables
-
     def workload_answers(self, W, y):
         """``W A⁺ y`` for a marginals workload ``W`` without the ``N``-cell ``x̂`` (HDMM §6.3,
         App. A.4 spectral form); None for any other workload.
