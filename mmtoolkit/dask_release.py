@@ -41,8 +41,8 @@ over the rows in order (``measurement.noise_stream``; exact integer noise:
 stream; here the blocks of ``A x`` (in row order) take their values one after the other, a
 chain of ``dask.delayed`` tasks each handing a copy of the stream to the next, so computing
 a lazy result twice gives the same numbers. Discrete noise reads the row scales block by block
-from the strategy's ``row_scale_terms()`` (:class:`mmtoolkit.discrete.RowScales`: the bits of
-``row_scales()``, no array over all rows), so the noise parameters are the in-memory ones.
+from the strategy's handler's ``row_scale_terms`` (:class:`mmtoolkit.discrete.RowScales`: the bits
+of ``row_scales``, no array over all rows), so the noise parameters are the in-memory ones.
 The graph draws from a copy of the caller's generator; once the whole graph is built (every
 refusal made, the generator untouched by a refused call) the generator is jumped ahead
 (``bit_generator.jumped()``), so its later draws never repeat the noise. Results are lazy
@@ -61,7 +61,7 @@ of every block of the last product, so the products cannot be held back behind t
 give the workers room for ``y``'s share (or spill space).
 
 A negative weight anywhere in the strategy (outside a factor, on a factor, on a stacked block)
-is carried term by term (``kron_signs()``), so the measurement is of ``A`` itself.
+is carried term by term (the handler's ``kron_signs``), so the measurement is of ``A`` itself.
 
 Refused, with a message: kinds other than these two routes (e.g. trees, unions without a
 structured pseudo-inverse, which the in-memory path solves by least squares); kinds with a
@@ -127,7 +127,7 @@ def _route(M: Matrix, kron_only: bool = False):
     inside a Kronecker factor or a stacked block included), so the terms' rows are ``M``'s
     rows."""
     terms = M.kron_terms()
-    signs = M.kron_signs()
+    signs = handler(M).kron_signs(M)
     keys = [marginal_key(factors) for _, factors in terms]
     sizes = tuple(f.shape[1] for f in terms[0][1])
     if (
@@ -451,8 +451,8 @@ class _ParamAt:
 
 def _discrete_parts(A: Matrix, privacy):
     """The row scales of ``A`` block by block (:class:`mmtoolkit.discrete.RowScales`: the
-    bits of ``A.row_scales()``, factor-wise, no array over all rows), their sorted distinct
-    values and the calibration of these (:func:`mmtoolkit.discrete.discrete_params`, as
+    bits of the handler's ``row_scales``, factor-wise, no array over all rows), their sorted
+    distinct values and the calibration of these (:func:`mmtoolkit.discrete.discrete_params`, as
     :func:`mmtoolkit.discrete.discrete_calibration` computes it in memory): ``(scales_of,
     distinct, kind, params, variances)``. Raises before anything is drawn."""
     scales_of = RowScales(A)

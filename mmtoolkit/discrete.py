@@ -119,7 +119,7 @@ def discrete_calibration(strategy, privacy: Privacy) -> DiscreteCalibration:
     up to a positive scale (discrete noise needs integer queries)."""
     _check_discrete_privacy(privacy)
     A = strategy.matrix if isinstance(strategy, Strategy) else as_matrix(strategy)
-    scales = A.row_scales()
+    scales = handler(A).row_scales(A)
     if scales is None:
         raise _no_scales(A)
     uniq, inverse = np.unique(scales, return_inverse=True)
@@ -167,7 +167,7 @@ class RowScales:
 
     def __init__(self, A):
         A = as_matrix(A)
-        terms = A.row_scale_terms()
+        terms = handler(A).row_scale_terms(A)
         if terms is None:
             raise _no_scales(A)
         self.parts, off = [], 0

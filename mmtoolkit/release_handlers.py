@@ -4,7 +4,8 @@ The algebra (:mod:`mmtoolkit.linalg`) knows nothing about records, privacy or no
 release needs of a kind beyond its algebra — how to measure records, whether it answers a
 workload without the N-cell estimate ``x̂``, whether it runs a mechanism of its own — is asked
 of the kind's *handler*, registered explicitly per kind (:func:`register_handler`) and found
-by the kind's MRO (:func:`handler`). :class:`ReleaseHandler`, registered for
+by the kind's MRO (:func:`handler`) — including the row scales exact integer noise needs
+and the term signs the Dask route needs. :class:`ReleaseHandler`, registered for
 :class:`~mmtoolkit.linalg.Matrix`, is correct for every kind: it measures a histogram by
 ``A @ x`` and leaves reconstruction to the generic algebra (``pinv_operator()`` / least
 squares). A composite kind's handler (:class:`WeightedHandler`) delegates to its part's.
@@ -16,13 +17,32 @@ separate-answering union), since selectors sit above this layer.
 
 from __future__ import annotations
 
+import math
+from functools import reduce
+
 import numpy as np
 
-from .linalg import Marginals, Matrix, Weighted, as_matrix, peel
+from .linalg import (
+    CountingQueries,
+    Kronecker,
+    Marginals,
+    Matrix,
+    Tree,
+    VStack,
+    Weighted,
+    as_matrix,
+    check_dense_size,
+    peel,
+)
+from .linalg.base import SMALL_DENSE_ENTRIES, integer_row_scales
 
 __all__ = [
     "ReleaseHandler",
     "WeightedHandler",
+    "VStackHandler",
+    "CountingQueriesHandler",
+    "KroneckerHandler",
+    "TreeHandler",
     "MarginalsHandler",
     "handler",
     "register_handler",
@@ -77,6 +97,33 @@ class ReleaseHandler:
         :class:`~mmtoolkit.measurement.Measurement` s; None: the generic mechanism."""
         return None
 
+    def row_scales(self, A: Matrix) -> np.ndarray | None:
+        """Discrete noise: ``d > 0`` (one per row) with ``diag(d)⁻¹ A`` an integer matrix, or
+        None if there is none (Canonne, Kamath & Steinke 2020 need integer queries). The
+        generic handler reads a small strategy densely and checks it exactly
+        (:func:`~mmtoolkit.linalg.base.integer_row_scales`), and gives None beyond
+        :data:`~mmtoolkit.linalg.base.SMALL_DENSE_ENTRIES`."""
+        if A.shape[0] * A.shape[1] > SMALL_DENSE_ENTRIES:
+            return None
+        return integer_row_scales(A.dense())
+
+    def row_scale_terms(self, A: Matrix) -> list | None:
+        """:meth:`row_scales` as a union of Kronecker products of small vectors,
+        ``[(weights_t, vectors_t)]``: the scales of term ``t``'s rows are
+        ``w_k · (… (w_1 · (v_1 ⊗ v_2 ⊗ …)))`` — the Kronecker product folded left to right,
+        then the weights in order —, the terms concatenated in row order, computed by the
+        same floating-point operations as ``row_scales`` so a range of rows gets the same
+        bits without an array over all rows (discrete noise on the Dask route). None when
+        ``row_scales`` is None. Generic: one term, ``row_scales`` itself."""
+        s = self.row_scales(A)
+        return None if s is None else [((), [s])]
+
+    def kron_signs(self, A: Matrix) -> list[float]:
+        """The sign (±1.0) of each ``A.kron_terms()`` term's weight, which ``c_t`` (squared)
+        drops: term ``t`` is ``sign_t · √c_t · ⊗ factors_t``. What a product computed term
+        by term (the Dask route) needs to give ``A``'s rows. Generic: all positive."""
+        return [1.0] * len(A.kron_terms())
+
 
 class WeightedHandler(ReleaseHandler):
     """``c · A``: its base's handler, the weight applied (the noise is calibrated to the
@@ -108,6 +155,70 @@ class WeightedHandler(ReleaseHandler):
         # c·A has c times A's sensitivity, so dividing its answers by c gives A's measurements
         return handler(A.base).marginal_measurements(A.base, data, privacy, rng)
 
+    def row_scales(self, A):
+        inner = handler(A.base).row_scales(A.base)
+        return None if inner is None or A.weight == 0 else abs(A.weight) * inner
+
+    def row_scale_terms(self, A):
+        inner = handler(A.base).row_scale_terms(A.base)
+        if inner is None or A.weight == 0:
+            return None
+        return [(ws + (abs(A.weight),), vecs) for ws, vecs in inner]
+
+    def kron_signs(self, A):
+        return [math.copysign(1.0, A.weight) * s for s in handler(A.base).kron_signs(A.base)]
+
+
+class VStackHandler(ReleaseHandler):
+    """A stack of blocks: each block's rows by its own handler, in order."""
+
+    def row_scales(self, A):
+        parts = [handler(b).row_scales(b) for b in A.blocks]
+        return None if any(p is None for p in parts) else np.concatenate(parts)
+
+    def row_scale_terms(self, A):
+        parts = [handler(b).row_scale_terms(b) for b in A.blocks]
+        return None if any(p is None for p in parts) else [t for p in parts for t in p]
+
+    def kron_signs(self, A):
+        return [s for b in A.blocks for s in handler(b).kron_signs(b)]
+
+
+class CountingQueriesHandler(ReleaseHandler):
+    """0/1 counting queries (identity, total, prefix, ranges): integer rows, scale 1."""
+
+    def row_scales(self, A):
+        check_dense_size(A.shape[0], 1, "the row scales of a strategy")
+        return np.ones(A.shape[0])
+
+
+class KroneckerHandler(ReleaseHandler):
+    """A Kronecker product: row scales and signs factor by factor."""
+
+    def row_scales(self, A):
+        check_dense_size(A.shape[0], 1, "the row scales of a strategy")
+        terms = self.row_scale_terms(A)
+        return None if terms is None else reduce(np.kron, terms[0][1], np.ones(1))
+
+    def row_scale_terms(self, A):
+        vecs = [handler(f).row_scales(f) for f in A.factors]
+        return None if any(v is None for v in vecs) else [((), vecs)]
+
+    def kron_signs(self, A):
+        return [math.prod(math.copysign(1.0, peel(f)[0]) for f in A.factors)]
+
+
+class TreeHandler(ReleaseHandler):
+    """A nested-partition tree: each level's rows are counting queries of its weight."""
+
+    def row_scales(self, A):
+        check_dense_size(A.shape[0], 1, "the row scales of a tree strategy")
+        parts = []
+        for w, g in zip(A.weights, A.grid, strict=True):
+            parts.append(np.abs(np.broadcast_to(np.asarray(w, dtype=float), g)).ravel())
+        d = np.concatenate(parts)
+        return None if np.any(d == 0) else d
+
 
 class MarginalsHandler(ReleaseHandler):
     """Weighted marginals (HDMM §6.3): measured from the records' marginal tables, and a
@@ -124,6 +235,13 @@ class MarginalsHandler(ReleaseHandler):
 
     def reads_histogram(self, A):
         return False  # marginal tables
+
+    def row_scales(self, A):
+        check_dense_size(A.shape[0], 1, "the row scales of a marginals strategy")
+        return np.concatenate([np.full(b.shape[0], abs(t)) for t, b in A.blocks()])
+
+    def kron_signs(self, A):
+        return [math.copysign(1.0, theta) for theta, _ in A.blocks()]
 
 
 _TABLE: dict[type, ReleaseHandler] = {}
@@ -150,4 +268,8 @@ def handler(A) -> ReleaseHandler:
 
 register_handler(Matrix, ReleaseHandler())
 register_handler(Weighted, WeightedHandler())
+register_handler(VStack, VStackHandler())
+register_handler(CountingQueries, CountingQueriesHandler())
+register_handler(Kronecker, KroneckerHandler())
+register_handler(Tree, TreeHandler())
 register_handler(Marginals, MarginalsHandler())

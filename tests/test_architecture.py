@@ -226,11 +226,10 @@ BASIC = {
     "_matmat", "_rmatmat", "_intermediate_rows", "apply_along", "T", "dense", "trace", "diag",
     "pinv", "rownorm_p", "sensitivity",
 }  # fmt: skip
-#: At most this many protocol hooks on Matrix. The linear algebra and error: gram,
+#: At most this many protocol hooks on Matrix: the linear algebra and error (gram,
 #: colnorm_p, error_route, gram_route, kron_terms, frobenius_sq, pinv_operator,
-#: least_squares, apply_overwrite; still on Matrix beside them: kron_signs (the Dask route's
-#: term signs), row_scales / row_scale_terms (discrete noise) and answers_streamed.
-MAX_HOOKS = 13
+#: least_squares, apply_overwrite) and answers_streamed (a product handed over in pieces).
+MAX_HOOKS = 10
 
 
 def _classes() -> dict[str, tuple[str, list[str], set[str]]]:

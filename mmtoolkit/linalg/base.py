@@ -314,13 +314,6 @@ class Matrix(ABC):
         default is one one-factor term."""
         return [(1.0, [self])]
 
-    def kron_signs(self) -> list[float]:
-        """The sign (±1.0) of each :meth:`kron_terms` term's weight, which ``c_t`` (squared)
-        drops: term ``t`` is ``sign_t · √c_t · ⊗ factors_t``. What a product computed term by
-        term (the Dask route) needs to give this matrix's rows; a negative weight inside a
-        Kronecker factor or a stacked block lands here. Default: one positive term."""
-        return [1.0] * len(self.kron_terms())
-
     def frobenius_sq(self) -> float:
         """``||A||_F² = tr(AᵀA)``: the Identity strategy's trace term for this workload."""
         return float(self.gram().trace())
@@ -370,26 +363,6 @@ class Matrix(ABC):
         entries to build the result in (a block of a stack's result, :class:`VStack`); a
         kind that cannot returns None."""
         return None
-
-    def row_scales(self) -> np.ndarray | None:
-        """Discrete noise: ``d > 0`` (one per row) with ``diag(d)⁻¹ A`` an integer matrix, or
-        None if there is none (Canonne, Kamath & Steinke 2020 need integer queries). The
-        default reads a small strategy densely and checks it exactly
-        (:func:`integer_row_scales`), and gives None beyond :data:`SMALL_DENSE_ENTRIES`."""
-        if self.shape[0] * self.shape[1] > SMALL_DENSE_ENTRIES:
-            return None
-        return integer_row_scales(self.dense())
-
-    def row_scale_terms(self) -> list[tuple[tuple[float, ...], list[np.ndarray]]] | None:
-        """:meth:`row_scales` as a union of Kronecker products of small vectors,
-        ``[(weights_t, vectors_t)]``: the scales of term ``t``'s rows are
-        ``w_k · (… (w_1 · (v_1 ⊗ v_2 ⊗ …)))`` — the Kronecker product folded left to right,
-        then the weights in order —, the terms concatenated in row order, computed by the
-        same floating-point operations as ``row_scales()`` so a range of rows gets the same
-        bits without an array over all rows (discrete noise on the Dask route). None when
-        ``row_scales()`` is None. Default: one term, ``row_scales()`` itself."""
-        s = self.row_scales()
-        return None if s is None else [((), [s])]
 
     # ----------------------------------------------------------------- helpers
     def _require_square(self, what: str) -> None:
@@ -442,11 +415,7 @@ class Symmetric(Matrix):
 
 class CountingQueries(Matrix):
     """A kind whose rows are 0/1 counting queries (identity, total, prefix, ranges): integer
-    rows, so discrete noise needs no row scaling (strategy-kind protocol, ``row_scales``)."""
-
-    def row_scales(self):
-        check_dense_size(self.shape[0], 1, "the row scales of a strategy")
-        return np.ones(self.shape[0])
+    rows, so discrete noise needs no row scaling (its release handler's ``row_scales``)."""
 
 
 class Dense(Matrix):
@@ -583,18 +552,6 @@ class Weighted(Matrix):
 
         return self.base.answers_streamed(x, scaled, out)
 
-    def row_scales(self):
-        inner = self.base.row_scales()
-        return None if inner is None or self.weight == 0 else abs(self.weight) * inner
-
-    def kron_signs(self):
-        return [math.copysign(1.0, self.weight) * s for s in self.base.kron_signs()]
-
-    def row_scale_terms(self):
-        inner = self.base.row_scale_terms()
-        if inner is None or self.weight == 0:
-            return None
-        return [(ws + (abs(self.weight),), vecs) for ws, vecs in inner]
 
 class Transposed(Matrix):
     """The implicit transpose of a Matrix that has no cheaper transpose."""
@@ -797,17 +754,6 @@ class VStack(Matrix):
 
     def frobenius_sq(self):
         return float(sum(b.frobenius_sq() for b in self.blocks))
-
-    def row_scales(self):
-        parts = [b.row_scales() for b in self.blocks]
-        return None if any(p is None for p in parts) else np.concatenate(parts)
-
-    def kron_signs(self):
-        return [s for b in self.blocks for s in b.kron_signs()]
-
-    def row_scale_terms(self):
-        parts = [b.row_scale_terms() for b in self.blocks]
-        return None if any(p is None for p in parts) else [t for p in parts for t in p]
 
 
 #: Entries of the working arrays of :func:`max_kron_column_sum` (its blocks).

@@ -377,9 +377,6 @@ class Marginals(Matrix):
     def kron_terms(self):
         return [(theta**2, list(block.factors)) for theta, block in self.blocks()]
 
-    def kron_signs(self):
-        return [math.copysign(1.0, theta) for theta, _ in self.blocks()]
-
     def frobenius_sq(self):  # each marginal has exactly one 1 per column
         return float(sum(t * t for t in self.weights.values())) * float(self.shape[1])
 
@@ -398,12 +395,6 @@ class Marginals(Matrix):
             tables[key] = (theta, Y[off : off + r].reshape(shape + (Y.shape[1],)))
             off += r
         return tables
-
-    def row_scales(self):
-        check_dense_size(self.shape[0], 1, "the row scales of a marginals strategy")
-        return np.concatenate(
-            [np.full(r, abs(t)) for t, r in zip(self.weights.values(), self._rows, strict=True)]
-        )
 
     def answer_records(self, records):
         """``A x`` from the records' marginal tables (no N-cell histogram)."""
