@@ -191,7 +191,7 @@ def run_case(kind, N, repeats):
     """One case in this process: a dict of seconds and the peak RSS (MB)."""
     import numpy as np
 
-    from mmtoolkit import mechanism
+    from mmtoolkit import measurement, mechanism
     from mmtoolkit.privacy import ZCDP, PureDP
 
     _prepare_kernels()  # compiled (or loaded) before the RSS baseline and the timings
@@ -231,7 +231,7 @@ def run_case(kind, N, repeats):
         _warm(warm)
         c_sys = resource.getrusage(resource.RUSAGE_SELF).ru_stime
         t = time.perf_counter()
-        z = privacy.sample(rng, N)  # calloc'd: its pages are first touched by the draw
+        z = measurement.sample(privacy, rng, N)  # calloc: pages first touched by the draw
         d_times.append(time.perf_counter() - t)
         d_sys.append(resource.getrusage(resource.RUSAGE_SELF).ru_stime - c_sys)
         del z

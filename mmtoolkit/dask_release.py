@@ -36,13 +36,13 @@ whatever the chunking, the scheduler or the workers, and the products ``A x``, `
 ``W x̂`` (HDMM §7.2, computed in another order, and in another order again for another
 chunking) equal the in-memory ones to rounding — so continuous releases agree to rounding
 (about 1e-15 relative) and exact integer measurements bit for bit. Both paths draw one stream
-over the rows in order (``Privacy.noise_stream``; exact integer noise:
-:class:`mmtoolkit.discrete.DiscreteNoiseStream`, CKS 2020), in blocks at fixed offsets of the
+over the rows in order (``measurement.noise_stream``; exact integer noise:
+:class:`mmtoolkit.measurement.DiscreteNoiseStream`, CKS 2020), in blocks at fixed offsets of the
 stream; here the blocks of ``A x`` (in row order) take their values one after the other, a
 chain of ``dask.delayed`` tasks each handing a copy of the stream to the next, so computing
 a lazy result twice gives the same numbers. Discrete noise reads the row scales block by block
-from the strategy's ``row_scale_terms()`` (:class:`mmtoolkit.discrete.RowScales`: the bits of
-``row_scales()``, no array over all rows), so the noise parameters are the in-memory ones.
+from the strategy's handler's ``row_scale_terms`` (:class:`mmtoolkit.discrete.RowScales`: the bits
+of ``row_scales``, no array over all rows), so the noise parameters are the in-memory ones.
 The graph draws from a copy of the caller's generator; once the whole graph is built (every
 refusal made, the generator untouched by a refused call) the generator is jumped ahead
 (``bit_generator.jumped()``), so its later draws never repeat the noise. Results are lazy
@@ -61,7 +61,7 @@ of every block of the last product, so the products cannot be held back behind t
 give the workers room for ``y``'s share (or spill space).
 
 A negative weight anywhere in the strategy (outside a factor, on a factor, on a stacked block)
-is carried term by term (``kron_signs()``), so the measurement is of ``A`` itself.
+is carried term by term (``kron_terms(signed=True)``), so the measurement is of ``A`` itself.
 
 Refused, with a message: kinds other than these two routes (e.g. trees, unions without a
 structured pseudo-inverse, which the in-memory path solves by least squares); kinds with a
@@ -77,10 +77,12 @@ from functools import partial
 
 import numpy as np
 
-from .discrete import DiscreteNoiseStream, RowScales, discrete_params, integer_answers
+from .discrete import RowScales, discrete_params, integer_answers
 from .linalg import Marginals, Matrix, as_matrix, peel
 from .linalg.kronecker import group
 from .linalg.marginals import expand_tables, key_attrs, marginal_key
+from .measurement import integer_noise_stream, noise_stream
+from .release_handlers import ReleaseHandler, handler
 
 __all__ = [
     "BLOCK_CELLS",
@@ -121,11 +123,11 @@ def _route(M: Matrix, kron_only: bool = False):
     ``kron_only``: a product of identities and totals is also a Kronecker product);
     ``("kron", [(w_t, factors_t)])`` when every term is a product of at least two factors (or
     one small one); else a ValueError. Term ``t``'s weight is ``sign_t · √c_t``, the root of
-    ``kron_terms``' squared weight with the sign ``kron_signs`` gives (a negative weight
-    inside a Kronecker factor or a stacked block included), so the terms' rows are ``M``'s
-    rows."""
+    ``kron_terms``' squared weight with the sign ``kron_terms(signed=True)`` gives (a
+    negative weight inside a Kronecker factor or a stacked block included), so the terms'
+    rows are ``M``'s rows."""
     terms = M.kron_terms()
-    signs = M.kron_signs()
+    signs = [math.copysign(1.0, w) for w, _ in M.kron_terms(signed=True)]
     keys = [marginal_key(factors) for _, factors in terms]
     sizes = tuple(f.shape[1] for f in terms[0][1])
     if (
@@ -449,8 +451,8 @@ class _ParamAt:
 
 def _discrete_parts(A: Matrix, privacy):
     """The row scales of ``A`` block by block (:class:`mmtoolkit.discrete.RowScales`: the
-    bits of ``A.row_scales()``, factor-wise, no array over all rows), their sorted distinct
-    values and the calibration of these (:func:`mmtoolkit.discrete.discrete_params`, as
+    bits of the handler's ``row_scales``, factor-wise, no array over all rows), their sorted
+    distinct values and the calibration of these (:func:`mmtoolkit.discrete.discrete_params`, as
     :func:`mmtoolkit.discrete.discrete_calibration` computes it in memory): ``(scales_of,
     distinct, kind, params, variances)``. Raises before anything is drawn."""
     scales_of = RowScales(A)
@@ -515,10 +517,10 @@ def _measure(A: Matrix, X, privacy, rng, noise: str, r: int | None, cells: int):
     Ax = _in_row_order(_apply(A, X, cells, check=True), cells)
     if noise == "continuous":
         rows = A.shape[0] * (r or 1)
-        stream = privacy.noise_stream(_own_generator(rng), rows, A.sensitivity(privacy.norm))
+        stream = noise_stream(privacy, _own_generator(rng), rows, A.sensitivity(privacy.norm))
         return _chain(Ax, stream, partial(_noisy_block, r=r), r)
     scales_of, distinct, kind, params, _ = _discrete_parts(A, privacy)
-    stream = DiscreteNoiseStream(
+    stream = integer_noise_stream(
         kind, params, _own_generator(rng), A.shape[0], r or 1, _ParamAt(scales_of, distinct)
     )
     return _chain(Ax, stream, partial(_discrete_block, r=r, scales_of=scales_of), r)
@@ -611,7 +613,7 @@ def release(W, A, X, privacy, rng: np.random.Generator, noise: str = "continuous
             f"the workload is defined on {W.shape[1]} cells, the strategy on {A.shape[1]}"
         )
     base = peel(A)[1]
-    if type(base).release_answers is not Matrix.release_answers:
+    if type(handler(base)).release_answers is not ReleaseHandler.release_answers:
         raise ValueError(
             f"{type(base).__name__} releases by a mechanism of its own (release_answers), "
             "which the Dask route does not run; release it in memory (records or a data "
@@ -619,13 +621,13 @@ def release(W, A, X, privacy, rng: np.random.Generator, noise: str = "continuous
         )
     # the kind says whether it answers W from y alone (asked on zeros: no data is read)
     direct = A.shape[0] <= BLOCK_CELLS
-    direct = direct and A.workload_answers(W, np.zeros(A.shape[0])) is not None
+    direct = direct and handler(A).workload_answers(A, W, np.zeros(A.shape[0])) is not None
     if not direct and A.pinv_operator() is None:
         raise _no_pinv(A)  # before any noise is drawn
     # the whole graph is built before rng moves, so every refusal leaves it untouched
     y = _measure(A, X, privacy, rng, noise, None, cells)
     if direct:
-        out = dask.delayed(A.workload_answers)(W, _flat(y, None))
+        out = dask.delayed(handler(A).workload_answers)(A, W, _flat(y, None))
         out = da.from_delayed(out, (W.shape[0],), dtype=float, meta=np.empty((0,)))
     else:
         route = _route(A)

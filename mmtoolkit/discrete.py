@@ -1,12 +1,10 @@
 """Exact integer noise calibrated to a strategy (Canonne, Kamath & Steinke 2020, "The Discrete
 Gaussian for Differential Privacy"): which integer noise each row of ``A`` receives
-(:func:`discrete_calibration`), the integer answers it is added to (:func:`integer_answers`)
-and the noise itself as a stream over the rows (:class:`DiscreteNoiseStream`), drawn by the
-exact samplers of :mod:`mmtoolkit.noise`.
-
-One home for both mechanisms: :func:`mmtoolkit.mechanism.measure` (in memory) and
-:mod:`mmtoolkit.dask_release` (a dask data array, block by block) draw the same stream, so a
-given generator state gives the same integer noise on either path.
+(:func:`discrete_calibration`) and the integer answers it is added to (:func:`integer_answers`).
+The noise itself is one stream over the rows (:class:`mmtoolkit.measurement.DiscreteNoiseStream`),
+which both mechanisms draw: :func:`mmtoolkit.mechanism.measure` (in memory) and
+:mod:`mmtoolkit.dask_release` (a dask data array, block by block), so a given generator
+state gives the same integer noise on either path.
 """
 
 from __future__ import annotations
@@ -17,9 +15,9 @@ from fractions import Fraction
 
 import numpy as np
 
-from .linalg import as_matrix, check_dense_size
-from .noise import discrete_gaussian, discrete_laplace
+from .linalg import NotSupportedByKindError, as_matrix, check_dense_size, peel
 from .privacy import ZCDP, Privacy, PureDP, check_privacy
+from .release_handlers import handler
 from .strategy import Strategy
 
 __all__ = [
@@ -27,22 +25,14 @@ __all__ = [
     "DiscreteCalibration",
     "discrete_calibration",
     "discrete_params",
+    "check_discrete",
     "integer_answers",
     "RowScales",
-    "DISCRETE_BLOCK",
-    "DiscreteNoiseStream",
 ]
 
 #: Denominator precision of the rational noise parameters of the discrete samplers: each is
 #: rounded (towards more noise) to a relative precision of about 1/PRECISION.
 PRECISION = 10**6
-
-#: Values of the discrete noise stream drawn at once (at fixed offsets of the stream): each
-#: block takes one call of the exact sampler per noise parameter present in it, so a block
-#: much larger than the continuous stream's keeps strategies with many distinct row scales
-#: fast (2^20 int64 = 8 MB).
-DISCRETE_BLOCK = 1 << 20
-
 
 @dataclass(frozen=True)
 class DiscreteCalibration:
@@ -129,7 +119,7 @@ def discrete_calibration(strategy, privacy: Privacy) -> DiscreteCalibration:
     up to a positive scale (discrete noise needs integer queries)."""
     _check_discrete_privacy(privacy)
     A = strategy.matrix if isinstance(strategy, Strategy) else as_matrix(strategy)
-    scales = A.row_scales()
+    scales = handler(A).row_scales(A)
     if scales is None:
         raise _no_scales(A)
     uniq, inverse = np.unique(scales, return_inverse=True)
@@ -145,11 +135,27 @@ def discrete_calibration(strategy, privacy: Privacy) -> DiscreteCalibration:
     )
 
 
-def _no_scales(A) -> ValueError:
-    return ValueError(
-        f"discrete noise needs a strategy whose rows are integer vectors up to a positive "
-        f"scale (counting queries); {type(A).__name__} is not (use noise='continuous')"
+def _no_scales(A) -> NotSupportedByKindError:
+    return NotSupportedByKindError(
+        f"discrete noise is not supported by this strategy kind ({type(peel(A)[1]).__name__}): "
+        "its rows are not integer vectors up to a positive scale (counting queries), which "
+        "exact integer noise needs; use noise='continuous'"
     )
+
+
+def check_discrete(A, privacy: Privacy) -> None:
+    """Refuse, before any noise is drawn and before a ledger charge, a discrete-noise release
+    of ``A`` that cannot be calibrated: a privacy definition without exact integer noise, a
+    kind whose rows are not integer up to a scale (:class:`~mmtoolkit.linalg.
+    NotSupportedByKindError`), or a noise parameter that cannot be represented. Reads the
+    row scales through ``row_scale_terms()`` (factor-wise for a Kronecker product: no array
+    over all rows). A kind with a discrete mechanism of its own (``discrete_summary``) checks
+    its own."""
+    _check_discrete_privacy(privacy)
+    A = as_matrix(A)
+    if handler(A).discrete_summary(A, privacy) is not None:
+        return
+    discrete_params(RowScales(A).distinct(), privacy, A.sensitivity(privacy.norm))
 
 
 class RowScales:
@@ -161,7 +167,7 @@ class RowScales:
 
     def __init__(self, A):
         A = as_matrix(A)
-        terms = A.row_scale_terms()
+        terms = handler(A).row_scale_terms(A)
         if terms is None:
             raise _no_scales(A)
         self.parts, off = [], 0
@@ -213,72 +219,3 @@ def integer_answers(Ax: np.ndarray, scales: np.ndarray) -> np.ndarray:
             "non-integer strategy answer (use noise='continuous' for fractional data)"
         )
     return r.astype(np.int64)
-
-
-class DiscreteNoiseStream:
-    """The integer noise of ``rows x releases`` answers (C order: a row's ``releases`` values
-    together), added in order to consecutive pieces (:meth:`add`), exact samplers only.
-
-    The values are drawn :data:`DISCRETE_BLOCK` at a time at fixed offsets of the stream;
-    within a block, the positions of each noise parameter (in the order of ``params``) take
-    one vectorised draw of the exact sampler, in order. So the values do not
-    depend on how the answers are cut into pieces — the Dask route adds them block by block
-    and gets the in-memory values — and nothing larger than a block is drawn at once.
-    ``param_at(lo, hi)``: the parameter index (into ``params``) of rows ``lo..hi-1``, so the
-    stream never needs an array over all rows."""
-
-    def __init__(self, kind: str, params, rng: np.random.Generator, rows: int, releases: int,
-                 param_at):  # fmt: skip
-        self.kind, self.params, self.rng, self.param_at = kind, list(params), rng, param_at
-        self.r = int(releases)
-        self.size = int(rows) * self.r
-        self.start = 0  # stream position of buf[0]
-        self.buf = np.empty(0, dtype=np.int64)
-        self.pos = 0  # buf[pos:]: drawn, not yet added
-
-    @property
-    def left(self) -> int:
-        """Values not yet added."""
-        return self.size - self.start - self.pos
-
-    def add(self, piece: np.ndarray) -> None:
-        """Add the next ``piece.size`` values to ``piece`` (1-D int64, in place)."""
-        if piece.ndim != 1 or piece.dtype != np.int64:
-            raise ValueError(f"noise pieces are 1-D int64, got {piece.dtype} {piece.shape}")
-        k = piece.size
-        if k > self.left:
-            raise ValueError(f"the noise stream has {self.left} values left, not {k}")
-        done = 0
-        while done < k:
-            if self.pos == self.buf.size:
-                self._draw()
-            take = min(self.buf.size - self.pos, k - done)
-            piece[done : done + take] += self.buf[self.pos : self.pos + take]
-            self.pos += take
-            done += take
-
-    def _draw(self) -> None:
-        a = self.start + self.buf.size
-        b = min(a + DISCRETE_BLOCK, self.size)
-        z = np.empty(b - a, dtype=np.int64)
-        if len(self.params) == 1:
-            z[:] = self._sample(self.params[0], b - a)
-        else:
-            lo, hi = a // self.r, (b - 1) // self.r + 1
-            p = np.asarray(self.param_at(lo, hi))
-            if self.r > 1:
-                p = p[np.arange(a, b) // self.r - lo]
-            # the positions of each parameter in increasing order, parameters in order
-            order = np.argsort(p, kind="stable")
-            ends = np.cumsum(np.bincount(p, minlength=len(self.params)))
-            start = 0
-            for k, end in enumerate(ends):
-                if end > start:
-                    z[order[start:end]] = self._sample(self.params[k], int(end - start))
-                start = end
-        self.start, self.buf, self.pos = a, z, 0
-
-    def _sample(self, p, n: int) -> np.ndarray:
-        if self.kind == "laplace":
-            return discrete_laplace(p[1], p[2], self.rng, size=n)
-        return discrete_gaussian(p[1], n, self.rng)

@@ -17,7 +17,7 @@
   and a weighted-marginals strategy straight from the noisy marginal tables, in the
   ``2^d`` spectral algebra (no ``N``-cell vector; what makes HDMM's OPT_M usable on Adult).
 * :func:`release` — records or a data vector → noisy workload answers. The mechanism knows no
-  strategy kind: it calls the kind's protocol methods (:mod:`mmtoolkit.linalg.base`) —
+  strategy kind: it asks the kind's release handler (:mod:`mmtoolkit.release_handlers`) —
   ``release_answers`` for a kind with a mechanism of its own (ResidualPlanner),
   ``answer_records`` to measure (marginal tables for marginals strategies),
   ``workload_answers`` to answer without ``x̂`` (marginals) or by the kind's own answering
@@ -43,15 +43,17 @@ from . import dask_release, evaluate
 from .checks import check_int
 from .discrete import (
     DiscreteCalibration,
-    DiscreteNoiseStream,
+    check_discrete,
     discrete_calibration,
     integer_answers,
 )
 from .domain import MAX_VECTOR_SIZE
-from .linalg import Matrix, TooLargeError, as_matrix, peel
+from .linalg import Matrix, TooLargeError, as_matrix
 from .linalg.base import SMALL_DENSE_ENTRIES, check_fits_memory
+from .measurement import Measurement, add_noise, integer_noise_stream, noise_stream
 from .privacy import Privacy, PureDP, check_privacy
 from .records import Records
+from .release_handlers import handler
 from .strategy import Strategy
 
 __all__ = [
@@ -63,7 +65,6 @@ __all__ = [
     "release",
     "release_measured",
     "check_release_fits",
-    "Measured",
     "data_vector",
     "check_finite",
     "standard_errors",
@@ -149,7 +150,7 @@ def _true_answers(A: Matrix, data) -> np.ndarray:
     """``A x`` from a data vector, or from records (the kind's ``answer_records``: marginal
     tables for marginals strategies, else the histogram, refused for a large domain)."""
     if isinstance(data, Records):
-        return A.answer_records(data)
+        return handler(A).answer_records(A, data)
     return A @ data_vector(data, A.shape[1])
 
 
@@ -175,9 +176,10 @@ def check_finite(W: Matrix, what: str = "workload") -> None:
 def _add_noise(
     Ax: np.ndarray, R: int | None, privacy: Privacy, rng, sens: float, x, stream=None
 ):  # fmt: skip
-    """``A x + z`` (``m`` or ``m x R``), the noise added in place by ``privacy.add_noise`` (in
-    cache-sized blocks, the same values as one draw of every row) — or by ``stream``, a
-    :class:`~mmtoolkit.privacy.NoiseStream` of those values already begun (one release);
+    """``A x + z`` (``m`` or ``m x R``), the noise added in place by
+    :func:`~mmtoolkit.measurement.add_noise` (in cache-sized blocks, the same values as one
+    draw of every row) — or by ``stream``, a :class:`~mmtoolkit.measurement.NoiseStream` of
+    those values already begun (one release);
     one release is added into ``Ax`` itself when it is a fresh array of its own (not the
     data)."""
     if R is None:
@@ -190,7 +192,7 @@ def _add_noise(
         out = np.empty((Ax.shape[0], R), dtype=Ax.dtype if Ax.dtype == np.float32 else float)
         out[...] = Ax[:, None]
     if stream is None:
-        privacy.add_noise(out, rng, sens)
+        add_noise(privacy, out, rng, sens)
     else:
         stream.add(out.reshape(-1))
     return out
@@ -207,15 +209,15 @@ def measure(
     ``z`` i.i.d. with scale ``privacy.noise_scale(sens_p(A))``; ``"discrete"``: exact integer
     noise (:func:`discrete_calibration`; integer data and counting-query rows needed).
     ``releases=R`` returns an ``m x R`` array of independent releases. Continuous noise is
-    added in place by :meth:`~mmtoolkit.privacy.Privacy.add_noise`, drawn in cache-sized
+    added in place by :func:`~mmtoolkit.measurement.add_noise`, drawn in cache-sized
     blocks (the same values as one draw of all rows, so no extra ``m``-sized arrays; issue
     17) — for one release of a kind with ``answers_streamed`` (a Kronecker product with a
     p-Identity first factor, a stack of blocks such as OPT_+'s) to each piece of ``A x`` as
     soon as it is computed, while it is in cache
-    (:meth:`~mmtoolkit.privacy.Privacy.noise_stream`, the same values), the noise drawn ahead
+    (:func:`~mmtoolkit.measurement.noise_stream`, the same values), the noise drawn ahead
     on a second thread when :func:`~mmtoolkit.threads.worker_threads` allows (the same
     values again, so the release does not depend on the number of threads).
-    Discrete noise is one :class:`~mmtoolkit.discrete.DiscreteNoiseStream` over the rows,
+    Discrete noise is one :func:`~mmtoolkit.measurement.integer_noise_stream` over the rows,
     in blocks likewise. A ``dask.array`` ``x`` gives a lazy dask array
     (:mod:`mmtoolkit.dask_release`): the same noise for the same generator state, both
     kinds, any ``releases``.
@@ -243,7 +245,7 @@ def measure(
         sens = A.sensitivity(privacy.norm)
         if R is None and not isinstance(x, Records):  # the noise added piece by piece
             x = data_vector(x, A.shape[1])
-            stream = privacy.noise_stream(rng, A.shape[0], sens, prefetch=True)
+            stream = noise_stream(privacy, rng, A.shape[0], sens, prefetch=True)
             stream.start()  # the draw runs beside the product from here
             try:
                 y = A.answers_streamed(x, stream.add)
@@ -264,8 +266,8 @@ def measure(
     if R is not None:
         noisy = np.repeat(noisy[:, None], R, axis=1)
     row_param = cal.row_param
-    stream = DiscreteNoiseStream(cal.kind, cal.params, rng, A.shape[0], R or 1,
-                                 lambda lo, hi: row_param[lo:hi])  # fmt: skip
+    stream = integer_noise_stream(cal.kind, cal.params, rng, A.shape[0], R or 1,
+                                  lambda lo, hi: row_param[lo:hi])  # fmt: skip
     stream.add(noisy.reshape(-1))
     # exact integers above; the scaling back to A's rows is post-processing
     return noisy * (cal.scales if R is None else cal.scales[:, None])
@@ -331,53 +333,36 @@ def answer_marginals(W, strategy, y) -> np.ndarray:
     without the ``N``-cell ``x̂`` (HDMM §6.3, App. A.4 spectral form; the strategy kind's
     ``workload_answers``). ``y``: one release or ``m_A x R``."""
     A = _matrix(strategy)
-    out = A.workload_answers(as_matrix(W), y)
+    out = handler(A).workload_answers(A, as_matrix(W), y)
     if out is None:
         raise ValueError("answer_marginals needs a marginals workload and a marginals strategy")
     return out
 
 
 # ============================================================================ release
-@dataclass(frozen=True)
-class Measured:
-    """One release with what it measured (for post-processing such as Private-PGM).
-
-    ``answers``: the workload answers; ``matrix``: the measured matrix ``A`` (the workload
-    itself for ``inference="none"``); ``y``: the noisy ``A x + z`` (None when the strategy
-    kind runs a mechanism of its own, e.g. ResidualPlanner, whose noisy measurements are not
-    rows of ``A``); ``noise_std``: the standard deviation of each entry of ``z`` (None with
-    ``y``; a lazy dask array for discrete noise on the Dask route); ``distribution``:
-    ``"laplace"``, ``"gaussian"``, ``"discrete laplace"`` or ``"discrete gaussian"``.
-    """
-
-    answers: np.ndarray
-    matrix: Matrix
-    y: np.ndarray | None
-    noise_std: np.ndarray | None
-    distribution: str
-
-
-def _distribution(privacy: Privacy, noise: str) -> str:
+def distribution(privacy: Privacy, noise: str) -> str:
+    """The name of the noise ``privacy`` and ``noise`` draw: ``"laplace"``, ``"gaussian"``,
+    ``"discrete laplace"`` or ``"discrete gaussian"``."""
     kind = "laplace" if isinstance(privacy, PureDP) else "gaussian"
     return ("discrete " if noise == "discrete" else "") + kind
 
 
 def _noise_std(A: Matrix, privacy: Privacy, noise: str, lazy: bool = False):
-    """Each row's noise standard deviation and the distribution's name (a lazy dask array for
-    discrete noise on the Dask route: no array over all rows on the client)."""
+    """Each row's noise standard deviation (a lazy dask array for discrete noise on the Dask
+    route: no array over all rows on the client)."""
     if noise == "discrete" and lazy:
-        return dask_release.discrete_noise_std(A, privacy), _distribution(privacy, noise)
+        return dask_release.discrete_noise_std(A, privacy)
     if noise == "discrete":
-        cal = discrete_calibration(A, privacy)
-        return np.sqrt(cal.variances), _distribution(privacy, noise)
+        return np.sqrt(discrete_calibration(A, privacy).variances)
     std = math.sqrt(privacy.noise_variance(A.sensitivity(privacy.norm)))
     # one value broadcast (read-only), not an m-vector
-    return np.broadcast_to(np.float64(std), (A.shape[0],)), _distribution(privacy, noise)
+    return np.broadcast_to(np.float64(std), (A.shape[0],))
 
 
 def check_release_fits(
-    W, strategy, keep_measurements: bool = True, releases: int = 1, data=None
-) -> None:
+    W, strategy, keep_measurements: bool = True, releases: int = 1, data=None,
+    privacy: Privacy | None = None, noise: str = "continuous",
+) -> None:  # fmt: skip
     """Refuse a release whose arrays would not fit in this machine's memory with the size
     message (:class:`~mmtoolkit.linalg.TooLargeError`) instead of a MemoryError:
     the answers (``m``) and measurements (strategy rows), held together at least while the
@@ -389,8 +374,11 @@ def check_release_fits(
     ``data``: :class:`~mmtoolkit.records.Records` measured through their N-cell histogram
     (``reads_histogram``) also count it beside the measurements, and a histogram over
     :data:`~mmtoolkit.domain.MAX_VECTOR_SIZE` cells is refused here rather than after the
-    charge. :func:`release` asks it before any noise is drawn, and ``mmtoolkit.release``
-    before it charges a ledger."""
+    charge. ``noise="discrete"`` (with ``privacy``): a strategy whose exact integer noise
+    cannot be calibrated is refused here too (:func:`~mmtoolkit.discrete.check_discrete`: a
+    kind whose rows are not integer up to a scale raises
+    :class:`~mmtoolkit.linalg.NotSupportedByKindError`). :func:`release` asks it before any
+    noise is drawn, and ``mmtoolkit.release`` before it charges a ledger."""
     W = as_matrix(W)
     m = int(W.shape[0])
     if isinstance(strategy, Strategy) and strategy.inference == "none":
@@ -398,8 +386,8 @@ def check_release_fits(
     else:
         A = _matrix(strategy)
         rows = int(A.shape[0])
-        cells = int(W.shape[1]) if A.needs_estimate(W) else 0
-    hist = int(W.shape[1]) if isinstance(data, Records) and A.reads_histogram() else 0
+        cells = int(W.shape[1]) if handler(A).needs_estimate(A, W) else 0
+    hist = int(W.shape[1]) if isinstance(data, Records) and handler(A).reads_histogram(A) else 0
     if keep_measurements:  # the histogram while measuring, x̂ while answering
         held = releases * (m + rows) + max(cells, hist)
     else:
@@ -431,34 +419,42 @@ def check_release_fits(
             f"{hist:.4g} cells (> {MAX_VECTOR_SIZE:.0e}); choose a strategy that reads marginal "
             "tables (a marginals strategy, ResidualPlanner) or fewer cells"
         )
+    if noise == "discrete":
+        check_discrete(A, privacy)
 
 
 def release_measured(
     W, strategy, data, privacy: Privacy, rng: np.random.Generator, noise: str = "continuous"
-) -> Measured:
-    """:func:`release`, also returning the noisy measurements and their noise (:class:`Measured`;
-    lazy dask arrays of answers and measurements for a dask array ``data``). The caller
-    checks the workload for NaN entries (:func:`check_finite`) once, before any noise is
-    drawn — :func:`release` and ``releasing.workload_matrix`` do."""
+) -> tuple:
+    """:func:`release`, also returning what it measured: ``(answers, measurement)``, the
+    measurement a :class:`~mmtoolkit.measurement.Measurement` of form ``"strategy"`` — the
+    noisy ``y = A x + z`` of the measured matrix ``A`` (the workload itself for
+    ``inference="none"``) with each row's noise standard deviation (a lazy dask array for
+    discrete noise on the Dask route) — or None when the strategy kind runs a mechanism of
+    its own (ResidualPlanner), whose noisy measurements are not rows of ``A``. Lazy dask
+    arrays of answers and measurements for a dask array ``data``. The caller checks the
+    workload for NaN entries (:func:`check_finite`) once, before any noise is drawn —
+    :func:`release` and ``releasing.workload_matrix`` do."""
     return _release(W, strategy, data, privacy, rng, noise, keep_y=True)
 
 
-def _release(W, strategy, data, privacy, rng, noise, keep_y: bool) -> Measured:
-    """:func:`release_measured`; ``keep_y=False``: ``y`` is not returned, so ``x̂`` may be
-    built in its memory and the workload answered in ``x̂``'s (:meth:`Matrix.apply_overwrite`)
-    — one N-sized array for the whole release beyond the data."""
+def _release(W, strategy, data, privacy, rng, noise, keep_y: bool) -> tuple:
+    """:func:`release_measured`; ``keep_y=False``: no measurement is returned, so ``x̂`` may
+    be built in ``y``'s memory and the workload answered in ``x̂``'s
+    (:meth:`Matrix.apply_overwrite`) — one N-sized array for the whole release beyond the
+    data."""
     _check_args(privacy, noise, rng)
     W = as_matrix(W)
     none = isinstance(strategy, Strategy) and strategy.inference == "none"
     lazy = dask_release.is_dask_array(data)  # a lazy dask array of answers
     if not lazy:
-        check_release_fits(W, strategy, keep_y, data=data)
+        check_release_fits(W, strategy, keep_y, data=data, privacy=privacy, noise=noise)
     if not (lazy or isinstance(data, Records)):
         data = data_vector(data, W.shape[1])
     if none:
         std = _noise_std(W, privacy, noise, lazy)  # refusals before any noise is drawn
         y = measure(W, data, privacy, rng, noise)
-        return Measured(y, W, y, *std)
+        return y, _strategy_measurement(W, y, std, privacy, noise)
     A = _matrix(strategy)
     if A.shape[1] != W.shape[1]:
         raise ValueError(
@@ -467,14 +463,12 @@ def _release(W, strategy, data, privacy, rng, noise, keep_y: bool) -> Measured:
     if lazy:
         std = _noise_std(A, privacy, noise, lazy) if keep_y else None  # before any noise
         out, y = dask_release.release(W, A, data, privacy, rng, noise, measurements=True)
-        if not keep_y:
-            return Measured(out, A, None, None, _distribution(privacy, noise))
-        return Measured(out, A, y, *std)
-    own = peel(A)[1].release_answers(W, data, privacy, rng, noise)
+        return out, (_strategy_measurement(A, y, std, privacy, noise) if keep_y else None)
+    own = handler(A).release_answers(A, W, data, privacy, rng, noise)
     if own is not None:
-        return Measured(own, A, None, None, _distribution(privacy, noise))
+        return own, None
     y = measure(A, data, privacy, rng, noise)
-    out = A.workload_answers(W, y)
+    out = handler(A).workload_answers(A, W, y)
     if out is None and keep_y:
         out = answer(W, reconstruct(A, y))
     elif out is None:
@@ -482,8 +476,12 @@ def _release(W, strategy, data, privacy, rng, noise, keep_y: bool) -> Measured:
         y = None
         out = W.apply_overwrite(xhat)
     if not keep_y:
-        return Measured(out, A, None, None, _distribution(privacy, noise))
-    return Measured(out, A, y, *_noise_std(A, privacy, noise))
+        return out, None
+    return out, _strategy_measurement(A, y, _noise_std(A, privacy, noise), privacy, noise)
+
+
+def _strategy_measurement(A: Matrix, y, std, privacy: Privacy, noise: str) -> Measurement:
+    return Measurement("strategy", None, y, std, distribution(privacy, noise), A)
 
 
 def release(
@@ -511,7 +509,7 @@ def release(
     """
     W = as_matrix(W)
     check_finite(W)
-    return _release(W, strategy, data, privacy, rng, noise, keep_y=False).answers
+    return _release(W, strategy, data, privacy, rng, noise, keep_y=False)[0]
 
 
 def standard_errors(W, strategy, privacy: Privacy) -> np.ndarray:
@@ -618,7 +616,7 @@ def monte_carlo(
     while done < R:
         k = min(batch, R - done)
         Y = measure(A, x, privacy, rng, noise, releases=k)
-        ans = Y if none else A.workload_answers(W, Y)
+        ans = Y if none else handler(A).workload_answers(A, W, Y)
         if ans is None:
             ans = answer(W, reconstruct(A, Y))
         err = ans - truth[:, None]

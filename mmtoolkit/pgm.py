@@ -10,7 +10,7 @@ marginals ``μ_C`` minimise the noise-weighted squared loss of the measurements,
 
 so every answer is non-negative and all marginals are marginals of one table (any two
 agree on the attributes they share). The measurements are a marginal-type strategy's noisy
-answers with their noise scales (:meth:`mmtoolkit.linalg.Matrix.marginal_measurements`:
+answers with their noise scales (:func:`measure`, :class:`mmtoolkit.measurement.Measurement`:
 ResidualPlanner, weighted marginals such as HDMM's OPT_M or Datacube, a marginals workload
 measured directly). This module calls the ``mbi`` package (the authors' library), installed
 by ``pip install 'mmtoolkit[pgm]'``.
@@ -45,10 +45,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from . import mechanism
 from .checks import check_int
 from .domain import Domain
-from .linalg import MarginalMeasurement, as_matrix
+from .linalg import as_matrix
 from .linalg.marginals import marginal_key
+from .measurement import Measurement, marginal_layout, marginal_measurements
+from .records import Records
+from .release_handlers import handler
 
 __all__ = ["MISSING_EXTRA", "MAX_MODEL_MB", "MODELS", "PGMResult", "estimate", "measure"]
 
@@ -76,11 +80,29 @@ def _mbi():
     return mbi, mixture
 
 
-def measure(strategy, data, privacy, rng) -> list[MarginalMeasurement]:
+def measure(strategy, data, privacy, rng) -> list[Measurement]:
     """The noisy measurements of a marginal-type strategy (a ``Strategy`` or ``Matrix``) on
-    ``data`` (records or a data vector): its kind's ``marginal_measurements``."""
-    matrix = getattr(strategy, "matrix", strategy)
-    return as_matrix(matrix).marginal_measurements(data, privacy, rng)
+    ``data`` (records or a data vector), with continuous noise calibrated to ``privacy``:
+    a kind with a mechanism of its own (ResidualPlanner) measures by its
+    ``marginal_measurements``; a (weighted) marginals or identity strategy is measured as a
+    release measures it (:func:`mmtoolkit.mechanism.measure`) and its blocks, weights
+    divided out, are the marginals (:func:`mmtoolkit.measurement.marginal_measurements`);
+    any other strategy is refused before any noise is drawn."""
+    A = as_matrix(getattr(strategy, "matrix", strategy))
+    own = handler(A).marginal_measurements(A, data, privacy, rng)
+    if own is not None:
+        return own
+    sizes = data.domain.sizes if isinstance(data, Records) else None
+    if marginal_layout(A, sizes) is None:
+        raise ValueError(
+            f"{type(A).__name__} is not a marginal-type strategy: Private-PGM needs "
+            "measurements of marginals (weighted marginals such as HDMM's OPT_M or Datacube, "
+            "a marginals workload measured directly, or ResidualPlanner)"
+        )
+    y = mechanism.measure(A, data, privacy, rng)
+    std = math.sqrt(privacy.noise_variance(A.sensitivity(privacy.norm)))
+    dist = mechanism.distribution(privacy, "continuous")
+    return marginal_measurements(A, y, std, dist, sizes)
 
 
 # ============================================================================ queries
@@ -123,7 +145,7 @@ def _total_estimate(measurements, sizes) -> tuple[float, float] | None:
     num = den = 0.0
     for m in measurements:
         u = np.ones(1)
-        for i, F in zip(m.attrs, m.factors, strict=True):
+        for i, F in zip(m.attrs, m.factors(), strict=True):
             ones = np.ones(sizes[i])
             if F is None:
                 ui = ones
@@ -133,17 +155,32 @@ def _total_estimate(measurements, sizes) -> tuple[float, float] | None:
                     break  # 1 is not in this factor's row space
             u = np.kron(u, ui)
         else:
-            var = m.std**2 * float(u @ u)
-            num += float(u @ np.asarray(m.answers, dtype=float)) / var
+            var = _std(m) ** 2 * float(u @ u)
+            num += float(u @ np.asarray(m.values, dtype=float).ravel()) / var
             den += 1.0 / var
     return None if den == 0.0 else (num / den, 1.0 / den)
 
 
+def _std(m: Measurement) -> float:
+    """The one noise standard deviation of a measurement's entries (the fit weights each
+    measurement by one)."""
+    std = np.asarray(m.std, dtype=float)
+    if std.ndim and not np.all(std == std.flat[0]):
+        raise ValueError(
+            f"measurement on attributes {m.attrs}: its entries have different noise "
+            "standard deviations; Private-PGM weights a measurement by one"
+        )
+    return float(std.flat[0]) if std.size else math.nan
+
+
 def _check_measurement(m, sizes) -> None:
-    if not isinstance(m, MarginalMeasurement):
-        raise TypeError(f"measurements must be MarginalMeasurement, got {type(m).__name__}")
+    if not isinstance(m, Measurement) or m.form != "marginal":
+        raise TypeError(
+            "measurements must be marginal Measurements (mmtoolkit.measurement), got "
+            f"{getattr(m, 'form', type(m).__name__)!r}"
+        )
     rows = 1
-    for i, F in zip(m.attrs, m.factors, strict=True):
+    for i, F in zip(m.attrs, m.factors(), strict=True):
         if not 0 <= i < len(sizes):
             raise ValueError(f"measurement on attributes {m.attrs}: no attribute {i}")
         cols = sizes[i] if F is None else np.shape(F)[1]
@@ -153,18 +190,19 @@ def _check_measurement(m, sizes) -> None:
                 f"{cols} columns, the attribute has {sizes[i]} values"
             )
         rows *= sizes[i] if F is None else np.shape(F)[0]
-    if np.size(m.answers) != rows:
+    if np.size(m.values) != rows:
         raise ValueError(
-            f"measurement on attributes {m.attrs}: {np.size(m.answers)} answers for a query "
+            f"measurement on attributes {m.attrs}: {np.size(m.values)} answers for a query "
             f"of {rows} rows"
         )
-    if not (m.std > 0 and math.isfinite(m.std)):
-        raise ValueError(f"measurement on attributes {m.attrs}: std must be > 0, got {m.std}")
+    std = _std(m)
+    if not (std > 0 and math.isfinite(std)):
+        raise ValueError(f"measurement on attributes {m.attrs}: std must be > 0, got {std}")
 
 
 # ============================================================================ estimate
 def estimate(
-    measurements: Sequence[MarginalMeasurement], domain, *, model: str = "auto",
+    measurements: Sequence[Measurement], domain, *, model: str = "auto",
     iters: int = 1000, components: int = 300, learning_rate: float = 0.1, seed: int = 0,
     total: float | None = None,
 ) -> PGMResult:  # fmt: skip
@@ -207,8 +245,8 @@ def estimate(
     mdomain = mbi.Domain(names, sizes)
     lms = [
         mbi.LinearMeasurement(
-            np.asarray(m.answers, dtype=float).ravel(), tuple(names[i] for i in m.attrs),
-            float(m.std), _KronQuery(m.factors),
+            np.asarray(m.values, dtype=float).ravel(), tuple(names[i] for i in m.attrs),
+            _std(m), _KronQuery(m.factors()),
         )
         for m in measurements
         if m.attrs  # the total's measurement went into `total`, which the model keeps fixed

@@ -20,7 +20,6 @@ expected total squared error of answering ``W`` through ``A`` is
 
 from __future__ import annotations
 
-import functools
 import math
 import re
 from abc import ABC, abstractmethod
@@ -32,11 +31,9 @@ from scipy.optimize import brentq
 from scipy.special import log_ndtr, ndtr
 
 from .checks import check_float, check_positive, check_probability
-from .threads import Ahead, worker_threads
 
 __all__ = [
     "Privacy",
-    "NoiseStream",
     "PureDP",
     "ApproxDP",
     "ZCDP",
@@ -118,132 +115,6 @@ def _analytic_sigma_unit(epsilon: float, delta: float) -> float:
     return sigma
 
 
-# ----------------------------------------------------------------------------- noise
-#: Values of noise drawn at once by :meth:`Privacy.add_noise` (a cache-sized buffer).
-NOISE_BLOCK = 1 << 16
-#: Values a prefetching :class:`NoiseStream` draws ahead on its thread at once (16 MB; two
-#: such buffers). Large, so that handing a chunk over costs little beside drawing it.
-PREFETCH_CHUNK = 1 << 21
-
-
-def _laplace_into(z, u, rng: np.random.Generator, b: float) -> None:
-    """Laplace(0, b) variates written into ``z`` by the inverse CDF of uniforms ``U`` drawn
-    into ``u`` (scratch of the same size): ``t = min(2U, (2 − U) − U)`` is ``rng.laplace``'s
-    ``2U`` below 1/2 and ``2 − U − U`` above, and the variate is ``b·log t`` with the sign of
-    ``U − 1/2`` (no masked operations: they are several times slower)."""
-    rng.random(out=u)
-    zero = np.flatnonzero(u == 0.0)
-    while zero.size:  # log(0) is excluded, as rng.laplace rejects U = 0
-        u[zero] = rng.random(zero.size)
-        zero = zero[u[zero] == 0.0]
-    np.subtract(2.0, u, out=z)
-    z -= u
-    np.minimum(z, u + u, out=z)
-    np.log(z, out=z)
-    z *= b
-    u -= 0.5
-    np.copysign(z, u, out=z)
-
-
-class NoiseStream:
-    """``size`` i.i.d. noise values (``family`` "laplace" or "gaussian", scale ``b`` / ``σ``)
-    added in order to consecutive pieces of the answers (:meth:`Privacy.noise_stream`).
-
-    The values are drawn in blocks of :data:`NOISE_BLOCK` at fixed offsets of the stream (the
-    last block shorter), so a piece may end inside a block: the rest of it is kept for the
-    next piece. Drawn into one cache-sized buffer by default; with ``prefetch`` (and a
-    stream of at least two :data:`PREFETCH_CHUNK`), a second thread draws the next
-    :data:`PREFETCH_CHUNK` values — the same blocks, in order, from the same generator —
-    while the caller computes and adds the current ones (two buffers of that size), so the
-    draw overlaps the product on another core. The thread starts at :meth:`start` or the
-    first :meth:`add` (the generator is untouched until then) and ends with the stream or
-    :meth:`close`."""
-
-    def __init__(
-        self, family: str, scale: float, rng: np.random.Generator, size: int,
-        prefetch: bool = False,
-    ):  # fmt: skip
-        self.family, self.scale, self.rng = family, float(scale), rng
-        self.left = int(size)  # values not yet added
-        self.undrawn = self.left  # values not yet drawn
-        self.u = np.empty(min(NOISE_BLOCK, self.left)) if family == "laplace" else None
-        self.pos = self.end = 0  # buf[pos:end]: drawn, not yet added
-        self.closed = False
-        self._ahead = None  # the chunks drawn ahead on a thread (prefetch)
-        if prefetch and self.scale != 0.0 and self.left >= 2 * PREFETCH_CHUNK:
-            if worker_threads() > 1:
-                chunk = max(1, PREFETCH_CHUNK // NOISE_BLOCK) * NOISE_BLOCK  # whole blocks
-                bufs, size = [np.empty(chunk), np.empty(chunk)], self.left
-                draw = functools.partial(_draw_noise, family, self.scale, rng, self.u)
-
-                def task(i):  # chunk i into the buffer the caller is not reading
-                    return draw(bufs[i % 2][: min(chunk, size - i * chunk)])
-
-                self._ahead = Ahead(task, -(-size // chunk))
-        if self._ahead is None:
-            self._block = np.empty(min(NOISE_BLOCK, self.left))
-
-    def add(self, piece: np.ndarray) -> None:
-        """Add the next ``piece.size`` values to ``piece`` (a 1-D float64 or float32 array,
-        in place)."""
-        if piece.ndim != 1:
-            raise ValueError(f"noise pieces are 1-D (consecutive answers), got {piece.shape}")
-        if self.closed:
-            raise ValueError("the noise stream was closed; draw a new one")
-        k = piece.size
-        if k > self.left:
-            raise ValueError(f"the noise stream has {self.left} values left, not {k}")
-        self.left -= k
-        if self.scale == 0.0:
-            return
-        done = 0
-        while done < k:
-            if self.pos == self.end:
-                self._next()
-            take = min(self.end - self.pos, k - done)
-            piece[done : done + take] += self.buf[self.pos : self.pos + take]
-            self.pos += take
-            done += take
-
-    def start(self) -> None:
-        """Start drawing ahead now (a prefetched stream; otherwise nothing): the caller
-        commits to adding the stream, so the generator may move from here."""
-        if self._ahead is not None:
-            self._ahead.start()
-
-    def close(self) -> None:
-        """Finish the stream: no more :meth:`add`; the drawing thread, if any, ends (after the
-        chunk it is drawing). Closed before its last value (a product that failed), a
-        prefetched stream leaves the generator up to two chunks further on than the values
-        added — do not rely on ``rng``'s state after a failed measure."""
-        self.closed = True
-        if self._ahead is not None:
-            self._ahead.close()
-
-    def _next(self) -> None:
-        """Make the next drawn values current (``buf[pos:end]``)."""
-        if self._ahead is None:
-            k = min(NOISE_BLOCK, self.undrawn)
-            self.buf = _draw_noise(self.family, self.scale, self.rng, self.u, self._block[:k])
-            self.undrawn -= k
-        else:
-            self.buf = self._ahead.next()
-        self.pos, self.end = 0, self.buf.size
-
-
-def _draw_noise(family, scale, rng, u, z: np.ndarray) -> np.ndarray:
-    """Fill ``z`` with the next ``z.size`` values of a :class:`NoiseStream` (``u``: its
-    uniforms' scratch, Laplace), block by block; returns ``z``."""
-    for s in range(0, z.size, NOISE_BLOCK):
-        part = z[s : s + NOISE_BLOCK]
-        if family == "laplace":
-            _laplace_into(part, u[: part.size], rng, scale)
-        else:
-            rng.standard_normal(out=part)
-            part *= scale
-    return z
-
-
 # ----------------------------------------------------------------------------- classes
 class Privacy(ABC):
     """A privacy definition: the noise family, its sensitivity norm and its calibration.
@@ -297,54 +168,6 @@ class Privacy(ABC):
                 f"{self!r}: the noise variance at sensitivity 1 underflows to {v!r}; the "
                 "privacy level is too large for float64 noise"
             )
-
-    def sample(self, rng: np.random.Generator, size, sensitivity: float = 1.0) -> np.ndarray:
-        """Draw continuous i.i.d. noise of shape ``size`` from ``rng`` (a numpy Generator);
-        the values of :meth:`add_noise` into zeros."""
-        out = np.zeros(size)
-        self.add_noise(out, rng, sensitivity)
-        return out
-
-    def add_noise(self, out: np.ndarray, rng: np.random.Generator, sensitivity: float = 1.0):
-        """Add i.i.d. noise of this definition's family and scale to ``out`` in place
-        (any C-contiguous float64 or float32 array), drawn :data:`NOISE_BLOCK` values at a
-        time into a cache-sized buffer, so nothing the size of ``out`` is allocated (issue
-        17): one :meth:`noise_stream` of ``out.size`` values added to ``out`` in C order.
-        """
-        if out.dtype not in (np.float64, np.float32) or not out.flags.c_contiguous:
-            raise ValueError("add_noise needs a C-contiguous float64 or float32 array")
-        self.noise_stream(rng, out.size, sensitivity).add(out.reshape(-1))
-
-    def noise_stream(
-        self, rng: np.random.Generator, size: int, sensitivity: float = 1.0,
-        prefetch: bool = False,
-    ) -> NoiseStream:  # fmt: skip
-        """The noise of one draw of ``size`` values as a :class:`NoiseStream`: its ``add``
-        adds the next values to consecutive pieces of the answers, so a product can add the
-        noise to each piece of its result while that piece is in cache.
-
-        Gaussian: ``scale · rng.standard_normal`` — the values ``rng.normal(0, scale)``
-        draws. Laplace: the inverse CDF of ``rng.random`` uniforms, ``b·log(2U)`` for
-        ``U < 1/2`` and ``−b·log(2 − 2U)`` otherwise — the transform ``rng.laplace`` applies
-        to the same uniforms, vectorised (about 8x faster at 10^8 values; numpy's SIMD
-        ``log`` differs from libm's in the last bit for a few values in a thousand, so the
-        values equal ``rng.laplace``'s to 1 ulp; a uniform equal to 0, probability 2^-53,
-        is redrawn after its block, so a release containing one differs from ``rng.laplace``
-        from then on). The values are drawn in blocks of :data:`NOISE_BLOCK` at fixed
-        offsets of the stream, so they do not depend on how the answers are cut into pieces,
-        and the generator advances exactly as for one draw of ``size`` values. float32
-        answers: the noise is drawn in float64 and rounded.
-
-        ``prefetch=True``: a second thread draws the values ahead, the same ones (see
-        :class:`NoiseStream`), when :func:`~mmtoolkit.threads.worker_threads` allows two; the
-        caller must not use ``rng`` until the stream is used up or closed.
-        """
-        if not isinstance(rng, np.random.Generator):
-            raise ValueError(
-                f"rng must be a numpy.random.Generator (np.random.default_rng(seed)), "
-                f"got {type(rng).__name__}"
-            )
-        return NoiseStream(self.family, self.noise_scale(sensitivity), rng, size, prefetch)
 
     @abstractmethod
     def _params(self) -> tuple:

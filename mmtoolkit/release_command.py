@@ -111,8 +111,8 @@ from pathlib import Path
 from . import evaluate, jsonsafe, mechanism, records, selectors
 from .atomic import same_file, write_files_atomic
 from .ledger import Ledger, LedgerError
-from .linalg import peel
 from .privacy import Privacy, add_budget_arguments, from_budget, from_spec
+from .release_handlers import handler
 from .releasing import release, select_plan, workload_matrix, workload_tables
 from .saved_plans import load_plan, save_plan
 
@@ -304,7 +304,7 @@ def _params(items) -> dict:
 def _discrete_summary(strategy, privacy) -> dict:
     """The exact noise parameters and the privacy they spend (≤ the budget)."""
 
-    own = peel(strategy.matrix)[1].discrete_summary(privacy)
+    own = handler(strategy.matrix).discrete_summary(strategy.matrix, privacy)
     if own is not None:
         return own
     cal = mechanism.discrete_calibration(strategy.matrix, privacy)  # = W for inference none

@@ -47,7 +47,7 @@ import math
 import sys
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -59,13 +59,11 @@ from .jsonsafe import jsonable, stable_text
 from .ledger import Ledger, charge_of
 from .linalg import (
     Dense,
-    Identity,
-    Marginals,
     Matrix,
     TooLargeError,
     normal_form,
-    peel,
 )
+from .measurement import Measurement, marginal_measurements
 from .privacy import Privacy, check_privacy
 from .saved_plans import SavedPlan, load_plan
 from .selectors.base import accepts_seed, get_class
@@ -147,35 +145,6 @@ def axis_labels(domain: Domain, bins: Mapping, i: int, kind: str) -> list[str]:
 
 
 # ============================================================================ result
-@dataclass(frozen=True)
-class Measurement:
-    """Noisy measurements of one release, in the form post-processing reads them.
-
-    ``kind``:
-
-    * ``"marginal"`` — ``values`` is a noisy marginal table of the records on ``attrs``
-      (attribute names, domain order; shape = their sizes), measured with independent noise
-      of standard deviation ``std`` per cell (the strategy's row weights divided out): HDMM's
-      OPT_M / Datacube-style weighted marginals and identity strategies;
-    * ``"reconstructed"`` — ``values`` is the least-squares marginal on ``attrs`` from a
-      mechanism whose raw measurements are not marginals (ResidualPlanner's residual
-      measurements, He et al. §4); ``std`` per cell is its exact standard error, but the
-      noise is correlated across marginals that share attributes;
-    * ``"strategy"`` — ``values`` is ``y = A x + z`` for the strategy matrix ``query`` (``A``),
-      ``std`` the noise standard deviation of each row (``attrs`` is None).
-
-    ``distribution``: ``"gaussian"``, ``"laplace"``, ``"discrete gaussian"`` or
-    ``"discrete laplace"``.
-    """
-
-    kind: str
-    attrs: tuple[str, ...] | None
-    values: np.ndarray
-    std: np.ndarray
-    distribution: str
-    query: Matrix | None = None
-
-
 @dataclass
 class ReleaseResult:
     """The result of :func:`release`.
@@ -332,40 +301,17 @@ class ReleaseResult:
 
 
 # ============================================================================ measurements
-def _measurements(meas: mechanism.Measured, tables, domain, answers, stderr) -> list:
-    if meas.y is not None:
-        c, base = peel(meas.matrix)
-        if isinstance(base, Marginals) and tuple(base.sizes) == domain.sizes:
-            out, row = [], 0
-            for key, theta in base.weights.items():
-                attrs = tuple(i for i in range(len(domain)) if (key >> i) & 1)
-                shape = tuple(domain.sizes[i] for i in attrs)
-                k = math.prod(shape)
-                w = c * theta
-                out.append(
-                    Measurement(
-                        "marginal",
-                        tuple(domain.names[i] for i in attrs),
-                        (meas.y[row : row + k] / w).reshape(shape),
-                        (meas.noise_std[row : row + k] / w).reshape(shape),
-                        meas.distribution,
-                    )
-                )
-                row += k
-            return out
-        if isinstance(base, Identity) and base.shape[1] == domain.size:
-            return [
-                Measurement(
-                    "marginal",
-                    domain.names,
-                    (meas.y / c).reshape(domain.sizes),
-                    (meas.noise_std / c).reshape(domain.sizes),
-                    meas.distribution,
-                )
-            ]
-        return [
-            Measurement("strategy", None, meas.y, meas.noise_std, meas.distribution, meas.matrix)
-        ]
+def _measurements(meas: Measurement | None, tables, domain, answers, stderr, distribution):
+    """What one release measured as :class:`~mmtoolkit.measurement.Measurement` s named by
+    the domain's attributes: a marginal-type strategy's noisy marginals, else the strategy's
+    rows; for a kind with a mechanism of its own (``meas`` None), the reconstructed value
+    tables of the workload with their standard errors."""
+    if meas is not None:
+        found = marginal_measurements(meas.query, meas.values, meas.std, meas.distribution,
+                                      domain.sizes)  # fmt: skip
+        if found is None:
+            return [meas]
+        return [replace(m, attrs=tuple(domain.names[i] for i in m.attrs)) for m in found]
     if tables is None or stderr is None:
         return []
     out = []
@@ -379,7 +325,7 @@ def _measurements(meas: mechanism.Measured, tables, domain, answers, stderr) -> 
                 tuple(domain.names[i] for i in s.attrs),
                 (answers[rows] / s.weight).reshape(s.shape),
                 (stderr[rows] / s.weight).reshape(s.shape),
-                meas.distribution,
+                distribution,
             )
         )
     return out
@@ -668,7 +614,8 @@ def release(
     except TooLargeError:
         stderr = None
     t_eval = time.perf_counter() - t2
-    mechanism.check_release_fits(W, strategy, releases=releases, data=recs)  # charges nothing
+    mechanism.check_release_fits(W, strategy, releases=releases, data=recs, privacy=privacy,
+                                 noise=noise)  # fmt: skip  # charges nothing
 
     digest = data_digest(recs, seed)
     key = release_key(
@@ -709,13 +656,14 @@ def release(
         if entry is not None and rng.bit_generator.state == untouched:
             ledger.cancel(entry)  # failed before any noise was drawn: nothing spent
         raise  # else the entry stays pending: noise was drawn, the budget is spent
-    answers = measured[0].answers if releases == 1 else np.stack([m.answers for m in measured], 1)
+    answers = measured[0][0] if releases == 1 else np.stack([a for a, _ in measured], 1)
     t_release = time.perf_counter() - t3
     if entry is not None:
         ledger.commit(entry)
 
     tables = workload_tables(W, dom)
-    meas = [_measurements(m, tables, dom, m.answers, stderr) for m in measured]
+    dist = mechanism.distribution(privacy, noise)
+    meas = [_measurements(m, tables, dom, a, stderr, dist) for a, m in measured]
     spent = charge_of(privacy, releases)
     m = int(W.shape[0])
     summary = {

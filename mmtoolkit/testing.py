@@ -82,6 +82,7 @@ from . import evaluate, mechanism, workloads
 from .domain import Domain
 from .linalg import SUPPORT_RTOL, Dense, Matrix, Product, UnsupportedWorkloadError, peel
 from .privacy import ZCDP, ApproxDP, Privacy, PureDP
+from .release_handlers import ReleaseHandler, handler
 from .selectors import REFUSALS, Selector, check_registrable, get, get_class
 from .selectors.base import ALL_PRIVACY
 from .strategy import Strategy
@@ -620,7 +621,7 @@ class _Kit(_Checks):
             own = [
                 name
                 for name in ("release_answers", "workload_answers")
-                if getattr(type(base), name) is not getattr(Matrix, name)
+                if getattr(type(handler(base)), name) is not getattr(ReleaseHandler, name)
             ]
             key = (type(base), s.privacy.norm)  # quick: once per kind and noise family
             if own and s.strategy.inference != "none" and not (self.quick and key in looped):
@@ -931,7 +932,8 @@ def check_strategy_kind(
     the result of a second call does not change the first (it writes only into the array it
     is given). ``reconstruction``: ``least_squares`` (when the kind has one) and
     ``mechanism.reconstruct`` equal ``A⁺ y``. ``kron_terms``: ``Σ_t sign_t √c_t ⊗ factors_t``
-    (``kron_signs()``; weights squared as documented), stacked in row order, rebuilds ``A``.
+    (signs from ``kron_terms(signed=True)``; weights squared as documented), stacked in row
+    order, rebuilds ``A``.
     ``error_route``: for each workload, ``error_route(W)`` (when not None) gives
     ``tr(WᵀW (AᵀA)⁺)``, ``diag(W (AᵀA)⁺ Wᵀ)`` and its maximum, and ``check_support()``
     raises :class:`~mmtoolkit.linalg.UnsupportedWorkloadError` exactly when some query lies
@@ -1050,18 +1052,19 @@ class _KindKit(_Checks):
             close(got, self.Ap @ Y, rt, "mechanism.reconstruct", np.abs(self.Ap) @ np.abs(Y))
 
     def kron_terms(self):
-        terms, signs = self.A.kron_terms(), self.A.kron_signs()
-        if len(signs) != len(terms):
-            raise _Failed(f"kron_signs() has {len(signs)} entries for {len(terms)} terms")
+        terms, signed = self.A.kron_terms(), self.A.kron_terms(signed=True)
+        if len(signed) != len(terms):
+            raise _Failed(f"kron_terms(signed=True) has {len(signed)} terms, kron_terms() "
+                          f"{len(terms)}")  # fmt: skip
         blocks = []
-        for (c, factors), sign in zip(terms, signs):
-            if sign not in (1.0, -1.0) or not c >= 0:
-                raise _Failed(f"a term's weight c = {c!r} (squared) and sign {sign!r}")
+        for (c, factors), (w, _) in zip(terms, signed):
+            if not c >= 0 or not math.isclose(w * w, c, rel_tol=1e-12):  # two roundings apart
+                raise _Failed(f"a term's squared weight c = {c!r} and signed weight {w!r}")
             block = np.ones((1, 1))
             for f in factors:
                 block = np.kron(block, _reference(f))
-            blocks.append(sign * math.sqrt(c) * block)
-        what = "Σ sign_t √c_t ⊗ factors_t (kron_terms, kron_signs)"
+            blocks.append(math.copysign(math.sqrt(c), w) * block)
+        what = "Σ sign_t √c_t ⊗ factors_t (kron_terms, signed and not)"
         close(np.vstack(blocks), self.ref, _rtol(self.ref), what)
 
     def _dense_error(self, Wd):
@@ -1129,20 +1132,19 @@ class _KindKit(_Checks):
 
     def release(self):
         s = self._release_case()
-        got = mechanism.release_measured(
+        answers, meas = mechanism.release_measured(
             s.workload, self.strategy, self.x, self.privacy, self.rng(5)
         )
-        if got.y is None:  # a mechanism of its own: its y is not rows of A
+        if meas is None:  # a mechanism of its own: its measurements are not rows of A
             self._confirm(s, self.x, 1, "mechanism.release", _release_loop)
             return
         Wd = self.supported[s.label][1]
         if not self.own_answers:
-            _product(
-                got.answers, Wd @ self.Ap, got.y, "release_measured answers vs W A⁺ y", self.cond
-            )
+            what = "release_measured answers vs W A⁺ y"
+            _product(answers, Wd @ self.Ap, meas.values, what, self.cond)
         again = mechanism.release(s.workload, self.strategy, self.x, self.privacy, self.rng(5))
         what = "mechanism.release vs release_measured (one seed)"
-        close(again, got.answers, _rtol(self.ref, self.cond), what)
+        close(again, answers, _rtol(self.ref, self.cond), what)
 
     def release_handlers(self):
         """The release path, through the public ``mechanism`` functions only: the same seed

@@ -145,3 +145,166 @@ def test_evaluator_and_mechanism_reach_no_method_package():
                     todo.append(w)
         methods = sorted(w for w in seen if w.startswith("mmtoolkit.selectors"))
         assert not methods, f"{start} reaches {methods}"
+
+
+# ---------------------------------------------------------------- the noise and its record
+#: The module that draws every value of noise added to a measurement, and the exact samplers
+#: it calls (which call themselves).
+NOISE_MODULES = {"mmtoolkit.measurement", "mmtoolkit.noise"}
+#: Calls that draw from a distribution: numpy Generator draws, the exact samplers of
+#: mmtoolkit.noise, and the noise streams.
+DRAWS = {
+    "laplace", "normal", "standard_normal", "standard_exponential", "exponential",
+    "discrete_laplace", "discrete_gaussian", "NoiseStream", "DiscreteNoiseStream",
+}  # fmt: skip
+#: Modules that draw random numbers that are not measurement noise, each with its reason.
+NOT_NOISE = {
+    "mmtoolkit.linalg.orthobasis": "random probe vectors of the orthonormal-rows check",
+    "mmtoolkit.linalg.union": "a random starting point of a small optimisation inside the "
+    "two-product solver",
+    "mmtoolkit.selectors.baselines.lrm": "the Low-Rank Mechanism's random starts (selection)",
+    "mmtoolkit.selectors.hdmm.separate": "a random probe telling which block answers a product",
+    "mmtoolkit.testing": "random test vectors comparing two matrices (the conformance kit)",
+}
+
+
+def _draws(name: str) -> list[tuple[str, int]]:
+    """``(called name, line)`` of every call in the module whose callee is one of DRAWS."""
+    tree = ast.parse(MODULES[name].read_text(), filename=str(MODULES[name]))
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            f = node.func
+            called = f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", None)
+            if called in DRAWS:
+                out.append((called, node.lineno))
+    return out
+
+
+def test_noise_is_drawn_in_one_module():
+    """Every draw of noise added to a measurement is in mmtoolkit.measurement (beside the
+    exact samplers of mmtoolkit.noise); the random numbers drawn elsewhere are listed in
+    NOT_NOISE with their reason (a selector's random starts, probes), none of them noise."""
+    assert {c for c, _ in _draws("mmtoolkit.measurement")} >= {
+        "standard_normal", "discrete_laplace", "discrete_gaussian", "NoiseStream",
+    }  # fmt: skip  (the scan sees the draws where they are)
+    bad = []
+    for m in sorted(MODULES):
+        if m in NOISE_MODULES or m in NOT_NOISE:
+            continue
+        for called, line in _draws(m):
+            bad.append(f"{MODULES[m].relative_to(ROOT.parent)}:{line} calls {called}")
+    assert not bad, "noise drawn outside mmtoolkit.measurement:\n" + "\n".join(bad)
+    stale = [m for m in NOT_NOISE if m not in MODULES or not _draws(m)]
+    assert not stale, f"NOT_NOISE lists modules that draw nothing: {stale}"
+
+
+def _exported_classes(name: str) -> list[str]:
+    """The classes a module defines at top level and lists in its ``__all__``."""
+    tree = ast.parse(MODULES[name].read_text(), filename=str(MODULES[name]))
+    exported = set()
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets
+        ):
+            exported |= {e.value for e in node.value.elts if isinstance(e, ast.Constant)}
+    return [n.name for n in tree.body if isinstance(n, ast.ClassDef) and n.name in exported]
+
+
+def test_one_measurement_type_is_exported():
+    """Noisy measurements have one type, mmtoolkit.measurement.Measurement: no module
+    exports another class named like a measurement (re-exporting that one is allowed)."""
+    found = sorted(
+        f"{m}.{c}" for m in MODULES for c in _exported_classes(m) if "Measure" in c
+    )
+    assert found == ["mmtoolkit.measurement.Measurement"], found
+
+
+# ---------------------------------------------------------------- the strategy-kind protocol
+#: Basic linear-algebra operations of Matrix: not protocol hooks, though kinds override them.
+BASIC = {
+    "_matmat", "_rmatmat", "_intermediate_rows", "apply_along", "T", "dense", "trace", "diag",
+    "pinv", "rownorm_p", "sensitivity",
+}  # fmt: skip
+#: At most this many protocol hooks on Matrix: the linear algebra and error (gram,
+#: colnorm_p, error_route, gram_route, kron_terms, frobenius_sq, pinv_operator,
+#: least_squares, apply_overwrite) and answers_streamed (a product handed over in pieces).
+MAX_HOOKS = 10
+
+
+def _classes() -> dict[str, tuple[str, list[str], set[str]]]:
+    """Every class of the package: name -> (module, base names, method names)."""
+    out = {}
+    for m in MODULES:
+        tree = ast.parse(MODULES[m].read_text(), filename=str(MODULES[m]))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ClassDef):
+                bases = [b.id if isinstance(b, ast.Name) else getattr(b, "attr", "") for b in
+                         node.bases]  # fmt: skip
+                methods = {f.name for f in node.body if isinstance(f, ast.FunctionDef)}
+                out.setdefault(node.name, (m, bases, methods))
+    return out
+
+
+def _protocol_hooks() -> list[str]:
+    """The methods Matrix defines that some strategy kind (a Matrix subclass of the package)
+    overrides, minus BASIC and dunder methods."""
+    classes = _classes()
+    matrix = classes["Matrix"][2]
+
+    def is_kind(name, seen=()):
+        if name == "Matrix":
+            return True
+        if name not in classes or name in seen:
+            return False
+        return any(is_kind(b, (*seen, name)) for b in classes[name][1])
+
+    overridden = set()
+    for name, (_, _, methods) in classes.items():
+        if name != "Matrix" and is_kind(name):
+            overridden |= methods & matrix
+    return sorted(h for h in overridden - BASIC if not h.startswith("__"))
+
+
+def test_matrix_has_few_protocol_hooks_and_no_release_operation():
+    """The algebra's protocol is small; what a release asks of a kind is in the release
+    handler table (mmtoolkit.release_handlers), so none of ReleaseHandler's operations is a
+    Matrix method (putting one back fails here)."""
+    from mmtoolkit.linalg import Matrix
+    from mmtoolkit.release_handlers import ReleaseHandler
+
+    hooks = _protocol_hooks()
+    assert "pinv_operator" in hooks and "error_route" in hooks  # the scan sees overrides
+    assert len(hooks) <= MAX_HOOKS, f"{len(hooks)} protocol hooks on Matrix: {hooks}"
+    ops = {n for n in vars(ReleaseHandler) if not n.startswith("_")}
+    assert len(ops) >= 7
+    back = sorted(n for n in ops if hasattr(Matrix, n))
+    assert not back, f"release operations on Matrix (belong to a release handler): {back}"
+
+
+#: The release layer: drawing noise, measuring, releasing, post-processing measurements.
+RELEASE_LAYER = {
+    "mmtoolkit.measurement", "mmtoolkit.release_handlers", "mmtoolkit.discrete",
+    "mmtoolkit.mechanism", "mmtoolkit.dask_release", "mmtoolkit.pgm", "mmtoolkit.releasing",
+    "mmtoolkit.release_command",
+}  # fmt: skip
+#: Modules below it (the algebra and everything it rests on, the evaluator).
+BELOW_RELEASE = ("mmtoolkit.linalg", "mmtoolkit.evaluate", "mmtoolkit.privacy",
+                 "mmtoolkit.noise", "mmtoolkit.records", "mmtoolkit.domain",
+                 "mmtoolkit.strategy", "mmtoolkit.workloads", "mmtoolkit.checks",
+                 "mmtoolkit.threads")  # fmt: skip
+
+
+def test_nothing_below_the_release_layer_imports_it():
+    """The algebra, privacy definitions, records and the evaluator import nothing of the
+    release layer (any import, also inside a function)."""
+    assert RELEASE_LAYER <= set(MODULES)
+    below = [m for m in MODULES if m.startswith(BELOW_RELEASE)]
+    assert "mmtoolkit.linalg.base" in below
+    bad = [
+        f"{MODULES[m].relative_to(ROOT.parent)}:{line} imports {target}"
+        for m in below
+        for target, _, line in _imports(m)
+        if target in RELEASE_LAYER
+    ]
+    assert not bad, "\n".join(bad)

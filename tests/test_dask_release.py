@@ -244,11 +244,13 @@ def test_marginals_release_equals_in_memory_for_the_same_seed(client, marg_case)
     got = mechanism.release(V, A, X, privacy, np.random.default_rng(8)).compute()
     close(got, mechanism.release(V, A, x, privacy, np.random.default_rng(8)))
     # with the measurements (release_measured)
-    lazy = mechanism.release_measured(V, A, X, privacy, np.random.default_rng(8))
-    mem = mechanism.release_measured(V, A, x, privacy, np.random.default_rng(8))
-    close(lazy.answers.compute(), mem.answers)
-    close(lazy.y.compute(), mem.y)
-    close(lazy.noise_std, mem.noise_std)
+    (lazy_ans, lazy), (mem_ans, mem) = (
+        mechanism.release_measured(V, A, data, privacy, np.random.default_rng(8))
+        for data in (X, x)
+    )
+    close(lazy_ans.compute(), mem_ans)
+    close(lazy.values.compute(), mem.values)
+    close(lazy.std, mem.std)
     assert lazy.distribution == mem.distribution == "laplace"
 
 
@@ -369,8 +371,8 @@ def test_discrete_weighted_factors_factor_wise_equal_in_memory(client, privacy):
 
 def test_negative_weights_inside_factors_equal_in_memory(client):
     """A negative weight inside a Kronecker factor or a stacked block: the Dask route
-    measures the strategy's own rows (kron_signs), so y and the release are the in-memory
-    ones, and release_measured's y comes from A."""
+    measures the strategy's own rows (kron_terms(signed=True)), so y and the release are the
+    in-memory ones, and release_measured's y comes from A."""
     x = np.random.default_rng(0).integers(0, 5, 960).astype(float)
     X = da.from_array(x.reshape(SIZES), chunks=(5, 7, 3))
     W = workloads.kron([Prefix(12), Total(10), Identity(8)])
@@ -445,19 +447,21 @@ def test_release_measured_discrete_on_a_large_strategy_stays_lazy():
     A = Kronecker([Identity(400), Prefix(400), Identity(400)])
     X = da.zeros((400, 400, 400), chunks=(20, 400, 400))  # lazy: never computed whole
     W = Kronecker([Total(400), Identity(400), Identity(400)])
-    m = mechanism.release_measured(W, A, X, PureDP(1.0), np.random.default_rng(0), "discrete")
-    assert m.y.shape == (A.shape[0],) and m.noise_std.shape == (A.shape[0],)
+    _, m = mechanism.release_measured(W, A, X, PureDP(1.0), np.random.default_rng(0), "discrete")
+    assert m.values.shape == (A.shape[0],) and m.std.shape == (A.shape[0],)
     small = Kronecker([Identity(2), Prefix(400), Identity(3)])
     want = np.sqrt(mechanism.discrete_calibration(small, PureDP(1.0)).variances)
-    assert np.all(np.asarray(m.noise_std[:5]) == want[0])  # unweighted: one scale
+    assert np.all(np.asarray(m.std[:5]) == want[0])  # unweighted: one scale
 
 
 def test_release_measured_discrete_noise_std_equals_in_memory(client):
     A, x = _collision_case()
     X = da.from_array(x.reshape(2, 2, 50), chunks=(1, 2, 50))
     W = workloads.kron([Total(2), Identity(2), Prefix(50)])
-    lazy = mechanism.release_measured(W, A, X, ZCDP(0.5), np.random.default_rng(2), "discrete")
-    mem = mechanism.release_measured(W, A, x, ZCDP(0.5), np.random.default_rng(2), "discrete")
-    np.testing.assert_array_equal(lazy.noise_std.compute(), mem.noise_std)
-    np.testing.assert_array_equal(lazy.y.compute(), mem.y)
-    close(lazy.answers.compute(), mem.answers)
+    lazy_ans, lazy = mechanism.release_measured(W, A, X, ZCDP(0.5), np.random.default_rng(2),
+                                                "discrete")  # fmt: skip
+    mem_ans, mem = mechanism.release_measured(W, A, x, ZCDP(0.5), np.random.default_rng(2),
+                                              "discrete")  # fmt: skip
+    np.testing.assert_array_equal(lazy.std.compute(), mem.std)
+    np.testing.assert_array_equal(lazy.values.compute(), mem.values)
+    close(lazy_ans.compute(), mem_ans)

@@ -13,7 +13,8 @@ import pytest
 
 import mmtoolkit as mm
 from mmtoolkit import mechanism, pgm, records, selectors, workloads
-from mmtoolkit.linalg import Dense, MarginalMeasurement, Marginals
+from mmtoolkit.linalg import Dense, Kronecker, Marginals
+from mmtoolkit.measurement import Measurement
 from mmtoolkit.privacy import ZCDP, PureDP
 
 
@@ -27,15 +28,18 @@ def test_missing_extra_names_the_install_command(monkeypatch):
         return real_import(name, *args, **kwargs)
 
     monkeypatch.setattr(builtins, "__import__", no_mbi)
-    m = MarginalMeasurement((0,), (None,), np.array([1.0, 2.0]), 1.0)
+    m = Measurement("marginal", (0,), np.array([1.0, 2.0]), 1.0, "gaussian")
     with pytest.raises(ImportError, match=r"pip install 'mmtoolkit\[pgm\]'"):
         pgm.estimate([m], [2])
 
 
 # ------------------------------------------------------------------ the protocol
 def test_not_a_marginal_strategy_is_refused():
+    rng = np.random.default_rng(0)
+    state = rng.bit_generator.state
     with pytest.raises(ValueError, match="not a marginal-type strategy"):
-        Dense(np.eye(4)).marginal_measurements(np.ones(4), ZCDP(1.0), np.random.default_rng(0))
+        pgm.measure(Dense(np.eye(4)), np.ones(4), ZCDP(1.0), rng)
+    assert rng.bit_generator.state == state  # refused before any noise is drawn
 
 
 def _noise_free(strategy, dom, x):
@@ -60,12 +64,12 @@ def test_measurements_are_queries_of_true_marginals(selector):
     for m in ms:
         drop = tuple(i for i in range(3) if i not in m.attrs)
         mu = T.sum(axis=drop).ravel()
-        np.testing.assert_allclose(m.query_matrix(dom.sizes) @ mu, m.answers, atol=1e-4)
+        np.testing.assert_allclose(m.query_matrix(dom.sizes) @ mu, m.values.ravel(), atol=1e-4)
     # the reported std is the measurement noise's (whitened: i.i.d. per entry)
     rng = np.random.default_rng(5)
     reps = [pgm.measure(st, x, ZCDP(0.5), rng) for _ in range(400)]
     for k, m in enumerate(ms):
-        dev = np.array([r[k].answers - m.answers for r in reps])
+        dev = np.array([(r[k].values - m.values).ravel() for r in reps])
         assert np.allclose(dev.std(axis=0), reps[0][k].std, rtol=0.2)
         if dev.shape[1] > 1:  # independent entries
             c = np.corrcoef(dev.T)
@@ -101,7 +105,7 @@ def test_small_domain_fit_is_consistent_nonnegative_and_accurate(model):
     assert _consistency_gap(res, dom, sets) <= 1e-6 * res.total
     # the total: the RP empty-set measurement (the only query spanning 1)
     empty = next(m for m in ms if m.attrs == ())
-    assert res.total == pytest.approx(max(1.0, float(empty.answers[0])))
+    assert res.total == pytest.approx(max(1.0, float(empty.values.ravel()[0])))
     # noise std ~1.5-3.4 per measurement on 500 records: the fit is close to the truth
     assert math.sqrt(np.mean((ans - truth) ** 2)) < 3.0
     df = res.synthetic(records=200, seed=4)
@@ -129,14 +133,15 @@ def test_graphical_fit_recovers_exact_marginals_at_huge_budget():
 
 def test_estimate_rejects_bad_input():
     pytest.importorskip("mbi")
-    good = MarginalMeasurement((0,), (None,), np.array([1.0, 2.0]), 1.0)
+    good = Measurement("marginal", (0,), np.array([1.0, 2.0]), 1.0, "gaussian")
     with pytest.raises(ValueError, match="model"):
         pgm.estimate([good], [2], model="exact")
     with pytest.raises(ValueError, match="2 answers|answers"):
-        pgm.estimate([MarginalMeasurement((0,), (None,), np.ones(3), 1.0)], [2])
+        pgm.estimate([Measurement("marginal", (0,), np.ones(3), 1.0, "gaussian")], [2])
     with pytest.raises(ValueError, match="std"):
-        pgm.estimate([MarginalMeasurement((0,), (None,), np.ones(2), 0.0)], [2])
-    residual = MarginalMeasurement((0,), (np.array([[1.0, -1.0]]),), np.ones(1), 1.0)
+        pgm.estimate([Measurement("marginal", (0,), np.ones(2), 0.0, "gaussian")], [2])
+    residual = Measurement("marginal", (0,), np.ones(1), 1.0, "gaussian",
+                           Kronecker([Dense(np.array([[1.0, -1.0]]))]))  # fmt: skip
     with pytest.raises(ValueError, match="total="):
         pgm.estimate([residual], [2])
     res = pgm.estimate([good], [2], iters=50)

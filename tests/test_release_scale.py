@@ -8,8 +8,7 @@ from itertools import combinations
 import numpy as np
 import pytest
 
-from mmtoolkit import mechanism
-from mmtoolkit import privacy as privacy_module
+from mmtoolkit import measurement, mechanism
 from mmtoolkit.linalg import (
     Identity,
     Kronecker,
@@ -85,14 +84,14 @@ def test_kronecker_lean_with_other_factor_kinds_matches_dense(small_blocks):
 def test_noise_stream_in_pieces_is_one_draw(monkeypatch, privacy):
     """A noise stream added to pieces of any sizes (across block boundaries) gives the
     values of one add_noise, bit for bit, and leaves the generator where one draw does."""
-    monkeypatch.setattr(privacy_module, "NOISE_BLOCK", 7)
+    monkeypatch.setattr(measurement, "NOISE_BLOCK", 7)
     sizes = [3, 11, 1, 0, 7, 20, 2]
     base = np.arange(sum(sizes), dtype=float)
     want = base.copy()
     g1, g2 = np.random.default_rng(8), np.random.default_rng(8)
-    privacy.add_noise(want, g1, 1.5)
+    measurement.add_noise(privacy, want, g1, 1.5)
     got = base.copy()
-    stream = privacy.noise_stream(g2, got.size, 1.5)
+    stream = measurement.noise_stream(privacy, g2, got.size, 1.5)
     for s, k in zip(np.cumsum([0] + sizes), sizes):
         stream.add(got[s : s + k])
     np.testing.assert_array_equal(got, want)
@@ -106,13 +105,15 @@ def test_streamed_measure_is_product_plus_one_draw(small_blocks, monkeypatch, pr
     """measure() with a p-Identity first factor adds the noise slab by slab as the product
     finishes them: A x plus the values of one draw, bit for bit (also weighted); A x itself
     equals the dense product."""
-    monkeypatch.setattr(privacy_module, "NOISE_BLOCK", 7)
+    monkeypatch.setattr(measurement, "NOISE_BLOCK", 7)
     rng = np.random.default_rng(32)
     A = _kron_case(rng)
     x = rng.integers(0, 9, A.shape[1]).astype(float)
     for S in (A, 2.5 * A):
         got = mechanism.measure(S, x, privacy, np.random.default_rng(11))
-        z = privacy.sample(np.random.default_rng(11), S.shape[0], S.sensitivity(privacy.norm))
+        z = measurement.sample(
+            privacy, np.random.default_rng(11), S.shape[0], S.sensitivity(privacy.norm)
+        )
         np.testing.assert_array_equal(got, S @ x + z)
     np.testing.assert_allclose(A @ x, A.dense() @ x, rtol=1e-10, atol=0)
 
@@ -170,14 +171,16 @@ def test_blocked_noise_is_the_same_stream(monkeypatch, privacy):
     rng = np.random.default_rng(5)
     A = Kronecker([PIdentity(rng.random((2, 6))), PIdentity(rng.random((1, 5)))])
     x = rng.integers(0, 9, A.shape[1]).astype(float)
-    monkeypatch.setattr(privacy_module, "NOISE_BLOCK", 7)
+    monkeypatch.setattr(measurement, "NOISE_BLOCK", 7)
     got = mechanism.measure(A, x, privacy, np.random.default_rng(11))
-    want = A @ x + privacy.sample(
-        np.random.default_rng(11), A.shape[0], A.sensitivity(privacy.norm)
+    want = A @ x + measurement.sample(
+        privacy, np.random.default_rng(11), A.shape[0], A.sensitivity(privacy.norm)
     )
     np.testing.assert_array_equal(got, want)
     many = mechanism.measure(A, x, privacy, np.random.default_rng(11), releases=3)
-    z = privacy.sample(np.random.default_rng(11), (A.shape[0], 3), A.sensitivity(privacy.norm))
+    z = measurement.sample(
+        privacy, np.random.default_rng(11), (A.shape[0], 3), A.sensitivity(privacy.norm)
+    )
     np.testing.assert_array_equal(many, (A @ x)[:, None] + z)
     assert np.array_equal(x, x.astype(int))  # the data vector is not modified in place
 
@@ -219,10 +222,10 @@ def test_peak_memory_of_measure_and_reconstruct(kind):
 def test_laplace_noise_is_numpys_transform_of_the_same_uniforms():
     """add_noise draws rng.laplace's values (same uniforms, the inverse CDF vectorised; SIMD
     log may differ in the last bit) and Gaussian noise bit for bit."""
-    got = PureDP(0.5).sample(np.random.default_rng(9), (3000, 3), 1.5)
+    got = measurement.sample(PureDP(0.5), np.random.default_rng(9), (3000, 3), 1.5)
     want = np.random.default_rng(9).laplace(0.0, 3.0, (3000, 3))
     np.testing.assert_allclose(got, want, rtol=4e-16, atol=0)
-    got = ZCDP(0.2).sample(np.random.default_rng(9), 5000, 1.5)
+    got = measurement.sample(ZCDP(0.2), np.random.default_rng(9), 5000, 1.5)
     want = np.random.default_rng(9).normal(0.0, ZCDP(0.2).noise_scale(1.5), 5000)
     np.testing.assert_array_equal(got, want)
 
@@ -261,7 +264,7 @@ def test_release_without_measurements_matches_release_measured(small_blocks):
               Kronecker([AllRange(5), Identity(7), AllRange(4)])):  # fmt: skip
         for privacy in (PureDP(1.0), ZCDP(0.5)):
             a = mechanism.release(W, A, x, privacy, np.random.default_rng(4))
-            b = mechanism.release_measured(W, A, x, privacy, np.random.default_rng(4)).answers
+            b = mechanism.release_measured(W, A, x, privacy, np.random.default_rng(4))[0]
             np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-9)
 
 
@@ -402,8 +405,8 @@ def threads(monkeypatch, request):
     noise drawn ahead in chunks of three blocks)."""
     monkeypatch.setenv("MMTOOLKIT_THREADS", str(request.param))
     monkeypatch.setattr(kronecker, "PARALLEL_ENTRIES", 1)
-    monkeypatch.setattr(privacy_module, "NOISE_BLOCK", 7)
-    monkeypatch.setattr(privacy_module, "PREFETCH_CHUNK", 21)
+    monkeypatch.setattr(measurement, "NOISE_BLOCK", 7)
+    monkeypatch.setattr(measurement, "PREFETCH_CHUNK", 21)
     return request.param
 
 
@@ -416,9 +419,9 @@ def test_prefetched_noise_stream_is_one_draw(threads, privacy):
     base = np.arange(sum(sizes), dtype=float)
     want = base.copy()
     g1, g2 = np.random.default_rng(8), np.random.default_rng(8)
-    privacy.add_noise(want, g1, 1.5)
+    measurement.add_noise(privacy, want, g1, 1.5)
     got = base.copy()
-    stream = privacy.noise_stream(g2, got.size, 1.5, prefetch=True)
+    stream = measurement.noise_stream(privacy, g2, got.size, 1.5, prefetch=True)
     assert (stream._ahead is not None) == (threads == 2)  # the thread is really used
     assert g2.bit_generator.state == np.random.default_rng(8).bit_generator.state
     for s, k in zip(np.cumsum([0] + sizes), sizes):
@@ -497,9 +500,9 @@ def test_prefetched_noise_stream_closed_early(threads):
     are the first ones of the one draw."""
     privacy = PureDP(1.0)
     want = np.zeros(100)
-    privacy.add_noise(want, np.random.default_rng(4))
+    measurement.add_noise(privacy, want, np.random.default_rng(4))
     got = np.zeros(30)
-    stream = privacy.noise_stream(np.random.default_rng(4), 100, prefetch=True)
+    stream = measurement.noise_stream(privacy, np.random.default_rng(4), 100, prefetch=True)
     stream.add(got)
     stream.close()
     assert stream._ahead is None or stream._ahead._pool is None
@@ -513,8 +516,8 @@ def test_kronecker_threads_give_the_same_bytes(small_blocks, monkeypatch):
     (in place and not) and the streamed measure equal the one-thread results bit for bit,
     and the dense ones to rounding; the pool really ran tasks."""
     monkeypatch.setattr(kronecker, "PARALLEL_ENTRIES", 1)
-    monkeypatch.setattr(privacy_module, "NOISE_BLOCK", 7)
-    monkeypatch.setattr(privacy_module, "PREFETCH_CHUNK", 21)
+    monkeypatch.setattr(measurement, "NOISE_BLOCK", 7)
+    monkeypatch.setattr(measurement, "PREFETCH_CHUNK", 21)
     pooled = []
 
     class Counting(kronecker.Workers):
@@ -605,7 +608,9 @@ def test_measure_of_a_kind_that_does_not_stream_adds_the_started_stream(threads,
     x = np.random.default_rng(6).integers(0, 9, A.shape[1]).astype(float)
     assert A.answers_streamed(x, lambda piece: None) is None
     got = mechanism.measure(A, x, privacy, np.random.default_rng(11))
-    z = privacy.sample(np.random.default_rng(11), A.shape[0], A.sensitivity(privacy.norm))
+    z = measurement.sample(
+        privacy, np.random.default_rng(11), A.shape[0], A.sensitivity(privacy.norm)
+    )
     np.testing.assert_array_equal(got, A @ x + z)
 
 

@@ -14,8 +14,7 @@ import pytest
 from test_release_scale import _peak_extra, small_blocks  # noqa: F401
 
 import mmtoolkit as mm
-from mmtoolkit import mechanism, selectors, workloads
-from mmtoolkit import privacy as privacy_module
+from mmtoolkit import measurement, mechanism, selectors, workloads
 from mmtoolkit.linalg import (
     Dense,
     Identity,
@@ -384,7 +383,7 @@ def test_streamed_stack_measure_is_product_plus_one_draw(monkeypatch, privacy):
     """A stack's blocks are measured into one array and the noise added block by block: the
     stack's product plus the values of one draw, bit for bit — also with a block that
     cannot stream (a plain Kronecker product: its product written into its rows)."""
-    monkeypatch.setattr(privacy_module, "NOISE_BLOCK", 7)
+    monkeypatch.setattr(measurement, "NOISE_BLOCK", 7)
     rng = np.random.default_rng(9)
     U = _union(rng)
     plain = VStack([U.blocks[0], Kronecker([Identity(4), Total(5), PIdentity(rng.random((1, 3)))])])
@@ -396,7 +395,9 @@ def test_streamed_stack_measure_is_product_plus_one_draw(monkeypatch, privacy):
         np.testing.assert_array_equal(got, S @ x)
         np.testing.assert_allclose(got, S.dense() @ x, rtol=1e-12, atol=1e-12)
         got = mechanism.measure(S, x, privacy, np.random.default_rng(11))
-        z = privacy.sample(np.random.default_rng(11), S.shape[0], S.sensitivity(privacy.norm))
+        z = measurement.sample(
+            privacy, np.random.default_rng(11), S.shape[0], S.sensitivity(privacy.norm)
+        )
         np.testing.assert_array_equal(got, S @ x + z)
 
 

@@ -172,7 +172,7 @@ def test_marginal_measurements_carry_their_noise_scale():
     R = records.synthetic({"a": 4, "b": 3, "c": 2}, 300, seed=2)
     result = mm.release(R, "marginals:2", ZCDP(1e10), "opt_marginals", seed=4)
     meas = result.measurements[0]
-    assert {m.kind for m in meas} == {"marginal"} and meas[0].distribution == "gaussian"
+    assert {m.form for m in meas} == {"marginal"} and meas[0].distribution == "gaussian"
     A = result.strategy.matrix
     sigma = np.sqrt(ZCDP(1e10).noise_variance(A.sensitivity(2)))
     for m in meas:
@@ -183,7 +183,7 @@ def test_marginal_measurements_carry_their_noise_scale():
     rp = mm.release(R, "marginals:2", ZCDP(1e10), "residual_planner", seed=4)
     rmeas = rp.measurements[0]
     assert [m.attrs for m in rmeas] == [("a", "b"), ("a", "c"), ("b", "c")]
-    assert {m.kind for m in rmeas} == {"reconstructed"}
+    assert {m.form for m in rmeas} == {"reconstructed"}
     np.testing.assert_allclose(rmeas[0].std.ravel(), rp.stderr[:12])
 
 

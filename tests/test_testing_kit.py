@@ -10,9 +10,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from mmtoolkit import evaluate, selectors, workloads
+from mmtoolkit import evaluate, measurement, selectors, workloads
 from mmtoolkit.linalg import Dense, Identity
 from mmtoolkit.privacy import ZCDP, PureDP
+from mmtoolkit.release_handlers import ReleaseHandler, register_handler
 from mmtoolkit.selectors import Selector
 from mmtoolkit.selectors.base import _REGISTRY
 from mmtoolkit.strategy import Strategy
@@ -49,15 +50,22 @@ class _Base(Selector):
 
 
 class _UnderNoisedKind(Dense):
-    """Its own release path adds noise at half the calibrated scale (the privacy promise
-    and the evaluator's error both assume the full scale)."""
+    """Its own release path (its release handler) adds noise at half the calibrated scale
+    (the privacy promise and the evaluator's error both assume the full scale)."""
 
     def __init__(self, n):
         super().__init__(np.eye(n))
 
-    def release_answers(self, W, data, privacy, rng, noise):
+
+class _UnderNoisedHandler(ReleaseHandler):
+    def release_answers(self, A, W, data, privacy, rng, noise):
         x = np.asarray(data, dtype=float)
-        return W @ (x + privacy.sample(rng, x.shape, 0.5 * self.sensitivity(privacy.norm)))
+        return W @ (
+            x + measurement.sample(privacy, rng, x.shape, 0.5 * A.sensitivity(privacy.norm))
+        )
+
+
+register_handler(_UnderNoisedKind, _UnderNoisedHandler())
 
 
 class WrongNoiseScale(_Base):

@@ -122,7 +122,7 @@ class WeightedDCT(Matrix):
 
     Implements the strategy-kind protocol: ``gram`` (:class:`WeightedDCTGram`),
     ``error_route`` (:class:`WeightedDCTRoute`), ``pinv_operator`` (``Cᵀ diag(w⁺)``),
-    ``colnorm_p`` (exact), ``row_scales`` (None: cosine rows are not counting queries).
+    ``colnorm_p`` (exact); discrete noise refuses it (cosine rows are not counting queries).
     """
 
     def __init__(self, weights):
@@ -159,10 +159,6 @@ class WeightedDCT(Matrix):
 
     def pinv(self):
         return self.pinv_operator()
-
-    def row_scales(self):
-        # DCT rows are cosines, not integer vectors up to a scale (except for n ≤ 2)
-        return super().row_scales() if self.shape[0] <= 2 else None
 
     # ---- reductions
     def colnorm_p(self, p):

@@ -1,19 +1,20 @@
 """Implicit matrices: the algebra every selector, workload and the evaluator is written in.
 
 ``Matrix`` (``base``) also defines the strategy-kind protocol: the methods the evaluator and
-the mechanism call (``error_route``, ``gram_route``, ``pinv_operator``, ``row_scales``,
-``answer_records``, ``workload_answers``, ``release_answers``; ``marginal_measurements`` for
-Private-PGM); ``route`` says what an error route is. Each structured kind implements them in
-its own module. ``normal_form`` reads a workload as weighted Kronecker terms with each
-factor's kind (identity, total, prefix, ranges, ...), for every reader of its structure.
+the mechanism call (``error_route``, ``gram_route``, ``pinv_operator``,
+``least_squares``, ...); ``route`` says what an error route is. Each structured kind
+implements them in its own module. What a release asks of a kind beyond the algebra is in the
+release layer's handler table (:mod:`mmtoolkit.release_handlers`). ``normal_form`` reads a
+workload as weighted Kronecker terms with each factor's kind (identity, total, prefix, ranges,
+...), for every reader of its structure.
 """
 
 from .base import (
     MAX_DENSE_ENTRIES,
     CountingQueries,
     Dense,
-    MarginalMeasurement,
     Matrix,
+    NotSupportedByKindError,
     Product,
     Sum,
     Symmetric,
@@ -59,7 +60,6 @@ from .union import KroneckerUnion
 
 __all__ = [
     "FACTOR_KINDS",
-    "MarginalMeasurement",
     "NormalForm",
     "Term",
     "kron_terms",
@@ -102,6 +102,7 @@ __all__ = [
     "Sum",
     "Symmetric",
     "SymTridiagonal",
+    "NotSupportedByKindError",
     "TooLargeError",
     "Total",
     "Transposed",

@@ -14,7 +14,6 @@ from __future__ import annotations
 import math
 import os
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
 from functools import reduce
 from numbers import Number
 
@@ -30,8 +29,44 @@ PINV_RCOND = 1e-12
 SMALL_DENSE_ENTRIES = 4_000_000
 
 
+#: Largest integer a strategy row may hold, its scale divided out, for exact integer noise
+#: (:func:`integer_row_scales`): counting queries hold small integers, and a row that needs
+#: more is a real-valued row read as integers (a 1e-16 rounding entry would make it ~1e16).
+MAX_ROW_INTEGER = 2**20
+
+
 class TooLargeError(ValueError):
     """A dense fallback was asked for an array larger than :data:`MAX_DENSE_ENTRIES`."""
+
+
+class NotSupportedByKindError(ValueError):
+    """An operation that a strategy kind does not support (e.g. exact integer noise for a
+    strategy whose rows are not integer vectors up to a scale): the message says
+    "not supported by this strategy kind (<Kind>): <reason>"."""
+
+
+def integer_row_scales(M: np.ndarray) -> np.ndarray | None:
+    """``d > 0`` (one per row) with ``diag(d)⁻¹ M`` an integer matrix, checked exactly: ``d_r``
+    is the row's smallest nonzero ``|m_rj|`` (1 for a zero row), and every entry of the row
+    divided by it must be an integer of at most :data:`MAX_ROW_INTEGER` in absolute value, to
+    within float64 rounding. None when some row is not.
+
+    The tolerance: an entry ``k·d`` stored in float64 is within ``u·|k d|`` of it (``u =
+    eps/2``, one rounding), and so is ``d``; the division adds one more rounding, so
+    ``|m_rj/d_r − k| ≤ 3u|k| + O(u²)``. A factor of 8 over that (``12 eps |k|``) allows entries
+    formed by a few floating-point operations (a weight times a count), and no more: a row
+    whose ratios miss integers by more is not a counting query up to a scale."""
+    absM = np.abs(M)
+    d = np.where(absM > 0, absM, np.inf).min(axis=1)
+    d[~np.isfinite(d)] = 1.0
+    B = M / d[:, None]
+    K = np.rint(B)
+    if B.size and float(np.abs(K).max()) > MAX_ROW_INTEGER:
+        return None
+    tol = 12 * np.finfo(float).eps * np.maximum(1.0, np.abs(K))
+    if np.any(np.abs(B - K) > tol):
+        return None
+    return d
 
 
 def check_dense_size(rows: int, cols: int, what: str) -> None:
@@ -61,38 +96,6 @@ def check_fits_memory(nbytes: float, what: str, advice: str) -> None:
             f"{what} needs {nbytes / 2**30:.3g} GiB, more than this machine's memory "
             f"({ram / 2**30:.3g} GiB); {advice}"
         )
-
-
-@dataclass(frozen=True)
-class MarginalMeasurement:
-    """One noisy linear measurement of a marginal (the input of Private-PGM, McKenna et al.
-    2019, §3: ``y = Q μ_C + z`` with ``z`` i.i.d. of standard deviation ``std``).
-
-    ``attrs``: the clique ``C`` (attribute indices, ascending); the marginal ``μ_C`` is the
-    contingency table on ``C`` flattened in C order. ``factors``: the query
-    ``Q = ⊗_{i∈C} factors[j]`` (one matrix with ``n_i`` columns per attribute of ``C``; None =
-    the identity), kept factor-wise so a 100 x 100 marginal never meets a dense 10^4 x 10^4
-    ``Q``. ``answers``: ``y`` in ``Q``'s row order. ``std``: the noise standard deviation of
-    every entry of ``y`` (entries independent), which weights the measurement in the fit.
-    """
-
-    attrs: tuple[int, ...]
-    factors: tuple
-    answers: np.ndarray
-    std: float
-
-    def query_matrix(self, sizes) -> np.ndarray:
-        """The dense ``Q`` over the clique's cells (``sizes``: the domain's attribute sizes;
-        size-guarded)."""
-        mats = [
-            np.eye(sizes[i]) if f is None else np.asarray(f, dtype=float)
-            for i, f in zip(self.attrs, self.factors, strict=True)
-        ]
-        check_dense_size(
-            math.prod(m.shape[0] for m in mats), math.prod(m.shape[1] for m in mats),
-            "the dense query of a marginal measurement",
-        )  # fmt: skip
-        return reduce(np.kron, mats, np.ones((1, 1)))
 
 
 def _as_2d(x: np.ndarray) -> tuple[np.ndarray, bool]:
@@ -309,19 +312,14 @@ class Matrix(ABC):
     # kind overrides those its structure answers in closed form (ARCHITECTURE.md, "Where to
     # add things", (c)). A Weighted strategy forwards them to its base.
 
-    def kron_terms(self) -> list[tuple[float, list[Matrix]]]:
+    def kron_terms(self, signed: bool = False) -> list[tuple[float, list[Matrix]]]:
         """This matrix as a union of weighted Kronecker products ``[(c_t, factors_t)]``
         (HDMM §4.3, ImpVec and eq. 1), ``c_t`` the *squared* weight of term t (weights enter
-        the Gram squared; HDMM §16, pitfall 11). Rows follow this matrix's row order. The
-        default is one one-factor term."""
+        the Gram squared; HDMM §16, pitfall 11); ``signed=True``: the weight ``w_t`` itself,
+        its sign included (a negative weight inside a Kronecker factor or a stacked block), so
+        that term ``t``'s rows are ``w_t · ⊗ factors_t``. Rows follow this matrix's row order.
+        The default is one one-factor term."""
         return [(1.0, [self])]
-
-    def kron_signs(self) -> list[float]:
-        """The sign (±1.0) of each :meth:`kron_terms` term's weight, which ``c_t`` (squared)
-        drops: term ``t`` is ``sign_t · √c_t · ⊗ factors_t``. What a product computed term by
-        term (the Dask route) needs to give this matrix's rows; a negative weight inside a
-        Kronecker factor or a stacked block lands here. Default: one positive term."""
-        return [1.0] * len(self.kron_terms())
 
     def frobenius_sq(self) -> float:
         """``||A||_F² = tr(AᵀA)``: the Identity strategy's trace term for this workload."""
@@ -372,94 +370,6 @@ class Matrix(ABC):
         entries to build the result in (a block of a stack's result, :class:`VStack`); a
         kind that cannot returns None."""
         return None
-
-    def row_scales(self) -> np.ndarray | None:
-        """Discrete noise: ``d > 0`` (one per row) with ``diag(d)⁻¹ A`` an integer matrix, or
-        None if there is none (Canonne, Kamath & Steinke 2020 need integer queries). The
-        default reads a small strategy densely (``d_r`` = the row's smallest nonzero
-        ``|a_rj|``) and gives None beyond :data:`SMALL_DENSE_ENTRIES`."""
-        if self.shape[0] * self.shape[1] > SMALL_DENSE_ENTRIES:
-            return None
-        M = self.dense()
-        absM = np.abs(M)
-        d = np.where(absM > 0, absM, np.inf).min(axis=1)
-        d[~np.isfinite(d)] = 1.0
-        B = M / d[:, None]
-        if not np.allclose(B, np.round(B), rtol=0, atol=1e-9 * max(1.0, float(np.abs(B).max()))):
-            return None
-        return d
-
-    def row_scale_terms(self) -> list[tuple[tuple[float, ...], list[np.ndarray]]] | None:
-        """:meth:`row_scales` as a union of Kronecker products of small vectors,
-        ``[(weights_t, vectors_t)]``: the scales of term ``t``'s rows are
-        ``w_k · (… (w_1 · (v_1 ⊗ v_2 ⊗ …)))`` — the Kronecker product folded left to right,
-        then the weights in order —, the terms concatenated in row order, computed by the
-        same floating-point operations as ``row_scales()`` so a range of rows gets the same
-        bits without an array over all rows (discrete noise on the Dask route). None when
-        ``row_scales()`` is None. Default: one term, ``row_scales()`` itself."""
-        s = self.row_scales()
-        return None if s is None else [((), [s])]
-
-    def answer_records(self, records) -> np.ndarray:
-        """Measurement: the true strategy answers ``A x`` from a
-        :class:`~mmtoolkit.records.Records` (default: through its histogram ``x``, which the
-        records refuse for a large domain). Marginal kinds answer from marginal tables."""
-        if self.shape[1] != records.domain.size:
-            raise ValueError(
-                f"the records' domain has {records.domain.size} cells but the strategy is "
-                f"defined on {self.shape[1]}"
-            )
-        return self @ records.vector(np.float64)  # one N-sized array
-
-    def workload_answers(self, W: Matrix, y: np.ndarray) -> np.ndarray | None:
-        """Answering: the workload answers straight from the noisy strategy answers ``y``
-        (one release or ``m x R``): ``W A⁺ y`` when the structure avoids the N-cell ``x̂``
-        (marginals: HDMM §6.3, App. A.4), or a kind's own answering rule (HDMM's separate
-        union answers each product from one block); None: the mechanism reconstructs ``x̂``
-        and answers ``W x̂``."""
-        return None
-
-    def needs_estimate(self, W: Matrix) -> bool:
-        """Whether releasing ``W``'s answers through this strategy builds the N-cell
-        estimate ``x̂`` (or another array over the domain's cells): True, the default,
-        unless the kind answers ``W`` from ``y`` alone without it (``workload_answers``:
-        marginals, HDMM App. A.4) or by a mechanism of its own that never forms it
-        (``release_answers``: ResidualPlanner). ``mechanism.check_release_fits`` asks it
-        before any noise is drawn, so an estimate that cannot fit is refused first."""
-        return True
-
-    def reads_histogram(self) -> bool:
-        """Whether measuring records through this strategy forms their N-cell histogram
-        (:meth:`answer_records`' default; a marginals kind answers from marginal tables, and
-        a kind with its own ``release_answers`` reads the records its way): True, the
-        default. ``mechanism.check_release_fits`` asks it, with records, before any noise
-        is drawn and before a ledger charge."""
-        return True
-
-    def discrete_summary(self, privacy) -> dict | None:
-        """A kind whose ``release_answers`` draws discrete noise its own way describes that
-        mechanism here (for release summaries); None: the generic exact samplers
-        (:func:`mmtoolkit.mechanism.discrete_calibration`) are used."""
-        return None
-
-    def release_answers(self, W: Matrix, data, privacy, rng, noise: str) -> np.ndarray | None:
-        """A kind with a mechanism of its own (ResidualPlanner: per-set noise scales, its
-        discrete Algorithm 3) releases ``W``'s answers here from ``data`` (records or a data
-        vector); None: the mechanism's generic measure → answer."""
-        return None
-
-    def marginal_measurements(self, data, privacy, rng) -> list[MarginalMeasurement]:
-        """Post-processing by Private-PGM (:mod:`mmtoolkit.pgm`): measure this strategy on
-        ``data`` (records or a data vector) with continuous noise calibrated to ``privacy``,
-        exactly as a release does, and return the noisy answers as
-        :class:`MarginalMeasurement` s, one per measured marginal, each with its noise scale.
-        Only marginal-type kinds (weighted marginals: HDMM OPT_M, Datacube, the workload's
-        marginals measured directly; ResidualPlanner) can; the default refuses."""
-        raise ValueError(
-            f"{type(self).__name__} is not a marginal-type strategy: Private-PGM needs "
-            "measurements of marginals (weighted marginals such as HDMM's OPT_M or Datacube, "
-            "a marginals workload measured directly, or ResidualPlanner)"
-        )
 
     # ----------------------------------------------------------------- helpers
     def _require_square(self, what: str) -> None:
@@ -512,11 +422,7 @@ class Symmetric(Matrix):
 
 class CountingQueries(Matrix):
     """A kind whose rows are 0/1 counting queries (identity, total, prefix, ranges): integer
-    rows, so discrete noise needs no row scaling (strategy-kind protocol, ``row_scales``)."""
-
-    def row_scales(self):
-        check_dense_size(self.shape[0], 1, "the row scales of a strategy")
-        return np.ones(self.shape[0])
+    rows, so discrete noise needs no row scaling (its release handler's ``row_scales``)."""
 
 
 class Dense(Matrix):
@@ -631,7 +537,9 @@ class Weighted(Matrix):
     def dense(self):
         return self.weight * self.base.dense()
 
-    def kron_terms(self):
+    def kron_terms(self, signed=False):
+        if signed:
+            return [(self.weight * w, f) for w, f in self.base.kron_terms(True)]
         return [(self.weight**2 * c, f) for c, f in self.base.kron_terms()]
 
     def frobenius_sq(self):
@@ -654,42 +562,6 @@ class Weighted(Matrix):
             each(piece)
 
         return self.base.answers_streamed(x, scaled, out)
-
-    def row_scales(self):
-        inner = self.base.row_scales()
-        return None if inner is None or self.weight == 0 else abs(self.weight) * inner
-
-    def kron_signs(self):
-        return [math.copysign(1.0, self.weight) * s for s in self.base.kron_signs()]
-
-    def row_scale_terms(self):
-        inner = self.base.row_scale_terms()
-        if inner is None or self.weight == 0:
-            return None
-        return [(ws + (abs(self.weight),), vecs) for ws, vecs in inner]
-
-    def answer_records(self, records):
-        return self.weight * self.base.answer_records(records)
-
-    def workload_answers(self, W, y):
-        if self.weight == 0:
-            return None
-        return self.base.workload_answers(W, np.asarray(y, dtype=float) / self.weight)
-
-    def needs_estimate(self, W):
-        return self.base.needs_estimate(W)
-
-    def reads_histogram(self):
-        return self.base.reads_histogram()
-
-    def release_answers(self, W, data, privacy, rng, noise):
-        # the noise is calibrated to the sensitivity and A⁺ undoes the weight: a weighted
-        # strategy releases exactly what its base releases
-        return self.base.release_answers(W, data, privacy, rng, noise)
-
-    def marginal_measurements(self, data, privacy, rng):
-        # c·A has c times A's sensitivity, so dividing its answers by c gives A's measurements
-        return self.base.marginal_measurements(data, privacy, rng)
 
 
 class Transposed(Matrix):
@@ -888,22 +760,11 @@ class VStack(Matrix):
         check_dense_size(*self.shape, "dense() of VStack")
         return np.vstack([b.dense() for b in self.blocks])
 
-    def kron_terms(self):
-        return [t for b in self.blocks for t in b.kron_terms()]
+    def kron_terms(self, signed=False):
+        return [t for b in self.blocks for t in b.kron_terms(signed)]
 
     def frobenius_sq(self):
         return float(sum(b.frobenius_sq() for b in self.blocks))
-
-    def row_scales(self):
-        parts = [b.row_scales() for b in self.blocks]
-        return None if any(p is None for p in parts) else np.concatenate(parts)
-
-    def kron_signs(self):
-        return [s for b in self.blocks for s in b.kron_signs()]
-
-    def row_scale_terms(self):
-        parts = [b.row_scale_terms() for b in self.blocks]
-        return None if any(p is None for p in parts) else [t for p in parts for t in p]
 
 
 #: Entries of the working arrays of :func:`max_kron_column_sum` (its blocks).

@@ -373,16 +373,13 @@ class Kronecker(Matrix):
         return reduce(np.kron, (f.dense() for f in self.factors))
 
     # ---------------------------------------------------------------- strategy kind
-    def kron_terms(self):
+    def kron_terms(self, signed=False):
         c, factors = 1.0, []
         for f in self.factors:
             w, b = peel(f)
-            c *= w * w
+            c *= w if signed else w * w
             factors.append(b)
         return [(c, factors)]
-
-    def kron_signs(self):
-        return [math.prod(math.copysign(1.0, peel(f)[0]) for f in self.factors)]
 
     def frobenius_sq(self):
         return float(math.prod(f.frobenius_sq() for f in self.factors))
@@ -392,15 +389,6 @@ class Kronecker(Matrix):
 
     def pinv_operator(self):
         return self.pinv()
-
-    def row_scales(self):
-        check_dense_size(self.shape[0], 1, "the row scales of a strategy")
-        terms = self.row_scale_terms()
-        return None if terms is None else reduce(np.kron, terms[0][1], np.ones(1))
-
-    def row_scale_terms(self):
-        vecs = [f.row_scales() for f in self.factors]
-        return None if any(v is None for v in vecs) else [((), vecs)]
 
 
 class Identity(CountingQueries):

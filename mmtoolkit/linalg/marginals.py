@@ -38,7 +38,6 @@ from ..checks import check_int
 from ..threads import Workers, worker_threads
 from . import kernels
 from .base import (
-    MarginalMeasurement,
     Matrix,
     Product,
     TooLargeError,
@@ -406,15 +405,12 @@ class Marginals(Matrix):
     def _factor_pairs(self):
         return [(Total(n), Identity(n)) for n in self.sizes]
 
-    def kron_terms(self):
+    def kron_terms(self, signed=False):
         pairs = self._factor_pairs
         return [
-            (theta**2, MarginalFactors(self.sizes, key, pairs))
+            (theta if signed else theta**2, MarginalFactors(self.sizes, key, pairs))
             for key, theta in self.weights.items()
         ]
-
-    def kron_signs(self):
-        return [math.copysign(1.0, theta) for theta, _ in self.blocks()]
 
     def frobenius_sq(self):  # each marginal has exactly one 1 per column
         return float(sum(t * t for t in self.weights.values())) * float(self.shape[1])
@@ -435,12 +431,6 @@ class Marginals(Matrix):
             off += r
         return tables
 
-    def row_scales(self):
-        check_dense_size(self.shape[0], 1, "the row scales of a marginals strategy")
-        return np.concatenate(
-            [np.full(r, abs(t)) for t, r in zip(self.weights.values(), self._rows, strict=True)]
-        )
-
     def answer_records(self, records):
         """``A x`` from the records' marginal tables (no N-cell histogram)."""
         if tuple(self.sizes) != tuple(records.domain.sizes):
@@ -454,12 +444,6 @@ class Marginals(Matrix):
                 for key, theta in self.weights.items()
             ]
         )
-
-    def needs_estimate(self, W):
-        return not isinstance(peel(as_matrix(W))[1], Marginals)  # as workload_answers
-
-    def reads_histogram(self):
-        return False  # answer_records: marginal tables
 
     def workload_answers(self, W, y):
         """``W A⁺ y`` for a marginals workload ``W`` without the ``N``-cell ``x̂`` (HDMM §6.3,
@@ -501,35 +485,6 @@ class Marginals(Matrix):
             out.append((w * omega * out_scale * ans).reshape(-1, R))
         res = np.concatenate(out, axis=0)
         return res[:, 0] if vec else res
-
-    def marginal_measurements(self, data, privacy, rng):
-        """Private-PGM input (:meth:`Matrix.marginal_measurements`): ``y = A x + z`` measured
-        as a release measures it (``z`` calibrated to ``sens_p(A) = Σ_a |θ_a|^p``), then each
-        block ``θ_a Q_a x + z_a`` divided by ``θ_a``: an identity query on marginal ``a``
-        with noise standard deviation ``sd(z)/|θ_a|`` (HDMM §6.3's weighted marginals).
-        ``data``: records (answered from marginal tables) or a data vector."""
-        if hasattr(data, "codes"):  # mmtoolkit.records.Records (linalg imports no records)
-            Ax = self.answer_records(data)
-        else:
-            x = np.asarray(data, dtype=float).ravel()
-            if x.size != self.shape[1]:
-                raise ValueError(
-                    f"data vector has {x.size} cells but the strategy is defined on "
-                    f"{self.shape[1]}"
-                )
-            Ax = self @ x
-        sens = self.sensitivity(privacy.norm)
-        y = Ax + privacy.sample(rng, Ax.shape, sens)
-        sd = math.sqrt(privacy.noise_variance(sens))
-        out, off = [], 0
-        for (key, theta), r in zip(self.weights.items(), self._rows, strict=True):
-            attrs = key_attrs(key, self.d)
-            out.append(
-                MarginalMeasurement(attrs, (None,) * len(attrs), y[off : off + r] / theta,
-                                    sd / abs(theta))
-            )  # fmt: skip
-            off += r
-        return out
 
     def __repr__(self):
         return f"Marginals(sizes={self.sizes}, {len(self.keys)} marginals)"

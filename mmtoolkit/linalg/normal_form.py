@@ -5,7 +5,7 @@ SVD bound, ResidualPlanner), ranges and prefixes per attribute (the labelled tab
 release), per-factor closed forms (Fourier coefficients, HDMM's default ``p``) — reads it
 here instead of asking what class the workload is. :func:`normal_form` builds it from the
 kinds' own methods: :meth:`Matrix.kron_terms` (squared weights and factors, in row order),
-:meth:`Matrix.kron_signs` (the weights' signs) and each factor's ``factor_kind``:
+``kron_terms(signed=True)`` (the weights' signs) and each factor's ``factor_kind``:
 
 ``"identity"``  the ``n x n`` identity (a value per row)
 ``"total"``     the ``1 x n`` all-ones row (the total query)
@@ -133,15 +133,15 @@ class NormalForm:
 
     @functools.cached_property
     def signs(self) -> list[float]:
-        """The sign of each term's weight (:meth:`Matrix.kron_signs`)."""
+        """The sign of each term's weight (``kron_terms(signed=True)``)."""
         W = self._matrix()
         if W is None:
             raise ValueError("the matrix of this normal form no longer exists")
-        signs = W.kron_signs()
+        signs = [math.copysign(1.0, w) for w, _ in W.kron_terms(signed=True)]
         if len(signs) != len(self.terms):
             raise ValueError(
-                f"{type(W).__name__}: kron_signs() gives {len(signs)} signs for "
-                f"{len(self.terms)} Kronecker terms"
+                f"{type(W).__name__}: kron_terms(signed=True) gives {len(signs)} terms, "
+                f"kron_terms() {len(self.terms)}"
             )
         return signs
 

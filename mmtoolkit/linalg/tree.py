@@ -536,14 +536,6 @@ class Tree(Matrix):
     def pinv_operator(self):
         return self.pinv() if self.invertible else None
 
-    def row_scales(self):
-        check_dense_size(self.shape[0], 1, "the row scales of a tree strategy")
-        parts = []
-        for w, g in zip(self.weights, self.grid, strict=True):
-            parts.append(np.abs(np.broadcast_to(np.asarray(w, dtype=float), g)).ravel())
-        d = np.concatenate(parts)
-        return None if np.any(d == 0) else d
-
     # -------------------------------------------------------------------- reductions
     def _cell_weights_p(self, p):
         """``Σ_ℓ |w_Q(j)|^p`` per cell j (a float when constant)."""

@@ -38,6 +38,7 @@ from ...linalg import (
 )
 from ...linalg.kronecker import FactorPairs, StrategyFactor, group, kron_all
 from ...linalg.route import SUPPORT_RTOL, align
+from ...release_handlers import ReleaseHandler, register_handler
 
 
 class SeparateUnion(KroneckerUnion):
@@ -235,3 +236,14 @@ class SeparateRoute:
              for (c, fs), g in zip(self.terms, self.choice[0]) if g >= 0),
             default=0.0,
         )  # fmt: skip
+
+
+class SeparateHandler(ReleaseHandler):
+    """OPT_+'s separate answering on the release side (:mod:`mmtoolkit.release_handlers`):
+    each workload product answered from its one block (:meth:`SeparateUnion.workload_answers`)."""
+
+    def workload_answers(self, A, W, y):
+        return A.workload_answers(W, y)
+
+
+register_handler(SeparateUnion, SeparateHandler())

@@ -31,10 +31,10 @@ from ...linalg import (
     MAX_MARGINALS_DIM,
     Dense,
     Kronecker,
-    MarginalMeasurement,
     Marginals,
     MarginalsGram,
     Matrix,
+    NotSupportedByKindError,
     Ones,
     Sum,
     Total,
@@ -45,8 +45,10 @@ from ...linalg import (
     peel,
 )
 from ...linalg.marginals import expand_tables, key_attrs, marginal_tables
+from ...measurement import Measurement
 from ...privacy import ZCDP
 from ...records import Records
+from ...release_handlers import ReleaseHandler, register_handler
 from . import measurements
 from .plan import ResidualPlan
 from .route import ResidualRoute
@@ -91,12 +93,6 @@ class ResidualStrategyMatrix(Matrix):
     def pinv_operator(self):
         return self.pinv()
 
-    def needs_estimate(self, W):
-        return False  # release_answers reconstructs marginal tables (He et al. Alg. 2)
-
-    def reads_histogram(self):
-        return False  # release_answers counts marginal tables of the records
-
     def release_answers(self, W, data, privacy, rng, noise):
         """He et al. Algorithms 1/2 (5/6 for general attributes) from marginal tables of the
         records or data vector — never the N-cell histogram; ``noise="discrete"``: Algorithm 3
@@ -113,12 +109,6 @@ class ResidualStrategyMatrix(Matrix):
             meas = measurements.measure(self.plan, src, privacy, rng)
         answers = measurements.reconstruct_sets(meas, [attrs for _, attrs in targets])
         return np.concatenate([w * a for (w, _), a in zip(targets, answers, strict=True)])
-
-    def discrete_summary(self, privacy):
-        return {
-            "mechanism": "ResidualPlanner §5 (Alg. 3): discrete Gaussian, sigma rounded up "
-            "to a multiple of 1e-6 (spends at most the budget)"
-        }
 
     def _targets(self, W) -> list[tuple[float, tuple[int, ...]]]:
         """``(weight, attrs)`` per product of ``W`` in row order, checked against the plan's
@@ -217,8 +207,8 @@ class ResidualStrategyMatrix(Matrix):
 
     # ------------------------------------------------------------ Private-PGM
     def marginal_measurements(self, data, privacy, rng):
-        """Private-PGM input (:meth:`Matrix.marginal_measurements`): the base mechanisms'
-        noisy residual answers (He et al. Alg. 1/5), whitened. ``ω_A`` has covariance
+        """Private-PGM input (:func:`mmtoolkit.pgm.measure`, through the handler): the base
+        mechanisms' noisy residual answers (He et al. Alg. 1/5), whitened. ``ω_A`` has covariance
         ``σ²_A ⊗_{i∈A} Γ_iΓ_iᵀ``; with ``T_i = (Γ_iΓ_iᵀ)^{-1/2}``, ``(⊗ T_i) ω_A`` measures the
         marginal on ``A`` through ``Q = ⊗ T_i Sub_i`` with i.i.d. noise of standard deviation
         ``σ_A`` (the rows of the whitened strategy, module docstring). The empty set's
@@ -235,7 +225,8 @@ class ResidualStrategyMatrix(Matrix):
             for ax, T in enumerate(whiten):
                 y = np.moveaxis(np.tensordot(T, y, axes=(1, ax)), 0, ax)
             factors = tuple(T @ bases[i].sub for T, i in zip(whiten, A, strict=True))
-            out.append(MarginalMeasurement(A, factors, y.ravel(), math.sqrt(s2)))
+            query = Kronecker([Dense(f) for f in factors]) if A else None  # () : the total
+            out.append(Measurement("marginal", A, y.ravel(), math.sqrt(s2), "gaussian", query))
         return out
 
     def __repr__(self):
@@ -301,3 +292,36 @@ def _inverse_sqrt(G: np.ndarray) -> np.ndarray:
     """``G^{-1/2}`` of a symmetric positive definite matrix (eigendecomposition)."""
     w, V = np.linalg.eigh(G)
     return (V / np.sqrt(w)) @ V.T
+
+
+class ResidualHandler(ReleaseHandler):
+    """ResidualPlanner's release side (:mod:`mmtoolkit.release_handlers`): its own mechanism
+    (He et al. Alg. 1/2, 5/6; discrete: Alg. 3) from marginal tables of the records — never
+    the N-cell histogram nor ``x̂`` — and its measurements for Private-PGM."""
+
+    def needs_estimate(self, A, W):
+        return False  # release_answers reconstructs marginal tables (He et al. Alg. 2)
+
+    def reads_histogram(self, A):
+        return False  # release_answers counts marginal tables of the records
+
+    def release_answers(self, A, W, data, privacy, rng, noise):
+        return A.release_answers(W, data, privacy, rng, noise)
+
+    def marginal_measurements(self, A, data, privacy, rng):
+        return A.marginal_measurements(data, privacy, rng)
+
+    def discrete_summary(self, A, privacy):
+        if not A.plan.workload.all_marginal:
+            raise NotSupportedByKindError(
+                "discrete noise is not supported by this strategy kind (ResidualStrategyMatrix): "
+                "its discrete-Gaussian mechanism (He et al. §5) is defined for marginal "
+                "attributes only; use noise='continuous'"
+            )
+        return {
+            "mechanism": "ResidualPlanner §5 (Alg. 3): discrete Gaussian, sigma rounded up "
+            "to a multiple of 1e-6 (spends at most the budget)"
+        }
+
+
+register_handler(ResidualStrategyMatrix, ResidualHandler())

@@ -38,7 +38,8 @@ from fractions import Fraction
 import numpy as np
 
 from ...linalg import check_dense_size
-from ...noise import discrete_gaussian, discrete_gaussian_rho, rational_ceil_sqrt
+from ...measurement import integer_gaussian, scaled_gaussian
+from ...noise import discrete_gaussian_rho, rational_ceil_sqrt
 from ...privacy import Privacy
 from ...threads import Ahead
 from .plan import ResidualPlan
@@ -327,7 +328,9 @@ def _residual_factors(bases, attrs, which: str) -> list:
 class Measurements:
     """Noisy residual answers ``ω_A`` of every closure set, concatenated in closure order
     (``values``; ``omega[A]`` is a view of set ``A``'s part), and the σ²_A they were drawn
-    with."""
+    with: this algorithm's internal state between measuring and reconstructing (not
+    exported; what it hands to a release or to Private-PGM is
+    :class:`mmtoolkit.measurement.Measurement`)."""
 
     plan: ResidualPlan
     values: np.ndarray
@@ -384,14 +387,7 @@ def measure(plan: ResidualPlan, data, privacy: Privacy, rng) -> Measurements:
     def draw(i: int) -> np.ndarray:
         """Chunk i's noise σ_A z_A (the stream of one call per set), each set's part scaled."""
         lo, hi, zoff, _ = batches[i]
-        z = rng.standard_normal(out=zbufs[i % 2][: int(zoff[-1])])
-        zlen = lay.zlen[lo:hi]
-        if np.all(zlen == zlen[0]):  # sets of equal draws: rows of a view
-            rows = z.reshape(hi - lo, int(zlen[0]))
-            rows *= sigma[lo:hi, None]
-        else:
-            z *= np.repeat(sigma[lo:hi], zlen)
-        return z
+        return scaled_gaussian(rng, zbufs[i % 2][: int(zoff[-1])], sigma[lo:hi], lay.zlen[lo:hi])
 
     # the next chunk's noise is drawn and scaled on a second thread while this chunk is
     # counted (both release the GIL); one thread draws every chunk in order, so the stream
@@ -497,7 +493,7 @@ def measure_discrete(
         Hv = v
         for ax, M in enumerate(H):
             Hv = np.moveaxis(np.tensordot(M, Hv, axes=(1, ax)), 0, ax)
-        z = discrete_gaussian(gamma2, Hv.shape if Hv.shape else None, rng)
+        z = integer_gaussian(gamma2, Hv.shape if Hv.shape else None, rng)
         y = Hv + z
         Ydag = [bases[i].sub / bases[i].n for i in A]
         values[off[k] : off[k + 1]] = _apply(np.asarray(y, dtype=float), Ydag).ravel()
@@ -699,7 +695,6 @@ def reconstruct_workload(measurements: Measurements) -> list[np.ndarray]:
 
 __all__ = [
     "MarginalSource",
-    "Measurements",
     "covariance",
     "iter_reconstruct",
     "measure",
