@@ -43,10 +43,9 @@ import numpy as np
 from ...checks import check_bool, check_float, check_int
 from .gram import ZERO_RTOL
 
-#: Default relative duality gap at which the solver stops. Below about 1e-8 the gap is at the
-#: level of rounding in ``Σ √λ`` (the small eigenvalues of ``S G S`` carry absolute errors
-#: of ``ε_mach · λ_max``), where the iterations stop making progress.
-GAP_TOL = 1e-7
+#: Default relative duality gap at which the solver stops (gaps of ~1e-11 are reachable on
+#: ranges and prefixes; the dual is then flat at the rounding level of ``Σ √λ``).
+GAP_TOL = 1e-9
 
 
 @dataclass
@@ -163,6 +162,20 @@ def _newton_direction(point: _Dual, free: np.ndarray, max_cg: int, forcing: floa
     return p if p.any() else b
 
 
+def _accept(point: _Dual, trial: _Dual, floor: float) -> bool:
+    """Armijo's sufficient ascent; or, once the dual's change is at the rounding level of
+    ``Σ √λ`` (near the optimum the dual is flat while the gap is still driven by the
+    gradient), a smaller projected gradient at no loss beyond rounding."""
+    if trial.value > point.value + 1e-4 * point.grad @ (trial.d - point.d):
+        return True
+
+    def pgrad(x: _Dual) -> float:
+        return float(np.abs(np.where((x.d > floor * (1 + 1e-9)) | (x.grad > 0), x.grad, 0)).max())
+
+    noise = 1e-12 * abs(point.value)
+    return trial.value >= point.value - noise and pgrad(trial) < pgrad(point)
+
+
 def solve_program_5_2(
     G,
     tol: float = GAP_TOL,
@@ -202,9 +215,9 @@ def solve_program_5_2(
     point = _Dual(Ga, np.full(Ga.shape[0], (point.trace / Ga.shape[0]) ** 2), sym, rank)
     best_value, best_F = point.primal()
     # a cell whose constraint is slack at the optimum has d_j → 0 (rank-deficient G): d is kept
-    # ≥ floor, which costs the dual at most floor · n ≤ 1e-8 of its value (projected Newton,
+    # ≥ floor, which costs the dual at most floor · n ≤ 1e-12 of its value (projected Newton,
     # Bertsekas 1982: coordinates at the floor with an outward gradient are held fixed)
-    floor = 1e-8 * point.d[0]
+    floor = 1e-12 * point.d[0]
     it = 0
     for it in range(1, max_iter + 1):
         gap = (best_value - point.value) / point.value
@@ -219,10 +232,10 @@ def solve_program_5_2(
         while True:
             d = np.maximum(point.d + step * p, floor)
             trial = _Dual(Ga, d, sym, rank)
-            if trial.value >= point.value + 1e-4 * point.grad @ (d - point.d) or step < 1e-12:
+            if _accept(point, trial, floor) or step < 1e-12:
                 break
             step *= 0.5
-        if trial.value <= point.value:  # no ascent left at machine precision
+        if not _accept(point, trial, floor):  # no progress left at machine precision
             break
         point = trial
         value, F = point.primal()
