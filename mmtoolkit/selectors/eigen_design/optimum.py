@@ -102,9 +102,9 @@ def _eigh(M: np.ndarray, persymmetric: bool):
 class _Dual:
     """The dual function at one point ``d``: value, gradient, Hessian products."""
 
-    def __init__(self, G: np.ndarray, d: np.ndarray, persymmetric: bool, rank: int):
+    def __init__(self, G, d: np.ndarray, persymmetric: bool, rank: int, eig=None):
         s = np.sqrt(d)
-        lam, U = _eigh(s[:, None] * G * s[None, :], persymmetric)
+        lam, U = eig if eig is not None else _eigh(s[:, None] * G * s[None, :], persymmetric)
         self.d, self.U = d, U
         # rank(S G S) = rank(G): the n − rank smallest eigenvalues are zeros in rounding
         lam[np.argsort(lam)[: lam.size - rank]] = 0.0
@@ -186,8 +186,9 @@ def solve_program_5_2(
 ) -> OptimumSolution:
     """Solve Program 5.2 (Li et al. 2010) for the Gram ``G = WᵀW`` by its Lagrange dual.
 
-    Stops when the certified relative duality gap is ``≤ tol`` or after ``max_iter`` Newton
-    steps (the returned gap says how far it got). ``verbose``: an iteration line (gap, dual,
+    Stops when the certified relative duality gap is ``≤ tol``, after ``max_iter`` Newton
+    steps, or when no step makes progress at machine precision (the returned gap says how far
+    it got). ``verbose``: an iteration line (gap, dual,
     primal, seconds) to stderr at most every ``every`` seconds. Raises ValueError for a
     non-square, non-finite or all-zero ``G``.
     """
@@ -207,19 +208,20 @@ def solve_program_5_2(
         raise ValueError("G: the workload is all zero (no cell is queried)")
     Ga = G[np.ix_(active, active)]
     sym = bool(active.all()) and _is_persymmetric(Ga)
-    lam = np.linalg.eigvalsh(Ga)
-    rank = int(np.sum(lam > ZERO_RTOL * lam[-1]))
     start = last = time.perf_counter()
-    # the best uniform d: the dual equals the SVD bound (tr G^{1/2})² / n there
-    point = _Dual(Ga, np.ones(Ga.shape[0]), sym, rank)
-    point = _Dual(Ga, np.full(Ga.shape[0], (point.trace / Ga.shape[0]) ** 2), sym, rank)
+    lam, U = _eigh(Ga, sym)
+    keep = lam > ZERO_RTOL * lam.max()
+    rank = int(keep.sum())
+    # the best uniform d = c·1 (S G S = c G): the dual equals the SVD bound (tr G^{1/2})² / n
+    c = (np.sqrt(lam[keep]).sum() / lam.size) ** 2
+    point = _Dual(None, np.full(lam.size, c), sym, rank, eig=(c * lam, U))
     best_value, best_F = point.primal()
     # a cell whose constraint is slack at the optimum has d_j → 0 (rank-deficient G): d is kept
     # ≥ floor, which costs the dual at most floor · n ≤ 1e-12 of its value (projected Newton,
     # Bertsekas 1982: coordinates at the floor with an outward gradient are held fixed)
     floor = 1e-12 * point.d[0]
-    it = 0
-    for it in range(1, max_iter + 1):
+    steps = 0
+    while steps < max_iter:
         gap = (best_value - point.value) / point.value
         if gap <= tol:
             break
@@ -237,14 +239,15 @@ def solve_program_5_2(
             step *= 0.5
         if not _accept(point, trial, floor):  # no progress left at machine precision
             break
-        point = trial
+        point, steps = trial, steps + 1
         value, F = point.primal()
         if value < best_value:
             best_value, best_F = value, F
         if verbose and time.perf_counter() - last >= every:
             last = time.perf_counter()
+            gap = (best_value - point.value) / point.value
             print(
-                f"program 5.2 (n = {n}): iteration {it}, gap {gap:.2e}, dual "
+                f"program 5.2 (n = {n}): iteration {steps}, gap {gap:.2e}, dual "
                 f"{point.value:.10g}, primal {best_value:.10g}, {last - start:.1f} s",
                 file=sys.stderr,
                 flush=True,
@@ -260,7 +263,7 @@ def solve_program_5_2(
         dual=point.value,
         gap=(best_value - point.value) / point.value,
         d=d,
-        iterations=it,
+        iterations=steps,
         seconds=time.perf_counter() - start,
         persymmetric=sym,
     )
