@@ -238,6 +238,11 @@ class MatrixMechanismSDP(Selector):
                 f"with cvxpy here, the dual solver goes to n = {MAX_DUAL_N} under L2 "
                 "privacy); use eigen_design instead"
             )
+        if not l2 and prm["rotate"] and n > MAX_SDP_N:
+            raise NotApplicableError(
+                f"mm_sdp: n = {n} cells exceeds MAX_SDP_N = {MAX_SDP_N} for the ε / L1 route: its "
+                "rotation (Program 5.3) is a cvxpy program (rotate=false skips it)"
+            )
         G = workload_gram(workload)
         if isinstance(privacy, PureDP):
             sigma, Q = eigen_queries(G)

@@ -136,6 +136,8 @@ def test_mm_sdp_uses_the_dual_solver_above_the_cvxpy_size():
     with pytest.raises(NotApplicableError, match="exceeds the SDP size limit max_n = 32"):
         selectors.get("mm_sdp", solver="dual", max_n=32).select(W, EPS_DELTA)
     assert selectors.get("mm_sdp", solver="dual").params["max_n"] == 4096
+    with pytest.raises(NotApplicableError, match="its rotation .Program 5.3. is a cvxpy program"):
+        selectors.get("mm_sdp", solver="dual").select(W, PureDP(1.0))
 
 
 def test_progress_lines(capsys):
