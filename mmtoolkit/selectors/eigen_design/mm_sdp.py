@@ -23,8 +23,12 @@ paper's approximations, in this order (``l1_method``):
 3. ``augment=True``: completing deficient columns (§5.3, Thm 5.27): rows
    ``(Δ − ||a_j||₁) e_j`` for every column below the sensitivity ``Δ``.
 
-Size limit: the SDP is solved for ``n ≤ max_n`` (default :data:`MAX_SDP_N`); larger domains
-raise a ValueError.
+Solvers: ``"scs"`` (default) and ``"clarabel"`` through cvxpy, the reference for
+``n ≤`` :data:`MAX_SDP_N`; ``"dual"``, the dedicated Lagrange-dual Newton solver of
+:mod:`.optimum` (Program 5.2 with a certified duality gap, n in the thousands; it agrees with
+cvxpy to ~1e-7 relative at n ≤ 32). Under L2 privacy the default solver hands a domain above
+``max_n`` but within :data:`MAX_DUAL_N` to ``"dual"``; the ε / L1 route's rotation is a
+cvxpy program, so PureDP stays within ``max_n``. Larger domains raise NotApplicableError.
 """
 
 from __future__ import annotations
@@ -40,11 +44,19 @@ from ...privacy import Privacy, PureDP
 from ...strategy import Strategy
 from ..base import NotApplicableError, Selector, register
 from .gram import eigen_queries, workload_gram
+from .optimum import solve_program_5_2
 
 #: Largest n Program 5.2 is attempted for by default: about the largest size solved within
 #: minutes (``benchmarks/bench_mm_sdp.py``).
 MAX_SDP_N = 64
 SDP_SOLVERS = ("clarabel", "scs")
+#: Every ``solver`` choice: the cvxpy ones and the dedicated dual solver (:mod:`.optimum`).
+SOLVERS = SDP_SOLVERS + ("dual",)
+#: Largest n the dual solver is used for (n = 4096 takes minutes, see
+#: ``benchmarks/bench_mm_sdp.py``; its memory is a few n x n arrays).
+MAX_DUAL_N = 4096
+#: The dual route adds a column-completion row ``sqrt(1 − X_jj) e_j`` only above this norm.
+COMPLETION_MIN = 1e-3
 #: Relative accuracy of Program 5.2's solution X (the solvers stop at ~1e-7 or ~1e-8, so X's
 #: repeated eigenvalues come back split): eigenvalues of X closer than this are one cluster.
 SDP_ACCURACY = 1e-6
@@ -167,8 +179,12 @@ class MatrixMechanismSDP(Selector):
 
     Parameters
     ----------
-    solver : "scs" (default; faster) or "clarabel" (more accurate, slower).
-    max_n : refuse domains larger than this (default :data:`MAX_SDP_N`).
+    solver : "scs" (default; faster) or "clarabel" (more accurate, slower) through cvxpy, or
+        "dual" (:func:`.optimum.solve_program_5_2`; L2 privacy, or the L1 route's profile).
+    max_n : the largest domain for the chosen solver (default :data:`MAX_SDP_N`, for "dual"
+        :data:`MAX_DUAL_N`); when it is not given, under L2 privacy a cvxpy solver hands
+        larger domains, up to :data:`MAX_DUAL_N`, to "dual". A given ``max_n`` is a hard limit.
+    progress : an iteration line to stderr every few seconds during a "dual" solve.
     l1_method : PureDP starting profile, "l2" (default) or "svd_bound".
     rotate : PureDP: apply Program 5.3's sensitivity-minimising rotation (default True).
     rotate_iterations : convex-iteration steps for Program 5.3.
@@ -182,14 +198,19 @@ class MatrixMechanismSDP(Selector):
     def __init__(
         self,
         solver: str = "scs",
-        max_n: int = MAX_SDP_N,
+        max_n: int | None = None,
         l1_method: str = "l2",
         rotate: bool = True,
         rotate_iterations: int = 30,
         augment: bool = True,
+        progress: bool = False,
     ):
-        if solver not in SDP_SOLVERS:
-            raise ValueError(f"unknown SDP solver {solver!r} (valid: {', '.join(SDP_SOLVERS)})")
+        if solver not in SOLVERS:
+            raise ValueError(f"unknown SDP solver {solver!r} (valid: {', '.join(SOLVERS)})")
+        # the default cvxpy limit hands larger L2 domains to "dual"; an explicit one is a limit
+        self._handoff = max_n is None and solver != "dual"
+        if max_n is None:
+            max_n = MAX_DUAL_N if solver == "dual" else MAX_SDP_N
         max_n = check_int(max_n, "max_n", minimum=1)
         if l1_method not in L1_METHODS:
             raise ValueError(f"unknown l1_method {l1_method!r} (valid: {', '.join(L1_METHODS)})")
@@ -200,38 +221,62 @@ class MatrixMechanismSDP(Selector):
             "rotate": check_bool(rotate, "rotate"),
             "rotate_iterations": check_int(rotate_iterations, "rotate_iterations", minimum=0),
             "augment": check_bool(augment, "augment"),
+            "progress": check_bool(progress, "progress"),
         }
 
     def _select(self, workload: Matrix, privacy: Privacy, objective: str) -> Strategy:
         prm = self.params
         n = workload.shape[1]
-        if n > prm["max_n"]:
+        solver = prm["solver"]
+        l2 = not isinstance(privacy, PureDP)
+        if self._handoff and l2 and prm["max_n"] < n <= MAX_DUAL_N:
+            solver = "dual"  # above the cvxpy size: the dedicated solver
+        elif n > prm["max_n"]:
             raise NotApplicableError(
                 f"mm_sdp: n = {n} cells exceeds the SDP size limit max_n = {prm['max_n']} "
                 f"(Program 5.2 has an {n} x {n} PSD variable; n = 64 already takes ~8 min "
-                "here); use eigen_design instead"
+                f"with cvxpy here, the dual solver goes to n = {MAX_DUAL_N} under L2 "
+                "privacy); use eigen_design instead"
             )
-        sigma, Q = eigen_queries(workload_gram(workload))
-        meta: dict = {"rank": int(sigma.size)}
-        start = time.perf_counter()
+        if not l2 and prm["rotate"] and n > MAX_SDP_N:
+            raise NotApplicableError(
+                f"mm_sdp: n = {n} cells exceeds MAX_SDP_N = {MAX_SDP_N} for the ε / L1 route: its "
+                "rotation (Program 5.3) is a cvxpy program (rotate=false skips it)"
+            )
+        G = workload_gram(workload)
         if isinstance(privacy, PureDP):
-            return self._select_l1(sigma, Q, n, meta)
-        F = np.sqrt(sigma)[:, None] * Q  # FᵀF = WᵀW, r x n
-        X, value = program_5_2(F, prm["solver"])
-        meta.update({"program_value": value, "seconds_sdp": time.perf_counter() - start})
-        A = _sym_sqrt(X)
+            sigma, Q = eigen_queries(G)
+            return self._select_l1(G, sigma, Q, {"rank": int(sigma.size)})
+        start = time.perf_counter()
+        X, A, value, meta = self._program_5_2(G, solver)
+        meta["seconds_sdp"] = time.perf_counter() - start
         d = np.sqrt(np.clip(1.0 - np.diag(X), 0.0, None))
-        d[d < 1e-9] = 0.0
+        # completion rows only for slack cells: the dual solver's X has X_jj = 1 − O(gap) on
+        # tight cells, and rows of norm ~sqrt(gap) there would only make AᵀA ill-conditioned
+        d[d < (COMPLETION_MIN if solver == "dual" else 1e-9)] = 0.0
         matrix = Dense(A) if not d.any() else VStack([Dense(A), SymTridiagonal(d, np.zeros(n - 1))])
         return Strategy(matrix=matrix, selector=self.name, metadata=meta, loss=value)
 
-    def _select_l1(self, sigma, Q, n, meta) -> Strategy:
+    def _program_5_2(self, G: np.ndarray, solver: str):
+        """Program 5.2 for ``G = WᵀW`` by ``solver``: ``(X, A, value, metadata)`` with
+        ``AᵀA = X``."""
+        if solver == "dual":
+            sol = solve_program_5_2(G, verbose=self.params["progress"])
+            meta = {"solver": "dual", "dual_value": sol.dual}
+            meta.update({"program_value": sol.value, "duality_gap": sol.gap})
+            meta["iterations"] = sol.iterations
+            return sol.X, sol.factor, sol.value, meta
+        sigma, Q = eigen_queries(G)
+        F = np.sqrt(sigma)[:, None] * Q  # FᵀF = WᵀW, r x n
+        X, value = program_5_2(F, solver)
+        return X, _sym_sqrt(X), value, {"rank": int(sigma.size), "program_value": value}
+
+    def _select_l1(self, G, sigma, Q, meta) -> Strategy:
         prm = self.params
         if prm["l1_method"] == "svd_bound":
             C = sigma[:, None] ** 0.25 * Q  # Thm 5.25: D_W^{1/2} Q_W
         else:
-            F = np.sqrt(sigma)[:, None] * Q
-            X, value = program_5_2(F, prm["solver"])
+            X, _, value, _ = self._program_5_2(G, prm["solver"])
             meta["program_value_l2"] = value
             lam, V = np.linalg.eigh(X)
             keep = lam > 1e-9 * lam.max()
