@@ -13,7 +13,11 @@ from mmtoolkit.privacy import ZCDP, ApproxDP, PureDP
 from mmtoolkit.selectors.hdmm._common import GramOperator
 from mmtoolkit.selectors.hdmm.kron import KronProblem
 from mmtoolkit.selectors.hdmm.opt0 import optimize_pidentity, pidentity_objective
-from mmtoolkit.selectors.hdmm.opt_marginals import MarginalsProblem, project_workload
+from mmtoolkit.selectors.hdmm.opt_marginals import (
+    MarginalsProblem,
+    optimize_marginals,
+    project_workload,
+)
 from mmtoolkit.selectors.hdmm.union import budget_split, group_terms
 
 PURE = PureDP(1.0)
@@ -452,6 +456,47 @@ def test_marginals_unsupported_strategy_is_infinite():
     assert prob.objective(theta, 1)[0] == np.inf
 
 
+@pytest.mark.parametrize("privacy", [PURE, GAUSS], ids=["laplace", "gaussian"])
+def test_marginals_squared_form(privacy):
+    """``form="squared"`` (θ = v ∘ v, v free) returns a supported strategy whose loss is its
+    exact error at unit sensitivity, and on the Gaussian problem, convex in u = θ² on Σu = 1
+    (tr 𝔾(u)⁺𝕎ᵀ𝕎 = Σ t_B/μ_B(u), μ linear in u), it reaches the bounded search's optimum."""
+    W = workloads.union(
+        [
+            workloads.marginals([3, 4, 2, 3], 2, lower=True),
+            workloads.kron([workloads.prefix(3), workloads.total(4), workloads.identity(2),
+                            workloads.all_range(3)]),
+        ]
+    )  # fmt: skip
+    sq = selectors.get("opt_marginals", restarts=3, seed=2, form="squared").select(W, privacy)
+    variance = 2.0 if privacy is PURE else 1.0  # 2/ε² with ε = 1; 1/(2ρ) with ρ = 1/2
+    assert variance * sq.loss == pytest.approx(evaluate.expected_error(W, sq, privacy), rel=1e-9)
+    bounded = selectors.get("opt_marginals", restarts=3, seed=2).select(W, privacy)
+    if privacy is GAUSS:
+        # both searches stop once an iteration lowers F by less than scipy's factr·eps ≈
+        # 2.2e-9 (relative); converging linearly at rate r, the gap left is at most
+        # 2.2e-9·r/(1 − r): 1e-6 allows r up to 0.998 (seeds 0-4 leave at most 1e-7)
+        assert sq.loss == pytest.approx(bounded.loss, rel=1e-6)
+    else:  # the L1 problem has many local optima: the two searches reach different ones
+        assert not np.array_equal(sq.matrix.dense(), bounded.matrix.dense())
+
+
+def test_hdmm_passes_the_marginals_form(monkeypatch):
+    from mmtoolkit.selectors.hdmm import hdmm
+
+    forms = []
+
+    def record(problem, norm, rng, form="bounded"):
+        forms.append(form)
+        return optimize_marginals(problem, norm, rng, form=form)
+
+    monkeypatch.setattr(hdmm, "optimize_marginals", record)
+    W = workloads.marginals([3, 4, 2], 2)
+    selectors.get("hdmm", restarts=2, seed=0, operators=["marginals"]).select(W, PURE)
+    selectors.get("hdmm", restarts=1, seed=0, marginals_form="squared").select(W, PURE)
+    assert forms == ["bounded", "bounded", "squared"]
+
+
 # ------------------------------------------------------------------------------- OPT_HDMM
 def test_hdmm_identity_incumbent_and_determinism():
     W = workloads.identity(64)  # Identity is optimal: nothing may beat it
@@ -487,6 +532,8 @@ def test_hdmm_registered_with_defaults():
         ("opt_kron", {"p": [2, 0]}, r"p\[1\]: must be >= 1, got 0"),
         ("hdmm", {"restarts": 0}, "restarts: must be >= 1, got 0"),
         ("opt_marginals", {"restarts": -1}, "restarts: must be >= 1, got -1"),
+        ("opt_marginals", {"form": "free"}, "form: unknown 'free' .valid: bounded, squared"),
+        ("hdmm", {"marginals_form": True}, "marginals_form: unknown True"),
         ("hdmm", {"operators": ["kron", "magic"]}, "operators must be"),
         ("hdmm", {"seed": -3}, "seed: must be >= 0, got -3"),
     ],

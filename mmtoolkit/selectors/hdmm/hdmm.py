@@ -32,6 +32,7 @@ from ._common import (
 from .kron import CYCLE_TOL, CYCLES, KronProblem, kron_strategy, optimize_kron
 from .opt0 import FTOL, MAXITER
 from .opt_marginals import (
+    FORMS,
     MarginalsProblem,
     marginals_strategy,
     optimize_marginals,
@@ -83,7 +84,8 @@ class HDMMSelector(Selector):
     """OPT_HDMM (HDMM Algorithm 2): ``selectors.get("hdmm", restarts=25, seed=0)``.
 
     Parameters: ``restarts`` S (default 25, §8.1), ``seed``, ``operators`` (subset of
-    ``["kron", "union", "marginals"]``), and those of ``opt_kron`` and ``opt_union``.
+    ``["kron", "union", "marginals"]``), those of ``opt_kron`` and ``opt_union``, and
+    ``marginals_form``, OPT_M's ``form`` (``"bounded"``, the paper's search, or ``"squared"``).
     ``metadata["operator"]`` names the winner; ``metadata["losses"]`` the best selection loss
     of each operator.
     """
@@ -95,6 +97,7 @@ class HDMMSelector(Selector):
     def __init__(
         self, restarts=25, seed=None, operators=OPERATORS, p=None, groups=2,
         answering="least_squares", cycles=CYCLES, tol=CYCLE_TOL, ftol=FTOL, maxiter=MAXITER,
+        marginals_form="bounded",
     ):  # fmt: skip
         if not (
             isinstance(operators, (list, tuple))
@@ -109,6 +112,7 @@ class HDMMSelector(Selector):
             "operators": list(operators),
             "groups": check_groups(groups),
             "answering": check_choice(answering, "answering", ANSWERING),
+            "marginals_form": check_choice(marginals_form, "marginals_form", FORMS),
             **check_search_params(p, restarts, seed, cycles, tol, ftol, maxiter),
         }
 
@@ -158,7 +162,7 @@ class HDMMSelector(Selector):
                     cand = (lambda m=matrix: m, loss, meta)
                 else:
                     sizes, mp = problem
-                    theta, loss = optimize_marginals(mp, norm, rng)
+                    theta, loss = optimize_marginals(mp, norm, rng, form=prm["marginals_form"])
                     meta = {"operator": "OPT_M"}
                     cand = (lambda s=sizes, t=theta: marginals_strategy(s, t), loss, meta)
                 name = cand[2]["operator"]

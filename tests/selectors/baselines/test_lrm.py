@@ -112,3 +112,15 @@ def test_identity_start_is_a_kkt_point_for_prefix():
     s = selectors.get("lrm", max_iter=50).select(workloads.prefix(n), EPS)
     err = evaluate.trace_term(workloads.prefix(n), s.matrix) * s.matrix.sensitivity(1) ** 2
     assert err == pytest.approx(f0, rel=1e-6)
+
+
+def test_settle_false_stops_at_the_first_small_residual():
+    """``settle=False`` (the HDMM authors' stopping rule) changes only when the iteration
+    stops: its result is the settled run's iterate at that iteration, and it stops earlier."""
+    W = workloads.width_range(32, 8).dense()
+    settled = lrm_decompose(W, 30, init="svd", gamma=0.01)
+    early = lrm_decompose(W, 30, init="svd", gamma=0.01, settle=False)
+    k = early[2]["iterations"]
+    assert k < settled[2]["iterations"]
+    cut = lrm_decompose(W, 30, init="svd", gamma=0.01, max_iter=k)
+    np.testing.assert_array_equal(early[1], cut[1])
