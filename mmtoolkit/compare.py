@@ -25,14 +25,21 @@ effective parameters, seed included), ``status`` (``ok``, ``not applicable``, ``
 selected strategy: the error of the matrix mechanism, Li et al. 2010 Prop. 4.4, HDMM Def. 7),
 ``ratio_to_bound`` (``rmse / svd_bound_rmse``: how far above the singular value bound of
 Li & Miklau 2012 Thm 2 the strategy is; the bound holds for the total squared error, so for
-every strategy the ratio is at least 1), ``select_seconds`` (the selection's time; the
+every strategy the ratio is at least 1), ``ratio_to_optimum`` (``rmse / l2_optimum_rmse``:
+how far above the best possible strategy, the exact optimum of the matrix mechanism's
+Program 5.2 under L2 sensitivity, Li et al. 2010, solved with a certified duality gap by
+:func:`~mmtoolkit.selectors.eigen_design.optimum.solve_program_5_2`; computed for (ε, δ) and
+zCDP privacy, the ``"sum"`` objective and at most :data:`OPTIMUM_MAX_N` cells, its row
+``l2_optimum`` after the bound's — else NaN, and ``df.attrs["optimum"]`` says why it was
+not computed), ``select_seconds`` (the selection's time; the
 limit for a timeout), ``reason`` (why a row is not ``ok``) and ``strategy`` (the selected
 :class:`~mmtoolkit.strategy.Strategy`, or None). An ``ok`` row's ``rmse`` and
 ``total_error`` are finite numbers: the evaluator raises rather than return inf or NaN (an
 error that overflows float64), so such a row is ``failed`` with that message. Rows are
 sorted by error: the bound's row, the ``ok`` rows by ``total_error`` (``max_variance`` for
 ``objective="max"``), then timeouts, failures and selectors that do not apply.
-``df.attrs`` holds the bound, the privacy, the objective and ``workload_seconds``.
+``df.attrs`` holds the bound, the optimum (or why not), the privacy, the objective and
+``workload_seconds``.
 
 **Applicability.** A selector that does not apply is listed with the reason, never dropped:
 its class's ``applicability(W, privacy, objective)`` reason, else the refusal ``select``
@@ -88,6 +95,7 @@ from .privacy import Privacy, check_privacy
 from .runner.executors import run_jobs
 from .runner.jobs import JobSpec, describe_error
 from .selectors.base import REFUSALS, Selector, accepts_seed, available, get_class
+from .selectors.eigen_design.optimum import solve_program_5_2
 from .workload_specs import SpecError, WorkloadSpec, build_spec, parse_workload, split_top_level
 
 __all__ = [
@@ -110,6 +118,7 @@ COLUMNS = (
     "total_error",
     "max_variance",
     "ratio_to_bound",
+    "ratio_to_optimum",
     "select_seconds",
     "reason",
     "strategy",
@@ -120,6 +129,11 @@ STATUSES = ("ok", "timeout", "failed", "not applicable")
 
 #: The ``selector`` value of the SVD-bound row.
 BOUND = "svd_bound"
+#: The ``selector`` value of the L2-optimum row (Program 5.2, solved exactly).
+OPTIMUM = "l2_optimum"
+#: Largest domain whose L2 optimum :func:`compare` computes (n = 1024: seconds, well within
+#: the default time limit; ``benchmarks/bench_mm_sdp.py``).
+OPTIMUM_MAX_N = 1024
 
 #: Default time limit per selector (seconds; selection and scoring).
 DEFAULT_TIMEOUT = 60.0
@@ -179,7 +193,7 @@ def _add_param(entry: tuple[str, dict], item: str, text: str) -> None:
 @dataclass
 class _Entry:
     label: str
-    selector: Selector | None  # None for the SVD bound
+    selector: Selector | None  # None for a reference row: the SVD bound, the L2 optimum
     params: dict
 
 
@@ -273,15 +287,36 @@ def _applicability(entry: _Entry, W, privacy, objective) -> dict | None:
     return None if reason is None else {"status": "not applicable", "reason": reason}
 
 
+def _optimum_skipped(W, privacy, objective) -> str | None:
+    """Why :func:`compare` does not compute the L2 optimum for this comparison, or None."""
+    if privacy.norm != 2:
+        return "the L2 optimum is for (ε, δ) and zCDP privacy (Gaussian noise), not pure ε-DP"
+    if objective != "sum":
+        return "the L2 optimum minimises the total squared error (objective 'sum')"
+    if W.shape[1] > OPTIMUM_MAX_N:
+        return f"{W.shape[1]:,} cells > OPTIMUM_MAX_N = {OPTIMUM_MAX_N:,}"
+    return None
+
+
+def _reference(label: str, W, privacy) -> tuple[float, str | None]:
+    """The total squared error of a reference row and its note: the SVD bound, or the L2
+    optimum ``v · tr(WᵀW X⁻¹)`` (its strategy's columns have unit L2 norm at most)."""
+    if label == BOUND:
+        return evaluate.svd_bound_error(W, privacy), None
+    sol = solve_program_5_2(W.gram().dense())
+    gap = f"certified relative duality gap {sol.gap:.1e}"
+    return privacy.noise_variance(1.0) * sol.value, gap
+
+
 def _score(entry: _Entry, W, privacy, objective) -> dict:
-    """Select with one selector (or compute the SVD bound) and score the strategy (never
+    """Select with one selector (or compute a reference row) and score the strategy (never
     raises)."""
     rec = {"status": "ok", "reason": None, "strategy": None, "select_seconds": 0.0}
     start = time.perf_counter()
     try:
         if entry.selector is None:
-            rec["total_error"] = evaluate.svd_bound_error(W, privacy)
-            rec["rmse"] = math.sqrt(rec["total_error"] / W.shape[0])  # = svd_bound_rmse
+            rec["total_error"], rec["reason"] = _reference(entry.label, W, privacy)
+            rec["rmse"] = math.sqrt(rec["total_error"] / W.shape[0])
         else:
             strategy = entry.selector.select(W, privacy, objective)
     except MemoryError:
@@ -410,6 +445,9 @@ def compare(
             raise CompareError(f"{exc} (None: no limit)") from None
     entries = [_Entry(BOUND, None, {}), *_entries(selectors, seed)]
     W, workload_seconds = _workload(W, domain)
+    skipped = _optimum_skipped(W, privacy, objective)
+    if skipped is None:
+        entries.insert(1, _Entry(OPTIMUM, None, {}))
     if jobs is None:
         jobs = min(2, os.cpu_count() or 1)
     out = sys.stderr if progress is True else (io.StringIO() if not progress else progress)
@@ -470,8 +508,16 @@ def compare(
     df = pd.DataFrame(rows).reindex(columns=list(COLUMNS))
     bound = df.loc[0, "rmse"] if df.loc[0, "status"] == "ok" else math.nan
     df["ratio_to_bound"] = df["rmse"] / bound
+    optimum = math.nan
+    if skipped is None and df.loc[1, "status"] == "ok":
+        optimum = df.loc[1, "rmse"]
+    elif skipped is None:
+        skipped = f"the solve ended '{df.loc[1, 'status']}': {df.loc[1, 'reason']}"
+    df["ratio_to_optimum"] = df["rmse"] / optimum
     df.attrs.update(
         svd_bound_rmse=float(bound),
+        optimum_rmse=float(optimum),
+        optimum="computed" if skipped is None else f"not computed: {skipped}",
         svd_bound_error=float(df.loc[0, "total_error"]) if bound == bound else math.nan,
         privacy=privacy.describe(),
         objective=objective,
@@ -483,7 +529,8 @@ def compare(
     )
     metric = "max_variance" if objective == "max" else "total_error"
     order = df["status"].map({s: i for i, s in enumerate(STATUSES)})
-    order[df["selector"] == BOUND] = -1  # the reference row first
+    order[df["selector"] == BOUND] = -2  # the reference rows first
+    order[df["selector"] == OPTIMUM] = -1
     df = df.assign(_order=order, _metric=df[metric])
     df = df.sort_values(["_order", "_metric", "selector"], kind="stable", na_position="last")
     return df.drop(columns=["_order", "_metric"]).reset_index(drop=True)
@@ -513,6 +560,8 @@ def _note(row, width: int) -> str:
     """The last column: the strategy kind, "SVD lower bound", or the reason."""
     if row.selector == BOUND and row.status == "ok":
         return "SVD lower bound (Li & Miklau 2012)"
+    if row.selector == OPTIMUM and row.status == "ok":
+        return f"L2 optimum (Li et al. 2010, Program 5.2), {row.reason}"
     text = _strategy_text(row.strategy)
     reason = row.reason if isinstance(row.reason, str) else ""
     return text or _shorten(reason, width)
@@ -520,7 +569,8 @@ def _note(row, width: int) -> str:
 
 def format_table(df, reason_width: int = 90) -> str:
     """The comparison as an aligned text table (what ``mmtoolkit compare`` prints)."""
-    header = ["selector", "params", "status", "rmse", "ratio", "max_var", "seconds", "strategy"]
+    header = ["selector", "params", "status", "rmse", "ratio", "vs_opt", "max_var", "seconds",
+              "strategy"]  # fmt: skip
     lines = []
     for r in df.itertuples(index=False):
         lines.append(
@@ -530,12 +580,13 @@ def format_table(df, reason_width: int = 90) -> str:
                 r.status,
                 _num(r.rmse, ".5g"),
                 _num(r.ratio_to_bound, ".4f" if r.ratio_to_bound < 1000 else ".4g"),
+                _num(r.ratio_to_optimum, ".4f" if r.ratio_to_optimum < 1000 else ".4g"),
                 _num(r.max_variance, ".5g"),
                 _num(r.select_seconds, ".2f"),
                 _note(r, reason_width),
             ]
         )
-    right = {3, 4, 5, 6}
+    right = {3, 4, 5, 6, 7}
     widths = [max(len(h), *(len(row[j]) for row in lines)) for j, h in enumerate(header)]
 
     def fmt(row):
@@ -550,6 +601,11 @@ def format_table(df, reason_width: int = 90) -> str:
         out.append(
             f"ratio = rmse / SVD-bound rmse ({_num(bound, '.5g')}); {df.attrs.get('privacy', '')}"
         )
+    optimum = df.attrs.get("optimum")
+    if optimum == "computed":
+        out.append(f"vs_opt = rmse / L2-optimum rmse ({_num(df.attrs['optimum_rmse'], '.5g')})")
+    elif optimum is not None:
+        out.append(f"vs_opt: {optimum}")
     m, n, built = (df.attrs.get(k) for k in ("queries", "cells", "workload_seconds"))
     if m is not None and n is not None and built is not None:
         out.append(f"workload: {m:,} queries on {n:,} cells, built in {built:.2f} s")
@@ -575,7 +631,7 @@ def plot_ratios(df, path) -> None:
 
     from .atomic import write_atomic
 
-    ok = df[(df["status"] == "ok") & (df["selector"] != BOUND)]
+    ok = df[(df["status"] == "ok") & ~df["selector"].isin((BOUND, OPTIMUM))]
     labels = [
         f"{s} ({_params_text(p)})" if _params_text(p) else s
         for s, p in zip(ok["selector"], ok["params"])

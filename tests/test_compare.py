@@ -5,6 +5,7 @@ the command line, and the README section run as printed."""
 from __future__ import annotations
 
 import csv
+import importlib
 import json
 import math
 import os
@@ -21,6 +22,7 @@ import pytest
 from mmtoolkit import datasets, evaluate, workloads
 from mmtoolkit.compare import (
     BOUND,
+    OPTIMUM,
     STATUSES,
     CompareError,
     compare,
@@ -70,14 +72,24 @@ def test_every_selector_is_scored_by_the_evaluator():
     priv = ZCDP(0.5)
     df = compare(W, _every_selector(), privacy=priv, seed=0, timeout=60, progress=False)
 
-    assert sorted(df.selector) == sorted([*available(), BOUND])
+    assert sorted(df.selector) == sorted([*available(), BOUND, OPTIMUM])
     assert set(df.status) <= set(STATUSES)
     assert df.selector[0] == BOUND and df.status[0] == "ok"
     bound = evaluate.svd_bound_rmse(W, priv)
     assert df.rmse[0] == pytest.approx(bound, rel=1e-12)
     assert df.attrs["svd_bound_rmse"] == pytest.approx(bound, rel=1e-12)
+    # the L2 optimum second: the cvxpy route of mm_sdp solves the same program (to its own
+    # accuracy, ~1e-7 relative); no strategy beats it beyond the certified gap (≤ 1e-9)
+    assert df.selector[1] == OPTIMUM and df.status[1] == "ok"
+    assert df.attrs["optimum"] == "computed"
+    sdp = df[df.selector == "mm_sdp"].iloc[0]
+    assert df.rmse[1] == pytest.approx(sdp.rmse, rel=1e-6)
+    assert bound <= df.rmse[1] * (1 + 1e-9)
+    ratios = df[df.status == "ok"].ratio_to_optimum
+    assert np.allclose(ratios, df[df.status == "ok"].rmse / df.rmse[1], rtol=1e-12)
+    assert (df[(df.status == "ok") & (df.selector != BOUND)].ratio_to_optimum >= 1 - 1e-6).all()
 
-    ok = df[(df.status == "ok") & (df.selector != BOUND)]
+    ok = df[(df.status == "ok") & ~df.selector.isin((BOUND, OPTIMUM))]
     assert len(ok) >= 15
     for row in ok.itertuples():
         s = row.strategy
@@ -325,9 +337,10 @@ def test_progress_lines(capsys):
 
     compare(workloads.prefix(8), ["identity", IdentitySelector()], privacy=ZCDP(1), progress=Sink())
     lines = "".join(out).splitlines()
-    assert len(lines) == 3
+    assert len(lines) == 4  # the bound, the L2 optimum, two selectors
     assert all(
-        re.match(r"^\[\d/3\] (svd_bound|identity): ok, rmse [0-9.]+, [0-9.]+ s$", x) for x in lines
+        re.match(r"^\[\d/4\] (svd_bound|l2_optimum|identity): ok, rmse [0-9.]+, [0-9.]+ s$", x)
+        for x in lines
     ), lines
 
 
@@ -366,7 +379,8 @@ def test_bad_selectors_are_refused_before_running():
         compare(W, [3], privacy=ZCDP(1), progress=False)
     with pytest.raises(CompareError, match="compare needs a privacy"):
         compare(W, "identity", progress=False)
-    assert compare(W, "identity", ZCDP(1), progress=False).status.tolist() == ["ok", "ok"]
+    statuses = compare(W, "identity", ZCDP(1), progress=False).status.tolist()
+    assert statuses == ["ok", "ok", "ok"]  # the bound, the L2 optimum, identity
 
 
 def test_max_objective_sorts_by_max_variance():
@@ -394,16 +408,19 @@ def test_cli_prints_the_table_and_writes_csv_and_plot(tmp_path):
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
     assert lines[0].split() == [
-        "selector", "params", "status", "rmse", "ratio", "max_var", "seconds", "strategy"
+        "selector", "params", "status", "rmse", "ratio", "vs_opt", "max_var", "seconds",
+        "strategy",
     ]  # fmt: skip
     assert lines[2].startswith("svd_bound ")
     assert re.search(r"^mm_sdp\s+max_n=8\s+not applicable\s+.*exceeds the SDP size limit",
                      proc.stdout, re.M)  # fmt: skip
-    assert proc.stderr.count("\n") == 5 and "[5/5]" in proc.stderr  # progress lines
+    assert lines[3].startswith("l2_optimum ")
+    assert proc.stderr.count("\n") == 6 and "[6/6]" in proc.stderr  # progress lines
     with open(tmp_path / "c.csv", newline="") as f:
         rows = list(csv.DictReader(f))
     assert [r["selector"] for r in rows][0] == BOUND
-    assert set(rows[0]) >= {"selector", "params", "status", "rmse", "ratio_to_bound", "reason"}
+    assert set(rows[0]) >= {"selector", "params", "status", "rmse", "ratio_to_bound",
+                            "ratio_to_optimum", "reason"}  # fmt: skip
     hier = next(r for r in rows if r["selector"] == "hierarchical")
     assert json.loads(hier["params"]) == {"branching": 2} and hier["status"] == "ok"
     # the CLI's numbers are the evaluator's, on the same workload the Python API gets
@@ -563,7 +580,7 @@ def test_built_in_refusals_are_not_applicable_not_failed():
         assert not failed, failed
         if chosen is not None:
             assert set(df.status) >= {"not applicable"}
-            assert (df.status[df.selector != BOUND] == "not applicable").all()
+            assert (df.status[~df.selector.isin((BOUND, OPTIMUM))] == "not applicable").all()
 
 
 # --------------------------------------------------------------------------- hostile input
@@ -701,3 +718,42 @@ def test_size_limits_are_refusals_not_failures():
         assert r.status == "not applicable" and r.reason.startswith("TooLargeError: "), r
         assert "641263392000000000" in r.reason or "6.41e+17" in r.reason, r.reason
     assert rows[("opt_union", "separate")].status == "ok"
+
+
+# --------------------------------------------------------------------------- the L2 optimum
+def test_the_optimum_is_the_reference_of_ratio_to_optimum():
+    """All ranges on 24 cells under zCDP: the optimum row lies between the SVD bound and every
+    selector; identity's ratio is its RMSE over the optimum's, printed as vs_opt."""
+    df = compare("all_range:n=24", "identity,hb", privacy=ZCDP(0.5), progress=False)
+    assert list(df.selector[:2]) == [BOUND, OPTIMUM]
+    opt = df.rmse[1]
+    assert df.rmse[0] <= opt and df.ratio_to_optimum[0] <= 1
+    for row in df[2:].itertuples():
+        assert row.ratio_to_optimum == pytest.approx(row.rmse / opt, rel=1e-12)
+        assert row.ratio_to_optimum > 1  # identity and HB are not optimal on all ranges
+    assert df.attrs["optimum_rmse"] == opt
+    text = format_table(df)
+    assert "vs_opt" in text and "L2 optimum (Li et al. 2010, Program 5.2)" in text
+
+
+@pytest.mark.parametrize(
+    "privacy, objective, why",
+    [
+        (PureDP(1.0), "sum", "not pure ε-DP"),
+        (ZCDP(0.5), "max", "objective 'sum'"),
+    ],
+)
+def test_the_optimum_not_computed_says_why(privacy, objective, why):
+    df = compare("prefix:n=8", "identity", privacy=privacy, objective=objective,
+                 progress=False)  # fmt: skip
+    assert OPTIMUM not in set(df.selector)
+    assert df.ratio_to_optimum.isna().all()
+    assert df.attrs["optimum"].startswith("not computed") and why in df.attrs["optimum"]
+    assert f"vs_opt: {df.attrs['optimum']}" in format_table(df)
+
+
+def test_the_optimum_not_computed_above_its_size(monkeypatch):
+    monkeypatch.setattr(importlib.import_module("mmtoolkit.compare"), "OPTIMUM_MAX_N", 4)
+    df = compare("prefix:n=8", "identity", privacy=ZCDP(0.5), progress=False)
+    assert OPTIMUM not in set(df.selector)
+    assert "8 cells > OPTIMUM_MAX_N = 4" in df.attrs["optimum"]
