@@ -433,20 +433,6 @@ def _chain(Ax, stream, step, r: int | None):
     return da.block(grid.tolist())
 
 
-class _ParamAt:
-    """The noise parameter of each row: its scale's index among the distinct scales."""
-
-    def __init__(self, scales_of, distinct):
-        self.scales_of, self.distinct = scales_of, distinct
-
-    def __call__(self, lo: int, hi: int) -> np.ndarray:
-        s = self.scales_of(lo, hi)
-        k = np.minimum(np.searchsorted(self.distinct, s), len(self.distinct) - 1)
-        if not np.array_equal(self.distinct[k], s):  # pragma: no cover - a bug, not an input
-            raise RuntimeError("a row scale is missing from the distinct scales")
-        return k
-
-
 def _std_block(param_at, std, block_info=None):
     lo, hi = block_info[None]["array-location"][0]
     return std[param_at(lo, hi)]
@@ -460,10 +446,10 @@ def noise_std(plan, cells: int = BLOCK_CELLS):
     if plan.noise != "discrete":
         return plan.std()
     _, da = _dask()
-    scales_of, distinct, _, _, var, _ = plan.row_scale_parts
+    _, param_at, _, _, var, _ = plan.row_scale_parts
     chunks = da.core.normalize_chunks(cells, (plan.A.shape[0],))
     return da.map_blocks(
-        _std_block, _ParamAt(scales_of, distinct), np.sqrt(var), chunks=chunks, dtype=float,
+        _std_block, param_at, np.sqrt(var), chunks=chunks, dtype=float,
         meta=np.empty((0,)),
     )  # fmt: skip
 
@@ -506,10 +492,9 @@ def _measure(plan, X, rng, r: int | None, cells: int):
     if plan.noise == "continuous":
         stream = plan.noise_stream(_own_generator(rng), A.shape[0] * (r or 1))
         return _chain(Ax, stream, partial(_noisy_block, r=r), r)
-    scales_of, distinct, kind, params, _, _ = plan.row_scale_parts
-    stream = integer_noise_stream(
-        kind, params, _own_generator(rng), A.shape[0], r or 1, _ParamAt(scales_of, distinct)
-    )
+    scales_of, param_at, kind, params, _, _ = plan.row_scale_parts
+    stream = integer_noise_stream(kind, params, _own_generator(rng), A.shape[0], r or 1,
+                                  param_at)  # fmt: skip
     return _chain(Ax, stream, partial(_discrete_block, r=r, scales_of=scales_of), r)
 
 

@@ -23,7 +23,6 @@ __all__ = [
     "PRECISION",
     "DiscreteCalibration",
     "calibrate",
-    "no_row_scales",
     "integer_answers",
     "RowScales",
 ]
@@ -101,8 +100,7 @@ def calibrate(uniq, kind: str, scale: float, budget: float):
     return kind, params, uniq**2 * var, float(budget * ratios.max())
 
 
-def no_row_scales(A) -> NotSupportedByKindError:
-    """The refusal of exact integer noise for a kind without row scales."""
+def _no_scales(A) -> NotSupportedByKindError:
     return NotSupportedByKindError(
         f"discrete noise is not supported by this strategy kind ({type(peel(A)[1]).__name__}): "
         "its rows are not integer vectors up to a positive scale (counting queries), which "
@@ -121,7 +119,7 @@ class RowScales:
         A = as_matrix(A)
         terms = handler(A).row_scale_terms(A)
         if terms is None:
-            raise no_row_scales(A)
+            raise _no_scales(A)
         self.parts, off = [], 0
         for weights, vecs in terms:
             shape = tuple(v.size for v in vecs)

@@ -4,8 +4,9 @@
   privacy definition (Laplace for PureDP, Gaussian for ApproxDP/ZCDP); ``A x`` is an implicit
   product (Kronecker mat-vec, marginal sums), never a dense ``A``. ``noise="discrete"``
   draws exact integer noise instead (discrete Laplace for PureDP, discrete Gaussian for zCDP;
-  Canonne, Kamath & Steinke 2020, :mod:`mmtoolkit.noise`), see :func:`discrete_calibration`
-  (:mod:`mmtoolkit.discrete`).
+  Canonne, Kamath & Steinke 2020, :mod:`mmtoolkit.noise`), see :func:`discrete_calibration`.
+  Each is computed once by the noise plan (:class:`~mmtoolkit.plan.NoisePlan`), which every
+  function here builds and follows.
   ``releases=R`` draws R independent releases at once (an ``m x R`` array).
 * :func:`reconstruct` — ``x̂ = A⁺ y`` (least squares, minimum norm) by the strategy kind's own
   ``pinv_operator()`` when its structure gives ``A⁺`` exactly (identity, Kronecker products
@@ -114,15 +115,13 @@ def measure(
     then answered from marginal tables, others from the histogram). ``noise="continuous"``:
     ``z`` i.i.d. with scale ``privacy.noise_scale(sens_p(A))``; ``"discrete"``: exact integer
     noise (:func:`discrete_calibration`; integer data and counting-query rows needed).
-    ``releases=R`` returns an ``m x R`` array of independent releases. Continuous noise is
-    added in place by :func:`~mmtoolkit.measurement.add_noise`, drawn in cache-sized
-    blocks (the same values as one draw of all rows, so no extra ``m``-sized arrays; issue
-    17) — for one release of a kind with ``answers_streamed`` (a Kronecker product with a
-    p-Identity first factor, a stack of blocks such as OPT_+'s) to each piece of ``A x`` as
-    soon as it is computed, while it is in cache
-    (:func:`~mmtoolkit.measurement.noise_stream`, the same values), the noise drawn ahead
-    on a second thread when :func:`~mmtoolkit.threads.worker_threads` allows (the same
-    values again, so the release does not depend on the number of threads).
+    ``releases=R`` returns an ``m x R`` array of independent releases. The noise plan
+    (:class:`~mmtoolkit.plan.NoisePlan`) adds continuous noise in place, drawn in
+    cache-sized blocks (the same values as one draw of all rows, no extra ``m``-sized
+    arrays) — for one release of a kind with ``answers_streamed`` (a Kronecker product with a
+    p-Identity first factor, a stack of blocks such as OPT_+'s) to each piece of ``A x`` while
+    it is in cache, drawn ahead on a second thread when
+    :func:`~mmtoolkit.threads.worker_threads` allows (the same values again).
     Discrete noise is one :func:`~mmtoolkit.measurement.integer_noise_stream` over the rows,
     in blocks likewise. A ``dask.array`` ``x`` gives a lazy dask array
     (:mod:`mmtoolkit.dask_release`): the same noise for the same generator state, both
@@ -295,7 +294,7 @@ def release(
     the kinds allow (a Kronecker strategy, the identity workload: a release of 10^9 cells
     holds the data and one array of the strategy's rows). A workload whose answers
     would not fit in memory — with the N-cell ``x̂`` when it is needed — is refused before any
-    noise is drawn (:func:`check_release_fits`). :func:`release_measured`
+    noise is drawn (the noise plan's ``check_fits``). :func:`release_measured`
     also returns the measurements; ``mmtoolkit.release`` (:mod:`mmtoolkit.releasing`)
     returns labelled tables.
     """

@@ -1,26 +1,17 @@
 """The noise plan: a strategy's noise bound once to a privacy definition.
 
-A release measures a strategy ``A`` under a privacy definition with one kind of noise
-(continuous, or exact integer noise). :class:`NoisePlan` is built once from these —
-with the workload, the data and the number of releases where they matter — and is, on the
-release path, the one reader of the privacy definition (as OpenDP's ``Measurement`` binds its
-privacy map once). It
-
-* checks the privacy definition and the noise kind once;
-* computes ``A``'s sensitivity, the continuous noise scale and each row's noise standard
-  deviation, and for exact integer noise the calibration of the rows' scales
-  (:mod:`mmtoolkit.discrete`) — once, lazily;
-* refuses, before any noise is drawn and before a ledger is charged, a release that would
-  not fit in memory (:meth:`check_fits`) and discrete noise that cannot be calibrated (a
-  kind whose rows are not integer up to a scale);
-* picks the route: the kind's own mechanism through its release handler (``"own"``:
-  ResidualPlanner), or the generic measure (``"generic"``, in memory here or on the Dask
-  route by :mod:`mmtoolkit.dask_release`, which reads its noise from the plan);
-* gives what a ledger charges (:meth:`charge`);
-* is the one caller of the noise module (:mod:`mmtoolkit.measurement`): the streams it
-  opens carry the family and scale, never the privacy definition, and a kind's own
-  mechanism receives a :class:`Noise`, not the privacy definition;
-* produces the :class:`~mmtoolkit.measurement.Measurement` of what it measured.
+:class:`NoisePlan` is built once from a strategy, a privacy definition and a noise kind
+(continuous or exact integer) — with the workload, data and number of releases where they
+matter — and is the one reader of the privacy definition on the release path (as OpenDP's
+``Measurement`` binds its privacy map once). It checks the definition once; computes the
+sensitivity, the continuous scale and each row's standard deviation, and the calibration of
+exact integer noise (:mod:`mmtoolkit.discrete`), once and lazily; refuses, before any noise
+and any ledger charge, a release that would not fit in memory and discrete noise that cannot
+be calibrated; picks the route (``"own"``: the kind's mechanism through its release handler,
+which receives a :class:`Noise`, not the definition; else the generic measure, in memory here
+or by :mod:`mmtoolkit.dask_release`); gives the ledger's charge; opens every noise stream of
+:mod:`mmtoolkit.measurement` with its family and scale; and forms the
+:class:`~mmtoolkit.measurement.Measurement` of what it measured.
 """
 
 from __future__ import annotations
@@ -31,13 +22,7 @@ from functools import cached_property
 
 import numpy as np
 
-from .discrete import (
-    DiscreteCalibration,
-    RowScales,
-    calibrate,
-    integer_answers,
-    no_row_scales,
-)
+from .discrete import DiscreteCalibration, RowScales, calibrate, integer_answers
 from .domain import MAX_VECTOR_SIZE
 from .ledger import charge_of
 from .linalg import Matrix, TooLargeError, as_matrix, peel
@@ -65,13 +50,10 @@ NOISES = ("continuous", "discrete")
 
 @dataclass(frozen=True)
 class Noise:
-    """The noise of a release as a kind with a mechanism of its own reads it (its release
-    handler's ``release_answers`` / ``marginal_measurements``): ``family`` ``"laplace"`` or
-    ``"gaussian"``, calibrated to the sensitivity in the ``norm`` 1 or 2; ``discrete`` exact
-    integer noise; ``unit_scale`` / ``unit_variance`` the continuous noise scale (Laplace
-    ``b``, Gaussian ``σ``) and variance at sensitivity 1; ``rho`` the zCDP ρ of a ZCDP
-    guarantee (a discrete-Gaussian mechanism calibrates to it), else None; ``guarantee`` the
-    privacy definition's name (for messages)."""
+    """The noise a kind's own mechanism reads (its handler's ``release_answers`` /
+    ``marginal_measurements``): ``family`` (calibrated in the L``norm`` sensitivity), exact
+    integer or not, scale (Laplace ``b``, Gaussian ``σ``) and variance at sensitivity 1, the
+    zCDP ``rho`` of a ZCDP guarantee (else None), the definition's name (messages)."""
 
     family: str
     norm: int
@@ -164,6 +146,21 @@ def true_answers(A: Matrix, data) -> np.ndarray:
     return A @ data_vector(data, A.shape[1])
 
 
+class ParamAt:
+    """The noise parameter of rows ``lo .. hi - 1`` (``param_at(lo, hi)``): each one's scale's
+    index among the sorted distinct scales."""
+
+    def __init__(self, scales_of, distinct):
+        self.scales_of, self.distinct = scales_of, distinct
+
+    def __call__(self, lo: int, hi: int) -> np.ndarray:
+        s = self.scales_of(lo, hi)
+        k = np.minimum(np.searchsorted(self.distinct, s), len(self.distinct) - 1)
+        if not np.array_equal(self.distinct[k], s):  # pragma: no cover - a bug, not an input
+            raise RuntimeError("a row scale is missing from the distinct scales")
+        return k
+
+
 class NoisePlan:
     """How ``strategy`` is measured under ``privacy`` with ``noise`` (module docstring).
 
@@ -242,26 +239,22 @@ class NoisePlan:
 
     @cached_property
     def row_scale_parts(self) -> tuple:
-        """The row scales block by block (:class:`~mmtoolkit.discrete.RowScales`), their
-        sorted distinct values and these values' calibration (``kind, params, variances,
-        spent``, :func:`~mmtoolkit.discrete.calibrate`): what the Dask route reads."""
+        """The row scales block by block (:class:`~mmtoolkit.discrete.RowScales`, no array
+        over all rows), each row's noise parameter index block by block (:class:`ParamAt`),
+        and the calibration of the sorted distinct scales (``kind, params, variances,
+        spent``, :func:`~mmtoolkit.discrete.calibrate`)."""
         scales_of = RowScales(self.A)
         distinct = scales_of.distinct()
-        return (scales_of, distinct) + self._calibrate(distinct)
-
-    def _calibrate(self, distinct) -> tuple:
         kind, budget = self._discrete_kind()
-        return calibrate(distinct, kind, self.scale, budget)
+        return (scales_of, ParamAt(scales_of, distinct)) + calibrate(distinct, kind, self.scale,
+                                                                     budget)  # fmt: skip
 
     @cached_property
     def calibration(self) -> DiscreteCalibration:
-        """The exact integer noise of every row (in memory; :class:`DiscreteCalibration`)."""
-        scales = handler(self.A).row_scales(self.A)
-        if scales is None:
-            raise no_row_scales(self.A)
-        uniq, inverse = np.unique(scales, return_inverse=True)
-        kind, params, var, spent = self._calibrate(uniq)
-        return DiscreteCalibration(kind, scales, params, inverse.ravel(), var[inverse.ravel()],
+        """The exact integer noise of every row, in arrays over the rows (in memory)."""
+        scales_of, param_at, kind, params, var, spent = self.row_scale_parts
+        rows = param_at(0, self.A.shape[0])
+        return DiscreteCalibration(kind, scales_of(0, self.A.shape[0]), params, rows, var[rows],
                                    float(self._discrete_kind()[1]), spent)  # fmt: skip
 
     def std(self):

@@ -71,7 +71,7 @@ class ReleaseHandler:
 
     def needs_estimate(self, A: Matrix, W: Matrix) -> bool:
         """Whether releasing ``W``'s answers through ``A`` builds the N-cell estimate ``x̂``
-        (asked by ``mechanism.check_release_fits`` before any noise is drawn)."""
+        (asked by the noise plan's ``check_fits`` before any noise is drawn)."""
         return True
 
     def reads_histogram(self, A: Matrix) -> bool:
