@@ -77,12 +77,13 @@ from functools import partial
 
 import numpy as np
 
-from .discrete import RowScales, discrete_params, integer_answers
+from .discrete import integer_answers
 from .linalg import Marginals, Matrix, as_matrix, peel
 from .linalg.kronecker import group
 from .linalg.marginals import expand_tables, key_attrs, marginal_key
-from .measurement import integer_noise_stream, noise_stream
-from .release_handlers import ReleaseHandler, handler
+from .measurement import integer_noise_stream
+from .plan import NoisePlan, check_rng, is_dask_array
+from .release_handlers import handler
 
 __all__ = [
     "BLOCK_CELLS",
@@ -92,17 +93,14 @@ __all__ = [
     "measure",
     "reconstruct",
     "release",
-    "discrete_noise_std",
+    "measure_planned",
+    "release_planned",
+    "noise_std",
 ]
 
 #: Cells of a block (2^23 float64 = 64 MB) when this module chooses a chunking, and the
 #: largest measurement vector treated as small (marginals: computed in one piece).
 BLOCK_CELLS = 1 << 23
-
-
-def is_dask_array(x) -> bool:
-    """Whether ``x`` is a dask array (checked without importing dask)."""
-    return hasattr(x, "__dask_graph__") and hasattr(x, "chunks") and hasattr(x, "map_blocks")
 
 
 def _dask():
@@ -435,47 +433,23 @@ def _chain(Ax, stream, step, r: int | None):
     return da.block(grid.tolist())
 
 
-class _ParamAt:
-    """The noise parameter of each row: its scale's index among the distinct scales."""
-
-    def __init__(self, scales_of, distinct):
-        self.scales_of, self.distinct = scales_of, distinct
-
-    def __call__(self, lo: int, hi: int) -> np.ndarray:
-        s = self.scales_of(lo, hi)
-        k = np.minimum(np.searchsorted(self.distinct, s), len(self.distinct) - 1)
-        if not np.array_equal(self.distinct[k], s):  # pragma: no cover - a bug, not an input
-            raise RuntimeError("a row scale is missing from the distinct scales")
-        return k
-
-
-def _discrete_parts(A: Matrix, privacy):
-    """The row scales of ``A`` block by block (:class:`mmtoolkit.discrete.RowScales`: the
-    bits of the handler's ``row_scales``, factor-wise, no array over all rows), their sorted
-    distinct values and the calibration of these (:func:`mmtoolkit.discrete.discrete_params`, as
-    :func:`mmtoolkit.discrete.discrete_calibration` computes it in memory): ``(scales_of,
-    distinct, kind, params, variances)``. Raises before anything is drawn."""
-    scales_of = RowScales(A)
-    distinct = scales_of.distinct()
-    kind, params, var, _ = discrete_params(distinct, privacy, A.sensitivity(privacy.norm))
-    return scales_of, distinct, kind, params, var
-
-
 def _std_block(param_at, std, block_info=None):
     lo, hi = block_info[None]["array-location"][0]
     return std[param_at(lo, hi)]
 
 
-def discrete_noise_std(A, privacy, cells: int = BLOCK_CELLS):
-    """The standard deviation of each row's exact integer noise (continuous units of ``A``;
-    :class:`mmtoolkit.discrete.DiscreteCalibration`'s ``variances``), as a lazy 1-D dask
-    array in blocks of ``cells`` rows: no array over all rows on the client."""
+def noise_std(plan, cells: int = BLOCK_CELLS):
+    """The standard deviation of each row's noise of a
+    :class:`~mmtoolkit.plan.NoisePlan`: continuous, the plan's (one value
+    broadcast); exact integer noise, its calibrated rows' (continuous units of ``A``) as a
+    lazy 1-D dask array in blocks of ``cells`` rows — no array over all rows on the client."""
+    if plan.noise != "discrete":
+        return plan.std()
     _, da = _dask()
-    A = as_matrix(A)
-    scales_of, distinct, _, _, var = _discrete_parts(A, privacy)
-    chunks = da.core.normalize_chunks(cells, (A.shape[0],))
+    _, param_at, _, _, var, _ = plan.row_scale_parts
+    chunks = da.core.normalize_chunks(cells, (plan.A.shape[0],))
     return da.map_blocks(
-        _std_block, _ParamAt(scales_of, distinct), np.sqrt(var), chunks=chunks, dtype=float,
+        _std_block, param_at, np.sqrt(var), chunks=chunks, dtype=float,
         meta=np.empty((0,)),
     )  # fmt: skip
 
@@ -509,20 +483,18 @@ def _apply(M: Matrix, X, cells: int, check: bool, r: int | None = None):
     )
 
 
-def _measure(A: Matrix, X, privacy, rng, noise: str, r: int | None, cells: int):
+def _measure(plan, X, rng, r: int | None, cells: int):
     """``A x + z`` as a tensor (a single Kronecker product) or 1-D, blocks in row order,
-    drawn from a copy of ``rng`` (the caller jumps ``rng`` once the graph is built)."""
-    if noise not in ("continuous", "discrete"):
-        raise ValueError(f"noise must be 'continuous' or 'discrete', got {noise!r}")
+    drawn from a copy of ``rng`` (the caller jumps ``rng`` once the graph is built) with the
+    noise of ``plan`` (a :class:`~mmtoolkit.plan.NoisePlan`)."""
+    A = plan.A
     Ax = _in_row_order(_apply(A, X, cells, check=True), cells)
-    if noise == "continuous":
-        rows = A.shape[0] * (r or 1)
-        stream = noise_stream(privacy, _own_generator(rng), rows, A.sensitivity(privacy.norm))
+    if plan.noise == "continuous":
+        stream = plan.noise_stream(_own_generator(rng), A.shape[0] * (r or 1))
         return _chain(Ax, stream, partial(_noisy_block, r=r), r)
-    scales_of, distinct, kind, params, _ = _discrete_parts(A, privacy)
-    stream = integer_noise_stream(
-        kind, params, _own_generator(rng), A.shape[0], r or 1, _ParamAt(scales_of, distinct)
-    )
+    scales_of, param_at, kind, params, _, _ = plan.row_scale_parts
+    stream = integer_noise_stream(kind, params, _own_generator(rng), A.shape[0], r or 1,
+                                  param_at)  # fmt: skip
     return _chain(Ax, stream, partial(_discrete_block, r=r, scales_of=scales_of), r)
 
 
@@ -532,10 +504,15 @@ def measure(A, X, privacy, rng: np.random.Generator, noise: str = "continuous",
     ``X``: a lazy dask array in ``A``'s row order, 1-D, or ``m x R`` for ``releases=R``.
     ``z`` is the noise :func:`mmtoolkit.mechanism.measure` draws from the same generator
     state — continuous, or exact integer noise for ``noise="discrete"`` — added block by
-    block in row order (module docstring). :mod:`mmtoolkit.mechanism` checks the
-    arguments."""
-    A = as_matrix(A)
-    y = _flat(_measure(A, X, privacy, rng, noise, releases, cells), releases)
+    block in row order (module docstring); :func:`measure_planned` of the plan of ``A``."""
+    return measure_planned(NoisePlan(A, privacy, noise), X, rng, releases, cells)
+
+
+def measure_planned(plan, X, rng: np.random.Generator, releases: int | None = None,
+                    cells: int = BLOCK_CELLS):  # fmt: skip
+    """:func:`measure` by a :class:`~mmtoolkit.plan.NoisePlan`."""
+    check_rng(rng)
+    y = _flat(_measure(plan, X, rng, releases, cells), releases)
     _jump(rng)
     return y
 
@@ -606,16 +583,20 @@ def release(W, A, X, privacy, rng: np.random.Generator, noise: str = "continuous
 
     A kind that releases by a mechanism of its own (``release_answers``: ResidualPlanner,
     He et al. Alg. 1–3) is refused: its in-memory release is not ``measure`` → ``A⁺``."""
+    plan = NoisePlan(A, privacy, noise, workload=W, fits=False)
+    out, y = release_planned(plan, X, rng, cells)
+    return (out, y) if measurements else out
+
+
+def release_planned(plan, X, rng: np.random.Generator, cells: int = BLOCK_CELLS) -> tuple:
+    """:func:`release` by a :class:`~mmtoolkit.plan.NoisePlan` with a
+    workload: ``(answers, y)``, both lazy."""
     dask, da = _dask()
-    W, A = as_matrix(W), as_matrix(A)
-    if A.shape[1] != W.shape[1]:
+    check_rng(rng)
+    W, A = plan.W, plan.A
+    if plan.route == "own":
         raise ValueError(
-            f"the workload is defined on {W.shape[1]} cells, the strategy on {A.shape[1]}"
-        )
-    base = peel(A)[1]
-    if type(handler(base)).release_answers is not ReleaseHandler.release_answers:
-        raise ValueError(
-            f"{type(base).__name__} releases by a mechanism of its own (release_answers), "
+            f"{type(peel(A)[1]).__name__} releases by a mechanism of its own (release_answers), "
             "which the Dask route does not run; release it in memory (records or a data "
             "vector), or use mechanism.measure / reconstruct on the dask array"
         )
@@ -625,7 +606,7 @@ def release(W, A, X, privacy, rng: np.random.Generator, noise: str = "continuous
     if not direct and A.pinv_operator() is None:
         raise _no_pinv(A)  # before any noise is drawn
     # the whole graph is built before rng moves, so every refusal leaves it untouched
-    y = _measure(A, X, privacy, rng, noise, None, cells)
+    y = _measure(plan, X, rng, None, cells)
     if direct:
         out = dask.delayed(handler(A).workload_answers)(A, W, _flat(y, None))
         out = da.from_delayed(out, (W.shape[0],), dtype=float, meta=np.empty((0,)))
@@ -635,4 +616,4 @@ def release(W, A, X, privacy, rng: np.random.Generator, noise: str = "continuous
         xhat = _reconstruct(A, y, X.chunks if same else None, cells, None)  # x̂ like X
         out = _apply(W, xhat, cells, False).reshape(-1)
     _jump(rng)
-    return (out, _flat(y, None)) if measurements else out
+    return out, _flat(y, None)

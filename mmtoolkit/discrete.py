@@ -1,6 +1,7 @@
 """Exact integer noise calibrated to a strategy (Canonne, Kamath & Steinke 2020, "The Discrete
 Gaussian for Differential Privacy"): which integer noise each row of ``A`` receives
-(:func:`discrete_calibration`) and the integer answers it is added to (:func:`integer_answers`).
+(:func:`calibrate`, for the noise plan, :mod:`mmtoolkit.plan`) and the
+integer answers it is added to (:func:`integer_answers`).
 The noise itself is one stream over the rows (:class:`mmtoolkit.measurement.DiscreteNoiseStream`),
 which both mechanisms draw: :func:`mmtoolkit.mechanism.measure` (in memory) and
 :mod:`mmtoolkit.dask_release` (a dask data array, block by block), so a given generator
@@ -16,16 +17,12 @@ from fractions import Fraction
 import numpy as np
 
 from .linalg import NotSupportedByKindError, as_matrix, check_dense_size, peel
-from .privacy import ZCDP, Privacy, PureDP, check_privacy
 from .release_handlers import handler
-from .strategy import Strategy
 
 __all__ = [
     "PRECISION",
     "DiscreteCalibration",
-    "discrete_calibration",
-    "discrete_params",
-    "check_discrete",
+    "calibrate",
     "integer_answers",
     "RowScales",
 ]
@@ -71,27 +68,19 @@ def _discrete_gaussian_variance(sigma2: float) -> float:
     return float(np.sum(k * k * p) / np.sum(p))
 
 
-def _check_discrete_privacy(privacy) -> None:
-    check_privacy(privacy)
-    if not isinstance(privacy, (PureDP, ZCDP)):
-        raise ValueError(
-            "discrete noise is available for PureDP (discrete Laplace) and ZCDP (discrete "
-            f"Gaussian), not {type(privacy).__name__}; use noise='continuous'"
-        )
-
-
-def discrete_params(uniq, privacy: Privacy, sens: float):
-    """The noise parameters for the distinct row scales ``uniq`` (sorted) of a strategy of
-    sensitivity ``sens`` (see :class:`DiscreteCalibration`): ``(kind, params, variances of
-    the released rows of each scale, spent)``. What :func:`discrete_calibration` computes
-    from the strategy's ``row_scales()``; the Dask route calls it with the distinct scales of
-    a Kronecker product, read factor-wise."""
-    _check_discrete_privacy(privacy)
+def calibrate(uniq, kind: str, scale: float, budget: float):
+    """The noise parameters for the distinct row scales ``uniq`` (sorted) of a strategy whose
+    continuous noise has scale ``scale`` (Laplace ``b`` or Gaussian ``σ`` at its
+    sensitivity; see :class:`DiscreteCalibration`): ``kind`` ``"laplace"`` (pure ε =
+    ``budget``) or ``"gaussian"`` (zCDP ρ = ``budget``). Returns ``(kind, params, variances
+    of the released rows of each scale, spent)``. The noise plan
+    (:class:`mmtoolkit.plan.NoisePlan`) calls it with the distinct values of
+    the strategy's row scales (in memory) or of its factor-wise scales (the Dask route)."""
     uniq = np.asarray(uniq, dtype=float)
     params, var, ratios = [], np.empty(len(uniq)), np.empty(len(uniq))
     for k, dr in enumerate(uniq):
-        b = privacy.noise_scale(sens) / dr  # continuous scale (Laplace b or Gaussian σ) on B_r x
-        if isinstance(privacy, PureDP):
+        b = scale / dr  # continuous scale (Laplace b or Gaussian σ) on B_r x
+        if kind == "laplace":
             rate = 1.0 / b  # privacy loss per unit of |B_r δ|
             t = 1 << max(0, math.ceil(math.log2(PRECISION / rate)))
             s = math.floor(rate * t * (1 - 1e-9))
@@ -108,31 +97,7 @@ def discrete_params(uniq, privacy: Privacy, sens: float):
             params.append((float(dr), sigma2))
             var[k] = _discrete_gaussian_variance(sigma2)
             ratios[k] = (b * b) / float(sigma2)
-    budget = privacy.epsilon if isinstance(privacy, PureDP) else privacy.rho
-    kind = "laplace" if isinstance(privacy, PureDP) else "gaussian"
     return kind, params, uniq**2 * var, float(budget * ratios.max())
-
-
-def discrete_calibration(strategy, privacy: Privacy) -> DiscreteCalibration:
-    """The exact integer noise for ``strategy`` under ``privacy`` (PureDP or ZCDP), see
-    :class:`DiscreteCalibration`. Raises when a row of the strategy is not an integer vector
-    up to a positive scale (discrete noise needs integer queries)."""
-    _check_discrete_privacy(privacy)
-    A = strategy.matrix if isinstance(strategy, Strategy) else as_matrix(strategy)
-    scales = handler(A).row_scales(A)
-    if scales is None:
-        raise _no_scales(A)
-    uniq, inverse = np.unique(scales, return_inverse=True)
-    kind, params, var, spent = discrete_params(uniq, privacy, A.sensitivity(privacy.norm))
-    return DiscreteCalibration(
-        kind=kind,
-        scales=scales,
-        params=params,
-        row_param=inverse.ravel(),
-        variances=var[inverse.ravel()],
-        budget=float(privacy.epsilon if isinstance(privacy, PureDP) else privacy.rho),
-        spent=spent,
-    )
 
 
 def _no_scales(A) -> NotSupportedByKindError:
@@ -141,21 +106,6 @@ def _no_scales(A) -> NotSupportedByKindError:
         "its rows are not integer vectors up to a positive scale (counting queries), which "
         "exact integer noise needs; use noise='continuous'"
     )
-
-
-def check_discrete(A, privacy: Privacy) -> None:
-    """Refuse, before any noise is drawn and before a ledger charge, a discrete-noise release
-    of ``A`` that cannot be calibrated: a privacy definition without exact integer noise, a
-    kind whose rows are not integer up to a scale (:class:`~mmtoolkit.linalg.
-    NotSupportedByKindError`), or a noise parameter that cannot be represented. Reads the
-    row scales through ``row_scale_terms()`` (factor-wise for a Kronecker product: no array
-    over all rows). A kind with a discrete mechanism of its own (``discrete_summary``) checks
-    its own."""
-    _check_discrete_privacy(privacy)
-    A = as_matrix(A)
-    if handler(A).discrete_summary(A, privacy) is not None:
-        return
-    discrete_params(RowScales(A).distinct(), privacy, A.sensitivity(privacy.norm))
 
 
 class RowScales:

@@ -42,6 +42,7 @@ __all__ = [
     "add_noise",
     "sample",
     "noise_stream",
+    "continuous_stream",
     "integer_noise_stream",
     "scaled_gaussian",
     "integer_gaussian",
@@ -328,12 +329,21 @@ def noise_stream(
     :class:`NoiseStream`), when :func:`~mmtoolkit.threads.worker_threads` allows two; the
     caller must not use ``rng`` until the stream is used up or closed.
     """
+    return continuous_stream(privacy.family, privacy.noise_scale(sensitivity), rng, size,
+                             prefetch)  # fmt: skip
+
+
+def continuous_stream(family: str, scale: float, rng: np.random.Generator, size: int,
+                      prefetch: bool = False) -> NoiseStream:  # fmt: skip
+    """:func:`noise_stream` of the noise ``family`` (``"laplace"`` or ``"gaussian"``) and
+    ``scale`` (Laplace ``b``, Gaussian ``σ``): what the noise plan
+    (:mod:`mmtoolkit.plan`) opens with the scale it computed."""
     if not isinstance(rng, np.random.Generator):
         raise ValueError(
             f"rng must be a numpy.random.Generator (np.random.default_rng(seed)), "
             f"got {type(rng).__name__}"
         )
-    return NoiseStream(privacy.family, privacy.noise_scale(sensitivity), rng, size, prefetch)
+    return NoiseStream(family, scale, rng, size, prefetch)
 
 
 def scaled_gaussian(rng: np.random.Generator, out: np.ndarray, scales: np.ndarray,

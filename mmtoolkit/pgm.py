@@ -45,12 +45,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import mechanism
 from .checks import check_int
 from .domain import Domain
 from .linalg import as_matrix
 from .linalg.marginals import marginal_key
 from .measurement import Measurement, marginal_layout, marginal_measurements
+from .plan import NoisePlan
 from .records import Records
 from .release_handlers import handler
 
@@ -88,8 +88,9 @@ def measure(strategy, data, privacy, rng) -> list[Measurement]:
     release measures it (:func:`mmtoolkit.mechanism.measure`) and its blocks, weights
     divided out, are the marginals (:func:`mmtoolkit.measurement.marginal_measurements`);
     any other strategy is refused before any noise is drawn."""
-    A = as_matrix(getattr(strategy, "matrix", strategy))
-    own = handler(A).marginal_measurements(A, data, privacy, rng)
+    plan = NoisePlan(getattr(strategy, "matrix", strategy), privacy)
+    A = plan.A
+    own = handler(A).marginal_measurements(A, data, plan.spec, rng)
     if own is not None:
         return own
     sizes = data.domain.sizes if isinstance(data, Records) else None
@@ -99,10 +100,8 @@ def measure(strategy, data, privacy, rng) -> list[Measurement]:
             "measurements of marginals (weighted marginals such as HDMM's OPT_M or Datacube, "
             "a marginals workload measured directly, or ResidualPlanner)"
         )
-    y = mechanism.measure(A, data, privacy, rng)
-    std = math.sqrt(privacy.noise_variance(A.sensitivity(privacy.norm)))
-    dist = mechanism.distribution(privacy, "continuous")
-    return marginal_measurements(A, y, std, dist, sizes)
+    y = plan.measure(data, rng)
+    return marginal_measurements(A, y, math.sqrt(plan.variance), plan.distribution, sizes)
 
 
 # ============================================================================ queries

@@ -111,6 +111,7 @@ from pathlib import Path
 from . import evaluate, jsonsafe, mechanism, records, selectors
 from .atomic import same_file, write_files_atomic
 from .ledger import Ledger, LedgerError
+from .plan import NoisePlan
 from .privacy import Privacy, add_budget_arguments, from_budget, from_spec
 from .release_handlers import handler
 from .releasing import release, select_plan, workload_matrix, workload_tables
@@ -304,10 +305,11 @@ def _params(items) -> dict:
 def _discrete_summary(strategy, privacy) -> dict:
     """The exact noise parameters and the privacy they spend (≤ the budget)."""
 
-    own = handler(strategy.matrix).discrete_summary(strategy.matrix, privacy)
+    plan = NoisePlan(strategy.matrix, privacy, "discrete")  # = W for inference none
+    own = handler(plan.A).discrete_summary(plan.A, plan.spec)
     if own is not None:
         return own
-    cal = mechanism.discrete_calibration(strategy.matrix, privacy)  # = W for inference none
+    cal = plan.calibration
     return {
         "mechanism": f"discrete {cal.kind}",
         "distinct_row_scales": len(cal.params),

@@ -71,7 +71,7 @@ class ReleaseHandler:
 
     def needs_estimate(self, A: Matrix, W: Matrix) -> bool:
         """Whether releasing ``W``'s answers through ``A`` builds the N-cell estimate ``x̂``
-        (asked by ``mechanism.check_release_fits`` before any noise is drawn)."""
+        (asked by the noise plan's ``check_fits`` before any noise is drawn)."""
         return True
 
     def reads_histogram(self, A: Matrix) -> bool:
@@ -79,21 +79,25 @@ class ReleaseHandler:
         records, before any noise is drawn and before a ledger charge)."""
         return True
 
-    def discrete_summary(self, A: Matrix, privacy) -> dict | None:
+    def discrete_summary(self, A: Matrix, noise) -> dict | None:
         """A kind with a discrete mechanism of its own describes it (release summaries), or
-        raises :class:`~mmtoolkit.linalg.NotSupportedByKindError` when it does not apply;
-        None: the generic exact samplers (:mod:`mmtoolkit.discrete`)."""
+        raises :class:`~mmtoolkit.linalg.NotSupportedByKindError` when it does not apply
+        (``noise``: the noise plan's :class:`~mmtoolkit.plan.Noise`); None: the generic
+        exact samplers (:mod:`mmtoolkit.discrete`)."""
         return None
 
-    def release_answers(self, A: Matrix, W: Matrix, data, privacy, rng, noise: str):
+    def release_answers(self, A: Matrix, W: Matrix, data, noise, rng):
         """A kind with a mechanism of its own releases ``W``'s answers here from ``data``
-        (records or a data vector); None: the mechanism's generic measure → answer."""
+        (records or a data vector) with the noise ``noise`` (the noise plan's
+        :class:`~mmtoolkit.plan.Noise`: family, variance per unit sensitivity,
+        zCDP ρ, discrete or not) drawn from ``rng``; None: the generic measure → answer."""
         return None
 
-    def marginal_measurements(self, A: Matrix, data, privacy, rng) -> list | None:
+    def marginal_measurements(self, A: Matrix, data, noise, rng) -> list | None:
         """A kind with a mechanism of its own measures ``data`` for Private-PGM
         (:func:`mmtoolkit.pgm.measure`) as marginal
-        :class:`~mmtoolkit.measurement.Measurement` s; None: the generic mechanism."""
+        :class:`~mmtoolkit.measurement.Measurement` s with the continuous ``noise`` (a
+        :class:`~mmtoolkit.plan.Noise`); None: the generic mechanism."""
         return None
 
     def row_scales(self, A: Matrix) -> np.ndarray | None:
@@ -138,15 +142,15 @@ class WeightedHandler(ReleaseHandler):
     def reads_histogram(self, A):
         return handler(A.base).reads_histogram(A.base)
 
-    def discrete_summary(self, A, privacy):
-        return handler(A.base).discrete_summary(A.base, privacy)
+    def discrete_summary(self, A, noise):
+        return handler(A.base).discrete_summary(A.base, noise)
 
-    def release_answers(self, A, W, data, privacy, rng, noise):
-        return handler(A.base).release_answers(A.base, W, data, privacy, rng, noise)
+    def release_answers(self, A, W, data, noise, rng):
+        return handler(A.base).release_answers(A.base, W, data, noise, rng)
 
-    def marginal_measurements(self, A, data, privacy, rng):
+    def marginal_measurements(self, A, data, noise, rng):
         # c·A has c times A's sensitivity, so dividing its answers by c gives A's measurements
-        return handler(A.base).marginal_measurements(A.base, data, privacy, rng)
+        return handler(A.base).marginal_measurements(A.base, data, noise, rng)
 
     def row_scales(self, A):
         inner = handler(A.base).row_scales(A.base)

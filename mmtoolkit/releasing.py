@@ -56,7 +56,7 @@ from . import evaluate, mechanism, records, selectors
 from .checks import check_choice, check_int
 from .domain import Domain
 from .jsonsafe import jsonable, stable_text
-from .ledger import Ledger, charge_of
+from .ledger import Ledger
 from .linalg import (
     Dense,
     Matrix,
@@ -64,6 +64,7 @@ from .linalg import (
     normal_form,
 )
 from .measurement import Measurement, marginal_measurements
+from .plan import NoisePlan
 from .privacy import Privacy, check_privacy
 from .saved_plans import SavedPlan, load_plan
 from .selectors.base import accepts_seed, get_class
@@ -583,7 +584,7 @@ def release(
         select_for = plan.select_for
     selector = "residual_planner" if selector is None else selector
     noise = "continuous" if noise is None else noise
-    check_privacy(privacy)
+    check_privacy(privacy)  # before the selection (the plan checks it again after)
     if noise not in mechanism.NOISES:
         raise ValueError(f"noise must be one of {mechanism.NOISES}, got {noise!r}")
     releases = check_int(releases, "releases", minimum=1)
@@ -614,8 +615,8 @@ def release(
     except TooLargeError:
         stderr = None
     t_eval = time.perf_counter() - t2
-    mechanism.check_release_fits(W, strategy, releases=releases, data=recs, privacy=privacy,
-                                 noise=noise)  # fmt: skip  # charges nothing
+    # every check of the measurement (memory, fit, discrete noise) before any charge
+    mplan = NoisePlan(strategy, privacy, noise, workload=W, data=recs, releases=releases)
 
     digest = data_digest(recs, seed)
     key = release_key(
@@ -646,7 +647,7 @@ def release(
     try:
         measured, shown = [], t3
         for r in range(releases):
-            measured.append(mechanism.release_measured(W, strategy, recs, privacy, rng, noise))
+            measured.append(mechanism.release_planned(mplan, recs, rng))
             now = time.perf_counter()
             if progress and now - shown >= PROGRESS_SECONDS and r + 1 < releases:
                 out = sys.stderr if progress is True else progress
@@ -662,9 +663,8 @@ def release(
         ledger.commit(entry)
 
     tables = workload_tables(W, dom)
-    dist = mechanism.distribution(privacy, noise)
-    meas = [_measurements(m, tables, dom, a, stderr, dist) for a, m in measured]
-    spent = charge_of(privacy, releases)
+    meas = [_measurements(m, tables, dom, a, stderr, mplan.distribution) for a, m in measured]
+    spent = mplan.charge(releases)
     m = int(W.shape[0])
     summary = {
         "privacy": privacy.describe(),

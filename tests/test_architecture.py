@@ -13,6 +13,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import numpy as np
+
 import mmtoolkit
 
 ROOT = Path(mmtoolkit.__file__).parent
@@ -284,7 +286,8 @@ def test_matrix_has_few_protocol_hooks_and_no_release_operation():
 
 #: The release layer: drawing noise, measuring, releasing, post-processing measurements.
 RELEASE_LAYER = {
-    "mmtoolkit.measurement", "mmtoolkit.release_handlers", "mmtoolkit.discrete",
+    "mmtoolkit.measurement", "mmtoolkit.plan", "mmtoolkit.release_handlers",
+    "mmtoolkit.discrete",
     "mmtoolkit.mechanism", "mmtoolkit.dask_release", "mmtoolkit.pgm", "mmtoolkit.releasing",
     "mmtoolkit.release_command",
 }  # fmt: skip
@@ -308,3 +311,90 @@ def test_nothing_below_the_release_layer_imports_it():
         if target in RELEASE_LAYER
     ]
     assert not bad, "\n".join(bad)
+
+
+# ---------------------------------------------------------------- the privacy object's path
+def _privacy_modules(selector: str, params: dict, **release) -> set[str]:
+    """The package modules whose frames hold the privacy object ``release["privacy"]`` in
+    their locals while ``mmtoolkit.release`` runs, off the selection and the error report.
+
+    How it counts: ``sys.setprofile`` sees every Python call and return during the release;
+    at each, the frame's locals are searched for the privacy object itself (identity, not
+    equality) and the module of a frame holding it is recorded — except under the selector's
+    ``select`` (the profiler is off while it runs: it chooses the strategy), the evaluator
+    (``mmtoolkit.evaluate``) and ``standard_errors`` (they report the strategy's error):
+    the noise depends on neither. What remains is every module the privacy object enters
+    on its way from ``mmtoolkit.release`` to the noise draw, the ledger's charge and the
+    summary included."""
+    import sys
+
+    from mmtoolkit.selectors.base import get_class
+
+    privacy, seen = release["privacy"], set()
+
+    def reports_error(frame) -> bool:
+        while frame is not None:
+            mod = frame.f_globals.get("__name__", "")
+            if mod.startswith("mmtoolkit.evaluate") or frame.f_code.co_name == "standard_errors":
+                return True
+            frame = frame.f_back
+        return False
+
+    def profile(frame, event, arg):
+        if event in ("call", "return"):
+            mod = frame.f_globals.get("__name__", "")
+            if mod.startswith("mmtoolkit") and mod not in seen:
+                if any(v is privacy for v in frame.f_locals.values()) and not reports_error(
+                    frame
+                ):
+                    seen.add(mod)
+
+    class Unprofiled(get_class(selector)):
+        def select(self, W, privacy):
+            sys.setprofile(None)
+            try:
+                return super().select(W, privacy)
+            finally:
+                sys.setprofile(profile)
+
+    sys.setprofile(profile)
+    try:
+        out = mmtoolkit.release(selector=Unprofiled(**params), **release)
+    finally:
+        sys.setprofile(None)
+    assert np.all(np.isfinite(out.answers))
+    return seen
+
+
+def test_the_privacy_object_enters_at_most_five_modules_on_its_way_to_the_noise(tmp_path):
+    """Following the privacy object from ``mmtoolkit.release`` to the noise draw enters at
+    most 5 package modules (counted as :func:`_privacy_modules` says), for in-memory
+    releases of several strategy kinds, continuous and discrete noise, with a ledger: the
+    noise plan (``mmtoolkit.plan``) reads the privacy definition once, and what it hands on
+    (the noise streams, a kind's own mechanism) carries a scale, not the definition."""
+    from mmtoolkit import records
+    from mmtoolkit.ledger import Ledger
+    from mmtoolkit.privacy import ZCDP, PureDP
+
+    data = records.synthetic({"a": 4, "b": 3, "c": 5}, 200, seed=0)
+    cases = [
+        ("identity", ZCDP(0.5), "continuous", {}),
+        ("identity", PureDP(1.0), "discrete", {}),
+        ("hdmm", PureDP(1.0), "continuous", {"restarts": 1, "seed": 0}),
+        ("opt_marginals", ZCDP(0.5), "discrete", {"seed": 0}),
+        ("residual_planner", ZCDP(0.5), "continuous", {}),
+        ("residual_planner", ZCDP(0.5), "discrete", {}),
+    ]
+    for k, (selector, privacy, noise, params) in enumerate(cases):
+        path = tmp_path / f"ledger{k}.json"
+        if isinstance(privacy, ZCDP):
+            Ledger.create(path, rho=10.0)
+        else:
+            Ledger.create(path, epsilon=10.0)
+        found = _privacy_modules(
+            selector, params, data=data, workload="marginals:k=2", privacy=privacy, seed=1,
+            noise=noise, ledger=path, progress=False,
+        )  # fmt: skip
+        case = f"{selector}, {type(privacy).__name__}, {noise}"
+        assert len(found) <= 5, f"{case}: the privacy object enters {sorted(found)}"
+        assert "mmtoolkit.plan" in found, case  # the noise is planned from it

@@ -17,6 +17,7 @@ import mmtoolkit as mm
 from mmtoolkit import records
 from mmtoolkit.cli import main as cli_main
 from mmtoolkit.ledger import Ledger, LedgerError
+from mmtoolkit.plan import NoisePlan
 from mmtoolkit.privacy import ZCDP, ApproxDP, PureDP
 from mmtoolkit.release_handlers import handler
 
@@ -53,7 +54,7 @@ def test_refusal_happens_before_noise(tmp_path, monkeypatch):
     def boom(*args, **kwargs):
         raise AssertionError("noise drawn for a refused release")
 
-    monkeypatch.setattr(mechanism, "release_measured", boom)
+    monkeypatch.setattr(mechanism, "release_planned", boom)
     R = records.synthetic({"a": 3}, 10, seed=0)
     with pytest.raises(LedgerError, match="refused"):
         mm.release(R, "marginals:1", ZCDP(0.2), "identity", seed=0, ledger=path)
@@ -150,7 +151,7 @@ def test_a_release_failing_before_noise_is_not_charged(tmp_path, monkeypatch):
     assert Ledger(path).entries == []
     from mmtoolkit import mechanism
 
-    real = mechanism.release_measured
+    real = mechanism.release_planned
     calls = []
 
     def crash_after_noise(*args, **kwargs):  # the second release dies after the first's noise
@@ -159,7 +160,7 @@ def test_a_release_failing_before_noise_is_not_charged(tmp_path, monkeypatch):
         calls.append(1)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(mechanism, "release_measured", crash_after_noise)
+    monkeypatch.setattr(mechanism, "release_planned", crash_after_noise)
     with pytest.raises(RuntimeError, match="killed"):
         mm.release(R, "marginals:1", ApproxDP(1, 1e-6), "identity", releases=2, seed=0,
                    ledger=path)  # fmt: skip
@@ -237,7 +238,6 @@ def test_kept_releases_count_in_the_memory_check(tmp_path, monkeypatch):
     hold three of each, so with memory for one (and the estimate) but not three it refuses
     before charging — it used to pass the check and could fail in release 2, after release
     1's noise was drawn (review finding)."""
-    from mmtoolkit import mechanism
     from mmtoolkit.linalg import TooLargeError, base
 
     R = records.synthetic({"a": 16, "b": 16, "c": 16}, 200, seed=0)
@@ -247,9 +247,9 @@ def test_kept_releases_count_in_the_memory_check(tmp_path, monkeypatch):
     W, S = res.workload, res.strategy
     one = 8 * (48 + 4096 + 4096)  # answers, measurements, x̂
     monkeypatch.setattr(base, "physical_memory", lambda: one + 8 * 1000)
-    mechanism.check_release_fits(W, S)  # one release fits
+    NoisePlan(S, ZCDP(0.5), workload=W)  # one release fits
     with pytest.raises(TooLargeError, match="3 releases kept"):
-        mechanism.check_release_fits(W, S, releases=3)
+        NoisePlan(S, ZCDP(0.5), workload=W, releases=3)
     with pytest.raises(TooLargeError, match="3 releases kept"):
         mm.release(R, "marginals:1", ZCDP(0.5), "identity", releases=3, seed=0, ledger=path)
     assert Ledger(path).entries == []
@@ -274,7 +274,6 @@ def test_a_histogram_too_large_for_records_is_refused_before_the_charge(tmp_path
     (the identity) are refused before the ledger is charged — it used to charge, fail in
     ``vectorize`` and cancel (review finding); a marginals strategy, which reads marginal
     tables, is not refused for it."""
-    from mmtoolkit import mechanism
     from mmtoolkit.linalg import TooLargeError
 
     R = records.synthetic({"a": 1000, "b": 1000, "c": 1200}, 50, seed=0)
@@ -286,7 +285,7 @@ def test_a_histogram_too_large_for_records_is_refused_before_the_charge(tmp_path
     W = mm.releasing.workload_matrix("marginal:a,b", R.domain)
     S = mm.selectors.get("opt_marginals").select(W, ZCDP(0.5))
     assert not handler(S.matrix).reads_histogram(S.matrix)
-    mechanism.check_release_fits(W, S, data=R)
+    NoisePlan(S, ZCDP(0.5), workload=W, data=R)
 
 
 # ============================================================ one ledger, several paths

@@ -19,6 +19,7 @@ from mmtoolkit.linalg import (
     marginals,
 )
 from mmtoolkit.linalg.marginals import table_plan
+from mmtoolkit.plan import Noise
 from mmtoolkit.privacy import ZCDP, PureDP
 
 
@@ -486,12 +487,12 @@ def test_residual_planner_noise_thread_follows_worker_threads(threads):
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(measurements, "Ahead", Spy)
-        got = measurements.measure(plan, records, ZCDP(0.5), np.random.default_rng(2))
+        got = measurements.measure(plan, records, Noise.of(ZCDP(0.5)), np.random.default_rng(2))
     assert len(measurements._layout(plan).batches) > 1  # so two threads do draw ahead
     assert seen == {threads == 2}
     with pytest.MonkeyPatch.context() as mp:  # the reference on the calling thread
         mp.setenv("MMTOOLKIT_THREADS", "1")
-        ref = measurements.measure(plan, records, ZCDP(0.5), np.random.default_rng(2))
+        ref = measurements.measure(plan, records, Noise.of(ZCDP(0.5)), np.random.default_rng(2))
     np.testing.assert_array_equal(got.values, ref.values)
 
 

@@ -58,11 +58,11 @@ class _UnderNoisedKind(Dense):
 
 
 class _UnderNoisedHandler(ReleaseHandler):
-    def release_answers(self, A, W, data, privacy, rng, noise):
-        x = np.asarray(data, dtype=float)
-        return W @ (
-            x + measurement.sample(privacy, rng, x.shape, 0.5 * A.sensitivity(privacy.norm))
-        )
+    def release_answers(self, A, W, data, noise, rng):
+        x = np.array(data, dtype=float)
+        scale = 0.5 * noise.unit_scale * A.sensitivity(noise.norm)  # half the noise it needs
+        measurement.NoiseStream(noise.family, scale, rng, x.size).add(x)
+        return W @ x
 
 
 register_handler(_UnderNoisedKind, _UnderNoisedHandler())

@@ -46,7 +46,6 @@ from ...linalg import (
 )
 from ...linalg.marginals import expand_tables, key_attrs, marginal_tables
 from ...measurement import Measurement
-from ...privacy import ZCDP
 from ...records import Records
 from ...release_handlers import ReleaseHandler, register_handler
 from . import measurements
@@ -93,20 +92,21 @@ class ResidualStrategyMatrix(Matrix):
     def pinv_operator(self):
         return self.pinv()
 
-    def release_answers(self, W, data, privacy, rng, noise):
+    def release_answers(self, W, data, noise, rng):
         """He et al. Algorithms 1/2 (5/6 for general attributes) from marginal tables of the
-        records or data vector — never the N-cell histogram; ``noise="discrete"``: Algorithm 3
-        (ZCDP only). Answers in ``W``'s row order."""
+        records or data vector — never the N-cell histogram; ``noise`` (the measurement
+        plan's :class:`~mmtoolkit.plan.Noise`) discrete: Algorithm 3 (ZCDP
+        only). Answers in ``W``'s row order."""
         targets = self._targets(W)
         src = data.codes if isinstance(data, Records) else np.asarray(data).ravel()
-        if noise == "discrete":
-            if not isinstance(privacy, ZCDP):
+        if noise.discrete:
+            if noise.rho is None:
                 raise ValueError(
                     "ResidualPlanner's discrete mechanism (He et al. §5) needs ZCDP privacy"
                 )
-            meas = measurements.measure_discrete(self.plan, src, privacy.rho, rng)
+            meas = measurements.measure_discrete(self.plan, src, noise.rho, rng)
         else:
-            meas = measurements.measure(self.plan, src, privacy, rng)
+            meas = measurements.measure(self.plan, src, noise, rng)
         answers = measurements.reconstruct_sets(meas, [attrs for _, attrs in targets])
         return np.concatenate([w * a for (w, _), a in zip(targets, answers, strict=True)])
 
@@ -206,7 +206,7 @@ class ResidualStrategyMatrix(Matrix):
         return super().sensitivity(p)
 
     # ------------------------------------------------------------ Private-PGM
-    def marginal_measurements(self, data, privacy, rng):
+    def marginal_measurements(self, data, noise, rng):
         """Private-PGM input (:func:`mmtoolkit.pgm.measure`, through the handler): the base
         mechanisms' noisy residual answers (He et al. Alg. 1/5), whitened. ``ω_A`` has covariance
         ``σ²_A ⊗_{i∈A} Γ_iΓ_iᵀ``; with ``T_i = (Γ_iΓ_iᵀ)^{-1/2}``, ``(⊗ T_i) ω_A`` measures the
@@ -214,7 +214,7 @@ class ResidualStrategyMatrix(Matrix):
         ``σ_A`` (the rows of the whitened strategy, module docstring). The empty set's
         measurement is the noisy total."""
         src = data.codes if isinstance(data, Records) else np.asarray(data).ravel()
-        meas = measurements.measure(self.plan, src, privacy, rng)
+        meas = measurements.measure(self.plan, src, noise, rng)
         bases = self.plan.bases
         out = []
         for A, s2 in zip(self._sets, meas.sigma2, strict=True):
@@ -305,13 +305,13 @@ class ResidualHandler(ReleaseHandler):
     def reads_histogram(self, A):
         return False  # release_answers counts marginal tables of the records
 
-    def release_answers(self, A, W, data, privacy, rng, noise):
-        return A.release_answers(W, data, privacy, rng, noise)
+    def release_answers(self, A, W, data, noise, rng):
+        return A.release_answers(W, data, noise, rng)
 
-    def marginal_measurements(self, A, data, privacy, rng):
-        return A.marginal_measurements(data, privacy, rng)
+    def marginal_measurements(self, A, data, noise, rng):
+        return A.marginal_measurements(data, noise, rng)
 
-    def discrete_summary(self, A, privacy):
+    def discrete_summary(self, A, noise):
         if not A.plan.workload.all_marginal:
             raise NotSupportedByKindError(
                 "discrete noise is not supported by this strategy kind (ResidualStrategyMatrix): "

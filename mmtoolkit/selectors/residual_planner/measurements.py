@@ -40,6 +40,7 @@ import numpy as np
 from ...linalg import check_dense_size
 from ...measurement import integer_gaussian, scaled_gaussian
 from ...noise import discrete_gaussian_rho, rational_ceil_sqrt
+from ...plan import Noise
 from ...privacy import Privacy
 from ...threads import Ahead
 from .plan import ResidualPlan
@@ -350,10 +351,12 @@ class Measurements:
 CACHE_CELLS = 1 << 15
 
 
-def measure(plan: ResidualPlan, data, privacy: Privacy, rng) -> Measurements:
+def measure(plan: ResidualPlan, data, noise, rng) -> Measurements:
     """Algorithm 1 (marginal attributes) / Algorithm 5 (general attributes) for every closure
     set: ``ω_A = (⊗_{i∈A} Sub_i) v_A + σ_A (⊗_{i∈A} Γ_i) z`` with σ²_A = the plan's,
-    calibrated to ``privacy`` (pcost = 2ρ). For marginal attributes (``Γ_i = Sub_i``) this
+    calibrated to ``noise`` (a :class:`~mmtoolkit.plan.Noise`, what a release hands
+    the kind's mechanism, or a privacy definition: Gaussian, its variance per unit
+    sensitivity; ZCDP: pcost = 2ρ). For marginal attributes (``Γ_i = Sub_i``) this
     is ``(⊗ Sub_i)(v_A + σ_A z)``.
 
     Vectorised over the closure: sets of one size are taken in contiguous chunks, the noise
@@ -368,7 +371,12 @@ def measure(plan: ResidualPlan, data, privacy: Privacy, rng) -> Measurements:
             f"got {type(rng).__name__}"
         )
     src = data if isinstance(data, MarginalSource) else MarginalSource(data, plan.sizes)
-    sigma2 = plan.scaled_sigma2(privacy)
+    if isinstance(noise, Privacy):
+        noise = Noise.of(noise)
+    if noise.family != "gaussian":
+        raise ValueError(f"ResidualPlanner adds Gaussian noise: privacy must be ZCDP or "
+                         f"ApproxDP, got {noise.guarantee}")  # fmt: skip
+    sigma2 = plan.sigma2_at(noise.unit_variance)
     sigma = np.sqrt(sigma2)
     bases = plan.bases
     lay = _layout(plan)
@@ -392,10 +400,10 @@ def measure(plan: ResidualPlan, data, privacy: Privacy, rng) -> Measurements:
     # the next chunk's noise is drawn and scaled on a second thread while this chunk is
     # counted (both release the GIL); one thread draws every chunk in order, so the stream
     # is unchanged
-    noise = Ahead(draw, len(batches))
+    ahead = Ahead(draw, len(batches))
     try:
         for lo, _, zoff, groups in batches:
-            z = noise.next()
+            z = ahead.next()
             for c, attrs in groups:
                 v = src.batch(attrs, vbuf)
                 zs = lay.rows(z, zoff, c - lo, int(lay.zlen[c[0]]))  # a view of z, or a copy
@@ -422,9 +430,8 @@ def measure(plan: ResidualPlan, data, privacy: Privacy, rng) -> Measurements:
                 if dest is None:
                     _write_rows(values, lay.off, c, omega.reshape(len(c), -1))
     finally:
-        noise.close()
-    rho = privacy.rho if hasattr(privacy, "rho") else None
-    return Measurements(plan, values, sigma2, rho)
+        ahead.close()
+    return Measurements(plan, values, sigma2, noise.rho)
 
 
 def _row_view(flat, off, c):

@@ -97,7 +97,11 @@ class ResidualPlan:
                 f"ResidualPlanner adds Gaussian noise: privacy must be ZCDP or ApproxDP, "
                 f"got {privacy!r}"
             )
-        return self.sigma2 / self.pcost() * privacy.noise_variance(1.0)
+        return self.sigma2_at(privacy.noise_variance(1.0))
+
+    def sigma2_at(self, unit_variance: float) -> np.ndarray:
+        """σ²_A of Gaussian noise of variance ``unit_variance`` at sensitivity 1."""
+        return self.sigma2 / self.pcost() * unit_variance
 
     def normalized(self) -> ResidualPlan:
         """The same plan rescaled to pcost = 1."""

@@ -1,0 +1,389 @@
+"""The noise plan: a strategy's noise bound once to a privacy definition.
+
+:class:`NoisePlan` is built once from a strategy, a privacy definition and a noise kind
+(continuous or exact integer) — with the workload, data and number of releases where they
+matter — and is the one reader of the privacy definition on the release path (as OpenDP's
+``Measurement`` binds its privacy map once). It checks the definition once; computes the
+sensitivity, the continuous scale and each row's standard deviation, and the calibration of
+exact integer noise (:mod:`mmtoolkit.discrete`), once and lazily; refuses, before any noise
+and any ledger charge, a release that would not fit in memory and discrete noise that cannot
+be calibrated; picks the route (``"own"``: the kind's mechanism through its release handler,
+which receives a :class:`Noise`, not the definition; else the generic measure, in memory here
+or by :mod:`mmtoolkit.dask_release`); gives the ledger's charge; opens every noise stream of
+:mod:`mmtoolkit.measurement` with its family and scale; and forms the
+:class:`~mmtoolkit.measurement.Measurement` of what it measured.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import cached_property
+
+import numpy as np
+
+from .discrete import DiscreteCalibration, RowScales, calibrate, integer_answers
+from .domain import MAX_VECTOR_SIZE
+from .ledger import charge_of
+from .linalg import Matrix, TooLargeError, as_matrix, peel
+from .linalg.base import check_fits_memory
+from .measurement import Measurement, NoiseStream, continuous_stream, integer_noise_stream
+from .privacy import ZCDP, Privacy, PureDP, check_privacy
+from .records import Records
+from .release_handlers import ReleaseHandler, handler
+from .strategy import Strategy
+
+__all__ = [
+    "NOISES",
+    "Noise",
+    "NoisePlan",
+    "is_dask_array",
+    "data_vector",
+    "check_rng",
+    "strategy_matrix",
+    "true_answers",
+]
+
+#: Noise kinds a plan draws.
+NOISES = ("continuous", "discrete")
+
+
+@dataclass(frozen=True)
+class Noise:
+    """The noise a kind's own mechanism reads (its handler's ``release_answers`` /
+    ``marginal_measurements``): ``family`` (calibrated in the L``norm`` sensitivity), exact
+    integer or not, scale (Laplace ``b``, Gaussian ``σ``) and variance at sensitivity 1, the
+    zCDP ``rho`` of a ZCDP guarantee (else None), the definition's name (messages)."""
+
+    family: str
+    norm: int
+    discrete: bool
+    unit_scale: float
+    unit_variance: float
+    rho: float | None
+    guarantee: str
+
+    @classmethod
+    def of(cls, privacy: Privacy, discrete: bool = False) -> Noise:
+        """The noise of ``privacy`` (a checked privacy definition)."""
+        rho = privacy.rho if isinstance(privacy, ZCDP) else None
+        return cls(privacy.family, privacy.norm, discrete, privacy.noise_scale(1.0),
+                   privacy.noise_variance(1.0), rho, type(privacy).__name__)  # fmt: skip
+
+    @property
+    def distribution(self) -> str:
+        """``"laplace"``, ``"gaussian"``, ``"discrete laplace"`` or ``"discrete gaussian"``."""
+        return ("discrete " if self.discrete else "") + self.family
+
+
+def is_dask_array(x) -> bool:
+    """Whether ``x`` is a dask array (checked without importing dask)."""
+    return hasattr(x, "__dask_graph__") and hasattr(x, "chunks") and hasattr(x, "map_blocks")
+
+
+def check_rng(rng) -> None:
+    """Refuse anything but a numpy Generator as the noise generator."""
+    if not isinstance(rng, np.random.Generator):
+        raise ValueError(
+            "rng must be a numpy.random.Generator (np.random.default_rng(seed)), "
+            f"got {type(rng).__name__}"
+        )
+
+
+def data_vector(data, cells: int) -> np.ndarray:
+    """``data`` as a checked data vector of ``cells`` counts: one dimension (a histogram, not
+    a table of records — a DataFrame or 2-D array is refused even when its size happens to
+    equal ``cells``), finite and non-negative."""
+    if is_dask_array(data):
+        raise ValueError(
+            "a dask array is released by mechanism.release / measure / reconstruct (the Dask "
+            "route, mmtoolkit.dask_release), not read into memory"
+        )
+    if hasattr(data, "columns") or (hasattr(data, "ndim") and np.ndim(data) > 1):
+        raise ValueError(
+            f"data must be Records or a 1-D data vector (histogram) of {cells} counts, got a "
+            f"{type(data).__name__} of shape {np.shape(data)}; read records with "
+            "records.from_frame / records.from_codes / records.read_csv"
+        )
+    if isinstance(data, np.ndarray) and data.dtype == np.float32:
+        x = data.ravel()  # the opt-in float32 data path (measure)
+    else:
+        x = np.asarray(data, dtype=float).ravel()
+    if x.size != cells:
+        raise ValueError(f"data vector has {x.size} cells but the strategy is defined on {cells}")
+    if x.size and np.isfinite(x.max()) and x.min() >= 0:  # NaN propagates through max
+        return x  # (two reading passes, no N-sized temporary)
+    bad = ~np.isfinite(x)
+    if bad.any():
+        i = int(np.argmax(bad))
+        raise ValueError(f"data vector: cell {i} is {x[i]}; counts must be finite numbers")
+    if (x < 0).any():
+        i = int(np.argmax(x < 0))
+        raise ValueError(f"data vector: cell {i} has a negative count {x[i]:g}")
+    return x
+
+
+def strategy_matrix(strategy) -> Matrix:
+    """The matrix a strategy reconstructs from (a Strategy with least-squares inference, a
+    Matrix or an array)."""
+    if isinstance(strategy, Strategy):
+        if strategy.inference != "least_squares":
+            raise ValueError(
+                "this strategy answers its own rows (inference='none'): its noisy answers are "
+                "the workload answers, there is nothing to reconstruct"
+            )
+        return strategy.matrix
+    if isinstance(strategy, (Matrix, np.ndarray)):
+        return as_matrix(strategy)
+    raise TypeError(f"strategy must be a Strategy or a Matrix, got {type(strategy).__name__}")
+
+
+def true_answers(A: Matrix, data) -> np.ndarray:
+    """``A x`` from a data vector, or from records (the kind's ``answer_records``: marginal
+    tables for marginals strategies, else the histogram, refused for a large domain)."""
+    if isinstance(data, Records):
+        return handler(A).answer_records(A, data)
+    return A @ data_vector(data, A.shape[1])
+
+
+class ParamAt:
+    """The noise parameter of rows ``lo .. hi - 1`` (``param_at(lo, hi)``): each one's scale's
+    index among the sorted distinct scales."""
+
+    def __init__(self, scales_of, distinct):
+        self.scales_of, self.distinct = scales_of, distinct
+
+    def __call__(self, lo: int, hi: int) -> np.ndarray:
+        s = self.scales_of(lo, hi)
+        k = np.minimum(np.searchsorted(self.distinct, s), len(self.distinct) - 1)
+        if not np.array_equal(self.distinct[k], s):  # pragma: no cover - a bug, not an input
+            raise RuntimeError("a row scale is missing from the distinct scales")
+        return k
+
+
+class NoisePlan:
+    """How ``strategy`` is measured under ``privacy`` with ``noise`` (module docstring).
+
+    ``workload``: the workload a release answers (a strategy with ``inference="none"``
+    measures the workload itself); given, the plan checks the release's memory and fit at
+    once (:meth:`check_fits`, with ``data``, ``releases`` kept releases and whether the
+    measurements are kept, ``keep``) — skipped with ``fits=False`` (the Dask route, whose
+    arrays are lazy). Without a workload the plan measures ``strategy`` itself (the
+    strategy's matrix, whatever its inference)."""
+
+    def __init__(self, strategy, privacy: Privacy, noise: str = "continuous", *,
+                 workload=None, data=None, releases: int = 1, keep: bool = True,
+                 fits: bool = True):  # fmt: skip
+        check_privacy(privacy)
+        if noise not in NOISES:
+            raise ValueError(f"noise must be one of {NOISES}, got {noise!r}")
+        self.privacy, self.noise = privacy, noise
+        self.W = None if workload is None else as_matrix(workload)
+        self.none = isinstance(strategy, Strategy) and strategy.inference == "none"
+        if self.W is None:
+            self.A = as_matrix(strategy.matrix if isinstance(strategy, Strategy) else strategy)
+        else:
+            self.A = self.W if self.none else strategy_matrix(strategy)
+            if self.A.shape[1] != self.W.shape[1]:
+                raise ValueError(f"the workload is defined on {self.W.shape[1]} cells, the "
+                                 f"strategy on {self.A.shape[1]}")  # fmt: skip
+        own = type(handler(peel(self.A)[1])).release_answers is not ReleaseHandler.release_answers
+        self.route = "own" if own and not self.none else "generic"
+        self.spec = Noise.of(privacy, noise == "discrete")
+        if self.W is not None and fits:
+            self.check_fits(data, releases, keep)
+        if noise == "discrete":
+            self._check_discrete()
+
+    # ------------------------------------------------------------ the noise, computed once
+    @cached_property
+    def sensitivity(self) -> float:
+        """``sens_p(A)`` in the privacy definition's norm."""
+        return self.A.sensitivity(self.privacy.norm)
+
+    @cached_property
+    def scale(self) -> float:
+        """The continuous noise scale of every row (Laplace ``b`` or Gaussian ``σ``)."""
+        return self.privacy.noise_scale(self.sensitivity)
+
+    @cached_property
+    def variance(self) -> float:
+        """The continuous noise variance of every row."""
+        return self.privacy.noise_variance(self.sensitivity)
+
+    @property
+    def distribution(self) -> str:
+        """The name of the noise drawn (:attr:`Noise.distribution`)."""
+        return self.spec.distribution
+
+    def _discrete_kind(self) -> tuple[str, float]:
+        """``(kind, budget)`` of exact integer noise, refusing a definition without it."""
+        if isinstance(self.privacy, PureDP):
+            return "laplace", self.privacy.epsilon
+        if isinstance(self.privacy, ZCDP):
+            return "gaussian", self.privacy.rho
+        raise ValueError(
+            "discrete noise is available for PureDP (discrete Laplace) and ZCDP (discrete "
+            f"Gaussian), not {type(self.privacy).__name__}; use noise='continuous'"
+        )
+
+    def _check_discrete(self) -> None:
+        """Refuse discrete noise that cannot be calibrated (before any noise or charge): a
+        definition without exact integer noise, a kind whose rows are not integer up to a
+        scale (:class:`~mmtoolkit.linalg.NotSupportedByKindError`), a parameter that cannot
+        be represented. Reads the scales factor-wise (no array over all rows). A kind with a
+        discrete mechanism of its own (``discrete_summary``) checks its own."""
+        self._discrete_kind()
+        if handler(self.A).discrete_summary(self.A, self.spec) is None:
+            self.row_scale_parts  # noqa: B018 - computed to refuse now
+
+    @cached_property
+    def row_scale_parts(self) -> tuple:
+        """The row scales block by block (:class:`~mmtoolkit.discrete.RowScales`, no array
+        over all rows), each row's noise parameter index block by block (:class:`ParamAt`),
+        and the calibration of the sorted distinct scales (``kind, params, variances,
+        spent``, :func:`~mmtoolkit.discrete.calibrate`)."""
+        scales_of = RowScales(self.A)
+        distinct = scales_of.distinct()
+        kind, budget = self._discrete_kind()
+        return (scales_of, ParamAt(scales_of, distinct)) + calibrate(distinct, kind, self.scale,
+                                                                     budget)  # fmt: skip
+
+    @cached_property
+    def calibration(self) -> DiscreteCalibration:
+        """The exact integer noise of every row, in arrays over the rows (in memory)."""
+        scales_of, param_at, kind, params, var, spent = self.row_scale_parts
+        rows = param_at(0, self.A.shape[0])
+        return DiscreteCalibration(kind, scales_of(0, self.A.shape[0]), params, rows, var[rows],
+                                   float(self._discrete_kind()[1]), spent)  # fmt: skip
+
+    def std(self):
+        """Each row's noise standard deviation: one value broadcast over the rows
+        (continuous), or the calibrated rows' (discrete, in memory)."""
+        if self.noise == "discrete":
+            return np.sqrt(self.calibration.variances)
+        # one value broadcast (read-only), not an m-vector
+        return np.broadcast_to(np.float64(math.sqrt(self.variance)), (self.A.shape[0],))
+
+    def measurement(self, y, std=None) -> Measurement:
+        """The noisy strategy answers ``y`` as a ``"strategy"`` :class:`Measurement`
+        (``std`` default :meth:`std`)."""
+        std = self.std() if std is None else std
+        return Measurement("strategy", None, y, std, self.distribution, self.A)
+
+    def charge(self, releases: int = 1) -> dict:
+        """What ``releases`` releases of this plan charge a ledger
+        (:func:`mmtoolkit.ledger.charge_of`)."""
+        return charge_of(self.privacy, releases)
+
+    # ------------------------------------------------------------ memory and fit
+    def check_fits(self, data=None, releases: int = 1, keep: bool = True) -> None:
+        """Refuse a release whose arrays would not fit in this machine's memory with the size
+        message (:class:`~mmtoolkit.linalg.TooLargeError`) instead of a MemoryError: the
+        answers (``m``) and measurements (strategy rows), held together at least while the
+        answers are formed, and the N-cell estimate ``x̂`` when the kind answers the workload
+        through it (``needs_estimate``) — beside the measurements when they are kept
+        (``keep``), else at least in their place. A lower bound on what the release holds;
+        ``releases=R`` kept releases hold ``R`` of each, ``x̂`` one at a time. ``data``:
+        :class:`~mmtoolkit.records.Records` measured through their N-cell histogram
+        (``reads_histogram``) also count it beside the measurements, and a histogram over
+        :data:`~mmtoolkit.domain.MAX_VECTOR_SIZE` cells is refused."""
+        W, A = self.W, self.A
+        m, rows = int(W.shape[0]), int(A.shape[0])
+        cells = 0 if self.none or not handler(A).needs_estimate(A, W) else int(W.shape[1])
+        hist = int(W.shape[1]) if isinstance(data, Records) and handler(A).reads_histogram(A) else 0
+        if keep:  # the histogram while measuring, x̂ while answering
+            held = releases * (m + rows) + max(cells, hist)
+        else:
+            held = releases * m + max(rows + hist, cells)
+        what = f"the workload has {m:.4g} queries and the strategy {rows:.4g} rows"
+        if releases > 1:
+            what += f", {releases} releases kept"
+        if cells:
+            what += (
+                f", answered through the estimate x̂ of all {cells:.4g} cells: x̂, answers and "
+                "measurements together"
+            )
+            advice = (
+                "choose a strategy that answers this workload without x̂ (ResidualPlanner; a "
+                "marginals strategy for a marginals workload), fewer cells (coarser bins, fewer "
+                "attributes), or answer part of the workload"
+            )
+        else:
+            what += ": answers and measurements together"
+            advice = (
+                "release a workload with fewer queries answered from the same strategy (e.g. "
+                "the data vector estimate, workload identity, from which any query is "
+                "post-processing) or part of it"
+            )
+        check_fits_memory(8 * held, what, advice)
+        if hist > MAX_VECTOR_SIZE:
+            raise TooLargeError(
+                f"measuring these records through {type(A).__name__} forms their histogram of "
+                f"{hist:.4g} cells (> {MAX_VECTOR_SIZE:.0e}); choose a strategy that reads "
+                "marginal tables (a marginals strategy, ResidualPlanner) or fewer cells"
+            )
+
+    # ------------------------------------------------------------ drawing the noise
+    def noise_stream(self, rng: np.random.Generator, size: int,
+                     prefetch: bool = False) -> NoiseStream:  # fmt: skip
+        """The continuous noise of ``size`` values of this plan's scale
+        (:class:`~mmtoolkit.measurement.NoiseStream`)."""
+        return continuous_stream(self.privacy.family, self.scale, rng, size, prefetch)
+
+    def own_answers(self, data, rng):
+        """The workload answers of a kind with a mechanism of its own (its handler's
+        ``release_answers``, given the plan's :class:`Noise`), or None for the generic route."""
+        return handler(self.A).release_answers(self.A, self.W, data, self.spec, rng)
+
+    def measure(self, x, rng: np.random.Generator, releases: int | None = None) -> np.ndarray:
+        """Noisy strategy answers ``A x + z`` in memory (``m``, or ``m x R`` for
+        ``releases=R``): see :func:`mmtoolkit.mechanism.measure`."""
+        check_rng(rng)
+        A, R = self.A, releases
+        if self.noise == "continuous":
+            if R is None and not isinstance(x, Records):  # the noise added piece by piece
+                x = data_vector(x, A.shape[1])
+                stream = self.noise_stream(rng, A.shape[0], prefetch=True)
+                stream.start()  # the draw runs beside the product from here
+                try:
+                    y = A.answers_streamed(x, stream.add)
+                    if y is None:  # not streamed: the same stream added to A x
+                        return _add_noise(A @ x, R, x, stream)
+                finally:
+                    stream.close()
+                if stream.left:  # every answer must have received its noise
+                    raise RuntimeError(f"{type(A).__name__}.answers_streamed left "
+                                       f"{stream.left} answers without noise")  # fmt: skip
+                return y
+            Ax = true_answers(A, x)
+            return _add_noise(Ax, R, x, self.noise_stream(rng, Ax.shape[0] * (R or 1)))
+        Ax = true_answers(A, x)
+        cal = self.calibration
+        noisy = integer_answers(Ax, cal.scales)
+        if R is not None:
+            noisy = np.repeat(noisy[:, None], R, axis=1)
+        row_param = cal.row_param
+        stream = integer_noise_stream(cal.kind, cal.params, rng, A.shape[0], R or 1,
+                                      lambda lo, hi: row_param[lo:hi])  # fmt: skip
+        stream.add(noisy.reshape(-1))
+        # exact integers above; the scaling back to A's rows is post-processing
+        return noisy * (cal.scales if R is None else cal.scales[:, None])
+
+
+def _add_noise(Ax: np.ndarray, R: int | None, x, stream: NoiseStream):
+    """``A x + z`` (``m`` or ``m x R``), the noise added in place by ``stream`` (drawn in
+    cache-sized blocks: the same values as one draw of every row, no ``m``-sized noise
+    array); one release is added into ``Ax`` itself when it is a fresh array of its own (not
+    the data)."""
+    if R is None:
+        own = Ax.dtype in (np.float64, np.float32) and Ax.flags.writeable
+        own = own and Ax.flags.c_contiguous
+        if own and isinstance(x, np.ndarray) and np.may_share_memory(Ax, x):
+            own = False
+        out = Ax if own else np.array(Ax, dtype=float)
+    else:
+        out = np.empty((Ax.shape[0], R), dtype=Ax.dtype if Ax.dtype == np.float32 else float)
+        out[...] = Ax[:, None]
+    stream.add(out.reshape(-1))
+    return out
