@@ -387,7 +387,13 @@ def check_p(p: int) -> None:
 
 
 def as_matrix(A) -> Matrix:
-    """Wrap a numpy array (or pass a Matrix through)."""
+    """Wrap a numpy array (or pass a Matrix through); a string is refused (a workload SPEC is
+    built by :mod:`mmtoolkit.workload_specs`, not read as numbers)."""
+    if isinstance(A, (str, bytes)):
+        raise TypeError(
+            f"expected a Matrix or an array, got the string {A!r} (build a workload SPEC with "
+            "mmtoolkit.workload_specs.build_workload)"
+        )
     return A if isinstance(A, Matrix) else Dense(A)
 
 

@@ -168,3 +168,8 @@ def test_many_marginals_are_read_from_their_keys():
     assert t.factors[59] is nf.terms[-2].factors[59]  # one Identity(2) object per attribute
     assert t.factors[0].factor_kind == "total" and t.factors[-1].factor_kind == "identity"
     assert normal_form(W) is nf  # cached per matrix
+
+
+def test_a_string_is_refused_with_a_pointer_to_the_spec_grammar():
+    with pytest.raises(TypeError, match="build_workload"):
+        normal_form("prefix:n=4")
