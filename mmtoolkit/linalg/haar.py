@@ -1,17 +1,10 @@
 """The unnormalised Haar wavelet matrix (Privelet: Xiao, Wang & Gehrke, ICDE 2010; a baseline
 strategy in the HDMM experiments, §8).
 
-``H_1 = [1]``, ``H_n = [H_{n/2} ⊗ [1 1] ; I_{n/2} ⊗ [1 -1]]`` for ``n`` a power of two, so
-the first row is the total and the following blocks of ``s = 1, 2, ..., n/2`` rows are the
-detail coefficients at support length ``n/s``.
+:class:`Haar` (``n`` a power of two), its Gram :class:`HaarGram` and inverse
+:class:`HaarInverse`, all in closed form with ``O(n k)`` products.
 
-Closed forms (``L = log2 n``):
-
-* rows are orthogonal, ``H Hᵀ = Λ`` with ``Λ = diag(n, n/1, n/2, n/2, ..., 2)`` (row ``r`` of the
-  size-``s`` block has ``n/s`` nonzeros), hence ``H⁻¹ = Hᵀ Λ⁻¹`` (:class:`HaarInverse`);
-* ``HᵀH[a, b] = L - bitlen(a XOR b) + [a = b]`` (the levels where ``a`` and ``b`` share a
-  half, minus the level where they split), with inverse ``Hᵀ Λ⁻² H`` (:class:`HaarGram`);
-* every column has one ±1 per level: L1 norm and squared L2 norm ``L + 1``.
+User guide: docs/algorithms/implicit-algebra.md ("Haar wavelets").
 """
 
 from __future__ import annotations

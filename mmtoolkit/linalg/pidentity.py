@@ -1,16 +1,10 @@
 """p-Identity strategies ``A(Θ) = [I_n; Θ] D`` (HDMM §5.2, Def. 9; Thm 4 and App. A.3).
 
-``Θ`` is a ``p x n`` array and ``D = diag(1/s)`` normalises every column of ``[I; Θ]``:
+:class:`PIdentity` (columns normalised in the L1 or L2 norm), its Gram, and by Woodbury (HDMM
+Thm 4) its inverse Gram (:class:`LowRankUpdate`) and pseudo-inverse (:class:`PIdentityPinv`),
+``O(np)`` per vector; nothing ``n x n``.
 
-* ``norm=1`` (HDMM, Laplace / L1): ``Θ ≥ 0`` and ``s_j = 1 + Σ_k Θ_kj``, so every column sums
-  to exactly 1 and ``sens₁(A) = 1``;
-* ``norm=2`` (Gaussian / L2 variant): ``Θ`` real and ``s_j = sqrt(1 + Σ_k Θ_kj²)``, so every
-  column has unit L2 norm, ``AᵀA`` has unit diagonal and ``sens₂(A) = 1``.
-
-The identity block gives full column rank (``A`` supports every workload). By Woodbury
-(HDMM Thm 4): ``AᵀA = D (I + ΘᵀΘ) D`` and ``(AᵀA)⁻¹ = D⁻¹ (I − Θᵀ M Θ) D⁻¹`` with the
-``p x p`` matrix ``M = (I_p + ΘΘᵀ)⁻¹`` (computed by Cholesky), so Gram, inverse Gram and
-pseudo-inverse are applied in O(np) per vector after an O(p²n) set-up; nothing ``n x n``.
+User guide: docs/algorithms/implicit-algebra.md ("p-Identity strategies").
 """
 
 from __future__ import annotations
@@ -66,12 +60,8 @@ def woodbury_core(theta: np.ndarray) -> np.ndarray:
 
 
 class PIdentity(Matrix):
-    """``A(Θ) = [I_n; Θ] D``, shape ``(n + p, n)`` (HDMM Def. 9; see the module docstring).
-
-    ``norm`` is the sensitivity norm the columns are normalised in (1: HDMM's L1 version,
-    Θ ≥ 0; 2: L2 version, Θ real). Rows: the ``n`` scaled identity rows, then the ``p`` rows
-    of ``Θ D``.
-    """
+    """``A(Θ) = [I_n; Θ] D``, shape ``(n + p, n)`` (HDMM Def. 9); ``norm``: the sensitivity
+    norm the columns are normalised in (1: Θ ≥ 0, HDMM's version; 2: Θ real)."""
 
     def __init__(self, theta, norm: int = 1):
         check_p(norm)
@@ -197,12 +187,8 @@ class PIdentityGram(Symmetric):
 
 
 class LowRankUpdate(Matrix):
-    """``diag(a) − U Vᵀ`` (``n x n``; ``U``, ``V`` are ``n x r``), applied in O(nr) per vector.
-
-    The inverse Gram of a p-Identity strategy has this form. ``low_rank_form()`` exposes
-    ``(a, U, V)`` so that ``tr(Y · self) = Σ_j a_j Y_jj − Σ (Y U) ∘ V`` needs only ``r``
-    products with ``Y`` (used by OPT_0 and by the evaluator's structured route).
-    """
+    """``diag(a) − U Vᵀ`` (``U``, ``V`` ``n x r``), O(nr) per vector: a p-Identity's inverse
+    Gram; ``low_rank_form()`` gives ``(a, U, V)`` for traces with ``r`` products."""
 
     def __init__(self, a, U, V):
         self.a = np.asarray(a, dtype=float)
@@ -233,12 +219,8 @@ class LowRankUpdate(Matrix):
 
 
 class PIdentityPinv(Matrix):
-    """``A⁺ = (AᵀA)⁻¹Aᵀ`` of a p-Identity strategy: ``A⁺z = s ∘ K (z_I + Θᵀ z_Θ)`` with
-    ``K = I − ΘᵀMΘ`` (HDMM §7.2 / App. A.3), O(np) per vector; shape ``(n, n + p)``.
-
-    Applied as ``A⁺z = s ∘ z_I + (sΘᵀ) M (z_Θ − Θ z_I)`` (the same matrix: ``I − MΘΘᵀ = M``
-    since ``M = (I + ΘΘᵀ)⁻¹``): two products of width ``p`` and one scaling, so a block of a
-    Kronecker product's reconstruction is read about twice."""
+    """``A⁺ = (AᵀA)⁻¹Aᵀ`` of a p-Identity strategy (HDMM §7.2 / App. A.3), shape ``(n, n + p)``,
+    applied as ``s ∘ z_I + (sΘᵀ) M (z_Θ − Θ z_I)``: two width-``p`` products per vector."""
 
     def __init__(self, A: PIdentity):
         self.A = A

@@ -1,19 +1,11 @@
 """Unions of weighted Kronecker products over one factorisation of the domain (HDMM OPT_+,
-Def. 11: ``A = [w_1 𝔸_1; ...; w_l 𝔸_l]``, ``𝔸_g = ⊗_i A_gi``) and their exact least squares
-for two products.
+Def. 11: ``A = [w_1 𝔸_1; ...; w_l 𝔸_l]``, ``𝔸_g = ⊗_i A_gi``) and their least squares.
 
-Two products, ``AᵀA = c_1 ⊗G_i + c_2 ⊗H_i`` (``c_g = w_g²``, ``G_i``, ``H_i`` the factor
-Grams), are diagonalised together attribute by attribute (:class:`TwoProductBasis`): with
-``G_i = L_iL_iᵀ`` (Cholesky), ``L_i⁻¹H_iL_i⁻ᵀ = U_iΛ_iU_iᵀ`` and ``V_i = L_i⁻ᵀU_i``,
-``V_iᵀG_iV_i = I`` and ``V_iᵀH_iV_i = Λ_i``, so
+:class:`KroneckerUnion`; for two products an exact pseudo-inverse in a common eigenbasis of
+the factor Grams (:class:`TwoProductBasis`, :class:`TwoProductPinv`), for more preconditioned
+conjugate gradients on the normal equations (:class:`NormalEquations`).
 
-    AᵀA = (⊗V_i)⁻ᵀ D (⊗V_i)⁻¹,   D = c_1 + c_2 ⊗Λ_i   (diagonal, N cells)
-
-and ``x̂ = A⁺y = (⊗V_i) D⁻¹ (⊗V_iᵀ) Σ_g w_g (⊗A_giᵀ) y_g`` (:class:`TwoProductPinv`), done
-in place in ``y``'s memory when the caller gives ``y`` up: no N-sized array beyond ``y``, no
-iterations. The evaluator's two-block route (``evaluate/stacked.py``) sums over the same
-diagonal. Three or more products have no such closed form: conjugate gradients on the normal
-equations (:class:`NormalEquations`).
+User guide: docs/algorithms/implicit-algebra.md ("Unions of Kronecker products").
 """
 
 from __future__ import annotations
@@ -31,8 +23,7 @@ from .base import Dense, Matrix, VStack, peel
 from .kronecker import Kronecker
 from .route import RANK_RTOL, common_sizes
 
-#: Cells of one slab of the diagonal ``D`` (its trailing attributes), generated at a time
-#: (two such arrays, 0.5 MB each, in cache).
+#: Cells of one slab of the diagonal ``D`` generated at a time (two 0.5 MB arrays, in cache).
 CHUNK = 1 << 16
 
 #: Alternating sweeps over the attributes in :meth:`_Preconditioner.condition`.
@@ -44,8 +35,7 @@ REFINE = 4
 
 def _cholesky_full_rank(G: np.ndarray) -> np.ndarray:
     """The Cholesky factor of the symmetric part of ``G``; ``LinAlgError`` unless ``G`` has
-    full rank by numpy's rule (every eigenvalue above ``RANK_RTOL · n · eps · λ_max``) — a
-    singular Gram whose factorisation succeeds by rounding would give a wrong basis."""
+    full rank by numpy's rule (a factorisation that succeeds by rounding gives a wrong basis)."""
     S = 0.5 * (G + G.T)
     lam = np.linalg.eigvalsh(S)
     if lam[-1] <= 0 or lam[0] <= RANK_RTOL * S.shape[0] * np.finfo(float).eps * lam[-1]:
@@ -54,10 +44,8 @@ def _cholesky_full_rank(G: np.ndarray) -> np.ndarray:
 
 
 class TwoProductBasis:
-    """The common eigenbasis of two Kronecker Grams ``c_1 ⊗G_i + c_2 ⊗H_i`` (module
-    docstring): ``V``, ``lam`` and ``V_inv_t = V⁻ᵀ`` per attribute; ``c1`` weighs the first
-    product whose factor Grams all have full rank (``order`` says which), else
-    ``LinAlgError``."""
+    """The common eigenbasis of two Kronecker Grams ``c_1 ⊗G_i + c_2 ⊗H_i``: ``V``, ``lam``,
+    ``V_inv_t = V⁻ᵀ`` per attribute; ``c1`` weighs the first full-rank product (``order``)."""
 
     def __init__(self, grams, weights):
         order = [0, 1]
@@ -101,8 +89,7 @@ class TwoProductBasis:
 
 class KroneckerUnion(VStack):
     """A stack of weighted Kronecker products over one common factorisation of the domain
-    (HDMM OPT_+, Def. 11; module docstring). ``blocks``: each one weighted Kronecker product
-    (a bare matrix is a one-factor product) with a nonzero weight."""
+    (HDMM OPT_+, Def. 11); ``blocks``: each one product (a bare matrix: one factor), weight ≠ 0."""
 
     def __init__(self, blocks):
         super().__init__(blocks)
@@ -161,8 +148,7 @@ class KroneckerUnion(VStack):
 
 def geometric_mean(A: np.ndarray, B: np.ndarray) -> np.ndarray:
     """``A # B = A^½ (A^-½ B A^-½)^½ A^½``, the geometric mean of a positive definite ``A``
-    and a positive semidefinite ``B`` (Pusz & Woronowicz 1975; Ando 1979): ``A # B ≼ (A + B)/2``
-    and ``(⊗A_i) # (⊗B_i) = ⊗(A_i # B_i)``, which :class:`NormalEquations` uses."""
+    and a positive semidefinite ``B`` (Pusz & Woronowicz 1975; Ando 1979)."""
     lam, U = np.linalg.eigh(0.5 * (A + A.T))
     half = (U * np.sqrt(lam)) @ U.T
     C = (U / np.sqrt(lam)) @ U.T
@@ -183,11 +169,9 @@ def _positive_definite(grams) -> bool:
 
 
 class _Preconditioner:
-    """One candidate ``P = c_a K_a + h ⊗H_i`` of :class:`NormalEquations`: the kept product
-    ``keep`` and the ``partners`` folded into ``h ⊗H_i`` (one partner: that product exactly;
-    more: their geometric mean, :func:`geometric_mean`), with :class:`TwoProductBasis` of the
-    pair, the part of ``T = (⊗V_i)ᵀ AᵀA (⊗V_i)`` that is diagonal there (``diag = (a, b)``:
-    ``a + b ⊗lam``) and the other products as dense Kronecker terms ``⊗(V_iᵀG_giV_i)``."""
+    """One preconditioner candidate ``P = c_a K_a + h ⊗H_i``: the kept product and its
+    ``partners`` (one exactly, several by their geometric mean), with the pair's basis, the
+    diagonal part ``diag = (a, b)`` of ``T`` there and the other products' dense terms."""
 
     def __init__(self, keep, partners, weights, grams):
         h, H = weights[partners[0]], grams[partners[0]]
@@ -210,12 +194,8 @@ class _Preconditioner:
             self.factors.append([0.5 * (X + X.T) for X in F])
 
     def condition(self, sweeps: int = SWEEPS) -> float:
-        """A lower estimate of ``λ_max(P⁻¹AᵀA)`` (every eigenvalue is at least 1, so this is
-        the condition number CG's iteration count follows): the Rayleigh quotient
-        ``uᵀTu / uᵀDu`` maximised over rank-one ``u = ⊗u_i`` by alternating over the
-        attributes — each step the top eigenvector of one ``n_i x n_i`` pencil, since both
-        quadratic forms are sums of Kronecker products — from the top corner of ``T``'s
-        diagonal ratio and from a seeded random start; exact for one attribute."""
+        """A lower estimate of ``λ_max(P⁻¹AᵀA)``, the condition number CG's iterations follow:
+        a rank-one Rayleigh quotient maximised by alternating over the attributes."""
         b = self.basis
         lam = b.lam
         d = len(lam)
@@ -259,36 +239,10 @@ class _Preconditioner:
 
 class NormalEquations:
     """Preconditioned conjugate gradients (Hestenes & Stiefel 1952) on ``AᵀA x = Aᵀy`` for a
-    :class:`KroneckerUnion` of ``l`` products, ``AᵀA = Σ_g c_g K_g`` with ``K_g = ⊗G_gi``.
-
-    **Preconditioner.** A sum of two Kronecker products below ``AᵀA`` (:class:`_Preconditioner`),
-    so that :class:`TwoProductBasis` gives per-attribute ``V_i`` with ``(⊗V_i)ᵀ P (⊗V_i) = D``
-    diagonal, and every eigenvalue of ``P⁻¹AᵀA`` is at least 1. Two candidates, both keeping
-    the heaviest product ``K_a``: *pair*, the next heaviest product exactly (the others
-    dropped), and *merged*, the others that have positive definite factor Grams folded into
-    one product by the arithmetic–geometric mean inequality, ``c K + c' K' ≽ 2 (cK) # (c'K')
-    = 2√(cc') ⊗(G_i # G'_i)`` (:func:`geometric_mean`). Dropping a product leaves
-    ``λ_max(P⁻¹AᵀA)`` at about the product over the attributes of the spread of
-    ``G_ai⁻¹G_gi``, the mean about its square root, unless the dropped product is small beside
-    the pair; so the one with the smaller estimated work ``√κ x (terms + 1)`` runs (``κ`` from
-    :meth:`_Preconditioner.condition`, ``terms`` the dense Kronecker passes per iteration).
-
-    **Iteration in the basis.** CG runs on ``T z = (⊗V_iᵀ) Aᵀy`` with ``T = (⊗V_i)ᵀ AᵀA (⊗V_i)
-    = Σ_g c_g ⊗(V_iᵀG_giV_i)``, preconditioned by the diagonal ``D``, and returns ``x =
-    (⊗V_i) z``: ``K_a`` (and the partner of the pair) is diagonal there, so one dense
-    Kronecker pass per other product and iteration.
-
-    **Stopping rule.** ``‖AᵀAx − Aᵀy‖ ≤ tol ‖Aᵀy‖`` in the cells' basis (what
-    ``mechanism.reconstruct`` documents); a solve that ``maxiter`` ends above it warns
-    (``RuntimeWarning``). CG tracks ``‖r‖_{P⁻¹}``; when that falls to ``tol`` of its start,
-    the residual is measured in the cells (the two norms may differ by orders of magnitude),
-    and CG goes on while it is above ``tol``. The true residual is then checked, and CG
-    restarts on it (iterative refinement, at most :data:`REFINE` times) where rounding in an
-    ill-conditioned basis kept them apart.
-
-    Without a positive definite side (``AᵀA`` may be singular): plain CG from ``x = 0`` in the
-    cells' basis with the structured Grams (``D = 1``), which stays in the row space (the
-    minimum-norm solution). Keeps 5 N-vectors (6 after a restart)."""
+    :class:`KroneckerUnion`: a two-product preconditioner ("pair" or "merged" by the geometric
+    mean, the cheaper by estimated work), CG in its eigenbasis, stopping at
+    ``‖AᵀAx − Aᵀy‖ ≤ tol ‖Aᵀy‖`` in the cells with iterative refinement; plain CG without a
+    positive definite side (docs/algorithms/implicit-algebra.md, "More products")."""
 
     def __init__(self, A: KroneckerUnion, factors):
         self.A = A
@@ -456,11 +410,8 @@ class NormalEquations:
 
 
 class TwoProductPinv(Matrix):
-    """``A⁺ = (AᵀA)⁻¹Aᵀ`` of a :class:`KroneckerUnion` of two products (module docstring).
-    ``apply_overwrite`` builds ``x̂`` in ``y``'s memory: each block's product in place in its
-    own rows when its factors have at least as many rows as cells (a block with a Total
-    factor is computed into one new N-vector), their weighted sum in one of them, then the
-    division by ``D`` and ``⊗V_i`` in place."""
+    """``A⁺ = (AᵀA)⁻¹Aᵀ`` of a :class:`KroneckerUnion` of two products,
+    ``(⊗V_i) D⁻¹ (⊗V_iᵀ) Σ_g w_g (⊗A_giᵀ) y_g``; ``apply_overwrite`` builds ``x̂`` in ``y``."""
 
     def __init__(self, A: KroneckerUnion, factors):
         self.shape = (A.shape[1], A.shape[0])
