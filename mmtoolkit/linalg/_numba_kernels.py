@@ -276,9 +276,8 @@ def add_expanded(X, inner, geo, tables, o0, o1, fresh):
 
 
 def prepare(max_tables: int = 4) -> None:
-    """Compile (or load from numba's cache) every kernel for float64 arrays — the data read
-    from a writeable or a read-only array, as a release may be given — and the marginal
-    kernels for groups of 1 to ``max_tables`` tables, on small inputs."""
+    """Compile (or load from numba's cache) every kernel for float64 arrays, writeable or read-only
+    data, and the marginal kernels for groups of 1 to ``max_tables`` tables, on small inputs."""
     theta = np.zeros((4, 3))
     out = np.zeros(12)
     g = (0, 3, 1)

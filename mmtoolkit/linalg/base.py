@@ -33,14 +33,12 @@ class TooLargeError(ValueError):
 
 
 class NotSupportedByKindError(ValueError):
-    """An operation a strategy kind does not support (e.g. exact integer noise): the message
-    says "not supported by this strategy kind (<Kind>): <reason>"."""
+    """An unsupported operation: "not supported by this strategy kind (<Kind>): <reason>"."""
 
 
 def integer_row_scales(M: np.ndarray) -> np.ndarray | None:
-    """``d > 0`` (one per row, the smallest nonzero ``|m_rj|``) with ``diag(d)⁻¹ M`` an integer
-    matrix of entries at most :data:`MAX_ROW_INTEGER`, to within ``12 eps |k|``; None when some
-    row is not (the tolerance's derivation: docs/algorithms/implicit-algebra.md)."""
+    """``d > 0`` per row with ``diag(d)⁻¹ M`` an integer matrix of entries at most
+    :data:`MAX_ROW_INTEGER` to within ``12 eps |k|``, else None (see implicit-algebra.md)."""
     absM = np.abs(M)
     d = np.where(absM > 0, absM, np.inf).min(axis=1)
     d[~np.isfinite(d)] = 1.0
@@ -73,8 +71,7 @@ def physical_memory() -> int | None:
 
 
 def check_fits_memory(nbytes: float, what: str, advice: str) -> None:
-    """Raise :class:`TooLargeError` (never a MemoryError) if ``nbytes`` of O(N) arrays the
-    structure needs exceed physical memory."""
+    """Raise :class:`TooLargeError`, never a MemoryError, if ``nbytes`` exceed physical memory."""
     ram = physical_memory()
     if ram is not None and nbytes > ram:
         raise TooLargeError(
@@ -132,9 +129,8 @@ class Matrix(ABC):
         return out[:, 0] if vec else out
 
     def apply_along(self, X: np.ndarray, out: np.ndarray) -> None:
-        """One step of a Kronecker product's product (HDMM App. A.5): ``self`` applied along
-        the middle axis of the 3-D ``X`` (``a x n x b``) into ``out`` (``a x m x b``), which
-        may lie in ``X``'s memory with ``X``'s strides (the step is then in place)."""
+        """One kmatvec step (HDMM App. A.5): ``self`` along the middle axis of ``X`` (``a x n x b``)
+        into ``out`` (``a x m x b``), which may be ``X``'s memory with its strides (in place)."""
         a, n, b = X.shape
         m = self.shape[0]
         if a == 1:
@@ -198,15 +194,13 @@ class Matrix(ABC):
 
     # --------------------------------------------------------------- reductions
     def colnorm_p(self, p: int) -> float | np.ndarray:
-        """``Σ_i |a_ij|^p`` for every column j (p = 1 or 2): a float when all columns agree,
-        else an array of length ``n``."""
+        """``Σ_i |a_ij|^p`` per column (p = 1 or 2): a float when all agree, else an array."""
         check_p(p)
         D = self.dense()
         return np.abs(D).sum(axis=0) if p == 1 else (D * D).sum(axis=0)
 
     def rownorm_p(self, p: int) -> float | np.ndarray:
-        """``Σ_j |a_ij|^p`` for every row i (p = 1 or 2): a float when all rows agree, else an
-        array of length ``m``."""
+        """``Σ_j |a_ij|^p`` per row (p = 1 or 2): a float when all rows agree, else an array."""
         check_p(p)
         T = self.T
         if not isinstance(T, Transposed):
@@ -215,8 +209,7 @@ class Matrix(ABC):
         return np.abs(D).sum(axis=1) if p == 1 else (D * D).sum(axis=1)
 
     def sensitivity(self, p: int = 1) -> float:
-        """Max column Lp norm: the L1 or L2 sensitivity under add/remove-one, not the induced
-        operator norm (Li et al. 2010, Prop. 1; Li & Miklau 2012, Prop. 1)."""
+        """Max column Lp norm: the L1 or L2 sensitivity (Li et al. 2010, Prop. 1)."""
         c = self.colnorm_p(p)
         top = float(c) if np.isscalar(c) else float(np.max(c)) if np.size(c) else 0.0
         return top if p == 1 else math.sqrt(top)
@@ -286,8 +279,7 @@ class Matrix(ABC):
         return float(self.gram().trace())
 
     def error_route(self, W: Matrix):
-        """The :class:`~mmtoolkit.linalg.route.ErrorRoute` of ``W`` against this strategy, or
-        None for the evaluator's generic routes; by default its Gram's :meth:`gram_route`."""
+        """The ErrorRoute of ``W`` against this strategy (default: its Gram's), or None."""
         try:
             gram = self.gram()
         except TooLargeError:  # e.g. marginals beyond the dense 2^d algebra
@@ -299,18 +291,15 @@ class Matrix(ABC):
         return None
 
     def pinv_operator(self) -> Matrix | None:
-        """``A⁺`` as an implicit matrix when the structure gives it exactly (HDMM §7.2), else
-        None (the mechanism then solves least squares)."""
+        """``A⁺`` as an implicit matrix when the structure gives it (HDMM §7.2), else None."""
         return None
 
     def least_squares(self, y: np.ndarray, tol: float, maxiter: int) -> np.ndarray | None:
-        """The least-squares ``x̂`` of one release ``y`` by the kind's own solver (relative
-        tolerance ``tol``, at most ``maxiter`` iterations), or None: the mechanism's."""
+        """The least-squares ``x̂`` of one release by the kind's own solver, or None."""
         return None
 
     def apply_overwrite(self, y: np.ndarray) -> np.ndarray:
-        """``self @ y`` for one vector ``y`` that the caller gives up: a kind may build the
-        result in ``y``'s memory."""
+        """``self @ y`` for a vector the caller gives up (the result may be built in its memory)."""
         return self @ y
 
     def answers_streamed(self, x: np.ndarray, each, out: np.ndarray | None = None):
@@ -334,8 +323,7 @@ def check_p(p: int) -> None:
 
 
 def as_matrix(A) -> Matrix:
-    """Wrap a numpy array (or pass a Matrix through); a string is refused (a workload SPEC is
-    built by :mod:`mmtoolkit.workload_specs`, not read as numbers)."""
+    """Wrap a numpy array (or pass a Matrix through); a string is refused with a pointer."""
     if isinstance(A, (str, bytes)):
         raise TypeError(
             f"expected a Matrix or an array, got the string {A!r} (build a workload SPEC with "

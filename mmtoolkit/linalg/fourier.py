@@ -76,8 +76,7 @@ def submasks(key: int) -> np.ndarray:
 
 
 def downset(keys) -> np.ndarray:
-    """``F = ∪_α {β : β ≼ α}``: the coefficients the marginals ``keys`` need (Cormode et al.
-    §4.1), sorted ascending. For all k-way marginals ``|F| = Σ_{j≤k} C(d, j)``."""
+    """``∪_α {β : β ≼ α}``: the coefficients the marginals ``keys`` need (Cormode et al. §4.1)."""
     keys = [int(k) for k in keys]
     if not keys:
         raise ValueError("downset needs at least one marginal key")
@@ -182,8 +181,7 @@ class Fourier(Matrix):
 
     @classmethod
     def for_marginals(cls, d, keys, weights=None) -> Fourier:
-        """The coefficients needed by the marginals ``keys`` (``downset``), weight 1 or
-        ``weights[β]`` (a mapping)."""
+        """The coefficients of the marginals ``keys`` (``downset``), weight 1 or ``weights[β]``."""
         d = check_int(d, "d", minimum=1)
         for k in keys:
             if not 0 <= int(k) < 1 << d:

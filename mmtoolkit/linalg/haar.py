@@ -24,9 +24,8 @@ def _power_of_two(n) -> int:
 
 
 def _haar_forward(X: np.ndarray) -> np.ndarray:
-    """``H X`` in O(n k): pairwise sums recurse, pairwise differences are the details. Each
-    level writes its details and sums into the result (rows ``[m/2, m)`` and ``[0, m/2)``),
-    so the temporaries are one copy of the current sums (at most ``n/2`` rows)."""
+    """``H X`` in O(n k): pairwise sums recurse, differences are the details, each level written
+    into the result (rows ``[m/2, m)`` and ``[0, m/2)``) from one copy of the current sums."""
     n = X.shape[0]
     out = np.empty(X.shape, dtype=np.result_type(X.dtype, np.float32))
     if n == 1:
@@ -88,7 +87,7 @@ def _haar_diag(n: int) -> np.ndarray:
 
 
 class Haar(Matrix):
-    """The unnormalised ±1 Haar wavelet matrix, ``n`` a power of two (module docstring)."""
+    """The unnormalised ±1 Haar wavelet matrix, ``n`` a power of two (implicit-algebra.md)."""
 
     def __init__(self, n: int):
         self.n = _power_of_two(n)
@@ -164,7 +163,7 @@ class HaarInverse(Matrix):
 
 
 class HaarGram(SymmetricFormula):
-    """``HᵀH`` for the Haar matrix (module docstring); column sums ``n`` (``HᵀH1 = n Hᵀe_0``)."""
+    """``HᵀH`` for the Haar matrix (implicit-algebra.md); column sums ``n`` (``HᵀH1 = n Hᵀe_0``)."""
 
     def __init__(self, n: int):
         super().__init__(_power_of_two(n))

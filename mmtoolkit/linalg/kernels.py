@@ -22,9 +22,8 @@ _loaded: list = []  # [module or None, why not], once the kernels' import was tr
 
 
 def compiled():
-    """The compiled kernels (a module), or None when the numpy path is to be used
-    (``MMTOOLKIT_NUMBA=0``, or unset and the kernels cannot be imported). Raises ValueError
-    for another value, or for ``1`` when the kernels cannot be had (with the reason)."""
+    """The compiled kernels (a module), or None for the numpy path, as ``MMTOOLKIT_NUMBA`` says;
+    ValueError for another value, or for ``1`` when the kernels cannot be had (with the reason)."""
     value = os.environ.get(ENV)
     if value not in (None, "0", "1"):
         raise ValueError(f"{ENV} must be 0 or 1, got {value!r}")
@@ -46,8 +45,7 @@ def compiled():
 
 
 def prepare() -> bool:
-    """Compile the kernels now (or load them from numba's cache) if they are in use, so that
-    the first large product does not pay for it; returns whether they are in use."""
+    """Compile the kernels ahead of the first large product if in use; returns whether they are."""
     fast = compiled()
     if fast is not None:
         fast.prepare()
@@ -55,9 +53,8 @@ def prepare() -> bool:
 
 
 def flat_view(X: np.ndarray):
-    """``(buffer, (offset, stride of axis 0, stride of axis 1))`` of a 3-D array: a flat 1-D
-    view of its memory, offset and strides in entries; None when the kernels cannot read it
-    (docs/algorithms/implicit-algebra.md, "Compiled kernels")."""
+    """``(buffer, (offset, stride of axis 0, stride of axis 1))`` of a 3-D array, in entries of a
+    flat 1-D view of its memory; None when the kernels cannot read it."""
     if X.dtype not in (np.float64, np.float32) or X.ndim != 3 or X.size == 0:
         return None
     item = X.itemsize
@@ -80,9 +77,8 @@ def flat_view(X: np.ndarray):
 
 
 def along_views(X: np.ndarray, out: np.ndarray):
-    """The kernels' views of a step's input and output (:meth:`Matrix.apply_along`):
-    ``(X's buffer, X's geometry, out's buffer, out's geometry, in place)``, or None when the
-    numpy path must run (an unreadable layout, mixed dtypes, a partial overlap)."""
+    """The kernels' views ``(X buffer, X geometry, out buffer, out geometry, in place)`` of a step
+    (:meth:`Matrix.apply_along`), or None when the numpy path must run."""
     if X.dtype != out.dtype or X.shape[0] != out.shape[0] or X.shape[2] != out.shape[2]:
         return None
     vx, vo = flat_view(X), flat_view(out)

@@ -55,8 +55,7 @@ def _apply_steps(X, mats, in_sizes, out_sizes, transpose):
 
 
 class _Steps:
-    """Kronecker factors applied to a group of slabs ``(g, n_1 ... n_k)`` one factor at a
-    time, the last first (:meth:`Matrix.apply_along`), between two reused scratch arrays."""
+    """Kronecker factors applied to a group of slabs one factor at a time (two scratches)."""
 
     def __init__(self, mats, in_sizes, out_sizes, transpose, group, dtype):
         self.group = group
@@ -118,10 +117,9 @@ def _apply_rows(
 
 
 def _apply_lean(x, mats, in_sizes, out_sizes, transpose, buf=None, overwrite=False, steps=None):
-    """``(A_1 ⊗ R) x`` for one vector with a single array of the size of the result (the lean
-    path: docs/algorithms/implicit-algebra.md). ``buf``: where to build it (default new);
-    ``overwrite=True``: in ``x``'s memory (checked by :func:`_fits_in_place`). Returns a 1-D
-    view of the buffer."""
+    """``(A_1 ⊗ R) x`` for one vector with a single array of the result's size (the lean path:
+    docs/algorithms/implicit-algebra.md). ``buf``: where to build it; ``overwrite=True``: in ``x``'s
+    memory (checked by :func:`_fits_in_place`). Returns a 1-D view of the buffer."""
     n_in, n_out = in_sizes[0], out_sizes[0]
     t_in, t_out = math.prod(in_sizes[1:]), math.prod(out_sizes[1:])
     own = buf is None and not overwrite
@@ -187,8 +185,7 @@ def _apply_pidentity_first(x, mats, in_sizes, out_sizes, each=None, out=None):
 
 
 def _pidentity_first(mats, in_sizes) -> bool:
-    """Whether :func:`_apply_pidentity_first` serves a product of one large vector: a
-    p-Identity first factor whose ``v = ΘD x`` costs at most 1/16 of the data."""
+    """Whether :func:`_apply_pidentity_first` serves one large vector (``ΘD x`` ≤ 1/16 of it)."""
     N = math.prod(in_sizes)
     return (
         len(mats) > 1
@@ -229,6 +226,11 @@ class Kronecker(Matrix):
             math.prod(f.shape[1] for f in factors),
         )
 
+    @property
+    def _sizes(self) -> tuple[list[int], list[int]]:
+        """The factors' column counts and row counts."""
+        return [f.shape[1] for f in self.factors], [f.shape[0] for f in self.factors]
+
     def _apply(self, X, mats, in_sizes, out_sizes, transpose):
         if X.shape[1] == 1 and len(mats) > 1 and math.prod(in_sizes) > BLOCK_ENTRIES:
             if not transpose and _pidentity_first(mats, in_sizes):
@@ -237,8 +239,7 @@ class Kronecker(Matrix):
         return _apply_steps(X, mats, in_sizes, out_sizes, transpose)
 
     def answers_streamed(self, x, each, out=None):
-        ins = [f.shape[1] for f in self.factors]
-        outs = [f.shape[0] for f in self.factors]
+        ins, outs = self._sizes
         if out is not None and (out.dtype != _float_dtype(x) or not out.flags.c_contiguous):
             return None
         if x.ndim == 1 and _pidentity_first(self.factors, ins):
@@ -253,8 +254,7 @@ class Kronecker(Matrix):
     def apply_overwrite(self, y):
         if all(isinstance(f, Identity) for f in self.factors):
             return y
-        ins = [f.shape[1] for f in self.factors]
-        outs = [f.shape[0] for f in self.factors]
+        ins, outs = self._sizes
         lean = y.ndim == 1 and len(ins) > 1 and y.size > BLOCK_ENTRIES
         if (
             lean
@@ -268,22 +268,12 @@ class Kronecker(Matrix):
         return self @ y
 
     def _matmat(self, X):
-        return self._apply(
-            X,
-            self.factors,
-            [f.shape[1] for f in self.factors],
-            [f.shape[0] for f in self.factors],
-            False,
-        )
+        ins, outs = self._sizes
+        return self._apply(X, self.factors, ins, outs, False)
 
     def _rmatmat(self, Y):
-        return self._apply(
-            Y,
-            self.factors,
-            [f.shape[0] for f in self.factors],
-            [f.shape[1] for f in self.factors],
-            True,
-        )
+        ins, outs = self._sizes
+        return self._apply(Y, self.factors, outs, ins, True)
 
     @property
     def T(self):
@@ -485,8 +475,7 @@ class StrategyFactor:
 
 
 class FactorPairs:
-    """The factor trace (``"trace"``), row profile (``"profile"``) or its maximum (``"max"``)
-    of (workload factor, strategy factor) pairs, each computed once."""
+    """The per-pair factor values (``"trace"``, ``"profile"``, ``"max"``) of the routes, cached."""
 
     def __init__(self):
         self._grams: dict = {}

@@ -108,36 +108,32 @@ def _subspace_dims(sizes) -> np.ndarray:
     return out
 
 
-def superset_sum(f: np.ndarray, d: int) -> np.ndarray:
-    """``g[B] = Σ_{a ⊇ B} f[a]`` (zeta transform over supersets)."""
+def _bit_sweep(f: np.ndarray, d: int, into: int, op) -> np.ndarray:
+    """A copy of ``f`` with ``g[.., into, ..] op= g[.., 1-into, ..]`` for every bit ``i``."""
     g = np.array(f, dtype=float)
     for i in range(d):
         v = _bit_view(g, i)
-        v[:, 0, :] += v[:, 1, :]
+        op(v[:, into, :], v[:, 1 - into, :], out=v[:, into, :])
     return g
+
+
+def superset_sum(f: np.ndarray, d: int) -> np.ndarray:
+    """``g[B] = Σ_{a ⊇ B} f[a]`` (zeta transform over supersets)."""
+    return _bit_sweep(f, d, 0, np.add)
 
 
 def superset_mobius(g: np.ndarray, d: int) -> np.ndarray:
     """Inverse of :func:`superset_sum`."""
-    f = np.array(g, dtype=float)
-    for i in range(d):
-        v = _bit_view(f, i)
-        v[:, 0, :] -= v[:, 1, :]
-    return f
+    return _bit_sweep(g, d, 0, np.subtract)
 
 
 def subset_sum(f: np.ndarray, d: int) -> np.ndarray:
     """``g[E] = Σ_{a ⊆ E} f[a]``."""
-    g = np.array(f, dtype=float)
-    for i in range(d):
-        v = _bit_view(g, i)
-        v[:, 1, :] += v[:, 0, :]
-    return g
+    return _bit_sweep(f, d, 1, np.add)
 
 
 def projected_traces(sizes, traces, sums) -> np.ndarray:
-    """``tr(P_B Y)`` for every ``B``, for ``Y = Y_0 ⊗ ... ⊗ Y_{d-1}`` given ``traces[i] =
-    tr(Y_i)`` and ``sums[i] = 1ᵀ Y_i 1`` (HDMM App. A.4)."""
+    """``tr(P_B Y)`` for all ``B`` from ``tr(Y_i)``, ``1ᵀY_i1`` of ``Y = ⊗ Y_i`` (HDMM App. A.4)."""
     sizes = _check_sizes(sizes)
     d = len(sizes)
     check_dim(d, "projected_traces")
@@ -163,8 +159,7 @@ MAX_SEARCHED_LIVE = 50_000
 
 def closed_family(keys, d: int) -> np.ndarray:
     """A down-closed family containing ``keys``, as sorted bitmasks: their down-closure, or all
-    ``2^d`` subsets when the closure could be a quarter of them (then the dense transforms
-    are as cheap)."""
+    ``2^d`` subsets when it could be a quarter of them (the dense transforms are then as cheap)."""
     K = np.unique(np.fromiter(keys, dtype=np.int64))
     bound = sum(1 << int(k).bit_count() for k in K.tolist())
     if 4 * bound >= 1 << d:
@@ -195,8 +190,7 @@ def locate(keys: np.ndarray, wanted: np.ndarray) -> tuple[np.ndarray, np.ndarray
 
 
 class SubsetLattice:
-    """The subset-sum transforms restricted to a down-closed family ``keys`` (sorted bitmasks
-    over ``d`` attributes); values are arrays aligned with ``keys``."""
+    """Subset-sum transforms on a down-closed family ``keys`` (sorted bitmasks), values aligned."""
 
     def __init__(self, keys: np.ndarray, d: int):
         self.keys, self.d = keys, d
@@ -216,26 +210,20 @@ class SubsetLattice:
         """``g_E = Σ_{B ⊆ E} f_B``."""
         return subset_sum(f, self.d) if self.full else self._sweep(f, down=False)
 
-    def _sweep(self, f, down: bool) -> np.ndarray:
+    def _sweep(self, f, down: bool, op=np.add) -> np.ndarray:
         g = np.array(f, dtype=float)
         for lo, hi in self._pairs:
             if down:
-                g[lo] += g[hi]
+                g[lo] = op(g[lo], g[hi])
             else:
-                g[hi] += g[lo]
+                g[hi] = op(g[hi], g[lo])
         return g
 
     def superset_min(self, f: np.ndarray) -> np.ndarray:
         """``g_B = min_{a ⊇ B} f_a`` (``f`` = +inf outside the family)."""
-        g = np.array(f, dtype=float)
         if self.full:
-            for i in range(self.d):
-                v = _bit_view(g, i)
-                np.minimum(v[:, 0, :], v[:, 1, :], out=v[:, 0, :])
-            return g
-        for lo, hi in self._pairs:
-            g[lo] = np.minimum(g[lo], g[hi])
-        return g
+            return _bit_sweep(f, self.d, 0, np.minimum)
+        return self._sweep(f, down=True, op=np.minimum)
 
 
 # ============================================================================ Marginal
@@ -255,9 +243,8 @@ class Marginal(Kronecker):
 
 
 class MarginalFactors(Sequence):
-    """The factors of the marginal ``key`` on ``sizes``, picked on access from the shared
-    ``pairs[i] = (Total(n_i), Identity(n_i))``; ``marginal = (sizes, key)`` for the normal
-    form (docs/algorithms/marginals-algebra.md)."""
+    """The factors of the marginal ``key`` on ``sizes``, picked on access from the shared ``pairs``;
+    ``marginal = (sizes, key)`` for the normal form."""
 
     def __init__(self, sizes: tuple[int, ...], key: int, pairs):
         self.marginal = (sizes, key)
@@ -279,8 +266,7 @@ class MarginalFactors(Sequence):
 
 # =========================================================================== Marginals
 class Marginals(Matrix):
-    """Weighted marginals ``[θ_a Q_a]`` stacked in ascending key order (HDMM §6.3, App. A.4);
-    ``weights`` maps bitmask keys to finite weights ``θ_a`` (zeros dropped)."""
+    """Weighted marginals ``[θ_a Q_a]``, keys ascending (HDMM §6.3, App. A.4): ``{key: θ_a}``."""
 
     def __init__(self, sizes, weights):
         self.sizes = _check_sizes(sizes)
@@ -350,13 +336,8 @@ class Marginals(Matrix):
         check_p(p)  # a row of marginal a sums Π_{i∉a} n_i cells with weight θ_a
         check_dense_size(self.shape[0], 1, "row norms of Marginals")
         return np.concatenate(
-            [
-                np.full(
-                    _kept_rows(self.sizes, key),
-                    abs(t) ** p * (self.shape[1] // _kept_rows(self.sizes, key)),
-                )
-                for key, t in self.weights.items()
-            ]
+            [np.full(r, abs(t) ** p * (self.shape[1] // r))
+             for t, r in zip(self.weights.values(), self._rows, strict=True)]
         )
 
     def dense(self):
@@ -458,9 +439,8 @@ GROUP_FRACTION = 0.25
 
 
 def table_plan(sizes, keys) -> list[tuple[int, int]]:
-    """How to compute the marginal tables ``keys`` of the data: ``[(key, parent)]`` in
-    computation order, each table summed from ``parent`` (docs/algorithms/marginals-algebra.md,
-    "Marginal tables of the data")."""
+    """``[(key, parent)]`` in computation order for the marginal tables ``keys`` of the data
+    (docs/algorithms/marginals-algebra.md, "Marginal tables of the data")."""
     full = (1 << len(sizes)) - 1
     planned = {full}
     order = []
@@ -492,8 +472,7 @@ def _children(plan) -> dict[int, list[int]]:
 
 def _child_groups(sizes, parent: int, children) -> list[tuple[int | None, list]]:
     """The ``children`` of ``parent``'s table in groups computed, or added back, together:
-    ``[(inner, [(child, (a, n, b))])]``, a child dropping several attributes alone as
-    ``(None, [(child, None)])`` (docs/algorithms/marginals-algebra.md)."""
+    ``[(inner, [(child, (a, n, b))])]``; ``(None, [(child, None)])`` for a multi-attribute drop."""
     attrs = key_attrs(parent, len(sizes))
     shape = [sizes[i] for i in attrs]
     cells = math.prod(shape)
@@ -517,8 +496,7 @@ def _child_groups(sizes, parent: int, children) -> list[tuple[int | None, list]]
 
 
 def _chunk_geometry(shape, members) -> tuple[int, list]:
-    """``(inner, [(child, (a, n, b))])`` of children ``members`` (``[(dropped axis, key)]``)
-    of a table of ``shape`` (see :func:`_child_groups`)."""
+    """``(inner, [(child, (a, n, b))])`` of ``members`` ``[(dropped axis, key)]`` of a table."""
     h = min(axis for axis, _ in members)
     geo = [(key, (math.prod(shape[h:axis]), shape[axis], math.prod(shape[axis + 1 :])))
            for axis, key in members]  # fmt: skip
@@ -526,8 +504,7 @@ def _chunk_geometry(shape, members) -> tuple[int, list]:
 
 
 def _fused(inner, cells: int, columns: int, *tables: np.ndarray) -> bool:
-    """Whether the compiled kernels sum or expand a group of children of a table of ``cells``
-    entries: single-attribute children, a large one-column float64 table."""
+    """Whether the compiled kernels take a group (one-attribute drops, large one-column table)."""
     return (
         inner is not None
         and cells > PLAN_DIRECT_CELLS
@@ -557,8 +534,7 @@ def _run_chunks(kernel, flat: np.ndarray, inner: int, geo, arrays, *args) -> Non
 
 
 def _sum_group(sizes, parent: int, table: np.ndarray, inner, geo) -> dict[int, np.ndarray]:
-    """The tables of one group of children of ``parent``, summed from its ``table`` (with a
-    trailing column axis)."""
+    """The tables of one group of children, summed from ``parent``'s ``table``."""
     d = len(sizes)
     if not (_fused(inner, table.size, table.shape[-1], table) and table.flags.c_contiguous):
         attrs = key_attrs(parent, d)
@@ -575,9 +551,8 @@ def _sum_group(sizes, parent: int, table: np.ndarray, inner, geo) -> dict[int, n
 
 
 def marginal_tables(sizes, X, keys) -> dict[int, np.ndarray]:
-    """The marginal tables ``{key: Q_key X}`` of ``X`` (``N x k``, cells in C order over
-    ``sizes``), each of shape ``(n_i for i in key) + (k,)``, along :func:`table_plan`
-    (docs/algorithms/marginals-algebra.md)."""
+    """The marginal tables ``{key: Q_key X}`` of ``X`` (``N x k``, cells in C order over ``sizes``),
+    each of shape ``(n_i for i in key) + (k,)``, computed along :func:`table_plan`."""
     sizes = _check_sizes(sizes)
     k = X.shape[1]
     full = (1 << len(sizes)) - 1
@@ -590,8 +565,7 @@ def marginal_tables(sizes, X, keys) -> dict[int, np.ndarray]:
 
 
 def _sum_children(sizes, parent: int, children: dict, tables: dict, keys: set) -> None:
-    """The tables below ``parent``'s along ``children``, depth first, group by group;
-    intermediate tables (not in ``keys``) dropped once used."""
+    """The tables below ``parent``'s, depth first; intermediate ones (not in ``keys``) dropped."""
     for inner, geo in _child_groups(sizes, parent, children.get(parent, ())):
         tables.update(_sum_group(sizes, parent, tables[parent], inner, geo))
         for key, _ in geo:
@@ -601,9 +575,8 @@ def _sum_children(sizes, parent: int, children: dict, tables: dict, keys: set) -
 
 
 class Residuals:
-    """The noisy marginals of a weighted-marginals strategy projected on each residual
-    subspace (HDMM App. A.4): ``self[B]`` is ``z_B`` as a table over ``B`` with a trailing
-    column axis (cached); ``mu_pinv`` is ``{B: 1/μ_B}`` over the live residuals."""
+    """The noisy marginals projected on each residual subspace (HDMM App. A.4): ``self[B]`` is
+    ``z_B`` over ``B``, trailing column axis (cached); ``mu_pinv``: ``{B: 1/μ_B}``, live ``B``."""
 
     def __init__(self, A: Marginals, Y: np.ndarray):
         self.sizes, self.d, self.R = A.sizes, A.d, Y.shape[1]
@@ -664,8 +637,7 @@ def _between_sums(mu: dict, S: int, d: int):
 
 
 class MarginalsPinv(Matrix):
-    """``A⁺ = (AᵀA)⁺ Aᵀ`` of weighted marginals, applied in the marginal domain (HDMM §6.3,
-    App. A.4): ``x̂`` is the only ``N``-cell array (docs/algorithms/marginals-algebra.md)."""
+    """``A⁺ = (AᵀA)⁺ Aᵀ`` of weighted marginals in the marginal domain (HDMM §6.3, App. A.4)."""
 
     def __init__(self, A: Marginals):
         self.A = A
@@ -699,9 +671,8 @@ class MarginalsPinv(Matrix):
 
 
 def expand_tables(sizes, tables, consume: bool = False) -> np.ndarray:
-    """``Σ_a Q_aᵀ t_a`` as a tensor of shape ``sizes + (R,)`` for tables ``{a: t_a}`` (HDMM
-    App. A.4), added into their parents along :func:`table_plan` in reverse; the input tables
-    are modified in place only with ``consume=True``."""
+    """``Σ_a Q_aᵀ t_a`` of shape ``sizes + (R,)`` for tables ``{a: t_a}`` (HDMM App. A.4), along
+    :func:`table_plan` in reverse; the tables are modified in place only with ``consume=True``."""
     sizes = _check_sizes(sizes)
     if not tables:
         raise ValueError("expand_tables needs at least one table")
@@ -760,9 +731,8 @@ def _kernel_input(table: np.ndarray) -> np.ndarray:
 
 # ======================================================================= MarginalsGram
 class MarginalsGram(Matrix):
-    """``𝔾(v) = Σ_a v_a ℂ(a)``, ``ℂ(a) = ⊗_i (I if bit i of a else J)`` (HDMM §6.3, App. A.4),
-    kept as its coefficients and spectrum. ``v``: a length-2^d array, or a mapping
-    ``{key: v_key}`` (kept; the error route then works on the keys' down-closure)."""
+    """``𝔾(v) = Σ_a v_a ℂ(a)``, ``ℂ(a) = ⊗_i (I if bit i of a else J)`` (HDMM §6.3, App. A.4);
+    ``v``: a length-2^d array, or a mapping ``{key: v_key}`` (kept: the closure route)."""
 
     def __init__(self, sizes, v):
         self.sizes = _check_sizes(sizes)
@@ -848,8 +818,7 @@ class MarginalsGram(Matrix):
         return self._mu.copy()
 
     def live_spectrum(self) -> tuple[np.ndarray, np.ndarray]:
-        """``(B, μ_B)`` over the live residual subspaces (``dim_B > 0``,
-        ``|μ_B| > PINV_RTOL · max|μ|``), ``B`` ascending; on the keys' down-closure only."""
+        """``(B, μ_B)`` over the live residual subspaces, ``B`` ascending (keys' down-closure)."""
         sizes = self.sizes
         if not self._sparse:
             mu = self.spectrum()
@@ -998,9 +967,8 @@ def _row_split(f: Matrix) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _max_off_family(alpha, beta, sizes, live: np.ndarray) -> float:
-    """``max Π_{i∈B} α_i Π_{i∉B} β_i`` over the dead subspaces ``B`` (``dim_B > 0``, ``B`` not in
-    the sorted ``live``), for ``α, β ≥ 0``; 0.0 if there is none. Best-first search over flip
-    sets (docs/algorithms/marginals-algebra.md)."""
+    """``max Π_{i∈B} α_i Π_{i∉B} β_i`` over the dead subspaces ``B`` (not in sorted ``live``), for
+    ``α, β ≥ 0``, by a best-first search (docs/algorithms/marginals-algebra.md); 0.0 if none."""
     d = len(sizes)
     free = [i for i, n in enumerate(sizes) if n > 1]  # dim_B > 0 ⇔ B ⊆ free
     if live.size >= 1 << len(free):
@@ -1045,8 +1013,7 @@ def _max_off_family(alpha, beta, sizes, live: np.ndarray) -> float:
 
 
 def sparse_kron_apply(mats, keys: np.ndarray, values: np.ndarray) -> np.ndarray:
-    """``(M_0 ⊗ ... ⊗ M_{d-1}) μ`` for ``r_i x 2`` matrices ``M_i`` and ``μ`` over the bitmasks
-    ``B`` (column ``b_i`` of factor ``i``: bit ``i`` of ``B``), given on ``keys`` only."""
+    """``(M_0 ⊗ ... ⊗ M_{d-1}) μ`` for ``r_i x 2`` matrices and ``μ`` given on bitmask ``keys``."""
     d = len(mats)
     K = np.asarray(keys, dtype=np.int64)
     V = np.asarray(values, dtype=float)[:, None]
@@ -1084,9 +1051,8 @@ def _merge_keys(K: np.ndarray, V: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 class MarginalsRoute:
-    """Union of Kronecker products × a strategy whose ``gram()`` is a MarginalsGram (HDMM
-    §6.3, App. A.4): marginal terms on the down-closure of the workload's keys, no step over
-    all 2^d subsets (docs/algorithms/marginals-algebra.md, "The error route")."""
+    """Union of Kronecker products × a strategy whose ``gram()`` is a MarginalsGram (HDMM §6.3,
+    App. A.4; docs/algorithms/marginals-algebra.md, "The error route")."""
 
     @classmethod
     def build(cls, W: Matrix, gram: MarginalsGram):
@@ -1110,8 +1076,7 @@ class MarginalsRoute:
         return self._splits[id(f)][1]
 
     def _marginal_part(self):
-        """The workload's marginal keys on their down-closure K: ``(lattice, μ⁺ on K, dim on K,
-        per-key positions)``."""
+        """``(lattice, μ⁺, dim)`` on the down-closure K of the workload's marginal keys."""
         if self._marginal is None:
             d = len(self.sizes)
             keys = np.array(sorted({k for k in self.keys if k is not None}), dtype=np.int64)

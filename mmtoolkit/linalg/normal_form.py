@@ -23,8 +23,7 @@ FACTOR_KINDS = ("identity", "total", "ones", "prefix", "all_range", "dense", "ma
 
 
 def marginal_key(factors) -> int | None:
-    """The bitmask of a Kronecker product of identity / total factors (bit ``i`` set: factor
-    ``i`` is an identity), else None."""
+    """The bitmask of a Kronecker product of identity / total factors, else None."""
     known = getattr(factors, "marginal", None)
     if known is not None:
         return known[1]
@@ -49,8 +48,7 @@ def _bits(key: int) -> tuple[int, ...]:
 
 
 class Term:
-    """One term ``weight · (F_1 ⊗ … ⊗ F_k)`` of a normal form, rows ``start:stop``: ``c``,
-    ``weight``, ``factors``, ``kinds``, ``sizes``, ``key`` and ``attrs`` (the fields:
+    """One term ``weight · (F_1 ⊗ … ⊗ F_k)`` of a normal form on rows ``start:stop`` (its fields:
     docs/algorithms/implicit-algebra.md, "The normal form")."""
 
     __slots__ = ("_form", "_index", "_kinds", "attrs", "c", "factors", "key", "sizes", "start",

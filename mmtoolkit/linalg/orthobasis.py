@@ -33,8 +33,7 @@ def check_orthonormal_rows(Q: np.ndarray, seed: int = 0, probes: int = 2) -> boo
 
 
 class OrthoBasis(Matrix):
-    """``A = [diag(w) Q ; D_J]``: ``Q`` ``k x n`` with orthonormal rows, ``weights`` ``k`` finite
-    numbers (zero: not measured), ``completion`` optional ``n`` non-negative numbers."""
+    """``A = [diag(w) Q ; D_J]``: orthonormal rows ``Q``, ``weights``, optional ``completion``."""
 
     def __init__(self, Q, weights, completion=None):
         Q = np.asarray(Q, dtype=float)
@@ -83,8 +82,7 @@ class OrthoBasis(Matrix):
         return OrthoBasisRoute(W, self)
 
     def pinv(self):
-        """``A⁺ = Qᵀ diag(1/w)`` (zero weights give zero columns) when there is no completion;
-        otherwise the guarded dense fallback."""
+        """``A⁺ = Qᵀ diag(1/w)`` (zero weights: zero columns) without completion, else generic."""
         if self.cells.size:
             return super().pinv()
         w = self.weights
@@ -182,8 +180,7 @@ class OrthoBasisRoute:
 
     @staticmethod
     def _cholesky_if_well_conditioned(K: np.ndarray):
-        """Lower Cholesky factor of ``K``, or None (the pseudo-inverse) when K is singular to
-        working precision by the rank rule on LAPACK's condition estimate (``dpocon``)."""
+        """Lower Cholesky factor of ``K``, or None when ``dpocon`` finds it singular."""
         from scipy.linalg import lapack
 
         n = K.shape[0]

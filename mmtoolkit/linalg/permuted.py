@@ -69,8 +69,7 @@ class Permuted(Matrix):
 
 
 class PermutedGram(Matrix):
-    """``Pᵀ G P`` for a square ``G``: entries ``G[perm[i], perm[j]]``. ``P`` is orthogonal, so
-    transpose, Gram, pseudo-inverse, trace and diagonal commute with the conjugation."""
+    """``Pᵀ G P`` for a square ``G``: entries ``G[perm[i], perm[j]]``."""
 
     def __init__(self, base: Matrix, perm):
         base = as_matrix(base)

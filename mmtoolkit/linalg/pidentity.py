@@ -17,8 +17,7 @@ from .base import Matrix, Symmetric, check_dense_size, check_p
 
 
 def _column_major(X) -> bool:
-    """Whether consecutive entries of a column of the 2-D ``X`` are closer in memory than
-    consecutive entries of a row (then the products run on ``X.T``)."""
+    """Whether a column of the 2-D ``X`` is packed closer than a row (products then on ``X.T``)."""
     return X.shape[1] > 1 and abs(X.strides[0]) < abs(X.strides[1])
 
 
@@ -60,8 +59,7 @@ def woodbury_core(theta: np.ndarray) -> np.ndarray:
 
 
 class PIdentity(Matrix):
-    """``A(Θ) = [I_n; Θ] D``, shape ``(n + p, n)`` (HDMM Def. 9); ``norm``: the sensitivity
-    norm the columns are normalised in (1: Θ ≥ 0, HDMM's version; 2: Θ real)."""
+    """``A(Θ) = [I_n; Θ] D`` (HDMM Def. 9), columns normalised in the ``norm`` (1 or 2)."""
 
     def __init__(self, theta, norm: int = 1):
         check_p(norm)
@@ -155,8 +153,7 @@ class PIdentity(Matrix):
 
 
 class PIdentityGram(Symmetric):
-    """``AᵀA = D (I + ΘᵀΘ) D`` for ``A = PIdentity(Θ)``; ``pinv`` = ``inverse`` =
-    :class:`LowRankUpdate` ``D⁻¹(I − ΘᵀMΘ)D⁻¹`` (HDMM Thm 4)."""
+    """``AᵀA = D (I + ΘᵀΘ) D``; ``pinv`` = ``inverse`` = a :class:`LowRankUpdate` (HDMM Thm 4)."""
 
     def __init__(self, A: PIdentity):
         self.A = A
@@ -187,8 +184,7 @@ class PIdentityGram(Symmetric):
 
 
 class LowRankUpdate(Matrix):
-    """``diag(a) − U Vᵀ`` (``U``, ``V`` ``n x r``), O(nr) per vector: a p-Identity's inverse
-    Gram; ``low_rank_form()`` gives ``(a, U, V)`` for traces with ``r`` products."""
+    """``diag(a) − U Vᵀ`` in O(nr) per vector (a p-Identity's inverse Gram; ``low_rank_form``)."""
 
     def __init__(self, a, U, V):
         self.a = np.asarray(a, dtype=float)
@@ -219,8 +215,7 @@ class LowRankUpdate(Matrix):
 
 
 class PIdentityPinv(Matrix):
-    """``A⁺ = (AᵀA)⁻¹Aᵀ`` of a p-Identity strategy (HDMM §7.2 / App. A.3), shape ``(n, n + p)``,
-    applied as ``s ∘ z_I + (sΘᵀ) M (z_Θ − Θ z_I)``: two width-``p`` products per vector."""
+    """``A⁺ = (AᵀA)⁻¹Aᵀ`` of a p-Identity strategy (HDMM §7.2 / App. A.3), O(np) per vector."""
 
     def __init__(self, A: PIdentity):
         self.A = A

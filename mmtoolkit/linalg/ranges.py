@@ -65,9 +65,8 @@ def _rev_cumsum(Y: np.ndarray) -> np.ndarray:
 
 
 class SymmetricFormula(Symmetric):
-    """A symmetric ``n x n`` matrix whose entries have a closed form: subclasses implement
-    ``_entries(i, j)`` (broadcasting index arrays) and ``_matmat``; ``dense``/``diag``/``trace``
-    come from the formula, ``colnorm_p`` in row blocks (never an ``n x n`` array)."""
+    """A symmetric ``n x n`` matrix with closed-form entries: subclasses implement
+    ``_entries(i, j)`` (broadcasting) and ``_matmat``; ``colnorm_p`` in row blocks (never n x n)."""
 
     def __init__(self, n: int):
         self.n = n
@@ -198,8 +197,7 @@ class Total(Ones):
 
 
 class Prefix(CountingQueries):
-    """Prefix (CDF) queries: row ``i`` sums cells ``0..i`` (HDMM §4, Table of predicate sets).
-    Products by cumulative sums; ``pinv`` = ``L⁻¹`` = :class:`Difference`."""
+    """Prefix (CDF) queries, row ``i`` summing cells ``0..i`` (HDMM §4, Table of predicate sets)."""
 
     factor_kind = "prefix"
 
@@ -323,9 +321,8 @@ class PrefixGram(SymmetricFormula):
 
 
 class AllRange(CountingQueries):
-    """All ``n(n+1)/2`` range queries ``[i, j]`` in lexicographic order of ``(i, j)``
-    (HDMM §4, Table of predicate sets; Li et al. 2010). Products by prefix sums and a
-    difference array; column ``j`` has ``(j+1)(n-j)`` ones."""
+    """All ``n(n+1)/2`` range queries ``[i, j]`` in lexicographic order of ``(i, j)`` (HDMM §4,
+    Table of predicate sets; Li et al. 2010), products by prefix sums and a difference array."""
 
     factor_kind = "all_range"
 
@@ -419,8 +416,7 @@ class AllRangeGram(SymmetricFormula):
 
 
 class WidthRange(CountingQueries):
-    """The ``n-w+1`` sliding windows ``[s, s+w-1]`` of width ``w`` (HDMM §4, Table of
-    predicate sets: fixed-width ranges); products by prefix sums."""
+    """The ``n-w+1`` sliding windows of width ``w`` (HDMM §4, Table of predicate sets)."""
 
     def __init__(self, n: int, w: int):
         self.n = check_int(n, "n", minimum=1)

@@ -24,8 +24,7 @@ class UnsupportedWorkloadError(ValueError):
 
 
 class ErrorRoute(Protocol):
-    """What ``A.error_route(W)`` returns: the error of ``W`` under ``A`` (no privacy factor,
-    no strategy weight)."""
+    """What ``A.error_route(W)`` returns: ``W``'s error under ``A`` (no privacy factor, weight)."""
 
     def check_support(self) -> None:
         """Raise :class:`UnsupportedWorkloadError` unless every query of W is in rowspace(A)."""

@@ -23,9 +23,8 @@ GRADED = 256.0
 
 
 def eigenvalue_clusters(values, n: int, scale: float, tol: float | None = None) -> list[slice]:
-    """Slices of the runs of sorted ``values`` (eigenvalues of an ``n x n`` symmetric matrix
-    of norm ``scale``) that are one repeated eigenvalue; ``tol``: an absolute tolerance
-    instead (the rule: docs/algorithms/implicit-algebra.md)."""
+    """Slices of the runs of sorted ``values`` (eigenvalues of an ``n x n`` symmetric matrix of
+    norm ``scale``) that are one repeated eigenvalue; ``tol``: an absolute tolerance instead."""
     values = np.asarray(values, dtype=float)
     if values.size == 0:
         return []
@@ -41,10 +40,10 @@ def eigenvalue_clusters(values, n: int, scale: float, tol: float | None = None) 
 
 
 def canonical_eigenbasis(values, vectors, scale: float | None = None, tol: float | None = None):
-    """``(values, vectors)`` with a basis inside each eigenspace that depends only on the
-    eigenspace. ``values``: sorted (either way); ``vectors``: ``n x k`` orthonormal columns;
-    ``scale``: the matrix norm (default ``max |values|``); ``tol``: an absolute cluster
-    tolerance. Returns each cluster's mean value and the canonical columns."""
+    """``(values, vectors)`` with a basis in each eigenspace that depends on the eigenspace alone.
+    ``values``: sorted (either way); ``vectors``: ``n x k`` orthonormal; ``scale``: the norm
+    (default ``max |values|``); ``tol``: an absolute cluster tolerance. Returns cluster means
+    and the canonical columns."""
     values = np.asarray(values, dtype=float)
     V = np.asarray(vectors, dtype=float)
     if values.ndim != 1 or V.ndim != 2 or V.shape[1] != values.size:

@@ -55,9 +55,8 @@ def tree_height(n: int, b: int) -> int:
 
 
 def _child_sizes(sizes: np.ndarray, b: int, split: str) -> np.ndarray:
-    """The next level's interval sizes, in order: a node of ``z ≤ b`` cells has ``z``
-    single-cell children, else ``b`` children of ``⌊z/b⌋`` cells, the ``z mod b`` larger
-    ones first (``near_equal``) or last (``small_first``). Vectorised over the level."""
+    """The next level's interval sizes, in order, by the ``near_equal`` or ``small_first`` rule
+    (docs/algorithms/trees.md), vectorised over the level."""
     k = np.where(sizes <= b, sizes, b)
     first = np.cumsum(k) - k  # each node's first child
     node = np.repeat(np.arange(len(sizes)), k)
@@ -69,10 +68,9 @@ def _child_sizes(sizes: np.ndarray, b: int, split: str) -> np.ndarray:
 
 
 def interval_tree(n: int, branching: int, split: str = "near_equal", height=None):
-    """The levels (root first) of a ``b``-ary interval tree over ``[0, n)``, each an
-    :class:`Intervals`. ``split``: ``"near_equal"`` (HB, Qardaji et al. 2013 §4),
-    ``"small_first"`` (GreedyH, DAWA 2014) or ``"pad"`` (HDMM digest §16.13), whose ``height``
-    defaults to ``⌈log_b n⌉`` (the rules: docs/algorithms/trees.md)."""
+    """The levels (root first), each an :class:`Intervals`, of a ``b``-ary tree over ``[0, n)``:
+    ``split`` ``"near_equal"`` (HB, Qardaji et al. 2013 §4), ``"small_first"`` (GreedyH, DAWA
+    2014) or ``"pad"`` (HDMM digest §16.13; ``height`` default ``⌈log_b n⌉``); see trees.md."""
     n, b = check_int(n, "n", minimum=1), check_int(branching, "branching", minimum=2)
     if split not in SPLITS:
         raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
@@ -109,9 +107,8 @@ SUM_NODES = 1 << 16
 
 
 class Intervals:
-    """A partition of ``[0, n)`` into contiguous intervals (one attribute's part of a tree
-    level): *regular* (``width`` set, two integers) or *explicit* (the int64 ``starts``, kept,
-    not copied). Both forms give bit-identical sums (docs/algorithms/trees.md)."""
+    """A partition of ``[0, n)`` into contiguous intervals: *regular* (``width``) or *explicit*
+    (int64 ``starts``, kept, not copied); see docs/algorithms/trees.md."""
 
     def __init__(self, n: int, starts: np.ndarray | None = None, width: int | None = None):
         self.n = check_int(n, "n", minimum=1)
@@ -222,8 +219,7 @@ class Intervals:
         return np.repeat(Y, self.counts, axis=axis)
 
     def nest_in(self, finer: Intervals) -> Intervals | None:
-        """This partition seen on ``finer``'s intervals (the positions of its starts among
-        ``finer``'s), or None when it is not refined by ``finer``."""
+        """This partition on ``finer``'s intervals, or None when ``finer`` does not refine it."""
         if finer.n != self.n:
             return None
         if finer.identity:
@@ -247,8 +243,7 @@ class Intervals:
 
 
 def _intervals(level, n: int, li: int, i: int) -> Intervals:
-    """Level ``li``'s partition of attribute ``i`` (``n`` cells): an :class:`Intervals` as
-    given, or validated interval starts (regular when they are)."""
+    """Level ``li``'s validated partition of attribute ``i`` (``n`` cells), regular if it can be."""
     given = level if isinstance(level, Intervals) else None
     if given is not None:
         if given.n != n:
@@ -288,6 +283,15 @@ def _expand(Y: np.ndarray, parts) -> np.ndarray:
     for axis, p in enumerate(parts):
         Y = p.repeat(Y, axis)
     return Y
+
+
+def _per_cell(T: np.ndarray, parts) -> np.ndarray:
+    """Node values divided by their nodes' sizes, one leading axis at a time."""
+    for axis, p in enumerate(parts):
+        shape = [1] * T.ndim
+        shape[axis] = len(p)
+        T = T / p.counts.reshape(shape)
+    return T
 
 
 def _outer_counts(parts) -> np.ndarray:
@@ -341,11 +345,8 @@ def _scaled_block_sum(F: np.ndarray, scale: np.ndarray, parts) -> np.ndarray:
 
 # =================================================================================== Tree
 class Tree(Matrix):
-    """A weighted hierarchy of nested interval (rectangle) partitions: one row ``w_Q 1_Q``
-    per node ``Q``, level by level. ``sizes``: the attribute sizes (an int for 1-D);
-    ``levels``: coarse to fine, per level interval starts or :class:`Intervals` (a sequence
-    of ``d`` in d-D); ``weights``: one per level, scalar or node-grid shaped (default 1). The
-    argument rules: docs/algorithms/trees.md."""
+    """A weighted hierarchy of nested interval partitions, one row ``w_Q 1_Q`` per node ``Q``:
+    ``sizes``, ``levels`` (coarse to fine) and ``weights`` (docs/algorithms/trees.md)."""
 
     def __init__(self, sizes, levels, weights=None):
         if isinstance(sizes, (list, tuple, np.ndarray)):
@@ -445,8 +446,7 @@ class Tree(Matrix):
         return Y[self.offsets[li] : self.offsets[li + 1]].reshape(self.grid[li] + (Y.shape[1],))
 
     def coarse_sum(self, Y) -> np.ndarray | None:
-        """``Σ_{ℓ<L-1} w_ℓ y_ℓ`` on level ``L-2``'s node grid (None for one level), in float64
-        even for float32 ``y``: these sums cancel against the solver's corrections."""
+        """``Σ_{ℓ<L-1} w_ℓ y_ℓ`` on level ``L-2``'s grid (None for one level), in float64 always."""
         acc = None
         for li in range(self.depth - 1):
             part = np.multiply(self._slot(Y, li), self._w(li), dtype=np.float64)  # exact sums
@@ -520,8 +520,7 @@ class Tree(Matrix):
 
 # ============================================================================ the Gram
 class TreeSolver:
-    """The bottom-up Sherman–Morrison pass over a :class:`Tree` in reduced coordinates, kept
-    on the node grids: per level ``s``, ``f`` and ``c`` (docs/algorithms/trees.md)."""
+    """The bottom-up Sherman–Morrison pass over a :class:`Tree` (docs/algorithms/trees.md)."""
 
     def __init__(self, tree: Tree):
         if not tree.invertible:
@@ -566,8 +565,7 @@ class TreeSolver:
         return self.inv_a * _expand(h, self.tree.nest[self.K])
 
     def trace_inverse(self) -> float:
-        """``tr(M̃⁻¹) = Σ_j 1/a_j − Σ_Q c_Q ‖v_Q‖²``, summed up the node grids (no array of the
-        cells' size; docs/algorithms/trees.md)."""
+        """``tr(M̃⁻¹) = Σ_j 1/a_j − Σ_Q c_Q ‖v_Q‖²``, summed up the node grids."""
         inv_a, K = self.inv_a, self.K
         scalar = np.ndim(inv_a) == 0
         total = float(inv_a) * math.prod(self.shape) if scalar else float(np.sum(inv_a))
@@ -594,8 +592,7 @@ class TreeSolver:
 
     def solve_split(self, F: np.ndarray, C: np.ndarray | None, out=None) -> np.ndarray:
         """``M̃⁻¹ (F + expand(C))`` for ``F`` on the reduced cells and ``C`` on the level-``K``
-        grid (or None), in two passes over the cells (docs/algorithms/trees.md); ``out`` (may
-        be ``F``) receives the result."""
+        grid (or None), in two passes over the cells; ``out`` (may be ``F``) gets the result."""
         inv_a = self.inv_a if np.ndim(self.inv_a) == 0 else self.inv_a[..., None]
         if out is None:
             out = np.empty_like(F)
@@ -631,25 +628,17 @@ class TreeSolver:
 
     def to_reduced(self, X: np.ndarray) -> np.ndarray:
         """``D⁻¹ Pᵀ X``: cell tensor (trailing axis) → mean over each finest node."""
-        T = _block_sum(X, self.tree.levels[-1])
-        for axis, p in enumerate(self.tree.levels[-1]):
-            shape = [1] * T.ndim
-            shape[axis] = len(p)
-            T = T / p.counts.reshape(shape)
-        return T
+        fine = self.tree.levels[-1]
+        return _per_cell(_block_sum(X, fine), fine)
 
     def from_reduced(self, Y: np.ndarray) -> np.ndarray:
         """``P D⁻¹ Y``: reduced tensor → cells (each finest node's value / its size)."""
-        for axis, p in enumerate(self.tree.levels[-1]):
-            shape = [1] * Y.ndim
-            shape[axis] = len(p)
-            Y = Y / p.counts.reshape(shape)
-        return _expand(Y, self.tree.levels[-1])
+        fine = self.tree.levels[-1]
+        return _expand(_per_cell(Y, fine), fine)
 
 
 class TreeGram(Matrix):
-    """``AᵀA = Σ_Q w_Q² 1_Q 1_Qᵀ`` of a :class:`Tree`; products through the tree, ``pinv``
-    through :class:`TreeSolver` in ``O(N · L)``."""
+    """``AᵀA = Σ_Q w_Q² 1_Q 1_Qᵀ`` of a :class:`Tree`, ``pinv`` through :class:`TreeSolver`."""
 
     def __init__(self, tree: Tree):
         self.tree = tree
@@ -722,8 +711,7 @@ class TreeGramInverse(Matrix):
 
 
 class TreePinv(Matrix):
-    """``A⁺ = P D⁻¹ M̃⁻¹ Ãᵀ`` of an invertible :class:`Tree` (Hay et al. 2010's hierarchical
-    reconstruction as least squares); :meth:`apply_overwrite` builds ``x̂`` in ``y``."""
+    """``A⁺ = P D⁻¹ M̃⁻¹ Ãᵀ`` of an invertible :class:`Tree` (Hay et al. 2010, as least squares)."""
 
     def __init__(self, tree: Tree):
         self.tree = tree
@@ -761,9 +749,8 @@ class TreePinv(Matrix):
 
 # ================================================================ block-diagonal products
 class ReducedFactor:
-    """One attribute's workload Gram through a tree's finest partition,
-    ``Ỹ = D⁻¹ Pᵀ Y P D⁻¹``, with the block-diagonal products ``Ỹ[S,S] Z[S]`` of the tree route
-    (dense when ``Y`` fits the guard; docs/algorithms/trees.md)."""
+    """One attribute's workload Gram through a tree's finest partition with the block-diagonal
+    products of the tree route (docs/algorithms/trees.md)."""
 
     def __init__(self, Y: Matrix, fine: Intervals):
         n = Y.shape[1]
@@ -835,9 +822,7 @@ class ReducedFactor:
 
 # ============================================================================= tree route
 class TreeRoute:
-    """Union of Kronecker products × a strategy whose Gram is a :class:`TreeGram`, exact
-    without an N x N array: one block-diagonal product per level and axis
-    (docs/algorithms/trees.md)."""
+    """Union of Kronecker products × a strategy whose Gram is a :class:`TreeGram`."""
 
     @classmethod
     def build(cls, W: Matrix, gram: TreeGram):

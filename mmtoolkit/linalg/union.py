@@ -34,8 +34,7 @@ REFINE = 4
 
 
 def _cholesky_full_rank(G: np.ndarray) -> np.ndarray:
-    """The Cholesky factor of the symmetric part of ``G``; ``LinAlgError`` unless ``G`` has
-    full rank by numpy's rule (a factorisation that succeeds by rounding gives a wrong basis)."""
+    """The Cholesky factor of ``G``'s symmetric part; ``LinAlgError`` unless of full rank."""
     S = 0.5 * (G + G.T)
     lam = np.linalg.eigvalsh(S)
     if lam[-1] <= 0 or lam[0] <= RANK_RTOL * S.shape[0] * np.finfo(float).eps * lam[-1]:
@@ -44,8 +43,7 @@ def _cholesky_full_rank(G: np.ndarray) -> np.ndarray:
 
 
 class TwoProductBasis:
-    """The common eigenbasis of two Kronecker Grams ``c_1 ⊗G_i + c_2 ⊗H_i``: ``V``, ``lam``,
-    ``V_inv_t = V⁻ᵀ`` per attribute; ``c1`` weighs the first full-rank product (``order``)."""
+    """The common eigenbasis of two Kronecker Grams (``V``, ``lam``, ``V_inv_t``) or LinAlgError."""
 
     def __init__(self, grams, weights):
         order = [0, 1]
@@ -65,9 +63,8 @@ class TwoProductBasis:
             self.lam.append(np.clip(lam, 0.0, None))
 
     def slabs(self, a: float, b: float, *arrays):
-        """The diagonal ``a + b ⊗lam`` a slab of trailing attributes (at most :data:`CHUNK`
-        cells) at a time: yields ``(views, den)``, the slab's rows of each of ``arrays`` (``N``
-        cells in C order, optionally x columns) and its diagonal (a reused buffer)."""
+        """The diagonal ``a + b ⊗lam`` a slab of at most :data:`CHUNK` cells at a time: yields
+        ``(views, den)``, the slab's rows of ``arrays`` (``N`` cells) and its reused diagonal."""
         sizes = [len(v) for v in self.lam]
         split = len(sizes)
         while split > 0 and math.prod(sizes[split - 1 :]) <= CHUNK:
@@ -88,8 +85,7 @@ class TwoProductBasis:
 
 
 class KroneckerUnion(VStack):
-    """A stack of weighted Kronecker products over one common factorisation of the domain
-    (HDMM OPT_+, Def. 11); ``blocks``: each one product (a bare matrix: one factor), weight ≠ 0."""
+    """A stack of weighted Kronecker products over one factorisation of the domain (Def. 11)."""
 
     def __init__(self, blocks):
         super().__init__(blocks)
@@ -112,8 +108,7 @@ class KroneckerUnion(VStack):
             )
 
     def _factor_lists(self):
-        """``[(w_g, [A_gi])]`` (signed weights), or None when a factor is too large to be
-        read densely."""
+        """``[(w_g, [A_gi])]`` (signed weights), or None for a factor too large to read densely."""
         out = []
         for b in self.blocks:
             w, inner = peel(b)
@@ -126,8 +121,7 @@ class KroneckerUnion(VStack):
         return out
 
     def pinv_operator(self):
-        """``A⁺`` exactly for two products whose factors can be read densely and one of which
-        has positive definite factor Grams; None otherwise (:meth:`least_squares`)."""
+        """``A⁺`` exactly for two dense-readable products, one positive definite; else None."""
         factors = self._factor_lists() if len(self.blocks) == 2 else None
         if factors is None:
             return None
@@ -137,9 +131,7 @@ class KroneckerUnion(VStack):
             return None
 
     def least_squares(self, y, tol, maxiter):
-        """More than two products (or two with no positive definite side): preconditioned
-        conjugate gradients on ``AᵀA x = Aᵀy`` (:class:`NormalEquations`); None for factors
-        too large to read densely (LSMR then)."""
+        """Preconditioned CG on the normal equations; None for factors too large to read densely."""
         factors = self._factor_lists()
         if factors is None or y.ndim != 1:
             return None
@@ -169,17 +161,15 @@ def _positive_definite(grams) -> bool:
 
 
 class _Preconditioner:
-    """One preconditioner candidate ``P = c_a K_a + h ⊗H_i``: the kept product and its
-    ``partners`` (one exactly, several by their geometric mean), with the pair's basis, the
-    diagonal part ``diag = (a, b)`` of ``T`` there and the other products' dense terms."""
+    """One preconditioner candidate ``P = c_a K_a + h ⊗H_i``: the kept product, its ``partners``
+    (one exactly, several by their geometric mean), the pair's basis and the other products."""
 
     def __init__(self, keep, partners, weights, grams):
         h, H = weights[partners[0]], grams[partners[0]]
         for g in partners[1:]:
             h, H = 2.0 * math.sqrt(h * weights[g]), list(map(geometric_mean, H, grams[g]))
         self.basis = TwoProductBasis([grams[keep], H], [weights[keep], h])
-        # the products that are diagonal in the basis: the kept one (its side of the pair
-        # has D's part c1 or c2 ⊗lam) and the partner of an unmerged pair
+        # diagonal in the basis: the kept product and the partner of an unmerged pair
         exact = [True, len(partners) == 1]
         self.diag = (
             self.basis.c1 if exact[self.basis.order[0]] else 0.0,
@@ -194,8 +184,7 @@ class _Preconditioner:
             self.factors.append([0.5 * (X + X.T) for X in F])
 
     def condition(self, sweeps: int = SWEEPS) -> float:
-        """A lower estimate of ``λ_max(P⁻¹AᵀA)``, the condition number CG's iterations follow:
-        a rank-one Rayleigh quotient maximised by alternating over the attributes."""
+        """A lower estimate of ``λ_max(P⁻¹AᵀA)``, which CG's iteration count follows."""
         b = self.basis
         lam = b.lam
         d = len(lam)
@@ -239,10 +228,7 @@ class _Preconditioner:
 
 class NormalEquations:
     """Preconditioned conjugate gradients (Hestenes & Stiefel 1952) on ``AᵀA x = Aᵀy`` for a
-    :class:`KroneckerUnion`: a two-product preconditioner ("pair" or "merged" by the geometric
-    mean, the cheaper by estimated work), CG in its eigenbasis, stopping at
-    ``‖AᵀAx − Aᵀy‖ ≤ tol ‖Aᵀy‖`` in the cells with iterative refinement; plain CG without a
-    positive definite side (docs/algorithms/implicit-algebra.md, "More products")."""
+    :class:`KroneckerUnion` (docs/algorithms/implicit-algebra.md, "More products")."""
 
     def __init__(self, A: KroneckerUnion, factors):
         self.A = A
@@ -251,13 +237,11 @@ class NormalEquations:
         order = sorted(range(len(factors)), key=lambda g: -weights[g])
         keep = order[0]
         merged = [g for g in order[1:] if _positive_definite(grams[g])]
-        # pairs (with the next heaviest product, which may be singular if the kept one is
-        # not, and with the heaviest positive definite one) and the merge of all of those
+        # pairs with the next heaviest and the heaviest positive definite product; the merge
         pd_keep = len(order) > 1 and _positive_definite(grams[keep])  # one product: plain
         candidates = [[order[1]]] if pd_keep else []
         candidates += [c for c in (merged[:1], merged) if c and c not in candidates]
-        # AᵀA in the cells' basis with the structured Grams: plain CG's operator, and the
-        # true residual of the preconditioned iteration's x̂
+        # AᵀA in the cells' basis: plain CG's operator and the true residual
         self.grams = [(c, Kronecker([f.gram() for f in fs])) for c, (_, fs) in
                       zip(weights, factors)]  # fmt: skip
         self.basis, self.diag, self.terms = None, (0.0, 0.0), self.grams
@@ -410,8 +394,7 @@ class NormalEquations:
 
 
 class TwoProductPinv(Matrix):
-    """``A⁺ = (AᵀA)⁻¹Aᵀ`` of a :class:`KroneckerUnion` of two products,
-    ``(⊗V_i) D⁻¹ (⊗V_iᵀ) Σ_g w_g (⊗A_giᵀ) y_g``; ``apply_overwrite`` builds ``x̂`` in ``y``."""
+    """``A⁺`` of a :class:`KroneckerUnion` of two products (``apply_overwrite``: in ``y``)."""
 
     def __init__(self, A: KroneckerUnion, factors):
         self.shape = (A.shape[1], A.shape[0])
@@ -419,8 +402,7 @@ class TwoProductPinv(Matrix):
         grams = [[f.gram().dense() for f in fs] for _, fs in factors]
         self.basis = TwoProductBasis(grams, [w * w for w, _ in factors])
         self.weights = [w for w, _ in factors]
-        # ⊗A_giᵀ (m_g rows -> N cells) by the factors' own structured transposes, then the
-        # dense ⊗V_iᵀ and ⊗V_i once each on the sum (2 dense passes per attribute in all)
+        # structured ⊗A_giᵀ per block, then dense ⊗V_iᵀ and ⊗V_i once each on the sum
         self.left = [Kronecker([f.T for f in fs]) for _, fs in factors]
         self.right_t = Kronecker([Dense(V.T) for V in self.basis.V])
         self.right = Kronecker([Dense(V) for V in self.basis.V])
@@ -453,7 +435,6 @@ class TwoProductPinv(Matrix):
         if not (y.ndim == 1 and y.flags.c_contiguous and y.flags.writeable):
             return self @ y
         parts = [self.left[g].apply_overwrite(y[o[g] : o[g + 1]]) for g in range(2)]
-        # the sum goes where a block's product was built in place (one with fewer rows than
-        # cells, e.g. a Total factor, is computed into a new array)
+        # the sum goes where a block's product was built in place (not a Total-factor block)
         into = 0 if np.shares_memory(parts[0], y) else 1
         return self._solve(self._combine(parts, into), True)
