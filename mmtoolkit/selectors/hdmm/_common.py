@@ -112,14 +112,10 @@ def _is_fast(Y: Matrix) -> bool:
 
 
 class GramOperator:
-    """``Y = WᵀW`` prepared for OPT_0: ``matmat(X)`` (n x k) and ``diag`` (HDMM §5: cached
-    once across iterations and restarts). Structured Grams (ranges, prefix, permuted, ...) are
-    kept implicit (O(n) per column); anything else is made dense once (size-guarded).
-
-    ``unpermute``: for the Gram ``PᵀGP`` of a column-permuted workload (``PermutedGram``, or
-    a weighted sum of such Grams with one permutation), ``(make, perm)`` with ``make()`` the
-    operator of ``G`` itself; else None. A p-Identity ``Θ`` for ``G`` is one for ``PᵀGP`` as
-    ``Θ[:, perm]`` with the same loss (HDMM §8: Permuted Range)."""
+    """``Y = WᵀW`` prepared for OPT_0 (HDMM §5): ``matmat(X)``, ``diag``, ``trace``; implicit
+    for structured Grams, else dense once (size-guarded). ``unpermute``: ``(make, perm)`` for
+    a column-permuted workload's Gram ``PᵀGP`` (``make()``: ``G``'s operator; HDMM §8), else None.
+    """
 
     def __init__(self, Y):
         if isinstance(Y, np.ndarray):
@@ -146,14 +142,9 @@ class GramOperator:
         self.trace = float(np.sum(self.diag))
 
     def coarsened(self, implicit: bool = True) -> GramOperator:
-        """The Gram of the workload on cells merged in pairs (``2c`` and ``2c + 1``): with the
-        ``n x n/2`` aggregation ``R`` (``R[2c, c] = R[2c+1, c] = 1``), ``Rᵀ Y R``, the Gram of
-        ``W R`` (the coarse problems of OPT_0's multilevel start, ``opt0``). ``n`` must be
-        even. A dense ``Y`` gives a dense ``RᵀYR``; an implicit one, if ``implicit``, an
-        implicit operator (``X ↦ Rᵀ(Y(R X))``: each row of ``X`` repeated, the product's rows
-        summed in pairs), else a dense one, read from products with blocks of ``R``'s columns
-        (n/2 columns in all, at most 4M entries at a time; the implicit operator's diagonal
-        ``Y[2c,2c] + 2 Y[2c,2c+1] + Y[2c+1,2c+1]`` is read the same way)."""
+        """``Rᵀ Y R``, the Gram of the workload on cells merged in pairs (``R[2c, c] =
+        R[2c+1, c] = 1``; OPT_0's multilevel start). ``n`` must be even. An implicit ``Y``
+        gives an implicit operator if ``implicit``, else a dense one read by column blocks."""
         n = self.n
         if n % 2:
             raise ValueError(f"only a Gram of even size can be coarsened in pairs, got n = {n}")
@@ -215,14 +206,8 @@ CONTENT_KEY_ENTRIES = 1 << 20
 
 def distinct_grams(factors: list[Matrix]) -> tuple[list[GramOperator], np.ndarray]:
     """The distinct Grams ``fᵀf`` of a list of factors, prepared once each, and the index of
-    each factor's Gram in that list.
-
-    A union of many Kronecker products usually repeats very few factors per attribute (a
-    prefix-marginal union of 77,520 products has two: Prefix and Total), and the OPT_⊗
-    quantities (traces ``C_ij``, surrogate Grams, HDMM Thm 6 / eq. 6) depend on a factor only
-    through its Gram. Factors are matched first by identity, then by the exact content of
-    their Gram (dense, if it has at most ``CONTENT_KEY_ENTRIES`` entries), so equal factors
-    built as separate objects share one entry too.
+    each factor's Gram among them; factors match by identity, then by the exact content of a
+    Gram of at most ``CONTENT_KEY_ENTRIES`` entries (HDMM Thm 6 / eq. 6 need only the Grams).
     """
     grams: list[GramOperator] = []
     index = np.empty(len(factors), dtype=np.intp)
