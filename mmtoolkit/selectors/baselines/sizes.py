@@ -1,5 +1,6 @@
-"""The attribute sizes the per-attribute baselines (H_b, HB, Quadtree, Privelet, GreedyH:
-1-D structures, HDMM §8) are built on."""
+"""The attribute sizes the per-attribute baselines (H_b, HB, Quadtree, Privelet, GreedyH: 1-D
+structures, HDMM §8) are built on. User guide: docs/algorithms/baselines.md.
+"""
 
 from __future__ import annotations
 

@@ -23,7 +23,7 @@ from ...plan import Noise
 from ...privacy import Privacy
 from ...threads import Ahead
 from .plan import ResidualPlan
-from .route import product_variances
+from .route import product_variances, subsets
 
 #: Entries per vectorised batch (noise draws, marginal tables, index arrays): bounds the
 #: memory of measurement and reconstruction beyond the measurements themselves.
@@ -462,22 +462,11 @@ def measure_discrete(
 
 
 # ============================================================================ reconstruction
-def _subsets(S: tuple[int, ...]):
-    k = len(S)
-    for pat in range(1 << k):
-        yield pat, tuple(S[j] for j in range(k) if (pat >> j) & 1)
-
-
 def _check_target(plan: ResidualPlan, attrs) -> tuple[int, ...]:
-    d = len(plan.bases)
-    t = tuple(sorted(int(a) for a in attrs))
-    for a in t:
-        if not 0 <= a < d:
-            raise ValueError(f"attribute {a} is outside the domain (attributes 0..{d - 1})")
-    if len(set(t)) != len(t):
-        raise ValueError(f"attributes repeated in {list(attrs)}")
+    ((_, T),) = _target_arrays([tuple(attrs)], len(plan.bases))
+    t = tuple(int(a) for a in T[0])
     idx = _layout(plan).index
-    for _, B in _subsets(t):
+    for _, B in subsets(t):
         if B not in idx and all(plan.bases[i].n > 1 for i in B):
             raise ValueError(
                 f"the marginal on {list(t)} cannot be reconstructed: the residual of {list(B)} "
@@ -631,7 +620,7 @@ def covariance(plan: ResidualPlan, attrs, privacy: Privacy | None = None) -> np.
         w1 = Wd.sum(axis=1)
         K_out.append(np.outer(w1, w1) / bases[i].n ** 2)
     out = np.zeros((rows, rows))
-    for pat, B in _subsets(t):
+    for pat, B in subsets(t):
         if B not in idx:
             continue
         M = np.array([[s2[idx[B]]]])

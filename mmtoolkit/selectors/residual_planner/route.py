@@ -25,6 +25,14 @@ from ...linalg.marginals import is_total
 from ...linalg.route import common_sizes
 
 
+def subsets(support):
+    """``(pattern, subset)`` for every subset of ``support`` (bit j of the pattern keeps
+    ``support[j]``)."""
+    k = len(support)
+    for pat in range(1 << k):
+        yield pat, tuple(support[j] for j in range(k) if (pat >> j) & 1)
+
+
 def product_variances(coef: dict, support, rows) -> np.ndarray:
     """Per-query variances of ``⊗_{i∈support} W_i`` (He et al. Thm 4.4, 7.2):
     ``Σ_{B⊆support} c_B ⊗_i (h_i if i ∈ B else s_i)``; ``coef``: ``{B: σ²_B}``; ``rows[j]``:
@@ -32,8 +40,7 @@ def product_variances(coef: dict, support, rows) -> np.ndarray:
     cells = math.prod(len(h) for h, _ in rows)
     check_dense_size(cells, 1, "a per-query vector")
     out = np.zeros(cells)
-    for pat in range(1 << len(support)):
-        B = tuple(support[j] for j in range(len(support)) if (pat >> j) & 1)
+    for pat, B in subsets(support):
         cb = coef.get(B)
         if cb is None:
             continue
@@ -218,12 +225,6 @@ class ResidualRoute:
             for j, i in enumerate(support)
         ]
 
-    @staticmethod
-    def _subsets(support):
-        k = len(support)
-        for pat in range(1 << k):
-            yield pat, tuple(support[j] for j in range(k) if (pat >> j) & 1)
-
     def check_support(self) -> None:
         if self._fast() is not None:
             return self._fast_check()
@@ -239,7 +240,7 @@ class ResidualRoute:
                     break  # a zero factor: every query of the term is 0
                 fracs.append(t[live] / q[live])
             else:
-                for pat, B in self._subsets(support):
+                for pat, B in subsets(support):
                     if B in self.coef or any(self.sizes[i] == 1 for i in B):
                         continue
                     worst = 1.0
