@@ -2,7 +2,6 @@
 baseline, digest §15): a binary interval tree whose node budgets are chosen greedily bottom-up
 by a Sherman-Morrison error criterion, ``criterion="dawa"`` (reproduces HDMM Table 4(a)) or
 ``"exact"``; the ``greedy_h`` selector.
-
 User guide: docs/algorithms/baselines.md.
 """
 
@@ -94,12 +93,9 @@ class _Quadratic:
 
 @register
 class GreedyHSelector(Selector):
-    """GreedyH: a binary tree with greedily chosen, workload-adapted node budgets (DAWA,
-    PVLDB 2014 §4), 1-D only (``dims=[N]``: the flattened domain).
-
-    Parameters: ``criterion``, ``granularity``, ``root``, ``collapse``, ``dims``. ``loss``:
-    the criterion at the root.
-    """
+    """GreedyH: a binary tree with greedily chosen, workload-adapted node budgets (DAWA, PVLDB
+    2014 §4), 1-D only (``dims=[N]``: the flattened domain). Parameters: ``criterion``,
+    ``granularity``, ``root``, ``collapse``, ``dims``; ``loss``: the criterion at the root."""
 
     name = "greedy_h"
     method = "GreedyH (DAWA's workload-adapted tree)"

@@ -2,7 +2,6 @@
 (Hay et al. 2010, ``hierarchical``), HB (Qardaji, Yang & Li 2013, ``hb``) and Quadtree
 (Cormode et al. 2012, ``quadtree``), each a :class:`~mmtoolkit.linalg.Tree` or a Kronecker
 product of 1-D trees.
-
 User guide: docs/algorithms/baselines.md.
 """
 
@@ -43,9 +42,8 @@ def _below(levels: list, start: int) -> list:
 
 
 def _height_candidates(n: int):
-    """For each height ``h`` a ``b``-ary tree over ``n ≥ 2`` cells can have, the smallest such
-    ``b``, by increasing ``b``: both branching rules below increase with ``b`` at a fixed
-    height, so their minimum is at one of these ``O(log n)`` candidates."""
+    """For each height a ``b``-ary tree over ``n ≥ 2`` cells can have, the smallest such ``b``: both
+    branching rules increase with ``b`` at a fixed height, so their minimum is among these."""
     out = []
     for h in range(tree_height(n, 2), 0, -1):
         b = max(2, int(round(n ** (1.0 / h))))
@@ -87,11 +85,8 @@ def hb2d_branching(n: int) -> int:
 
 @register
 class HierarchicalSelector(Selector):
-    """H_b: the ``b``-ary interval tree with a uniform budget over its levels (Hay, Rastogi,
-    Miklau & Suciu, PVLDB 2010; H2 for ``b = 2``); multi-D ``"kron"`` or ``"product"``.
-
-    Parameters: ``branching``, ``root``, ``split``, ``dims``, ``multi``.
-    """
+    """H_b: the ``b``-ary interval tree, uniform budget over its levels (Hay, Rastogi, Miklau &
+    Suciu, PVLDB 2010). Parameters: ``branching``, ``root``, ``split``, ``dims``, ``multi``."""
 
     name = "hierarchical"
     method = "H_b: b-ary hierarchical intervals, uniform budget (H2 for b = 2)"
@@ -133,11 +128,8 @@ class HierarchicalSelector(Selector):
 
 @register
 class HBSelector(Selector):
-    """HB (Qardaji, Yang & Li, PVLDB 2013; HDMM §8, digest §15): the variance-optimal
-    branching factor (:func:`hb_branching`; 2-D: :func:`hb2d_branching`), the root dropped.
-
-    Parameters: ``branching`` (overrides the rule), ``split2d``, ``dims``.
-    """
+    """HB (Qardaji, Yang & Li, PVLDB 2013; HDMM §8): the variance-optimal branching factor, the root
+    dropped. Parameters: ``branching`` (overrides the rule), ``split2d``, ``dims``."""
 
     name = "hb"
     method = "HB: hierarchy with the variance-optimal branching factor"
@@ -185,9 +177,8 @@ class HBSelector(Selector):
 
 @register
 class QuadtreeSelector(Selector):
-    """Quadtree (Cormode, Procopiuc, Srivastava, Shen & Yu, ICDE 2012; HDMM §8, digest §15):
-    2 × 2 fan-out, every level measured, budget ``ε_ℓ ∝ 2^{(h−ℓ)/3}`` (``geometric``) or uniform.
-    """
+    """Quadtree (Cormode, Procopiuc, Srivastava, Shen & Yu, ICDE 2012; HDMM §8, digest §15): 2 × 2
+    fan-out, every level measured, budget ``ε_ℓ ∝ 2^{(h−ℓ)/3}`` (``geometric``) or uniform."""
 
     name = "quadtree"
     method = "Quadtree with geometric budget"

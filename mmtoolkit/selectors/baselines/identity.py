@@ -1,6 +1,5 @@
 """The two baselines every table uses: Identity and the Laplace/Gaussian mechanism on W (HDMM §2
 and §15; Li, Hay, Rastogi, Miklau & McGregor, PODS 2010, Example 4.8).
-
 User guide: docs/algorithms/baselines.md.
 """
 

@@ -1,7 +1,6 @@
 """The Low-Rank Mechanism (Yuan, Zhang, Winslett, Xiao, Yang & Hao, PVLDB 2012, §4; an HDMM §8
 baseline): the augmented-Lagrangian decomposition ``W ≈ B L`` (:func:`lrm_decompose`) and the
 ``lrm`` selector, whose strategy is ``L``.
-
 User guide: docs/algorithms/baselines.md.
 """
 
@@ -74,10 +73,8 @@ def lrm_decompose(
     init: str = "auto",
     settle: bool = True,
 ):
-    """Yuan et al.'s augmented-Lagrangian decomposition ``W ≈ B L`` (§4; the iteration, the
-    ``init`` starts and the stopping rule: guide page). Returns ``(B, L, info)``, ``info``:
-    ``residual`` (``||W − BL||_F / ||W||_F``), ``trace_BtB``, ``iterations``.
-    """
+    """Yuan et al.'s augmented-Lagrangian decomposition ``W ≈ B L`` (§4); returns ``(B, L, info)``,
+    ``info``: ``residual`` (relative), ``trace_BtB``, ``iterations``."""
     W = np.asarray(W, dtype=float)
     m, n = W.shape
     rng = np.random.default_rng(seed)
@@ -149,11 +146,9 @@ def lrm_decompose(
 @register
 class LowRankSelector(Selector):
     """LRM: the strategy ``L`` of ``W ≈ B L`` (Yuan et al. 2012), columns in the unit L1 ball
-    (PureDP) or L2 ball; needs the dense workload, as LRM itself (HDMM §8).
-
-    Parameters: ``rank`` (default ``ceil(1.2 · rank(W))``), ``gamma``, ``max_iter``,
-    ``inner``, ``init``, ``seed``.
-    """
+    (PureDP) or L2 ball; needs the dense workload, as LRM itself (HDMM §8). Parameters:
+    ``rank`` (default ``ceil(1.2 rank(W))``), ``gamma``, ``max_iter``, ``inner``, ``init``,
+    ``seed``."""
 
     name = "lrm"
     method = "LRM: Low-Rank Mechanism"

@@ -2,7 +2,6 @@
 §16.13): the unnormalised ±1 Haar wavelet strategy, padded to a power of two with the real
 columns kept (:class:`PriveletHaar`, whose Gram is an exact :class:`~mmtoolkit.linalg.TreeGram`),
 and the ``privelet`` selector.
-
 User guide: docs/algorithms/baselines.md.
 """
 
@@ -98,11 +97,8 @@ class PriveletHaar(Matrix):
 
 @register
 class PriveletSelector(Selector):
-    """Privelet: the Haar wavelet strategy on each attribute, Kronecker across attributes
-    (Xiao et al. 2010; HDMM §8, Eigen-Design §5; digest hdmm.md §15).
-
-    Parameters: ``pad`` (pad sizes that are not powers of two), ``dims`` (attribute sizes).
-    """
+    """Privelet: the Haar wavelet strategy on each attribute, Kronecker across attributes (Xiao
+    et al. 2010; HDMM §8, Eigen-Design §5). Parameters: ``pad``, ``dims``."""
 
     name = "privelet"
     method = "Privelet (Haar wavelet)"

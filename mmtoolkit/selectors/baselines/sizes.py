@@ -29,9 +29,8 @@ def check_dims(dims) -> list[int] | None:
 
 
 def workload_sizes(workload: Matrix, dims=None) -> list[int]:
-    """The attribute sizes a baseline builds its per-attribute structure on: ``dims`` when
-    given (their product must be the domain size), else the factor sizes shared by every
-    Kronecker term of the workload, else one attribute of size N."""
+    """The attribute sizes a baseline is built on: ``dims`` (product: the domain size), else the
+    sizes shared by the workload's Kronecker terms, else one attribute of size N."""
     N = workload.shape[1]
     dims = check_dims(dims)
     if dims is not None:

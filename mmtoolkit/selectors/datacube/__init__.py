@@ -1,9 +1,6 @@
-"""The Datacube family: budgeted datacube strategies (Cormode, Procopiuc, Srivastava &
-Yaroslavtsev, ICDE 2013, Fig. 3, §3-§5), Fourier, and Ding, Winslett, Han & Li's BMAX
-(SIGMOD 2011), one module per piece: :mod:`.budgets`, :mod:`.recovery`, :mod:`.cuboids`,
-:mod:`.strategies`, :mod:`.fourier`, :mod:`.bmax`. Importing this package registers the
-``datacube``, ``fourier`` and ``ding_datacube`` selectors.
-
+"""The Datacube family (Cormode, Procopiuc, Srivastava & Yaroslavtsev, ICDE 2013, Fig. 3,
+§3-§5; Fourier; Ding, Winslett, Han & Li's BMAX, SIGMOD 2011), one module per piece;
+importing this package registers ``datacube``, ``fourier`` and ``ding_datacube``.
 User guide: docs/algorithms/datacube.md.
 """
 

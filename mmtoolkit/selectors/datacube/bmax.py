@@ -1,8 +1,6 @@
-"""Ding, Winslett, Han & Li's DataCube selection (SIGMOD 2011), "BMAX", written from the HDMM
-paper's baselines (McKenna et al. 2018, §8; digest §15) and the datacube paper (Cormode et al.
-2013, §2, §5): the exact :func:`bmax` search, :func:`minimax_budgets` and the
-``ding_datacube`` selector (``variant="hdmm_table"`` reproduces HDMM Tables 3 and 5).
-
+"""Ding, Winslett, Han & Li's DataCube selection "BMAX" (SIGMOD 2011), from HDMM's baselines
+(McKenna et al. 2018, §8; digest §15) and Cormode et al. 2013, §2, §5: the exact :func:`bmax`
+search, :func:`minimax_budgets` and the ``ding_datacube`` selector.
 User guide: docs/algorithms/datacube.md.
 """
 
@@ -85,8 +83,7 @@ def bmax(
     keys, sizes, p: int = 1, candidates: str = "workload", weights=None, mag_limit=None
 ) -> BMaxResult:
     """Ding et al.'s BMAX cuboid selection for the workload cuboids ``keys`` (guide page);
-    ``weights`` scale each cuboid's variance by ``w²``; ``mag_limit`` (a number or ``"L"``)
-    skips the search: the greedy cover at ``mag ≤ mag_limit``."""
+    ``weights`` scale variances by ``w²``; ``mag_limit`` (a number or ``"L"``) fixes the bound."""
     if p not in (1, 2):
         raise ValueError(f"p must be 1 (L1, Laplace) or 2 (L2, Gaussian), got {p!r}")
     if candidates not in CANDIDATES:
@@ -196,9 +193,7 @@ def minimax_budgets(worst, norm: int) -> np.ndarray:
 class DingDataCube(Selector):
     """DataCube (Ding et al. 2011) via BMAX, for marginal workloads on any domain; it minimises
     the max-variance bound whatever the objective ("sum": HDMM's total-error tables).
-
-    Parameters: ``p``, ``candidates``, ``budget``, ``variant``, ``mag_limit``, ``ranges``.
-    """
+    Parameters: ``p``, ``candidates``, ``budget``, ``variant``, ``mag_limit``, ``ranges``."""
 
     name = "ding_datacube"
     method = "DataCube: cuboid selection by BMAX"

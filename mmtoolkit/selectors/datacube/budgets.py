@@ -1,7 +1,6 @@
 """Optimal noise budgets for a grouped strategy (Cormode et al., ICDE 2013, §3.1, Prop. 3.1,
 Def. 3.1, Cor. 3.3, App. A): the closed forms :func:`optimal_budgets` (L1 and L2),
 :func:`uniform_budgets` and the objective :func:`budget_objective` (eq. 1).
-
 User guide: docs/algorithms/datacube.md.
 """
 
@@ -40,9 +39,8 @@ def _check_C(C, g: int) -> np.ndarray:
 
 
 def optimal_budgets(b, C, norm: int) -> tuple[np.ndarray, float]:
-    """Closed-form optimal group budget fractions (L1: Cor. 3.3; L2: App. A; formulas: guide
-    page) and the objective ``Σ_k b_k / λ_k²`` (times ``privacy.noise_variance(1)``: the total
-    variance)."""
+    """Closed-form optimal group budget fractions (L1: Cor. 3.3; L2: App. A; guide page) and the
+    objective ``Σ_k b_k / λ_k²`` (times ``privacy.noise_variance(1)``: the total variance)."""
     norm = _check_norm(norm)
     b = _check_b(b)
     C = _check_C(C, b.size)

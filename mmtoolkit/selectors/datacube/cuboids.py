@@ -1,7 +1,6 @@
 """A marginals workload read as a set of cuboids (attribute bitmasks) with weights, for the
 Datacube selectors (Ding et al. SIGMOD 2011; Cormode et al. ICDE 2013, §4.1, §5):
 :func:`marginal_keys` and :func:`binary_workload`.
-
 User guide: docs/algorithms/datacube.md.
 """
 
@@ -20,11 +19,9 @@ RANGES = ("refuse", "as_marginals")
 
 
 def marginal_keys(W, ranges: str = "refuse") -> dict[int, float]:
-    """``{key: weight}`` of a workload of (weighted) marginals on one factorisation of the
-    domain (a repeated marginal once, weights root-sum-squared); :class:`NotApplicableError`
-    otherwise. ``ranges="as_marginals"``: a range-marginal term is read as the cuboid it is
-    summed from (Ding et al. 2011; Li & Miklau 2012 §5).
-    """
+    """``{key: weight}`` of a workload of (weighted) marginals on one factorisation of the domain
+    (:class:`NotApplicableError` otherwise); ``ranges="as_marginals"`` reads a range-marginal
+    term as the cuboid it is summed from (Ding et al. 2011; Li & Miklau 2012 §5)."""
     if ranges not in RANGES:
         raise ValueError(f"ranges must be one of {RANGES}, got {ranges!r}")
 
@@ -60,9 +57,8 @@ def marginal_keys(W, ranges: str = "refuse") -> dict[int, float]:
 
 
 def binary_workload(workload: Matrix, encode: bool = False) -> tuple[int, dict[int, float]]:
-    """``(d, {key: weight})`` of a marginals workload on binary attributes (an error names
-    the first other one); ``encode=True`` reads power-of-two attributes bit by bit, most
-    significant first (Cormode et al. §4.1)."""
+    """``(d, {key: weight})`` of a marginals workload on binary attributes (an error names the first
+    other one); ``encode=True``: power-of-two attributes bit by bit (Cormode et al. §4.1)."""
     keys = marginal_keys(workload)  # also checks that the workload is a set of marginals
     sizes = normal_form(workload).sizes
     if encode:

@@ -1,7 +1,6 @@
 """The Fourier strategy: parity rows for the coefficients a workload needs, the ``fourier``
 selector (Barak et al., PODS 2007; Cormode et al., ICDE 2013, §3.6, §4; the Fourier baseline
 of Li & Miklau 2012, §5), on any workload over ``2^d`` cells (:func:`fourier_coefficients`).
-
 User guide: docs/algorithms/datacube.md.
 """
 
@@ -64,10 +63,8 @@ def fourier_coefficients(
     workload: Matrix, coefficients: str = "needed", rtol: float = 1e-9
 ) -> tuple[int, dict[int, float]]:
     """``(d, {β: b_β})``: the parity coefficients the Fourier strategy keeps for a workload on
-    ``2^d`` cells, ``b_β = ‖W χ_β‖² / 4^d`` (Cormode et al. §3.2, §3.6), a product of
-    per-factor Hadamard column norms. ``coefficients``: ``"needed"`` (Li & Miklau §5),
-    ``"attributes"`` or ``"all"`` (guide page).
-    """
+    ``2^d`` cells, ``b_β = ‖W χ_β‖² / 4^d`` (Cormode et al. §3.2, §3.6); ``coefficients``:
+    ``"needed"`` (Li & Miklau §5), ``"attributes"`` or ``"all"``."""
     if coefficients not in COEFFICIENTS:
         raise ValueError(f"coefficients must be one of {COEFFICIENTS}, got {coefficients!r}")
     if not isinstance(workload, Matrix):
@@ -121,11 +118,8 @@ def fourier_b(keys: dict[int, float]) -> tuple[np.ndarray, np.ndarray]:
 @register
 class FourierSelector(Selector):
     """Barak et al.'s Fourier strategy (Li & Miklau 2012 §5; Cormode et al. §4): parity rows
-    ``χ_β`` for the coefficients of :func:`fourier_coefficients`.
-
-    Parameters: ``coefficients`` ("needed", "attributes", "all") and ``budget`` ("uniform";
-    "optimal": F+).
-    """
+    ``χ_β`` for the coefficients of :func:`fourier_coefficients`. Parameters: ``coefficients``
+    ("needed", "attributes", "all") and ``budget`` ("uniform"; "optimal": F+)."""
 
     name = "fourier"
     method = "Fourier (parity) strategy, uniform or optimal (F+) budgets"

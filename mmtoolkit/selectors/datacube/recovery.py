@@ -1,7 +1,6 @@
 """GLS recovery of marginals in the parity basis (Cormode et al., ICDE 2013, §3.2 eq. 7, §3.3,
 §4, Thm 4.1): :class:`FourierEstimate`, per-coefficient inverse-variance averages, without
 any ``2^d``-cell vector.
-
 User guide: docs/algorithms/datacube.md.
 """
 
@@ -25,9 +24,8 @@ class _Estimates:
 
 
 class FourierEstimate:
-    """GLS in the parity basis on ``d`` binary attributes (§3.2 with §4; digest §4 [D]): add
-    noisy marginals or coefficients (answers may have several columns), then read the GLS
-    coefficients (:meth:`solve`) and marginals (:meth:`marginal`)."""
+    """GLS in the parity basis on ``d`` binary attributes (§3.2 with §4; digest §4 [D]): add noisy
+    marginals or coefficients, read the GLS coefficients (:meth:`solve`) and :meth:`marginal`."""
 
     def __init__(self, d: int):
         self.d = check_int(d, "d", minimum=1)

@@ -1,7 +1,6 @@
 """The datacube paper's strategies I, Q, F, C with uniform or optimal noise budgets: the
 ``datacube`` selector (Cormode, Procopiuc, Srivastava & Yaroslavtsev, ICDE 2013, §3-§5; Q+,
 F+, C+ by Cor. 3.3 / App. A), on marginals over binary attributes.
-
 User guide: docs/algorithms/datacube.md.
 """
 

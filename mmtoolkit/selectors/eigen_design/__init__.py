@@ -2,7 +2,6 @@
 ``WᵀW``: the Matrix Mechanism's SDP (Li, Hay, Rastogi, Miklau & McGregor, PODS 2010, §5) and
 the singular-value-bound strategy (Li et al. 2010, Thm 5.25), registered on import as
 ``eigen_design``, ``mm_sdp`` and ``svd_strategy``.
-
 User guide: docs/algorithms/eigen-design.md.
 """
 

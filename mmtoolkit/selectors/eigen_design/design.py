@@ -1,10 +1,7 @@
 """Eigen-Design's weighting program (Li & Miklau, PVLDB 2012, Program 1 §3.1, Thm 1; §3.5; §4.2;
-Program 2 step 4 §3.3): design sets (:func:`design_matrix`) and their costs
-(:func:`design_costs`), Program 1 by the certified dual multiplicative method (derived here,
-not in the paper) or cvxpy (:func:`solve_weighting`), the §4.2 reductions
-(:func:`eigen_query_separation`, :func:`principal_vectors`) and the completed strategy
-(:func:`weighted_strategy`).
-
+Program 2 step 4 §3.3): design sets and their costs, Program 1 by a certified dual
+multiplicative method (derived here, not in the paper) or cvxpy (:func:`solve_weighting`), the
+§4.2 reductions and the completed strategy (:func:`weighted_strategy`).
 User guide: docs/algorithms/eigen-design.md.
 """
 
@@ -29,10 +26,8 @@ DESIGNS = ("eigen", "wavelet", "fourier", "identity")
 
 # ====================================================================== design sets
 def design_matrix(design, n: int, sizes=None) -> np.ndarray:
-    """A design set as a dense ``n x n`` array of design queries: ``wavelet`` (±1 Haar, Li &
-    Miklau §5), ``fourier`` (Walsh-Hadamard, Barak et al. 2007), ``identity`` (over attribute
-    ``sizes``: the Kronecker product, §5), or a given array or Matrix.
-    """
+    """A design set as a dense ``n x n`` array of design queries (``wavelet``, ``fourier``,
+    ``identity``; Kronecker over ``sizes``, Li & Miklau §5), or a given array or Matrix."""
     if isinstance(design, str):
         if design not in DESIGNS or design == "eigen":
             raise ValueError(
@@ -120,10 +115,8 @@ def solve_weighting(
     tol: float = 1e-7,
     max_iter: int = 200_000,
 ) -> Weighting:
-    """Program 1: ``min Σ_i c_i / x_i^p`` s.t. ``Σ_i x_i P[i, j] ≤ 1`` for every column j,
-    ``x ≥ 0`` (``c > 0``, rows of ``P`` non-zero), by the certified dual method (``tol``:
-    relative gap; it floors near 1e-9) or a cvxpy ``solver``; returns a :class:`Weighting`.
-    """
+    """Program 1, ``min Σ_i c_i / x_i^p`` s.t. ``Σ_i x_i P[i, j] ≤ 1``, ``x ≥ 0``, by the certified
+    dual method (``tol``: relative gap) or a cvxpy ``solver``; returns a :class:`Weighting`."""
     c = np.asarray(c, dtype=float)
     P = np.asarray(P, dtype=float)
     if p not in (1, 2):
@@ -270,9 +263,8 @@ def principal_vectors(c, P, p, fraction, solver, tol, max_iter) -> tuple[np.ndar
 
 # ==================================================== the strategy from a weighting
 def weighted_strategy(Q: np.ndarray, x: np.ndarray, p: int, complete: bool, c=None):
-    """``A = [diag(λ) Q ; D']`` from Program 1's ``x`` at unit sensitivity, with the
-    column-completion rows of Program 2 step 4 (Li et al. 2010 §5.3) if ``complete``.
-    Returns ``(matrix, Program 1 value)`` (value None when ``c`` is None)."""
+    """``A = [diag(λ) Q ; D']`` from Program 1's ``x`` at unit sensitivity, with Program 2 step 4's
+    completion rows if ``complete``; returns ``(matrix, Program 1 value or None without c)``."""
     x = np.asarray(x, dtype=float)
     P = np.abs(Q) if p == 2 else Q * Q
     cols = P.T @ x

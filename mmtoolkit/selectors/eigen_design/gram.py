@@ -1,7 +1,6 @@
 """The eigen-queries of a workload (Li & Miklau, PVLDB 2012, §3.2 Def. 6, §3.4, §4.1): the dense
 Gram :func:`workload_gram` and :func:`eigen_queries`, shared by the three selectors of this
 package.
-
 User guide: docs/algorithms/eigen-design.md.
 """
 
@@ -76,9 +75,8 @@ def _normalized_gram(W: Matrix) -> np.ndarray:
 
 
 def eigen_queries(G: np.ndarray, rtol: float = ZERO_RTOL):
-    """Eigen-queries of ``G = WᵀW`` (Li & Miklau Def. 6): ``(σ, Q)``, ``σ`` descending above
-    ``rtol · σ_max``, ``Q`` the unit eigenvectors as rows (canonical inside repeated
-    eigenvalues, :mod:`mmtoolkit.linalg.spectral`)."""
+    """Eigen-queries of ``G = WᵀW`` (Li & Miklau Def. 6): ``(σ, Q)``, ``σ > rtol · σ_max``
+    descending, ``Q`` the unit eigenvectors as rows (canonical within repeated eigenvalues)."""
     sigma, V = np.linalg.eigh(G)
     order = np.argsort(sigma)[::-1]
     sigma, V = sigma[order], V[:, order]

@@ -1,7 +1,6 @@
 """The Eigen-Design selector ``eigen_design`` (Li & Miklau, PVLDB 2012, Program 2 §3.3; §3.5 for
 ε-DP; §4.2 workload reductions; §3.4 relative error): a design set weighted by Program 1 (or a
 §4.2 reduction), with the columns completed (:mod:`.design`).
-
 User guide: docs/algorithms/eigen-design.md.
 """
 
@@ -35,16 +34,11 @@ REDUCTIONS = ("none", "separation", "principal")
 class EigenDesign(Selector):
     """Eigen-Design (Li & Miklau, PVLDB 2012, Program 2; §3.5 for ε-DP; §4.2 reductions).
 
-    Parameters
-    ----------
-    design : "eigen", "wavelet", "fourier", "identity", or a matrix of design queries (§3.2).
-    design_sizes : attribute sizes for a named design set (Kronecker product, §5).
-    solver : "dual" or a cvxpy solver "clarabel" / "scs" / "ecos".
-    reduction : "none", "separation" (``group_size``) or "principal" (``fraction``), §4.2.
-    normalize_rows : unit-norm queries first (relative error, §3.4).
-    complete : add the column-completion rows of Program 2 step 4.
-    tol, max_iter : stopping rule of the dual method (certified relative gap).
-    """
+    Parameters: ``design`` ("eigen", "wavelet", "fourier", "identity" or a matrix of design
+    queries, §3.2), ``design_sizes`` (Kronecker design sets, §5), ``solver`` ("dual" or a cvxpy
+    solver), ``reduction`` ("none", "separation" with ``group_size``, "principal" with
+    ``fraction``; §4.2), ``normalize_rows`` (§3.4), ``complete`` (Program 2 step 4), ``tol`` and
+    ``max_iter`` (the dual method's certified relative gap)."""
 
     name = "eigen_design"
     method = "Eigen-Design (Program 2)"

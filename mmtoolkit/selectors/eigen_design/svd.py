@@ -1,6 +1,5 @@
 """The singular-value-bound strategy (Li et al. 2010, Thm 5.25, Problem 5.24; Li & Miklau 2012,
 §3.4), the ``svd_strategy`` selector: the eigen-queries of ``WᵀW`` weighted by ``σ_i^{1/4}``.
-
 User guide: docs/algorithms/eigen-design.md.
 """
 

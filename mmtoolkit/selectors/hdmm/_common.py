@@ -62,9 +62,8 @@ def term_sizes(terms) -> list[int]:
 
 
 def _rows_in_total_identity(f: Matrix) -> bool:
-    """Every row of ``f`` is a (scaled) singleton indicator or a (scaled) all-ones row: read
-    from the kinds of its normal form's terms (a stack of identities and totals), else from
-    the entries of each term that is not one."""
+    """Every row of ``f`` is a (scaled) singleton indicator or all-ones row: read from its normal
+    form's term kinds, else from the entries of each term that is not one."""
     for t in normal_form(f).terms:
         if len(t.kinds) == 1 and t.kinds[0] in ("identity", "total", "ones"):
             continue
@@ -112,10 +111,8 @@ def _is_fast(Y: Matrix) -> bool:
 
 
 class GramOperator:
-    """``Y = WᵀW`` prepared for OPT_0 (HDMM §5): ``matmat(X)``, ``diag``, ``trace``; implicit
-    for structured Grams, else dense once (size-guarded). ``unpermute``: ``(make, perm)`` for
-    a column-permuted workload's Gram ``PᵀGP`` (``make()``: ``G``'s operator; HDMM §8), else None.
-    """
+    """``Y = WᵀW`` prepared for OPT_0 (HDMM §5): ``matmat``, ``diag``, ``trace``, implicit when
+    structured; ``unpermute``: ``(make, perm)`` for a permuted workload's Gram (§8), else None."""
 
     def __init__(self, Y):
         if isinstance(Y, np.ndarray):
@@ -205,10 +202,8 @@ CONTENT_KEY_ENTRIES = 1 << 20
 
 
 def distinct_grams(factors: list[Matrix]) -> tuple[list[GramOperator], np.ndarray]:
-    """The distinct Grams ``fᵀf`` of a list of factors, prepared once each, and the index of
-    each factor's Gram among them; factors match by identity, then by the exact content of a
-    Gram of at most ``CONTENT_KEY_ENTRIES`` entries (HDMM Thm 6 / eq. 6 need only the Grams).
-    """
+    """The distinct Grams ``fᵀf`` of a list of factors, prepared once each, and each factor's
+    index among them (matched by identity, then by content up to ``CONTENT_KEY_ENTRIES``)."""
     grams: list[GramOperator] = []
     index = np.empty(len(factors), dtype=np.intp)
     by_id: dict[int, int] = {}
@@ -234,9 +229,8 @@ def distinct_grams(factors: list[Matrix]) -> tuple[list[GramOperator], np.ndarra
 
 
 def check_search_params(p, restarts, seed, cycles, tol, ftol, maxiter) -> dict:
-    """The validated search parameters shared by OPT_⊗, OPT_+ and OPT_HDMM (p rule,
-    restarts, seed, block-cyclic ``cycles``/``tol``, L-BFGS-B ``ftol``/``maxiter``; the
-    tolerances are relative reductions, so 0 < tol, ftol < 1)."""
+    """The validated search parameters of OPT_⊗, OPT_+ and OPT_HDMM (``p``, ``restarts``, ``seed``,
+    ``cycles``, ``tol``, ``ftol``, ``maxiter``; tolerances are relative reductions in (0, 1))."""
     return {
         "p": check_p_param(p),
         "restarts": check_int(restarts, "restarts", minimum=1),

@@ -1,6 +1,5 @@
 """OPT_HDMM (HDMM §7.1, Algorithm 2): the best of Identity, OPT_⊗, OPT_+ and OPT_M over S
 random restarts; the ``hdmm`` selector (:class:`HDMMSelector`).
-
 User guide: docs/algorithms/hdmm.md.
 """
 
@@ -73,12 +72,9 @@ def union_loss(W: Matrix, matrix: Matrix, bound: float, norm: int) -> tuple[floa
 
 @register
 class HDMMSelector(Selector):
-    """OPT_HDMM (HDMM Algorithm 2): ``selectors.get("hdmm", restarts=25, seed=0)``.
-
-    Parameters: ``restarts`` S (default 25, §8.1), ``seed``, ``operators`` (subset of
-    ``["kron", "union", "marginals"]``), those of ``opt_kron`` and ``opt_union``, and
-    ``marginals_form`` (OPT_M's ``form``); the guide page explains each.
-    """
+    """OPT_HDMM (HDMM Algorithm 2): ``selectors.get("hdmm", restarts=25, seed=0)``. Parameters:
+    ``restarts`` S (default 25, §8.1), ``seed``, ``operators`` (subset of ``["kron", "union",
+    "marginals"]``), those of ``opt_kron`` and ``opt_union``, ``marginals_form`` (OPT_M's form)."""
 
     name = "hdmm"
     method = "OPT_HDMM (best of OPT_⊗, OPT_+, OPT_M)"

@@ -1,7 +1,6 @@
 """OPT_⊗: Kronecker products of per-attribute p-Identity strategies (HDMM §6.1-6.2, Def. 10,
 Problem 3, eq. 5-6, Thm 6): :class:`KronProblem`, the block-cyclic :func:`optimize_kron` and
 the ``opt_kron`` selector.
-
 User guide: docs/algorithms/hdmm.md.
 """
 
@@ -31,9 +30,8 @@ CYCLE_TOL = 1e-4
 
 
 class KronProblem:
-    """The prepared OPT_⊗ problem: product terms, per-attribute *distinct* factor Grams
-    (``grams[i]``; ``index[i, j]`` is term ``j``'s among them, so eq. 6 costs one evaluation
-    per distinct Gram, not per term) and p."""
+    """The prepared OPT_⊗ problem: product terms, p and per attribute the *distinct* factor Grams
+    (``grams[i]``; ``index[i, j]``: term ``j``'s): eq. 6 costs one evaluation per distinct Gram."""
 
     def __init__(self, W_or_terms, p=None):
         terms = kron_terms(W_or_terms) if isinstance(W_or_terms, Matrix) else W_or_terms
@@ -132,11 +130,8 @@ def kron_strategy(thetas, norm: int) -> Matrix:
 @register
 class OptKronSelector(Selector):
     """OPT_⊗ (HDMM §6.1-6.2): the best Kronecker product of p-Identity strategies, best of
-    ``restarts`` block-cyclic runs.
-
-    Parameters: ``p`` (None: HDMM's rule; one int; or one per attribute), ``restarts``,
-    ``seed``, ``cycles``, ``tol``, ``ftol``, ``maxiter``. ``loss``: HDMM eq. 5 at sensitivity 1.
-    """
+    ``restarts`` block-cyclic runs. Parameters: ``p`` (None: HDMM's rule; an int; or one per
+    attribute), ``restarts``, ``seed``, ``cycles``, ``tol``, ``ftol``, ``maxiter``."""
 
     name = "opt_kron"
     method = "OPT_⊗ (Kronecker products of p-Identity strategies)"

@@ -1,8 +1,6 @@
 """OPT_0: p-Identity strategies on one explicit domain (HDMM §5, Def. 9, Thm 4, App. A.2-A.3):
-the objective :func:`pidentity_objective` (Woodbury form, HDMM eq. 3-4), the optimiser
-:func:`optimize_pidentity` (L-BFGS-B; from ``LARGE_N`` cells a multilevel start, a leaner
-objective and :func:`projected_lbfgs`) and the ``opt0`` selector.
-
+:func:`pidentity_objective` (HDMM eq. 3-4), :func:`optimize_pidentity` (from ``LARGE_N`` cells
+with a multilevel start and :func:`projected_lbfgs`) and the ``opt0`` selector.
 User guide: docs/algorithms/hdmm.md.
 """
 
@@ -50,17 +48,14 @@ def _blas_controller() -> ThreadpoolController:
 
 
 def one_blas_thread():
-    """A context in which numpy's and scipy's BLAS run on one thread (threadpoolctl): OPT_0's
-    products are small, and a threaded product rounds differently, which L-BFGS-B amplifies
-    (the guide page says more)."""
+    """A context in which numpy's and scipy's BLAS run on one thread (threadpoolctl): a threaded
+    product rounds differently, which L-BFGS-B amplifies (guide page)."""
     return _blas_controller().limit(limits=1, user_api="blas")
 
 
 def pidentity_objective(theta: np.ndarray, gram: GramOperator, norm: int = 1, lean=False):
-    """``(C(Θ), ∂C/∂Θ)`` for ``A(Θ) = [I; Θ]D`` (HDMM eq. 3-4) on one BLAS thread;
-    ``lean``: the four-product form of the large-domain path (same values up to rounding).
-    ``(inf, 0)`` when the Woodbury core is singular or the loss rounds to <= 0 (digest §16, 5).
-    """
+    """``(C(Θ), ∂C/∂Θ)`` for ``A(Θ) = [I; Θ]D`` (HDMM eq. 3-4) on one BLAS thread (``lean``: the
+    large-domain form); ``(inf, 0)`` when it cannot be evaluated (digest §16, pitfall 5)."""
     with one_blas_thread():
         return _objective(theta, gram, norm, lean)
 
@@ -124,8 +119,7 @@ def best_of_restarts(seed, restarts: int, run):
 
 def projected_lbfgs(fun, x0, lower=None, ftol=FTOL, maxiter=MAXITER, memory=MEMORY):
     """Minimise ``fun`` (returning ``(f, ∇f)``) subject to ``x >= lower`` (None: no bound) by
-    projected L-BFGS (Nocedal & Wright, Alg. 7.4; the steps and stopping rule: guide page);
-    returns ``(x, f(x), iterations)``."""
+    projected L-BFGS (Nocedal & Wright, Alg. 7.4; guide page); returns ``(x, f(x), iterations)``."""
     x = np.array(x0, dtype=float)
     if lower is not None:
         np.maximum(x, lower, out=x)
@@ -194,10 +188,8 @@ def optimize_pidentity(
     ftol: float = FTOL,
     maxiter: int = MAXITER,
 ) -> tuple[np.ndarray, float]:
-    """OPT_0 (HDMM §5): minimise ``C(Θ)`` over ``Θ ≥ 0`` (L1) or all ``Θ`` (L2); returns
-    ``(Θ, C(Θ))``. ``gram``: ``WᵀW`` (Matrix, array or :class:`GramOperator`); the start is
-    ``theta0``, else drawn from ``rng`` (U[0,1), or from ``LARGE_N`` cells the multilevel start).
-    """
+    """OPT_0 (HDMM §5): minimise ``C(Θ)`` from ``theta0``, else a start drawn from ``rng``;
+    ``gram``: ``WᵀW`` (Matrix, array or :class:`GramOperator`). Returns ``(Θ, C(Θ))``."""
     G = gram if isinstance(gram, GramOperator) else GramOperator(gram)
     n = G.n
     p = check_int(p, "p", minimum=1)
@@ -272,11 +264,8 @@ def _multilevel_start(G: GramOperator, p: int, norm: int, rng, ftol: float, maxi
 
 @register
 class Opt0Selector(Selector):
-    """OPT_0 (HDMM §5): the best p-Identity strategy ``[I; Θ]D`` on one explicit domain.
-
-    Parameters: ``p`` (default ``max(1, n // 16)``, HDMM §5.3), ``restarts``, ``seed``,
-    ``ftol``, ``maxiter``. ``loss``: ``tr(WᵀW (AᵀA)⁻¹)`` at sensitivity 1.
-    """
+    """OPT_0 (HDMM §5): the best p-Identity strategy ``[I; Θ]D`` on one explicit domain. Parameters:
+    ``p`` (default ``max(1, n // 16)``, §5.3), ``restarts``, ``seed``, ``ftol``, ``maxiter``."""
 
     name = "opt0"
     method = "OPT_0 (p-Identity strategies)"

@@ -1,8 +1,6 @@
-"""OPT_M: weighted marginals strategies 𝕄(θ) = [θ_a Q_a]_a (HDMM §6.3, Problem 4, App. A.4):
-the workload's projection onto the marginals algebra (:func:`project_workload`), the exact
-objective (:class:`MarginalsProblem`), the ``bounded`` / ``squared`` searches
-(:func:`optimize_marginals`) and the ``opt_marginals`` selector.
-
+"""OPT_M: weighted marginals strategies 𝕄(θ) = [θ_a Q_a]_a (HDMM §6.3, Problem 4, App. A.4): the
+projection :func:`project_workload`, the exact objective :class:`MarginalsProblem`, the
+searches :func:`optimize_marginals` and the ``opt_marginals`` selector.
 User guide: docs/algorithms/hdmm.md.
 """
 
@@ -140,10 +138,7 @@ def marginals_strategy(sizes, theta) -> Marginals:
 @register
 class OptMarginalsSelector(Selector):
     """OPT_M (HDMM §6.3): the best weighted-marginals strategy for a union of products.
-
-    Parameters: ``restarts``, ``seed``, ``maxiter``, ``form`` (``"bounded"`` or
-    ``"squared"``). ``loss``: F(θ) at sensitivity 1 (exact).
-    """
+    Parameters: ``restarts``, ``seed``, ``maxiter``, ``form`` (``"bounded"`` or ``"squared"``)."""
 
     name = "opt_marginals"
     method = "OPT_M (weighted marginals)"

@@ -1,8 +1,6 @@
-"""A union strategy answered block by block (HDMM §6.2 Def. 11; HDMM digest §6):
-:class:`SeparateUnion`, its closed-form error route :class:`SeparateRoute` (HDMM Thm 5 per
-block) and its release handler. Each workload product is answered from the one block that
-supports it with the least error.
-
+"""A union strategy answered block by block (HDMM §6.2 Def. 11; HDMM digest §6): each workload
+product from the one block that supports it with the least error. :class:`SeparateUnion`, its
+closed-form error route :class:`SeparateRoute` (HDMM Thm 5 per block) and release handler.
 User guide: docs/algorithms/hdmm.md.
 """
 
@@ -27,19 +25,15 @@ from ...release_handlers import ReleaseHandler, register_handler
 
 
 class SeparateUnion(KroneckerUnion):
-    """A stack of weighted Kronecker products (``blocks``, over one factorisation of the
-    domain, :class:`~mmtoolkit.linalg.KroneckerUnion`) whose evaluator error and release answer
-    each workload product from its best block; everything else is the stack's (guide page).
-    """
+    """A stack of weighted Kronecker products (one factorisation of the domain) whose evaluator
+    error and release answer each product from its best block; the rest is the stack's."""
 
     def error_route(self, W):
         return SeparateRoute(as_matrix(W), self)
 
     def workload_answers(self, W, y):
-        """``𝕎_j (w_g 𝔸_g)⁺ y_g`` for every product term ``j`` of ``W`` and its block ``g``,
-        in ``W``'s row order; ``y``: one release or ``rows x R``. Each block is reconstructed
-        once; each term's sign (``kron_terms`` squares weights) is read from one ``W r``.
-        """
+        """``𝕎_j (w_g 𝔸_g)⁺ y_g`` for every product term ``j`` of ``W`` and its block ``g``, in
+        ``W``'s row order (``y``: one release or ``rows x R``); one application of ``W`` in all."""
         W = as_matrix(W)
         route = SeparateRoute(W, self)
         route.check_support()
@@ -95,9 +89,8 @@ class SeparateRoute:
         return self.W.kron_terms()
 
     def _slot(self, ga: slice):
-        """The distinct strategy factors on one aligned group of attributes: a list of
-        ``StrategyFactor``, each block's index into it, and per factor the bit set of the
-        blocks that carry it."""
+        """The distinct ``StrategyFactor``s on one aligned group of attributes, each block's index
+        into them, and per factor the bit set of the blocks that carry it."""
         key = (ga.start, ga.stop)
         hit = self._slots.get(key)
         if hit is None:

@@ -1,7 +1,6 @@
 """OPT_+: unions of OPT_⊗ strategies over a partition of the workload (HDMM §6.2, Def. 11):
 the grouping rule (:func:`group_terms`), the closed-form budget split (:func:`budget_split`),
 :func:`optimize_union` and the ``opt_union`` selector.
-
 User guide: docs/algorithms/hdmm.md.
 """
 
@@ -94,9 +93,8 @@ def budget_split(errors, norm: int) -> tuple[np.ndarray, float]:
 
 
 class UnionProblem:
-    """The groups of an OPT_+ problem: each group of several products a prepared
-    :class:`KronProblem` (``problems``), or, for ``groups="products"``, the shared factor
-    problems of one group per product (``products``, :class:`ProductFactors`)."""
+    """The groups of an OPT_+ problem: a :class:`KronProblem` per group (``problems``), or for
+    ``groups="products"`` the shared factor problems (``products``, :class:`ProductFactors`)."""
 
     def __init__(self, W: Matrix, p=None, groups=2):
         terms = [(c, f) for c, f in kron_terms(W) if c != 0.0]
@@ -113,10 +111,8 @@ class UnionProblem:
 
 
 class ProductFactors:
-    """One OPT_+ group per product term, each a single product whose OPT_⊗ optimum is OPT_0
-    per factor (HDMM Def. 10): the distinct (factor Gram, p) pairs over every attribute and
-    term (``keys``, Grams matched as in :func:`distinct_grams`, with one factor having it in
-    ``examples``) and each term's pair per attribute (``slot``, terms x attributes)."""
+    """One OPT_+ group per product (OPT_0 per factor, HDMM Def. 10): the distinct (factor Gram, p)
+    pairs (``keys``; a factor of each in ``examples``) and each term's per attribute (``slot``)."""
 
     def __init__(self, terms, p=None):
         sizes = term_sizes(terms)
@@ -203,9 +199,8 @@ def optimize_union(
 
 
 def union_size_refusal(workload: Matrix, answering: str) -> str | None:
-    """Why an OPT_+ strategy answered by ``answering`` could not be used on ``workload``, or
-    None: least squares over a stack of Kronecker products is scored over every cell (up to
-    ``StackedKroneckerRoute.MAX_CELLS``); separate answering has a closed form at any size."""
+    """Why an OPT_+ strategy answered by ``answering`` cannot be scored on ``workload`` (least
+    squares beyond ``StackedKroneckerRoute.MAX_CELLS`` cells), or None."""
     N = workload.shape[1]
     if answering == "separate" or N <= StackedKroneckerRoute.MAX_CELLS:
         return None
@@ -219,10 +214,8 @@ def union_size_refusal(workload: Matrix, answering: str) -> str | None:
 @register
 class OptUnionSelector(Selector):
     """OPT_+ (HDMM §6.2): a weighted stack of OPT_⊗ strategies, one per group of products.
-
     Parameters: ``groups`` (2, or ``"products"``), ``answering`` (``"least_squares"`` or
-    ``"separate"``) and those of ``opt_kron``. ``loss``: the separate-answering bound.
-    """
+    ``"separate"``) and those of ``opt_kron``; ``loss``: the separate-answering bound."""
 
     name = "opt_union"
     method = "OPT_+ (weighted union of Kronecker products)"

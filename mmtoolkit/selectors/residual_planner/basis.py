@@ -1,8 +1,6 @@
-"""The residual basis of ResidualPlanner(+): the per-attribute factors ``Sub_i``, ``Γ_i``,
-``G_i``, ``H_i``, ``β_i`` and the variance factors (He et al., "ResidualPlanner+", §4.2, Lemma 1,
-Thm 4.3, §7.2, Thm 7.1-7.2): :class:`AttributeBasis`, built by :func:`marginal_basis` or
-:func:`general_basis`.
-
+"""The residual basis of ResidualPlanner(+) (He et al., "ResidualPlanner+", §4.2, Lemma 1,
+Thm 4.3, §7.2, Thm 7.1-7.2): the per-attribute factors as an :class:`AttributeBasis`, built by
+:func:`marginal_basis` or :func:`general_basis`.
 User guide: docs/algorithms/residual-planner.md.
 """
 
@@ -123,10 +121,9 @@ def marginal_basis(n: int) -> AttributeBasis:
 
 
 def general_basis(workload, strategy=None) -> AttributeBasis:
-    """ResidualPlanner+'s attribute (§7.2, Algorithm 4 final version with ``Γ_i = I``) for the
-    basic matrix ``workload`` and the replacement ``strategy`` (default ``W_i``): ``Sub_i =
-    Λ^{1/2} Vᵀ`` of ``G_i = Π S_iᵀ S_i Π``. NotApplicableError / ValueError when §7.1-7.2 or
-    Lemma 3 (rank ``n - 1``) fail."""
+    """ResidualPlanner+'s attribute (§7.2, final Algorithm 4, ``Γ_i = I``) for the basic matrix
+    ``workload`` and replacement ``strategy`` (default ``W_i``); refused when §7.1-7.2 or
+    Lemma 3 do not hold."""
     W = as_matrix(workload)
     n = _size(W.shape[1])
     check_dense_size(W.shape[0], n, "the basic matrix of an attribute")

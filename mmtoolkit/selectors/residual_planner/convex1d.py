@@ -2,7 +2,6 @@
 convex template ``min tr(X⁻¹V) s.t. diag X = 1`` on ``[1ᵀ; W_i Π]``, solved exactly
 (:func:`unit_diagonal_opt`) or by the paper's procedure (:func:`hdmm_convex_opt`), and the
 max-variance form (:func:`max_variance_opt`).
-
 User guide: docs/algorithms/residual-planner.md.
 """
 
@@ -142,8 +141,7 @@ STRATEGY_SOLVERS = ("exact", "hdmm")
 
 def optimized_strategy(W: Matrix, solver: str = "exact") -> np.ndarray:
     """ResidualPlanner+'s ``S_i = chol(X)ᵀ`` for the basic matrix ``W`` (§9, digest §3.5);
-    ``solver``: ``"exact"`` (:func:`unit_diagonal_opt`) or ``"hdmm"`` (:func:`hdmm_convex_opt`,
-    the paper's procedure)."""
+    ``solver``: ``"exact"`` (:func:`unit_diagonal_opt`) or the paper's ``"hdmm"`` procedure."""
     if solver not in STRATEGY_SOLVERS:
         raise ValueError(f"strategy solver must be one of {STRATEGY_SOLVERS}, got {solver!r}")
     V = centered_gram(W)

@@ -1,8 +1,6 @@
 """The selected ResidualPlanner(+) mechanism as a strategy kind (§4.2 Eq. 3, §7.3 Eq. 9,
 Thm 4.3-4.4, 7.1-7.2): :class:`ResidualStrategyMatrix`, the whitened stack of base
-mechanisms, with its closed-form ``(AᵀA)⁺``, error route, release (He et al. Algorithms 1-3,
-5, 6) and Private-PGM measurements, and its release handler.
-
+mechanisms, with its error route, release (Algorithms 1-3, 5, 6) and Private-PGM measurements.
 User guide: docs/algorithms/residual-planner.md.
 """
 
@@ -215,9 +213,8 @@ class ResidualStrategyMatrix(Matrix):
 
 class SetStack(Matrix):
     """``[c_A ⊗_{i∈A} F_i ⊗_{i∉A} 1ᵀ]_A`` over attribute sets ``A`` with small dense factors
-    ``F_i``: the whitened residual strategy and the transpose of its pseudo-inverse. Products
-    go through marginal tables (:func:`~mmtoolkit.linalg.marginals.marginal_tables`,
-    :func:`~mmtoolkit.linalg.marginals.expand_tables`), never one pass per set."""
+    ``F_i`` (the whitened residual strategy; the transpose of its pseudo-inverse), applied
+    through marginal tables (:mod:`mmtoolkit.linalg.marginals`), never one pass per set."""
 
     def __init__(self, sizes, sets, factors, scales):
         self.sizes = tuple(sizes)

@@ -1,9 +1,7 @@
 """Measurement and reconstruction for ResidualPlanner(+) (He et al. §4.2-4.3, §5, §7.3-7.4):
 :func:`measure` (Algorithm 1 / 5), :func:`measure_discrete` (Algorithm 3), :func:`reconstruct`
 and its batched forms (Algorithm 2 / 6), :func:`variances` / :func:`covariance` (Thm 4.4 /
-7.2), all vectorised over the closure. Data: records, a dense data vector, or a callable
-``attrs -> marginal``.
-
+7.2), vectorised over the closure; data: records, a data vector or ``attrs -> marginal``.
 User guide: docs/algorithms/residual-planner.md.
 """
 
@@ -85,10 +83,8 @@ class MarginalSource:
         return self._x.sum(axis=drop)
 
     def batch(self, attrs: np.ndarray, buffer: np.ndarray | None = None) -> np.ndarray:
-        """The marginals of the ``(S, k)`` sorted attribute sets ``attrs`` (equal sizes at each
-        position), stacked as ``(S, n_1, ..., n_k)`` floats, not cached; from records one
-        ``bincount`` per run of sets sharing their first ``k - 1`` attributes. ``buffer``:
-        an array of ``>= S · Π n_j`` floats reused across calls (no fresh pages)."""
+        """The marginals of the ``(S, k)`` sorted attribute sets ``attrs`` (equal sizes per
+        position) as ``(S, n_1, ..., n_k)`` floats, not cached; ``buffer``: reused storage."""
         attrs = np.asarray(attrs, dtype=np.int64)
         S, k = attrs.shape
         shape = tuple(self.sizes[i] for i in attrs[0]) if S else ()
@@ -165,9 +161,8 @@ def _apply(T: np.ndarray, mats) -> np.ndarray:
 
 # ============================================================================ layout
 def _apply_batch(T: np.ndarray, mats, out=None) -> np.ndarray:
-    """:func:`_apply` on every ``T[s]`` of a stack ``T``; ``mats[j]``: a matrix, ``"sub"``
-    (``x_0 - x_{1:}``), ``"pinv"`` (``[Σy/n; Σy/n - y]``, Lemma 1) or None. ``out``: where
-    to write the result."""
+    """:func:`_apply` on every ``T[s]`` of a stack; ``mats[j]``: a matrix, ``"sub"`` (``x_0 -
+    x_{1:}``), ``"pinv"`` (Lemma 1's ``Sub†``) or None; ``out``: where to write the result."""
     last = max((j for j, M in enumerate(mats) if M is not None), default=-1)
     for j, M in enumerate(mats):
         ax = j + 1
@@ -189,9 +184,8 @@ def _apply_batch(T: np.ndarray, mats, out=None) -> np.ndarray:
 
 
 class _Layout:
-    """How a plan's measurements are laid out (``ω_A`` of closure set ``k`` is
-    ``values[off[k]:off[k + 1]]``; ``zlen[k]`` noise draws) and batched (``group``: sets with
-    the same basis at every position)."""
+    """How a plan's measurements are laid out (``ω_A`` of closure set ``k``: ``values[off[k]:off[k +
+    1]]``; ``zlen[k]`` noise draws) and batched (``group``: the same basis at every position)."""
 
     def __init__(self, plan: ResidualPlan):
         bases = plan.bases
@@ -298,9 +292,8 @@ def _residual_factors(bases, attrs, which: str) -> list:
 # ============================================================================ measurement
 @dataclass
 class Measurements:
-    """Noisy residual answers ``ω_A`` in closure order (``values``; ``omega[A]``: a view) and
-    the σ²_A they were drawn with: internal state between measuring and reconstructing (a
-    release gets :class:`mmtoolkit.measurement.Measurement`)."""
+    """Noisy residual answers ``ω_A`` in closure order (``values``; ``omega[A]``: a view) and their
+    σ²_A: internal state between measuring and reconstructing (not exported)."""
 
     plan: ResidualPlan
     values: np.ndarray
@@ -321,10 +314,8 @@ CACHE_CELLS = 1 << 15
 
 
 def measure(plan: ResidualPlan, data, noise, rng) -> Measurements:
-    """Algorithm 1 / 5 for every closure set: ``ω_A = (⊗_{i∈A} Sub_i) v_A + σ_A (⊗_{i∈A}
-    Γ_i) z``, σ²_A the plan's calibrated to ``noise`` (a :class:`~mmtoolkit.plan.Noise` or a
-    Gaussian privacy definition); vectorised by chunks with the stream of set-by-set draws.
-    """
+    """Algorithm 1 / 5 for every closure set, ``ω_A = (⊗ Sub_i) v_A + σ_A (⊗ Γ_i) z``, σ²_A
+    calibrated to ``noise`` (a :class:`~mmtoolkit.plan.Noise` or a Gaussian privacy definition)."""
     if not isinstance(rng, np.random.Generator):
         raise ValueError(
             f"rng must be a numpy.random.Generator (np.random.default_rng(seed)), "
@@ -422,10 +413,8 @@ def _write_rows(flat, off, c, block) -> None:
 def measure_discrete(
     plan: ResidualPlan, data, rho, rng, *, denominator: int = 10**6
 ) -> Measurements:
-    """Algorithm 3 (§5, Eq. 4, 6, 7, Thm 5.1): exact discrete-Gaussian measurement of every
-    closure set, σ rounded up to a multiple of ``1/denominator``. ``rho``: a float or
-    Fraction; ``extra["rho_exact"]``: the exact ``Σ_A ρ_A`` (≤ ρ) as a Fraction.
-    """
+    """Algorithm 3 (§5, Eq. 4, 6, 7, Thm 5.1): exact discrete-Gaussian measurement, σ rounded up
+    to a multiple of ``1/denominator``; ``extra["rho_exact"]``: ``Σ_A ρ_A ≤ rho``, a Fraction."""
     if not plan.workload.all_marginal:
         raise ValueError(
             "the discrete-Gaussian mechanism (§5) is defined for marginal attributes only"
@@ -502,9 +491,8 @@ def _residual_estimates(meas: Measurements, c: np.ndarray, size: int) -> np.ndar
 
 
 def _estimate_batch(meas: Measurements, targets: np.ndarray, answers: bool) -> np.ndarray:
-    """Algorithm 2 / 6 for a stack of sorted target sets with the same bases at every
-    position: ``q = Σ_{A'⊆Ã} U_{Ã←A'} ω_{A'}`` with ``U = ⊗(Sub_i† if i∈A', 1/n_i otherwise)``
-    (then ``⊗ W_i`` if ``answers``), one row per target."""
+    """Algorithm 2 / 6 for a stack of sorted target sets with the same bases at every position, one
+    row per target: ``q`` (then ``⊗ W_i q`` if ``answers``)."""
     plan = meas.plan
     bases = plan.bases
     lay = _layout(plan)

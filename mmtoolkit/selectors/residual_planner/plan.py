@@ -1,8 +1,6 @@
 """Selecting the noise scales σ²_A of the base mechanisms (ResidualPlanner §4.4, §6.1, §7.5;
-Thm 4.2-4.4, 7.1-7.2): :class:`ResidualPlan` (kept at pcost = 1) and the selections
-:func:`select_sum` (closed form), :func:`select_max` (a homogeneous convex program, by its
-dual or cvxpy, with cutting planes) and :func:`select_convex` (a user's cvxpy loss).
-
+Thm 4.2-4.4, 7.1-7.2): :class:`ResidualPlan` (at pcost = 1), :func:`select_sum` (closed
+form), :func:`select_max` (a convex program) and :func:`select_convex` (a user's loss).
 User guide: docs/algorithms/residual-planner.md.
 """
 
@@ -126,9 +124,8 @@ class ResidualPlan:
 
 
 def row_constraints(workload: ResidualWorkload):
-    """Sparse ``M`` with ``(M σ²)_r`` = weighted variance of query-row class ``r``: one row per
-    set (marginals, Thm 4.4) or per combination of worst-case row profiles (Thm 7.2,
-    :meth:`AttributeBasis.worst_profiles`), so ``max(M σ²)`` is the exact max variance."""
+    """Sparse ``M``, ``(M σ²)_r`` the weighted variance of query-row class ``r`` that can be a worst
+    case (Thm 4.4, 7.2; :meth:`AttributeBasis.worst_profiles`): ``max(M σ²)`` is exact."""
     import scipy.sparse as sp
 
     table = workload.table
@@ -188,10 +185,8 @@ def row_constraints(workload: ResidualWorkload):
 
 
 def select_sum(workload: ResidualWorkload, weighting: str = "total") -> ResidualPlan:
-    """Closed form for the weighted sum of variances ``Σ_Ã Imp_Ã · SoV(Ã)`` (§6.1, Lemma 2;
-    digest §2.6): ``σ²_A = sqrt(T p_A / v_A)``, ``T = (Σ_A sqrt(v_A p_A))²`` at pcost 1.
-    ``weighting``: ``"total"``, ``"equal"`` or ``"sqrt"`` (the Imp of each, guide page).
-    """
+    """Closed form for the weighted sum of variances (§6.1, Lemma 2; digest §2.6) at pcost 1;
+    ``weighting``: ``"total"``, ``"equal"`` or ``"sqrt"``."""
     if weighting not in WEIGHTINGS:
         raise ValueError(f"weighting must be one of {WEIGHTINGS}, got {weighting!r}")
     table = workload.table
@@ -211,9 +206,8 @@ def select_sum(workload: ResidualWorkload, weighting: str = "total") -> Residual
 
 
 def check_solver(solver, allow_dual: bool = False) -> str:
-    """The solver name to use for ``solver``: ``"auto"``, ``"dual"`` (with ``allow_dual``:
-    the max-variance program only) or an installed cvxpy solver (ValueError naming the valid
-    ones otherwise)."""
+    """The solver name for ``solver``: ``"auto"``, ``"dual"`` (``allow_dual``: the max-variance
+    program only) or an installed cvxpy solver (ValueError naming the valid ones otherwise)."""
     if not isinstance(solver, str):
         raise ValueError(f"solver must be a cvxpy solver name, 'auto' or 'dual', got {solver!r}")
     name = solver.upper()
@@ -250,9 +244,8 @@ def _solve(problem, solver: str, what: str) -> None:
 
 
 def _dual_rounds(M, p, lam, rounds: int = 8):
-    """The max-variance program by its concave dual ``g(λ)`` (scipy L-BFGS-B, λ ≥ 0; the
-    dual and its bounds: guide page), from ``lam``; returns ``(x, upper, lower bound, λ)``.
-    """
+    """The max-variance program by its concave dual ``g(λ)`` (scipy L-BFGS-B, λ ≥ 0; guide page),
+    from ``lam``; returns ``(x, upper bound, lower bound, λ)``."""
     from scipy.optimize import Bounds, minimize
 
     MT = M.T.tocsr()
@@ -327,9 +320,8 @@ def _covering_rows(M, v) -> np.ndarray:
 
 
 def _max_cuts(M, p, inner):
-    """``min Σ_A p_A/x_A s.t. Mx ≤ 1`` by cutting planes (guide page), ``inner(rows, p, λ₀)
-    -> (x, λ, info)`` solving each restricted program; returns ``(x, P, relative gap, info)``.
-    """
+    """``min Σ_A p_A/x_A s.t. Mx ≤ 1`` by cutting planes (guide page), ``inner(rows, p, λ₀) -> (x,
+    λ, info)`` solving each restricted program; returns ``(x, P, relative gap, info)``."""
     M = M.tocsr()
     m, k = M.shape
     batch = max(2 * k, 64)
@@ -379,10 +371,8 @@ def _max_cuts(M, p, inner):
 
 
 def select_max(workload: ResidualWorkload, solver: str = DEFAULT_SOLVER) -> ResidualPlan:
-    """Minimise the max weighted query variance at pcost = 1 (§4.4; digest §2.5) through
-    ``min Σ_A p_A / x_A s.t. M x ≤ 1`` (:func:`row_constraints`; ``σ² = P* x*``). ``solver``:
-    a cvxpy name, ``"dual"`` or ``"auto"`` (guide page); ``info``: solver, certified gap, rows.
-    """
+    """Minimise the max weighted query variance at pcost = 1 (§4.4; digest §2.5): ``min Σ_A p_A /
+    x_A s.t. M x ≤ 1`` (:func:`row_constraints`); ``solver``: cvxpy name, ``"dual"``, ``"auto"``."""
     name = check_solver(solver, allow_dual=True)
     M = row_constraints(workload).tocsr()
     p = workload.table.closure_product([b.beta for b in workload.bases])
@@ -408,9 +398,8 @@ def select_max(workload: ResidualWorkload, solver: str = DEFAULT_SOLVER) -> Resi
 def select_convex(
     workload: ResidualWorkload, loss: Callable, solver: str = DEFAULT_SOLVER
 ) -> ResidualPlan:
-    """Minimise a user's convex loss of the per-set average query variances at pcost ≤ 1
-    (§4.4): ``loss(v)`` returns a scalar cvxpy expression or ``(expression, constraints)``.
-    """
+    """Minimise a user's convex loss of the per-set average query variances at pcost ≤ 1 (§4.4):
+    ``loss(v)`` returns a scalar cvxpy expression or ``(expression, constraints)``."""
     import cvxpy as cp
 
     if not callable(loss):

@@ -1,7 +1,6 @@
 """The error route of the ResidualPlanner(+) strategy kind (He et al., §4–5, Thm 4.4, 7.2), any
 number of attributes: what :meth:`ResidualStrategyMatrix.error_route` returns to the evaluator
 (the strategy-kind protocol, :mod:`mmtoolkit.linalg.route`).
-
 User guide: docs/algorithms/residual-planner.md.
 """
 
@@ -74,9 +73,8 @@ def dominant_profiles(h, s) -> np.ndarray:
 
 
 class ResidualRoute:
-    """Union of Kronecker products (or weighted Marginals) × a strategy exposing
-    ``residual_pinv_terms() -> (sizes, [H_i], closure sets, c)`` (He et al. Thm 4.4, 7.2):
-    each query's variance from the closure sets inside its support (guide page)."""
+    """Union of Kronecker products (or weighted Marginals) × a strategy with
+    ``residual_pinv_terms()`` (Thm 4.4, 7.2): variances from the closure sets inside a support."""
 
     @classmethod
     def build(cls, W: Matrix, A: Matrix):

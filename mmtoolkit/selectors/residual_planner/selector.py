@@ -1,8 +1,6 @@
-"""The ``residual_planner`` (He et al. §4) and ``residual_planner_plus`` (§7) selectors: a
-workload parsed into attribute sets (:mod:`.workload`), noise scales selected for the
-objective (:mod:`.plan`: "sum" §6.1, "max" §4.4, or a callable loss), returned as a
-:class:`~.matrix.ResidualStrategyMatrix` at pcost 1.
-
+"""The ``residual_planner`` (He et al. §4) and ``residual_planner_plus`` (§7) selectors: noise
+scales selected (:mod:`.plan`: "sum" §6.1, "max" §4.4, or a callable loss) for the parsed
+workload (:mod:`.workload`), as a :class:`~.matrix.ResidualStrategyMatrix` at pcost 1.
 User guide: docs/algorithms/residual-planner.md.
 """
 

@@ -1,7 +1,6 @@
 """Workloads as ResidualPlanner sees them (§4.1, §7.1): :class:`ResidualWorkload` (attribute
 sets over per-attribute bases, a weight on each set's squared error), :class:`SubsetTable`
 (every pair ``(Ã, A' ⊆ Ã)`` and the downward closure, §4.2) and :func:`parse_workload`.
-
 User guide: docs/algorithms/residual-planner.md.
 """
 
@@ -20,9 +19,8 @@ from .basis import AttributeBasis, general_basis, marginal_basis
 
 
 class ResidualWorkload:
-    """Attribute sets (``sets``; empty: the 0-way total) over ``bases`` (one
-    :class:`AttributeBasis` per attribute), ``weights`` on each set's squared error (default
-    1). Bad attributes or weights raise ``ValueError`` naming the problem."""
+    """Attribute ``sets`` (empty: the 0-way total) over ``bases`` (one :class:`AttributeBasis`
+    each), ``weights`` on each set's squared error (default 1); bad input: a ``ValueError``."""
 
     def __init__(self, bases: Sequence[AttributeBasis], sets, weights=None):
         self.bases = list(bases)
@@ -90,9 +88,8 @@ class ResidualWorkload:
 
 # ============================================================================ subset table
 class SubsetTable:
-    """Every pair ``(Ã, A' ⊆ Ã)`` of a list of sets, and the downward closure (§4.2): ``closure``
-    (padded ``(K, kmax)``, -1 = empty) and ``blocks`` ``(pattern, set_idx, closure_idx)``.
-    """
+    """Every pair ``(Ã, A' ⊆ Ã)`` of a list of sets and the downward closure (§4.2): ``closure``
+    (padded ``(K, kmax)``, -1 = empty), ``blocks`` ``(pattern, set_idx, closure_idx)``."""
 
     def __init__(self, sets: list[tuple[int, ...]], sizes: Sequence[int], *, codes: bool = True):
         self.sizes = np.asarray(sizes, dtype=np.int64)
@@ -228,9 +225,8 @@ def _same_basis(a: Matrix, b: Matrix) -> bool:
 
 
 def parse_workload(W: Matrix, *, marginals_only: bool = False, bases=None, strategies=None):
-    """A workload Matrix (through its normal form, §7.1) as a :class:`ResidualWorkload`.
-    ``marginals_only``: every basic matrix the identity; ``bases``: optional per-attribute
-    basic matrices; ``strategies``: ``(i, W_i) -> AttributeBasis`` for the others."""
+    """A workload Matrix (its normal form, §7.1) as a :class:`ResidualWorkload`; ``marginals_only``:
+    identities only; ``bases``: given basic matrices; ``strategies``: ``(i, W_i) -> basis``."""
     if not isinstance(W, Matrix):
         raise TypeError(f"workload must be a linalg.Matrix, got {type(W).__name__}")
     nf = normal_form(W)
