@@ -135,7 +135,7 @@ def _strategy(selector, plan: ResidualPlan, privacy, objective, bound, parse_sec
 
 @register
 class ResidualPlanner(_ResidualBase):
-    """ResidualPlanner for marginal workloads (He et al. §4; see the module docstring)."""
+    """ResidualPlanner for marginal workloads (He et al. §4; guide page)."""
 
     name = "residual_planner"
     method = "ResidualPlanner (residual base mechanisms for marginals)"
@@ -162,7 +162,7 @@ class ResidualPlanner(_ResidualBase):
 
 @register
 class ResidualPlannerPlus(_ResidualBase):
-    """ResidualPlanner+ for generalized marginals (He et al. §7; see the module docstring)."""
+    """ResidualPlanner+ for generalized marginals (He et al. §7; guide page)."""
 
     name = "residual_planner_plus"
     method = "ResidualPlanner+ (generalized marginals: prefix, range, custom bases)"
