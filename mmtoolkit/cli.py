@@ -1,45 +1,11 @@
-"""The ``mmtoolkit`` command.
+"""The ``mmtoolkit`` command: ``run``, ``report``, ``plot``, ``compare``, ``reproduce``,
+``release``, ``ledger``, ``select`` and ``list``.
 
-``mmtoolkit run CONFIG [CONFIG ...] [--results DIR] [-j N] [--executor local|dask]
-[--scheduler ADDRESS] [--fresh] [--reuse-stale] [--quick]``
-    run experiment configs (all are validated before any runs) and write
-    ``DIR/<paper>/<table>.{csv,md}`` (default DIR: ``results``). Finished jobs are kept in
-    ``DIR/<paper>/.jobs/<table>.jsonl``: an interrupted run resumes where it stopped
-    (``--fresh`` recomputes everything; ``--reuse-stale`` also reuses results computed by
-    an earlier version of the package, e.g. to re-render a table after editing its notes
-    when unrelated package code has changed since). ``-j N`` runs N jobs at once in local processes;
-    ``--executor dask --scheduler ADDRESS`` sends them to a Dask cluster
-    (``pip install 'mmtoolkit[dask]'``); ``--quick`` runs the config's ``quick:`` variant
-    into ``DIR/quick/<paper>/<table>.quick.{csv,md}`` (git-ignored).
-``mmtoolkit report [--results DIR] [--configs DIR] [--readme FILE] [--check]``
-    regenerate the scoreboard ``DIR/README.md`` (and FILE's status block) from the configs
-    and results; ``--check`` writes nothing, prints what it checked and exits 1 if a file
-    is out of date or a table is stale (its CSV disagrees with its config, e.g. a cell's
-    job key after the config was edited).
-``mmtoolkit plot FILE [FILE ...] [--results DIR]``
-    re-render a config's figures from its committed CSV (nothing is recomputed), or the
-    figures of a figure sheet ``*.plot.yaml`` (see ``mmtoolkit/runner/figures.py``).
-``mmtoolkit compare --workload SPEC [--domain SPEC] (--epsilon E [--delta D] | --rho R) ...``
-    score every selector (and the SVD bound) on one workload; see
-    ``mmtoolkit/compare_command.py``.
-``mmtoolkit reproduce [PAPER ...] [--results DIR] [--configs DIR] [--readme FILE] [--quick] [-j N]``
-    run every config of the papers (all when none is named), render their figure sheets
-    and regenerate the scoreboard (``--quick``: only the quick tables, under ``DIR/quick``).
-``mmtoolkit release ...`` / ``mmtoolkit ledger init|show FILE``
-    release labelled noisy answers from records (``mmtoolkit/release_command.py``); create or
-    show a privacy ledger (``mmtoolkit/ledger.py``).
-``mmtoolkit select --workload SPEC --domain DOMAIN --selector NAME ... --save PLAN``
-    select once and save the plan that ``mmtoolkit release --plan PLAN`` releases from
-    (``mmtoolkit/saved_plans.py``).
-``mmtoolkit list [selectors|datasets|workloads|configs]``
-    list registered selectors (each with its method, paper, privacy kinds, objectives and
-    parameters with types and defaults), dataset presets, workload kinds usable in configs,
-    or the YAML configs under ``configs/`` (all four when no topic is given).
+:func:`main` parses the command line and dispatches; a malformed config or bad usage is a
+one-line message and exit code 2, a closed standard output exits quietly with
+:data:`EXIT_BROKEN_PIPE`.
 
-Exit codes: 0 success, 1 if any cell failed, 2 on a malformed config or bad usage
-(a one-line message, no traceback), 141 (128 + SIGPIPE, as a shell reports a command
-stopped by a closed pipe) when standard output is closed before everything is printed
-(``mmtoolkit ledger show FILE | head -3``): the command stops quietly, without a message.
+User guide: docs/guide/cli.md.
 """
 
 from __future__ import annotations

@@ -1,24 +1,13 @@
 """Workload builders: a workload is a :class:`~mmtoolkit.linalg.Matrix` whose rows are queries.
 
 Queries are linear counting queries on the C-order data vector of a
-:class:`~mmtoolkit.Domain` (HDMM §3.4). Workloads are built implicitly, as (weighted)
-unions of Kronecker products of per-attribute predicate sets (HDMM §3.2–3.3, §4.2): a
-conjunction ``φ_1 ∧ … ∧ φ_d`` of per-attribute predicates is the Kronecker product of
-their vectors, and a product of predicate sets ``Φ_1 × … × Φ_d`` is the Kronecker product
-of their matrices. Nothing here materialises an ``N``-column matrix, so a workload on a
-10^100-cell domain is built in milliseconds; shapes are exact Python ints.
+:class:`~mmtoolkit.Domain` (HDMM §3.4), built implicitly as (weighted) unions of Kronecker
+products of per-attribute predicate sets (HDMM §3.2–3.3, §4.2; digest §1), never as an
+``N``-column matrix. Marginals follow ResidualPlanner §2 and §4, range- and
+prefix-marginals HDMM §8.1 and ResidualPlanner+ §7.1. A domain is a
+:class:`~mmtoolkit.Domain` or a sequence of sizes; attributes are given by name or index.
 
-Per-attribute predicate sets (HDMM §3.2, digest §1; ``n`` = attribute size):
-``identity`` (each value), ``total`` (one query: everything), ``prefix`` (``[0, i]``),
-``all_range`` (all ``n(n+1)/2`` ranges ``[i, j]``), ``width_range`` (the ``n − w + 1``
-windows of width ``w``). Multi-attribute builders: ``kron``, ``union``, ``marginal(s)``
-(ResidualPlanner §2 and §4: ``Q_A = ⊗_i V_i`` with ``V_i = I`` on the attributes of ``A``
-and ``1ᵀ`` elsewhere), ``range_marginals`` / ``prefix_marginals`` (HDMM §8.1's
-"range-marginals"; ResidualPlanner+ §7.1's generalized marginals with ``V_i = W_i`` the
-basic matrix of attribute ``i``).
-
-Wherever a domain is expected a :class:`~mmtoolkit.Domain` or a plain sequence of sizes
-(converted by :meth:`Domain.from_sizes`) is accepted; attributes are given by name or index.
+User guide: docs/guide/workloads.md ("The kinds").
 """
 
 from __future__ import annotations
