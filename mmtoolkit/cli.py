@@ -158,31 +158,22 @@ def _list(topic: str | None, configs_dir: str | None) -> int:
     return 0
 
 
-def _run(paths: list[str], results: str, quiet: bool, args=None) -> int:
-    opts = {}
-    if args is not None:
-        opts = {
-            "jobs": args.jobs,
-            "executor": args.executor,
-            "scheduler": args.scheduler,
-            "fresh": args.fresh,
-            "reuse_stale": args.reuse_stale,
-            "quick": args.quick,
-        }
-        try:
-            check_executor(args.jobs, args.executor, args.scheduler)
-        except ExecutorError as exc:
-            print(f"mmtoolkit: error: {exc}", file=sys.stderr)
-            return 2
-    configs = [load_config(p) for p in paths]  # validate everything before running anything
+def _run(args) -> int:
+    check_executor(args.jobs, args.executor, args.scheduler)
+    opts = {
+        "jobs": args.jobs,
+        "executor": args.executor,
+        "scheduler": args.scheduler,
+        "fresh": args.fresh,
+        "reuse_stale": args.reuse_stale,
+        "quick": args.quick,
+    }
+    configs = [load_config(p) for p in args.configs]  # validate everything before running
     failed = 0
     for cfg in configs:
-        progress = io.StringIO() if quiet else sys.stderr
-        try:
-            result = run_config(cfg, results, progress=progress, **opts)
-        except ExecutorError as exc:  # e.g. the Dask scheduler is unreachable
-            print(f"mmtoolkit: error: {exc}", file=sys.stderr)
-            return 2
+        progress = io.StringIO() if args.quiet else sys.stderr
+        try:  # an ExecutorError (e.g. the Dask scheduler is unreachable) is bad usage: _main
+            result = run_config(cfg, args.results, progress=progress, **opts)
         except KeyboardInterrupt:
             print(
                 f"mmtoolkit: interrupted; finished jobs are kept: run {cfg.path} again to resume",
@@ -207,12 +198,8 @@ def _run(paths: list[str], results: str, quiet: bool, args=None) -> int:
 
 def _report(args) -> int:
     configs = _configs_dir(args.configs)
-    try:
-        board = collect(args.results, configs)
-        paths = write_report(args.results, configs, args.readme, check=args.check, board=board)
-    except ReportError as exc:
-        print(f"mmtoolkit: error: {' '.join(str(exc).split())}", file=sys.stderr)
-        return 2
+    board = collect(args.results, configs)
+    paths = write_report(args.results, configs, args.readme, check=args.check, board=board)
     if args.check:
         print(check_summary(board, args.readme, paths))
         return 1 if paths or any(t.stale for t in board.tables) else 0
@@ -230,19 +217,15 @@ def _plot(args) -> int:
 
 def _reproduce(args) -> int:
     progress = io.StringIO() if args.quiet else sys.stderr
-    try:
-        runs, pngs = reproduce(
-            args.papers,
-            args.results,
-            _configs_dir(args.configs),
-            args.readme,
-            quick=args.quick,
-            jobs=args.jobs,
-            progress=progress,
-        )
-    except ReportError as exc:
-        print(f"mmtoolkit: error: {' '.join(str(exc).split())}", file=sys.stderr)
-        return 2
+    runs, pngs = reproduce(
+        args.papers,
+        args.results,
+        _configs_dir(args.configs),
+        args.readme,
+        quick=args.quick,
+        jobs=args.jobs,
+        progress=progress,
+    )
     failed = sum(len(r.failed) for r in runs)
     for r in runs:
         print(f"{r.config.path}: {len(r.cells)} cells -> {r.csv_path}")
@@ -279,27 +262,25 @@ def _stdout_to_devnull() -> None:
         os.close(devnull)
 
 
+#: The sub-commands, each run with the parsed arguments.
+_COMMANDS = {
+    "run": _run,
+    "list": lambda args: _list(args.topic, args.configs_dir),
+    "report": _report,
+    "plot": _plot,
+    "reproduce": _reproduce,
+    "compare": compare_command.main,
+    "release": release_command.main,
+    "ledger": release_command.ledger_main,
+    "select": release_command.select_main,
+}
+
+
 def _main(argv: list[str] | None) -> int:
     args = _parser().parse_args(argv)
     try:
-        if args.command == "list":
-            return _list(args.topic, args.configs_dir)
-        if args.command == "report":
-            return _report(args)
-        if args.command == "plot":
-            return _plot(args)
-        if args.command == "reproduce":
-            return _reproduce(args)
-        if args.command == "compare":
-            return compare_command.main(args)
-        if args.command == "release":
-            return release_command.main(args)
-        if args.command == "ledger":
-            return release_command.ledger_main(args)
-        if args.command == "select":
-            return release_command.select_main(args)
-        return _run(args.configs, args.results, args.quiet, args)
-    except ConfigError as exc:
+        return _COMMANDS[args.command](args)
+    except (ConfigError, ReportError, ExecutorError) as exc:
         print(f"mmtoolkit: error: {' '.join(str(exc).split())}", file=sys.stderr)
         return 2
 

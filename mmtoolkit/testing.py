@@ -313,7 +313,6 @@ class _Kit(_Checks):
         self.first: _Selection | None = None  # the first selection made
         self.refused: list[tuple[str, Matrix, Privacy, str, str]] = []  # (..., obj, reason)
 
-    # ------------------------------------------------------------------ metadata
     def metadata(self):
         cls = self.cls
         try:
@@ -333,7 +332,6 @@ class _Kit(_Checks):
         except Exception as exc:  # noqa: BLE001 - any crash is the finding
             raise _Failed(f"describe() raised {_short(exc)}") from None
 
-    # ------------------------------------------------------------------ registry
     def registry(self):
         name = getattr(self.cls, "name", None)
         try:
@@ -357,7 +355,6 @@ class _Kit(_Checks):
         if type(inst) is not self.cls:
             raise _Failed(f"selectors.get({name!r}) returned a {type(inst).__name__}")
 
-    # ------------------------------------------------------------------ parameters
     def parameters(self):
         cls = self.cls
         try:
@@ -388,7 +385,6 @@ class _Kit(_Checks):
                 f"(declared: {declared})"
             )
 
-    # ------------------------------------------------------------------ select
     def _plan(self, objective: str, offset: int) -> list[tuple[str, Privacy, bool]]:
         """``(workload label, privacy, fallback)`` to try, in order. Quick: workload ``j``
         under kind ``j + offset`` (cycling), then for each kind the other workloads as
@@ -455,7 +451,6 @@ class _Kit(_Checks):
             obj = "" if objective == "sum" else f" (objective {objective!r})"
             self.note(f"quick mode{obj}: not tried {', '.join(untried)}")
 
-    # ------------------------------------------------------------------ applicability
     def applicability(self):
         seen = set()
         for lab, W, priv, objective, reason in self.refused:
@@ -479,7 +474,6 @@ class _Kit(_Checks):
                 continue
             raise _Failed(f"{where}, but _select succeeds there: do not claim it")
 
-    # ------------------------------------------------------------------ determinism
     def determinism(self):
         firsts = {}  # the first selection on each workload and objective
         for s in self.selections:
@@ -496,7 +490,6 @@ class _Kit(_Checks):
             if why:
                 raise _Failed(f"two selections on {s.where()} ({how}) differ: {why}")
 
-    # ------------------------------------------------------------------ support
     def support(self):
         ok = [evaluate.supports(s.workload, s.strategy) for s in self.selections]
         bad = [s.where() for s, k in zip(self.selections, ok) if not k]
@@ -508,7 +501,6 @@ class _Kit(_Checks):
                 "(some query is outside the strategy's row space)"
             )
 
-    # ------------------------------------------------------------------ sensitivity
     def sensitivity(self):
         checked = 0
         for s in self.selections:
@@ -529,7 +521,6 @@ class _Kit(_Checks):
         if not checked:
             self.note(f"sensitivity: strategies above {DENSE_ENTRIES} entries, not checked")
 
-    # ------------------------------------------------------------------ bad privacy
     def bad_privacy(self):
         s = self.first
         for bad in ("PureDP", 1.0, PureDP):
@@ -558,7 +549,6 @@ class _Kit(_Checks):
                 continue
             raise _Failed(f"select accepted {_kind(priv)}, which is not in its privacy kinds")
 
-    # ------------------------------------------------------------------ Monte Carlo
     def monte_carlo(self):
         looped = set()
         for k, s in enumerate(self.selections):
@@ -801,13 +791,11 @@ def check_against_dense(
     check_gram_ops: bool = True,
 ) -> None:
     """Assert that every algebra operation of the implicit matrix ``M`` equals plain numpy on
-    the reference array ``ref`` (products both ways with vectors and matrices, ``.T``,
-    products with other matrices, the scipy operator, ``gram()`` and, with
-    ``check_gram_ops``, its trace, diagonal and norms, ``trace``/``diag`` when square, column
-    and row norms, sensitivities, ``frobenius_sq``, and with ``check_pinv`` ``pinv()`` and
-    ``pinv_operator()`` against numpy's pseudo-inverse when it is well posed; ``pinv_exact``:
-    the kind handles a rank deficiency structurally). Tolerances: the oracle's comment in
-    :mod:`mmtoolkit.testing`. An ``AssertionError`` names the first operation that differs."""
+    the reference array ``ref`` (the list: docs/guide/testing-kit.md, "The dense oracle");
+    an ``AssertionError`` names the first operation that differs. ``check_gram_ops``: also
+    the Gram's trace, diagonal and norms; ``check_pinv``: the pseudo-inverses, when well
+    posed (``pinv_exact``: the kind handles a rank deficiency structurally). Tolerances: the
+    oracle's comment above."""
     rng = np.random.default_rng(0) if rng is None else rng
     ref = np.asarray(ref, dtype=float)
     _check_products(M, ref, rng)

@@ -366,15 +366,9 @@ def _parse_quick(f: Fields, value, columns: dict[str, Column], rows: list[Row], 
 
 
 def quick_config(config: Config) -> Config:
-    """The smoke-run variant of ``config`` used by ``mmtoolkit run --quick``.
-
-    Rule: keep the rows listed in the config's ``quick.rows`` (default: the first row) and
-    the columns in ``quick.columns`` (default: all); apply ``quick.params`` overrides per
-    column; every selector with a ``restarts`` parameter that the overrides leave unset
-    runs with ``restarts: 1``; ``quick.timeout`` (if given) replaces the per-job timeout.
-    Results go to table ``<table>.quick`` (which ``run_config(quick=True)`` writes under the
-    git-ignored ``<results>/quick/``), so a smoke run never overwrites the real table.
-    """
+    """The smoke-run variant of ``config`` used by ``mmtoolkit run --quick``: its ``quick:``
+    rows, columns, parameter overrides (``restarts: 1`` where none is given) and timeout, as
+    table ``<table>.quick`` (docs/guide/configs.md, "Quick runs")."""
     q = config.quick or {}
     cfg = copy.copy(config)
     keep_rows = q.get("rows") or [config.rows[0].name]

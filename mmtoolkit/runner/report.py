@@ -587,14 +587,11 @@ def reproduce(
     progress=None,
 ) -> tuple[list[RunResult], list[Path]]:
     """Run every config of ``papers`` (all when empty) into ``results``, render the figure
-    sheets of those papers whose data exists, then regenerate the scoreboard.
+    sheets of those papers whose data exists, then regenerate the scoreboard (a ``quick``
+    run: only the quick tables; docs/guide/report.md, "mmtoolkit reproduce").
 
-    Every config is validated before anything runs; an unknown paper is a ReportError
-    naming the known ones. ``quick`` (the smoke-run variant) and ``jobs`` (parallel jobs
-    per config) are passed to the runner. A quick reproduction writes only under
-    ``<results>/quick/`` (the runner's quick tables): it draws no figure sheet and leaves
-    the scoreboard and ``readme`` alone.
-    Returns (the runner's RunResults, the figure sheets' PNGs).
+    ``jobs``: parallel jobs per config. Returns (the runner's RunResults, the figure
+    sheets' PNGs). Raises :class:`ReportError` for an unknown paper, before anything runs.
     """
     out = progress if progress is not None else sys.stderr
     paths = config_paths(configs)
