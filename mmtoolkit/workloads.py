@@ -170,13 +170,9 @@ def permuted(W, seed, legacy: bool = False) -> la.Matrix:
 
 def random_predicates(n: int, m: int, seed) -> la.Dense:
     """``m`` uniformly sampled predicate queries on ``n`` cells (Li & Miklau, PVLDB 2012, §5.1
-    "uniformly sampled predicate queries", Table 2 "Predicate").
-
-    A predicate query counts the records of a subset of the cells: a 0/1 row. Sampling a
-    subset uniformly makes every entry an independent fair bit, drawn here as
-    ``np.random.default_rng(seed).integers(0, 2, size=(m, n))``. The paper gives no query
-    count; its Table 2 reproduction uses ``m = n = 2048``, ``seed = 0``. Same ``(n, m, seed)``
-    → same workload. The matrix is explicit (``m · n`` entries, size-guarded).
+    "uniformly sampled predicate queries", Table 2 "Predicate"): 0/1 rows of independent fair
+    bits from ``np.random.default_rng(seed)`` (docs/guide/workloads.md). Same ``(n, m,
+    seed)`` → same workload; explicit (``m · n`` entries, size-guarded).
     Spec: ``random_predicates:n=6,m=4,seed=0``;
     caller's domain: ``random_predicates:m=5,seed=1``.
     """
@@ -249,11 +245,10 @@ def marginal(domain, attrs) -> la.Matrix:
 def marginals(domain, k: int, lower: bool = False) -> la.Matrix:
     """All ``k``-way marginals, or (``lower=True``) all marginals of order ``≤ k``.
 
-    ``lower=True`` includes the 0-way total: 1 + C(d,1) + … + C(d,k) marginals, the "all
-    ≤k-way marginals" workloads of ResidualPlanner §8 and HDMM Table 5. Without it these are
-    HDMM's "k-way Marginals" (C(d,k) products; §8.1). ``marginals(dom, len(dom), lower=True)``
-    is HDMM's "All Marginals". One :class:`~mmtoolkit.linalg.Marginals`, weight 1 per marginal,
-    stacked in ascending bitmask order (bit i set ⇔ attribute i kept).
+    ``lower=True`` includes the 0-way total (ResidualPlanner §8, HDMM Table 5); without it,
+    HDMM §8.1's "k-way Marginals" (the paper names: docs/guide/workloads.md). One
+    :class:`~mmtoolkit.linalg.Marginals`, weight 1 per marginal, stacked in ascending bitmask
+    order (bit i set ⇔ attribute i kept).
     Spec: ``marginals:domain={sizes: [3, 2, 4]},k=2,lower=true``;
     caller's domain: ``marginals:k=2``.
     """
@@ -316,11 +311,9 @@ def range_marginals(domain, k: int, lower: bool = False) -> la.Matrix:
     """Range-marginals on every ``k``-attribute set (``lower=True``: every set of size ≤ k).
 
     On each chosen attribute: all ranges (:func:`all_range`) if it is numeric, the identity
-    if categorical; total elsewhere. HDMM §8.1 "2-way Range-Marginals" (for CPS: the 10
-    products with ``R_100, R_50, I_7, I_4, I_2`` on two attributes) and ResidualPlanner+
-    §7.1 generalized marginals with range basic matrices. (HDMM's "All Range-Marginals" is
-    the single product ``kron([all_range(100), all_range(50), [T;I], …])``, not a union.)
-    Returned as a VStack of Kronecker products, in the order of ``itertools.combinations``.
+    if categorical; total elsewhere (HDMM §8.1 "2-way Range-Marginals", ResidualPlanner+
+    §7.1; the papers' instances: docs/guide/workloads.md). A VStack of Kronecker products,
+    in the order of ``itertools.combinations``.
     Spec: ``range_marginals:domain={sizes: [3, 4], numeric: [true, true]},k=1,lower=true``;
     caller's domain: ``range_marginals:1:lower``.
     """

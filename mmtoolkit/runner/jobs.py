@@ -71,7 +71,8 @@ class JobSpec:
 
 # ----------------------------------------------------------------------------- seeds
 def derive_seed(seed: int, row: str, column: str) -> int:
-    """Per-job seed from the config seed and the cell's row and column names (see module)."""
+    """Per-job seed from the config seed and the cell's row and column names
+    (docs/guide/configs.md, "Seeds")."""
     ss = np.random.SeedSequence(
         int(seed), spawn_key=(zlib.crc32(row.encode()), zlib.crc32(column.encode()))
     )
@@ -128,11 +129,10 @@ def _is_timing(key: str) -> bool:
 
 
 def split_timings(metadata: dict, _path: str = "") -> tuple[dict, dict]:
-    """``(kept, timings)``: a strategy's metadata without the entries that are timings (at
-    any depth; a key is a timing when one of its ``_``-separated words is ``seconds`` or
-    ``time``, e.g. ``parse_seconds``), and those timings by dotted path. Strings in ``kept``
-    lose any memory address (:func:`stable_text`: records stored by older versions
-    may hold one). ``kept`` goes to the committed CSV, ``timings`` to the sidecar."""
+    """``(kept, timings)``: a strategy's metadata without its timing entries (at any depth,
+    :data:`_TIMING_WORDS`), and those timings by dotted path, for the committed CSV and the
+    sidecar. Strings in ``kept`` lose any memory address (:func:`stable_text`: records
+    stored by older versions may hold one)."""
     kept: dict = {}
     timings: dict = {}
     for key, value in metadata.items():
@@ -352,13 +352,8 @@ def job_record(spec: JobSpec, status: str = "ok", error: str | None = None, wall
 
 
 def execute(spec: JobSpec) -> dict:
-    """Run one job in this process; returns its record (never raises for a job failure).
-
-    Record fields: ``key``, ``status`` (``ok`` | ``failed`` | ``timeout`` |
-    ``out of memory``), ``value`` (the quantity, or None), ``seconds`` (selection time, or
-    the SVD bound's computation time), ``wall`` (the whole job), ``error`` (text or None),
-    ``metadata`` (the strategy's metadata, JSON-safe), ``params`` and ``limits``.
-    """
+    """Run one job in this process; returns its record (never raises for a job failure;
+    the fields: :func:`job_record`, docs/guide/configs.md, "The job store")."""
     start = time.perf_counter()
     rec = job_record(spec)
     try:
