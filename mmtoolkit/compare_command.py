@@ -4,7 +4,7 @@
 and prints its table (or writes ``--out`` / ``--plot``, checked before anything is built),
 :func:`parse_domain` reads ``--domain``. Bad input is one line and exit code 2.
 
-User guide: docs/guide/compare.md ("The command line").
+User guide: docs/guide/compare.md.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ products of per-attribute predicate sets (HDMM §3.2–3.3, §4.2; digest §1), 
 prefix-marginals HDMM §8.1 and ResidualPlanner+ §7.1. A domain is a
 :class:`~mmtoolkit.Domain` or a sequence of sizes; attributes are given by name or index.
 
-User guide: docs/guide/workloads.md ("The kinds").
+User guide: docs/guide/workloads.md.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ calling process as each finishes; :func:`check_executor` validates the options. 
 needs a Unix system; elsewhere limits are not available and ``jobs > 1`` runs one job at a
 time in process.
 
-User guide: docs/guide/configs.md ("Executors: where jobs run").
+User guide: docs/guide/configs.md.
 """
 
 from __future__ import annotations

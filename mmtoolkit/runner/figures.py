@@ -5,7 +5,7 @@
 :class:`FigureSheet`. Validation errors are :class:`ConfigError` naming the file and the
 field; drawing is :mod:`.plots`.
 
-User guide: docs/guide/configs.md ("Figures").
+User guide: docs/guide/configs.md.
 """
 
 from __future__ import annotations

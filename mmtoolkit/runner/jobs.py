@@ -6,7 +6,7 @@ A job computes one quantity of one strategy on one workload with the shared eval
 jobs of a config, :func:`execute` runs one, :func:`cell_keys` gives the job keys
 (:data:`KEY_VERSION`) the report checks, :func:`derive_seed` the per-cell seeds.
 
-User guide: docs/guide/configs.md ("What a run computes": job keys, seeds).
+User guide: docs/guide/configs.md.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ it finishes, and writes the CSV and Markdown atomically from the store's records
 committed outputs hold only what the config and the code determine, so reruns rewrite no
 byte (timings go to the store's sidecar); a quick run writes under :data:`QUICK_DIR`.
 
-User guide: docs/guide/configs.md ("What a run computes", "The output CSV").
+User guide: docs/guide/configs.md.
 """
 
 from __future__ import annotations

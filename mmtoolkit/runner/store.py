@@ -7,7 +7,7 @@ last line of a key wins) and rewrites exactly the current jobs at the end of a r
 ``<table>.timings.csv`` (:func:`render_timings`, :func:`read_timings`) holds the timings
 the committed tables leave out.
 
-User guide: docs/guide/configs.md ("The job store").
+User guide: docs/guide/configs.md.
 """
 
 from __future__ import annotations
