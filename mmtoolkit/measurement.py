@@ -26,7 +26,6 @@ import numpy as np
 from .linalg import Identity, Marginals, Matrix, check_dense_size, peel
 from .linalg.marginals import key_attrs
 from .noise import discrete_gaussian, discrete_laplace
-from .privacy import Privacy
 from .threads import Ahead, worker_threads
 
 __all__ = [
@@ -39,9 +38,6 @@ __all__ = [
     "marginal_measurements",
     "NoiseStream",
     "DiscreteNoiseStream",
-    "add_noise",
-    "sample",
-    "noise_stream",
     "continuous_stream",
     "integer_noise_stream",
     "scaled_gaussian",
@@ -158,7 +154,7 @@ def marginal_measurements(A: Matrix, y, std, distribution: str, sizes=None) -> l
 
 
 # ============================================================================ continuous noise
-#: Values of noise drawn at once by :func:`add_noise` (a cache-sized buffer).
+#: Values of noise drawn at once by a :class:`NoiseStream` (a cache-sized buffer).
 NOISE_BLOCK = 1 << 16
 #: Values a prefetching :class:`NoiseStream` draws ahead on its thread at once (16 MB; two
 #: such buffers). Large, so that handing a chunk over costs little beside drawing it.
@@ -186,7 +182,7 @@ def _laplace_into(z, u, rng: np.random.Generator, b: float) -> None:
 
 class NoiseStream:
     """``size`` i.i.d. noise values (``family`` "laplace" or "gaussian", scale ``b`` / ``σ``)
-    added in order to consecutive pieces of the answers (:func:`noise_stream`).
+    added in order to consecutive pieces of the answers (:func:`continuous_stream`).
 
     The values are drawn in blocks of :data:`NOISE_BLOCK` at fixed offsets of the stream (the
     last block shorter), so a piece may end inside a block: the rest of it is kept for the
@@ -284,60 +280,15 @@ def _draw_noise(family, scale, rng, u, z: np.ndarray) -> np.ndarray:
 
 
 
-def sample(privacy: Privacy, rng: np.random.Generator, size, sensitivity: float = 1.0):
-    """Continuous i.i.d. noise of ``privacy``'s family and scale at ``sensitivity``, of shape
-    ``size``, drawn from ``rng`` (a numpy Generator): the values of :func:`add_noise` into
-    zeros."""
-    out = np.zeros(size)
-    add_noise(privacy, out, rng, sensitivity)
-    return out
-
-
-def add_noise(privacy: Privacy, out: np.ndarray, rng: np.random.Generator,
-              sensitivity: float = 1.0) -> None:  # fmt: skip
-    """Add i.i.d. noise of ``privacy``'s family and scale at ``sensitivity`` to ``out`` in
-    place (any C-contiguous float64 or float32 array), drawn :data:`NOISE_BLOCK` values at a
-    time into a cache-sized buffer, so nothing the size of ``out`` is allocated: one
-    :func:`noise_stream` of ``out.size`` values added to ``out`` in C order."""
-    if out.dtype not in (np.float64, np.float32) or not out.flags.c_contiguous:
-        raise ValueError("add_noise needs a C-contiguous float64 or float32 array")
-    noise_stream(privacy, rng, out.size, sensitivity).add(out.reshape(-1))
-
-
-def noise_stream(
-    privacy: Privacy, rng: np.random.Generator, size: int, sensitivity: float = 1.0,
-    prefetch: bool = False,
-) -> NoiseStream:  # fmt: skip
-    """The noise of one draw of ``size`` values (``privacy``'s family and scale at
-    ``sensitivity``) as a :class:`NoiseStream`: its ``add``
-    adds the next values to consecutive pieces of the answers, so a product can add the
-    noise to each piece of its result while that piece is in cache.
-
-    Gaussian: ``scale · rng.standard_normal`` — the values ``rng.normal(0, scale)``
-    draws. Laplace: the inverse CDF of ``rng.random`` uniforms, ``b·log(2U)`` for
-    ``U < 1/2`` and ``−b·log(2 − 2U)`` otherwise — the transform ``rng.laplace`` applies
-    to the same uniforms, vectorised (about 8x faster at 10^8 values; numpy's SIMD
-    ``log`` differs from libm's in the last bit for a few values in a thousand, so the
-    values equal ``rng.laplace``'s to 1 ulp; a uniform equal to 0, probability 2^-53,
-    is redrawn after its block, so a release containing one differs from ``rng.laplace``
-    from then on). The values are drawn in blocks of :data:`NOISE_BLOCK` at fixed
-    offsets of the stream, so they do not depend on how the answers are cut into pieces,
-    and the generator advances exactly as for one draw of ``size`` values. float32
-    answers: the noise is drawn in float64 and rounded.
-
-    ``prefetch=True``: a second thread draws the values ahead, the same ones (see
-    :class:`NoiseStream`), when :func:`~mmtoolkit.threads.worker_threads` allows two; the
-    caller must not use ``rng`` until the stream is used up or closed.
-    """
-    return continuous_stream(privacy.family, privacy.noise_scale(sensitivity), rng, size,
-                             prefetch)  # fmt: skip
-
-
 def continuous_stream(family: str, scale: float, rng: np.random.Generator, size: int,
                       prefetch: bool = False) -> NoiseStream:  # fmt: skip
-    """:func:`noise_stream` of the noise ``family`` (``"laplace"`` or ``"gaussian"``) and
-    ``scale`` (Laplace ``b``, Gaussian ``σ``): what the noise plan
-    (:mod:`mmtoolkit.plan`) opens with the scale it computed."""
+    """The continuous noise of one draw of ``size`` values as a :class:`NoiseStream` of
+    ``family`` (``"laplace"`` or ``"gaussian"``) and ``scale`` (Laplace ``b``, Gaussian
+    ``σ``): what the noise plan (:mod:`mmtoolkit.plan`) opens with the scale it computed.
+    How the values are drawn (equal to ``rng.laplace`` / ``rng.normal``, independent of how
+    the answers are cut into pieces): docs/guide/privacy-and-noise.md. ``prefetch``: see
+    :class:`NoiseStream`; the caller must not use ``rng`` until the stream is used up or
+    closed."""
     if not isinstance(rng, np.random.Generator):
         raise ValueError(
             f"rng must be a numpy.random.Generator (np.random.default_rng(seed)), "
