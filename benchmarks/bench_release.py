@@ -27,7 +27,8 @@ built strategy holds): it times
 (``x̂`` built in ``y``'s memory, as ``mechanism.release`` does; median of ``--repeats``), and
 the floor on the same ``N``-vector in the same process: ``x.sum()``, ``x *= 2`` and drawing
 ``N`` Laplace variates into a new array — with the mechanism's own sampler
-(``measurement.continuous_stream``) and, for reference, with numpy's ``rng.laplace`` (about 4x slower).
+(``measurement.continuous_stream``) and, for reference, with numpy's ``rng.laplace``
+(about 4x slower).
 Ratios printed, with the mechanism's draw (and numpy's):
 
 * kron: (measure + reconstruct) / (draw + 4 passes ``x *= 2``; one pass per factor);
