@@ -1,72 +1,17 @@
 """Measure, reconstruct and release on a chunked ``dask.array`` (past one machine).
 
-The matrix mechanism of HDMM (McKenna et al. 2018, §7.2 and App. A.4–A.5) on a data vector
-or tensor too large for one machine, through whatever Dask scheduler is active (a
-``distributed.Client`` of an existing cluster, or dask's local schedulers): this module only
-builds dask graphs of the strategy kinds' own small operations and lets dask run them. It
-needs the optional extra ``pip install 'mmtoolkit[dask]'``; :mod:`mmtoolkit.mechanism`
-hands a dask array to it (``mechanism.release(W, A, data=dask_array, ...)``, ``measure``,
-``reconstruct``).
+The matrix mechanism of HDMM (McKenna et al. 2018, §7.2 and App. A.4–A.5) on data too large
+for one machine, through whatever Dask scheduler is active: this module only builds dask
+graphs of the strategy kinds' own small operations. Two routes, chosen from the operator's
+``kron_terms()``: Kronecker products of small factors (kmatvec, App. A.5, one rechunk per
+product) and marginals (partial tables summed per block, ``x̂`` expanded from the small
+tables of ``A⁺ y``, App. A.4). :func:`measure`, :func:`reconstruct`, :func:`apply` and
+:func:`release` return lazy dask arrays; the noise is the in-memory path's for the same
+generator state (one stream over the rows, added block by block by a chain of tasks), so a
+Dask release equals the in-memory one. Needs ``pip install 'mmtoolkit[dask]'``;
+:mod:`mmtoolkit.mechanism` hands a dask array here.
 
-Routes, chosen from the operator's own ``kron_terms()`` (never from its type):
-
-* **Kronecker products of small factors** (p-Identity, OPT_⊗, any ``A_1 ⊗ ... ⊗ A_d``, and
-  unions of them for ``W``): the data is viewed as a tensor over the factors' columns,
-  chunked along its first ``k`` axes. The trailing factors ``A_{k+1} ⊗ ... ⊗ A_d`` act inside
-  each block (``map_blocks``, kmatvec of HDMM App. A.5); dask then rechunks the result so the
-  first ``k`` axes are whole in every block (its all-to-all, no scheduler of ours) and the
-  leading factors act along them. The result is chunked along its trailing axes; the
-  pseudo-inverse ``A⁺ = ⊗ A_i⁺`` (the kind's ``pinv_operator()``) runs the same steps in the
-  other order, so ``x̂`` comes back chunked like the data: one rechunk per product. A
-  measurement is rechunked once more, into blocks of consecutive rows, for its noise (below).
-* **Marginals** (every term a marginal ``⊗ (I or 1ᵀ)`` and the measurements small): each
-  block's marginal tables are summed from one another along ``table_plan`` (the block's own
-  ``Marginals``) and placed in zero tables of full size; dask sums these partial answers
-  (one task per block, then a tree), so ``y`` is one small chunk. Reconstruction computes
-  the small tables of ``A⁺ y`` (``MarginalsPinv.tables``, HDMM App. A.4) once and expands
-  ``x̂`` block by block (``expand_tables``); answers of a marginals workload come from ``y``
-  alone (the kind's ``workload_answers``), with no ``x̂``.
-
-Several releases (``releases=R``, as in memory an ``m x R`` array) carry a last axis of ``R``
-columns, whole in every block, through every step.
-
-Noise: the values :func:`mmtoolkit.mechanism.measure` draws in memory from the same generator
-state, so for one seed a Dask release equals the in-memory one: the noise values are the same
-whatever the chunking, the scheduler or the workers, and the products ``A x``, ``A⁺ y``,
-``W x̂`` (HDMM §7.2, computed in another order, and in another order again for another
-chunking) equal the in-memory ones to rounding — so continuous releases agree to rounding
-(about 1e-15 relative) and exact integer measurements bit for bit. Both paths draw one stream
-over the rows in order (``measurement.noise_stream``; exact integer noise:
-:class:`mmtoolkit.measurement.DiscreteNoiseStream`, CKS 2020), in blocks at fixed offsets of the
-stream; here the blocks of ``A x`` (in row order) take their values one after the other, a
-chain of ``dask.delayed`` tasks each handing a copy of the stream to the next, so computing
-a lazy result twice gives the same numbers. Discrete noise reads the row scales block by block
-from the strategy's handler's ``row_scale_terms`` (:class:`mmtoolkit.discrete.RowScales`: the bits
-of ``row_scales``, no array over all rows), so the noise parameters are the in-memory ones.
-The graph draws from a copy of the caller's generator; once the whole graph is built (every
-refusal made, the generator untouched by a refused call) the generator is jumped ahead
-(``bit_generator.jumped()``), so its later draws never repeat the noise. Results are lazy
-dask arrays; the data's blocks are checked (finite, non-negative) as they are read, and
-computed in float64: a float32 dask array gives the in-memory release of the same counts in
-float64, not the in-memory float32 path's (whose products round in float32).
-
-Memory of the noise chain (a limit): the noise is added by one task at a time (about the time
-of the in-memory draw) while the products run in parallel, so blocks of ``A x`` computed
-ahead of the chain wait in their workers' memory (or dask's spill) for their turn. The peak
-per worker grows up to its share of ``y`` (``8 m`` bytes over the workers), not with the
-block size: at 10^9 cells (``y`` of 8.8 GB, two 6 GB workers) 3.9 GB per worker, against
-1.1 GB with per-block seeds before. A bounded lookahead is not available with dask alone:
-through the all-to-all rechunk into row order each row-order block of ``A x`` takes a piece
-of every block of the last product, so the products cannot be held back behind the chain;
-give the workers room for ``y``'s share (or spill space).
-
-A negative weight anywhere in the strategy (outside a factor, on a factor, on a stacked block)
-is carried term by term (``kron_terms(signed=True)``), so the measurement is of ``A`` itself.
-
-Refused, with a message: kinds other than these two routes (e.g. trees, unions without a
-structured pseudo-inverse, which the in-memory path solves by least squares); kinds with a
-mechanism of their own (``release_answers``: ResidualPlanner); ``monte_carlo`` and other
-calls that read the data into memory.
+User guide: docs/guide/at-scale.md.
 """
 
 from __future__ import annotations

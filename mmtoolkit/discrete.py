@@ -1,11 +1,11 @@
 """Exact integer noise calibrated to a strategy (Canonne, Kamath & Steinke 2020, "The Discrete
 Gaussian for Differential Privacy"): which integer noise each row of ``A`` receives
-(:func:`calibrate`, for the noise plan, :mod:`mmtoolkit.plan`) and the
-integer answers it is added to (:func:`integer_answers`).
-The noise itself is one stream over the rows (:class:`mmtoolkit.measurement.DiscreteNoiseStream`),
-which both mechanisms draw: :func:`mmtoolkit.mechanism.measure` (in memory) and
-:mod:`mmtoolkit.dask_release` (a dask data array, block by block), so a given generator
-state gives the same integer noise on either path.
+(:func:`calibrate`, for the noise plan, :mod:`mmtoolkit.plan`), the integer answers it is
+added to (:func:`integer_answers`) and the row scales read a range of rows at a time
+(:class:`RowScales`). The noise itself is one stream over the rows
+(:class:`mmtoolkit.measurement.DiscreteNoiseStream`), the same in memory and on the Dask route.
+
+User guide: docs/guide/privacy-and-noise.md (exact integer noise).
 """
 
 from __future__ import annotations

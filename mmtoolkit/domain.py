@@ -1,17 +1,12 @@
 """Attribute domains: names, sizes, which attributes are ordered, the labels of their values,
 and records → data vector.
 
-A record over attributes ``A_1 … A_d`` (attribute ``i`` takes values ``0 … n_i − 1``) is
-one cell of the product domain of ``N = Π n_i`` cells. Cells are numbered in C order (row
-major, the first attribute most significant, the last varying fastest): the tuple
-``(t_1, …, t_d)`` is cell ``Σ_i t_i Π_{j>i} n_j`` (HDMM App. A.1; ResidualPlanner §2,
-Example 1). ``N`` is kept as a Python int, so a 10^100-cell domain is representable; only
-:meth:`Domain.vectorize` ever allocates a length-``N`` array.
+:class:`Domain` numbers the cells of the product domain in C order (the first attribute most
+significant: HDMM App. A.1; ResidualPlanner §2, Example 1), keeps ``N`` as a Python int (only
+:meth:`Domain.vectorize` allocates ``N`` entries) and carries optional value labels, which
+name the cells of released tables and never change the algebra.
 
-Labels are optional metadata: attribute ``i`` may carry one string per code (its categories
-in the declared order, or bin intervals such as ``"[20, 30)"``, see :mod:`mmtoolkit.records`);
-an attribute without labels is labelled by its codes ``"0" … "n−1"``. Labels never change the
-algebra (sizes and cell order are the same); they name the cells of released tables.
+User guide: docs/guide/records.md (cells and labels).
 """
 
 from __future__ import annotations

@@ -2,17 +2,14 @@
 
 Every value of noise that a release adds to a measurement is drawn here (the exact integer
 samplers themselves live in :mod:`mmtoolkit.noise`): the continuous stream
-(:class:`NoiseStream`, :func:`add_noise`, :func:`sample`, :func:`noise_stream`: Laplace or
-Gaussian of a privacy definition's scale, drawn in blocks at fixed offsets, optionally ahead
-on a second thread), the exact integer stream (:class:`DiscreteNoiseStream`, discrete Laplace
-/ Gaussian per row parameter, Canonne, Kamath & Steinke 2020), and the two primitives a
-strategy kind with a mechanism of its own draws through (:func:`scaled_gaussian`: one
-standard-normal draw scaled per run of rows; :func:`integer_gaussian`: one discrete-Gaussian
-draw) — ResidualPlanner's measurements (He et al. Alg. 1, 3, 5).
+(:class:`NoiseStream`, :func:`continuous_stream`: Laplace or Gaussian, drawn in blocks at
+fixed offsets, optionally ahead on a second thread), the exact integer stream
+(:class:`DiscreteNoiseStream`, Canonne, Kamath & Steinke 2020), and the two primitives a
+strategy kind with a mechanism of its own draws through (:func:`scaled_gaussian`,
+:func:`integer_gaussian`: ResidualPlanner's measurements, He et al. Alg. 1, 3, 5).
+:class:`Measurement` is what every route hands back of what it measured.
 
-:class:`Measurement` is what every route hands back of what it measured: the measured query,
-the attributes it lives on, the noisy values, their noise standard deviation, the
-distribution and how the values were formed.
+User guide: docs/guide/privacy-and-noise.md.
 """
 
 from __future__ import annotations

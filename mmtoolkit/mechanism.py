@@ -1,34 +1,22 @@
 """Measure, reconstruct, answer: the matrix mechanism at scale (HDMM §7.2, Table 1b; App. A.5).
 
-* :func:`measure` — ``y = A x + z``, ``z`` i.i.d. noise calibrated to ``sens_p(A)`` by the
-  privacy definition (Laplace for PureDP, Gaussian for ApproxDP/ZCDP); ``A x`` is an implicit
-  product (Kronecker mat-vec, marginal sums), never a dense ``A``. ``noise="discrete"``
-  draws exact integer noise instead (discrete Laplace for PureDP, discrete Gaussian for zCDP;
-  Canonne, Kamath & Steinke 2020, :mod:`mmtoolkit.noise`), see :func:`discrete_calibration`.
-  Each is computed once by the noise plan (:class:`~mmtoolkit.plan.NoisePlan`), which every
-  function here builds and follows.
-  ``releases=R`` draws R independent releases at once (an ``m x R`` array).
-* :func:`reconstruct` — ``x̂ = A⁺ y`` (least squares, minimum norm) by the strategy kind's own
-  ``pinv_operator()`` when its structure gives ``A⁺`` exactly (identity, Kronecker products
-  factor-wise — HDMM §7.2 —, p-Identity, weighted marginals, invertible trees, Haar and
-  Privelet's padded Haar, Fourier, ResidualPlanner, OPT_+'s union of two Kronecker products);
-  anything else by a dense pseudo-inverse when small, else by the kind's own iterative solver
-  (``least_squares``: OPT_+ unions of more products) or LSMR on the implicit operator.
-* :func:`answer` — ``W x̂``. :func:`answer_marginals` — ``W A⁺ y`` for a marginals workload
-  and a weighted-marginals strategy straight from the noisy marginal tables, in the
-  ``2^d`` spectral algebra (no ``N``-cell vector; what makes HDMM's OPT_M usable on Adult).
-* :func:`release` — records or a data vector → noisy workload answers. The mechanism knows no
-  strategy kind: it asks the kind's release handler (:mod:`mmtoolkit.release_handlers`) —
-  ``release_answers`` for a kind with a mechanism of its own (ResidualPlanner),
-  ``answer_records`` to measure (marginal tables for marginals strategies),
-  ``workload_answers`` to answer without ``x̂`` (marginals) or by the kind's own answering
-  rule (HDMM's separate union: each product from one block), else ``x̂`` and ``W x̂``.
-  :func:`standard_errors` gives each answer's analytic standard error (the shared
-  evaluator's per-query variance); :func:`clip_nonnegative` and :func:`round_to_integers`
-  are optional post-processing steps (they keep privacy but bias the answers).
-* :func:`monte_carlo` — the validation harness: R releases on fixed data, the empirical total
-  squared error with its confidence interval and per-query variances, beside the shared
-  evaluator's analytic values.
+* :func:`measure` — ``y = A x + z``, ``z`` noise calibrated to ``sens_p(A)`` by the privacy
+  definition (continuous, or exact integer noise with ``noise="discrete"``: Canonne, Kamath
+  & Steinke 2020), ``A x`` an implicit product; every function here follows the noise plan
+  (:class:`~mmtoolkit.plan.NoisePlan`). ``releases=R`` draws R releases (``m x R``).
+* :func:`reconstruct` — ``x̂ = A⁺ y`` by the strategy kind's ``pinv_operator()`` when its
+  structure gives ``A⁺`` exactly, else a dense pseudo-inverse when small, the kind's own
+  iterative solver or LSMR.
+* :func:`answer` — ``W x̂``; :func:`answer_marginals` — ``W A⁺ y`` for marginals in the
+  ``2^d`` spectral algebra (HDMM §6.3, App. A.4; no ``N``-cell vector).
+* :func:`release` — records or a data vector → noisy workload answers, by the kind's release
+  handler (:mod:`mmtoolkit.release_handlers`); :func:`standard_errors`,
+  :func:`clip_nonnegative`, :func:`round_to_integers`.
+* :func:`monte_carlo` — the validation harness: empirical against analytic error.
+
+A ``dask.array`` data argument goes to :mod:`mmtoolkit.dask_release`.
+
+User guide: docs/guide/at-scale.md.
 """
 
 from __future__ import annotations

@@ -1,39 +1,14 @@
 """Consistent non-negative marginals and synthetic records by Private-PGM (optional extra).
 
-Least-squares answers (:func:`mmtoolkit.mechanism.release`) are unbiased but can be negative
-and, for strategies other than ResidualPlanner, mutually inconsistent. Private-PGM (McKenna,
-Sheldon & Miklau, "Graphical-model based estimation and inference for differential
-privacy", ICML 2019, §3-4) instead finds a *distribution* ``p`` with ``r`` records whose
-marginals ``μ_C`` minimise the noise-weighted squared loss of the measurements,
+Private-PGM (McKenna, Sheldon & Miklau, ICML 2019, §3-4) fits a distribution whose
+marginals minimise the noise-weighted squared loss of a marginal-type strategy's noisy
+measurements, so every answer is non-negative and all marginals agree. :func:`measure`
+measures records for it, :func:`estimate` fits a graphical model (exact, junction tree) or a
+mixture of products (Aydore et al. 2021, Liu et al. 2021), and :class:`PGMResult` answers
+marginals and samples synthetic records. Calls the ``mbi`` package (``pip install
+'mmtoolkit[pgm]'``); without it, :func:`estimate` raises an ImportError saying so.
 
-    L(μ) = Σ_C ||Q_C μ_C − y_C||² / (2 σ_C²),
-
-so every answer is non-negative and all marginals are marginals of one table (any two
-agree on the attributes they share). The measurements are a marginal-type strategy's noisy
-answers with their noise scales (:func:`measure`, :class:`mmtoolkit.measurement.Measurement`:
-ResidualPlanner, weighted marginals such as HDMM's OPT_M or Datacube, a marginals workload
-measured directly). This module calls the ``mbi`` package (the authors' library), installed
-by ``pip install 'mmtoolkit[pgm]'``.
-
-Models (``model=``):
-
-* ``"graphical"`` — Private-PGM's graphical model over the measured cliques, fitted by
-  mirror descent with exact marginal inference on its junction tree (§4, Alg. 1). Exact, but
-  the junction tree of many overlapping cliques (all 2-way marginals of 14 attributes)
-  covers the whole domain and cannot be stored.
-* ``"mixture"`` — a mixture of product distributions (``mbi``'s
-  ``MixtureOfProductsEstimator``, the RAP-softmax parametrisation: Aydore et al. 2021,
-  Liu et al. 2021) fitted to the same loss by Adam; it scales to any set of cliques, and is
-  still one distribution, so consistency and non-negativity hold exactly.
-* ``"auto"`` (default) — ``"graphical"`` when its junction tree has at most
-  :data:`MAX_MODEL_MB` of parameters, else ``"mixture"``.
-
-The total ``r`` is the inverse-variance weighted mean of the unbiased estimates of the total
-that single measurements give (those whose query rows span the all-ones vector: a
-ResidualPlanner's empty-set measurement, every identity marginal), or ``total=``.
-
-Without the extra, ``import mmtoolkit.pgm`` works and :func:`estimate` raises an ImportError
-saying what to install.
+User guide: docs/guide/pgm.md.
 """
 
 from __future__ import annotations

@@ -1,21 +1,15 @@
 """Privacy definitions: which noise a strategy's answers get, and how much.
 
-One convention everywhere (ARCHITECTURE.md, "Privacy and error"): a strategy ``A`` with
-sensitivity ``Δ = sens_p(A)`` (max column Lp norm, add/remove-one-record neighbours) has
-i.i.d. noise of variance ``noise_variance(Δ)`` added to each of its answers, so the
-expected total squared error of answering ``W`` through ``A`` is
+A strategy ``A`` with sensitivity ``Δ = sens_p(A)`` (add/remove-one-record neighbours) gets
+i.i.d. noise of variance ``noise_variance(Δ)`` on each answer (ARCHITECTURE.md, "Privacy and
+error"). :class:`PureDP` (ε): Laplace, L1 (Dwork & Roth 2014, Thm 3.6); :class:`ApproxDP`
+(ε, δ): Gaussian, L2, calibrated ``"analytic"`` (Balle & Wang, ICML 2018), ``"classic"``
+(Dwork & Roth Thm A.1) or ``"eigen_design"`` (Li & Miklau 2012, Prop. 2); :class:`ZCDP` (ρ):
+Gaussian, L2, ``σ² = Δ²/(2ρ)`` (Bun & Steinke 2016, Prop. 1.6; ResidualPlanner's ``pcost``
+is ``2ρ``). :func:`from_spec` builds one from a configuration mapping, :func:`from_budget`
+from the command line's flags.
 
-    Err(W, A) = noise_variance(1) · sens_p(A)² · tr(WᵀW (AᵀA)⁺).
-
-* :class:`PureDP` (ε): Laplace noise, L1 sensitivity, scale ``b = Δ/ε``, variance ``2Δ²/ε²``
-  (Dwork & Roth 2014, Thm 3.6; Laplace mechanism as used by HDMM §2 and Li et al. 2010).
-* :class:`ApproxDP` (ε, δ): Gaussian noise, L2 sensitivity, with a named calibration of σ:
-  ``"classic"`` (Dwork & Roth Thm A.1), ``"analytic"`` (Balle & Wang, ICML 2018) or
-  ``"eigen_design"`` (Li & Miklau 2012, Prop. 2).
-* :class:`ZCDP` (ρ): Gaussian noise, L2 sensitivity, ``σ² = Δ²/(2ρ)`` (Bun & Steinke 2016,
-  Prop. 1.6). ResidualPlanner's ``pcost`` is ``2ρ`` (its §2, Def. 2).
-
-:func:`from_spec` builds one of these from a configuration mapping.
+User guide: docs/guide/privacy-and-noise.md.
 """
 
 from __future__ import annotations

@@ -1,54 +1,13 @@
 """Records → data: read a records CSV, a pandas DataFrame or an Arrow table against a domain.
 
-A *domain file* is JSON mapping each attribute name to its declaration, in data-vector order
-(the first attribute is the most significant in the cell order). A declaration is one of
+:func:`read_domain` parses a domain file (sizes, categories or bins per attribute) into a
+:class:`DomainSpec`; :func:`read_csv` and :func:`from_frame` read records against it, check
+every value (a :class:`RecordsError` naming file, line and column, or the row) and return
+:class:`Records` (integer codes; the histogram :meth:`Records.vector` or marginal tables
+:meth:`Records.marginal`). :func:`draft_domain` drafts a domain from a sample for editing (a
+domain read from the data is not private); :func:`synthetic` generates seeded demo data.
 
-* a size ``n`` (or ``{"size": n}``): the column holds integer codes ``0 … n − 1`` (the format
-  of ``adult-domain.json``: ``{"age": 85, "workclass": 9, ...}``);
-* ``{"values": ["Private", "State-gov", ...]}``: categories, coded in the listed order (the
-  labels of released tables); ``"other": "Other"`` (one of the values) maps any value not
-  listed to that category instead of refusing it; ``"numeric": true`` marks the categories
-  as ordered (range and prefix queries then make sense on them);
-* ``{"bins": [b_0, ..., b_n]}``: ``n`` bins of raw numeric values — ``v`` goes to bin ``j``
-  when ``b_j ≤ v < b_{j+1}`` (values outside ``[b_0, b_n)`` are refused), ``v`` compared as
-  the nearest double (``9.99999999999999999999`` is ``10.0``; ``-1e-400`` is ``-0.0``); the
-  bins are labelled by their intervals, ``"[20, 30)"``, and the attribute is numeric.
-
-A value in the data matches the declared value with the same text (stripped of surrounding
-spaces) or, when both are numbers in ASCII decimal notation, the same number: ``1.0``,
-``01`` and ``1e0`` are the declared value ``"1"``, as ``1`` is a declared ``"1.0"`` (so a
-number column that pandas read as floats matches as its file's text does). A number equal
-to several declared values (``1.00`` when ``"1"`` and ``"1.0"`` are both declared) is
-refused rather than guessed; give the value's exact text. Integer codes take any notation of
-a whole number (``2``, ``2.0``); only ASCII digits are digits (``²`` and ``١`` are not), and
-a number with an exponent beyond :class:`~decimal.Decimal`'s range is not a number.
-
-A well-formed file (every row as long as the header, no lines of spaces only) and
-``pd.read_csv(path, dtype=str, keep_default_na=False, index_col=False)`` of it give the same
-records (pandas skips lines of spaces and, without ``index_col=False``, shifts rows one field
-longer than the header, which :func:`read_csv` refuses). pandas' default read turns some text
-into other values — ``TRUE`` into ``"True"``, ``Infinity`` into ``inf``, ``NA``, ``N/A``,
-``None``, ``NaN``, ``null`` and empty fields into missing values (refused), a float's digits
-beyond double precision into a rounded float — so such values are read differently.
-
-``{"size": n, "numeric": true}`` marks integer codes as ordered. The domain is public
-information: it must come from knowledge of the data's schema, not from the private records
-(:func:`draft_domain` drafts one from a sample for editing, and says so; a release never
-infers a domain).
-
-:func:`read_csv` (UTF-8, a byte-order mark is accepted), :func:`from_frame` (pandas string,
-``Categorical``, integer or float columns; a pyarrow ``Table`` through pandas) check
-everything before returning and name the problem: a column of the domain missing from the
-data, a data column the domain does not declare, a row with the wrong number of fields, an
-empty or missing value (an empty field; None, NaN, ``pd.NA`` in a frame), a value not in
-the attribute's declared values or outside its bins or codes, a byte that is not UTF-8
-(file and line numbers count the header as line 1). A CSV with a
-header and no records gives a :class:`RecordsWarning`. The result, :class:`Records`, holds
-the integer codes (one row per record) and gives the data in the form a strategy needs: the
-dense histogram ``x`` (:meth:`Records.vector`, refused when the domain is too large) or
-marginal tables straight from the records (:meth:`Records.marginal`, what HDMM's marginals
-strategies and ResidualPlanner use, never an ``N``-cell vector). :func:`synthetic` generates
-a small seeded dataset (for demos and the CLI's default).
+User guide: docs/guide/records.md.
 """
 
 from __future__ import annotations

@@ -1,41 +1,16 @@
 """``mmtoolkit.release``: records in, labelled noisy tables out.
 
-:func:`release` reads the data (a :class:`~mmtoolkit.records.Records`, a records CSV, a pandas
-DataFrame or a pyarrow Table, each against a declared domain — never one inferred from the
-data), builds the workload (a SPEC of :mod:`mmtoolkit.workload_specs` or a Matrix), selects a
-strategy with a registered selector, optionally charges a privacy :class:`~mmtoolkit.ledger.
-Ledger` (before any noise is drawn), draws the noise and returns a :class:`ReleaseResult`:
-the answers with their analytic standard errors, the privacy spent, the seeds, the strategy
-and a JSON-ready summary, the measurements (for post-processing such as Private-PGM), and
-labelled tables (:meth:`ReleaseResult.table`, :meth:`ReleaseResult.tables`,
-:meth:`ReleaseResult.to_frame`).
+:func:`release` reads the data against a declared domain, builds the workload, selects a
+strategy, charges an optional :class:`~mmtoolkit.ledger.Ledger` before any noise is drawn,
+draws the noise (the matrix mechanism, Li et al. 2010 §3, with the selected strategy) and
+returns a :class:`ReleaseResult` (answers, standard errors, privacy spent, seeds, strategy,
+measurements, labelled tables, a JSON-ready summary). :func:`select_plan` selects without
+releasing; :func:`workload_tables` groups a marginal-type workload's rows into tables. The
+one seed gives the selection seed (:func:`split_seed`) and the noise, keyed by everything
+that defines the release (:func:`release_key`, :func:`noise_generator`), so releases that
+differ in anything draw independent noise.
 
-**Neighbouring datasets.** Every guarantee is per record under add/remove-one-record
-neighbours (:mod:`mmtoolkit.privacy`): the number of records is itself private, so the
-summary and the ledger's entry do not record it (a workload with the total estimates it
-with noise).
-
-**One seed.** ``seed`` (an int ≥ 0; fresh entropy when None, recorded) gives a *selection*
-seed, ``numpy.random.SeedSequence(seed).spawn(2)[0]`` (passed as the ``seed`` parameter of a
-selector that takes one, unless given in ``params``), and the *noise* generator, keyed by the
-seed **and** the release: an HMAC under the seed of everything that defines it — privacy,
-noise kind, number of releases, selector and parameters, strategy kind, workload and a digest
-of the data (:func:`release_key`, :func:`noise_generator`). Two releases that differ in
-anything draw independent noise, so a seed reused with another budget cannot cancel the
-noise; a :class:`~mmtoolkit.ledger.Ledger` also refuses a second, different release with a
-seed it has charged. The summary records the seed, the keyed data digest, the selection seed
-the selector used (derived, or given in ``params``: ``selection_seed_source``) and every
-parameter the selector used, so the release can be repeated exactly (``mmtoolkit release
---from-summary``; the same data give the same digest and the same answers). The seed
-determines the noise: whoever knows it and the answers can remove the noise, so a summary
-with a seed is as private as the data.
-
-**Labelled tables.** The rows of a marginal-type workload — marginals, and unions of
-Kronecker products of identity (a category per row), prefix (``[b_0, b_{i+1})`` or ``v_0..v_i``)
-and all-range (``[b_i, b_{j+1})`` or ``v_i..v_j``) factors with totals elsewhere, e.g.
-``range_marginals`` and ``prefix_marginals`` — are grouped into tables, one per product
-term, whose cells are labelled by the domain's value labels (categories, bin intervals, or
-codes).
+User guide: docs/guide/release.md.
 """
 
 from __future__ import annotations
