@@ -115,9 +115,8 @@ def _lead_axes(sizes, cells: int) -> int:
 
 def data_chunks(sizes, cells: int = BLOCK_CELLS) -> tuple[int, ...]:
     """The chunking this module gives a data tensor of shape ``sizes``: the fewest first axes
-    split (front first) so that the rest fits a block of about ``cells`` cells (what
-    :func:`reconstruct` gives ``x̂`` by default; a good chunking for data made block by
-    block)."""
+    split so that the rest fits a block of about ``cells`` cells (:func:`reconstruct`'s
+    default for ``x̂``)."""
     sizes = tuple(int(n) for n in sizes)
     return _split(sizes, 0, _lead_axes(sizes, cells), cells)
 
@@ -384,10 +383,9 @@ def _std_block(param_at, std, block_info=None):
 
 
 def noise_std(plan, cells: int = BLOCK_CELLS):
-    """The standard deviation of each row's noise of a
-    :class:`~mmtoolkit.plan.NoisePlan`: continuous, the plan's (one value
-    broadcast); exact integer noise, its calibrated rows' (continuous units of ``A``) as a
-    lazy 1-D dask array in blocks of ``cells`` rows — no array over all rows on the client."""
+    """Each row's noise standard deviation under a :class:`~mmtoolkit.plan.NoisePlan`: the
+    plan's (continuous), or the calibrated rows' as a lazy array in blocks of ``cells`` rows
+    (exact integer noise; no array over all rows on the client)."""
     if plan.noise != "discrete":
         return plan.std()
     _, da = _dask()
@@ -401,12 +399,10 @@ def noise_std(plan, cells: int = BLOCK_CELLS):
 
 # ============================================================================ public
 def apply(M, X, cells: int = BLOCK_CELLS, check: bool = False):
-    """``M X`` lazily for a dask data array ``X`` (a vector or a tensor of ``M.shape[1]``
-    cells, or ``R`` of them as the columns of an ``N x R`` array or a tensor with a last axis
-    of ``R``; ``N x 1`` gives ``m x 1`` as in memory): a dask array in ``M``'s row order,
-    1-D or ``m x R`` — the linear part of :func:`measure`, and :func:`release`'s answering
-    step (``W x̂``). ``check``: refuse blocks holding negative or non-finite counts as they
-    are read."""
+    """``M X`` lazily for a dask data array ``X`` (the cells, or ``R`` releases as a last
+    axis: docs/guide/at-scale.md): a dask array in ``M``'s row order, 1-D or ``m x R`` — the
+    linear part of :func:`measure` and :func:`release`'s ``W x̂``. ``check``: refuse blocks
+    holding negative or non-finite counts as they are read."""
     M = as_matrix(M)
     r = _columns(X, M)
     return _apply(M, X, cells, check, r).reshape((-1,) if r is None else (-1, r))
@@ -446,10 +442,9 @@ def _measure(plan, X, rng, r: int | None, cells: int):
 def measure(A, X, privacy, rng: np.random.Generator, noise: str = "continuous",
             releases: int | None = None, cells: int = BLOCK_CELLS):  # fmt: skip
     """Noisy strategy answers ``y = A x + z`` (HDMM Table 1b, Thm 7) for a dask data array
-    ``X``: a lazy dask array in ``A``'s row order, 1-D, or ``m x R`` for ``releases=R``.
-    ``z`` is the noise :func:`mmtoolkit.mechanism.measure` draws from the same generator
-    state — continuous, or exact integer noise for ``noise="discrete"`` — added block by
-    block in row order (module docstring); :func:`measure_planned` of the plan of ``A``."""
+    ``X``: lazy, in ``A``'s row order, 1-D or ``m x R`` for ``releases=R``, with the noise
+    :func:`mmtoolkit.mechanism.measure` draws from the same generator state (continuous or
+    ``noise="discrete"``); :func:`measure_planned` of the plan of ``A``."""
     return measure_planned(NoisePlan(A, privacy, noise), X, rng, releases, cells)
 
 
@@ -471,14 +466,12 @@ def _no_pinv(A: Matrix) -> ValueError:
 
 
 def reconstruct(A, y, chunks=None, cells: int = BLOCK_CELLS):
-    """``x̂ = A⁺ y`` lazily (HDMM §7.2) by the strategy kind's ``pinv_operator()``: a
-    Kronecker product factor by factor (``y`` a dask array: 1-D, or the tensor a measure of
-    this module keeps), marginals from the small tables of ``A⁺ y`` expanded block by block
-    (``y`` numpy or dask; ``chunks``: the chunking of ``x̂``'s cells, default along the first
-    axes in blocks of about ``cells`` cells). ``y`` may hold ``R`` releases (``m x R``, or a
-    tensor with a last axis of ``R``). Returns ``x̂`` as a dask tensor (with a last axis of
-    ``R`` releases; ``.reshape(-1)`` or ``.reshape(-1, R)`` gives the C-order vectors; an
-    ``m x 1`` ``y`` gives ``x̂`` with a last axis of 1, as in memory)."""
+    """``x̂ = A⁺ y`` lazily (HDMM §7.2) by the kind's ``pinv_operator()``: a Kronecker
+    product factor by factor (``y`` dask, 1-D or this module's tensor), marginals from the
+    small tables of ``A⁺ y`` expanded block by block (``y`` numpy or dask; ``chunks`` of
+    ``x̂``'s cells, default blocks of about ``cells``). ``y`` may hold ``R`` releases.
+    Returns ``x̂`` as a dask tensor (a last axis of ``R`` releases; ``.reshape(-1)`` /
+    ``.reshape(-1, R)`` gives the C-order vectors)."""
     A = as_matrix(A)
     return _reconstruct(A, y, chunks, cells, _columns(y, A, rows=True))
 
@@ -517,17 +510,12 @@ def _reconstruct(A: Matrix, y, chunks, cells: int, r: int | None):
 
 def release(W, A, X, privacy, rng: np.random.Generator, noise: str = "continuous",
             cells: int = BLOCK_CELLS, measurements: bool = False):  # fmt: skip
-    """Noisy answers to the workload ``W`` from the strategy ``A`` on the dask data array
-    ``X`` (HDMM Table 1b): :func:`measure`, then — if the kind answers ``W`` from ``y`` alone
-    (marginals: ``workload_answers``, HDMM App. A.4) — those answers, else :func:`reconstruct`
-    and :func:`apply` of ``W`` (a union of Kronecker products or marginals). A lazy 1-D dask
-    array in ``W``'s row order; nothing runs until it is computed. For the same generator
-    state, the answers of :func:`mmtoolkit.mechanism.release` on the data in memory (the same
-    noise; module docstring). ``measurements``: return ``(answers, y)``, ``y`` the noisy
-    strategy answers (1-D, lazy) the answers come from.
-
-    A kind that releases by a mechanism of its own (``release_answers``: ResidualPlanner,
-    He et al. Alg. 1–3) is refused: its in-memory release is not ``measure`` → ``A⁺``."""
+    """Noisy answers to ``W`` from the strategy ``A`` on the dask data array ``X`` (HDMM
+    Table 1b): :func:`measure`, then the kind's ``workload_answers`` from ``y`` alone
+    (marginals, HDMM App. A.4) or :func:`reconstruct` and :func:`apply` of ``W``. Lazy,
+    1-D, in ``W``'s row order: for the same generator state, the in-memory
+    :func:`mmtoolkit.mechanism.release`'s answers. ``measurements``: return ``(answers,
+    y)``. A kind with a mechanism of its own (ResidualPlanner) is refused."""
     plan = NoisePlan(A, privacy, noise, workload=W, fits=False)
     out, y = release_planned(plan, X, rng, cells)
     return (out, y) if measurements else out
