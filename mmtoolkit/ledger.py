@@ -62,8 +62,8 @@ class LedgerError(ValueError):
 
 def charge_of(privacy: Privacy, releases: int = 1) -> dict:
     """What ``releases`` releases under ``privacy`` charge: ``{"rho": R·ρ}`` (zCDP),
-    ``{"epsilon": R·ε}`` (pure) or ``{"epsilon": R·ε, "delta": R·δ, "rho": R/(2σ²)}``
-    ((ε, δ): the Gaussian mechanism's σ per unit sensitivity also gives its zCDP ρ)."""
+    ``{"epsilon": R·ε}`` (pure) or ``{"epsilon": R·ε, "delta": R·δ, "rho": R/(2σ²)}`` ((ε, δ):
+    the Gaussian mechanism's σ per unit sensitivity gives its zCDP ρ too)."""
     check_privacy(privacy)
     r = check_int(releases, "releases", minimum=1)
     if isinstance(privacy, ZCDP):
@@ -95,13 +95,11 @@ def _zcdp_to_dp(rho: float, delta: float) -> float:
 
 
 class Ledger:
-    """The privacy ledger in the JSON file ``path`` (see the module docstring).
+    """The privacy ledger in the JSON file ``path`` (docs/guide/ledger.md).
 
-    ``Ledger.create(path, rho=1.0)`` starts one (``epsilon=`` for pure DP, ``epsilon=`` and
-    ``delta=`` for (ε, δ)); ``Ledger(path)`` opens an existing one. :meth:`charge` /
-    :meth:`commit` bracket a release (``mmtoolkit.release(..., ledger=...)`` and
-    ``mmtoolkit release --ledger FILE`` do it); :meth:`remaining`, :meth:`spent` and
-    :meth:`report` read it.
+    ``Ledger.create(path, rho=1.0)`` starts one, ``Ledger(path)`` opens one; :meth:`charge`
+    / :meth:`commit` bracket a release; :meth:`remaining`, :meth:`spent` and :meth:`report`
+    read it.
     """
 
     def __init__(self, path):
@@ -152,7 +150,7 @@ class Ledger:
         return cls(path)
 
     def _read(self) -> dict:
-        """The ledger file's data, every field checked (see the module docstring)."""
+        """The ledger file's data, every field checked (docs/guide/ledger.md)."""
         try:
             text = _target(self.path).read_text(encoding="utf-8")
         except FileNotFoundError:
@@ -278,12 +276,11 @@ class Ledger:
         seed_key: str | None = None,
         release_key: str | None = None,
     ) -> int:
-        """Check that ``releases`` releases under ``privacy`` fit in the budget left and
-        record them as a pending entry (written atomically) — call before any noise is
-        drawn. Raises :class:`LedgerError` (nothing written) when they do not fit, or when
-        ``seed_key`` (a seeded release's :func:`~mmtoolkit.releasing.seed_fingerprint`) was
-        charged before for another ``release_key`` (:func:`~mmtoolkit.releasing.release_key`):
-        one seed, one release. Returns the entry id for :meth:`commit`."""
+        """Check that ``releases`` releases under ``privacy`` fit in the budget left and record
+        them as a pending entry (atomically) — call before any noise is drawn. Returns the
+        entry id for :meth:`commit`. Raises :class:`LedgerError` (nothing written) when they
+        do not fit, or when ``seed_key`` (:func:`~mmtoolkit.releasing.seed_fingerprint`) was
+        charged for another ``release_key``: one seed, one release."""
         charge = charge_of(privacy, releases)
         if (seed_key is None) != (release_key is None):
             raise ValueError("seed_key and release_key: give both or neither")

@@ -48,29 +48,12 @@ FORMS = ("strategy", "marginal", "reconstructed")
 
 @dataclass(frozen=True)
 class Measurement:
-    """Noisy measurements, in the form post-processing (Private-PGM, :mod:`mmtoolkit.pgm`)
-    and release results read them.
-
-    ``form``:
-
-    * ``"strategy"`` — ``values`` is ``y = A x + z`` for the strategy matrix ``query``
-      (``A``), ``std`` the noise standard deviation of each row; ``attrs`` None;
-    * ``"marginal"`` — ``values`` is a noisy linear measurement ``Q μ_C + z`` of the
-      marginal ``μ_C`` of the records on the attributes ``attrs`` (the contingency table
-      flattened in C order), ``z`` independent of standard deviation ``std`` per entry (a
-      strategy's row weights divided out): HDMM's OPT_M / Datacube weighted marginals and
-      identity strategies (``query`` None: ``Q`` is the identity; ``values`` may be shaped
-      as the table), and ResidualPlanner's whitened residual measurements (``query`` the
-      Kronecker product of their per-attribute factors);
-    * ``"reconstructed"`` — ``values`` is the least-squares marginal on ``attrs`` from a
-      mechanism whose raw measurements are not marginals (ResidualPlanner's, He et al. §4);
-      ``std`` per cell is its exact standard error, but the noise is correlated across
-      marginals that share attributes.
-
-    ``attrs``: attribute names (a release result) or domain indices, ascending
-    (:func:`mmtoolkit.pgm.measure`). ``std``: a float, or an array of ``values``' shape.
-    ``distribution``: ``"gaussian"``, ``"laplace"``, ``"discrete gaussian"`` or
-    ``"discrete laplace"``.
+    """Noisy measurements, as post-processing (Private-PGM, :mod:`mmtoolkit.pgm`) and release
+    results read them: ``form`` one of :data:`FORMS` (``"strategy"``: ``y = A x + z`` of
+    ``query``; ``"marginal"``: ``Q μ_C + z`` of the marginal on ``attrs``;
+    ``"reconstructed"``: a least-squares marginal, its noise correlated across marginals),
+    ``attrs`` names or domain indices, ``values``, ``std`` (a float or an array of
+    ``values``' shape) and ``distribution``. Each form is described in docs/guide/pgm.md.
     """
 
     form: str
@@ -181,15 +164,12 @@ class NoiseStream:
     """``size`` i.i.d. noise values (``family`` "laplace" or "gaussian", scale ``b`` / ``σ``)
     added in order to consecutive pieces of the answers (:func:`continuous_stream`).
 
-    The values are drawn in blocks of :data:`NOISE_BLOCK` at fixed offsets of the stream (the
-    last block shorter), so a piece may end inside a block: the rest of it is kept for the
-    next piece. Drawn into one cache-sized buffer by default; with ``prefetch`` (and a
-    stream of at least two :data:`PREFETCH_CHUNK`), a second thread draws the next
-    :data:`PREFETCH_CHUNK` values — the same blocks, in order, from the same generator —
-    while the caller computes and adds the current ones (two buffers of that size), so the
-    draw overlaps the product on another core. The thread starts at :meth:`start` or the
-    first :meth:`add` (the generator is untouched until then) and ends with the stream or
-    :meth:`close`."""
+    Drawn in blocks of :data:`NOISE_BLOCK` at fixed offsets (a piece may end inside a block:
+    the rest is kept for the next piece), into one cache-sized buffer; with ``prefetch`` (and
+    at least two :data:`PREFETCH_CHUNK`), a second thread draws the next chunk — the same
+    values — into the buffer the caller is not reading (docs/guide/privacy-and-noise.md).
+    The thread starts at :meth:`start` or the first :meth:`add` (the generator is untouched
+    until then) and ends with the stream or :meth:`close`."""
 
     def __init__(
         self, family: str, scale: float, rng: np.random.Generator, size: int,
@@ -281,11 +261,9 @@ def continuous_stream(family: str, scale: float, rng: np.random.Generator, size:
                       prefetch: bool = False) -> NoiseStream:  # fmt: skip
     """The continuous noise of one draw of ``size`` values as a :class:`NoiseStream` of
     ``family`` (``"laplace"`` or ``"gaussian"``) and ``scale`` (Laplace ``b``, Gaussian
-    ``σ``): what the noise plan (:mod:`mmtoolkit.plan`) opens with the scale it computed.
-    How the values are drawn (equal to ``rng.laplace`` / ``rng.normal``, independent of how
-    the answers are cut into pieces): docs/guide/privacy-and-noise.md. ``prefetch``: see
-    :class:`NoiseStream`; the caller must not use ``rng`` until the stream is used up or
-    closed."""
+    ``σ``): what the noise plan opens with the scale it computed. The values equal
+    ``rng.laplace`` / ``rng.normal``'s, whatever the pieces (docs/guide/privacy-and-noise.md);
+    the caller must not use ``rng`` until the stream is used up or closed."""
     if not isinstance(rng, np.random.Generator):
         raise ValueError(
             f"rng must be a numpy.random.Generator (np.random.default_rng(seed)), "
@@ -329,13 +307,10 @@ class DiscreteNoiseStream:
     """The integer noise of ``rows x releases`` answers (C order: a row's ``releases`` values
     together), added in order to consecutive pieces (:meth:`add`), exact samplers only.
 
-    The values are drawn :data:`DISCRETE_BLOCK` at a time at fixed offsets of the stream;
-    within a block, the positions of each noise parameter (in the order of ``params``) take
-    one vectorised draw of the exact sampler, in order. So the values do not
-    depend on how the answers are cut into pieces — the Dask route adds them block by block
-    and gets the in-memory values — and nothing larger than a block is drawn at once.
-    ``param_at(lo, hi)``: the parameter index (into ``params``) of rows ``lo..hi-1``, so the
-    stream never needs an array over all rows."""
+    Drawn :data:`DISCRETE_BLOCK` at a time at fixed offsets, one vectorised draw per noise
+    parameter within a block, so the values do not depend on how the answers are cut (the
+    Dask route gets the in-memory values). ``param_at(lo, hi)``: the parameter index (into
+    ``params``) of rows ``lo..hi-1``, so the stream never needs an array over all rows."""
 
     def __init__(self, kind: str, params, rng: np.random.Generator, rows: int, releases: int,
                  param_at):  # fmt: skip

@@ -121,7 +121,7 @@ def _parse_values(values, name: str, source: str) -> tuple[str, ...]:
 
 
 def parse_domain(spec: Mapping, source: str = "domain") -> DomainSpec:
-    """A :class:`DomainSpec` from a parsed domain file (see the module docstring)."""
+    """A :class:`DomainSpec` from a parsed domain file (docs/guide/records.md)."""
     if not isinstance(spec, Mapping) or not spec:
         raise RecordsError(
             f"{source}: a domain must be a non-empty JSON object {{attribute: size}}, "
@@ -183,7 +183,7 @@ def parse_domain(spec: Mapping, source: str = "domain") -> DomainSpec:
 
 
 def read_domain(path) -> DomainSpec:
-    """A :class:`DomainSpec` from a JSON domain file (see the module docstring)."""
+    """A :class:`DomainSpec` from a JSON domain file (docs/guide/records.md)."""
     path = Path(path)
     text = _read_text(path, "the domain file")
     spec = jsonsafe.loads(text, str(path), RecordsError)  # strict: no key twice, no NaN
@@ -336,13 +336,10 @@ def _plain_integers(vals: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _fast_numbers(vals: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """:func:`_number` of a whole ``str`` array at once, as floats, for the common case:
-    ``(ok, x, maybe)`` — ``ok`` marks the ASCII decimal numbers whose exponent (sign and
-    digits) has at most 6 characters, ``x`` holds their values (correctly rounded,
-    ``float(_number(v))``; NaN elsewhere), and ``maybe`` marks the non-empty values made
-    only of the characters of a number (the others are not numbers). A value in ``maybe``
-    but not ``ok`` may still be a number (a longer exponent): callers code those one at a
-    time."""
+    """:func:`_number` of a whole ``str`` array at once, as floats: ``(ok, x, maybe)`` —
+    ``ok`` the ASCII decimal numbers with an exponent of at most 6 characters, ``x`` their
+    correctly rounded values (NaN elsewhere), ``maybe`` the values made only of a number's
+    characters; one in ``maybe`` but not ``ok`` (a longer exponent) is coded alone."""
     ok, value = _plain_integers(vals)
     x = np.where(ok, value, np.nan)
     got = _codepoints(vals)
@@ -366,11 +363,10 @@ def _fast_numbers(vals: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]
 
 
 def _value_coder(labels, other):
-    """``(code, fast)`` for an attribute declared with ``values`` (see :func:`read_csv` for
-    the matching rule): ``code(text)`` is the code of one value or the problem with it, and
-    ``fast(vals)`` codes a whole column at once where it can — exact text, and (with an
-    ``other``) values that are neither text nor number of a declared value — with ``-1``
-    left for the rest."""
+    """``(code, fast)`` for an attribute declared with ``values``: ``code(text)`` is one
+    value's code or the problem with it; ``fast(vals)`` codes a column at once where it can
+    (exact text, and with an ``other`` values that are neither text nor number of a
+    declared value), ``-1`` for the rest."""
     text = np.array(labels, dtype=str)
     order = np.argsort(text)
     ordered = text[order]
@@ -540,11 +536,11 @@ def _read_rows(path: Path, check_header):
 
 def read_csv(path, domain, bins: dict | None = None, other: dict | None = None) -> Records:
     """Read a records CSV (UTF-8, header row of attribute names) against ``domain`` (a
-    domain-file path, a parsed domain mapping, a :class:`DomainSpec`, or a :class:`Domain`),
-    with every check and the matching rule of the module docstring (:class:`RecordsError`
-    names file, line and column). ``bins`` adds bin edges and ``other`` ``{attribute:
-    value}`` maps values an attribute does not declare to one of its declared values (as the
-    domain file's ``"other"``). A header without records gives a :class:`RecordsWarning`."""
+    domain-file path, a parsed mapping, a :class:`DomainSpec` or a :class:`Domain`), with
+    every check and the matching rule of docs/guide/records.md (:class:`RecordsError` names
+    file, line and column). ``bins`` adds bin edges; ``other`` ``{attribute: value}`` maps
+    undeclared values to a declared one. A header without records gives a
+    :class:`RecordsWarning`."""
     spec = _spec(domain, bins, other)
     path = Path(path)
     header, order, rows, lines = _read_rows(
@@ -587,10 +583,9 @@ def _is_missing(v) -> bool:
 
 def _column_text(col) -> np.ndarray:
     """The text of one frame column as the records' reader sees it (object array of ``str``):
-    integers and strings as written, floats in their shortest form (``str``: ``0.1``,
-    ``1.0``), a missing value (:func:`_is_missing`) as ``""`` (an empty value). A column
-    without a dtype (a list) is read value by value, so a NaN in it is missing, not
-    ``"nan"``."""
+    integers and strings as written, floats in their shortest form, a missing value
+    (:func:`_is_missing`) as ``""``; a column without a dtype (a list) value by value, so a
+    NaN in it is missing, not ``"nan"``."""
     c = np.asarray(col) if hasattr(col, "dtype") else np.asarray(list(col), dtype=object)
     if c.dtype.kind == "f":
         text = c.astype(str).astype(object)
@@ -626,13 +621,11 @@ def _frame_columns(frame, source: str = "DataFrame") -> dict:
 
 
 def from_frame(frame, domain, bins: dict | None = None, other: dict | None = None) -> Records:
-    """Records from a pandas DataFrame (string, ``Categorical``, integer or float columns), a
-    pyarrow ``Table`` (read through pandas; ``pip install pyarrow``), or any frame-like object
-    with ``.columns`` and ``frame[col]``; the checks, arguments and matching rule of
-    :func:`read_csv` applied to the text of each value (a float in its shortest form, ``0.1``
-    or ``1.0``), errors naming the row label. Columns are matched to the domain's names by
-    their text, stripped (a column labelled ``0`` is attribute ``"0"``). Missing values (None,
-    NaN, ``pd.NA``, NaT, ``Decimal("NaN")``, in any column) are refused as empty values."""
+    """Records from a pandas DataFrame, a pyarrow ``Table`` or any frame-like object with
+    ``.columns`` and ``frame[col]``: the checks, arguments and matching rule of
+    :func:`read_csv` applied to the text of each value (:func:`_column_text`), columns
+    matched by their stripped text, errors naming the row label, missing values refused
+    (docs/guide/records.md)."""
     spec = _spec(domain, bins, other)
     frame = _as_pandas(frame)
     if not hasattr(frame, "columns") or isinstance(frame, np.ndarray):
@@ -686,21 +679,11 @@ DRAFT_WARNING = (
 
 def draft_domain(source, *, max_values: int = 50, bins: int = 10, out=None) -> dict:
     """Draft a domain file (a dict; written to ``out`` as JSON when given) from a sample of
-    records — a CSV path, a pandas DataFrame or a pyarrow Table — and print
-    :data:`DRAFT_WARNING` to stderr.
-
-    **A domain read from the private data is not private**: the categories present and the
-    value ranges are a function of the records that no noise protects. Use the draft only as
-    a starting point and edit it to hold public knowledge; a release never infers a domain.
-
-    Per column, values are taken as :func:`read_csv` / :func:`from_frame` read them (their
-    text, stripped; empty and missing values are left out, with a note on stderr, as a
-    release refuses them): a number column (every value a number in ASCII notation) with more
-    than ``max_values`` distinct values becomes ``{"bins": ...}`` with ``bins`` equal-width
-    bins from its minimum to just above its maximum; any other column becomes
-    ``{"values": [...]}`` with its distinct values written as in the data (numbers in
-    increasing order, one text per number — its first occurrence — marked numeric; strings
-    sorted). The draft reads the data it was drafted from.
+    records — a CSV path, a DataFrame or a pyarrow Table — and print :data:`DRAFT_WARNING`
+    to stderr: a domain read from the private data is not private, so the draft is only a
+    starting point to edit. A number column with more than ``max_values`` distinct values
+    becomes ``bins`` equal-width bins, any other column its values (the rules:
+    docs/guide/records.md, "Drafting a domain").
     """
     import pandas as pd
 
