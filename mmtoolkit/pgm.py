@@ -57,12 +57,10 @@ def _mbi():
 
 def measure(strategy, data, privacy, rng) -> list[Measurement]:
     """The noisy measurements of a marginal-type strategy (a ``Strategy`` or ``Matrix``) on
-    ``data`` (records or a data vector), with continuous noise calibrated to ``privacy``:
-    a kind with a mechanism of its own (ResidualPlanner) measures by its
-    ``marginal_measurements``; a (weighted) marginals or identity strategy is measured as a
-    release measures it (:func:`mmtoolkit.mechanism.measure`) and its blocks, weights
-    divided out, are the marginals (:func:`mmtoolkit.measurement.marginal_measurements`);
-    any other strategy is refused before any noise is drawn."""
+    ``data`` (records or a data vector), with continuous noise calibrated to ``privacy``: by
+    the kind's own ``marginal_measurements`` (ResidualPlanner), else measured as a release
+    measures it with the blocks' weights divided out; any other strategy is refused before
+    any noise is drawn."""
     plan = NoisePlan(getattr(strategy, "matrix", strategy), privacy)
     A = plan.A
     own = handler(A).marginal_measurements(A, data, plan.spec, rng)
@@ -180,14 +178,13 @@ def estimate(
     iters: int = 1000, components: int = 300, learning_rate: float = 0.1, seed: int = 0,
     total: float | None = None,
 ) -> PGMResult:  # fmt: skip
-    """Fit Private-PGM (McKenna et al. 2019, §3-4; see the module docstring) to noisy
-    marginal measurements and return its non-negative, mutually consistent marginals.
+    """Fit Private-PGM (McKenna et al. 2019, §3-4) to noisy marginal measurements and return
+    its non-negative, mutually consistent marginals (a :class:`PGMResult`).
 
-    ``domain``: a :class:`~mmtoolkit.domain.Domain` (or attribute sizes) the measurements'
-    attribute indices refer to. ``model``: one of :data:`MODELS`. ``iters``: optimiser
-    steps. ``components``, ``learning_rate``, ``seed``: the mixture model's size, Adam step
-    and initialisation seed. ``total``: the number of records if known (else estimated
-    from the measurements, module docstring).
+    ``domain``: the Domain (or sizes) the measurements' attribute indices refer to;
+    ``model``: one of :data:`MODELS`; ``iters``: optimiser steps; ``components``,
+    ``learning_rate``, ``seed``: the mixture's size, Adam step and initialisation seed;
+    ``total``: the number of records if known (else estimated: docs/guide/pgm.md).
     """
     if not isinstance(domain, Domain):
         domain = Domain.from_sizes(domain)

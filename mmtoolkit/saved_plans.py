@@ -111,7 +111,8 @@ def _class(name, where: str) -> type:
 
 
 def _encode(value, arrays: dict, where: str, active: set):
-    """The JSON form of ``value`` (module docstring); its arrays are added to ``arrays``."""
+    """The JSON form of ``value`` (docs/guide/release.md, "The plan file"); its arrays are
+    added to ``arrays``."""
     if value is None or isinstance(value, (bool, str)):
         return value
     if isinstance(value, (np.generic, np.ndarray)) and value.dtype.kind not in "biuf":
