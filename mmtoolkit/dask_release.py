@@ -62,13 +62,10 @@ def _dask():
 # ============================================================================ routes
 def _route(M: Matrix, kron_only: bool = False):
     """``("marginals", sizes, [(θ_t, key_t)])`` when every Kronecker term of ``M`` is a
-    marginal over the same attributes and ``M`` has at most :data:`BLOCK_CELLS` rows (not with
-    ``kron_only``: a product of identities and totals is also a Kronecker product);
-    ``("kron", [(w_t, factors_t)])`` when every term is a product of at least two factors (or
-    one small one); else a ValueError. Term ``t``'s weight is ``sign_t · √c_t``, the root of
-    ``kron_terms``' squared weight with the sign ``kron_terms(signed=True)`` gives (a
-    negative weight inside a Kronecker factor or a stacked block included), so the terms'
-    rows are ``M``'s rows."""
+    marginal over the same attributes and ``M`` has at most :data:`BLOCK_CELLS` rows (not
+    with ``kron_only``), ``("kron", [(w_t, factors_t)])`` when every term is a product of
+    at least two factors (or one small one), else a ValueError. Term weights are
+    ``sign_t · √c_t`` (``kron_terms(signed=True)``'s signs), so the terms' rows are ``M``'s."""
     terms = M.kron_terms()
     signs = [math.copysign(1.0, w) for w, _ in M.kron_terms(signed=True)]
     keys = [marginal_key(factors) for _, factors in terms]
@@ -140,10 +137,8 @@ def _as_tensor(X, sizes, r: int | None = None):
 
 def _columns(X, M: Matrix, rows: bool = False) -> int | None:
     """The number of releases (columns) of ``X``, an array of ``M``'s columns (``rows``: of
-    its rows): its last dimension when the others hold the cells (``N x R`` — ``N x 1``
-    included, as in memory —, or a tensor of the first product's sizes with a last axis of
-    ``R``), else None (one release: a vector or a tensor of the cells, or the wrong size:
-    refused by :func:`_as_tensor`)."""
+    its rows): its last dimension when the others hold the cells (``N x R``, ``N x 1``
+    included, or the first product's tensor with a last axis of ``R``), else None."""
     cells = M.shape[0 if rows else 1]
     if X.ndim < 2 or math.prod(X.shape[:-1]) != cells:
         return None

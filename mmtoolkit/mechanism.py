@@ -239,14 +239,11 @@ def release(
     """Noisy answers to the workload ``W`` (a numpy array in ``W``'s row order).
 
     ``data``: Records or a 1-D data vector (finite, non-negative counts; float32 opts into
-    the float32 path), or a ``dask.array`` (a lazy result equal to the in-memory release for
-    the same seed, Kronecker and marginals strategies only). The route — ``W x + z`` for
-    ``inference="none"``, the kind's own mechanism (ResidualPlanner, He et al. Alg. 1-3),
-    :func:`answer_marginals`, else measure → reconstruct → answer with ``x̂`` built in the
-    measurements' memory — is the kind's release handler's; a release that would not fit in
-    memory is refused before any noise is drawn (docs/guide/at-scale.md).
-    :func:`release_measured` also returns the measurements; ``mmtoolkit.release`` returns
-    labelled tables.
+    the float32 path), or a ``dask.array`` (a lazy result equal to the in-memory release).
+    The route (``inference="none"``, the kind's own mechanism, :func:`answer_marginals`, or
+    measure → reconstruct → answer in the measurements' memory) is the kind's release
+    handler's; a release that would not fit in memory is refused before any noise is drawn
+    (docs/guide/at-scale.md). :func:`release_measured` also returns the measurements.
     """
     W = as_matrix(W)
     check_finite(W)

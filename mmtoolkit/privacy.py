@@ -43,12 +43,9 @@ CALIBRATIONS = ("classic", "analytic", "eigen_design")
 
 # ------------------------------------------------------------------ Gaussian privacy curve
 def _log_gaussian_delta(mu: float, epsilon: float) -> float:
-    """``log δ(ε)`` of the Gaussian mechanism whose sensitivity/σ ratio is ``mu``.
-
-    δ(ε) = Φ(μ/2 − ε/μ) − e^ε Φ(−μ/2 − ε/μ)   (Balle & Wang 2018, Thm 8; the ``μ``-GDP
-    curve of Dong, Roth & Su). Computed in log space with ``log_ndtr`` so that tiny δ
-    (large σ) does not cancel catastrophically.
-    """
+    """``log δ(ε)`` of the Gaussian mechanism whose sensitivity/σ ratio is ``mu``:
+    ``δ(ε) = Φ(μ/2 − ε/μ) − e^ε Φ(−μ/2 − ε/μ)`` (Balle & Wang 2018, Thm 8), in log space
+    (``log_ndtr``) so that a tiny δ does not cancel catastrophically."""
     a = mu / 2.0 - epsilon / mu
     b = -mu / 2.0 - epsilon / mu
     la = float(log_ndtr(a))
@@ -70,12 +67,9 @@ def _gaussian_delta(mu: float, epsilon: float) -> float:
 
 @lru_cache(maxsize=256)
 def _analytic_sigma_unit(epsilon: float, delta: float) -> float:
-    """Smallest σ (for Δ = 1) with δ(ε; σ) ≤ δ: the analytic Gaussian mechanism.
-
-    δ(ε; σ) = Φ(1/(2σ) − εσ) − e^ε Φ(−1/(2σ) − εσ) decreases strictly from 1 (σ → 0) to 0
-    (σ → ∞) (Balle & Wang 2018, Thm 8 and Alg. 1), so the boundary is one root, found by
-    Brent's method on ``log δ(σ) − log δ`` in ``log σ`` after bracketing geometrically.
-    """
+    """Smallest σ (for Δ = 1) with δ(ε; σ) ≤ δ, the analytic Gaussian mechanism (Balle &
+    Wang 2018, Thm 8 and Alg. 1): δ(σ) decreases strictly, so the boundary is one root,
+    found by Brent's method in ``log σ`` after bracketing geometrically."""
     target = math.log(delta)
 
     def f(log_s: float) -> float:
