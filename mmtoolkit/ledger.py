@@ -95,12 +95,9 @@ def _zcdp_to_dp(rho: float, delta: float) -> float:
 
 
 class Ledger:
-    """The privacy ledger in the JSON file ``path`` (docs/guide/ledger.md).
-
-    ``Ledger.create(path, rho=1.0)`` starts one, ``Ledger(path)`` opens one; :meth:`charge`
-    / :meth:`commit` bracket a release; :meth:`remaining`, :meth:`spent` and :meth:`report`
-    read it.
-    """
+    """The privacy ledger in the JSON file ``path`` (docs/guide/ledger.md): :meth:`create`
+    starts one, ``Ledger(path)`` opens one, :meth:`charge` / :meth:`commit` bracket a
+    release, :meth:`remaining`, :meth:`spent` and :meth:`report` read it."""
 
     def __init__(self, path):
         self.path = Path(path)

@@ -211,10 +211,8 @@ def _read_text(path: Path, what: str) -> str:
 # ============================================================================ records
 @dataclass(frozen=True)
 class Records:
-    """Integer-coded records over a :class:`Domain` (``codes[r, i]`` ∈ ``0 … n_i − 1``).
-
-    ``bins`` holds the bin edges of binned attributes (``{name: edges}``), so that released
-    tables can label ranges of bins by their intervals."""
+    """Integer-coded records over a :class:`Domain` (``codes[r, i]`` ∈ ``0 … n_i − 1``), with
+    the bin edges of binned attributes (``{name: edges}``) that label released tables."""
 
     domain: Domain
     codes: np.ndarray
@@ -290,9 +288,7 @@ def _shown(values, limit: int = 8) -> str:
 
 def _number(text: str) -> Decimal | None:
     """The exact value of ``text`` if it is a number in ASCII decimal notation (``12``,
-    ``-0.5``, ``1e3``), else None — other Unicode digits (``²``, ``١``) are not numbers, nor
-    is a number whose exponent is beyond :class:`~decimal.Decimal`'s range
-    (``1e99999999999999999999``: it has no exact value to compare)."""
+    ``-0.5``, ``1e3``; the rule of docs/guide/records.md), else None."""
     if not _NUM_RE.match(text):
         return None
     try:
@@ -535,12 +531,11 @@ def _read_rows(path: Path, check_header):
 
 
 def read_csv(path, domain, bins: dict | None = None, other: dict | None = None) -> Records:
-    """Read a records CSV (UTF-8, header row of attribute names) against ``domain`` (a
-    domain-file path, a parsed mapping, a :class:`DomainSpec` or a :class:`Domain`), with
-    every check and the matching rule of docs/guide/records.md (:class:`RecordsError` names
-    file, line and column). ``bins`` adds bin edges; ``other`` ``{attribute: value}`` maps
-    undeclared values to a declared one. A header without records gives a
-    :class:`RecordsWarning`."""
+    """Read a records CSV (UTF-8, a header of attribute names) against ``domain`` (a domain
+    file, a parsed mapping, a DomainSpec or a Domain) with every check and the matching rule
+    of docs/guide/records.md (:class:`RecordsError` names file, line and column; a header
+    without records warns). ``bins`` adds bin edges; ``other`` ``{attribute: value}`` maps
+    undeclared values to a declared one."""
     spec = _spec(domain, bins, other)
     path = Path(path)
     header, order, rows, lines = _read_rows(
@@ -621,11 +616,9 @@ def _frame_columns(frame, source: str = "DataFrame") -> dict:
 
 
 def from_frame(frame, domain, bins: dict | None = None, other: dict | None = None) -> Records:
-    """Records from a pandas DataFrame, a pyarrow ``Table`` or any frame-like object with
-    ``.columns`` and ``frame[col]``: the checks, arguments and matching rule of
-    :func:`read_csv` applied to the text of each value (:func:`_column_text`), columns
-    matched by their stripped text, errors naming the row label, missing values refused
-    (docs/guide/records.md)."""
+    """Records from a pandas DataFrame, a pyarrow ``Table`` or a frame-like object with
+    ``.columns`` and ``frame[col]``: :func:`read_csv`'s checks, arguments and rule applied to
+    each value's text (:func:`_column_text`), errors naming the row (docs/guide/records.md)."""
     spec = _spec(domain, bins, other)
     frame = _as_pandas(frame)
     if not hasattr(frame, "columns") or isinstance(frame, np.ndarray):
@@ -679,11 +672,9 @@ DRAFT_WARNING = (
 
 def draft_domain(source, *, max_values: int = 50, bins: int = 10, out=None) -> dict:
     """Draft a domain file (a dict; written to ``out`` as JSON when given) from a sample of
-    records — a CSV path, a DataFrame or a pyarrow Table — and print :data:`DRAFT_WARNING`
-    to stderr: a domain read from the private data is not private, so the draft is only a
-    starting point to edit. A number column with more than ``max_values`` distinct values
-    becomes ``bins`` equal-width bins, any other column its values (the rules:
-    docs/guide/records.md, "Drafting a domain").
+    records (a CSV path, a DataFrame or a pyarrow Table) and print :data:`DRAFT_WARNING`: a
+    domain read from the private data is not private, only a starting point to edit. The
+    drafting rules (``max_values``, ``bins``): docs/guide/records.md, "Drafting a domain".
     """
     import pandas as pd
 
@@ -741,9 +732,8 @@ SYNTHETIC_BLOCK = 2**22
 
 
 def synthetic(domain, records: int = 1000, seed: int = 0) -> Records:
-    """A seeded synthetic dataset: each record draws attribute 0 uniformly and every later
-    attribute from a random conditional distribution given the previous one (a Markov
-    chain with Dirichlet(1/2) rows), so that marginals are non-uniform and correlated."""
+    """A seeded synthetic dataset of ``records`` records: attribute 0 uniform, each later one
+    from a random Dirichlet(1/2) conditional on the previous one (correlated marginals)."""
     spec = _spec(domain, None, None)
     domain = spec.domain
     records = check_int(records, "records", minimum=0)
