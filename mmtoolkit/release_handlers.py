@@ -35,17 +35,8 @@ from .linalg import (
 )
 from .linalg.base import SMALL_DENSE_ENTRIES, integer_row_scales
 
-__all__ = [
-    "ReleaseHandler",
-    "WeightedHandler",
-    "VStackHandler",
-    "CountingQueriesHandler",
-    "KroneckerHandler",
-    "TreeHandler",
-    "MarginalsHandler",
-    "handler",
-    "register_handler",
-]
+__all__ = ["ReleaseHandler", "WeightedHandler", "VStackHandler", "CountingQueriesHandler",
+           "KroneckerHandler", "TreeHandler", "MarginalsHandler", "handler", "register_handler"]
 
 
 class ReleaseHandler:

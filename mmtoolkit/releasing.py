@@ -32,12 +32,7 @@ from .checks import check_choice, check_int
 from .domain import Domain
 from .jsonsafe import jsonable, stable_text
 from .ledger import Ledger
-from .linalg import (
-    Dense,
-    Matrix,
-    TooLargeError,
-    normal_form,
-)
+from .linalg import Dense, Matrix, TooLargeError, normal_form
 from .measurement import Measurement, marginal_measurements
 from .plan import NoisePlan
 from .privacy import Privacy, check_privacy
@@ -46,21 +41,9 @@ from .selectors.base import accepts_seed, get_class
 from .strategy import Strategy
 from .workload_specs import SpecError, build_spec, parse_workload
 
-__all__ = [
-    "Measurement",
-    "ReleaseResult",
-    "TableSpec",
-    "data_digest",
-    "matrix_digest",
-    "noise_generator",
-    "release",
-    "release_key",
-    "seed_fingerprint",
-    "select_plan",
-    "split_seed",
-    "workload_matrix",
-    "workload_tables",
-]
+__all__ = ["Measurement", "ReleaseResult", "TableSpec", "data_digest", "matrix_digest",
+           "noise_generator", "release", "release_key", "seed_fingerprint", "select_plan",
+           "split_seed", "workload_matrix", "workload_tables"]
 
 #: What an axis of a labelled table holds, by the kind of the workload factor on that
 #: attribute (:data:`~mmtoolkit.linalg.FACTOR_KINDS`); a total factor is no axis.
