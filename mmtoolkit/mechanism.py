@@ -275,16 +275,8 @@ class MonteCarloResult:
         totals = np.asarray(totals, dtype=float)
         mean, sd = float(totals.mean()), float(totals.std(ddof=1))
         half = NormalDist().inv_cdf((1 + level) / 2) * sd / math.sqrt(totals.size)
-        return cls(
-            releases=int(totals.size),
-            mean_total=mean,
-            sd_total=sd,
-            ci=(mean - half, mean + half),
-            level=level,
-            expected=float(expected),
-            query_var=np.asarray(query_var, dtype=float),
-            expected_var=np.asarray(expected_var, dtype=float),
-        )
+        return cls(int(totals.size), mean, sd, (mean - half, mean + half), level, float(expected),
+                   np.asarray(query_var, dtype=float), np.asarray(expected_var, dtype=float))
 
     @property
     def within_ci(self) -> bool:
