@@ -474,17 +474,10 @@ def _write(files: dict) -> None:
     try:
         write_files_atomic(files)
     except OSError as exc:
-        target = next(
-            (
-                t
-                for t in files
-                if str(exc.filename or "").startswith(str(Path(t).parent / f".{Path(t).name}."))
-                or str(exc.filename2 or "") == str(t)
-                or str(exc.filename or "") == str(t)
-            ),
-            None,
-        )
-        where = str(target) if target is not None else ", ".join(map(str, files))
+        name, name2 = str(exc.filename or ""), str(exc.filename2 or "")
+        ours = [t for t in files if str(t) in (name, name2)
+                or name.startswith(str(Path(t).parent / f".{Path(t).name}."))]  # its temporary
+        where = str(ours[0]) if ours else ", ".join(map(str, files))
         raise ReleaseError(f"cannot write {where}: {exc.strerror or exc}") from None
 
 
