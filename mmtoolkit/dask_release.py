@@ -30,18 +30,8 @@ from .measurement import integer_noise_stream
 from .plan import NoisePlan, check_rng, is_dask_array
 from .release_handlers import handler
 
-__all__ = [
-    "BLOCK_CELLS",
-    "is_dask_array",
-    "data_chunks",
-    "apply",
-    "measure",
-    "reconstruct",
-    "release",
-    "measure_planned",
-    "release_planned",
-    "noise_std",
-]
+__all__ = ["BLOCK_CELLS", "is_dask_array", "data_chunks", "apply", "measure", "reconstruct",
+           "release", "measure_planned", "release_planned", "noise_std"]
 
 #: Cells of a block (2^23 float64 = 64 MB) when this module chooses a chunking, and the
 #: largest measurement vector treated as small (marginals: computed in one piece).

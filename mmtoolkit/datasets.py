@@ -29,11 +29,7 @@ def _fixed(names, sizes, numeric_names=()) -> Callable[[], Domain]:
     unknown = set(numeric_names).difference(names)
     if unknown:
         raise ValueError(f"preset numeric attributes {sorted(unknown)} are not in {names}")
-
-    def build() -> Domain:
-        return Domain(names, sizes, numeric)
-
-    return build
+    return lambda: Domain(names, sizes, numeric)
 
 
 def _synth(n: int, d: int, numeric: bool = False) -> Domain:
@@ -60,30 +56,15 @@ _PRESETS: dict[str, _Preset] = {
         "al. 2023, §8; column order of shared/data/adult/adult-domain.json; 6.4e17 cells).",
     ),
     "cps": _Preset(
-        _fixed(
-            ("income", "age", "marital", "race", "sex"),
-            (100, 50, 7, 4, 2),
-            ("income", "age"),
-        ),
+        _fixed(("income", "age", "marital", "race", "sex"), (100, 50, 7, 4, 2), ("income", "age")),
         "Census CPS: income 100 x age 50 x marital 7 x race 4 x sex 2 (ResidualPlanner §8, "
         "CPS 2023; same shape as HDMM §8.1's March-2000 CPS; 280,000 cells).",
     ),
     "loans": _Preset(
         _fixed(
-            (
-                "loan_amount",
-                "interest_rate",
-                "annual_income",
-                "debt_to_income",
-                "verification_status",
-                "grade",
-                "sub_grade",
-                "home_ownership",
-                "state",
-                "application_type",
-                "loan_status",
-                "purpose",
-            ),
+            ("loan_amount", "interest_rate", "annual_income", "debt_to_income",
+             "verification_status", "grade", "sub_grade", "home_ownership", "state",
+             "application_type", "loan_status", "purpose"),
             (101, 101, 101, 101, 3, 8, 36, 6, 51, 4, 5, 15),
             ("loan_amount", "interest_rate", "annual_income", "debt_to_income"),
         ),
@@ -91,29 +72,19 @@ _PRESETS: dict[str, _Preset] = {
         "101-value attributes); the attribute NAMES are invented, the paper gives only sizes.",
     ),
     "adult_hdmm": _Preset(
-        _fixed(
-            ("age", "education", "race", "sex", "hours-per-week"),
-            (75, 16, 5, 2, 20),
-            ("age", "hours-per-week"),
-        ),
+        _fixed(("age", "education", "race", "sex", "hours-per-week"), (75, 16, 5, 2, 20),
+               ("age", "hours-per-week")),
         "UCI Adult, HDMM's 5-attribute version: age 75 x education 16 x race 5 x sex 2 x "
         "hours-per-week 20 (McKenna et al. 2018, §8.1; 240,000 cells).",
     ),
     "cph": _Preset(
-        _fixed(
-            ("sex", "hispanic", "race", "relationship", "age"),
-            (2, 2, 64, 17, 115),
-            ("age",),
-        ),
+        _fixed(("sex", "hispanic", "race", "relationship", "age"), (2, 2, 64, 17, 115), ("age",)),
         "Census of Population and Housing, Person relation of 2010 SF1 (race = six "
         "binary race flags merged into 64 values; age 0..114; 500,480 cells; HDMM §2, §8.1).",
     ),
     "cph_state": _Preset(
-        _fixed(
-            ("sex", "hispanic", "race", "relationship", "age", "state"),
-            (2, 2, 64, 17, 115, 51),
-            ("age",),
-        ),
+        _fixed(("sex", "hispanic", "race", "relationship", "age", "state"),
+               (2, 2, 64, 17, 115, 51), ("age",)),
         "CPH with State (51 values) appended, the SF1+ domain of HDMM §8.1 (25,524,480 cells).",
     ),
     "nltcs": _Preset(
@@ -130,19 +101,8 @@ _PRESETS: dict[str, _Preset] = {
         "DPBench 2-D dataset BeijingTaxiE, 256 x 256 cells (HDMM §8.1, Tables 3-4b).",
     ),
     "adult_datacube": _Preset(
-        _fixed(
-            (
-                "workclass",
-                "education",
-                "marital-status",
-                "occupation",
-                "relationship",
-                "race",
-                "sex",
-                "salary",
-            ),
-            (9, 16, 7, 15, 6, 5, 2, 2),
-        ),
+        _fixed(("workclass", "education", "marital-status", "occupation", "relationship", "race",
+                "sex", "salary"), (9, 16, 7, 15, 6, 5, 2, 2)),
         "UCI Adult, the 8 categorical attributes of the datacube paper (Cormode et al. 2012, "
         "§5; 1,814,400 cells; the paper binary-encodes them in 4+4+3+4+3+3+1+1 = 23 bits).",
     ),
@@ -191,11 +151,8 @@ def domain(name: str, **params) -> Domain:
             f"dataset {name!r} got unexpected parameter(s) {', '.join(unknown)}; "
             f"accepted: {allowed}"
         )
-    missing = [
-        p
-        for p, spec in accepted.items()
-        if spec.default is inspect.Parameter.empty and p not in params
-    ]
+    empty = inspect.Parameter.empty
+    missing = [p for p, spec in accepted.items() if spec.default is empty and p not in params]
     if missing:
         raise ValueError(f"dataset {name!r} needs parameter(s) {', '.join(missing)}")
     return preset.build(**params)

@@ -19,13 +19,7 @@ import numpy as np
 from .linalg import NotSupportedByKindError, as_matrix, check_dense_size, peel
 from .release_handlers import handler
 
-__all__ = [
-    "PRECISION",
-    "DiscreteCalibration",
-    "calibrate",
-    "integer_answers",
-    "RowScales",
-]
+__all__ = ["PRECISION", "DiscreteCalibration", "calibrate", "integer_answers", "RowScales"]
 
 #: Denominator precision of the rational noise parameters of the discrete samplers: each is
 #: rounded (towards more noise) to a relative precision of about 1/PRECISION.

@@ -41,16 +41,8 @@ TOLERANCE = 1e-9
 #: The fields of a ledger file.
 FILE_FIELDS = ("format", "dataset", "created", "total", "conversion_delta", "entries")
 #: The fields every entry has, and the optional ones (strings when present).
-ENTRY_FIELDS = (
-    "id",
-    "time",
-    "status",
-    "privacy",
-    "privacy_text",
-    "releases",
-    "charge",
-    "description",
-)
+ENTRY_FIELDS = ("id", "time", "status", "privacy", "privacy_text", "releases", "charge",
+                "description")
 OPTIONAL_ENTRY_FIELDS = ("committed", "seed_key", "release_key")
 #: The status of an entry.
 STATUSES = ("pending", "committed")
@@ -131,14 +123,8 @@ class Ledger:
                 f"conversion_delta {conversion_delta:g} must be below the total δ "
                 f"{total['delta']:g}"
             )
-        data = {
-            "format": FORMAT,
-            "dataset": str(dataset),
-            "created": _now(),
-            "total": total,
-            "conversion_delta": conversion_delta,
-            "entries": [],
-        }
+        data = {"format": FORMAT, "dataset": str(dataset), "created": _now(), "total": total,
+                "conversion_delta": conversion_delta, "entries": []}
         target = _target(path)
         with _locked(target):
             if os.path.lexists(path) or target.exists():
@@ -264,15 +250,8 @@ class Ledger:
         return "\n".join(lines)
 
     # ------------------------------------------------------------------ writing
-    def charge(
-        self,
-        privacy: Privacy,
-        releases: int = 1,
-        description: str = "",
-        *,
-        seed_key: str | None = None,
-        release_key: str | None = None,
-    ) -> int:
+    def charge(self, privacy: Privacy, releases: int = 1, description: str = "", *,
+               seed_key: str | None = None, release_key: str | None = None) -> int:
         """Check that ``releases`` releases under ``privacy`` fit in the budget left and record
         them as a pending entry (atomically) — call before any noise is drawn. Returns the
         entry id for :meth:`commit`. Raises :class:`LedgerError` (nothing written) when they
@@ -281,8 +260,7 @@ class Ledger:
         charge = charge_of(privacy, releases)
         if (seed_key is None) != (release_key is None):
             raise ValueError("seed_key and release_key: give both or neither")
-        with _locked(_target(self.path)):
-            self._data = self._read()
+        with self._update():
             total = self._data["total"]
             if seed_key is not None:
                 for e in self._data["entries"]:
@@ -327,26 +305,22 @@ class Ledger:
             if seed_key is not None:
                 entry.update(seed_key=seed_key, release_key=release_key)
             self._data["entries"].append(entry)
-            self._write()
         return entry["id"]
 
     def cancel(self, entry_id: int) -> None:
         """Remove a pending entry whose release failed *before drawing any noise* (the
         caller's random generator is untouched): nothing was spent. A release that may have
         drawn noise must stay charged."""
-        with _locked(_target(self.path)):
-            self._data = self._read()
+        with self._update():
             entries = self._data["entries"]
             keep = [e for e in entries if not (e["id"] == entry_id and e["status"] == "pending")]
             if len(keep) == len(entries):
                 raise LedgerError(f"ledger {self.path} has no pending entry {entry_id}")
             self._data["entries"] = keep
-            self._write()
 
     def commit(self, entry_id: int) -> None:
         """Mark a pending entry as committed (its release completed)."""
-        with _locked(_target(self.path)):
-            self._data = self._read()
+        with self._update():
             for e in self._data["entries"]:
                 if e["id"] == entry_id:
                     e["status"] = "committed"
@@ -354,11 +328,15 @@ class Ledger:
                     break
             else:
                 raise LedgerError(f"ledger {self.path} has no entry {entry_id}")
-            self._write()
 
-    def _write(self) -> None:
-        """Write the data atomically to the file the path leads to (under its lock)."""
-        write_atomic(_target(self.path), _dump(self._data, self.path))
+    @contextmanager
+    def _update(self):
+        """One read-modify-write under the lock: the file re-read into ``self._data``, written
+        back atomically (to the file the path leads to) when the block ends without error."""
+        with _locked(_target(self.path)):
+            self._data = self._read()
+            yield
+            write_atomic(_target(self.path), _dump(self._data, self.path))
 
 
 def _dump(data: dict, path) -> str:

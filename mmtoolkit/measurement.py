@@ -25,21 +25,9 @@ from .linalg.marginals import key_attrs
 from .noise import discrete_gaussian, discrete_laplace
 from .threads import Ahead, worker_threads
 
-__all__ = [
-    "NOISE_BLOCK",
-    "PREFETCH_CHUNK",
-    "DISCRETE_BLOCK",
-    "FORMS",
-    "Measurement",
-    "marginal_layout",
-    "marginal_measurements",
-    "NoiseStream",
-    "DiscreteNoiseStream",
-    "continuous_stream",
-    "integer_noise_stream",
-    "scaled_gaussian",
-    "integer_gaussian",
-]
+__all__ = ["NOISE_BLOCK", "PREFETCH_CHUNK", "DISCRETE_BLOCK", "FORMS", "Measurement",
+           "marginal_layout", "marginal_measurements", "NoiseStream", "DiscreteNoiseStream",
+           "continuous_stream", "integer_noise_stream", "scaled_gaussian", "integer_gaussian"]
 
 # ============================================================================ measurement
 #: How a :class:`Measurement`'s values were formed.

@@ -33,36 +33,15 @@ from .checks import check_int
 from .discrete import DiscreteCalibration
 from .linalg import Matrix, as_matrix
 from .linalg.base import SMALL_DENSE_ENTRIES
-from .plan import (
-    NOISES,
-    NoisePlan,
-    check_rng,
-    data_vector,
-    strategy_matrix,
-    true_answers,
-)
+from .plan import NOISES, NoisePlan, check_rng, data_vector, strategy_matrix, true_answers
 from .privacy import Privacy
 from .records import Records
 from .release_handlers import handler
 
-__all__ = [
-    "NOISES",
-    "measure",
-    "reconstruct",
-    "answer",
-    "answer_marginals",
-    "release",
-    "release_measured",
-    "data_vector",
-    "check_finite",
-    "standard_errors",
-    "clip_nonnegative",
-    "round_to_integers",
-    "discrete_calibration",
-    "DiscreteCalibration",
-    "monte_carlo",
-    "MonteCarloResult",
-]
+__all__ = ["NOISES", "measure", "reconstruct", "answer", "answer_marginals", "release",
+           "release_measured", "data_vector", "check_finite", "standard_errors", "clip_nonnegative",
+           "round_to_integers", "discrete_calibration", "DiscreteCalibration", "monte_carlo",
+           "MonteCarloResult"]
 
 #: LSMR stopping tolerances (the authors use 1e-9, digest §9) and iteration cap.
 LSMR_TOL = 1e-12
@@ -296,16 +275,8 @@ class MonteCarloResult:
         totals = np.asarray(totals, dtype=float)
         mean, sd = float(totals.mean()), float(totals.std(ddof=1))
         half = NormalDist().inv_cdf((1 + level) / 2) * sd / math.sqrt(totals.size)
-        return cls(
-            releases=int(totals.size),
-            mean_total=mean,
-            sd_total=sd,
-            ci=(mean - half, mean + half),
-            level=level,
-            expected=float(expected),
-            query_var=np.asarray(query_var, dtype=float),
-            expected_var=np.asarray(expected_var, dtype=float),
-        )
+        return cls(int(totals.size), mean, sd, (mean - half, mean + half), level, float(expected),
+                   np.asarray(query_var, dtype=float), np.asarray(expected_var, dtype=float))
 
     @property
     def within_ci(self) -> bool:

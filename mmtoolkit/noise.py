@@ -21,16 +21,8 @@ import numpy as np
 
 from .checks import check_float, check_int
 
-__all__ = [
-    "as_fraction",
-    "bernoulli",
-    "bernoulli_exp",
-    "discrete_laplace",
-    "discrete_gaussian",
-    "discrete_gaussian_pmf",
-    "discrete_gaussian_rho",
-    "rational_ceil_sqrt",
-]
+__all__ = ["as_fraction", "bernoulli", "bernoulli_exp", "discrete_laplace", "discrete_gaussian",
+           "discrete_gaussian_pmf", "discrete_gaussian_rho", "rational_ceil_sqrt"]
 
 _CHUNK = 1 << 62
 

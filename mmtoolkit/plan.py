@@ -30,16 +30,8 @@ from .records import Records
 from .release_handlers import ReleaseHandler, handler
 from .strategy import Strategy
 
-__all__ = [
-    "NOISES",
-    "Noise",
-    "NoisePlan",
-    "is_dask_array",
-    "data_vector",
-    "check_rng",
-    "strategy_matrix",
-    "true_answers",
-]
+__all__ = ["NOISES", "Noise", "NoisePlan", "is_dask_array", "data_vector", "check_rng",
+           "strategy_matrix", "true_answers"]
 
 #: Noise kinds a plan draws.
 NOISES = ("continuous", "discrete")

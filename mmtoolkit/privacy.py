@@ -26,16 +26,8 @@ from scipy.special import log_ndtr, ndtr
 
 from .checks import check_float, check_positive, check_probability
 
-__all__ = [
-    "Privacy",
-    "PureDP",
-    "ApproxDP",
-    "ZCDP",
-    "check_privacy",
-    "from_budget",
-    "from_spec",
-    "CALIBRATIONS",
-]
+__all__ = ["Privacy", "PureDP", "ApproxDP", "ZCDP", "check_privacy", "from_budget", "from_spec",
+           "CALIBRATIONS"]
 
 #: The σ calibrations accepted by :class:`ApproxDP`.
 CALIBRATIONS = ("classic", "analytic", "eigen_design")

@@ -33,21 +33,9 @@ from .domain import Domain
 from .linalg import check_dense_size
 from .linalg.base import check_fits_memory
 
-__all__ = [
-    "RecordsError",
-    "RecordsWarning",
-    "DomainSpec",
-    "Records",
-    "bin_labels",
-    "format_edge",
-    "parse_domain",
-    "read_domain",
-    "read_csv",
-    "from_frame",
-    "from_codes",
-    "draft_domain",
-    "synthetic",
-]
+__all__ = ["RecordsError", "RecordsWarning", "DomainSpec", "Records", "bin_labels", "format_edge",
+           "parse_domain", "read_domain", "read_csv", "from_frame", "from_codes", "draft_domain",
+           "synthetic"]
 
 _NUM_RE = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$", re.ASCII)
 

@@ -39,6 +39,9 @@ __all__ = ["add_parser", "add_ledger_parser", "add_select_parser", "main", "ledg
 DEMO_DOMAIN = {"age": 10, "sex": 2, "education": 6, "region": 5, "income": 4, "hours": 8}
 #: Answer-file columns that a domain attribute may not be named.
 RESERVED_COLUMNS = ("query", "marginal", "answer", "stderr")
+#: The post-processing flags, in the order applied, and the :mod:`mmtoolkit.mechanism`
+#: function (named as the summary's ``postprocessing`` lists it) each applies.
+POSTPROCESSING = (("nonnegative", "clip_nonnegative"), ("round", "round_to_integers"))
 
 
 class ReleaseError(ValueError):
@@ -65,9 +68,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
         ),
     )
     p.add_argument("--data", metavar="FILE.csv", help="records CSV (default: synthetic data)")
-    p.add_argument(
-        "--domain", metavar="DOMAIN.json", help="domain file: values, bins or size per attribute"
-    )
+    p.add_argument("--domain", metavar="DOMAIN.json",
+                   help="domain file: values, bins or size per attribute")
     p.add_argument("--records", type=int, default=None, help="synthetic records (default 1000)")
     p.add_argument("--data-seed", type=int, default=None, help="seed of the synthetic data")
     _selection_arguments(p)
@@ -79,9 +81,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--out-dir", metavar="DIR", help="write one CSV per marginal into DIR")
     p.add_argument("--summary", metavar="SUMMARY.json", help="summary JSON (default OUT.json)")
     p.add_argument("--ledger", metavar="LEDGER.json", help="privacy ledger to charge")
-    p.add_argument(
-        "--from-summary", metavar="SUMMARY.json", help="repeat the release a summary describes"
-    )
+    p.add_argument("--from-summary", metavar="SUMMARY.json",
+                   help="repeat the release a summary describes")
     return p
 
 
@@ -89,24 +90,15 @@ def _selection_arguments(p) -> None:
     """The arguments that define a selection (shared by ``release`` and ``select``)."""
     p.add_argument("--workload", metavar="SPEC", help="workload (see below)")
     p.add_argument("--selector", metavar="NAME", help="registered selector")
-    p.add_argument(
-        "--select-for",
-        metavar="SPEC",
-        help="select the strategy for this workload, answer --workload with it (default: "
-        "--workload; e.g. a workload too large to answer)",
-    )
-    p.add_argument(
-        "--param",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="selector parameter (repeatable; VALUE parsed as YAML)",
-    )
+    p.add_argument("--select-for", metavar="SPEC",
+                   help="select the strategy for this workload, answer --workload with it "
+                   "(default: --workload; e.g. a workload too large to answer)")
+    p.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
+                   help="selector parameter (repeatable; VALUE parsed as YAML)")
     add_budget_arguments(p)
     p.add_argument("--noise", choices=("continuous", "discrete"), default=None, help="noise kind")
-    p.add_argument(
-        "--seed", type=int, default=None, help="the one seed: selection and noise (default: fresh)"
-    )
+    p.add_argument("--seed", type=int, default=None,
+                   help="the one seed: selection and noise (default: fresh)")
 
 
 def add_select_parser(subparsers) -> argparse.ArgumentParser:
@@ -164,11 +156,9 @@ def add_ledger_parser(subparsers) -> argparse.ArgumentParser:
     init.add_argument("file", metavar="FILE")
     init.add_argument("--rho", type=float, help="total ρ (zCDP)")
     init.add_argument("--epsilon", type=float, help="total ε (pure DP, or (ε, δ) with --delta)")
-    init.add_argument(
-        "--delta",
-        type=float,
-        help="total δ with --epsilon; with --rho, the δ at which ρ is shown as (ε, δ)",
-    )
+    init.add_argument("--delta", type=float,
+                      help="total δ with --epsilon; with --rho, the δ at which ρ is shown "
+                      "as (ε, δ)")
     init.add_argument("--dataset", default="", help="the dataset's name (for the report)")
     show = sub.add_parser("show", help="print the budget spent and the entries")
     show.add_argument("file", metavar="FILE")
@@ -179,15 +169,10 @@ def ledger_main(args) -> int:
     """Entry point of ``mmtoolkit ledger``; returns the exit code."""
     try:
         if args.ledger_command == "init":
-            rho_delta = args.delta if args.rho is not None else None
-            ledger = Ledger.create(
-                args.file,
-                rho=args.rho,
-                epsilon=args.epsilon,
-                delta=None if args.rho is not None else args.delta,
-                conversion_delta=rho_delta,
-                dataset=args.dataset,
-            )
+            # with --rho, --delta is the δ at which ρ is shown as (ε, δ)
+            delta, rho_delta = (None, args.delta) if args.rho is not None else (args.delta, None)
+            ledger = Ledger.create(args.file, rho=args.rho, epsilon=args.epsilon, delta=delta,
+                                   conversion_delta=rho_delta, dataset=args.dataset)
             text = f"created {ledger.path}: total " + jsonsafe.dumps(ledger.total, "stdout")
         else:
             text = Ledger(args.file).report()
@@ -300,8 +285,8 @@ def _apply_summary(args) -> tuple[dict, Privacy | None, str | None]:
         except (ValueError, TypeError) as exc:
             raise ReleaseError(f"--from-summary {path}: privacy_spec: {exc}") from None
     for step in s.get("postprocessing") or []:
-        args.nonnegative |= step == "clip_nonnegative"
-        args.round |= step == "round_to_integers"
+        for flag, name in POSTPROCESSING:
+            setattr(args, flag, getattr(args, flag) | (step == name))
     return params, privacy, s.get("data_digest") if args.seed == s.get("seed") else None
 
 
@@ -352,17 +337,9 @@ def _output_paths(args) -> tuple[Path | None, Path | None, Path]:
             raise ReleaseError(f"{flag} {path}: {parent} is not a directory")
         if not parent.is_dir():
             raise ReleaseError(f"output directory {parent} does not exist ({flag} {path})")
-    inputs = [
-        (flag, Path(value))
-        for flag, value in (
-            ("--data", args.data),
-            ("--domain", args.domain),
-            ("--ledger", args.ledger),
-            ("--from-summary", args.from_summary),
-            ("--plan", args.plan),
-        )
-        if value is not None
-    ]
+    inputs = [(f"--{flag.replace('_', '-')}", Path(getattr(args, flag)))
+              for flag in ("data", "domain", "ledger", "from_summary", "plan")
+              if getattr(args, flag) is not None]
     for k, (flag, path) in enumerate(outputs):
         for other, opath in outputs[:k]:
             if same_file(path, opath):
@@ -383,7 +360,8 @@ def _output_paths(args) -> tuple[Path | None, Path | None, Path]:
 
 
 def _load_data(args):
-    """``(records, source description, warnings)`` from ``--data``/``--domain`` or synthetic."""
+    """``(records, source description, warnings, synthetic-data settings or None)`` from
+    ``--data``/``--domain`` or synthetic."""
     if args.data is not None:
         synthetic_only = (("--records", args.records), ("--data-seed", args.data_seed))
         given = [flag for flag, value in synthetic_only if value is not None]
@@ -401,13 +379,14 @@ def _load_data(args):
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", records.RecordsWarning)
             data = records.read_csv(args.data, args.domain)
-        return data, str(args.data), [str(w.message) for w in caught]
+        return data, str(args.data), [str(w.message) for w in caught], None
     n = 1000 if args.records is None else args.records
     seed = 0 if args.data_seed is None else args.data_seed
     if n < 0:
         raise ReleaseError(f"--records must be non-negative, got {n}")
     domain = records.read_domain(args.domain) if args.domain else DEMO_DOMAIN
-    return records.synthetic(domain, n, seed), f"synthetic(records={n}, seed={seed})", []
+    source, synth = f"synthetic(records={n}, seed={seed})", {"records": n, "data_seed": seed}
+    return records.synthetic(domain, n, seed), source, [], synth
 
 
 def _csv(frame, integers: bool) -> str:
@@ -495,17 +474,10 @@ def _write(files: dict) -> None:
     try:
         write_files_atomic(files)
     except OSError as exc:
-        target = next(
-            (
-                t
-                for t in files
-                if str(exc.filename or "").startswith(str(Path(t).parent / f".{Path(t).name}."))
-                or str(exc.filename2 or "") == str(t)
-                or str(exc.filename or "") == str(t)
-            ),
-            None,
-        )
-        where = str(target) if target is not None else ", ".join(map(str, files))
+        name, name2 = str(exc.filename or ""), str(exc.filename2 or "")
+        ours = [t for t in files if str(t) in (name, name2)
+                or name.startswith(str(Path(t).parent / f".{Path(t).name}."))]  # its temporary
+        where = str(ours[0]) if ours else ", ".join(map(str, files))
         raise ReleaseError(f"cannot write {where}: {exc.strerror or exc}") from None
 
 
@@ -534,7 +506,7 @@ def run(args) -> dict:
             f"unknown selector {args.selector!r}; available: {', '.join(selectors.available())}"
         )
     ledger = Ledger(args.ledger) if args.ledger is not None else None
-    data, source, notes = _load_data(args)
+    data, source, notes, synth = _load_data(args)
     _check_reserved(data.domain)
     if plan is not None:
         plan.check_domain(data)  # before anything is charged, and before building a workload
@@ -556,36 +528,25 @@ def run(args) -> dict:
             f"the data differ from those --from-summary {args.from_summary} was released from "
             "(another data digest under the same seed): the answers are not the summary's"
         )
-    post = []
+    post = [step for flag, step in POSTPROCESSING if getattr(args, flag)]
     answers = result.answers
-    if args.nonnegative:
-        answers = mechanism.clip_nonnegative(answers)
-        post.append("clip_nonnegative")
-    if args.round:
-        answers = mechanism.round_to_integers(answers)
-        post.append("round_to_integers")
+    for step in post:
+        answers = getattr(mechanism, step)(answers)
     result = dataclasses.replace(result, answers=answers)
 
     summary = dict(result.summary)
     if plan is None:  # release() saw the built Matrix
         summary.update({"workload": args.workload, "workload_is_spec": True})
     summary.update(
-        {
-            "data": source,
-            "data_file": str(Path(args.data).resolve()) if args.data else None,
-            "domain_file": str(Path(args.domain).resolve()) if args.domain else None,
-            "synthetic": None
-            if args.data
-            else {
-                "records": 1000 if args.records is None else args.records,
-                "data_seed": 0 if args.data_seed is None else args.data_seed,
-            },
-            "warnings": notes,
-            "postprocessing": post,
-            "postprocessing_note": (
-                "the expected error refers to the answers before post-processing" if post else None
-            ),
-        }
+        data=source,
+        data_file=str(Path(args.data).resolve()) if args.data else None,
+        domain_file=str(Path(args.domain).resolve()) if args.domain else None,
+        synthetic=synth,
+        warnings=notes,
+        postprocessing=post,
+        postprocessing_note=(
+            "the expected error refers to the answers before post-processing" if post else None
+        ),
     )
     if noise == "discrete":
         summary["discrete_noise"] = _discrete_summary(result.strategy, privacy)

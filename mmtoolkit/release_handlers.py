@@ -35,17 +35,8 @@ from .linalg import (
 )
 from .linalg.base import SMALL_DENSE_ENTRIES, integer_row_scales
 
-__all__ = [
-    "ReleaseHandler",
-    "WeightedHandler",
-    "VStackHandler",
-    "CountingQueriesHandler",
-    "KroneckerHandler",
-    "TreeHandler",
-    "MarginalsHandler",
-    "handler",
-    "register_handler",
-]
+__all__ = ["ReleaseHandler", "WeightedHandler", "VStackHandler", "CountingQueriesHandler",
+           "KroneckerHandler", "TreeHandler", "MarginalsHandler", "handler", "register_handler"]
 
 
 class ReleaseHandler:
@@ -196,10 +187,9 @@ class TreeHandler(ReleaseHandler):
 
     def row_scales(self, A):
         check_dense_size(A.shape[0], 1, "the row scales of a tree strategy")
-        parts = []
-        for w, g in zip(A.weights, A.grid, strict=True):
-            parts.append(np.abs(np.broadcast_to(np.asarray(w, dtype=float), g)).ravel())
-        d = np.concatenate(parts)
+        levels = zip(A.weights, A.grid, strict=True)
+        d = np.concatenate([np.abs(np.broadcast_to(np.asarray(w, float), g)).ravel()
+                            for w, g in levels])
         return None if np.any(d == 0) else d
 
 

@@ -32,12 +32,7 @@ from .checks import check_choice, check_int
 from .domain import Domain
 from .jsonsafe import jsonable, stable_text
 from .ledger import Ledger
-from .linalg import (
-    Dense,
-    Matrix,
-    TooLargeError,
-    normal_form,
-)
+from .linalg import Dense, Matrix, TooLargeError, normal_form
 from .measurement import Measurement, marginal_measurements
 from .plan import NoisePlan
 from .privacy import Privacy, check_privacy
@@ -46,21 +41,9 @@ from .selectors.base import accepts_seed, get_class
 from .strategy import Strategy
 from .workload_specs import SpecError, build_spec, parse_workload
 
-__all__ = [
-    "Measurement",
-    "ReleaseResult",
-    "TableSpec",
-    "data_digest",
-    "matrix_digest",
-    "noise_generator",
-    "release",
-    "release_key",
-    "seed_fingerprint",
-    "select_plan",
-    "split_seed",
-    "workload_matrix",
-    "workload_tables",
-]
+__all__ = ["Measurement", "ReleaseResult", "TableSpec", "data_digest", "matrix_digest",
+           "noise_generator", "release", "release_key", "seed_fingerprint", "select_plan",
+           "split_seed", "workload_matrix", "workload_tables"]
 
 #: What an axis of a labelled table holds, by the kind of the workload factor on that
 #: attribute (:data:`~mmtoolkit.linalg.FACTOR_KINDS`); a total factor is no axis.
@@ -169,14 +152,16 @@ class ReleaseResult:
             )
         return self.tables_spec
 
+    def _labels(self, spec: TableSpec) -> list[list[str]]:
+        """The row labels of each axis of a table."""
+        pairs = zip(spec.attrs, spec.axes, strict=True)
+        return [axis_labels(self.domain, self.bins, i, kind) for i, kind in pairs]
+
     def _frame(self, spec: TableSpec):
         import pandas as pd
 
         names = [self.domain.names[i] for i in spec.attrs]
-        labels = [
-            axis_labels(self.domain, self.bins, i, kind)
-            for i, kind in zip(spec.attrs, spec.axes, strict=True)
-        ]
+        labels = self._labels(spec)
         cols = self._answer_columns(slice(spec.start, spec.stop))
         if not names:
             return pd.DataFrame(cols, index=pd.Index(["(total)"], name="marginal"))
@@ -241,10 +226,7 @@ class ReleaseResult:
             for s in self.tables_spec:
                 names = [self.domain.names[i] for i in s.attrs]
                 marg[s.start : s.stop] = ";".join(names) or "(total)"
-                labels = [
-                    axis_labels(self.domain, self.bins, i, kind)
-                    for i, kind in zip(s.attrs, s.axes, strict=True)
-                ]
+                labels = self._labels(s)
                 grid = np.indices(s.shape).reshape(len(s.shape), -1) if s.shape else None
                 for a, (name, lab) in enumerate(zip(names, labels, strict=True)):
                     cells[name][s.start : s.stop] = np.asarray(lab, dtype=object)[grid[a]]
@@ -272,15 +254,9 @@ def _measurements(meas: Measurement | None, tables, domain, answers, stderr, dis
         if any(k != "value" for k in s.axes):
             continue
         rows = slice(s.start, s.stop)
-        out.append(
-            Measurement(
-                "reconstructed",
-                tuple(domain.names[i] for i in s.attrs),
-                (answers[rows] / s.weight).reshape(s.shape),
-                (stderr[rows] / s.weight).reshape(s.shape),
-                distribution,
-            )
-        )
+        names = tuple(domain.names[i] for i in s.attrs)
+        values, std = ((v[rows] / s.weight).reshape(s.shape) for v in (answers, stderr))
+        out.append(Measurement("reconstructed", names, values, std, distribution))
     return out
 
 
@@ -646,19 +622,7 @@ def release(
         "plan": None if plan is None else {"source": plan.source, "sha256": plan.sha256},
         "seconds": {"load": t_load, "select": t_select, "evaluate": t_eval, "release": t_release},
     }
-    return ReleaseResult(
-        answers=answers,
-        stderr=stderr,
-        workload=W,
-        domain=dom,
-        bins=dict(recs.bins),
-        privacy=privacy,
-        spent=spent,
-        seed=seed,
-        selection_seed=selection_seed,
-        strategy=strategy,
-        measurements=meas,
-        summary=summary,
-        ledger_entry=entry,
-        tables_spec=tables,
-    )
+    return ReleaseResult(answers=answers, stderr=stderr, workload=W, domain=dom,
+                         bins=dict(recs.bins), privacy=privacy, spent=spent, seed=seed,
+                         selection_seed=selection_seed, strategy=strategy, measurements=meas,
+                         summary=summary, ledger_entry=entry, tables_spec=tables)

@@ -37,21 +37,9 @@ from .bound import _finite, svd_bound, svd_bound_error, svd_bound_rmse
 from .dense import DenseRoute
 from .stacked import StackedKroneckerRoute
 
-__all__ = [
-    "RANK_RTOL",
-    "SUPPORT_RTOL",
-    "UnsupportedWorkloadError",
-    "error_ratio",
-    "expected_error",
-    "max_variance",
-    "per_query_variance",
-    "rmse",
-    "supports",
-    "svd_bound",
-    "svd_bound_error",
-    "svd_bound_rmse",
-    "trace_term",
-]
+__all__ = ["RANK_RTOL", "SUPPORT_RTOL", "UnsupportedWorkloadError", "error_ratio", "expected_error",
+           "max_variance", "per_query_variance", "rmse", "supports", "svd_bound", "svd_bound_error",
+           "svd_bound_rmse", "trace_term"]
 
 
 # ============================================================================ public API

@@ -7,14 +7,7 @@ import math
 
 import numpy as np
 
-from ..linalg import (
-    Matrix,
-    TooLargeError,
-    as_matrix,
-    check_dense_size,
-    normal_form,
-    peel,
-)
+from ..linalg import Matrix, TooLargeError, as_matrix, check_dense_size, normal_form, peel
 from ..linalg import base as _linalg_base
 from ..linalg.route import RANK_RTOL
 from ..privacy import Privacy, check_privacy

@@ -4,12 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..linalg import (
-    SUPPORT_RTOL,
-    Matrix,
-    UnsupportedWorkloadError,
-    check_dense_size,
-)
+from ..linalg import SUPPORT_RTOL, Matrix, UnsupportedWorkloadError, check_dense_size
 from ..linalg.kronecker import StrategyFactor
 from ..linalg.route import as_vector
 

@@ -11,15 +11,7 @@ import math
 
 import numpy as np
 
-from ..linalg import (
-    Kronecker,
-    Matrix,
-    TooLargeError,
-    VStack,
-    as_matrix,
-    check_dense_size,
-    peel,
-)
+from ..linalg import Kronecker, Matrix, TooLargeError, VStack, as_matrix, check_dense_size, peel
 from ..linalg import base as _linalg_base
 from ..linalg.kronecker import StrategyFactor, kron_all
 from ..linalg.route import common_sizes
