@@ -19,13 +19,7 @@ from ..threads import Workers, worker_threads
 from . import base
 from .base import CountingQueries, Matrix, as_matrix, check_dense_size, check_p, peel
 from .pidentity import PIdentity
-from .route import (
-    RANK_RTOL,
-    SUPPORT_RTOL,
-    UnsupportedWorkloadError,
-    align,
-    as_vector,
-)
+from .route import RANK_RTOL, SUPPORT_RTOL, UnsupportedWorkloadError, align, as_vector
 
 #: Entries of one block of a factor-wise product step (its temporaries stay in cache).
 BLOCK_ENTRIES = 1 << 17

@@ -23,15 +23,7 @@ from scipy.fft import dct, idct
 from ..checks import check_int
 from ..threads import Workers, worker_threads
 from . import kernels
-from .base import (
-    Matrix,
-    Product,
-    TooLargeError,
-    as_matrix,
-    check_dense_size,
-    check_p,
-    peel,
-)
+from .base import Matrix, Product, TooLargeError, as_matrix, check_dense_size, check_p, peel
 from .kronecker import Identity, Kronecker
 from .normal_form import marginal_key
 from .ranges import Total

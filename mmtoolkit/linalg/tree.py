@@ -17,27 +17,13 @@ import numpy as np
 
 from ..checks import check_int
 from . import base
-from .base import (
-    MAX_DENSE_ENTRIES,
-    Matrix,
-    Product,
-    check_dense_size,
-    check_fits_memory,
-    check_p,
-)
+from .base import MAX_DENSE_ENTRIES, Matrix, Product, check_dense_size, check_fits_memory, check_p
 from .kronecker import Identity, group
 from .route import SUPPORT_RTOL, UnsupportedWorkloadError, align, as_vector
 
 __all__ = [
-    "Intervals",
-    "ReducedFactor",
-    "Tree",
-    "TreeGram",
-    "TreeGramInverse",
-    "TreePinv",
-    "TreeSolver",
-    "interval_tree",
-    "tree_height",
+    "Intervals", "ReducedFactor", "Tree", "TreeGram", "TreeGramInverse", "TreePinv",
+    "TreeSolver", "interval_tree", "tree_height",
 ]
 
 SPLITS = ("near_equal", "small_first", "pad")
