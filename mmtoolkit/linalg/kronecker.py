@@ -507,13 +507,22 @@ class KroneckerRoute:
         sizes = tuple(f.shape[1] for f in factors)
         plan = self._plans.get(sizes)
         if plan is None:
-            plan = self._plans[sizes] = []
-            for gw, ga in align(list(sizes), [f.shape[1] for f in self.a_factors]):
-                key = (ga.start, ga.stop)
-                if key not in self._factors:
-                    self._factors[key] = StrategyFactor(group(self.a_factors[ga]))
-                plan.append((gw, self._factors[key]))
+            plan = self._plans[sizes] = [
+                (gw, self._factor(ga.start, ga.stop))
+                for gw, ga in align(list(sizes), [f.shape[1] for f in self.a_factors])
+            ]
         return [(group(factors[gw]), sf) for gw, sf in plan]
+
+    def _factor(self, start: int, stop: int) -> StrategyFactor:
+        """The (cached) :class:`StrategyFactor` of the strategy factors ``start:stop``."""
+        if (start, stop) not in self._factors:
+            self._factors[start, stop] = StrategyFactor(group(self.a_factors[start:stop]))
+        return self._factors[start, stop]
+
+    def _term_value(self, what: str, c: float, factors) -> float:
+        """``c`` times the product of the pairs' ``what`` values (``"trace"`` or ``"max"``)."""
+        pairs = self._groups(factors)
+        return math.prod((self.pairs.value(what, wf, sf) for wf, sf in pairs), start=c)
 
     @functools.cached_property
     def terms(self):
@@ -523,13 +532,7 @@ class KroneckerRoute:
         """A = ⊗A_i (or I) has full column rank, hence supports every workload."""
         if self.a_factors is None:
             return True
-        return all(self._groups_for_factor(k).null is None for k in range(len(self.a_factors)))
-
-    def _groups_for_factor(self, k: int) -> StrategyFactor:
-        key = (k, k + 1)
-        if key not in self._factors:
-            self._factors[key] = StrategyFactor(self.a_factors[k])
-        return self._factors[key]
+        return all(self._factor(k, k + 1).null is None for k in range(len(self.a_factors)))
 
     def check_support(self) -> None:
         if self._full_column_rank():
@@ -550,15 +553,7 @@ class KroneckerRoute:
     def trace(self) -> float:
         if self.a_factors is None:
             return self.W.frobenius_sq()
-        total = 0.0
-        for c, factors in self.terms:
-            if c == 0.0:
-                continue
-            value = c
-            for wf, sf in self._groups(factors):
-                value *= self.pairs.value("trace", wf, sf)
-            total += value
-        return total
+        return sum((self._term_value("trace", c, fs) for c, fs in self.terms if c != 0.0), 0.0)
 
     def profile(self) -> np.ndarray:
         parts = []
@@ -572,10 +567,4 @@ class KroneckerRoute:
         return np.concatenate(parts)
 
     def max_profile(self) -> float:
-        best = 0.0
-        for c, factors in self.terms:
-            value = c
-            for wf, sf in self._groups(factors):
-                value *= self.pairs.value("max", wf, sf)
-            best = max(best, value)
-        return best
+        return max([0.0] + [self._term_value("max", c, fs) for c, fs in self.terms])

@@ -22,7 +22,7 @@ from scipy.fft import dct, idct
 
 from ..checks import check_int
 from ..threads import Workers, worker_threads
-from . import kernels
+from . import base, kernels
 from .base import Matrix, Product, TooLargeError, as_matrix, check_dense_size, check_p, peel
 from .kronecker import Identity, Kronecker
 from .normal_form import marginal_key
@@ -722,7 +722,7 @@ def _kernel_input(table: np.ndarray) -> np.ndarray:
 
 
 # ======================================================================= MarginalsGram
-class MarginalsGram(Matrix):
+class MarginalsGram(base.Symmetric):
     """``𝔾(v) = Σ_a v_a ℂ(a)``, ``ℂ(a) = ⊗_i (I if bit i of a else J)`` (HDMM §6.3, App. A.4);
     ``v``: a length-2^d array, or a mapping ``{key: v_key}`` (kept: the closure route)."""
 
@@ -860,10 +860,6 @@ class MarginalsGram(Matrix):
     def __neg__(self):
         return self._scaled(-1.0)
 
-    @property
-    def T(self):
-        return self
-
     def gram(self):
         return self @ self
 
@@ -935,9 +931,6 @@ class MarginalsGram(Matrix):
             if n > 1:
                 T = idct(T, type=2, norm="ortho", axis=i)
         return T.reshape(self.shape[0], k)
-
-    def _rmatmat(self, Y):
-        return self._matmat(Y)
 
     def __repr__(self):
         return f"MarginalsGram(sizes={self.sizes})"

@@ -623,7 +623,7 @@ class TreeSolver:
         return _expand(_per_cell(Y, fine), fine)
 
 
-class TreeGram(Matrix):
+class TreeGram(base.Symmetric):
     """``AᵀA = Σ_Q w_Q² 1_Q 1_Qᵀ`` of a :class:`Tree`, ``pinv`` through :class:`TreeSolver`."""
 
     def __init__(self, tree: Tree):
@@ -633,12 +633,6 @@ class TreeGram(Matrix):
 
     def _matmat(self, X):
         return self.tree._rmatmat(self.tree._matmat(X))
-
-    _rmatmat = _matmat
-
-    @property
-    def T(self):
-        return self
 
     def gram(self):
         return Product(self, self)
@@ -664,7 +658,7 @@ class TreeGram(Matrix):
         return f"TreeGram({self.tree!r})"
 
 
-class TreeGramInverse(Matrix):
+class TreeGramInverse(base.Symmetric):
     """``(AᵀA)⁺ = P D⁻¹ M̃⁻¹ D⁻¹ Pᵀ`` for a :class:`Tree`, ``O(N · L)``."""
 
     def __init__(self, tree: Tree, solver: TreeSolver | None = None):
@@ -680,12 +674,6 @@ class TreeGramInverse(Matrix):
         if self.tree.reduced:
             return s.from_reduced(s.solve(s.to_reduced(T))).reshape(-1, k)
         return s.solve(T).reshape(-1, k)
-
-    _rmatmat = _matmat
-
-    @property
-    def T(self):
-        return self
 
     def pinv(self):
         if self.tree.reduced:
