@@ -17,7 +17,7 @@ import numpy as np
 
 from ..threads import Workers, worker_threads
 from . import base
-from .base import CountingQueries, Matrix, as_matrix, check_dense_size, check_p, peel
+from .base import CountingQueries, Matrix, as_matrix, check_dense_size, check_p, float_dtype, peel
 from .pidentity import PIdentity
 from .route import RANK_RTOL, SUPPORT_RTOL, UnsupportedWorkloadError, align, as_vector
 
@@ -120,7 +120,7 @@ def _apply_lean(x, mats, in_sizes, out_sizes, transpose, buf=None, overwrite=Fal
     if overwrite:
         buf = x
     elif own:
-        buf = np.empty(max(n_in, n_out) * t_out, dtype=_float_dtype(x))
+        buf = np.empty(max(n_in, n_out) * t_out, dtype=float_dtype(x))
     rows_in = buf[: n_in * t_out].reshape(n_in, t_out)
     rest = (mats[1:], in_sizes[1:], out_sizes[1:], transpose)
     top = steps is None  # the whole vector, not a slab of a larger one
@@ -158,7 +158,7 @@ def _apply_pidentity_first(x, mats, in_sizes, out_sizes, each=None, out=None):
     A1 = mats[0]
     n, m = A1.n, A1.shape[0]
     t_in, t_out = math.prod(in_sizes[1:]), math.prod(out_sizes[1:])
-    dtype = _float_dtype(x)
+    dtype = float_dtype(x)
     src = x.reshape(n, t_in)
     v = np.matmul((A1.theta * A1.d).astype(dtype, copy=False), src)  # one GEMM
     y = np.empty(m * t_out, dtype=dtype) if out is None else out
@@ -181,17 +181,10 @@ def _apply_pidentity_first(x, mats, in_sizes, out_sizes, each=None, out=None):
 def _pidentity_first(mats, in_sizes) -> bool:
     """Whether :func:`_apply_pidentity_first` serves one large vector (``ΘD x`` ≤ 1/16 of it)."""
     N = math.prod(in_sizes)
-    return (
-        len(mats) > 1
-        and N > BLOCK_ENTRIES
-        and isinstance(mats[0], PIdentity)
-        and 16 * mats[0].p * (N // in_sizes[0]) <= N
+    first = mats[0]
+    return len(mats) > 1 and N > BLOCK_ENTRIES and isinstance(first, PIdentity) and (
+        16 * first.p * (N // in_sizes[0]) <= N
     )
-
-
-def _float_dtype(x) -> np.dtype:
-    """float32 for float32 data (the opt-in float32 path), else float64."""
-    return np.dtype(np.float32) if x.dtype == np.float32 else np.dtype(np.float64)
 
 
 def _fits_in_place(in_sizes, out_sizes) -> bool:
@@ -215,10 +208,8 @@ class Kronecker(Matrix):
         if not factors:
             raise ValueError("Kronecker needs at least one factor")
         self.factors = factors
-        self.shape = (
-            math.prod(f.shape[0] for f in factors),
-            math.prod(f.shape[1] for f in factors),
-        )
+        rows, cols = zip(*(f.shape for f in factors))
+        self.shape = (math.prod(rows), math.prod(cols))
 
     @property
     def _sizes(self) -> tuple[list[int], list[int]]:
@@ -234,7 +225,7 @@ class Kronecker(Matrix):
 
     def answers_streamed(self, x, each, out=None):
         ins, outs = self._sizes
-        if out is not None and (out.dtype != _float_dtype(x) or not out.flags.c_contiguous):
+        if out is not None and (out.dtype != float_dtype(x) or not out.flags.c_contiguous):
             return None
         if x.ndim == 1 and _pidentity_first(self.factors, ins):
             return _apply_pidentity_first(x, self.factors, ins, outs, each, out)
@@ -250,14 +241,8 @@ class Kronecker(Matrix):
             return y
         ins, outs = self._sizes
         lean = y.ndim == 1 and len(ins) > 1 and y.size > BLOCK_ENTRIES
-        if (
-            lean
-            and y.size == self.shape[1]
-            and y.dtype in (np.float64, np.float32)
-            and y.flags.c_contiguous
-            and y.flags.writeable
-            and _fits_in_place(ins, outs)
-        ):
+        ours = y.size == self.shape[1] and y.dtype in (np.float64, np.float32) and y.flags.writeable
+        if lean and ours and y.flags.c_contiguous and _fits_in_place(ins, outs):
             return _apply_lean(y, self.factors, ins, outs, False, overwrite=True)
         return self @ y
 
@@ -559,11 +544,8 @@ class KroneckerRoute:
         parts = []
         for c, factors in self.terms:
             groups = self._groups(factors)
-            vec = kron_all(
-                [self.pairs.value("profile", wf, sf) for wf, sf in groups],
-                [wf.shape[0] for wf, _ in groups],
-            )
-            parts.append(c * vec)
+            values = [self.pairs.value("profile", wf, sf) for wf, sf in groups]
+            parts.append(c * kron_all(values, [wf.shape[0] for wf, _ in groups]))
         return np.concatenate(parts)
 
     def max_profile(self) -> float:
