@@ -80,6 +80,11 @@ def check_fits_memory(nbytes: float, what: str, advice: str) -> None:
         )
 
 
+def float_dtype(x) -> np.dtype:
+    """float32 for float32 data (the opt-in float32 path), else float64."""
+    return np.dtype(np.float32) if x.dtype == np.float32 else np.dtype(np.float64)
+
+
 def _as_2d(x: np.ndarray) -> tuple[np.ndarray, bool]:
     # float32 stays float32 (the opt-in float32 data path of mechanism.measure)
     if not (isinstance(x, np.ndarray) and x.dtype == np.float32):
@@ -257,12 +262,8 @@ class Matrix(ABC):
     def as_operator(self) -> LinearOperator:
         """A :class:`scipy.sparse.linalg.LinearOperator` for iterative solvers (LSMR, CG)."""
         return LinearOperator(
-            self.shape,
-            matvec=lambda x: self.matvec(np.ravel(x)),
-            rmatvec=lambda y: self.rmatvec(np.ravel(y)),
-            matmat=lambda X: self.matvec(X),
-            rmatmat=lambda Y: self.rmatvec(Y),
-            dtype=float,
+            self.shape, matvec=lambda x: self.matvec(np.ravel(x)), matmat=self.matvec,
+            rmatvec=lambda y: self.rmatvec(np.ravel(y)), rmatmat=self.rmatvec, dtype=float,
         )
 
     # ===================================================== the strategy-kind protocol
@@ -622,9 +623,8 @@ class VStack(Matrix):
         self._offsets = np.cumsum([0] + [b.shape[0] for b in blocks])
 
     def _matmat(self, X):
-        o = self._offsets  # float32 for float32 X (the opt-in float32 path), else float64
-        dtype = np.float32 if X.dtype == np.float32 else np.float64
-        out = np.empty((self.shape[0],) + X.shape[1:], dtype=dtype)
+        o = self._offsets
+        out = np.empty((self.shape[0],) + X.shape[1:], dtype=float_dtype(X))
         for i, b in enumerate(self.blocks):
             out[o[i] : o[i + 1]] = b._matmat(X)
         return out
@@ -634,7 +634,7 @@ class VStack(Matrix):
         if x.ndim != 1:
             return None
         if out is None:
-            out = np.empty(self.shape[0], dtype=np.float32 if x.dtype == np.float32 else float)
+            out = np.empty(self.shape[0], dtype=float_dtype(x))
         o = self._offsets
         for i, b in enumerate(self.blocks):
             piece = out[o[i] : o[i + 1]]

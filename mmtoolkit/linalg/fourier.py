@@ -46,11 +46,7 @@ def fwht(X: np.ndarray) -> np.ndarray:
 
 def bit_reverse(keys, d: int) -> np.ndarray:
     """Map bitmasks (bit ``i`` ⇔ attribute ``i``) to C-order positions (bit ``d-1-i``)."""
-    keys = np.asarray(keys, dtype=np.int64)
-    out = np.zeros_like(keys)
-    for i in range(d):
-        out |= ((keys >> i) & 1) << (d - 1 - i)
-    return out
+    return local_index(keys, (1 << d) - 1)
 
 
 def local_index(betas, key: int) -> np.ndarray:

@@ -17,15 +17,9 @@ import numpy as np
 
 from ..threads import Workers, worker_threads
 from . import base
-from .base import CountingQueries, Matrix, as_matrix, check_dense_size, check_p, peel
+from .base import CountingQueries, Matrix, as_matrix, check_dense_size, check_p, float_dtype, peel
 from .pidentity import PIdentity
-from .route import (
-    RANK_RTOL,
-    SUPPORT_RTOL,
-    UnsupportedWorkloadError,
-    align,
-    as_vector,
-)
+from .route import RANK_RTOL, SUPPORT_RTOL, UnsupportedWorkloadError, align, as_vector
 
 #: Entries of one block of a factor-wise product step (its temporaries stay in cache).
 BLOCK_ENTRIES = 1 << 17
@@ -126,7 +120,7 @@ def _apply_lean(x, mats, in_sizes, out_sizes, transpose, buf=None, overwrite=Fal
     if overwrite:
         buf = x
     elif own:
-        buf = np.empty(max(n_in, n_out) * t_out, dtype=_float_dtype(x))
+        buf = np.empty(max(n_in, n_out) * t_out, dtype=float_dtype(x))
     rows_in = buf[: n_in * t_out].reshape(n_in, t_out)
     rest = (mats[1:], in_sizes[1:], out_sizes[1:], transpose)
     top = steps is None  # the whole vector, not a slab of a larger one
@@ -164,7 +158,7 @@ def _apply_pidentity_first(x, mats, in_sizes, out_sizes, each=None, out=None):
     A1 = mats[0]
     n, m = A1.n, A1.shape[0]
     t_in, t_out = math.prod(in_sizes[1:]), math.prod(out_sizes[1:])
-    dtype = _float_dtype(x)
+    dtype = float_dtype(x)
     src = x.reshape(n, t_in)
     v = np.matmul((A1.theta * A1.d).astype(dtype, copy=False), src)  # one GEMM
     y = np.empty(m * t_out, dtype=dtype) if out is None else out
@@ -187,17 +181,10 @@ def _apply_pidentity_first(x, mats, in_sizes, out_sizes, each=None, out=None):
 def _pidentity_first(mats, in_sizes) -> bool:
     """Whether :func:`_apply_pidentity_first` serves one large vector (``ΘD x`` ≤ 1/16 of it)."""
     N = math.prod(in_sizes)
-    return (
-        len(mats) > 1
-        and N > BLOCK_ENTRIES
-        and isinstance(mats[0], PIdentity)
-        and 16 * mats[0].p * (N // in_sizes[0]) <= N
+    first = mats[0]
+    return len(mats) > 1 and N > BLOCK_ENTRIES and isinstance(first, PIdentity) and (
+        16 * first.p * (N // in_sizes[0]) <= N
     )
-
-
-def _float_dtype(x) -> np.dtype:
-    """float32 for float32 data (the opt-in float32 path), else float64."""
-    return np.dtype(np.float32) if x.dtype == np.float32 else np.dtype(np.float64)
 
 
 def _fits_in_place(in_sizes, out_sizes) -> bool:
@@ -221,10 +208,8 @@ class Kronecker(Matrix):
         if not factors:
             raise ValueError("Kronecker needs at least one factor")
         self.factors = factors
-        self.shape = (
-            math.prod(f.shape[0] for f in factors),
-            math.prod(f.shape[1] for f in factors),
-        )
+        rows, cols = zip(*(f.shape for f in factors))
+        self.shape = (math.prod(rows), math.prod(cols))
 
     @property
     def _sizes(self) -> tuple[list[int], list[int]]:
@@ -240,7 +225,7 @@ class Kronecker(Matrix):
 
     def answers_streamed(self, x, each, out=None):
         ins, outs = self._sizes
-        if out is not None and (out.dtype != _float_dtype(x) or not out.flags.c_contiguous):
+        if out is not None and (out.dtype != float_dtype(x) or not out.flags.c_contiguous):
             return None
         if x.ndim == 1 and _pidentity_first(self.factors, ins):
             return _apply_pidentity_first(x, self.factors, ins, outs, each, out)
@@ -256,14 +241,8 @@ class Kronecker(Matrix):
             return y
         ins, outs = self._sizes
         lean = y.ndim == 1 and len(ins) > 1 and y.size > BLOCK_ENTRIES
-        if (
-            lean
-            and y.size == self.shape[1]
-            and y.dtype in (np.float64, np.float32)
-            and y.flags.c_contiguous
-            and y.flags.writeable
-            and _fits_in_place(ins, outs)
-        ):
+        ours = y.size == self.shape[1] and y.dtype in (np.float64, np.float32) and y.flags.writeable
+        if lean and ours and y.flags.c_contiguous and _fits_in_place(ins, outs):
             return _apply_lean(y, self.factors, ins, outs, False, overwrite=True)
         return self @ y
 
@@ -513,13 +492,22 @@ class KroneckerRoute:
         sizes = tuple(f.shape[1] for f in factors)
         plan = self._plans.get(sizes)
         if plan is None:
-            plan = self._plans[sizes] = []
-            for gw, ga in align(list(sizes), [f.shape[1] for f in self.a_factors]):
-                key = (ga.start, ga.stop)
-                if key not in self._factors:
-                    self._factors[key] = StrategyFactor(group(self.a_factors[ga]))
-                plan.append((gw, self._factors[key]))
+            plan = self._plans[sizes] = [
+                (gw, self._factor(ga.start, ga.stop))
+                for gw, ga in align(list(sizes), [f.shape[1] for f in self.a_factors])
+            ]
         return [(group(factors[gw]), sf) for gw, sf in plan]
+
+    def _factor(self, start: int, stop: int) -> StrategyFactor:
+        """The (cached) :class:`StrategyFactor` of the strategy factors ``start:stop``."""
+        if (start, stop) not in self._factors:
+            self._factors[start, stop] = StrategyFactor(group(self.a_factors[start:stop]))
+        return self._factors[start, stop]
+
+    def _term_value(self, what: str, c: float, factors) -> float:
+        """``c`` times the product of the pairs' ``what`` values (``"trace"`` or ``"max"``)."""
+        pairs = self._groups(factors)
+        return math.prod((self.pairs.value(what, wf, sf) for wf, sf in pairs), start=c)
 
     @functools.cached_property
     def terms(self):
@@ -529,13 +517,7 @@ class KroneckerRoute:
         """A = ⊗A_i (or I) has full column rank, hence supports every workload."""
         if self.a_factors is None:
             return True
-        return all(self._groups_for_factor(k).null is None for k in range(len(self.a_factors)))
-
-    def _groups_for_factor(self, k: int) -> StrategyFactor:
-        key = (k, k + 1)
-        if key not in self._factors:
-            self._factors[key] = StrategyFactor(self.a_factors[k])
-        return self._factors[key]
+        return all(self._factor(k, k + 1).null is None for k in range(len(self.a_factors)))
 
     def check_support(self) -> None:
         if self._full_column_rank():
@@ -556,32 +538,15 @@ class KroneckerRoute:
     def trace(self) -> float:
         if self.a_factors is None:
             return self.W.frobenius_sq()
-        total = 0.0
-        for c, factors in self.terms:
-            if c == 0.0:
-                continue
-            value = c
-            for wf, sf in self._groups(factors):
-                value *= self.pairs.value("trace", wf, sf)
-            total += value
-        return total
+        return sum((self._term_value("trace", c, fs) for c, fs in self.terms if c != 0.0), 0.0)
 
     def profile(self) -> np.ndarray:
         parts = []
         for c, factors in self.terms:
             groups = self._groups(factors)
-            vec = kron_all(
-                [self.pairs.value("profile", wf, sf) for wf, sf in groups],
-                [wf.shape[0] for wf, _ in groups],
-            )
-            parts.append(c * vec)
+            values = [self.pairs.value("profile", wf, sf) for wf, sf in groups]
+            parts.append(c * kron_all(values, [wf.shape[0] for wf, _ in groups]))
         return np.concatenate(parts)
 
     def max_profile(self) -> float:
-        best = 0.0
-        for c, factors in self.terms:
-            value = c
-            for wf, sf in self._groups(factors):
-                value *= self.pairs.value("max", wf, sf)
-            best = max(best, value)
-        return best
+        return max([0.0] + [self._term_value("max", c, fs) for c, fs in self.terms])

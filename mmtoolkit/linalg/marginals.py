@@ -22,16 +22,8 @@ from scipy.fft import dct, idct
 
 from ..checks import check_int
 from ..threads import Workers, worker_threads
-from . import kernels
-from .base import (
-    Matrix,
-    Product,
-    TooLargeError,
-    as_matrix,
-    check_dense_size,
-    check_p,
-    peel,
-)
+from . import base, kernels
+from .base import Matrix, Product, TooLargeError, as_matrix, check_dense_size, check_p, peel
 from .kronecker import Identity, Kronecker
 from .normal_form import marginal_key
 from .ranges import Total
@@ -382,12 +374,10 @@ class Marginals(Matrix):
                 f"the strategy is defined on attribute sizes {list(self.sizes)}, the records "
                 f"on {list(records.domain.sizes)}"
             )
-        return np.concatenate(
-            [
-                theta * records.marginal(key_attrs(key, self.d)).ravel().astype(float)
-                for key, theta in self.weights.items()
-            ]
-        )
+        return np.concatenate([
+            theta * records.marginal(key_attrs(key, self.d)).ravel().astype(float)
+            for key, theta in self.weights.items()
+        ])
 
     def workload_answers(self, W, y):
         """``W A⁺ y`` for a marginals workload ``W`` without the ``N``-cell ``x̂`` (HDMM §6.3,
@@ -505,13 +495,8 @@ def _chunk_geometry(shape, members) -> tuple[int, list]:
 
 def _fused(inner, cells: int, columns: int, *tables: np.ndarray) -> bool:
     """Whether the compiled kernels take a group (one-attribute drops, large one-column table)."""
-    return (
-        inner is not None
-        and cells > PLAN_DIRECT_CELLS
-        and columns == 1
-        and all(t.dtype == np.float64 for t in tables)
-        and kernels.compiled() is not None
-    )
+    large = inner is not None and cells > PLAN_DIRECT_CELLS and columns == 1
+    return large and all(t.dtype == np.float64 for t in tables) and kernels.compiled() is not None
 
 
 def _run_chunks(kernel, flat: np.ndarray, inner: int, geo, arrays, *args) -> None:
@@ -730,7 +715,7 @@ def _kernel_input(table: np.ndarray) -> np.ndarray:
 
 
 # ======================================================================= MarginalsGram
-class MarginalsGram(Matrix):
+class MarginalsGram(base.Symmetric):
     """``𝔾(v) = Σ_a v_a ℂ(a)``, ``ℂ(a) = ⊗_i (I if bit i of a else J)`` (HDMM §6.3, App. A.4);
     ``v``: a length-2^d array, or a mapping ``{key: v_key}`` (kept: the closure route)."""
 
@@ -868,10 +853,6 @@ class MarginalsGram(Matrix):
     def __neg__(self):
         return self._scaled(-1.0)
 
-    @property
-    def T(self):
-        return self
-
     def gram(self):
         return self @ self
 
@@ -943,9 +924,6 @@ class MarginalsGram(Matrix):
             if n > 1:
                 T = idct(T, type=2, norm="ortho", axis=i)
         return T.reshape(self.shape[0], k)
-
-    def _rmatmat(self, Y):
-        return self._matmat(Y)
 
     def __repr__(self):
         return f"MarginalsGram(sizes={self.sizes})"
@@ -1067,6 +1045,7 @@ class MarginalsRoute:
         self.live, mu = gram.live_spectrum()
         self.inv = 1.0 / mu
         self.keys = [marginal_key(factors) for _, factors in terms]
+        self.marginal_keys = np.array(sorted({k for k in self.keys if k is not None}), np.int64)
         self._splits: dict[int, tuple] = {}
         self._marginal = None
 
@@ -1079,8 +1058,7 @@ class MarginalsRoute:
         """``(lattice, μ⁺, dim)`` on the down-closure K of the workload's marginal keys."""
         if self._marginal is None:
             d = len(self.sizes)
-            keys = np.array(sorted({k for k in self.keys if k is not None}), dtype=np.int64)
-            lattice = SubsetLattice(closed_family(keys, d), d)
+            lattice = SubsetLattice(closed_family(self.marginal_keys, d), d)
             K = lattice.keys
             inv = np.zeros(K.size)
             pos, found = locate(K, self.live)
@@ -1094,7 +1072,7 @@ class MarginalsRoute:
         lattice, inv, dims = self._marginal_part()
         K = lattice.keys
         h = lattice.subset_sum(inv * dims)
-        keys = np.array(sorted({k for k in self.keys if k is not None}), dtype=np.int64)
+        keys = self.marginal_keys
         scale = key_products(keys, [1.0 / n for n in self.sizes], self.sizes)
         unit = scale * h[np.searchsorted(K, keys)]
         return dict(zip(keys.tolist(), unit.tolist()))
@@ -1175,7 +1153,7 @@ class MarginalsRoute:
         return c * sparse_kron_apply(mats, self.live, self.inv)
 
     def profile(self) -> np.ndarray:
-        unit = self._marginal_unit_variances() if any(k is not None for k in self.keys) else {}
+        unit = self._marginal_unit_variances() if self.marginal_keys.size else {}
         parts = []
         for (c, factors), key in zip(self.terms, self.keys):
             if key is None:
@@ -1187,7 +1165,7 @@ class MarginalsRoute:
         return np.concatenate(parts)
 
     def max_profile(self) -> float:
-        unit = self._marginal_unit_variances() if any(k is not None for k in self.keys) else {}
+        unit = self._marginal_unit_variances() if self.marginal_keys.size else {}
         return max(
             float(np.max(self._term_profile(c, factors, unique=True)))
             if key is None

@@ -10,6 +10,7 @@ User guide: docs/algorithms/implicit-algebra.md ("Weighted orthonormal bases").
 from __future__ import annotations
 
 import numpy as np
+import scipy.linalg
 
 from . import base
 from .base import Matrix, Symmetric, TooLargeError, check_dense_size, check_p
@@ -160,8 +161,6 @@ class OrthoBasisRoute:
             )
         self.completed = True
         if k < n:
-            import scipy.linalg
-
             Qc = scipy.linalg.qr(A.Q.T, mode="full")[0]
             self.basis = np.vstack([A.Q, Qc[:, k:].T])
         else:
@@ -181,8 +180,7 @@ class OrthoBasisRoute:
     @staticmethod
     def _cholesky_if_well_conditioned(K: np.ndarray):
         """Lower Cholesky factor of ``K``, or None when ``dpocon`` finds it singular."""
-        from scipy.linalg import lapack
-
+        lapack = scipy.linalg.lapack
         n = K.shape[0]
         c, info = lapack.dpotrf(K, lower=1, clean=1)
         if info != 0:
@@ -254,8 +252,6 @@ class OrthoBasisRoute:
             return total
         C = self._gram_in_basis(self.basis)  # T G Tᵀ
         if self.L is not None:
-            import scipy.linalg
-
             X = scipy.linalg.cho_solve((self.L, True), C)
             return float(np.trace(X))
         VC = self.V.T @ C @ self.V
@@ -266,8 +262,6 @@ class OrthoBasisRoute:
         if not self.completed:
             return self.basis.T / np.sqrt(self.s)
         if self.L is not None:
-            import scipy.linalg
-
             return scipy.linalg.solve_triangular(self.L, self.basis, lower=True).T
         return self.basis.T @ (self.V / np.sqrt(self.lam))
 

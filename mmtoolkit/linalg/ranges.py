@@ -36,12 +36,8 @@ def _cumsum(X: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     """``np.cumsum(X, axis=0)``, bit-identical, row by row for wide C-ordered blocks (numpy's
     running sum walks each column with a stride)."""
     X = np.asarray(X)
-    if (
-        X.ndim != 2
-        or X.shape[1] < 64
-        or X.shape[0] < 2
-        or X.dtype.kind != "f"
-        or X.strides[1] != X.itemsize  # an F-ordered block already sums contiguously
+    if X.ndim != 2 or X.shape[1] < 64 or X.shape[0] < 2 or X.dtype.kind != "f" or (
+        X.strides[1] != X.itemsize  # an F-ordered block already sums contiguously
     ):
         return np.cumsum(X, axis=0, out=out)
     if out is None:

@@ -14,30 +14,18 @@ import functools
 import math
 
 import numpy as np
+from scipy.sparse import block_diag
 
 from ..checks import check_int
 from . import base
-from .base import (
-    MAX_DENSE_ENTRIES,
-    Matrix,
-    Product,
-    check_dense_size,
-    check_fits_memory,
-    check_p,
-)
+from .base import MAX_DENSE_ENTRIES, Matrix, Product, check_dense_size, check_fits_memory, check_p
 from .kronecker import Identity, group
+from .ranges import _maybe_scalar
 from .route import SUPPORT_RTOL, UnsupportedWorkloadError, align, as_vector
 
 __all__ = [
-    "Intervals",
-    "ReducedFactor",
-    "Tree",
-    "TreeGram",
-    "TreeGramInverse",
-    "TreePinv",
-    "TreeSolver",
-    "interval_tree",
-    "tree_height",
+    "Intervals", "ReducedFactor", "Tree", "TreeGram", "TreeGramInverse", "TreePinv",
+    "TreeSolver", "interval_tree", "tree_height",
 ]
 
 SPLITS = ("near_equal", "small_first", "pad")
@@ -271,7 +259,10 @@ def _intervals(level, n: int, li: int, i: int) -> Intervals:
 
 
 def _block_sum(X: np.ndarray, parts) -> np.ndarray:
-    """Sum a tensor over the intervals ``parts[i]`` of each leading axis ``i`` (a new array)."""
+    """Sum a tensor over the intervals ``parts[i]`` of each leading axis ``i`` (a new array); a
+    scalar ``X`` is the value of every cell."""
+    if np.ndim(X) == 0:
+        return X * _outer_counts(parts)
     Y = X
     for axis, p in enumerate(parts):
         Y = p.sum(Y, axis)
@@ -387,7 +378,6 @@ class Tree(Matrix):
         for li, (w, g) in enumerate(zip(weights, self.grid)):
             if np.ndim(w) == 0:
                 w = float(w)
-                ok = math.isfinite(w)
             else:
                 w = np.asarray(w, dtype=float)
                 if d == 1 and w.ndim == 1 and w.size == g[0]:
@@ -396,8 +386,7 @@ class Tree(Matrix):
                     raise ValueError(
                         f"level {li}: weights of shape {w.shape}, the level's node grid is {g}"
                     )
-                ok = bool(np.all(np.isfinite(w)))
-            if not ok:
+            if not np.all(np.isfinite(w)):
                 raise ValueError(f"level {li}: weights must be finite")
             ws.append(w)
         self.weights = ws
@@ -500,9 +489,7 @@ class Tree(Matrix):
     def colnorm_p(self, p):
         check_p(p)
         c = self._cell_weights_p(p)
-        if np.ndim(c) and c.size and np.all(c == c[0]):
-            return float(c[0])
-        return c
+        return c if np.ndim(c) == 0 else _maybe_scalar(c)
 
     def rownorm_p(self, p):
         check_p(p)
@@ -542,10 +529,7 @@ class TreeSolver:
             return
         K = L - 2
         self.K = K
-        if np.ndim(self.inv_a) == 0:  # Σ_{j ∈ Q} 1/a_j on the level-K grid
-            self.r = self.inv_a * _outer_counts(tree.nest[K])
-        else:
-            self.r = _block_sum(self.inv_a, tree.nest[K])
+        self.r = _block_sum(self.inv_a, tree.nest[K])  # Σ_{j ∈ Q} 1/a_j on the level-K grid
         s = self.r
         for li in range(K, -1, -1):
             if li < K:
@@ -572,10 +556,7 @@ class TreeSolver:
         if K is None:  # one level
             return total
         nest = self.tree.nest
-        if scalar:
-            p = inv_a**2 * _outer_counts(nest[K])
-        else:
-            p = _block_sum(inv_a**2, nest[K])
+        p = _block_sum(inv_a**2, nest[K])
         for li in range(K, -1, -1):
             if li < K:
                 p = _block_sum(self.f[li + 1] ** 2 * p, nest[li])
@@ -637,7 +618,7 @@ class TreeSolver:
         return _expand(_per_cell(Y, fine), fine)
 
 
-class TreeGram(Matrix):
+class TreeGram(base.Symmetric):
     """``AᵀA = Σ_Q w_Q² 1_Q 1_Qᵀ`` of a :class:`Tree`, ``pinv`` through :class:`TreeSolver`."""
 
     def __init__(self, tree: Tree):
@@ -647,12 +628,6 @@ class TreeGram(Matrix):
 
     def _matmat(self, X):
         return self.tree._rmatmat(self.tree._matmat(X))
-
-    _rmatmat = _matmat
-
-    @property
-    def T(self):
-        return self
 
     def gram(self):
         return Product(self, self)
@@ -678,7 +653,7 @@ class TreeGram(Matrix):
         return f"TreeGram({self.tree!r})"
 
 
-class TreeGramInverse(Matrix):
+class TreeGramInverse(base.Symmetric):
     """``(AᵀA)⁺ = P D⁻¹ M̃⁻¹ D⁻¹ Pᵀ`` for a :class:`Tree`, ``O(N · L)``."""
 
     def __init__(self, tree: Tree, solver: TreeSolver | None = None):
@@ -694,12 +669,6 @@ class TreeGramInverse(Matrix):
         if self.tree.reduced:
             return s.from_reduced(s.solve(s.to_reduced(T))).reshape(-1, k)
         return s.solve(T).reshape(-1, k)
-
-    _rmatmat = _matmat
-
-    @property
-    def T(self):
-        return self
 
     def pinv(self):
         if self.tree.reduced:
@@ -794,8 +763,6 @@ class ReducedFactor:
         if self.dense is not None:
             key = starts.tobytes()
             if key not in self._bd:
-                from scipy.sparse import block_diag
-
                 ends = np.append(starts[1:], g)
                 blocks = [self.dense[s:e, s:e] for s, e in zip(starts, ends)]
                 self._bd[key] = block_diag(blocks, format="csr")
