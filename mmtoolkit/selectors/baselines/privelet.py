@@ -12,15 +12,7 @@ import math
 import numpy as np
 
 from ...checks import check_bool
-from ...linalg import (
-    MAX_DENSE_ENTRIES,
-    Haar,
-    Kronecker,
-    Matrix,
-    Product,
-    TooLargeError,
-    check_p,
-)
+from ...linalg import MAX_DENSE_ENTRIES, Haar, Kronecker, Matrix, Product, TooLargeError, check_p
 from ...linalg.tree import Tree, TreeGram, interval_tree
 from ...privacy import Privacy
 from ...strategy import Strategy

@@ -21,7 +21,7 @@ from ...linalg.marginals import (
 from ...privacy import Privacy
 from ...strategy import Strategy
 from ..base import Selector, register
-from ._common import norm_of, term_sizes
+from ._common import term_sizes
 from .opt0 import best_of_restarts
 
 #: Weights below ZERO_RTOL · max θ are dropped from the final strategy (if it still supports
@@ -155,7 +155,7 @@ class OptMarginalsSelector(Selector):
     def _select(self, workload: Matrix, privacy: Privacy, objective: str) -> Strategy:
         sizes, t = project_workload(workload)
         problem = MarginalsProblem(sizes, t)
-        norm = norm_of(privacy)
+        norm = privacy.norm
         prm = self.params
         best = best_of_restarts(
             prm["seed"],

@@ -23,13 +23,7 @@ from ...linalg import (
 from ...privacy import Privacy
 from ...strategy import Strategy
 from ..base import NotApplicableError, Selector, register
-from ._common import (
-    check_search_params,
-    default_p,
-    distinct_grams,
-    norm_of,
-    term_sizes,
-)
+from ._common import check_search_params, default_p, distinct_grams, term_sizes
 from .kron import CYCLE_TOL, CYCLES, KronProblem, kron_strategy, optimize_kron
 from .opt0 import FTOL, MAXITER, best_of_restarts, optimize_pidentity
 from .separate import SeparateUnion
@@ -249,7 +243,7 @@ class OptUnionSelector(Selector):
         too_large = union_size_refusal(workload, prm["answering"])
         if too_large is not None:
             raise TooLargeError(f"opt_union: {too_large}")
-        norm = norm_of(privacy)
+        norm = privacy.norm
         kw = {k: prm[k] for k in ("answering", "cycles", "tol", "ftol", "maxiter")}
         matrix, bound, meta = best_of_restarts(
             prm["seed"], prm["restarts"], lambda rng: optimize_union(problem, norm, rng, **kw)

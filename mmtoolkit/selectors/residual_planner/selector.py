@@ -235,8 +235,7 @@ def _check_strategy(S, name: str):
         except (TypeError, ValueError) as exc:
             raise ValueError(f"{name}: expected a matrix ({exc})") from None
     raise ValueError(
-        f"{name}: expected None, 'optimize', 'workload' or a matrix, got {type(S).__name__} "
-        f"{S!r}"
+        f"{name}: expected None, 'optimize', 'workload' or a matrix, got {type(S).__name__} {S!r}"
     )
 
 
