@@ -16,7 +16,7 @@ from ...linalg import Kronecker
 from ...linalg.tree import SPLITS, Intervals, Tree, interval_tree, tree_height
 from ...privacy import Privacy
 from ...strategy import Strategy
-from ..base import NotApplicableError, Selector, register
+from ..base import NotApplicableError, Selector, check_option, register
 from .sizes import check_dims, workload_sizes
 
 __all__ = [
@@ -95,8 +95,7 @@ class HierarchicalSelector(Selector):
     def __init__(self, branching=2, root=True, split="near_equal", dims=None, multi="kron"):
         if multi not in ("kron", "product"):
             raise ValueError(f"multi must be 'kron' or 'product', got {multi!r}")
-        if split not in SPLITS:
-            raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
+        check_option(split, "split", SPLITS)
         self.params = {
             "branching": check_int(branching, "branching", minimum=2),
             "root": check_bool(root, "root"),

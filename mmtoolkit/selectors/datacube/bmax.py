@@ -15,7 +15,7 @@ from ...checks import check_float
 from ...linalg import Marginals, Matrix, normal_form
 from ...privacy import Privacy
 from ...strategy import Strategy
-from ..base import Selector, register
+from ..base import Selector, check_option, register
 from .cuboids import RANGES, marginal_keys
 
 #: Largest number of lattice candidates (2^atoms) the "lattice" mode builds.
@@ -86,8 +86,7 @@ def bmax(
     ``weights`` scale variances by ``w²``; ``mag_limit`` (a number or ``"L"``) fixes the bound."""
     if p not in (1, 2):
         raise ValueError(f"p must be 1 (L1, Laplace) or 2 (L2, Gaussian), got {p!r}")
-    if candidates not in CANDIDATES:
-        raise ValueError(f"candidates must be one of {CANDIDATES}, got {candidates!r}")
+    check_option(candidates, "candidates", CANDIDATES)
     sizes = tuple(int(n) for n in sizes)
     d = len(sizes)
     keys = [int(k) for k in keys]
@@ -208,12 +207,10 @@ class DingDataCube(Selector):
         variant: str = "bmax",
         ranges: str = "refuse",
     ):
-        if ranges not in RANGES:
-            raise ValueError(f"ranges must be one of {RANGES}, got {ranges!r}")
+        check_option(ranges, "ranges", RANGES)
         if p is not None and (isinstance(p, bool) or p not in (1, 2)):
             raise ValueError(f"p must be 1, 2 or None (from the privacy), got {p!r}")
-        if candidates not in CANDIDATES:
-            raise ValueError(f"candidates must be one of {CANDIDATES}, got {candidates!r}")
+        check_option(candidates, "candidates", CANDIDATES)
         if budget not in ("uniform", "max"):
             raise ValueError(f"budget must be 'uniform' or 'max', got {budget!r}")
         if mag_limit is not None and mag_limit != "L":
@@ -222,8 +219,7 @@ class DingDataCube(Selector):
                 raise ValueError(
                     f"mag_limit: must be None, a number >= 1 or 'L', got {mag_limit!r}"
                 )
-        if variant not in VARIANTS:
-            raise ValueError(f"variant must be one of {VARIANTS}, got {variant!r}")
+        check_option(variant, "variant", VARIANTS)
         if variant == "hdmm_table" and mag_limit is not None:
             raise ValueError("variant='hdmm_table' fixes mag_limit = |L|; do not pass mag_limit")
         self.params = {

@@ -11,7 +11,7 @@ import math
 import numpy as np
 
 from ...linalg import Matrix, normal_form
-from ..base import NotApplicableError
+from ..base import NotApplicableError, check_option
 
 __all__ = ["RANGES", "binary_workload", "marginal_keys"]
 
@@ -22,8 +22,7 @@ def marginal_keys(W, ranges: str = "refuse") -> dict[int, float]:
     """``{key: weight}`` of a workload of (weighted) marginals on one factorisation of the domain
     (:class:`NotApplicableError` otherwise); ``ranges="as_marginals"`` reads a range-marginal
     term as the cuboid it is summed from (Ding et al. 2011; Li & Miklau 2012 §5)."""
-    if ranges not in RANGES:
-        raise ValueError(f"ranges must be one of {RANGES}, got {ranges!r}")
+    check_option(ranges, "ranges", RANGES)
 
     out: dict[int, float] = {}
     nf = normal_form(W)

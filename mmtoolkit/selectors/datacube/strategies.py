@@ -11,7 +11,7 @@ import numpy as np
 from ...linalg import Fourier, Identity, Marginals, Matrix
 from ...privacy import Privacy
 from ...strategy import Strategy
-from ..base import Selector, register
+from ..base import Selector, check_option, refusal, register
 from .bmax import CANDIDATES, bmax
 from .budgets import BUDGETS, budget_objective, optimal_budgets, uniform_budgets
 from .cuboids import binary_workload
@@ -78,12 +78,9 @@ class DataCube(Selector):
         candidates: str = "lattice",
         p: int | None = None,
     ):
-        if strategy not in STRATEGIES:
-            raise ValueError(f"strategy must be one of {STRATEGIES}, got {strategy!r}")
-        if budget not in BUDGETS:
-            raise ValueError(f"budget must be one of {BUDGETS}, got {budget!r}")
-        if candidates not in CANDIDATES:
-            raise ValueError(f"candidates must be one of {CANDIDATES}, got {candidates!r}")
+        check_option(strategy, "strategy", STRATEGIES)
+        check_option(budget, "budget", BUDGETS)
+        check_option(candidates, "candidates", CANDIDATES)
         if p is not None and (isinstance(p, bool) or p not in (1, 2)):
             raise ValueError(f"p must be 1, 2 or None, got {p!r}")
         self.params = {"strategy": strategy, "budget": budget, "candidates": candidates, "p": p}
@@ -92,12 +89,7 @@ class DataCube(Selector):
     def applicability(cls, workload, privacy, objective="sum"):
         """Also: a marginals workload on binary attributes (what ``_select`` reads first)."""
         reason = super().applicability(workload, privacy, objective)
-        if reason is None:
-            try:
-                binary_workload(workload)
-            except ValueError as exc:
-                return str(exc)
-        return reason
+        return refusal(binary_workload, workload) if reason is None else reason
 
     def _select(self, workload: Matrix, privacy: Privacy, objective: str) -> Strategy:
         d, keys = binary_workload(workload)
