@@ -61,13 +61,9 @@ def hb_branching(n: int) -> int:
     ``(b − 1) h³ − 2 (b + 1) h² / 3``, ``h = ⌈log_b n⌉`` (ties: the smallest; ``n = 1``: 2)."""
     if n < 2:
         return 2
-    best, best_v = 2, math.inf
-    for b in _height_candidates(n):
-        h = tree_height(n, b)
-        v = (b - 1) * h**3 - 2 * (b + 1) * h**2 / 3
-        if v < best_v - 1e-12:
-            best, best_v = b, v
-    return best
+    # three times the cost, in integers: ties are exact and min keeps the first (smallest) b
+    cost = lambda b, h: 3 * (b - 1) * h**3 - 2 * (b + 1) * h**2  # noqa: E731
+    return min(_height_candidates(n), key=lambda b: cost(b, tree_height(n, b)))
 
 
 def hb2d_branching(n: int) -> int:
@@ -75,12 +71,7 @@ def hb2d_branching(n: int) -> int:
     minimising ``b (n − 1) h²``, ``h = ⌈log_b n⌉``, with ``n = ⌊√N⌋`` cells per side."""
     if n < 2:
         return 2
-    best, best_v = 2, math.inf
-    for b in _height_candidates(n):
-        v = b * (n - 1) * tree_height(n, b) ** 2
-        if v < best_v:
-            best, best_v = b, v
-    return best
+    return min(_height_candidates(n), key=lambda b: b * (n - 1) * tree_height(n, b) ** 2)
 
 
 @register
@@ -145,30 +136,25 @@ class HBSelector(Selector):
         sizes = workload_sizes(workload, self.params["dims"])
         b = self.params["branching"]
         if len(sizes) == 1:
-            n = sizes[0]
-            b = hb_branching(n) if b is None else b
-            levels = _below(interval_tree(n, b, split="near_equal"), 1)
-            return Strategy(
-                matrix=Tree(n, levels),
-                selector=self.name,
-                metadata={"branching": b, "height": len(levels), "sizes": sizes},
-            )
-        if len(sizes) != 2:
+            domain = sizes[0]
+            b = hb_branching(domain) if b is None else b
+            levels = _below(interval_tree(domain, b, split="near_equal"), 1)
+        elif len(sizes) == 2:
+            b = hb2d_branching(math.isqrt(math.prod(sizes))) if b is None else b
+            if self.params["split2d"] == "pad":
+                h = max(tree_height(s, b) for s in sizes)
+                trees = [interval_tree(s, b, split="pad", height=h) for s in sizes]
+            else:
+                trees = [interval_tree(s, b, split="near_equal") for s in sizes]
+            levels, domain = _below(_product_levels(trees), 1), sizes
+        else:
             raise NotApplicableError(
                 f"HB is defined for 1-D and 2-D domains (Qardaji et al. 2013); this workload "
                 f"has {len(sizes)} attributes {sizes}: pass dims=[N] for a 1-D tree over the "
                 "flattened domain, or use the 'hierarchical' selector (per-attribute Kronecker)"
             )
-        n = math.isqrt(math.prod(sizes))
-        b = hb2d_branching(n) if b is None else b
-        if self.params["split2d"] == "pad":
-            h = max(tree_height(s, b) for s in sizes)
-            trees = [interval_tree(s, b, split="pad", height=h) for s in sizes]
-        else:
-            trees = [interval_tree(s, b, split="near_equal") for s in sizes]
-        levels = _below(_product_levels(trees), 1)
         return Strategy(
-            matrix=Tree(sizes, levels),
+            matrix=Tree(domain, levels),
             selector=self.name,
             metadata={"branching": b, "height": len(levels), "sizes": sizes},
         )

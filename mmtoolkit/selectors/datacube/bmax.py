@@ -13,9 +13,11 @@ import numpy as np
 
 from ...checks import check_float
 from ...linalg import Marginals, Matrix, normal_form
+from ...linalg.normal_form import _bits
 from ...privacy import Privacy
 from ...strategy import Strategy
 from ..base import Selector, check_option, register
+from .budgets import uniform_budgets
 from .cuboids import RANGES, marginal_keys
 
 #: Largest number of lattice candidates (2^atoms) the "lattice" mode builds.
@@ -37,10 +39,6 @@ class BMaxResult:
     p: int
     candidates: int
     levels: dict[float, int] = field(default_factory=dict)  # mag level -> greedy picks
-
-
-def _bits(key: int) -> list[int]:
-    return [i for i in range(key.bit_length()) if (key >> i) & 1]
 
 
 def _cells(key: int, sizes) -> int:
@@ -249,25 +247,13 @@ class DingDataCube(Selector):
         )
         cents = list(dict.fromkeys(res.centroids))
         if self.params["budget"] == "uniform":
-            lam = np.full(
-                len(cents), 1.0 / (len(cents) if privacy.norm == 1 else math.sqrt(len(cents)))
-            )
+            lam = uniform_budgets(np.ones(len(cents)), privacy.norm)  # 1/k (L1) or 1/√k (L2)
         else:
             worst = dict.fromkeys(cents, 0.0)  # a cuboid nothing is computed from: λ = 0
             for c, k in res.assignment.items():
                 worst[k] = max(worst[k], keys[c] ** 2 * _cells(k, sizes) / _cells(c, sizes))
             lam = minimax_budgets(list(worst.values()), privacy.norm)
-        matrix = Marginals(sizes, dict(zip(cents, lam.tolist())))
-        return Strategy(
-            matrix=matrix,
-            selector=self.name,
-            metadata={
-                "cuboids": cents,
-                "assignment": res.assignment,
-                "theta": res.theta,
-                "p": p,
-                "budgets": dict(zip(cents, lam.tolist())),
-                "candidates": res.candidates,
-                "variant": self.params["variant"],
-            },
-        )
+        budgets = dict(zip(cents, lam.tolist()))
+        meta = {"cuboids": cents, "assignment": res.assignment, "theta": res.theta, "p": p}
+        meta.update(budgets=budgets, candidates=res.candidates, variant=self.params["variant"])
+        return Strategy(matrix=Marginals(sizes, budgets), selector=self.name, metadata=meta)

@@ -149,11 +149,9 @@ class FourierSelector(Selector):
         else:
             d, coef = fourier_coefficients(workload, mode)
             groups, b = list(coef), np.array(list(coef.values()))
-        C = np.ones(len(groups))
-        if self.params["budget"] == "uniform":
-            lam = uniform_budgets(C, privacy.norm)
-        else:
-            lam, _ = optimal_budgets(b, C, privacy.norm)
+        C, norm = np.ones(len(groups)), privacy.norm
+        uniform = self.params["budget"] == "uniform"
+        lam = uniform_budgets(C, norm) if uniform else optimal_budgets(b, C, norm)[0]
         kept = {g: lam_g for g, lam_g in zip(groups, lam.tolist()) if lam_g > 0}
         return Strategy(
             matrix=Fourier(d, kept),

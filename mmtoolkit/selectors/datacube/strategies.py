@@ -26,13 +26,8 @@ def plan(d: int, keys: dict[int, float], strategy: str, budget: str, norm: int, 
     """The budget plan for one strategy: ``(groups, b, C, λ, metadata)`` (groups: marginal
     keys for Q/C, coefficients for F, ``[None]`` for I)."""
     if strategy == "I":
-        return (
-            [None],
-            np.array([float(sum(w * w for w in keys.values()) * 2**d)]),
-            np.ones(1),
-            np.ones(1),
-            {},
-        )
+        b = np.array([float(sum(w * w for w in keys.values()) * 2**d)])
+        return [None], b, np.ones(1), np.ones(1), {}
     if strategy == "Q":
         groups = sorted(keys)
         b = np.array([keys[k] ** 2 * 2.0 ** bin(k).count("1") for k in groups])
@@ -55,10 +50,7 @@ def plan(d: int, keys: dict[int, float], strategy: str, budget: str, norm: int, 
             b[groups.index(kappa)] += keys[c] ** 2 * 2.0 ** bin(kappa).count("1")
         meta = {"assignment": res.assignment, "theta": res.theta, "candidates": res.candidates}
     C = np.ones(len(groups))
-    if budget == "uniform":
-        lam = uniform_budgets(C, norm)
-    else:
-        lam, _ = optimal_budgets(b, C, norm)
+    lam = uniform_budgets(C, norm) if budget == "uniform" else optimal_budgets(b, C, norm)[0]
     return groups, b, C, lam, meta
 
 
@@ -93,28 +85,22 @@ class DataCube(Selector):
 
     def _select(self, workload: Matrix, privacy: Privacy, objective: str) -> Strategy:
         d, keys = binary_workload(workload)
-        s, budget = self.params["strategy"], self.params["budget"]
+        prm = self.params
+        s, budget = prm["strategy"], prm["budget"]
         groups, b, C, lam, meta = plan(
-            d,
-            keys,
-            s,
-            budget,
-            privacy.norm,
-            p=self.params["p"],
-            candidates=self.params["candidates"],
+            d, keys, s, budget, privacy.norm, p=prm["p"], candidates=prm["candidates"]
         )
+        budgets = dict(zip(groups, lam.tolist()))
         if s == "I":
             matrix = Identity(1 << d)
         elif s == "F":
-            matrix = Fourier(d, dict(zip(groups, lam.tolist())))
+            matrix = Fourier(d, budgets)
         else:
-            matrix = Marginals((2,) * d, dict(zip(groups, lam.tolist())))
+            matrix = Marginals((2,) * d, budgets)
         meta.update(
-            {
-                "strategy": s + ("+" if budget == "optimal" and s != "I" else ""),
-                "groups": len(groups),
-                "budgets": dict(zip(groups, lam.tolist())) if s != "F" else None,
-            }
+            strategy=s + ("+" if budget == "optimal" and s != "I" else ""),
+            groups=len(groups),
+            budgets=budgets if s != "F" else None,
         )
         return Strategy(
             matrix=matrix, selector=self.name, metadata=meta, loss=budget_objective(b, lam)
