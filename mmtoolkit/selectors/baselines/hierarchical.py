@@ -12,7 +12,7 @@ import math
 import numpy as np
 
 from ...checks import check_bool, check_int
-from ...linalg import Kronecker
+from ...linalg.kronecker import group
 from ...linalg.tree import SPLITS, Intervals, Tree, interval_tree, tree_height
 from ...privacy import Privacy
 from ...strategy import Strategy
@@ -101,19 +101,12 @@ class HierarchicalSelector(Selector):
         b, split = self.params["branching"], self.params["split"]
         trees = [interval_tree(n, b, split=split) for n in sizes]
         if len(sizes) == 1 or self.params["multi"] == "kron":
-            factors = [Tree(n, _below(lv, start)) for n, lv in zip(sizes, trees)]
-            matrix = factors[0] if len(factors) == 1 else Kronecker(factors)
+            matrix = group([Tree(n, _below(lv, start)) for n, lv in zip(sizes, trees)])
         else:
             matrix = Tree(sizes, _below(_product_levels(trees), start))
-        return Strategy(
-            matrix=matrix,
-            selector=self.name,
-            metadata={
-                "branching": self.params["branching"],
-                "sizes": sizes,
-                "levels": [len(t) - (start if len(t) > 1 else 0) for t in trees],
-            },
-        )
+        levels = [len(t) - (start if len(t) > 1 else 0) for t in trees]
+        meta = {"branching": b, "sizes": sizes, "levels": levels}
+        return Strategy(matrix=matrix, selector=self.name, metadata=meta)
 
 
 @register
@@ -153,11 +146,8 @@ class HBSelector(Selector):
                 f"has {len(sizes)} attributes {sizes}: pass dims=[N] for a 1-D tree over the "
                 "flattened domain, or use the 'hierarchical' selector (per-attribute Kronecker)"
             )
-        return Strategy(
-            matrix=Tree(domain, levels),
-            selector=self.name,
-            metadata={"branching": b, "height": len(levels), "sizes": sizes},
-        )
+        meta = {"branching": b, "height": len(levels), "sizes": sizes}
+        return Strategy(matrix=Tree(domain, levels), selector=self.name, metadata=meta)
 
 
 @register
@@ -187,8 +177,5 @@ class QuadtreeSelector(Selector):
             w = 2.0 ** (depth / 3.0) * (2 ** (1 / 3) - 1) / (2 ** ((h + 1) / 3) - 1)
         else:
             w = np.full(h + 1, 1.0 / (h + 1))
-        return Strategy(
-            matrix=Tree(sizes, levels, list(w)),
-            selector=self.name,
-            metadata={"height": h, "level_budget": [float(x) for x in w], "sizes": sizes},
-        )
+        meta = {"height": h, "level_budget": [float(x) for x in w], "sizes": sizes}
+        return Strategy(matrix=Tree(sizes, levels, list(w)), selector=self.name, metadata=meta)

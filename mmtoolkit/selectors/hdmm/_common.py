@@ -20,6 +20,7 @@ from ...linalg import (
     check_dense_size,
     normal_form,
 )
+from ...linalg.kronecker import group
 from ...linalg.ranges import SymmetricFormula
 from ...linalg.route import common_sizes
 from ..base import NotApplicableError
@@ -56,7 +57,7 @@ def _rows_in_total_identity(f: Matrix) -> bool:
     for t in normal_form(f).terms:
         if len(t.kinds) == 1 and t.kinds[0] in ("identity", "total", "ones"):
             continue
-        block = t.factors[0] if len(t.factors) == 1 else Kronecker(list(t.factors))
+        block = group(list(t.factors))
         if not _dense_rows_in_total_identity(block):
             return False
     return True

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...linalg import Kronecker, Matrix, PIdentity, check_dense_size, kron_terms
+from ...linalg import Matrix, PIdentity, check_dense_size, kron_terms
+from ...linalg.kronecker import group
 from ...privacy import Privacy
 from ...strategy import Strategy
 from ..base import Selector, register
@@ -116,8 +117,7 @@ def optimize_kron(
 
 def kron_strategy(thetas, norm: int) -> Matrix:
     """``⊗_i A(Θ_i)``; a bare p-Identity for a single attribute."""
-    factors = [PIdentity(t, norm=norm) for t in thetas]
-    return factors[0] if len(factors) == 1 else Kronecker(factors)
+    return group([PIdentity(t, norm=norm) for t in thetas])
 
 
 @register

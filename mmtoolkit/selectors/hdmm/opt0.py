@@ -297,9 +297,5 @@ def select_opt0(gram, privacy: Privacy, p=None, restarts=1, seed=None, ftol=FTOL
     theta, loss = best_of_restarts(
         seed, restarts, lambda rng: optimize_pidentity(G, p, norm, rng, ftol=ftol, maxiter=maxiter)
     )
-    return Strategy(
-        matrix=PIdentity(theta, norm=norm),
-        selector="opt0",
-        loss=loss,
-        metadata={"operator": "OPT_0", "p": p, "norm": norm},
-    )
+    meta = {"operator": "OPT_0", "p": p, "norm": norm}
+    return Strategy(matrix=PIdentity(theta, norm=norm), selector="opt0", loss=loss, metadata=meta)

@@ -157,12 +157,9 @@ class OptMarginalsSelector(Selector):
         problem = MarginalsProblem(sizes, t)
         norm = privacy.norm
         prm = self.params
+        kw = {"maxiter": prm["maxiter"], "form": prm["form"]}
         best = best_of_restarts(
-            prm["seed"],
-            prm["restarts"],
-            lambda rng: optimize_marginals(
-                problem, norm, rng, maxiter=prm["maxiter"], form=prm["form"]
-            ),
+            prm["seed"], prm["restarts"], lambda rng: optimize_marginals(problem, norm, rng, **kw)
         )
         return Strategy(
             matrix=marginals_strategy(sizes, best[0]),

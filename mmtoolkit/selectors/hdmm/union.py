@@ -10,16 +10,8 @@ import numpy as np
 
 from ...checks import check_choice, check_int
 from ...evaluate.stacked import StackedKroneckerRoute
-from ...linalg import (
-    Kronecker,
-    KroneckerUnion,
-    Matrix,
-    PIdentity,
-    TooLargeError,
-    Weighted,
-    kron_terms,
-    peel,
-)
+from ...linalg import KroneckerUnion, Matrix, PIdentity, TooLargeError, Weighted, kron_terms, peel
+from ...linalg.kronecker import group
 from ...privacy import Privacy
 from ...strategy import Strategy
 from ..base import NotApplicableError, Selector, register
@@ -150,10 +142,7 @@ def optimize_products(products: ProductFactors, norm: int, rng, ftol=FTOL, maxit
         costs.append(err)
     costs = np.array(costs)
     errors = products.coeffs * np.prod(costs[products.slot], axis=1)
-    blocks = [
-        factors[row[0]] if products.d == 1 else Kronecker([factors[s] for s in row])
-        for row in products.slot
-    ]
+    blocks = [group([factors[s] for s in row]) for row in products.slot]
     return blocks, errors
 
 
