@@ -13,7 +13,7 @@ import numpy as np
 
 from ...checks import check_float
 from ...linalg import Marginals, Matrix, normal_form
-from ...linalg.normal_form import _bits
+from ...linalg.marginals import key_attrs
 from ...privacy import Privacy
 from ...strategy import Strategy
 from ..base import Selector, check_option, register
@@ -42,7 +42,7 @@ class BMaxResult:
 
 
 def _cells(key: int, sizes) -> int:
-    return math.prod(sizes[i] for i in _bits(key))
+    return math.prod(sizes[i] for i in key_attrs(key, len(sizes)))
 
 
 def cuboid_cells(keys: np.ndarray, sizes) -> np.ndarray:

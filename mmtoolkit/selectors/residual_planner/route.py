@@ -21,7 +21,6 @@ from ...linalg import (
     peel,
 )
 from ...linalg.marginals import is_total
-from ...linalg.normal_form import _bits
 from ...linalg.route import common_sizes
 
 
@@ -84,8 +83,14 @@ class ResidualRoute:
         if isinstance(core, Marginals):  # fast path: supports from the bitmask keys
             if list(core.sizes) != list(sizes):
                 return None
-            # _bits: a pass over the set bits only (keys may have hundreds of bits)
-            terms = [((weight * t) ** 2, _bits(key), None) for key, t in core.weights.items()]
+            terms = []
+            for key, theta in core.weights.items():
+                support, rest = [], key
+                while rest:  # the set bits only (keys may have hundreds of bits)
+                    low = rest & -rest
+                    support.append(low.bit_length() - 1)
+                    rest ^= low
+                terms.append(((weight * theta) ** 2, tuple(support), None))
         else:
             raw = kron_terms(W)
             if common_sizes(raw) != list(sizes):
