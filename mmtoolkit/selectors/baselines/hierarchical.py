@@ -61,9 +61,12 @@ def hb_branching(n: int) -> int:
     ``(b − 1) h³ − 2 (b + 1) h² / 3``, ``h = ⌈log_b n⌉`` (ties: the smallest; ``n = 1``: 2)."""
     if n < 2:
         return 2
-    # three times the cost, in integers: ties are exact and min keeps the first (smallest) b
-    cost = lambda b, h: 3 * (b - 1) * h**3 - 2 * (b + 1) * h**2  # noqa: E731
-    return min(_height_candidates(n), key=lambda b: cost(b, tree_height(n, b)))
+
+    def cost(b):  # three times the rule's, in integers: exact ties keep the first (smallest) b
+        h = tree_height(n, b)
+        return 3 * (b - 1) * h**3 - 2 * (b + 1) * h**2
+
+    return min(_height_candidates(n), key=cost)
 
 
 def hb2d_branching(n: int) -> int:
