@@ -255,3 +255,40 @@ def test_opt0_refuses_p_beyond_the_domain_size():
             selectors.get("opt0", p=p, seed=0, maxiter=5).select(W, PureDP(1.0))
     s = selectors.get("opt0", p=16, seed=0, maxiter=50).select(W, PureDP(1.0))
     assert s.metadata["p"] == 16
+
+
+def test_option_checks_name_the_parameter_and_the_options():
+    # the shared check behind the selectors' string options: one message format everywhere
+    from mmtoolkit.selectors.base import check_option
+
+    assert check_option("kron", "multi", ("kron", "product")) == "kron"
+    with pytest.raises(ValueError, match=r"^split must be one of \('a', 'b'\), got 'c'$"):
+        check_option("c", "split", ("a", "b"))
+    for name, params, text in [
+        ("greedy_h", {"criterion": "nope"}, "criterion must be one of ('dawa', 'exact')"),
+        ("datacube", {"budget": "nope"}, "budget must be one of ('uniform', 'optimal')"),
+        ("fourier", {"coefficients": 1}, "coefficients must be one of ('needed', 'attributes'"),
+        ("lrm", {"init": "nope"}, "init must be one of ('auto', 'identity', 'svd', 'random')"),
+    ]:
+        with pytest.raises(ValueError, match=re.escape(text)):
+            selectors.get(name, **params)
+
+
+def test_applicability_reports_what_the_selection_would_refuse():
+    # the reason is the message of the parse that _select runs first
+    from mmtoolkit.selectors.base import refusal
+
+    def parse(x):
+        if x < 0:
+            raise ValueError(f"x must be >= 0, got {x}")
+
+    assert refusal(parse, 1) is None
+    assert refusal(parse, -1) == "x must be >= 0, got -1"
+    W = workloads.prefix(6)  # 6 cells: neither binary attributes nor a power of two
+    for name in ("datacube", "fourier"):
+        reason = selectors.get_class(name).applicability(W, PureDP(1.0))
+        assert reason is not None
+        with pytest.raises(selectors.NotApplicableError, match=re.escape(reason)):
+            selectors.get(name).select(W, PureDP(1.0))
+    reason = selectors.get_class("residual_planner").applicability(W, ZCDP(1.0))
+    assert reason is not None and "marginals" in reason

@@ -14,7 +14,7 @@ from ...checks import check_bool, check_int
 from ...linalg import MAX_DENSE_ENTRIES
 from ...linalg.tree import Tree, interval_tree
 from ...strategy import Strategy
-from ..base import ALL_PRIVACY, NotApplicableError, Selector, register
+from ..base import ALL_PRIVACY, NotApplicableError, Selector, check_option, register
 from .sizes import check_dims, workload_sizes
 
 __all__ = ["GreedyHSelector"]
@@ -103,8 +103,7 @@ class GreedyHSelector(Selector):
     privacy = ALL_PRIVACY
 
     def __init__(self, criterion="dawa", granularity=100, root=False, collapse=True, dims=None):
-        if criterion not in CRITERIA:
-            raise ValueError(f"criterion must be one of {CRITERIA}, got {criterion!r}")
+        check_option(criterion, "criterion", CRITERIA)
         self.params = {
             "criterion": criterion,
             "granularity": check_int(granularity, "granularity", minimum=1),

@@ -12,11 +12,11 @@ import math
 import numpy as np
 
 from ...checks import check_bool, check_int
-from ...linalg import Kronecker
+from ...linalg.kronecker import group
 from ...linalg.tree import SPLITS, Intervals, Tree, interval_tree, tree_height
 from ...privacy import Privacy
 from ...strategy import Strategy
-from ..base import NotApplicableError, Selector, register
+from ..base import NotApplicableError, Selector, check_option, register
 from .sizes import check_dims, workload_sizes
 
 __all__ = [
@@ -61,13 +61,12 @@ def hb_branching(n: int) -> int:
     ``(b − 1) h³ − 2 (b + 1) h² / 3``, ``h = ⌈log_b n⌉`` (ties: the smallest; ``n = 1``: 2)."""
     if n < 2:
         return 2
-    best, best_v = 2, math.inf
-    for b in _height_candidates(n):
+
+    def cost(b):  # three times the rule's, in integers: exact ties keep the first (smallest) b
         h = tree_height(n, b)
-        v = (b - 1) * h**3 - 2 * (b + 1) * h**2 / 3
-        if v < best_v - 1e-12:
-            best, best_v = b, v
-    return best
+        return 3 * (b - 1) * h**3 - 2 * (b + 1) * h**2
+
+    return min(_height_candidates(n), key=cost)
 
 
 def hb2d_branching(n: int) -> int:
@@ -75,12 +74,7 @@ def hb2d_branching(n: int) -> int:
     minimising ``b (n − 1) h²``, ``h = ⌈log_b n⌉``, with ``n = ⌊√N⌋`` cells per side."""
     if n < 2:
         return 2
-    best, best_v = 2, math.inf
-    for b in _height_candidates(n):
-        v = b * (n - 1) * tree_height(n, b) ** 2
-        if v < best_v:
-            best, best_v = b, v
-    return best
+    return min(_height_candidates(n), key=lambda b: b * (n - 1) * tree_height(n, b) ** 2)
 
 
 @register
@@ -95,8 +89,7 @@ class HierarchicalSelector(Selector):
     def __init__(self, branching=2, root=True, split="near_equal", dims=None, multi="kron"):
         if multi not in ("kron", "product"):
             raise ValueError(f"multi must be 'kron' or 'product', got {multi!r}")
-        if split not in SPLITS:
-            raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
+        check_option(split, "split", SPLITS)
         self.params = {
             "branching": check_int(branching, "branching", minimum=2),
             "root": check_bool(root, "root"),
@@ -111,19 +104,12 @@ class HierarchicalSelector(Selector):
         b, split = self.params["branching"], self.params["split"]
         trees = [interval_tree(n, b, split=split) for n in sizes]
         if len(sizes) == 1 or self.params["multi"] == "kron":
-            factors = [Tree(n, _below(lv, start)) for n, lv in zip(sizes, trees)]
-            matrix = factors[0] if len(factors) == 1 else Kronecker(factors)
+            matrix = group([Tree(n, _below(lv, start)) for n, lv in zip(sizes, trees)])
         else:
             matrix = Tree(sizes, _below(_product_levels(trees), start))
-        return Strategy(
-            matrix=matrix,
-            selector=self.name,
-            metadata={
-                "branching": self.params["branching"],
-                "sizes": sizes,
-                "levels": [len(t) - (start if len(t) > 1 else 0) for t in trees],
-            },
-        )
+        levels = [len(t) - (start if len(t) > 1 else 0) for t in trees]
+        meta = {"branching": b, "sizes": sizes, "levels": levels}
+        return Strategy(matrix=matrix, selector=self.name, metadata=meta)
 
 
 @register
@@ -146,33 +132,25 @@ class HBSelector(Selector):
         sizes = workload_sizes(workload, self.params["dims"])
         b = self.params["branching"]
         if len(sizes) == 1:
-            n = sizes[0]
-            b = hb_branching(n) if b is None else b
-            levels = _below(interval_tree(n, b, split="near_equal"), 1)
-            return Strategy(
-                matrix=Tree(n, levels),
-                selector=self.name,
-                metadata={"branching": b, "height": len(levels), "sizes": sizes},
-            )
-        if len(sizes) != 2:
+            domain = sizes[0]
+            b = hb_branching(domain) if b is None else b
+            levels = _below(interval_tree(domain, b, split="near_equal"), 1)
+        elif len(sizes) == 2:
+            b = hb2d_branching(math.isqrt(math.prod(sizes))) if b is None else b
+            if self.params["split2d"] == "pad":
+                h = max(tree_height(s, b) for s in sizes)
+                trees = [interval_tree(s, b, split="pad", height=h) for s in sizes]
+            else:
+                trees = [interval_tree(s, b, split="near_equal") for s in sizes]
+            levels, domain = _below(_product_levels(trees), 1), sizes
+        else:
             raise NotApplicableError(
                 f"HB is defined for 1-D and 2-D domains (Qardaji et al. 2013); this workload "
                 f"has {len(sizes)} attributes {sizes}: pass dims=[N] for a 1-D tree over the "
                 "flattened domain, or use the 'hierarchical' selector (per-attribute Kronecker)"
             )
-        n = math.isqrt(math.prod(sizes))
-        b = hb2d_branching(n) if b is None else b
-        if self.params["split2d"] == "pad":
-            h = max(tree_height(s, b) for s in sizes)
-            trees = [interval_tree(s, b, split="pad", height=h) for s in sizes]
-        else:
-            trees = [interval_tree(s, b, split="near_equal") for s in sizes]
-        levels = _below(_product_levels(trees), 1)
-        return Strategy(
-            matrix=Tree(sizes, levels),
-            selector=self.name,
-            metadata={"branching": b, "height": len(levels), "sizes": sizes},
-        )
+        meta = {"branching": b, "height": len(levels), "sizes": sizes}
+        return Strategy(matrix=Tree(domain, levels), selector=self.name, metadata=meta)
 
 
 @register
@@ -202,8 +180,5 @@ class QuadtreeSelector(Selector):
             w = 2.0 ** (depth / 3.0) * (2 ** (1 / 3) - 1) / (2 ** ((h + 1) / 3) - 1)
         else:
             w = np.full(h + 1, 1.0 / (h + 1))
-        return Strategy(
-            matrix=Tree(sizes, levels, list(w)),
-            selector=self.name,
-            metadata={"height": h, "level_budget": [float(x) for x in w], "sizes": sizes},
-        )
+        meta = {"height": h, "level_budget": [float(x) for x in w], "sizes": sizes}
+        return Strategy(matrix=Tree(sizes, levels, list(w)), selector=self.name, metadata=meta)

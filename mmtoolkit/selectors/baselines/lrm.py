@@ -14,7 +14,7 @@ from ...checks import check_int, check_probability
 from ...linalg import Dense, Matrix, check_dense_size
 from ...linalg.spectral import canonical_eigenbasis
 from ...strategy import Strategy
-from ..base import ALL_PRIVACY, NotApplicableError, Selector, register
+from ..base import ALL_PRIVACY, NotApplicableError, Selector, check_option, register
 
 __all__ = ["LowRankSelector", "lrm_decompose", "project_columns"]
 
@@ -156,8 +156,7 @@ class LowRankSelector(Selector):
     privacy = ALL_PRIVACY
 
     def __init__(self, rank=None, gamma=1e-4, max_iter=300, inner=10, init="auto", seed=0):
-        if init not in INITS:
-            raise ValueError(f"init must be one of {INITS}, got {init!r}")
+        check_option(init, "init", INITS)
         self.params = {
             "rank": None if rank is None else check_int(rank, "rank", minimum=1),
             "gamma": check_probability(gamma, "gamma"),

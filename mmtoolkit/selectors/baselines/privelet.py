@@ -12,15 +12,8 @@ import math
 import numpy as np
 
 from ...checks import check_bool
-from ...linalg import (
-    MAX_DENSE_ENTRIES,
-    Haar,
-    Kronecker,
-    Matrix,
-    Product,
-    TooLargeError,
-    check_p,
-)
+from ...linalg import MAX_DENSE_ENTRIES, Haar, Matrix, Product, TooLargeError, check_p
+from ...linalg.kronecker import group
 from ...linalg.tree import Tree, TreeGram, interval_tree
 from ...privacy import Privacy
 from ...strategy import Strategy
@@ -125,7 +118,5 @@ class PriveletSelector(Selector):
                 )
             factors.append(PriveletHaar(n, l))
             padded.append(l)
-        matrix = factors[0] if len(factors) == 1 else Kronecker(factors)
-        return Strategy(
-            matrix=matrix, selector=self.name, metadata={"sizes": sizes, "padded": padded}
-        )
+        meta = {"sizes": sizes, "padded": padded}
+        return Strategy(matrix=group(factors), selector=self.name, metadata=meta)

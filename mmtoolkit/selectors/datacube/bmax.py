@@ -13,9 +13,11 @@ import numpy as np
 
 from ...checks import check_float
 from ...linalg import Marginals, Matrix, normal_form
+from ...linalg.marginals import key_attrs
 from ...privacy import Privacy
 from ...strategy import Strategy
-from ..base import Selector, register
+from ..base import Selector, check_option, register
+from .budgets import uniform_budgets
 from .cuboids import RANGES, marginal_keys
 
 #: Largest number of lattice candidates (2^atoms) the "lattice" mode builds.
@@ -39,12 +41,8 @@ class BMaxResult:
     levels: dict[float, int] = field(default_factory=dict)  # mag level -> greedy picks
 
 
-def _bits(key: int) -> list[int]:
-    return [i for i in range(key.bit_length()) if (key >> i) & 1]
-
-
 def _cells(key: int, sizes) -> int:
-    return math.prod(sizes[i] for i in _bits(key))
+    return math.prod(sizes[i] for i in key_attrs(key, len(sizes)))
 
 
 def cuboid_cells(keys: np.ndarray, sizes) -> np.ndarray:
@@ -86,8 +84,7 @@ def bmax(
     ``weights`` scale variances by ``w²``; ``mag_limit`` (a number or ``"L"``) fixes the bound."""
     if p not in (1, 2):
         raise ValueError(f"p must be 1 (L1, Laplace) or 2 (L2, Gaussian), got {p!r}")
-    if candidates not in CANDIDATES:
-        raise ValueError(f"candidates must be one of {CANDIDATES}, got {candidates!r}")
+    check_option(candidates, "candidates", CANDIDATES)
     sizes = tuple(int(n) for n in sizes)
     d = len(sizes)
     keys = [int(k) for k in keys]
@@ -208,12 +205,10 @@ class DingDataCube(Selector):
         variant: str = "bmax",
         ranges: str = "refuse",
     ):
-        if ranges not in RANGES:
-            raise ValueError(f"ranges must be one of {RANGES}, got {ranges!r}")
+        check_option(ranges, "ranges", RANGES)
         if p is not None and (isinstance(p, bool) or p not in (1, 2)):
             raise ValueError(f"p must be 1, 2 or None (from the privacy), got {p!r}")
-        if candidates not in CANDIDATES:
-            raise ValueError(f"candidates must be one of {CANDIDATES}, got {candidates!r}")
+        check_option(candidates, "candidates", CANDIDATES)
         if budget not in ("uniform", "max"):
             raise ValueError(f"budget must be 'uniform' or 'max', got {budget!r}")
         if mag_limit is not None and mag_limit != "L":
@@ -222,8 +217,7 @@ class DingDataCube(Selector):
                 raise ValueError(
                     f"mag_limit: must be None, a number >= 1 or 'L', got {mag_limit!r}"
                 )
-        if variant not in VARIANTS:
-            raise ValueError(f"variant must be one of {VARIANTS}, got {variant!r}")
+        check_option(variant, "variant", VARIANTS)
         if variant == "hdmm_table" and mag_limit is not None:
             raise ValueError("variant='hdmm_table' fixes mag_limit = |L|; do not pass mag_limit")
         self.params = {
@@ -253,25 +247,13 @@ class DingDataCube(Selector):
         )
         cents = list(dict.fromkeys(res.centroids))
         if self.params["budget"] == "uniform":
-            lam = np.full(
-                len(cents), 1.0 / (len(cents) if privacy.norm == 1 else math.sqrt(len(cents)))
-            )
+            lam = uniform_budgets(np.ones(len(cents)), privacy.norm)  # 1/k (L1) or 1/√k (L2)
         else:
             worst = dict.fromkeys(cents, 0.0)  # a cuboid nothing is computed from: λ = 0
             for c, k in res.assignment.items():
                 worst[k] = max(worst[k], keys[c] ** 2 * _cells(k, sizes) / _cells(c, sizes))
             lam = minimax_budgets(list(worst.values()), privacy.norm)
-        matrix = Marginals(sizes, dict(zip(cents, lam.tolist())))
-        return Strategy(
-            matrix=matrix,
-            selector=self.name,
-            metadata={
-                "cuboids": cents,
-                "assignment": res.assignment,
-                "theta": res.theta,
-                "p": p,
-                "budgets": dict(zip(cents, lam.tolist())),
-                "candidates": res.candidates,
-                "variant": self.params["variant"],
-            },
-        )
+        budgets = dict(zip(cents, lam.tolist()))
+        meta = {"cuboids": cents, "assignment": res.assignment, "theta": res.theta, "p": p}
+        meta.update(budgets=budgets, candidates=res.candidates, variant=self.params["variant"])
+        return Strategy(matrix=Marginals(sizes, budgets), selector=self.name, metadata=meta)

@@ -11,7 +11,7 @@ import math
 import numpy as np
 
 from ...linalg import Matrix, normal_form
-from ..base import NotApplicableError
+from ..base import NotApplicableError, check_option
 
 __all__ = ["RANGES", "binary_workload", "marginal_keys"]
 
@@ -22,8 +22,7 @@ def marginal_keys(W, ranges: str = "refuse") -> dict[int, float]:
     """``{key: weight}`` of a workload of (weighted) marginals on one factorisation of the domain
     (:class:`NotApplicableError` otherwise); ``ranges="as_marginals"`` reads a range-marginal
     term as the cuboid it is summed from (Ding et al. 2011; Li & Miklau 2012 §5)."""
-    if ranges not in RANGES:
-        raise ValueError(f"ranges must be one of {RANGES}, got {ranges!r}")
+    check_option(ranges, "ranges", RANGES)
 
     out: dict[int, float] = {}
     nf = normal_form(W)
@@ -44,10 +43,8 @@ def marginal_keys(W, ranges: str = "refuse") -> dict[int, float]:
                 )
             key = sum(1 << i for i in t.attrs)
         w = abs(t.weight)
-        if key in out:
-            out[key] = math.sqrt(out[key] ** 2 + w * w)  # duplicates add up in WᵀW
-        else:
-            out[key] = w
+        # duplicates add up in WᵀW
+        out[key] = math.sqrt(out[key] ** 2 + w * w) if key in out else w
     if nf.sizes is None:
         raise NotApplicableError(
             "the workload's Kronecker terms do not share one factorisation of the domain "
@@ -77,10 +74,8 @@ def binary_workload(workload: Matrix, encode: bool = False) -> tuple[int, dict[i
             for i, (o, b) in enumerate(zip(offsets, bits)):
                 if (key >> i) & 1:
                     bkey |= ((1 << b) - 1) << o
-            if bkey in out:  # two attributes of size 1 make the same bit key
-                out[bkey] = math.sqrt(out[bkey] ** 2 + w * w)
-            else:
-                out[bkey] = w
+            # two attributes of size 1 make the same bit key
+            out[bkey] = math.sqrt(out[bkey] ** 2 + w * w) if bkey in out else w
         return int(sum(bits)), out
     for i, n in enumerate(sizes):
         if n != 2:

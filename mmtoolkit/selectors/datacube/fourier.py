@@ -12,7 +12,7 @@ from ...linalg import Fourier, Matrix, check_dense_size, normal_form
 from ...linalg.fourier import downset, fwht, submasks
 from ...privacy import Privacy
 from ...strategy import Strategy
-from ..base import Selector, register
+from ..base import Selector, check_option, refusal, register
 from .budgets import BUDGETS, budget_objective, optimal_budgets, uniform_budgets
 from .cuboids import binary_workload
 
@@ -65,8 +65,7 @@ def fourier_coefficients(
     """``(d, {β: b_β})``: the parity coefficients the Fourier strategy keeps for a workload on
     ``2^d`` cells, ``b_β = ‖W χ_β‖² / 4^d`` (Cormode et al. §3.2, §3.6); ``coefficients``:
     ``"needed"`` (Li & Miklau §5), ``"attributes"`` or ``"all"``."""
-    if coefficients not in COEFFICIENTS:
-        raise ValueError(f"coefficients must be one of {COEFFICIENTS}, got {coefficients!r}")
+    check_option(coefficients, "coefficients", COEFFICIENTS)
     if not isinstance(workload, Matrix):
         raise ValueError(f"the workload must be a Matrix, got {type(workload).__name__}")
     d = _log2(int(workload.shape[1]), "the workload")
@@ -128,22 +127,15 @@ class FourierSelector(Selector):
     )
 
     def __init__(self, coefficients: str = "needed", budget: str = "uniform"):
-        if coefficients not in COEFFICIENTS:
-            raise ValueError(f"coefficients must be one of {COEFFICIENTS}, got {coefficients!r}")
-        if budget not in BUDGETS:
-            raise ValueError(f"budget must be one of {BUDGETS}, got {budget!r}")
+        check_option(coefficients, "coefficients", COEFFICIENTS)
+        check_option(budget, "budget", BUDGETS)
         self.params = {"coefficients": coefficients, "budget": budget}
 
     @classmethod
     def applicability(cls, workload, privacy, objective="sum"):
         """Also: a domain of ``2^d`` cells (the Walsh–Hadamard basis)."""
         reason = super().applicability(workload, privacy, objective)
-        if reason is None:
-            try:
-                _log2(int(workload.shape[1]), "the workload")
-            except ValueError as exc:
-                return str(exc)
-        return reason
+        return refusal(_log2, int(workload.shape[1]), "the workload") if reason is None else reason
 
     def _select(self, workload: Matrix, privacy: Privacy, objective: str) -> Strategy:
         mode = self.params["coefficients"]
@@ -157,11 +149,9 @@ class FourierSelector(Selector):
         else:
             d, coef = fourier_coefficients(workload, mode)
             groups, b = list(coef), np.array(list(coef.values()))
-        C = np.ones(len(groups))
-        if self.params["budget"] == "uniform":
-            lam = uniform_budgets(C, privacy.norm)
-        else:
-            lam, _ = optimal_budgets(b, C, privacy.norm)
+        C, norm = np.ones(len(groups)), privacy.norm
+        uniform = self.params["budget"] == "uniform"
+        lam = uniform_budgets(C, norm) if uniform else optimal_budgets(b, C, norm)[0]
         kept = {g: lam_g for g, lam_g in zip(groups, lam.tolist()) if lam_g > 0}
         return Strategy(
             matrix=Fourier(d, kept),

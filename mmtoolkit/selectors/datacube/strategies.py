@@ -11,7 +11,7 @@ import numpy as np
 from ...linalg import Fourier, Identity, Marginals, Matrix
 from ...privacy import Privacy
 from ...strategy import Strategy
-from ..base import Selector, register
+from ..base import Selector, check_option, refusal, register
 from .bmax import CANDIDATES, bmax
 from .budgets import BUDGETS, budget_objective, optimal_budgets, uniform_budgets
 from .cuboids import binary_workload
@@ -26,13 +26,8 @@ def plan(d: int, keys: dict[int, float], strategy: str, budget: str, norm: int, 
     """The budget plan for one strategy: ``(groups, b, C, λ, metadata)`` (groups: marginal
     keys for Q/C, coefficients for F, ``[None]`` for I)."""
     if strategy == "I":
-        return (
-            [None],
-            np.array([float(sum(w * w for w in keys.values()) * 2**d)]),
-            np.ones(1),
-            np.ones(1),
-            {},
-        )
+        b = np.array([float(sum(w * w for w in keys.values()) * 2**d)])
+        return [None], b, np.ones(1), np.ones(1), {}
     if strategy == "Q":
         groups = sorted(keys)
         b = np.array([keys[k] ** 2 * 2.0 ** bin(k).count("1") for k in groups])
@@ -55,10 +50,7 @@ def plan(d: int, keys: dict[int, float], strategy: str, budget: str, norm: int, 
             b[groups.index(kappa)] += keys[c] ** 2 * 2.0 ** bin(kappa).count("1")
         meta = {"assignment": res.assignment, "theta": res.theta, "candidates": res.candidates}
     C = np.ones(len(groups))
-    if budget == "uniform":
-        lam = uniform_budgets(C, norm)
-    else:
-        lam, _ = optimal_budgets(b, C, norm)
+    lam = uniform_budgets(C, norm) if budget == "uniform" else optimal_budgets(b, C, norm)[0]
     return groups, b, C, lam, meta
 
 
@@ -78,12 +70,9 @@ class DataCube(Selector):
         candidates: str = "lattice",
         p: int | None = None,
     ):
-        if strategy not in STRATEGIES:
-            raise ValueError(f"strategy must be one of {STRATEGIES}, got {strategy!r}")
-        if budget not in BUDGETS:
-            raise ValueError(f"budget must be one of {BUDGETS}, got {budget!r}")
-        if candidates not in CANDIDATES:
-            raise ValueError(f"candidates must be one of {CANDIDATES}, got {candidates!r}")
+        check_option(strategy, "strategy", STRATEGIES)
+        check_option(budget, "budget", BUDGETS)
+        check_option(candidates, "candidates", CANDIDATES)
         if p is not None and (isinstance(p, bool) or p not in (1, 2)):
             raise ValueError(f"p must be 1, 2 or None, got {p!r}")
         self.params = {"strategy": strategy, "budget": budget, "candidates": candidates, "p": p}
@@ -92,37 +81,26 @@ class DataCube(Selector):
     def applicability(cls, workload, privacy, objective="sum"):
         """Also: a marginals workload on binary attributes (what ``_select`` reads first)."""
         reason = super().applicability(workload, privacy, objective)
-        if reason is None:
-            try:
-                binary_workload(workload)
-            except ValueError as exc:
-                return str(exc)
-        return reason
+        return refusal(binary_workload, workload) if reason is None else reason
 
     def _select(self, workload: Matrix, privacy: Privacy, objective: str) -> Strategy:
         d, keys = binary_workload(workload)
-        s, budget = self.params["strategy"], self.params["budget"]
+        prm = self.params
+        s, budget = prm["strategy"], prm["budget"]
         groups, b, C, lam, meta = plan(
-            d,
-            keys,
-            s,
-            budget,
-            privacy.norm,
-            p=self.params["p"],
-            candidates=self.params["candidates"],
+            d, keys, s, budget, privacy.norm, p=prm["p"], candidates=prm["candidates"]
         )
+        budgets = dict(zip(groups, lam.tolist()))
         if s == "I":
             matrix = Identity(1 << d)
         elif s == "F":
-            matrix = Fourier(d, dict(zip(groups, lam.tolist())))
+            matrix = Fourier(d, budgets)
         else:
-            matrix = Marginals((2,) * d, dict(zip(groups, lam.tolist())))
+            matrix = Marginals((2,) * d, budgets)
         meta.update(
-            {
-                "strategy": s + ("+" if budget == "optimal" and s != "I" else ""),
-                "groups": len(groups),
-                "budgets": dict(zip(groups, lam.tolist())) if s != "F" else None,
-            }
+            strategy=s + ("+" if budget == "optimal" and s != "I" else ""),
+            groups=len(groups),
+            budgets=budgets if s != "F" else None,
         )
         return Strategy(
             matrix=matrix, selector=self.name, metadata=meta, loss=budget_objective(b, lam)

@@ -108,12 +108,7 @@ class Weighting:
 
 
 def solve_weighting(
-    c,
-    P,
-    p: int = 1,
-    solver: str = "dual",
-    tol: float = 1e-7,
-    max_iter: int = 200_000,
+    c, P, p: int = 1, solver: str = "dual", tol: float = 1e-7, max_iter: int = 200_000
 ) -> Weighting:
     """Program 1, ``min Σ_i c_i / x_i^p`` s.t. ``Σ_i x_i P[i, j] ≤ 1``, ``x ≥ 0``, by the certified
     dual method (``tol``: relative gap) or a cvxpy ``solver``; returns a :class:`Weighting`."""

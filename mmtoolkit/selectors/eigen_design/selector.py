@@ -126,12 +126,10 @@ class EigenDesign(Selector):
         t2 = time.perf_counter()
         matrix, loss = weighted_strategy(Q, x, p, prm["complete"], c)
         meta.update(
-            {
-                "rank": int(c.size),
-                "program1_value": loss,
-                "seconds_eigen": t1 - t0,
-                "seconds_weighting": t2 - t1,
-                "norm": "L1" if p == 2 else "L2",
-            }
+            rank=int(c.size),
+            program1_value=loss,
+            seconds_eigen=t1 - t0,
+            seconds_weighting=t2 - t1,
+            norm="L1" if p == 2 else "L2",
         )
         return Strategy(matrix=matrix, selector=self.name, metadata=meta, loss=loss)

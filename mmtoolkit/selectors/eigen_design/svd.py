@@ -38,8 +38,5 @@ class SVDBoundStrategy(Selector):
         x = np.sqrt(sigma) if p == 1 else sigma**0.25
         matrix, _ = weighted_strategy(Q, x, p, self.params["complete"])
         svd_value = float(np.sum(np.sqrt(sigma)) ** 2)  # tr(AᵀA)·tr(WᵀW(AᵀA)⁺), Thm 5.25
-        return Strategy(
-            matrix=matrix,
-            selector=self.name,
-            metadata={"rank": int(sigma.size), "sv_approximation_value": svd_value},
-        )
+        meta = {"rank": int(sigma.size), "sv_approximation_value": svd_value}
+        return Strategy(matrix=matrix, selector=self.name, metadata=meta)

@@ -1,5 +1,5 @@
 """Shared helpers of the HDMM selectors (McKenna et al., PVLDB 2018): workload terms,
-parameter checks, seeds and Gram operators."""
+parameter checks and Gram operators."""
 
 from __future__ import annotations
 
@@ -20,15 +20,10 @@ from ...linalg import (
     check_dense_size,
     normal_form,
 )
+from ...linalg.kronecker import group
 from ...linalg.ranges import SymmetricFormula
 from ...linalg.route import common_sizes
-from ...privacy import Privacy, PureDP
 from ..base import NotApplicableError
-
-
-def norm_of(privacy: Privacy) -> int:
-    """1 (L1 / Laplace) for PureDP, 2 (L2 / Gaussian) for ApproxDP and ZCDP."""
-    return 1 if isinstance(privacy, PureDP) else 2
 
 
 # ------------------------------------------------------------------ parameter checks
@@ -41,11 +36,6 @@ def check_p_param(p):
             raise ValueError("p must not be an empty list")
         return [check_int(v, f"p[{i}]", minimum=1) for i, v in enumerate(p)]
     return check_int(p, "p", minimum=1)
-
-
-def seed_sequences(seed, count: int) -> list[np.random.SeedSequence]:
-    """``count`` independent child seeds of ``SeedSequence(seed)`` (one per restart)."""
-    return np.random.SeedSequence(seed).spawn(count)
 
 
 # ------------------------------------------------------------------ workload terms
@@ -67,7 +57,7 @@ def _rows_in_total_identity(f: Matrix) -> bool:
     for t in normal_form(f).terms:
         if len(t.kinds) == 1 and t.kinds[0] in ("identity", "total", "ones"):
             continue
-        block = t.factors[0] if len(t.factors) == 1 else Kronecker(list(t.factors))
+        block = group(list(t.factors))
         if not _dense_rows_in_total_identity(block):
             return False
     return True
@@ -99,9 +89,7 @@ _FAST = (Identity, SymmetricFormula, SymTridiagonal, MarginalsGram, Ones)
 def _is_fast(Y: Matrix) -> bool:
     if isinstance(Y, _FAST):
         return True
-    if isinstance(Y, Weighted):
-        return _is_fast(Y.base)
-    if isinstance(Y, PermutedGram):
+    if isinstance(Y, (Weighted, PermutedGram)):
         return _is_fast(Y.base)
     if isinstance(Y, Sum):
         return all(_is_fast(t) for t in Y.terms)

@@ -16,11 +16,7 @@ from ...linalg.marginals import MAX_MARGINALS_DIM
 from ...privacy import Privacy
 from ...strategy import Strategy
 from ..base import Selector, register
-from ._common import (
-    check_search_params,
-    norm_of,
-    seed_sequences,
-)
+from ._common import check_search_params
 from .kron import CYCLE_TOL, CYCLES, KronProblem, kron_strategy, optimize_kron
 from .opt0 import FTOL, MAXITER
 from .opt_marginals import (
@@ -31,13 +27,7 @@ from .opt_marginals import (
     project_workload,
 )
 from .separate import SeparateUnion
-from .union import (
-    ANSWERING,
-    UnionProblem,
-    check_groups,
-    optimize_union,
-    union_size_refusal,
-)
+from .union import ANSWERING, UnionProblem, check_groups, optimize_union, union_size_refusal
 
 OPERATORS = ("kron", "union", "marginals")
 #: The exact OPT_+ loss costs (number of products) x N operations; above this budget the
@@ -127,12 +117,12 @@ class HDMMSelector(Selector):
 
     def _select(self, workload: Matrix, privacy: Privacy, objective: str) -> Strategy:
         prm = self.params
-        norm = norm_of(privacy)
+        norm = privacy.norm
         kw = {k: prm[k] for k in ("cycles", "tol", "ftol", "maxiter")}
         ops = self._prepare(workload)
         best = [Identity(workload.shape[1]), identity_loss(workload), {"operator": "Identity"}]
         losses = {"Identity": best[1]}
-        for ss in seed_sequences(prm["seed"], prm["restarts"]):
+        for ss in np.random.SeedSequence(prm["seed"]).spawn(prm["restarts"]):
             children = dict(zip(OPERATORS, ss.spawn(len(OPERATORS))))
             for op, problem in ops.items():
                 rng = np.random.default_rng(children[op])

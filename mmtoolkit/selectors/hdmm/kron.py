@@ -8,19 +8,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...linalg import Kronecker, Matrix, PIdentity, check_dense_size, kron_terms
+from ...linalg import Matrix, PIdentity, check_dense_size, kron_terms
+from ...linalg.kronecker import group
 from ...privacy import Privacy
 from ...strategy import Strategy
 from ..base import Selector, register
 from . import opt0
-from ._common import (
-    GramOperator,
-    check_search_params,
-    default_p,
-    distinct_grams,
-    norm_of,
-    term_sizes,
-)
+from ._common import GramOperator, check_search_params, default_p, distinct_grams, term_sizes
 from .opt0 import FTOL, MAXITER, best_of_restarts, optimize_pidentity, pidentity_objective
 
 #: Default maximum number of block-cyclic passes (the authors' code runs 10) and the
@@ -123,8 +117,7 @@ def optimize_kron(
 
 def kron_strategy(thetas, norm: int) -> Matrix:
     """``⊗_i A(Θ_i)``; a bare p-Identity for a single attribute."""
-    factors = [PIdentity(t, norm=norm) for t in thetas]
-    return factors[0] if len(factors) == 1 else Kronecker(factors)
+    return group([PIdentity(t, norm=norm) for t in thetas])
 
 
 @register
@@ -146,7 +139,7 @@ class OptKronSelector(Selector):
     def _select(self, workload: Matrix, privacy: Privacy, objective: str) -> Strategy:
         prm = self.params
         problem = KronProblem(workload, prm["p"])
-        norm = norm_of(privacy)
+        norm = privacy.norm
         kw = {k: prm[k] for k in ("cycles", "tol", "ftol", "maxiter")}
         best = best_of_restarts(
             prm["seed"], prm["restarts"], lambda rng: optimize_kron(problem, norm, rng, **kw)

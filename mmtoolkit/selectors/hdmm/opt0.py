@@ -20,12 +20,7 @@ from ...linalg.pidentity import pidentity_scale
 from ...privacy import Privacy
 from ...strategy import Strategy
 from ..base import NotApplicableError, Selector, register
-from ._common import (
-    GramOperator,
-    check_p_param,
-    norm_of,
-    seed_sequences,
-)
+from ._common import GramOperator, check_p_param
 
 #: Default L-BFGS-B relative-reduction tolerance (scipy's ``ftol``; 1e-4 as in the authors'
 #: implementation, digest §4.3) and iteration cap.
@@ -108,9 +103,9 @@ def _objective(theta: np.ndarray, gram: GramOperator, norm: int, lean: bool):
 
 def best_of_restarts(seed, restarts: int, run):
     """The result of least loss (``result[1]``; the first on ties) of ``run(rng)`` over the
-    generators of :func:`seed_sequences`."""
+    generators spawned from ``SeedSequence(seed)``, one per restart."""
     best = None
-    for ss in seed_sequences(seed, restarts):
+    for ss in np.random.SeedSequence(seed).spawn(restarts):
         result = run(np.random.default_rng(ss))
         if best is None or result[1] < best[1]:
             best = result
@@ -290,7 +285,7 @@ class Opt0Selector(Selector):
 def select_opt0(gram, privacy: Privacy, p=None, restarts=1, seed=None, ftol=FTOL, maxiter=MAXITER):
     """OPT_0 from the workload Gram ``WᵀW`` alone (a Matrix or an array); returns a Strategy."""
     G = gram if isinstance(gram, GramOperator) else GramOperator(gram)
-    norm = norm_of(privacy)
+    norm = privacy.norm
     p = max(1, G.n // 16) if p is None else check_int(p, "p", minimum=1)
     if p > G.n:
         # [I; Θ]D with p > n rows of Θ: p = n already spans every unit-diagonal Gram (L2),
@@ -302,9 +297,5 @@ def select_opt0(gram, privacy: Privacy, p=None, restarts=1, seed=None, ftol=FTOL
     theta, loss = best_of_restarts(
         seed, restarts, lambda rng: optimize_pidentity(G, p, norm, rng, ftol=ftol, maxiter=maxiter)
     )
-    return Strategy(
-        matrix=PIdentity(theta, norm=norm),
-        selector="opt0",
-        loss=loss,
-        metadata={"operator": "OPT_0", "p": p, "norm": norm},
-    )
+    meta = {"operator": "OPT_0", "p": p, "norm": norm}
+    return Strategy(matrix=PIdentity(theta, norm=norm), selector="opt0", loss=loss, metadata=meta)

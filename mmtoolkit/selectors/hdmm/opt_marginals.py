@@ -21,7 +21,7 @@ from ...linalg.marginals import (
 from ...privacy import Privacy
 from ...strategy import Strategy
 from ..base import Selector, register
-from ._common import norm_of, term_sizes
+from ._common import term_sizes
 from .opt0 import best_of_restarts
 
 #: Weights below ZERO_RTOL · max θ are dropped from the final strategy (if it still supports
@@ -155,14 +155,11 @@ class OptMarginalsSelector(Selector):
     def _select(self, workload: Matrix, privacy: Privacy, objective: str) -> Strategy:
         sizes, t = project_workload(workload)
         problem = MarginalsProblem(sizes, t)
-        norm = norm_of(privacy)
+        norm = privacy.norm
         prm = self.params
+        kw = {"maxiter": prm["maxiter"], "form": prm["form"]}
         best = best_of_restarts(
-            prm["seed"],
-            prm["restarts"],
-            lambda rng: optimize_marginals(
-                problem, norm, rng, maxiter=prm["maxiter"], form=prm["form"]
-            ),
+            prm["seed"], prm["restarts"], lambda rng: optimize_marginals(problem, norm, rng, **kw)
         )
         return Strategy(
             matrix=marginals_strategy(sizes, best[0]),

@@ -10,26 +10,12 @@ import numpy as np
 
 from ...checks import check_choice, check_int
 from ...evaluate.stacked import StackedKroneckerRoute
-from ...linalg import (
-    Kronecker,
-    KroneckerUnion,
-    Matrix,
-    PIdentity,
-    TooLargeError,
-    Weighted,
-    kron_terms,
-    peel,
-)
+from ...linalg import KroneckerUnion, Matrix, PIdentity, TooLargeError, Weighted, kron_terms, peel
+from ...linalg.kronecker import group
 from ...privacy import Privacy
 from ...strategy import Strategy
 from ..base import NotApplicableError, Selector, register
-from ._common import (
-    check_search_params,
-    default_p,
-    distinct_grams,
-    norm_of,
-    term_sizes,
-)
+from ._common import check_search_params, default_p, distinct_grams, term_sizes
 from .kron import CYCLE_TOL, CYCLES, KronProblem, kron_strategy, optimize_kron
 from .opt0 import FTOL, MAXITER, best_of_restarts, optimize_pidentity
 from .separate import SeparateUnion
@@ -156,10 +142,7 @@ def optimize_products(products: ProductFactors, norm: int, rng, ftol=FTOL, maxit
         costs.append(err)
     costs = np.array(costs)
     errors = products.coeffs * np.prod(costs[products.slot], axis=1)
-    blocks = [
-        factors[row[0]] if products.d == 1 else Kronecker([factors[s] for s in row])
-        for row in products.slot
-    ]
+    blocks = [group([factors[s] for s in row]) for row in products.slot]
     return blocks, errors
 
 
@@ -249,7 +232,7 @@ class OptUnionSelector(Selector):
         too_large = union_size_refusal(workload, prm["answering"])
         if too_large is not None:
             raise TooLargeError(f"opt_union: {too_large}")
-        norm = norm_of(privacy)
+        norm = privacy.norm
         kw = {k: prm[k] for k in ("answering", "cycles", "tol", "ftol", "maxiter")}
         matrix, bound, meta = best_of_restarts(
             prm["seed"], prm["restarts"], lambda rng: optimize_union(problem, norm, rng, **kw)

@@ -13,6 +13,7 @@ from scipy.optimize import minimize
 
 from ...checks import check_int
 from ...linalg import Matrix, as_matrix, check_dense_size
+from ..base import check_option
 
 
 def centered_gram(W) -> np.ndarray:
@@ -142,8 +143,7 @@ STRATEGY_SOLVERS = ("exact", "hdmm")
 def optimized_strategy(W: Matrix, solver: str = "exact") -> np.ndarray:
     """ResidualPlanner+'s ``S_i = chol(X)ᵀ`` for the basic matrix ``W`` (§9, digest §3.5);
     ``solver``: ``"exact"`` (:func:`unit_diagonal_opt`) or the paper's ``"hdmm"`` procedure."""
-    if solver not in STRATEGY_SOLVERS:
-        raise ValueError(f"strategy solver must be one of {STRATEGY_SOLVERS}, got {solver!r}")
+    check_option(solver, "strategy solver", STRATEGY_SOLVERS)
     V = centered_gram(W)
     X, _ = unit_diagonal_opt(V) if solver == "exact" else hdmm_convex_opt(V)
     L = np.linalg.cholesky(X)

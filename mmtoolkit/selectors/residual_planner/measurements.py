@@ -202,17 +202,20 @@ class _Layout:
         self.zlen = ext(lambda b: b.gamma.shape[1])[self.sets].prod(axis=1)
         self.cells = ext(lambda b: b.n)[self.sets].prod(axis=1)
         self.off = np.concatenate([[0], np.cumsum(self.dims)])
-        if self.kmax:
-            _, group = np.unique(self.attr_key[self.sets], axis=0, return_inverse=True)
-            self.group = group.ravel()
-        else:
-            self.group = np.zeros(len(self.sets), dtype=np.int64)
+        self.group = self.groups(self.sets)
         self.base = d + 1
         self.codes = None
         if self.kmax * math.log2(self.base) < 62:
             self.codes = self._encode(self.sets)
             self.code_order = np.argsort(self.codes)
             self.sorted_codes = self.codes[self.code_order]
+
+    def groups(self, B: np.ndarray) -> np.ndarray:
+        """A group index for each row of ``B`` (attribute sets of one size, -1 padded): rows in
+        one group have the same basis at every position."""
+        if not B.shape[1]:
+            return np.zeros(len(B), dtype=np.int64)
+        return np.unique(self.attr_key[B], axis=0, return_inverse=True)[1].ravel()
 
     @functools.cached_property
     def index(self) -> dict:
@@ -421,7 +424,7 @@ def measure_discrete(
         )
     if not hasattr(rng, "integers"):
         raise ValueError("rng must be a numpy.random.Generator")
-    rho_f = Fraction(rho) if not isinstance(rho, float) else Fraction(rho)
+    rho_f = Fraction(rho)
     if rho_f <= 0:
         raise ValueError(f"rho must be positive, got {rho}")
     src = data if isinstance(data, MarginalSource) else MarginalSource(data, plan.sizes)
@@ -438,9 +441,7 @@ def measure_discrete(
             raise ValueError("the discrete mechanism needs integer counts")
         v = v.astype(np.int64)
         H = [n * np.eye(n, dtype=np.int64) - np.ones((n, n), dtype=np.int64) for n in sizes]
-        Hv = v
-        for ax, M in enumerate(H):
-            Hv = np.moveaxis(np.tensordot(M, Hv, axes=(1, ax)), 0, ax)
+        Hv = _apply(v, H)
         z = integer_gaussian(gamma2, Hv.shape if Hv.shape else None, rng)
         y = Hv + z
         Ydag = [bases[i].sub / bases[i].n for i in A]
@@ -549,11 +550,7 @@ def iter_reconstruct(measurements: Measurements, sets, *, answers: bool = True):
     plan = measurements.plan
     lay = _layout(plan)
     for idx, T in _target_arrays(sets, len(plan.bases)):
-        if T.shape[1]:
-            _, group = np.unique(lay.attr_key[T], axis=0, return_inverse=True)
-            group = group.ravel()
-        else:
-            group = np.zeros(len(T), dtype=np.int64)
+        group = lay.groups(T)
         for g in np.unique(group):
             rows = np.nonzero(group == g)[0]
             first = T[rows[0]]

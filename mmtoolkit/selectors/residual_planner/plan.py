@@ -13,6 +13,7 @@ import numpy as np
 
 from ...linalg import TooLargeError
 from ...privacy import ZCDP, ApproxDP, Privacy
+from ..base import check_option
 from .workload import ResidualWorkload
 
 #: Default solver: "auto" (:func:`select_max`; CLARABEL for user losses, digest pitfall 9).
@@ -187,8 +188,7 @@ def row_constraints(workload: ResidualWorkload):
 def select_sum(workload: ResidualWorkload, weighting: str = "total") -> ResidualPlan:
     """Closed form for the weighted sum of variances (§6.1, Lemma 2; digest §2.6) at pcost 1;
     ``weighting``: ``"total"``, ``"equal"`` or ``"sqrt"``."""
-    if weighting not in WEIGHTINGS:
-        raise ValueError(f"weighting must be one of {WEIGHTINGS}, got {weighting!r}")
+    check_option(weighting, "weighting", WEIGHTINGS)
     table = workload.table
     rows = workload.set_rows()
     imp = workload.weights.copy()

@@ -90,8 +90,7 @@ class ResidualRoute:
                     low = rest & -rest
                     support.append(low.bit_length() - 1)
                     rest ^= low
-                support = tuple(support)
-                terms.append(((weight * theta) ** 2, support, None))
+                terms.append(((weight * theta) ** 2, tuple(support), None))
         else:
             raw = kron_terms(W)
             if common_sizes(raw) != list(sizes):

@@ -14,7 +14,7 @@ from ...checks import check_positive
 from ...linalg import Matrix, as_matrix
 from ...privacy import ZCDP, ApproxDP, Privacy
 from ...strategy import Strategy
-from ..base import Selector, register
+from ..base import Selector, check_option, refusal, register
 from .basis import general_basis
 from .convex1d import STRATEGY_SOLVERS, max_variance_strategy, optimized_strategy
 from .matrix import ResidualStrategyMatrix
@@ -49,8 +49,7 @@ class _ResidualBase(Selector):
         variance_bound: float | None = None,
     ):
         self.objective = _check_objective(objective)
-        if weighting not in WEIGHTINGS:
-            raise ValueError(f"weighting must be one of {WEIGHTINGS}, got {weighting!r}")
+        check_option(weighting, "weighting", WEIGHTINGS)
         check_solver(solver, allow_dual=True)  # a cvxpy name must be installed
         if variance_bound is not None:
             variance_bound = check_positive(variance_bound, "variance_bound")
@@ -149,12 +148,7 @@ class ResidualPlanner(_ResidualBase):
         """Also: a workload of marginals (what ``_parse`` accepts; callable objectives are
         checked by :meth:`select` as ``"sum"``)."""
         reason = super().applicability(workload, privacy, objective)
-        if reason is None:
-            try:
-                parse_workload(workload, marginals_only=True)
-            except ValueError as exc:
-                return str(exc)
-        return reason
+        return refusal(parse_workload, workload, marginals_only=True) if reason is None else reason
 
     def _parse(self, workload):
         return parse_workload(workload, marginals_only=True)
@@ -176,10 +170,7 @@ class ResidualPlannerPlus(_ResidualBase):
             raise ValueError(
                 f"strategy_objective must be 'auto', 'sum' or 'max', got {strategy_objective!r}"
             )
-        if strategy_solver not in STRATEGY_SOLVERS:
-            raise ValueError(
-                f"strategy_solver must be one of {STRATEGY_SOLVERS}, got {strategy_solver!r}"
-            )
+        check_option(strategy_solver, "strategy_solver", STRATEGY_SOLVERS)
         if isinstance(strategies, (list, tuple)) and strategies:
             strategies = [_check_strategy(S, f"strategies[{i}]") for i, S in enumerate(strategies)]
         elif not (isinstance(strategies, str) and strategies in ("optimize", "workload")):
@@ -235,8 +226,7 @@ def _check_strategy(S, name: str):
         except (TypeError, ValueError) as exc:
             raise ValueError(f"{name}: expected a matrix ({exc})") from None
     raise ValueError(
-        f"{name}: expected None, 'optimize', 'workload' or a matrix, got {type(S).__name__} "
-        f"{S!r}"
+        f"{name}: expected None, 'optimize', 'workload' or a matrix, got {type(S).__name__} {S!r}"
     )
 
 

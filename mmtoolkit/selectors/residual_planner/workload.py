@@ -200,15 +200,9 @@ class SubsetTable:
         """The (sets x closure) scipy CSR matrix of the pair coefficients."""
         import scipy.sparse as sp
 
-        r, c, v = [], [], []
-        for rows, cidx, coef in self.pair_coefficients(inside, outside, set_factor):
-            r.append(rows)
-            c.append(cidx)
-            v.append(coef)
-        return sp.csr_matrix(
-            (np.concatenate(v), (np.concatenate(r), np.concatenate(c))),
-            shape=(len(self.lens), len(self.closure)),
-        )
+        blocks = self.pair_coefficients(inside, outside, set_factor)  # pattern 0: never empty
+        r, c, v = (np.concatenate(parts) for parts in zip(*blocks))
+        return sp.csr_matrix((v, (r, c)), shape=(len(self.lens), len(self.closure)))
 
 
 # ============================================================================ parsing

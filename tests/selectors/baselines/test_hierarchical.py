@@ -442,6 +442,28 @@ def test_hb_branching_rule_and_metadata():
     assert np.array_equal(s128.matrix.dense(), np.eye(128))  # one level below the root
 
 
+def test_hb_branching_rules_match_an_exhaustive_search():
+    # every b in 2..n with exact rational costs (ties: the smallest b), against the rules'
+    # search over one candidate b per tree height
+    from fractions import Fraction
+
+    from mmtoolkit.linalg.tree import tree_height
+
+    def brute(n, cost):
+        return min(range(2, n + 1), key=lambda b: cost(b, tree_height(n, b)))
+
+    def hb(n):
+        return brute(n, lambda b, h: (b - 1) * h**3 - Fraction(2 * (b + 1) * h**2, 3))
+
+    def hb2d(n):
+        return brute(n, lambda b, h: b * (n - 1) * h**2)
+
+    for n in [*range(2, 300), 511, 512, 513, 1000, 4096, 8191]:
+        assert hb_branching(n) == hb(n), n
+        assert hb2d_branching(n) == hb2d(n), n
+    assert hb_branching(1) == hb2d_branching(1) == 2
+
+
 def test_hb_tree_on_27_cells_branching_3_is_the_explicit_tree():
     s = selectors.get("hb", branching=3).select(workloads.all_range(27), EPS)
     explicit = [(9 * k, 9 * k + 9) for k in range(3)]
