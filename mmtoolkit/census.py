@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import linalg as la
-from .checks import check_bool
+from .checks import check_bool, check_option
 
 #: Attribute sizes of the SF1 Person domain (HDMM §8.1), in data-vector order.
 SIZES = {"sex": 2, "hispanic": 2, "race": 64, "relationship": 17, "age": 115, "state": 51}
@@ -33,8 +33,7 @@ TWO_OR_MORE = ("flags", "race1_complement")
 
 
 def _check_two_or_more(two_or_more) -> str:
-    if two_or_more not in TWO_OR_MORE:
-        raise ValueError(f"two_or_more must be one of {list(TWO_OR_MORE)}, got {two_or_more!r}")
+    check_option(two_or_more, "two_or_more", list(TWO_OR_MORE))
     return two_or_more
 
 

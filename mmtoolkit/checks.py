@@ -27,6 +27,7 @@ __all__ = [
     "check_keys",
     "check_list",
     "check_mapping",
+    "check_option",
     "check_positive",
     "check_probability",
     "check_str",
@@ -127,6 +128,14 @@ def check_choice(value, name: str, choices: Iterable, *, what: str = ""):
         raise ValueError(
             _msg(name, f"unknown {what + ' ' if what else ''}{value!r} (valid: {valid})")
         )
+    return value
+
+
+def check_option(value, name: str, options):
+    """``value`` if it is one of ``options``: ``<name> must be one of <options>, got 'x'`` if
+    not (a parameter with a few named settings; :func:`check_choice` names an unknown key)."""
+    if value not in options:
+        raise ValueError(f"{name} must be one of {options}, got {value!r}")
     return value
 
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .checks import check_int
+from .checks import check_int, check_option
 from .domain import Domain
 from .linalg import as_matrix
 from .linalg.marginals import marginal_key
@@ -188,8 +188,7 @@ def estimate(
     """
     if not isinstance(domain, Domain):
         domain = Domain.from_sizes(domain)
-    if model not in MODELS:
-        raise ValueError(f"model must be one of {MODELS}, got {model!r}")
+    check_option(model, "model", MODELS)
     iters = check_int(iters, "iters", minimum=1)
     components = check_int(components, "components", minimum=1)
     seed = check_int(seed, "seed", minimum=0)

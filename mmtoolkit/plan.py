@@ -19,6 +19,7 @@ from functools import cached_property
 
 import numpy as np
 
+from .checks import check_option
 from .discrete import DiscreteCalibration, RowScales, calibrate, integer_answers
 from .domain import MAX_VECTOR_SIZE
 from .ledger import charge_of
@@ -162,8 +163,7 @@ class NoisePlan:
                  workload=None, data=None, releases: int = 1, keep: bool = True,
                  fits: bool = True):  # fmt: skip
         check_privacy(privacy)
-        if noise not in NOISES:
-            raise ValueError(f"noise must be one of {NOISES}, got {noise!r}")
+        check_option(noise, "noise", NOISES)
         self.privacy, self.noise = privacy, noise
         self.W = None if workload is None else as_matrix(workload)
         self.none = isinstance(strategy, Strategy) and strategy.inference == "none"

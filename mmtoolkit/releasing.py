@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from . import evaluate, mechanism, records, selectors
-from .checks import check_choice, check_int
+from .checks import check_choice, check_int, check_option
 from .domain import Domain
 from .jsonsafe import jsonable, stable_text
 from .ledger import Ledger
@@ -495,8 +495,7 @@ def release(
     selector = "residual_planner" if selector is None else selector
     noise = "continuous" if noise is None else noise
     check_privacy(privacy)  # before the selection (the plan checks it again after)
-    if noise not in mechanism.NOISES:
-        raise ValueError(f"noise must be one of {mechanism.NOISES}, got {noise!r}")
+    check_option(noise, "noise", mechanism.NOISES)
     releases = check_int(releases, "releases", minimum=1)
     recs = _load(data, domain, other)
     if plan is not None:

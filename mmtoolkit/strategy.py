@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from .checks import check_option
 from .linalg import Matrix
 
 #: How the noisy strategy answers become workload answers.
@@ -33,8 +34,7 @@ class Strategy:
     def __post_init__(self):
         if not isinstance(self.matrix, Matrix):
             raise TypeError(f"Strategy.matrix must be a linalg.Matrix, got {type(self.matrix)}")
-        if self.inference not in INFERENCES:
-            raise ValueError(f"inference must be one of {INFERENCES}, got {self.inference!r}")
+        check_option(self.inference, "inference", INFERENCES)
 
     @property
     def shape(self) -> tuple[int, int]:

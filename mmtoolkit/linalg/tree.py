@@ -16,7 +16,7 @@ import math
 import numpy as np
 from scipy.sparse import block_diag
 
-from ..checks import check_int
+from ..checks import check_int, check_option
 from . import base
 from .base import MAX_DENSE_ENTRIES, Matrix, Product, check_dense_size, check_fits_memory, check_p
 from .kronecker import Identity, group
@@ -60,8 +60,7 @@ def interval_tree(n: int, branching: int, split: str = "near_equal", height=None
     ``split`` ``"near_equal"`` (HB, Qardaji et al. 2013 §4), ``"small_first"`` (GreedyH, DAWA
     2014) or ``"pad"`` (HDMM digest §16.13; ``height`` default ``⌈log_b n⌉``); see trees.md."""
     n, b = check_int(n, "n", minimum=1), check_int(branching, "branching", minimum=2)
-    if split not in SPLITS:
-        raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
+    check_option(split, "split", SPLITS)
     if split == "pad":
         h = tree_height(n, b) if height is None else check_int(height, "height", minimum=0)
         if b**h < n:

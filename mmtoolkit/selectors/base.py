@@ -47,13 +47,6 @@ class NotApplicableError(ValueError):
 REFUSALS = (NotApplicableError, TooLargeError, UnsupportedWorkloadError, NotImplementedError)
 
 
-def check_option(value, name: str, options: tuple):
-    """``value`` if it is one of ``options``, else ValueError ``<name> must be one of ...``."""
-    if value not in options:
-        raise ValueError(f"{name} must be one of {options}, got {value!r}")
-    return value
-
-
 def refusal(check, *args, **kwargs) -> str | None:
     """The message of the ValueError ``check(*args, **kwargs)`` raises, or None: the reason of
     an :meth:`Selector.applicability` that tries what ``_select`` reads first."""

@@ -10,11 +10,11 @@ from __future__ import annotations
 import numpy as np
 from scipy import sparse
 
-from ...checks import check_bool, check_int
+from ...checks import check_bool, check_int, check_option
 from ...linalg import MAX_DENSE_ENTRIES
 from ...linalg.tree import Tree, interval_tree
 from ...strategy import Strategy
-from ..base import ALL_PRIVACY, NotApplicableError, Selector, check_option, register
+from ..base import ALL_PRIVACY, NotApplicableError, Selector, register
 from .sizes import check_dims, workload_sizes
 
 __all__ = ["GreedyHSelector"]

@@ -11,12 +11,12 @@ import math
 
 import numpy as np
 
-from ...checks import check_bool, check_int
+from ...checks import check_bool, check_int, check_option
 from ...linalg.kronecker import group
 from ...linalg.tree import SPLITS, Intervals, Tree, interval_tree, tree_height
 from ...privacy import Privacy
 from ...strategy import Strategy
-from ..base import NotApplicableError, Selector, check_option, register
+from ..base import NotApplicableError, Selector, register
 from .sizes import check_dims, workload_sizes
 
 __all__ = [

@@ -10,11 +10,11 @@ import math
 
 import numpy as np
 
-from ...checks import check_int, check_probability
+from ...checks import check_int, check_option, check_probability
 from ...linalg import Dense, Matrix, check_dense_size
 from ...linalg.spectral import canonical_eigenbasis
 from ...strategy import Strategy
-from ..base import ALL_PRIVACY, NotApplicableError, Selector, check_option, register
+from ..base import ALL_PRIVACY, NotApplicableError, Selector, register
 
 __all__ = ["LowRankSelector", "lrm_decompose", "project_columns"]
 

@@ -11,12 +11,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ...checks import check_float
+from ...checks import check_float, check_option
 from ...linalg import Marginals, Matrix, normal_form
 from ...linalg.marginals import key_attrs
 from ...privacy import Privacy
 from ...strategy import Strategy
-from ..base import Selector, check_option, register
+from ..base import Selector, register
 from .budgets import uniform_budgets
 from .cuboids import RANGES, marginal_keys
 

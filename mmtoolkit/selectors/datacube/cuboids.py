@@ -10,8 +10,9 @@ import math
 
 import numpy as np
 
+from ...checks import check_option
 from ...linalg import Matrix, normal_form
-from ..base import NotApplicableError, check_option
+from ..base import NotApplicableError
 
 __all__ = ["RANGES", "binary_workload", "marginal_keys"]
 

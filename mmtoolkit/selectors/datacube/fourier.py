@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...checks import check_option
 from ...linalg import Fourier, Matrix, check_dense_size, normal_form
 from ...linalg.fourier import downset, fwht, submasks
 from ...privacy import Privacy
 from ...strategy import Strategy
-from ..base import Selector, check_option, refusal, register
+from ..base import Selector, refusal, register
 from .budgets import BUDGETS, budget_objective, optimal_budgets, uniform_budgets
 from .cuboids import binary_workload
 

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...checks import check_option
 from ...linalg import Fourier, Identity, Marginals, Matrix
 from ...privacy import Privacy
 from ...strategy import Strategy
-from ..base import Selector, check_option, refusal, register
+from ..base import Selector, refusal, register
 from .bmax import CANDIDATES, bmax
 from .budgets import BUDGETS, budget_objective, optimal_budgets, uniform_budgets
 from .cuboids import binary_workload

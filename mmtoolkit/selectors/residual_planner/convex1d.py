@@ -11,9 +11,8 @@ import numpy as np
 from scipy.linalg import cho_factor, cho_solve, sqrtm
 from scipy.optimize import minimize
 
-from ...checks import check_int
+from ...checks import check_int, check_option
 from ...linalg import Matrix, as_matrix, check_dense_size
-from ..base import check_option
 
 
 def centered_gram(W) -> np.ndarray:

@@ -11,9 +11,9 @@ from collections.abc import Callable
 
 import numpy as np
 
+from ...checks import check_option
 from ...linalg import TooLargeError
 from ...privacy import ZCDP, ApproxDP, Privacy
-from ..base import check_option
 from .workload import ResidualWorkload
 
 #: Default solver: "auto" (:func:`select_max`; CLARABEL for user losses, digest pitfall 9).

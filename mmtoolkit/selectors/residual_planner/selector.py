@@ -10,11 +10,11 @@ import time
 
 import numpy as np
 
-from ...checks import check_positive
+from ...checks import check_option, check_positive
 from ...linalg import Matrix, as_matrix
 from ...privacy import ZCDP, ApproxDP, Privacy
 from ...strategy import Strategy
-from ..base import Selector, check_option, refusal, register
+from ..base import Selector, refusal, register
 from .basis import general_basis
 from .convex1d import STRATEGY_SOLVERS, max_variance_strategy, optimized_strategy
 from .matrix import ResidualStrategyMatrix
