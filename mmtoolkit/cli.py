@@ -1,7 +1,7 @@
 """The ``mmtoolkit`` command.
 
 ``mmtoolkit run CONFIG [CONFIG ...] [--results DIR] [-j N] [--executor local|dask]
-[--scheduler ADDRESS] [--fresh] [--reuse-stale] [--quick]``
+[--scheduler ADDRESS] [--fresh] [--reuse-stale] [--quick] [--render-only]``
     run experiment configs (all are validated before any runs) and write
     ``DIR/<paper>/<table>.{csv,md}`` (default DIR: ``results``). Finished jobs are kept in
     ``DIR/<paper>/.jobs/<table>.jsonl``: an interrupted run resumes where it stopped
@@ -10,7 +10,9 @@
     when unrelated package code has changed since). ``-j N`` runs N jobs at once in local processes;
     ``--executor dask --scheduler ADDRESS`` sends them to a Dask cluster
     (``pip install 'mmtoolkit[dask]'``); ``--quick`` runs the config's ``quick:`` variant
-    into ``DIR/quick/<paper>/<table>.quick.{csv,md}`` (git-ignored).
+    into ``DIR/quick/<paper>/<table>.quick.{csv,md}`` (git-ignored); ``--render-only``
+    computes nothing and rewrites the CSV and Markdown from the committed CSV and the config
+    (after editing notes or paper values; refused, naming the cell, where a job changed).
 ``mmtoolkit report [--results DIR] [--configs DIR] [--readme FILE] [--check]``
     regenerate the scoreboard ``DIR/README.md`` (and FILE's status block) from the configs
     and results; ``--check`` writes nothing, prints what it checked and exits 1 if a file
@@ -51,7 +53,7 @@ import sys
 from pathlib import Path
 
 from . import compare_command, datasets, release_command, selectors
-from .runner import load_config, run_config
+from .runner import load_config, rerender_config, run_config
 from .runner.config import ConfigError
 from .runner.executors import ExecutorError, check_executor
 from .runner.plots import plot_file
@@ -107,6 +109,12 @@ def _parser() -> argparse.ArgumentParser:
         "--quick",
         action="store_true",
         help="smoke run of the config's quick: variant, into DIR/quick/<paper>/<table>.quick.*",
+    )
+    run.add_argument(
+        "--render-only",
+        action="store_true",
+        help="compute nothing: rewrite the CSV and Markdown from the committed CSV and the "
+        "config (after editing notes or paper values; refused for a cell whose job changed)",
     )
 
     ls = sub.add_parser("list", help="list selectors, datasets, workload kinds or configs")
@@ -208,6 +216,14 @@ def _run(paths: list[str], results: str, quiet: bool, args=None) -> int:
         except ExecutorError as exc:
             print(f"mmtoolkit: error: {exc}", file=sys.stderr)
             return 2
+    if args is not None and args.render_only:  # the workloads are not needed: not built
+        for cfg in [load_config(p, build_workloads=False) for p in paths]:
+            result = rerender_config(cfg, results)
+            print(
+                f"{cfg.path}: {len(result.cells)} cells re-rendered -> {result.csv_path}, "
+                f"{result.md_path}"
+            )
+        return 0
     configs = [load_config(p) for p in paths]  # validate everything before running anything
     failed = 0
     for cfg in configs:
