@@ -27,7 +27,8 @@ built strategy holds): it times
 (``x̂`` built in ``y``'s memory, as ``mechanism.release`` does; median of ``--repeats``), and
 the floor on the same ``N``-vector in the same process: ``x.sum()``, ``x *= 2`` and drawing
 ``N`` Laplace variates into a new array — with the mechanism's own sampler
-(``PureDP.sample``) and, for reference, with numpy's ``rng.laplace`` (about 4x slower).
+(``measurement.continuous_stream``) and, for reference, with numpy's ``rng.laplace``
+(about 4x slower).
 Ratios printed, with the mechanism's draw (and numpy's):
 
 * kron: (measure + reconstruct) / (draw + 4 passes ``x *= 2``; one pass per factor);
@@ -38,7 +39,7 @@ Ratios printed, with the mechanism's draw (and numpy's):
 
 The floor's draw and the release are timed under one rule: each repeat drops everything
 the last one held, then times the draw, then measure and reconstruct; the draw writes a
-freshly allocated array (``PureDP.sample`` allocates it zeroed, so its pages are first
+freshly allocated array (allocated zeroed, ``np.zeros``, so its pages are first
 touched by the draw) exactly as ``measure`` writes a fresh ``y``, so both pay the first
 touch of their pages inside their timed region. On the VM this is measured on that costs
 about 0.1 s per GB for pages freed just before and up to ten times more for memory freed
@@ -231,7 +232,8 @@ def run_case(kind, N, repeats):
         _warm(warm)
         c_sys = resource.getrusage(resource.RUSAGE_SELF).ru_stime
         t = time.perf_counter()
-        z = measurement.sample(privacy, rng, N)  # calloc: pages first touched by the draw
+        z = np.zeros(N)  # calloc: pages first touched by the draw
+        measurement.continuous_stream(privacy.family, privacy.noise_scale(1.0), rng, N).add(z)
         d_times.append(time.perf_counter() - t)
         d_sys.append(resource.getrusage(resource.RUSAGE_SELF).ru_stime - c_sys)
         del z

@@ -1,41 +1,14 @@
 """The Census SF1 and SF1+ workloads of HDMM (McKenna et al., PVLDB 2018, §2, §8.1, Ex. 7).
 
-SF1 is 4151 national-level predicate counting queries on the Person relation of the 2010
-Census of Population and Housing, taken from ten SF1 tabulations (P1, P3, P4, P5, P8, P9,
-P10, P11, P12 with its race iterations P12A-I, PCT12 with PCT12A-O; household tables
-omitted). The paper gives the counts (4151 queries, 200 values per query, a hand-factored
-union of "32 products") but not the query list; the list below follows the structure the
-HDMM digest (§11.3) records: 33 products whose row counts add up to exactly 4151 (the
-paper's 32 plus one repeated total).
+:func:`sf1` is 4151 national-level predicate counting queries on the Person relation of the
+2010 Census (ten SF1 tabulations) as a union of 33 products over ``sex 2 x hispanic 2 x race
+64 x relationship 17 x age 115`` (the ``cph`` preset of :mod:`mmtoolkit.datasets`);
+:func:`sf1_plus` asks each nationally and for each of the 51 states. The paper gives the
+counts but not the query list; the list here follows the structure the HDMM digest (§11.3)
+records. :func:`blocks` holds the per-attribute predicate sets.
 
-Domain (attribute order = data-vector order, last attribute fastest):
-``sex 2 x hispanic 2 x race 64 x relationship 17 x age 115`` (N = 500,480), the ``cph``
-preset of :mod:`mmtoolkit.datasets`; ``relationship=False`` drops Relationship (Total in
-every SF1 product; N = 29,440), and SF1+ appends ``state 51`` (the ``cph_state`` preset).
-Race is the six binary race flags merged into one attribute: cell ``r`` has flag ``i`` iff bit
-``i`` of ``r`` is set (flag 0 = White).
-
-Per-attribute predicate sets (rows):
-
-* ``T`` total, ``I`` identity, ``IT2 = [I_2; T_2]`` (by sex and both sexes);
-* ``race1`` (7): the six single races ``{2^i}`` and "two or more races";
-* ``race2`` (70): the 63 race combinations, "exactly k races" for k = 1..6, and
-  "two or more races";
-* ``white`` (1): White alone (cell 1); ``is_hisp`` = [1, 0], ``not_hisp`` = [0, 1];
-* ``adult`` (1): age ≥ 18;
-* ``age1`` (23): the P12 age groups, breakpoints 0, 5, 10, 15, 18, 20, 21, 22, 25, 30, 35,
-  40, 45, 50, 55, 60, 62, 65, 67, 70, 75, 80, 85, 115;
-* ``age3`` (103): single years 0..99, then 100-104, 105-109, 110-114 (PCT12).
-
-"Two or more races" is the set of cells with at least two race flags (57 cells); cell 0 (no
-flag, structurally empty) is then in no race1 row. ``two_or_more="race1_complement"``
-instead makes race1's row every cell that is not a single race (58 cells, including cell 0)
-while race2 keeps the ≥ 2 flags row: this is the variant the digest records for the
-authors' blocks (its ‖W‖_F² = 18,998,554 is reproduced exactly); the variants differ only on
-the empty cell 0 but move HDMM's SF1 ratios by about 1%.
-
-SF1+ (§8.1): every SF1 query asked nationally and for each of the 51 states, i.e. each
-product gets the factor ``[T_51; I_51]`` on State (8302 SQL queries, 215,852 rows).
+User guide: docs/guide/records.md (the Census SF1 workloads: domain, predicate sets, the
+``two_or_more`` variants).
 """
 
 from __future__ import annotations

@@ -1,17 +1,13 @@
 """Argument checks shared by the package.
 
 Each ``check_*`` returns the (converted) value or raises :class:`CheckTypeError` (wrong
-type) or ``ValueError`` (bad value) whose message starts with the field name, e.g.
-``"rows[2].k: expected an integer, got str '3'"``. ``CheckTypeError`` is both a
-``TypeError`` and a ``ValueError``, so a caller may catch either (the library's
-constructors have always raised ``ValueError`` for any bad argument). A ``bool`` (also
-numpy's) is never accepted as a number (``True`` is an ``int`` in Python). An empty name
-gives the bare message.
-
-Use: ``n = check_int(n, "n", minimum=1)``, ``eps = check_positive(epsilon, "epsilon")``,
-``delta = check_probability(delta, "delta")``, ``s = check_float(s, "s", minimum=0)``
-(non-negative), ``check_bool(flag, "flag")``. This module imports nothing from the
-package, so every layer (``linalg`` included) may use it.
+type) or ``ValueError`` (bad value) whose message starts with the field name (an empty name
+gives the bare message), e.g. ``"rows[2].k: expected an integer, got str '3'"``:
+``n = check_int(n, "n", minimum=1)``, ``eps = check_positive(epsilon, "epsilon")``.
+``CheckTypeError`` is also a ``ValueError`` because the library's constructors have always
+raised ``ValueError`` for any bad argument. A ``bool`` (also numpy's) is never accepted as a
+number (``True`` is an ``int`` in Python). This module imports nothing from the package, so
+every layer (``linalg`` included) may use it.
 """
 
 from __future__ import annotations

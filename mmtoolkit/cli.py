@@ -1,47 +1,11 @@
-"""The ``mmtoolkit`` command.
+"""The ``mmtoolkit`` command: ``run``, ``report``, ``plot``, ``compare``, ``reproduce``,
+``release``, ``ledger``, ``select`` and ``list``.
 
-``mmtoolkit run CONFIG [CONFIG ...] [--results DIR] [-j N] [--executor local|dask]
-[--scheduler ADDRESS] [--fresh] [--reuse-stale] [--quick] [--render-only]``
-    run experiment configs (all are validated before any runs) and write
-    ``DIR/<paper>/<table>.{csv,md}`` (default DIR: ``results``). Finished jobs are kept in
-    ``DIR/<paper>/.jobs/<table>.jsonl``: an interrupted run resumes where it stopped
-    (``--fresh`` recomputes everything; ``--reuse-stale`` also reuses results computed by
-    an earlier version of the package, e.g. to re-render a table after editing its notes
-    when unrelated package code has changed since). ``-j N`` runs N jobs at once in local processes;
-    ``--executor dask --scheduler ADDRESS`` sends them to a Dask cluster
-    (``pip install 'mmtoolkit[dask]'``); ``--quick`` runs the config's ``quick:`` variant
-    into ``DIR/quick/<paper>/<table>.quick.{csv,md}`` (git-ignored); ``--render-only``
-    computes nothing and rewrites the CSV and Markdown from the committed CSV and the config
-    (after editing notes or paper values; refused, naming the cell, where a job changed).
-``mmtoolkit report [--results DIR] [--configs DIR] [--readme FILE] [--check]``
-    regenerate the scoreboard ``DIR/README.md`` (and FILE's status block) from the configs
-    and results; ``--check`` writes nothing, prints what it checked and exits 1 if a file
-    is out of date or a table is stale (its CSV disagrees with its config, e.g. a cell's
-    job key after the config was edited).
-``mmtoolkit plot FILE [FILE ...] [--results DIR]``
-    re-render a config's figures from its committed CSV (nothing is recomputed), or the
-    figures of a figure sheet ``*.plot.yaml`` (see ``mmtoolkit/runner/figures.py``).
-``mmtoolkit compare --workload SPEC [--domain SPEC] (--epsilon E [--delta D] | --rho R) ...``
-    score every selector (and the SVD bound) on one workload; see
-    ``mmtoolkit/compare_command.py``.
-``mmtoolkit reproduce [PAPER ...] [--results DIR] [--configs DIR] [--readme FILE] [--quick] [-j N]``
-    run every config of the papers (all when none is named), render their figure sheets
-    and regenerate the scoreboard (``--quick``: only the quick tables, under ``DIR/quick``).
-``mmtoolkit release ...`` / ``mmtoolkit ledger init|show FILE``
-    release labelled noisy answers from records (``mmtoolkit/release_command.py``); create or
-    show a privacy ledger (``mmtoolkit/ledger.py``).
-``mmtoolkit select --workload SPEC --domain DOMAIN --selector NAME ... --save PLAN``
-    select once and save the plan that ``mmtoolkit release --plan PLAN`` releases from
-    (``mmtoolkit/saved_plans.py``).
-``mmtoolkit list [selectors|datasets|workloads|configs]``
-    list registered selectors (each with its method, paper, privacy kinds, objectives and
-    parameters with types and defaults), dataset presets, workload kinds usable in configs,
-    or the YAML configs under ``configs/`` (all four when no topic is given).
+:func:`main` parses the command line and dispatches; a malformed config or bad usage is a
+one-line message and exit code 2, a closed standard output exits quietly with
+:data:`EXIT_BROKEN_PIPE`.
 
-Exit codes: 0 success, 1 if any cell failed, 2 on a malformed config or bad usage
-(a one-line message, no traceback), 141 (128 + SIGPIPE, as a shell reports a command
-stopped by a closed pipe) when standard output is closed before everything is printed
-(``mmtoolkit ledger show FILE | head -3``): the command stops quietly, without a message.
+User guide: docs/guide/cli.md.
 """
 
 from __future__ import annotations
@@ -200,39 +164,30 @@ def _list(topic: str | None, configs_dir: str | None) -> int:
     return 0
 
 
-def _run(paths: list[str], results: str, quiet: bool, args=None) -> int:
-    opts = {}
-    if args is not None:
-        opts = {
-            "jobs": args.jobs,
-            "executor": args.executor,
-            "scheduler": args.scheduler,
-            "fresh": args.fresh,
-            "reuse_stale": args.reuse_stale,
-            "quick": args.quick,
-        }
-        try:
-            check_executor(args.jobs, args.executor, args.scheduler)
-        except ExecutorError as exc:
-            print(f"mmtoolkit: error: {exc}", file=sys.stderr)
-            return 2
-    if args is not None and args.render_only:  # the workloads are not needed: not built
-        for cfg in [load_config(p, build_workloads=False) for p in paths]:
-            result = rerender_config(cfg, results)
+def _run(args) -> int:
+    check_executor(args.jobs, args.executor, args.scheduler)
+    opts = {
+        "jobs": args.jobs,
+        "executor": args.executor,
+        "scheduler": args.scheduler,
+        "fresh": args.fresh,
+        "reuse_stale": args.reuse_stale,
+        "quick": args.quick,
+    }
+    if args.render_only:  # nothing is computed: the workloads are not built
+        for cfg in [load_config(p, build_workloads=False) for p in args.configs]:
+            result = rerender_config(cfg, args.results)
             print(
                 f"{cfg.path}: {len(result.cells)} cells re-rendered -> {result.csv_path}, "
                 f"{result.md_path}"
             )
         return 0
-    configs = [load_config(p) for p in paths]  # validate everything before running anything
+    configs = [load_config(p) for p in args.configs]  # validate everything before running
     failed = 0
     for cfg in configs:
-        progress = io.StringIO() if quiet else sys.stderr
-        try:
-            result = run_config(cfg, results, progress=progress, **opts)
-        except ExecutorError as exc:  # e.g. the Dask scheduler is unreachable
-            print(f"mmtoolkit: error: {exc}", file=sys.stderr)
-            return 2
+        progress = io.StringIO() if args.quiet else sys.stderr
+        try:  # an ExecutorError (e.g. the Dask scheduler is unreachable) is bad usage: _main
+            result = run_config(cfg, args.results, progress=progress, **opts)
         except KeyboardInterrupt:
             print(
                 f"mmtoolkit: interrupted; finished jobs are kept: run {cfg.path} again to resume",
@@ -257,12 +212,8 @@ def _run(paths: list[str], results: str, quiet: bool, args=None) -> int:
 
 def _report(args) -> int:
     configs = _configs_dir(args.configs)
-    try:
-        board = collect(args.results, configs)
-        paths = write_report(args.results, configs, args.readme, check=args.check, board=board)
-    except ReportError as exc:
-        print(f"mmtoolkit: error: {' '.join(str(exc).split())}", file=sys.stderr)
-        return 2
+    board = collect(args.results, configs)
+    paths = write_report(args.results, configs, args.readme, check=args.check, board=board)
     if args.check:
         print(check_summary(board, args.readme, paths))
         return 1 if paths or any(t.stale for t in board.tables) else 0
@@ -280,19 +231,15 @@ def _plot(args) -> int:
 
 def _reproduce(args) -> int:
     progress = io.StringIO() if args.quiet else sys.stderr
-    try:
-        runs, pngs = reproduce(
-            args.papers,
-            args.results,
-            _configs_dir(args.configs),
-            args.readme,
-            quick=args.quick,
-            jobs=args.jobs,
-            progress=progress,
-        )
-    except ReportError as exc:
-        print(f"mmtoolkit: error: {' '.join(str(exc).split())}", file=sys.stderr)
-        return 2
+    runs, pngs = reproduce(
+        args.papers,
+        args.results,
+        _configs_dir(args.configs),
+        args.readme,
+        quick=args.quick,
+        jobs=args.jobs,
+        progress=progress,
+    )
     failed = sum(len(r.failed) for r in runs)
     for r in runs:
         print(f"{r.config.path}: {len(r.cells)} cells -> {r.csv_path}")
@@ -329,27 +276,25 @@ def _stdout_to_devnull() -> None:
         os.close(devnull)
 
 
+#: The sub-commands, each run with the parsed arguments.
+_COMMANDS = {
+    "run": _run,
+    "list": lambda args: _list(args.topic, args.configs_dir),
+    "report": _report,
+    "plot": _plot,
+    "reproduce": _reproduce,
+    "compare": compare_command.main,
+    "release": release_command.main,
+    "ledger": release_command.ledger_main,
+    "select": release_command.select_main,
+}
+
+
 def _main(argv: list[str] | None) -> int:
     args = _parser().parse_args(argv)
     try:
-        if args.command == "list":
-            return _list(args.topic, args.configs_dir)
-        if args.command == "report":
-            return _report(args)
-        if args.command == "plot":
-            return _plot(args)
-        if args.command == "reproduce":
-            return _reproduce(args)
-        if args.command == "compare":
-            return compare_command.main(args)
-        if args.command == "release":
-            return release_command.main(args)
-        if args.command == "ledger":
-            return release_command.ledger_main(args)
-        if args.command == "select":
-            return release_command.select_main(args)
-        return _run(args.configs, args.results, args.quiet, args)
-    except ConfigError as exc:
+        return _COMMANDS[args.command](args)
+    except (ConfigError, ReportError, ExecutorError) as exc:
         print(f"mmtoolkit: error: {' '.join(str(exc).split())}", file=sys.stderr)
         return 2
 

@@ -1,75 +1,14 @@
 """Compare selectors on one workload: ``mmtoolkit.compare(W, privacy=...)``.
 
-Scores every registered selector that applies to a workload (or the listed ones, with
-parameters), and the SVD lower bound, with the shared evaluator, and returns a pandas
-DataFrame with one row per selector::
+:func:`compare` scores every registered selector that applies to a workload (or the listed
+ones, with parameters; :func:`parse_selectors`), the SVD lower bound (Li & Miklau 2012
+Thm 2) and, when small enough, the exact L2 optimum of Program 5.2 (Li et al. 2010) with the
+shared evaluator (the matrix mechanism's error, Li et al. 2010 Prop. 4.4, HDMM Def. 7), and
+returns a pandas DataFrame with one row per selector, sorted by error; a selector that does
+not apply is listed with its reason. :func:`format_table`, :func:`to_csv` and
+:func:`plot_ratios` render it.
 
-    >>> from mmtoolkit import compare, workloads
-    >>> from mmtoolkit.privacy import PureDP
-    >>> df = compare(workloads.all_range(32), ["identity", "hierarchical:branching=2"],
-    ...              privacy=PureDP(1.0), progress=False)
-    >>> list(df.selector)
-    ['svd_bound', 'identity', 'hierarchical']
-
-``W`` is a workload Matrix (or an array), or a workload SPEC in the package's one grammar
-(:mod:`mmtoolkit.workload_specs`, as :func:`mmtoolkit.release` and ``mmtoolkit compare
---workload`` take it): ``compare("all_range:n=256", ...)``, or ``compare("marginals:k=2",
-..., domain=datasets.domain("adult"))`` for a spec on a domain. A SPEC is built inside
-``compare``, and the seconds that took are ``df.attrs["workload_seconds"]`` (the table's last
-line). A workload with a NaN or infinite entry is refused before anything is scored.
-
-Columns: ``selector`` (registry name, ``svd_bound`` for the bound), ``params`` (the
-effective parameters, seed included), ``status`` (``ok``, ``not applicable``, ``failed``,
-``timeout``), ``rmse``, ``total_error``, ``max_variance`` (:func:`mmtoolkit.evaluate.rmse`,
-:func:`~mmtoolkit.evaluate.expected_error`, :func:`~mmtoolkit.evaluate.max_variance` of the
-selected strategy: the error of the matrix mechanism, Li et al. 2010 Prop. 4.4, HDMM Def. 7),
-``ratio_to_bound`` (``rmse / svd_bound_rmse``: how far above the singular value bound of
-Li & Miklau 2012 Thm 2 the strategy is; the bound holds for the total squared error, so for
-every strategy the ratio is at least 1), ``ratio_to_optimum`` (``rmse / l2_optimum_rmse``:
-how far above the best possible strategy, the exact optimum of the matrix mechanism's
-Program 5.2 under L2 sensitivity, Li et al. 2010, solved with a certified duality gap by
-:func:`~mmtoolkit.selectors.eigen_design.optimum.solve_program_5_2`; computed for (ε, δ) and
-zCDP privacy, the ``"sum"`` objective and at most :data:`OPTIMUM_MAX_N` cells, its row
-``l2_optimum`` after the bound's — else NaN, and ``df.attrs["optimum"]`` says why it was
-not computed), ``select_seconds`` (the selection's time; the
-limit for a timeout), ``reason`` (why a row is not ``ok``) and ``strategy`` (the selected
-:class:`~mmtoolkit.strategy.Strategy`, or None). An ``ok`` row's ``rmse`` and
-``total_error`` are finite numbers: the evaluator raises rather than return inf or NaN (an
-error that overflows float64), so such a row is ``failed`` with that message. Rows are
-sorted by error: the bound's row, the ``ok`` rows by ``total_error`` (``max_variance`` for
-``objective="max"``), then timeouts, failures and selectors that do not apply.
-``df.attrs`` holds the bound, the optimum (or why not), the privacy, the objective and
-``workload_seconds``.
-
-**Applicability.** A selector that does not apply is listed with the reason, never dropped:
-its class's ``applicability(W, privacy, objective)`` reason, else the refusal ``select``
-raises (one of :data:`mmtoolkit.selectors.REFUSALS`: the rule of ARCHITECTURE.md, "Where to
-add things", shared with :func:`mmtoolkit.testing.check_selector`). Any other exception in
-``applicability`` or selection (a bug, not a refusal), an error of the evaluator on the
-strategy, or running out of memory is ``failed``, with the message.
-
-**Time limit.** With a ``timeout`` (default 60 s, a finite number of seconds; None for none)
-each selector is selected and scored in its own forked worker by the runner's executors
-(:func:`mmtoolkit.runner.executors.run_jobs`; the worker inherits ``W``, so it need not be
-picklable, and sends back the record with the strategy); a worker still running at the limit
-is killed and its row is ``timeout``. ``jobs`` workers run at once (default: 2, or the number
-of CPUs if smaller). Each finished selector prints a progress line to stderr
-(``progress=False`` silences it, a file object receives it).
-
-**Seeds.** ``seed`` (default 0, so a comparison is reproducible) is given to every selector
-whose ``__init__`` takes a ``seed`` parameter and that was not given one explicitly;
-``seed=None`` leaves each such selector to its own default.
-
-**Selector lists** (``selectors``; the command line's ``--selectors``): names separated by
-commas, each optionally followed by ``:key=value,key=value`` parameters, values parsed as
-YAML (lists and mappings in brackets, whose commas do not split). An item containing ``=``
-is a parameter of the selector before it; any other item starts a new selector::
-
-    identity,hdmm:restarts=5,seed=1,opt0:p=8,hierarchical:branching=4
-
-is identity, hdmm(restarts=5, seed=1), opt0(p=8), hierarchical(branching=4). In Python the
-list may also hold ``(name, params)`` pairs, Selector classes (e.g. your own, unregistered)
-and Selector instances.
+User guide: docs/guide/compare.md.
 """
 
 from __future__ import annotations
@@ -148,7 +87,7 @@ class CompareError(ValueError):
 
 # --------------------------------------------------------------------------- selector lists
 def parse_selectors(text: str) -> list[tuple[str, dict]]:
-    """``[(name, params), ...]`` of a selector list (module docstring, "Selector lists")."""
+    """``[(name, params), ...]`` of a selector list (docs/guide/compare.md, "Selector lists")."""
     if not isinstance(text, str) or not text.strip():
         raise CompareError("the selector list is empty; give NAME[:key=value,...],...")
     out: list[tuple[str, dict]] = []
@@ -419,7 +358,7 @@ def compare(
     domain: Domain | None = None,
 ):
     """Score selectors on workload ``W`` under ``privacy``; a pandas DataFrame, one row per
-    selector plus the SVD bound, sorted by error (module docstring).
+    selector plus the SVD bound, sorted by error (docs/guide/compare.md).
 
     ``W``: a workload Matrix, array or SPEC (built on ``domain``, a
     :class:`~mmtoolkit.domain.Domain`, when the spec needs one). ``selectors``: None for

@@ -1,39 +1,10 @@
 """``mmtoolkit compare``: score every selector on one workload, from the command line.
 
-::
+:func:`add_parser` registers the sub-command, :func:`main` runs :func:`mmtoolkit.compare.compare`
+and prints its table (or writes ``--out`` / ``--plot``, checked before anything is built),
+:func:`parse_domain` reads ``--domain``. Bad input is one line and exit code 2.
 
-    mmtoolkit compare --domain adult --workload marginals:k=2 --rho 0.5
-    mmtoolkit compare --workload all_range:n=256 --epsilon 1 \\
-        --selectors identity,hdmm:restarts=5,opt0:p=16 --out ranges.csv --plot ranges.png
-
-runs :func:`mmtoolkit.compare.compare` and prints its table (one row per selector: status,
-RMSE, ratio to the SVD bound, max per-query variance, selection seconds, and the strategy
-kind or the reason a selector did not apply / failed / timed out), with one progress line
-per finished selector on stderr.
-
-* ``--domain``: a dataset preset name (``adult``; ``mmtoolkit list datasets``), a list of
-  attribute sizes (``10,10,10``) or a domain JSON file (the format ``mmtoolkit release``
-  reads, :func:`mmtoolkit.records.read_domain`). Optional when the workload spec gives its
-  own sizes (``all_range:n=256``).
-* ``--workload``: a workload SPEC in the package's one grammar
-  (:mod:`mmtoolkit.workload_specs`; kinds: ``mmtoolkit list workloads``).
-* privacy: ``--epsilon E`` (pure ε-DP), ``--epsilon E --delta D`` ((ε, δ)-DP) or ``--rho R``
-  (ρ-zCDP).
-* ``--selectors``: default every registered selector; else a selector list
-  (:mod:`mmtoolkit.compare`, "Selector lists": ``identity,hdmm:restarts=5,seed=1``).
-* ``--objective sum|max``, ``--timeout S`` per selector (default 60), ``--seed N`` (default
-  0), ``-j N`` selectors at once (default 2), ``-q`` no progress.
-* ``--out FILE.csv`` writes the table (params as JSON, the strategy as its matrix kind);
-  ``--plot FILE.png`` a bar chart of RMSE relative to the SVD bound. Both atomically. An
-  output that is an input (the ``--domain`` file, a ``matrix`` workload's file) or the other
-  output, symbolic and hard links resolved, or that cannot be written (a directory, a
-  missing directory) is refused before anything is built or scored.
-
-The table's last line says how long building the workload took (it counts: a spec is built
-before any selector's time limit starts).
-
-Exit codes: 0 when the comparison ran (whatever the rows' statuses), 2 on bad input (a
-one-line message naming the problem).
+User guide: docs/guide/compare.md.
 """
 
 from __future__ import annotations

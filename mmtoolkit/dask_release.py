@@ -1,72 +1,17 @@
 """Measure, reconstruct and release on a chunked ``dask.array`` (past one machine).
 
-The matrix mechanism of HDMM (McKenna et al. 2018, §7.2 and App. A.4–A.5) on a data vector
-or tensor too large for one machine, through whatever Dask scheduler is active (a
-``distributed.Client`` of an existing cluster, or dask's local schedulers): this module only
-builds dask graphs of the strategy kinds' own small operations and lets dask run them. It
-needs the optional extra ``pip install 'mmtoolkit[dask]'``; :mod:`mmtoolkit.mechanism`
-hands a dask array to it (``mechanism.release(W, A, data=dask_array, ...)``, ``measure``,
-``reconstruct``).
+The matrix mechanism of HDMM (McKenna et al. 2018, §7.2 and App. A.4–A.5) on data too large
+for one machine, through whatever Dask scheduler is active: this module only builds dask
+graphs of the strategy kinds' own small operations. Two routes, chosen from the operator's
+``kron_terms()``: Kronecker products of small factors (kmatvec, App. A.5, one rechunk per
+product) and marginals (partial tables summed per block, ``x̂`` expanded from the small
+tables of ``A⁺ y``, App. A.4). :func:`measure`, :func:`reconstruct`, :func:`apply` and
+:func:`release` return lazy dask arrays; the noise is the in-memory path's for the same
+generator state (one stream over the rows, added block by block by a chain of tasks), so a
+Dask release equals the in-memory one. Needs ``pip install 'mmtoolkit[dask]'``;
+:mod:`mmtoolkit.mechanism` hands a dask array here.
 
-Routes, chosen from the operator's own ``kron_terms()`` (never from its type):
-
-* **Kronecker products of small factors** (p-Identity, OPT_⊗, any ``A_1 ⊗ ... ⊗ A_d``, and
-  unions of them for ``W``): the data is viewed as a tensor over the factors' columns,
-  chunked along its first ``k`` axes. The trailing factors ``A_{k+1} ⊗ ... ⊗ A_d`` act inside
-  each block (``map_blocks``, kmatvec of HDMM App. A.5); dask then rechunks the result so the
-  first ``k`` axes are whole in every block (its all-to-all, no scheduler of ours) and the
-  leading factors act along them. The result is chunked along its trailing axes; the
-  pseudo-inverse ``A⁺ = ⊗ A_i⁺`` (the kind's ``pinv_operator()``) runs the same steps in the
-  other order, so ``x̂`` comes back chunked like the data: one rechunk per product. A
-  measurement is rechunked once more, into blocks of consecutive rows, for its noise (below).
-* **Marginals** (every term a marginal ``⊗ (I or 1ᵀ)`` and the measurements small): each
-  block's marginal tables are summed from one another along ``table_plan`` (the block's own
-  ``Marginals``) and placed in zero tables of full size; dask sums these partial answers
-  (one task per block, then a tree), so ``y`` is one small chunk. Reconstruction computes
-  the small tables of ``A⁺ y`` (``MarginalsPinv.tables``, HDMM App. A.4) once and expands
-  ``x̂`` block by block (``expand_tables``); answers of a marginals workload come from ``y``
-  alone (the kind's ``workload_answers``), with no ``x̂``.
-
-Several releases (``releases=R``, as in memory an ``m x R`` array) carry a last axis of ``R``
-columns, whole in every block, through every step.
-
-Noise: the values :func:`mmtoolkit.mechanism.measure` draws in memory from the same generator
-state, so for one seed a Dask release equals the in-memory one: the noise values are the same
-whatever the chunking, the scheduler or the workers, and the products ``A x``, ``A⁺ y``,
-``W x̂`` (HDMM §7.2, computed in another order, and in another order again for another
-chunking) equal the in-memory ones to rounding — so continuous releases agree to rounding
-(about 1e-15 relative) and exact integer measurements bit for bit. Both paths draw one stream
-over the rows in order (``measurement.noise_stream``; exact integer noise:
-:class:`mmtoolkit.measurement.DiscreteNoiseStream`, CKS 2020), in blocks at fixed offsets of the
-stream; here the blocks of ``A x`` (in row order) take their values one after the other, a
-chain of ``dask.delayed`` tasks each handing a copy of the stream to the next, so computing
-a lazy result twice gives the same numbers. Discrete noise reads the row scales block by block
-from the strategy's handler's ``row_scale_terms`` (:class:`mmtoolkit.discrete.RowScales`: the bits
-of ``row_scales``, no array over all rows), so the noise parameters are the in-memory ones.
-The graph draws from a copy of the caller's generator; once the whole graph is built (every
-refusal made, the generator untouched by a refused call) the generator is jumped ahead
-(``bit_generator.jumped()``), so its later draws never repeat the noise. Results are lazy
-dask arrays; the data's blocks are checked (finite, non-negative) as they are read, and
-computed in float64: a float32 dask array gives the in-memory release of the same counts in
-float64, not the in-memory float32 path's (whose products round in float32).
-
-Memory of the noise chain (a limit): the noise is added by one task at a time (about the time
-of the in-memory draw) while the products run in parallel, so blocks of ``A x`` computed
-ahead of the chain wait in their workers' memory (or dask's spill) for their turn. The peak
-per worker grows up to its share of ``y`` (``8 m`` bytes over the workers), not with the
-block size: at 10^9 cells (``y`` of 8.8 GB, two 6 GB workers) 3.9 GB per worker, against
-1.1 GB with per-block seeds before. A bounded lookahead is not available with dask alone:
-through the all-to-all rechunk into row order each row-order block of ``A x`` takes a piece
-of every block of the last product, so the products cannot be held back behind the chain;
-give the workers room for ``y``'s share (or spill space).
-
-A negative weight anywhere in the strategy (outside a factor, on a factor, on a stacked block)
-is carried term by term (``kron_terms(signed=True)``), so the measurement is of ``A`` itself.
-
-Refused, with a message: kinds other than these two routes (e.g. trees, unions without a
-structured pseudo-inverse, which the in-memory path solves by least squares); kinds with a
-mechanism of their own (``release_answers``: ResidualPlanner); ``monte_carlo`` and other
-calls that read the data into memory.
+User guide: docs/guide/at-scale.md.
 """
 
 from __future__ import annotations
@@ -117,13 +62,10 @@ def _dask():
 # ============================================================================ routes
 def _route(M: Matrix, kron_only: bool = False):
     """``("marginals", sizes, [(θ_t, key_t)])`` when every Kronecker term of ``M`` is a
-    marginal over the same attributes and ``M`` has at most :data:`BLOCK_CELLS` rows (not with
-    ``kron_only``: a product of identities and totals is also a Kronecker product);
-    ``("kron", [(w_t, factors_t)])`` when every term is a product of at least two factors (or
-    one small one); else a ValueError. Term ``t``'s weight is ``sign_t · √c_t``, the root of
-    ``kron_terms``' squared weight with the sign ``kron_terms(signed=True)`` gives (a
-    negative weight inside a Kronecker factor or a stacked block included), so the terms'
-    rows are ``M``'s rows."""
+    marginal over the same attributes and ``M`` has at most :data:`BLOCK_CELLS` rows (not
+    with ``kron_only``), ``("kron", [(w_t, factors_t)])`` when every term is a product of
+    at least two factors (or one small one), else a ValueError. Term weights are
+    ``sign_t · √c_t`` (``kron_terms(signed=True)``'s signs), so the terms' rows are ``M``'s."""
     terms = M.kron_terms()
     signs = [math.copysign(1.0, w) for w, _ in M.kron_terms(signed=True)]
     keys = [marginal_key(factors) for _, factors in terms]
@@ -170,9 +112,8 @@ def _lead_axes(sizes, cells: int) -> int:
 
 def data_chunks(sizes, cells: int = BLOCK_CELLS) -> tuple[int, ...]:
     """The chunking this module gives a data tensor of shape ``sizes``: the fewest first axes
-    split (front first) so that the rest fits a block of about ``cells`` cells (what
-    :func:`reconstruct` gives ``x̂`` by default; a good chunking for data made block by
-    block)."""
+    split so that the rest fits a block of about ``cells`` cells (:func:`reconstruct`'s
+    default for ``x̂``)."""
     sizes = tuple(int(n) for n in sizes)
     return _split(sizes, 0, _lead_axes(sizes, cells), cells)
 
@@ -196,10 +137,8 @@ def _as_tensor(X, sizes, r: int | None = None):
 
 def _columns(X, M: Matrix, rows: bool = False) -> int | None:
     """The number of releases (columns) of ``X``, an array of ``M``'s columns (``rows``: of
-    its rows): its last dimension when the others hold the cells (``N x R`` — ``N x 1``
-    included, as in memory —, or a tensor of the first product's sizes with a last axis of
-    ``R``), else None (one release: a vector or a tensor of the cells, or the wrong size:
-    refused by :func:`_as_tensor`)."""
+    its rows): its last dimension when the others hold the cells (``N x R``, ``N x 1``
+    included, or the first product's tensor with a last axis of ``R``), else None."""
     cells = M.shape[0 if rows else 1]
     if X.ndim < 2 or math.prod(X.shape[:-1]) != cells:
         return None
@@ -439,10 +378,9 @@ def _std_block(param_at, std, block_info=None):
 
 
 def noise_std(plan, cells: int = BLOCK_CELLS):
-    """The standard deviation of each row's noise of a
-    :class:`~mmtoolkit.plan.NoisePlan`: continuous, the plan's (one value
-    broadcast); exact integer noise, its calibrated rows' (continuous units of ``A``) as a
-    lazy 1-D dask array in blocks of ``cells`` rows — no array over all rows on the client."""
+    """Each row's noise standard deviation under a :class:`~mmtoolkit.plan.NoisePlan`: the
+    plan's (continuous), or the calibrated rows' as a lazy array in blocks of ``cells`` rows
+    (exact integer noise; no array over all rows on the client)."""
     if plan.noise != "discrete":
         return plan.std()
     _, da = _dask()
@@ -456,12 +394,10 @@ def noise_std(plan, cells: int = BLOCK_CELLS):
 
 # ============================================================================ public
 def apply(M, X, cells: int = BLOCK_CELLS, check: bool = False):
-    """``M X`` lazily for a dask data array ``X`` (a vector or a tensor of ``M.shape[1]``
-    cells, or ``R`` of them as the columns of an ``N x R`` array or a tensor with a last axis
-    of ``R``; ``N x 1`` gives ``m x 1`` as in memory): a dask array in ``M``'s row order,
-    1-D or ``m x R`` — the linear part of :func:`measure`, and :func:`release`'s answering
-    step (``W x̂``). ``check``: refuse blocks holding negative or non-finite counts as they
-    are read."""
+    """``M X`` lazily for a dask data array ``X`` (the cells, or ``R`` releases as a last
+    axis: docs/guide/at-scale.md): a dask array in ``M``'s row order, 1-D or ``m x R`` — the
+    linear part of :func:`measure` and :func:`release`'s ``W x̂``. ``check``: refuse blocks
+    holding negative or non-finite counts as they are read."""
     M = as_matrix(M)
     r = _columns(X, M)
     return _apply(M, X, cells, check, r).reshape((-1,) if r is None else (-1, r))
@@ -501,10 +437,9 @@ def _measure(plan, X, rng, r: int | None, cells: int):
 def measure(A, X, privacy, rng: np.random.Generator, noise: str = "continuous",
             releases: int | None = None, cells: int = BLOCK_CELLS):  # fmt: skip
     """Noisy strategy answers ``y = A x + z`` (HDMM Table 1b, Thm 7) for a dask data array
-    ``X``: a lazy dask array in ``A``'s row order, 1-D, or ``m x R`` for ``releases=R``.
-    ``z`` is the noise :func:`mmtoolkit.mechanism.measure` draws from the same generator
-    state — continuous, or exact integer noise for ``noise="discrete"`` — added block by
-    block in row order (module docstring); :func:`measure_planned` of the plan of ``A``."""
+    ``X``: lazy, in ``A``'s row order, 1-D or ``m x R`` for ``releases=R``, with the noise
+    :func:`mmtoolkit.mechanism.measure` draws from the same generator state (continuous or
+    ``noise="discrete"``); :func:`measure_planned` of the plan of ``A``."""
     return measure_planned(NoisePlan(A, privacy, noise), X, rng, releases, cells)
 
 
@@ -526,14 +461,12 @@ def _no_pinv(A: Matrix) -> ValueError:
 
 
 def reconstruct(A, y, chunks=None, cells: int = BLOCK_CELLS):
-    """``x̂ = A⁺ y`` lazily (HDMM §7.2) by the strategy kind's ``pinv_operator()``: a
-    Kronecker product factor by factor (``y`` a dask array: 1-D, or the tensor a measure of
-    this module keeps), marginals from the small tables of ``A⁺ y`` expanded block by block
-    (``y`` numpy or dask; ``chunks``: the chunking of ``x̂``'s cells, default along the first
-    axes in blocks of about ``cells`` cells). ``y`` may hold ``R`` releases (``m x R``, or a
-    tensor with a last axis of ``R``). Returns ``x̂`` as a dask tensor (with a last axis of
-    ``R`` releases; ``.reshape(-1)`` or ``.reshape(-1, R)`` gives the C-order vectors; an
-    ``m x 1`` ``y`` gives ``x̂`` with a last axis of 1, as in memory)."""
+    """``x̂ = A⁺ y`` lazily (HDMM §7.2) by the kind's ``pinv_operator()``: a Kronecker
+    product factor by factor (``y`` dask, 1-D or this module's tensor), marginals from the
+    small tables of ``A⁺ y`` expanded block by block (``y`` numpy or dask; ``chunks`` of
+    ``x̂``'s cells, default blocks of about ``cells``). ``y`` may hold ``R`` releases.
+    Returns ``x̂`` as a dask tensor (a last axis of ``R`` releases; ``.reshape(-1)`` /
+    ``.reshape(-1, R)`` gives the C-order vectors)."""
     A = as_matrix(A)
     return _reconstruct(A, y, chunks, cells, _columns(y, A, rows=True))
 
@@ -572,17 +505,12 @@ def _reconstruct(A: Matrix, y, chunks, cells: int, r: int | None):
 
 def release(W, A, X, privacy, rng: np.random.Generator, noise: str = "continuous",
             cells: int = BLOCK_CELLS, measurements: bool = False):  # fmt: skip
-    """Noisy answers to the workload ``W`` from the strategy ``A`` on the dask data array
-    ``X`` (HDMM Table 1b): :func:`measure`, then — if the kind answers ``W`` from ``y`` alone
-    (marginals: ``workload_answers``, HDMM App. A.4) — those answers, else :func:`reconstruct`
-    and :func:`apply` of ``W`` (a union of Kronecker products or marginals). A lazy 1-D dask
-    array in ``W``'s row order; nothing runs until it is computed. For the same generator
-    state, the answers of :func:`mmtoolkit.mechanism.release` on the data in memory (the same
-    noise; module docstring). ``measurements``: return ``(answers, y)``, ``y`` the noisy
-    strategy answers (1-D, lazy) the answers come from.
-
-    A kind that releases by a mechanism of its own (``release_answers``: ResidualPlanner,
-    He et al. Alg. 1–3) is refused: its in-memory release is not ``measure`` → ``A⁺``."""
+    """Noisy answers to ``W`` from the strategy ``A`` on the dask data array ``X`` (HDMM
+    Table 1b): :func:`measure`, then the kind's ``workload_answers`` from ``y`` alone
+    (marginals, HDMM App. A.4) or :func:`reconstruct` and :func:`apply` of ``W``. Lazy,
+    1-D, in ``W``'s row order: for the same generator state, the in-memory
+    :func:`mmtoolkit.mechanism.release`'s answers. ``measurements``: return ``(answers,
+    y)``. A kind with a mechanism of its own (ResidualPlanner) is refused."""
     plan = NoisePlan(A, privacy, noise, workload=W, fits=False)
     out, y = release_planned(plan, X, rng, cells)
     return (out, y) if measurements else out

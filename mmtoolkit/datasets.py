@@ -1,15 +1,9 @@
-"""Named domain presets used in the papers' experiments.
+"""Named domain presets used in the papers' experiments (:func:`domain`, :func:`available`).
 
 Only the domains are here (names, sizes, numeric flags): every accuracy number in these
-papers depends on the domain and the workload, never on the records. Records, where a
-reproduction needs them, are read from files (e.g. ``shared/data/adult``) and turned into
-data vectors with :meth:`mmtoolkit.Domain.vectorize`.
+papers depends on the domain and the workload, never on the records.
 
->>> from mmtoolkit import datasets
->>> datasets.domain("cps").sizes
-(100, 50, 7, 4, 2)
->>> datasets.domain("synth", n=10, d=3).size
-1000
+User guide: docs/guide/records.md (named domains of the papers).
 """
 
 from __future__ import annotations

@@ -1,11 +1,11 @@
 """Exact integer noise calibrated to a strategy (Canonne, Kamath & Steinke 2020, "The Discrete
 Gaussian for Differential Privacy"): which integer noise each row of ``A`` receives
-(:func:`calibrate`, for the noise plan, :mod:`mmtoolkit.plan`) and the
-integer answers it is added to (:func:`integer_answers`).
-The noise itself is one stream over the rows (:class:`mmtoolkit.measurement.DiscreteNoiseStream`),
-which both mechanisms draw: :func:`mmtoolkit.mechanism.measure` (in memory) and
-:mod:`mmtoolkit.dask_release` (a dask data array, block by block), so a given generator
-state gives the same integer noise on either path.
+(:func:`calibrate`, for the noise plan, :mod:`mmtoolkit.plan`), the integer answers it is
+added to (:func:`integer_answers`) and the row scales read a range of rows at a time
+(:class:`RowScales`). The noise itself is one stream over the rows
+(:class:`mmtoolkit.measurement.DiscreteNoiseStream`), the same in memory and on the Dask route.
+
+User guide: docs/guide/privacy-and-noise.md (exact integer noise).
 """
 
 from __future__ import annotations
@@ -34,16 +34,11 @@ PRECISION = 10**6
 @dataclass(frozen=True)
 class DiscreteCalibration:
     """Exact integer noise for a strategy: row ``r`` of ``A = diag(d) B`` (``B`` integer) is
-    released as ``d_r (B_r x + z_r)`` with ``z_r`` discrete Laplace ``Lap_Z(t_r/s_r)``
-    (PureDP) or discrete Gaussian ``N_Z(0, σ̄_r²)`` (zCDP).
-
-    Privacy (continuous ↔ discrete): the continuous mechanism adds noise of scale ``b`` to
-    ``A x``, i.e. scale ``b/d_r`` to ``B_r x``; its privacy loss is ``Σ_r |B_r δ| d_r/b`` (L1) or
-    ``Σ_r (B_r δ)² d_r²/(2b²)`` (zCDP), bounded by ε or ρ through ``sens_p(A)``. Each discrete
-    row uses a *rounded-up* noise parameter (``t_r/s_r ≥ b/d_r``, ``σ̄_r ≥ b/d_r``), so every
-    per-row term, hence the total, can only shrink: the release is ε-DP (discrete Laplace,
-    CKS Prop. on ``Lap_Z``: (Δ s/t)-DP for an integer query of L1 sensitivity Δ) or ρ-zCDP
-    (CKS Thm 4). ``spent`` is the exact bound ``budget · max_r(rate'_r / rate_r)`` (≤ budget).
+    released as ``d_r (B_r x + z_r)``, ``z_r`` discrete Laplace ``Lap_Z(t_r/s_r)`` (PureDP)
+    or discrete Gaussian ``N_Z(0, σ̄_r²)`` (zCDP), each noise parameter rounded up from the
+    continuous one, so the release is ε-DP or ρ-zCDP (CKS Thm 4; the argument:
+    docs/guide/privacy-and-noise.md). ``spent``: the exact bound ``budget · max_r(rate'_r /
+    rate_r)`` (≤ budget).
     """
 
     kind: str  # "laplace" | "gaussian"
@@ -70,12 +65,10 @@ def _discrete_gaussian_variance(sigma2: float) -> float:
 
 def calibrate(uniq, kind: str, scale: float, budget: float):
     """The noise parameters for the distinct row scales ``uniq`` (sorted) of a strategy whose
-    continuous noise has scale ``scale`` (Laplace ``b`` or Gaussian ``σ`` at its
-    sensitivity; see :class:`DiscreteCalibration`): ``kind`` ``"laplace"`` (pure ε =
-    ``budget``) or ``"gaussian"`` (zCDP ρ = ``budget``). Returns ``(kind, params, variances
-    of the released rows of each scale, spent)``. The noise plan
-    (:class:`mmtoolkit.plan.NoisePlan`) calls it with the distinct values of
-    the strategy's row scales (in memory) or of its factor-wise scales (the Dask route)."""
+    continuous noise has scale ``scale`` (Laplace ``b`` or Gaussian ``σ``): ``kind``
+    ``"laplace"`` (pure ε = ``budget``) or ``"gaussian"`` (zCDP ρ = ``budget``). Returns
+    ``(kind, params, variances of the released rows of each scale, spent)``
+    (:class:`DiscreteCalibration`)."""
     uniq = np.asarray(uniq, dtype=float)
     params, var, ratios = [], np.empty(len(uniq)), np.empty(len(uniq))
     for k, dr in enumerate(uniq):
@@ -109,11 +102,9 @@ def _no_scales(A) -> NotSupportedByKindError:
 
 
 class RowScales:
-    """A strategy's ``row_scales()`` for a range of rows at a time, from its
-    ``row_scale_terms()`` (e.g. a Kronecker product's factors' scales): the same
-    floating-point operations, so the same bits, without an array over all rows — what the
-    Dask route's discrete noise reads block by block. Raises (before anything is drawn) for a
-    strategy without row scales."""
+    """A strategy's ``row_scales()`` a range of rows at a time, from its ``row_scale_terms()``:
+    the same bits without an array over all rows (the Dask route's discrete noise). Raises
+    (before anything is drawn) for a strategy without row scales."""
 
     def __init__(self, A):
         A = as_matrix(A)

@@ -1,17 +1,12 @@
 """Attribute domains: names, sizes, which attributes are ordered, the labels of their values,
 and records → data vector.
 
-A record over attributes ``A_1 … A_d`` (attribute ``i`` takes values ``0 … n_i − 1``) is
-one cell of the product domain of ``N = Π n_i`` cells. Cells are numbered in C order (row
-major, the first attribute most significant, the last varying fastest): the tuple
-``(t_1, …, t_d)`` is cell ``Σ_i t_i Π_{j>i} n_j`` (HDMM App. A.1; ResidualPlanner §2,
-Example 1). ``N`` is kept as a Python int, so a 10^100-cell domain is representable; only
-:meth:`Domain.vectorize` ever allocates a length-``N`` array.
+:class:`Domain` numbers the cells of the product domain in C order (the first attribute most
+significant: HDMM App. A.1; ResidualPlanner §2, Example 1), keeps ``N`` as a Python int (only
+:meth:`Domain.vectorize` allocates ``N`` entries) and carries optional value labels, which
+name the cells of released tables and never change the algebra.
 
-Labels are optional metadata: attribute ``i`` may carry one string per code (its categories
-in the declared order, or bin intervals such as ``"[20, 30)"``, see :mod:`mmtoolkit.records`);
-an attribute without labels is labelled by its codes ``"0" … "n−1"``. Labels never change the
-algebra (sizes and cell order are the same); they name the cells of released tables.
+User guide: docs/guide/records.md (cells and labels).
 """
 
 from __future__ import annotations
@@ -35,19 +30,11 @@ def _is_int(x) -> bool:
 class Domain:
     """An immutable product domain of named attributes.
 
-    Parameters
-    ----------
-    names:
-        attribute names (unique strings), in data-vector order (first = most significant).
-    sizes:
-        the number of values of each attribute (positive ints).
-    numeric:
-        optional tuple of bools, ``True`` for an ordered (numeric) attribute, on which range
-        and prefix queries make sense; default all ``False`` (categorical).
-    labels:
-        optional per-attribute value labels: a sequence with, for each attribute, either
-        ``None`` (labelled by its codes) or ``n_i`` distinct strings (code ``j`` ↔ label
-        ``j``); a mapping ``{name: labels}`` is accepted too.
+    ``names``: unique strings, in data-vector order (first = most significant); ``sizes``:
+    positive ints; ``numeric``: optional bools, ``True`` for an ordered attribute (range and
+    prefix queries make sense on it; default all categorical); ``labels``: optional
+    per-attribute value labels, ``None`` (its codes) or ``n_i`` distinct strings per
+    attribute, or a mapping ``{name: labels}``.
     """
 
     __slots__ = ("_names", "_sizes", "_numeric", "_labels", "_index")
@@ -100,10 +87,8 @@ class Domain:
 
     @classmethod
     def from_dict(cls, sizes: Mapping, numeric: Iterable[str] = ()) -> Domain:
-        """A domain from ``{name: size}`` (e.g. ``adult-domain.json``), in mapping order.
-
-        ``numeric`` lists the names of the ordered attributes.
-        """
+        """A domain from ``{name: size}`` (e.g. ``adult-domain.json``), in mapping order;
+        ``numeric`` lists the names of the ordered attributes."""
         if not isinstance(sizes, Mapping):
             raise ValueError(f"from_dict needs a mapping name -> size, got {type(sizes).__name__}")
         names = tuple(sizes)
@@ -182,10 +167,8 @@ class Domain:
         raise ValueError(f"attributes are given by name (str) or index (int), got {attr!r}")
 
     def indices(self, attrs) -> tuple[int, ...]:
-        """Positions of several attributes (names or indices), sorted, without duplicates.
-
-        A single name or index is accepted as a one-attribute set. Duplicates raise.
-        """
+        """Positions of several attributes (names or indices), sorted; a single name or index
+        is a one-attribute set, duplicates raise."""
         if isinstance(attrs, str) or _is_int(attrs):
             attrs = [attrs]
         if not isinstance(attrs, Iterable):
@@ -208,12 +191,9 @@ class Domain:
 
     # --------------------------------------------------------------- records
     def vectorize(self, records, dtype=np.int64) -> np.ndarray:
-        """The C-order count vector (length :attr:`size`, ``dtype`` int64 or float64 — counted
-        straight into that type, one array of the domain's size) of integer-coded records.
-
-        ``records`` has shape ``(num_records, len(self))`` (a 1-D array is accepted for a
-        one-attribute domain); column ``i`` holds values ``0 … n_i − 1`` of attribute ``i``.
-        """
+        """The C-order count vector (length :attr:`size`, int64 or float64, counted straight
+        into that type) of integer-coded ``records``, shape ``(num_records, len(self))`` (1-D
+        for a one-attribute domain), column ``i`` holding values ``0 … n_i − 1``."""
         N = self.size
         if N > MAX_VECTOR_SIZE:
             raise ValueError(

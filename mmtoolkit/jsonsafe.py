@@ -1,24 +1,14 @@
-"""JSON in and out: strict reading and writing, and JSON-safe plain data.
+"""JSON in and out: strict reading and writing (RFC 8259), and JSON-safe plain data.
 
-Strict JSON (RFC 8259) is the only JSON the package reads or writes:
-
-* :func:`loads` reads every JSON file the package reads (domain files, ledgers, release
-  summaries): an object with a key given twice (``{"age": 3, "age": 5}`` — Python's
-  ``json`` keeps the last one silently), the non-standard constants ``NaN``, ``Infinity``
-  and ``-Infinity``, and a number too large for a double (``1e400``, read as infinity)
-  are refused with a message naming the file, the key or the constant and where it is;
-* :func:`dumps` writes every JSON document the package writes (ledgers, release
-  summaries, drafted domain files): ``allow_nan=False``, and a non-finite number is
-  refused *before anything is written*, naming its field (``spent.rho``), so no file can
-  hold ``NaN`` or ``Infinity``.
-
-Both raise the caller's error type (``error=``, e.g. ``LedgerError`` or ``RecordsError``;
-default :class:`JSONError`), a ``ValueError``.
-
-Results files, job records and release summaries store selector parameters and strategy
-metadata as JSON; :func:`jsonable` converts numpy scalars/arrays, tuples and sets, and
-writes any other object as its ``repr`` without memory addresses (:func:`stable_text`), so
-the same inputs give the same bytes in every process.
+:func:`loads` reads every JSON file the package reads (domain files, ledgers, release
+summaries) and refuses what Python's ``json`` accepts (a key given twice, whose last value
+it keeps silently; ``NaN``, ``Infinity``, a number read as infinity); :func:`dumps` writes
+every JSON document the package writes (ledgers, release summaries, drafted domain files)
+and refuses a non-finite number before anything is written, so no file can hold ``NaN`` or
+``Infinity``. Both raise the caller's error type (``error=``, e.g. ``LedgerError`` or
+``RecordsError``; default :class:`JSONError`), a ``ValueError``. :func:`jsonable` makes the
+selector parameters and strategy metadata stored in results files, job records and release
+summaries JSON-safe, the same bytes in every process.
 """
 
 from __future__ import annotations

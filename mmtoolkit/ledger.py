@@ -1,50 +1,13 @@
 """A privacy ledger: the budget spent on one dataset across releases, in a JSON file.
 
-A ledger declares a total budget for a dataset — ``ρ`` (zCDP), ``ε`` (pure DP) or ``(ε, δ)``
-— and records one entry per release: its privacy definition, what it charges, the time, a
-description and a status. Composition (the privacy spent by several releases together):
+:class:`Ledger` declares a total (``ρ``, ``ε`` or ``(ε, δ)``) and records one entry per
+release; :meth:`Ledger.charge` writes a pending entry before any noise is drawn and refuses a
+release over the total, :meth:`Ledger.commit` / :meth:`Ledger.cancel` close it, and every
+load checks every field (:class:`LedgerError`). :func:`charge_of` is what a release charges.
+Composition: zCDP ``ρ`` adds (Bun & Steinke 2016, Lemma 2.3; conversions Prop. 1.3, 1.4,
+1.6); pure and approximate DP by basic composition (Dwork & Roth 2014, Thm 3.16).
 
-* zCDP: ``ρ`` adds (Bun & Steinke 2016, Lemma 2.3);
-* pure DP: ``ε`` adds (basic composition; Dwork & Roth 2014, Thm 3.16);
-* approximate DP: ``(ε, δ)`` add coordinate-wise (the same basic composition theorem).
-
-The three are kept separately; the check against the declared total converts only where a
-conversion is valid:
-
-* a ``ρ`` total: a pure ε-DP release counts as ``ε²/2``-zCDP (Bun & Steinke, Prop. 1.4),
-  and ``R`` independent ones as ``R·ε²/2`` (ρ adds, Lemma 2.3 — not ``(R·ε)²/2``); an
-  (ε, δ) release of this package is a Gaussian mechanism with noise ``σ`` per unit of L2
-  sensitivity, i.e. ``1/(2σ²)``-zCDP (Prop. 1.6), and is charged so;
-* an ``ε`` total (pure): only pure-DP releases can be charged;
-* an ``(ε, δ)`` total: pure releases count ``(ε, 0)``, (ε, δ) releases as they are, and the
-  zCDP releases together (their ``ρ`` summed first) as ``(ρ + 2√(ρ ln(1/δ_c)), δ_c)``
-  (Bun & Steinke, Prop. 1.3) with the ledger's ``conversion_delta`` ``δ_c``.
-
-The summary also states the zCDP total as (ε, δ) by the same Prop. 1.3 with
-``conversion_delta``.
-
-**Charge before release.** :meth:`Ledger.charge` checks that the release fits in what is
-left and writes a *pending* entry before any noise is drawn; a release that would exceed
-the total is refused and nothing is written. :meth:`Ledger.commit` marks the entry done;
-:meth:`Ledger.cancel` removes it when the release failed before drawing any noise (its
-random generator untouched). Pending entries count as spent: a release killed after its
-noise was drawn has spent its budget whether or not its answers were saved, and the ledger
-cannot know which, so it assumes the worst. Every write is atomic (:mod:`mmtoolkit.atomic`)
-under an exclusive lock on ``FILE.lock``, so a kill at any moment leaves the old or the new
-ledger, and concurrent releases cannot both take the last of the budget. A ledger reached
-through a symbolic link is the file the link points to: it is read, locked (``TARGET.lock``)
-and written there, so every path to one ledger shares its lock and its entries, and the link
-stays a link.
-
-**Checked on every load.** The file is strict JSON (:func:`mmtoolkit.jsonsafe.loads`: no key
-given twice, no ``NaN`` / ``Infinity``) and every field is checked before anything is
-summed: the total (``rho`` > 0, ``epsilon`` > 0, ``delta`` in (0, 1), finite),
-``conversion_delta`` in (0, 1) (below the total δ), and each entry's ``id`` (a positive
-integer, unique), ``status``, ``privacy`` (a privacy spec), ``releases`` (a positive
-integer), texts and ``charge``, which must equal what its privacy and releases charge
-(:func:`charge_of`) to a relative ``1e-9`` — a hand-edited negative, NaN or missing charge
-cannot make room in the budget. A problem is a :class:`LedgerError` naming the file, the
-entry (its position and id) and the field.
+User guide: docs/guide/ledger.md.
 """
 
 from __future__ import annotations
@@ -99,8 +62,8 @@ class LedgerError(ValueError):
 
 def charge_of(privacy: Privacy, releases: int = 1) -> dict:
     """What ``releases`` releases under ``privacy`` charge: ``{"rho": R·ρ}`` (zCDP),
-    ``{"epsilon": R·ε}`` (pure) or ``{"epsilon": R·ε, "delta": R·δ, "rho": R/(2σ²)}``
-    ((ε, δ): the Gaussian mechanism's σ per unit sensitivity also gives its zCDP ρ)."""
+    ``{"epsilon": R·ε}`` (pure) or ``{"epsilon": R·ε, "delta": R·δ, "rho": R/(2σ²)}`` ((ε, δ):
+    the Gaussian mechanism's σ per unit sensitivity gives its zCDP ρ too)."""
     check_privacy(privacy)
     r = check_int(releases, "releases", minimum=1)
     if isinstance(privacy, ZCDP):
@@ -132,14 +95,9 @@ def _zcdp_to_dp(rho: float, delta: float) -> float:
 
 
 class Ledger:
-    """The privacy ledger in the JSON file ``path`` (see the module docstring).
-
-    ``Ledger.create(path, rho=1.0)`` starts one (``epsilon=`` for pure DP, ``epsilon=`` and
-    ``delta=`` for (ε, δ)); ``Ledger(path)`` opens an existing one. :meth:`charge` /
-    :meth:`commit` bracket a release (``mmtoolkit.release(..., ledger=...)`` and
-    ``mmtoolkit release --ledger FILE`` do it); :meth:`remaining`, :meth:`spent` and
-    :meth:`report` read it.
-    """
+    """The privacy ledger in the JSON file ``path`` (docs/guide/ledger.md): :meth:`create`
+    starts one, ``Ledger(path)`` opens one, :meth:`charge` / :meth:`commit` bracket a
+    release, :meth:`remaining`, :meth:`spent` and :meth:`report` read it."""
 
     def __init__(self, path):
         self.path = Path(path)
@@ -189,7 +147,7 @@ class Ledger:
         return cls(path)
 
     def _read(self) -> dict:
-        """The ledger file's data, every field checked (see the module docstring)."""
+        """The ledger file's data, every field checked (docs/guide/ledger.md)."""
         try:
             text = _target(self.path).read_text(encoding="utf-8")
         except FileNotFoundError:
@@ -315,12 +273,11 @@ class Ledger:
         seed_key: str | None = None,
         release_key: str | None = None,
     ) -> int:
-        """Check that ``releases`` releases under ``privacy`` fit in the budget left and
-        record them as a pending entry (written atomically) — call before any noise is
-        drawn. Raises :class:`LedgerError` (nothing written) when they do not fit, or when
-        ``seed_key`` (a seeded release's :func:`~mmtoolkit.releasing.seed_fingerprint`) was
-        charged before for another ``release_key`` (:func:`~mmtoolkit.releasing.release_key`):
-        one seed, one release. Returns the entry id for :meth:`commit`."""
+        """Check that ``releases`` releases under ``privacy`` fit in the budget left and record
+        them as a pending entry (atomically) — call before any noise is drawn. Returns the
+        entry id for :meth:`commit`. Raises :class:`LedgerError` (nothing written) when they
+        do not fit, or when ``seed_key`` (:func:`~mmtoolkit.releasing.seed_fingerprint`) was
+        charged for another ``release_key``: one seed, one release."""
         charge = charge_of(privacy, releases)
         if (seed_key is None) != (release_key is None):
             raise ValueError("seed_key and release_key: give both or neither")

@@ -2,17 +2,14 @@
 
 Every value of noise that a release adds to a measurement is drawn here (the exact integer
 samplers themselves live in :mod:`mmtoolkit.noise`): the continuous stream
-(:class:`NoiseStream`, :func:`add_noise`, :func:`sample`, :func:`noise_stream`: Laplace or
-Gaussian of a privacy definition's scale, drawn in blocks at fixed offsets, optionally ahead
-on a second thread), the exact integer stream (:class:`DiscreteNoiseStream`, discrete Laplace
-/ Gaussian per row parameter, Canonne, Kamath & Steinke 2020), and the two primitives a
-strategy kind with a mechanism of its own draws through (:func:`scaled_gaussian`: one
-standard-normal draw scaled per run of rows; :func:`integer_gaussian`: one discrete-Gaussian
-draw) — ResidualPlanner's measurements (He et al. Alg. 1, 3, 5).
+(:class:`NoiseStream`, :func:`continuous_stream`: Laplace or Gaussian, drawn in blocks at
+fixed offsets, optionally ahead on a second thread), the exact integer stream
+(:class:`DiscreteNoiseStream`, Canonne, Kamath & Steinke 2020), and the two primitives a
+strategy kind with a mechanism of its own draws through (:func:`scaled_gaussian`,
+:func:`integer_gaussian`: ResidualPlanner's measurements, He et al. Alg. 1, 3, 5).
+:class:`Measurement` is what every route hands back of what it measured.
 
-:class:`Measurement` is what every route hands back of what it measured: the measured query,
-the attributes it lives on, the noisy values, their noise standard deviation, the
-distribution and how the values were formed.
+User guide: docs/guide/privacy-and-noise.md.
 """
 
 from __future__ import annotations
@@ -26,7 +23,6 @@ import numpy as np
 from .linalg import Identity, Marginals, Matrix, check_dense_size, peel
 from .linalg.marginals import key_attrs
 from .noise import discrete_gaussian, discrete_laplace
-from .privacy import Privacy
 from .threads import Ahead, worker_threads
 
 __all__ = [
@@ -39,9 +35,6 @@ __all__ = [
     "marginal_measurements",
     "NoiseStream",
     "DiscreteNoiseStream",
-    "add_noise",
-    "sample",
-    "noise_stream",
     "continuous_stream",
     "integer_noise_stream",
     "scaled_gaussian",
@@ -55,29 +48,12 @@ FORMS = ("strategy", "marginal", "reconstructed")
 
 @dataclass(frozen=True)
 class Measurement:
-    """Noisy measurements, in the form post-processing (Private-PGM, :mod:`mmtoolkit.pgm`)
-    and release results read them.
-
-    ``form``:
-
-    * ``"strategy"`` — ``values`` is ``y = A x + z`` for the strategy matrix ``query``
-      (``A``), ``std`` the noise standard deviation of each row; ``attrs`` None;
-    * ``"marginal"`` — ``values`` is a noisy linear measurement ``Q μ_C + z`` of the
-      marginal ``μ_C`` of the records on the attributes ``attrs`` (the contingency table
-      flattened in C order), ``z`` independent of standard deviation ``std`` per entry (a
-      strategy's row weights divided out): HDMM's OPT_M / Datacube weighted marginals and
-      identity strategies (``query`` None: ``Q`` is the identity; ``values`` may be shaped
-      as the table), and ResidualPlanner's whitened residual measurements (``query`` the
-      Kronecker product of their per-attribute factors);
-    * ``"reconstructed"`` — ``values`` is the least-squares marginal on ``attrs`` from a
-      mechanism whose raw measurements are not marginals (ResidualPlanner's, He et al. §4);
-      ``std`` per cell is its exact standard error, but the noise is correlated across
-      marginals that share attributes.
-
-    ``attrs``: attribute names (a release result) or domain indices, ascending
-    (:func:`mmtoolkit.pgm.measure`). ``std``: a float, or an array of ``values``' shape.
-    ``distribution``: ``"gaussian"``, ``"laplace"``, ``"discrete gaussian"`` or
-    ``"discrete laplace"``.
+    """Noisy measurements, as post-processing (Private-PGM, :mod:`mmtoolkit.pgm`) and release
+    results read them: ``form`` one of :data:`FORMS` (``"strategy"``: ``y = A x + z`` of
+    ``query``; ``"marginal"``: ``Q μ_C + z`` of the marginal on ``attrs``;
+    ``"reconstructed"``: a least-squares marginal, its noise correlated across marginals),
+    ``attrs`` names or domain indices, ``values``, ``std`` (a float or an array of
+    ``values``' shape) and ``distribution``. Each form is described in docs/guide/pgm.md.
     """
 
     form: str
@@ -158,7 +134,7 @@ def marginal_measurements(A: Matrix, y, std, distribution: str, sizes=None) -> l
 
 
 # ============================================================================ continuous noise
-#: Values of noise drawn at once by :func:`add_noise` (a cache-sized buffer).
+#: Values of noise drawn at once by a :class:`NoiseStream` (a cache-sized buffer).
 NOISE_BLOCK = 1 << 16
 #: Values a prefetching :class:`NoiseStream` draws ahead on its thread at once (16 MB; two
 #: such buffers). Large, so that handing a chunk over costs little beside drawing it.
@@ -186,17 +162,14 @@ def _laplace_into(z, u, rng: np.random.Generator, b: float) -> None:
 
 class NoiseStream:
     """``size`` i.i.d. noise values (``family`` "laplace" or "gaussian", scale ``b`` / ``σ``)
-    added in order to consecutive pieces of the answers (:func:`noise_stream`).
+    added in order to consecutive pieces of the answers (:func:`continuous_stream`).
 
-    The values are drawn in blocks of :data:`NOISE_BLOCK` at fixed offsets of the stream (the
-    last block shorter), so a piece may end inside a block: the rest of it is kept for the
-    next piece. Drawn into one cache-sized buffer by default; with ``prefetch`` (and a
-    stream of at least two :data:`PREFETCH_CHUNK`), a second thread draws the next
-    :data:`PREFETCH_CHUNK` values — the same blocks, in order, from the same generator —
-    while the caller computes and adds the current ones (two buffers of that size), so the
-    draw overlaps the product on another core. The thread starts at :meth:`start` or the
-    first :meth:`add` (the generator is untouched until then) and ends with the stream or
-    :meth:`close`."""
+    Drawn in blocks of :data:`NOISE_BLOCK` at fixed offsets (a piece may end inside a block:
+    the rest is kept for the next piece), into one cache-sized buffer; with ``prefetch`` (and
+    at least two :data:`PREFETCH_CHUNK`), a second thread draws the next chunk — the same
+    values — into the buffer the caller is not reading (docs/guide/privacy-and-noise.md).
+    The thread starts at :meth:`start` or the first :meth:`add` (the generator is untouched
+    until then) and ends with the stream or :meth:`close`."""
 
     def __init__(
         self, family: str, scale: float, rng: np.random.Generator, size: int,
@@ -284,60 +257,13 @@ def _draw_noise(family, scale, rng, u, z: np.ndarray) -> np.ndarray:
 
 
 
-def sample(privacy: Privacy, rng: np.random.Generator, size, sensitivity: float = 1.0):
-    """Continuous i.i.d. noise of ``privacy``'s family and scale at ``sensitivity``, of shape
-    ``size``, drawn from ``rng`` (a numpy Generator): the values of :func:`add_noise` into
-    zeros."""
-    out = np.zeros(size)
-    add_noise(privacy, out, rng, sensitivity)
-    return out
-
-
-def add_noise(privacy: Privacy, out: np.ndarray, rng: np.random.Generator,
-              sensitivity: float = 1.0) -> None:  # fmt: skip
-    """Add i.i.d. noise of ``privacy``'s family and scale at ``sensitivity`` to ``out`` in
-    place (any C-contiguous float64 or float32 array), drawn :data:`NOISE_BLOCK` values at a
-    time into a cache-sized buffer, so nothing the size of ``out`` is allocated: one
-    :func:`noise_stream` of ``out.size`` values added to ``out`` in C order."""
-    if out.dtype not in (np.float64, np.float32) or not out.flags.c_contiguous:
-        raise ValueError("add_noise needs a C-contiguous float64 or float32 array")
-    noise_stream(privacy, rng, out.size, sensitivity).add(out.reshape(-1))
-
-
-def noise_stream(
-    privacy: Privacy, rng: np.random.Generator, size: int, sensitivity: float = 1.0,
-    prefetch: bool = False,
-) -> NoiseStream:  # fmt: skip
-    """The noise of one draw of ``size`` values (``privacy``'s family and scale at
-    ``sensitivity``) as a :class:`NoiseStream`: its ``add``
-    adds the next values to consecutive pieces of the answers, so a product can add the
-    noise to each piece of its result while that piece is in cache.
-
-    Gaussian: ``scale · rng.standard_normal`` — the values ``rng.normal(0, scale)``
-    draws. Laplace: the inverse CDF of ``rng.random`` uniforms, ``b·log(2U)`` for
-    ``U < 1/2`` and ``−b·log(2 − 2U)`` otherwise — the transform ``rng.laplace`` applies
-    to the same uniforms, vectorised (about 8x faster at 10^8 values; numpy's SIMD
-    ``log`` differs from libm's in the last bit for a few values in a thousand, so the
-    values equal ``rng.laplace``'s to 1 ulp; a uniform equal to 0, probability 2^-53,
-    is redrawn after its block, so a release containing one differs from ``rng.laplace``
-    from then on). The values are drawn in blocks of :data:`NOISE_BLOCK` at fixed
-    offsets of the stream, so they do not depend on how the answers are cut into pieces,
-    and the generator advances exactly as for one draw of ``size`` values. float32
-    answers: the noise is drawn in float64 and rounded.
-
-    ``prefetch=True``: a second thread draws the values ahead, the same ones (see
-    :class:`NoiseStream`), when :func:`~mmtoolkit.threads.worker_threads` allows two; the
-    caller must not use ``rng`` until the stream is used up or closed.
-    """
-    return continuous_stream(privacy.family, privacy.noise_scale(sensitivity), rng, size,
-                             prefetch)  # fmt: skip
-
-
 def continuous_stream(family: str, scale: float, rng: np.random.Generator, size: int,
                       prefetch: bool = False) -> NoiseStream:  # fmt: skip
-    """:func:`noise_stream` of the noise ``family`` (``"laplace"`` or ``"gaussian"``) and
-    ``scale`` (Laplace ``b``, Gaussian ``σ``): what the noise plan
-    (:mod:`mmtoolkit.plan`) opens with the scale it computed."""
+    """The continuous noise of one draw of ``size`` values as a :class:`NoiseStream` of
+    ``family`` (``"laplace"`` or ``"gaussian"``) and ``scale`` (Laplace ``b``, Gaussian
+    ``σ``): what the noise plan opens with the scale it computed. The values equal
+    ``rng.laplace`` / ``rng.normal``'s, whatever the pieces (docs/guide/privacy-and-noise.md);
+    the caller must not use ``rng`` until the stream is used up or closed."""
     if not isinstance(rng, np.random.Generator):
         raise ValueError(
             f"rng must be a numpy.random.Generator (np.random.default_rng(seed)), "
@@ -381,13 +307,10 @@ class DiscreteNoiseStream:
     """The integer noise of ``rows x releases`` answers (C order: a row's ``releases`` values
     together), added in order to consecutive pieces (:meth:`add`), exact samplers only.
 
-    The values are drawn :data:`DISCRETE_BLOCK` at a time at fixed offsets of the stream;
-    within a block, the positions of each noise parameter (in the order of ``params``) take
-    one vectorised draw of the exact sampler, in order. So the values do not
-    depend on how the answers are cut into pieces — the Dask route adds them block by block
-    and gets the in-memory values — and nothing larger than a block is drawn at once.
-    ``param_at(lo, hi)``: the parameter index (into ``params``) of rows ``lo..hi-1``, so the
-    stream never needs an array over all rows."""
+    Drawn :data:`DISCRETE_BLOCK` at a time at fixed offsets, one vectorised draw per noise
+    parameter within a block, so the values do not depend on how the answers are cut (the
+    Dask route gets the in-memory values). ``param_at(lo, hi)``: the parameter index (into
+    ``params``) of rows ``lo..hi-1``, so the stream never needs an array over all rows."""
 
     def __init__(self, kind: str, params, rng: np.random.Generator, rows: int, releases: int,
                  param_at):  # fmt: skip

@@ -1,34 +1,22 @@
 """Measure, reconstruct, answer: the matrix mechanism at scale (HDMM §7.2, Table 1b; App. A.5).
 
-* :func:`measure` — ``y = A x + z``, ``z`` i.i.d. noise calibrated to ``sens_p(A)`` by the
-  privacy definition (Laplace for PureDP, Gaussian for ApproxDP/ZCDP); ``A x`` is an implicit
-  product (Kronecker mat-vec, marginal sums), never a dense ``A``. ``noise="discrete"``
-  draws exact integer noise instead (discrete Laplace for PureDP, discrete Gaussian for zCDP;
-  Canonne, Kamath & Steinke 2020, :mod:`mmtoolkit.noise`), see :func:`discrete_calibration`.
-  Each is computed once by the noise plan (:class:`~mmtoolkit.plan.NoisePlan`), which every
-  function here builds and follows.
-  ``releases=R`` draws R independent releases at once (an ``m x R`` array).
-* :func:`reconstruct` — ``x̂ = A⁺ y`` (least squares, minimum norm) by the strategy kind's own
-  ``pinv_operator()`` when its structure gives ``A⁺`` exactly (identity, Kronecker products
-  factor-wise — HDMM §7.2 —, p-Identity, weighted marginals, invertible trees, Haar and
-  Privelet's padded Haar, Fourier, ResidualPlanner, OPT_+'s union of two Kronecker products);
-  anything else by a dense pseudo-inverse when small, else by the kind's own iterative solver
-  (``least_squares``: OPT_+ unions of more products) or LSMR on the implicit operator.
-* :func:`answer` — ``W x̂``. :func:`answer_marginals` — ``W A⁺ y`` for a marginals workload
-  and a weighted-marginals strategy straight from the noisy marginal tables, in the
-  ``2^d`` spectral algebra (no ``N``-cell vector; what makes HDMM's OPT_M usable on Adult).
-* :func:`release` — records or a data vector → noisy workload answers. The mechanism knows no
-  strategy kind: it asks the kind's release handler (:mod:`mmtoolkit.release_handlers`) —
-  ``release_answers`` for a kind with a mechanism of its own (ResidualPlanner),
-  ``answer_records`` to measure (marginal tables for marginals strategies),
-  ``workload_answers`` to answer without ``x̂`` (marginals) or by the kind's own answering
-  rule (HDMM's separate union: each product from one block), else ``x̂`` and ``W x̂``.
-  :func:`standard_errors` gives each answer's analytic standard error (the shared
-  evaluator's per-query variance); :func:`clip_nonnegative` and :func:`round_to_integers`
-  are optional post-processing steps (they keep privacy but bias the answers).
-* :func:`monte_carlo` — the validation harness: R releases on fixed data, the empirical total
-  squared error with its confidence interval and per-query variances, beside the shared
-  evaluator's analytic values.
+* :func:`measure` — ``y = A x + z``, ``z`` noise calibrated to ``sens_p(A)`` by the privacy
+  definition (continuous, or exact integer noise with ``noise="discrete"``: Canonne, Kamath
+  & Steinke 2020), ``A x`` an implicit product; every function here follows the noise plan
+  (:class:`~mmtoolkit.plan.NoisePlan`). ``releases=R`` draws R releases (``m x R``).
+* :func:`reconstruct` — ``x̂ = A⁺ y`` by the strategy kind's ``pinv_operator()`` when its
+  structure gives ``A⁺`` exactly, else a dense pseudo-inverse when small, the kind's own
+  iterative solver or LSMR.
+* :func:`answer` — ``W x̂``; :func:`answer_marginals` — ``W A⁺ y`` for marginals in the
+  ``2^d`` spectral algebra (HDMM §6.3, App. A.4; no ``N``-cell vector).
+* :func:`release` — records or a data vector → noisy workload answers, by the kind's release
+  handler (:mod:`mmtoolkit.release_handlers`); :func:`standard_errors`,
+  :func:`clip_nonnegative`, :func:`round_to_integers`.
+* :func:`monte_carlo` — the validation harness: empirical against analytic error.
+
+A ``dask.array`` data argument goes to :mod:`mmtoolkit.dask_release`.
+
+User guide: docs/guide/at-scale.md.
 """
 
 from __future__ import annotations
@@ -111,35 +99,14 @@ def measure(
 ) -> np.ndarray:  # fmt: skip
     """Noisy strategy answers ``A x + z`` (HDMM Table 1b: Multiply + noise addition; Thm 7).
 
-    ``x``: the data vector, or :class:`~mmtoolkit.records.Records` (marginals strategies are
-    then answered from marginal tables, others from the histogram). ``noise="continuous"``:
-    ``z`` i.i.d. with scale ``privacy.noise_scale(sens_p(A))``; ``"discrete"``: exact integer
+    ``x``: the data vector (a float32 vector opts into the float32 data path), Records
+    (marginals strategies are answered from marginal tables, others from the histogram) or
+    a ``dask.array`` (a lazy result, the same noise: :mod:`mmtoolkit.dask_release`).
+    ``noise="continuous"``: ``z`` i.i.d. with scale ``privacy.noise_scale(sens_p(A))``,
+    added in place in cache-sized blocks by the noise plan; ``"discrete"``: exact integer
     noise (:func:`discrete_calibration`; integer data and counting-query rows needed).
-    ``releases=R`` returns an ``m x R`` array of independent releases. The noise plan
-    (:class:`~mmtoolkit.plan.NoisePlan`) adds continuous noise in place, drawn in
-    cache-sized blocks (the same values as one draw of all rows, no extra ``m``-sized
-    arrays) — for one release of a kind with ``answers_streamed`` (a Kronecker product with a
-    p-Identity first factor, a stack of blocks such as OPT_+'s) to each piece of ``A x`` while
-    it is in cache, drawn ahead on a second thread when
-    :func:`~mmtoolkit.threads.worker_threads` allows (the same values again).
-    Discrete noise is one :func:`~mmtoolkit.measurement.integer_noise_stream` over the rows,
-    in blocks likewise. A ``dask.array`` ``x`` gives a lazy dask array
-    (:mod:`mmtoolkit.dask_release`): the same noise for the same generator state, both
-    kinds, any ``releases``.
-
-    float32 data path (opt-in): a float32 data vector ``x`` gives float32 ``y`` and
-    :func:`reconstruct` then a float32 ``x̂`` — half the memory. The kinds' products keep
-    float32 arithmetic as well as storage (``Prefix``, ``Total``, ``Identity`` and p-Identity
-    factors compute in the input's dtype), and :func:`release` answers the workload from the
-    float32 ``x̂`` on that path. Measured (Kronecker of three p-Identity factors, 10^6 cells,
-    counts below 5 or below 1000, PureDP ε = 1 and zCDP ρ = 1/2, same seed): the RMSE of ``x̂``
-    changes by less than 2e-8 relative, and ``x̂`` differs from the float64 one by at most 7e-4
-    of the noise RMSE (counts below 1000 under zCDP; 2e-6 to 1.2e-4 in the other three
-    cases). Long sums lose more: ``Prefix(4096) ⊗ Prefix(64)`` applied to
-    float32 data differs from float64 by 2.6e-6 relative (22 float32 ulps), which is below the
-    noise only while the answers' noise standard deviation exceeds about 3e-6 of their size;
-    counts (and answers meant to be exact) must stay below 2^24. Use float64 when a workload
-    sums millions of cells of large counts.
+    ``releases=R`` returns an ``m x R`` array of independent releases. How the noise is
+    added, and the float32 path's accuracy: docs/guide/at-scale.md.
     """
     plan = NoisePlan(strategy, privacy, noise)
     check_rng(rng)
@@ -153,19 +120,13 @@ def measure(
 def reconstruct(
     strategy, y, tol: float = LSMR_TOL, maxiter: int = LSMR_MAXITER, overwrite: bool = False
 ) -> np.ndarray:
-    """``x̂ = A⁺ y`` by structure (see the module docstring), a dense pseudo-inverse for a small
-    strategy and several releases, the kind's own iterative solver (``least_squares``: a
-    union of three or more Kronecker products) or LSMR otherwise (HDMM §7.2). ``y``: one
-    release (vector) or several (``m x R``, one column per release). ``tol``: the iterative
-    solvers' relative tolerance — the kind's conjugate gradients stop when
-    ``‖AᵀAx̂ − Aᵀy‖ ≤ tol ‖Aᵀy‖`` (whatever their preconditioner; plain CG on its updated
-    residual) and warn when ``maxiter`` stops them first; LSMR takes it as its ``atol`` and
-    ``btol`` (its own stopping rules, not that residual); ``maxiter`` caps the iterations.
-
+    """``x̂ = A⁺ y`` by structure, a dense pseudo-inverse for a small strategy and several
+    releases, the kind's own iterative solver or LSMR otherwise (HDMM §7.2). ``y``: one
+    release (vector) or several (``m x R``). ``tol`` / ``maxiter``: the iterative solvers'
+    relative tolerance and iteration cap (their stopping rules: docs/guide/at-scale.md).
     ``overwrite=True`` (one release): the caller gives ``y`` up, and a kind that can builds
-    ``x̂`` in ``y``'s memory (``A⁺.apply_overwrite``; a Kronecker product does, so x̂ costs no
-    new N-vector — what lets a 10^9-cell release fit in memory); ``y`` is then
-    garbage. A float32 ``y`` (see :func:`measure`) gives a float32 ``x̂`` on that path."""
+    ``x̂`` in ``y``'s memory (``A⁺.apply_overwrite``: no new N-vector for a Kronecker
+    product, what lets a 10^9-cell release fit); ``y`` is then garbage."""
     A = strategy_matrix(strategy)
     if dask_release.is_dask_array(y):
         return dask_release.reconstruct(A, y)
@@ -227,14 +188,11 @@ def release_measured(
     W, strategy, data, privacy: Privacy, rng: np.random.Generator, noise: str = "continuous"
 ) -> tuple:
     """:func:`release`, also returning what it measured: ``(answers, measurement)``, the
-    measurement a :class:`~mmtoolkit.measurement.Measurement` of form ``"strategy"`` — the
-    noisy ``y = A x + z`` of the measured matrix ``A`` (the workload itself for
-    ``inference="none"``) with each row's noise standard deviation (a lazy dask array for
-    discrete noise on the Dask route) — or None when the strategy kind runs a mechanism of
-    its own (ResidualPlanner), whose noisy measurements are not rows of ``A``. Lazy dask
-    arrays of answers and measurements for a dask array ``data``. The caller checks the
-    workload for NaN entries (:func:`check_finite`) once, before any noise is drawn —
-    :func:`release` and ``releasing.workload_matrix`` do."""
+    measurement a :class:`~mmtoolkit.measurement.Measurement` of form ``"strategy"`` (``y``
+    of the measured matrix — the workload itself for ``inference="none"`` — and each row's
+    noise standard deviation, lazy on the Dask route), or None for a kind with a mechanism
+    of its own (ResidualPlanner). The caller checks the workload for NaN entries
+    (:func:`check_finite`) once, before any noise is drawn."""
     plan = NoisePlan(strategy, privacy, noise, workload=W, data=data,
                            fits=not dask_release.is_dask_array(data))  # fmt: skip
     return release_planned(plan, data, rng)
@@ -280,23 +238,12 @@ def release(
 ) -> np.ndarray:
     """Noisy answers to the workload ``W`` (a numpy array in ``W``'s row order).
 
-    ``data``: :class:`~mmtoolkit.records.Records` or a 1-D data vector (finite, non-negative
-    counts; a float32 vector opts into the float32 data path, see :func:`measure`); a
-    ``dask.array`` (vector or tensor) gives a lazy dask array of answers through
-    :mod:`mmtoolkit.dask_release` (as ``measure``, ``reconstruct`` and ``answer`` do), equal
-    to the in-memory release for the same seed, either noise (Kronecker and marginals
-    strategies; others are refused with the reason). Routes: a
-    strategy with ``inference="none"`` releases ``W x + z``; a ResidualPlanner strategy
-    measures and reconstructs from marginal tables (He et al. Alg. 1/2, discrete: Alg. 3); a
-    marginals strategy with a marginals workload uses :func:`answer_marginals` (no ``x̂``);
-    anything else :func:`measure` → :func:`reconstruct` → :func:`answer` on the data vector,
-    with ``x̂`` built in the memory of the measurements and the answers in that of ``x̂`` where
-    the kinds allow (a Kronecker strategy, the identity workload: a release of 10^9 cells
-    holds the data and one array of the strategy's rows). A workload whose answers
-    would not fit in memory — with the N-cell ``x̂`` when it is needed — is refused before any
-    noise is drawn (the noise plan's ``check_fits``). :func:`release_measured`
-    also returns the measurements; ``mmtoolkit.release`` (:mod:`mmtoolkit.releasing`)
-    returns labelled tables.
+    ``data``: Records or a 1-D data vector (finite, non-negative counts; float32 opts into
+    the float32 path), or a ``dask.array`` (a lazy result equal to the in-memory release).
+    The route (``inference="none"``, the kind's own mechanism, :func:`answer_marginals`, or
+    measure → reconstruct → answer in the measurements' memory) is the kind's release
+    handler's; a release that would not fit in memory is refused before any noise is drawn
+    (docs/guide/at-scale.md). :func:`release_measured` also returns the measurements.
     """
     W = as_matrix(W)
     check_finite(W)
@@ -327,13 +274,11 @@ def round_to_integers(answers) -> np.ndarray:
 class MonteCarloResult:
     """Empirical vs analytic error of ``releases`` noisy releases on fixed data.
 
-    ``mean_total``: mean over releases of the total squared error ``Σ_i (ŷ_i − W_i x)²``;
-    ``ci``: its two-sided confidence interval ``mean ± z_{(1+level)/2} · sd/√R`` (normal
-    approximation of the mean of R i.i.d. totals, ``sd`` their empirical standard deviation);
-    ``expected``: the shared evaluator's ``expected_error`` (for discrete noise, scaled by the
-    exact ratio of discrete to continuous noise variance, which must then be the same for
-    every row); ``query_var`` / ``expected_var``: per-query empirical variance about the truth
-    and the evaluator's ``per_query_variance`` (same scaling).
+    ``mean_total``: mean over releases of ``Σ_i (ŷ_i − W_i x)²``; ``ci``: its two-sided
+    interval ``mean ± z_{(1+level)/2} · sd/√R`` (normal approximation of the mean of R
+    i.i.d. totals); ``expected``: the evaluator's ``expected_error`` (discrete noise: scaled
+    by the exact discrete/continuous variance ratio, which must be the same for every row);
+    ``query_var`` / ``expected_var``: per-query empirical and analytic variances.
     """
 
     releases: int

@@ -2,17 +2,12 @@
 
 Canonne, Kamath and Steinke, "The Discrete Gaussian for Differential Privacy" (NeurIPS 2020),
 Algorithms 1-3: a Bernoulli(exp(-γ)) sampler for rational γ, the discrete Laplace
-``Lap_Z(t/s)`` and the discrete Gaussian ``N_Z(0, σ²)`` for rational σ², by rejection. The
-only randomness consumed is uniform integers from ``rng.integers`` (a
-``numpy.random.Generator``, exact); no floating-point number is ever sampled or compared, so
-the output distribution is exactly the stated one (Mironov 2012). Arrays are drawn by
-vectorised forms of the same algorithms when every integer involved stays far below 2^63,
-element by element with Python integers otherwise. ``σ²`` and ``γ`` are
-:class:`fractions.Fraction` (ints and finite floats are converted exactly).
+``Lap_Z(t/s)`` and the discrete Gaussian ``N_Z(0, σ²)`` for rational σ², by rejection, from
+uniform integers only (no floating-point number is sampled or compared: Mironov 2012),
+vectorised while every integer stays far below 2^63. Privacy: :func:`discrete_gaussian_rho`
+(CKS Thm 4 / Cor 9). ResidualPlanner §5 uses these for its numerically secure mechanism.
 
-Privacy (CKS Thm 4 / Cor 9): adding ``N_Z(0, σ²)`` to an integer query of L2 sensitivity Δ is
-``Δ²/(2σ²)``-zCDP (:func:`discrete_gaussian_rho`), and its variance is at most σ².
-ResidualPlanner §5 uses these for its numerically secure mechanism.
+User guide: docs/guide/privacy-and-noise.md (exact integer noise).
 """
 
 from __future__ import annotations

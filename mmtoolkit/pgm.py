@@ -1,39 +1,14 @@
 """Consistent non-negative marginals and synthetic records by Private-PGM (optional extra).
 
-Least-squares answers (:func:`mmtoolkit.mechanism.release`) are unbiased but can be negative
-and, for strategies other than ResidualPlanner, mutually inconsistent. Private-PGM (McKenna,
-Sheldon & Miklau, "Graphical-model based estimation and inference for differential
-privacy", ICML 2019, §3-4) instead finds a *distribution* ``p`` with ``r`` records whose
-marginals ``μ_C`` minimise the noise-weighted squared loss of the measurements,
+Private-PGM (McKenna, Sheldon & Miklau, ICML 2019, §3-4) fits a distribution whose
+marginals minimise the noise-weighted squared loss of a marginal-type strategy's noisy
+measurements, so every answer is non-negative and all marginals agree. :func:`measure`
+measures records for it, :func:`estimate` fits a graphical model (exact, junction tree) or a
+mixture of products (Aydore et al. 2021, Liu et al. 2021), and :class:`PGMResult` answers
+marginals and samples synthetic records. Calls the ``mbi`` package (``pip install
+'mmtoolkit[pgm]'``); without it, :func:`estimate` raises an ImportError saying so.
 
-    L(μ) = Σ_C ||Q_C μ_C − y_C||² / (2 σ_C²),
-
-so every answer is non-negative and all marginals are marginals of one table (any two
-agree on the attributes they share). The measurements are a marginal-type strategy's noisy
-answers with their noise scales (:func:`measure`, :class:`mmtoolkit.measurement.Measurement`:
-ResidualPlanner, weighted marginals such as HDMM's OPT_M or Datacube, a marginals workload
-measured directly). This module calls the ``mbi`` package (the authors' library), installed
-by ``pip install 'mmtoolkit[pgm]'``.
-
-Models (``model=``):
-
-* ``"graphical"`` — Private-PGM's graphical model over the measured cliques, fitted by
-  mirror descent with exact marginal inference on its junction tree (§4, Alg. 1). Exact, but
-  the junction tree of many overlapping cliques (all 2-way marginals of 14 attributes)
-  covers the whole domain and cannot be stored.
-* ``"mixture"`` — a mixture of product distributions (``mbi``'s
-  ``MixtureOfProductsEstimator``, the RAP-softmax parametrisation: Aydore et al. 2021,
-  Liu et al. 2021) fitted to the same loss by Adam; it scales to any set of cliques, and is
-  still one distribution, so consistency and non-negativity hold exactly.
-* ``"auto"`` (default) — ``"graphical"`` when its junction tree has at most
-  :data:`MAX_MODEL_MB` of parameters, else ``"mixture"``.
-
-The total ``r`` is the inverse-variance weighted mean of the unbiased estimates of the total
-that single measurements give (those whose query rows span the all-ones vector: a
-ResidualPlanner's empty-set measurement, every identity marginal), or ``total=``.
-
-Without the extra, ``import mmtoolkit.pgm`` works and :func:`estimate` raises an ImportError
-saying what to install.
+User guide: docs/guide/pgm.md.
 """
 
 from __future__ import annotations
@@ -82,12 +57,10 @@ def _mbi():
 
 def measure(strategy, data, privacy, rng) -> list[Measurement]:
     """The noisy measurements of a marginal-type strategy (a ``Strategy`` or ``Matrix``) on
-    ``data`` (records or a data vector), with continuous noise calibrated to ``privacy``:
-    a kind with a mechanism of its own (ResidualPlanner) measures by its
-    ``marginal_measurements``; a (weighted) marginals or identity strategy is measured as a
-    release measures it (:func:`mmtoolkit.mechanism.measure`) and its blocks, weights
-    divided out, are the marginals (:func:`mmtoolkit.measurement.marginal_measurements`);
-    any other strategy is refused before any noise is drawn."""
+    ``data`` (records or a data vector), with continuous noise calibrated to ``privacy``: by
+    the kind's own ``marginal_measurements`` (ResidualPlanner), else measured as a release
+    measures it with the blocks' weights divided out; any other strategy is refused before
+    any noise is drawn."""
     plan = NoisePlan(getattr(strategy, "matrix", strategy), privacy)
     A = plan.A
     own = handler(A).marginal_measurements(A, data, plan.spec, rng)
@@ -205,14 +178,13 @@ def estimate(
     iters: int = 1000, components: int = 300, learning_rate: float = 0.1, seed: int = 0,
     total: float | None = None,
 ) -> PGMResult:  # fmt: skip
-    """Fit Private-PGM (McKenna et al. 2019, §3-4; see the module docstring) to noisy
-    marginal measurements and return its non-negative, mutually consistent marginals.
+    """Fit Private-PGM (McKenna et al. 2019, §3-4) to noisy marginal measurements and return
+    its non-negative, mutually consistent marginals (a :class:`PGMResult`).
 
-    ``domain``: a :class:`~mmtoolkit.domain.Domain` (or attribute sizes) the measurements'
-    attribute indices refer to. ``model``: one of :data:`MODELS`. ``iters``: optimiser
-    steps. ``components``, ``learning_rate``, ``seed``: the mixture model's size, Adam step
-    and initialisation seed. ``total``: the number of records if known (else estimated
-    from the measurements, module docstring).
+    ``domain``: the Domain (or sizes) the measurements' attribute indices refer to;
+    ``model``: one of :data:`MODELS`; ``iters``: optimiser steps; ``components``,
+    ``learning_rate``, ``seed``: the mixture's size, Adam step and initialisation seed;
+    ``total``: the number of records if known (else estimated: docs/guide/pgm.md).
     """
     if not isinstance(domain, Domain):
         domain = Domain.from_sizes(domain)

@@ -1,17 +1,14 @@
 """The noise plan: a strategy's noise bound once to a privacy definition.
 
-:class:`NoisePlan` is built once from a strategy, a privacy definition and a noise kind
-(continuous or exact integer) — with the workload, data and number of releases where they
-matter — and is the one reader of the privacy definition on the release path (as OpenDP's
-``Measurement`` binds its privacy map once). It checks the definition once; computes the
-sensitivity, the continuous scale and each row's standard deviation, and the calibration of
-exact integer noise (:mod:`mmtoolkit.discrete`), once and lazily; refuses, before any noise
-and any ledger charge, a release that would not fit in memory and discrete noise that cannot
-be calibrated; picks the route (``"own"``: the kind's mechanism through its release handler,
-which receives a :class:`Noise`, not the definition; else the generic measure, in memory here
-or by :mod:`mmtoolkit.dask_release`); gives the ledger's charge; opens every noise stream of
-:mod:`mmtoolkit.measurement` with its family and scale; and forms the
-:class:`~mmtoolkit.measurement.Measurement` of what it measured.
+:class:`NoisePlan` (a strategy, a privacy definition, a noise kind; the workload, data and
+releases where they matter) is the one reader of the privacy definition on the release path
+(as OpenDP's ``Measurement`` binds its privacy map once): it computes the sensitivity, scale
+and exact integer calibration (:mod:`mmtoolkit.discrete`) once and lazily, refuses before any
+noise or ledger charge a release that would not fit in memory or cannot be calibrated, picks
+the route (a kind's own mechanism receives a :class:`Noise`, not the definition), gives the
+ledger's charge and opens every noise stream of :mod:`mmtoolkit.measurement`.
+
+User guide: docs/guide/at-scale.md (memory), docs/guide/privacy-and-noise.md (noise).
 """
 
 from __future__ import annotations
@@ -164,12 +161,10 @@ class ParamAt:
 class NoisePlan:
     """How ``strategy`` is measured under ``privacy`` with ``noise`` (module docstring).
 
-    ``workload``: the workload a release answers (a strategy with ``inference="none"``
-    measures the workload itself); given, the plan checks the release's memory and fit at
-    once (:meth:`check_fits`, with ``data``, ``releases`` kept releases and whether the
-    measurements are kept, ``keep``) — skipped with ``fits=False`` (the Dask route, whose
-    arrays are lazy). Without a workload the plan measures ``strategy`` itself (the
-    strategy's matrix, whatever its inference)."""
+    ``workload``: the workload a release answers (measured itself for ``inference="none"``);
+    given, the memory and fit are checked at once (:meth:`check_fits` with ``data``,
+    ``releases`` and ``keep``), unless ``fits=False`` (the Dask route's lazy arrays).
+    Without one the plan measures the strategy's matrix itself."""
 
     def __init__(self, strategy, privacy: Privacy, noise: str = "continuous", *,
                  workload=None, data=None, releases: int = 1, keep: bool = True,
@@ -278,16 +273,13 @@ class NoisePlan:
 
     # ------------------------------------------------------------ memory and fit
     def check_fits(self, data=None, releases: int = 1, keep: bool = True) -> None:
-        """Refuse a release whose arrays would not fit in this machine's memory with the size
-        message (:class:`~mmtoolkit.linalg.TooLargeError`) instead of a MemoryError: the
-        answers (``m``) and measurements (strategy rows), held together at least while the
-        answers are formed, and the N-cell estimate ``x̂`` when the kind answers the workload
-        through it (``needs_estimate``) — beside the measurements when they are kept
-        (``keep``), else at least in their place. A lower bound on what the release holds;
-        ``releases=R`` kept releases hold ``R`` of each, ``x̂`` one at a time. ``data``:
-        :class:`~mmtoolkit.records.Records` measured through their N-cell histogram
-        (``reads_histogram``) also count it beside the measurements, and a histogram over
-        :data:`~mmtoolkit.domain.MAX_VECTOR_SIZE` cells is refused."""
+        """Refuse, with the size message (:class:`~mmtoolkit.linalg.TooLargeError`) instead of
+        a MemoryError, a release whose arrays would not fit in memory: the answers, the
+        measurements and the N-cell ``x̂`` when the kind answers through it (beside the
+        measurements if ``keep``), ``R`` of each for ``releases=R`` (``x̂`` one at a time),
+        and the histogram of ``data`` measured through it (over
+        :data:`~mmtoolkit.domain.MAX_VECTOR_SIZE` cells refused). A lower bound on what the
+        release holds (docs/guide/at-scale.md)."""
         W, A = self.W, self.A
         m, rows = int(W.shape[0]), int(A.shape[0])
         cells = 0 if self.none or not handler(A).needs_estimate(A, W) else int(W.shape[1])

@@ -1,21 +1,15 @@
 """Privacy definitions: which noise a strategy's answers get, and how much.
 
-One convention everywhere (ARCHITECTURE.md, "Privacy and error"): a strategy ``A`` with
-sensitivity ``Δ = sens_p(A)`` (max column Lp norm, add/remove-one-record neighbours) has
-i.i.d. noise of variance ``noise_variance(Δ)`` added to each of its answers, so the
-expected total squared error of answering ``W`` through ``A`` is
+A strategy ``A`` with sensitivity ``Δ = sens_p(A)`` (add/remove-one-record neighbours) gets
+i.i.d. noise of variance ``noise_variance(Δ)`` on each answer (ARCHITECTURE.md, "Privacy and
+error"). :class:`PureDP` (ε): Laplace, L1 (Dwork & Roth 2014, Thm 3.6); :class:`ApproxDP`
+(ε, δ): Gaussian, L2, calibrated ``"analytic"`` (Balle & Wang, ICML 2018), ``"classic"``
+(Dwork & Roth Thm A.1) or ``"eigen_design"`` (Li & Miklau 2012, Prop. 2); :class:`ZCDP` (ρ):
+Gaussian, L2, ``σ² = Δ²/(2ρ)`` (Bun & Steinke 2016, Prop. 1.6; ResidualPlanner's ``pcost``
+is ``2ρ``). :func:`from_spec` builds one from a configuration mapping, :func:`from_budget`
+from the command line's flags.
 
-    Err(W, A) = noise_variance(1) · sens_p(A)² · tr(WᵀW (AᵀA)⁺).
-
-* :class:`PureDP` (ε): Laplace noise, L1 sensitivity, scale ``b = Δ/ε``, variance ``2Δ²/ε²``
-  (Dwork & Roth 2014, Thm 3.6; Laplace mechanism as used by HDMM §2 and Li et al. 2010).
-* :class:`ApproxDP` (ε, δ): Gaussian noise, L2 sensitivity, with a named calibration of σ:
-  ``"classic"`` (Dwork & Roth Thm A.1), ``"analytic"`` (Balle & Wang, ICML 2018) or
-  ``"eigen_design"`` (Li & Miklau 2012, Prop. 2).
-* :class:`ZCDP` (ρ): Gaussian noise, L2 sensitivity, ``σ² = Δ²/(2ρ)`` (Bun & Steinke 2016,
-  Prop. 1.6). ResidualPlanner's ``pcost`` is ``2ρ`` (its §2, Def. 2).
-
-:func:`from_spec` builds one of these from a configuration mapping.
+User guide: docs/guide/privacy-and-noise.md.
 """
 
 from __future__ import annotations
@@ -49,12 +43,9 @@ CALIBRATIONS = ("classic", "analytic", "eigen_design")
 
 # ------------------------------------------------------------------ Gaussian privacy curve
 def _log_gaussian_delta(mu: float, epsilon: float) -> float:
-    """``log δ(ε)`` of the Gaussian mechanism whose sensitivity/σ ratio is ``mu``.
-
-    δ(ε) = Φ(μ/2 − ε/μ) − e^ε Φ(−μ/2 − ε/μ)   (Balle & Wang 2018, Thm 8; the ``μ``-GDP
-    curve of Dong, Roth & Su). Computed in log space with ``log_ndtr`` so that tiny δ
-    (large σ) does not cancel catastrophically.
-    """
+    """``log δ(ε)`` of the Gaussian mechanism whose sensitivity/σ ratio is ``mu``:
+    ``δ(ε) = Φ(μ/2 − ε/μ) − e^ε Φ(−μ/2 − ε/μ)`` (Balle & Wang 2018, Thm 8), in log space
+    (``log_ndtr``) so that a tiny δ does not cancel catastrophically."""
     a = mu / 2.0 - epsilon / mu
     b = -mu / 2.0 - epsilon / mu
     la = float(log_ndtr(a))
@@ -76,12 +67,9 @@ def _gaussian_delta(mu: float, epsilon: float) -> float:
 
 @lru_cache(maxsize=256)
 def _analytic_sigma_unit(epsilon: float, delta: float) -> float:
-    """Smallest σ (for Δ = 1) with δ(ε; σ) ≤ δ: the analytic Gaussian mechanism.
-
-    δ(ε; σ) = Φ(1/(2σ) − εσ) − e^ε Φ(−1/(2σ) − εσ) decreases strictly from 1 (σ → 0) to 0
-    (σ → ∞) (Balle & Wang 2018, Thm 8 and Alg. 1), so the boundary is one root, found by
-    Brent's method on ``log δ(σ) − log δ`` in ``log σ`` after bracketing geometrically.
-    """
+    """Smallest σ (for Δ = 1) with δ(ε; σ) ≤ δ, the analytic Gaussian mechanism (Balle &
+    Wang 2018, Thm 8 and Alg. 1): δ(σ) decreases strictly, so the boundary is one root,
+    found by Brent's method in ``log σ`` after bracketing geometrically."""
     target = math.log(delta)
 
     def f(log_s: float) -> float:
@@ -118,16 +106,18 @@ def _analytic_sigma_unit(epsilon: float, delta: float) -> float:
 # ----------------------------------------------------------------------------- classes
 class Privacy(ABC):
     """A privacy definition: the noise family, its sensitivity norm and its calibration.
-
-    Subclasses define :attr:`norm` (1 → L1 sensitivity and Laplace noise; 2 → L2 and
-    Gaussian noise) and :meth:`noise_scale`. Instances are immutable values: equal when
-    their parameters are equal, and hashable.
-    """
+    Subclasses define :attr:`norm` (1: L1 and Laplace noise; 2: L2 and Gaussian) and
+    :meth:`noise_scale`. Instances are immutable, equal when their parameters are, and
+    hashable."""
 
     #: Sensitivity norm (1 or 2) the noise is calibrated to.
     norm: int
     #: Noise family name, "laplace" or "gaussian".
     family: str
+    #: The spec's ``kind`` and the parameters that identify the definition, in order (for
+    #: ==, hash, repr and :meth:`to_spec`).
+    _kind: str
+    _fields: tuple[str, ...]
 
     @abstractmethod
     def noise_scale(self, sensitivity: float = 1.0) -> float:
@@ -169,13 +159,12 @@ class Privacy(ABC):
                 "privacy level is too large for float64 noise"
             )
 
-    @abstractmethod
     def _params(self) -> tuple:
-        """The parameters that identify this definition (for ==, hash and repr)."""
+        return tuple(getattr(self, f) for f in self._fields)
 
-    @abstractmethod
     def to_spec(self) -> dict:
         """The configuration mapping that :func:`from_spec` turns back into this object."""
+        return {"kind": self._kind, **dict(zip(self._fields, self._params(), strict=True))}
 
     @abstractmethod
     def describe(self) -> str:
@@ -197,16 +186,19 @@ class Privacy(ABC):
     def _freeze(self):
         object.__setattr__(self, "_frozen", True)
 
+    def __repr__(self):
+        args = ", ".join(f"{f}={v!r}" for f, v in zip(self._fields, self._params(), strict=True))
+        return f"{type(self).__name__}({args})"
+
 
 class PureDP(Privacy):
-    """ε-differential privacy through the Laplace mechanism.
-
-    Noise ``Lap(b)`` with ``b = Δ₁/ε`` on each answer, variance ``2Δ₁²/ε²`` (Dwork & Roth
-    2014, Thm 3.6; HDMM Def. 5 and Thm 7). ``Δ₁`` is the max column L1 norm of the strategy.
-    """
+    """ε-differential privacy through the Laplace mechanism: ``Lap(b)``, ``b = Δ₁/ε``, on each
+    answer, variance ``2Δ₁²/ε²`` (Dwork & Roth 2014, Thm 3.6; HDMM Def. 5 and Thm 7); ``Δ₁``
+    the strategy's max column L1 norm."""
 
     norm = 1
     family = "laplace"
+    _kind, _fields = "pure", ("epsilon",)
 
     def __init__(self, epsilon: float):
         self.epsilon = check_positive(epsilon, "epsilon")
@@ -220,12 +212,6 @@ class PureDP(Privacy):
         """ε-DP implies (ε²/2)-zCDP (Bun & Steinke 2016, Prop. 1.4)."""
         return ZCDP(self.epsilon**2 / 2.0)
 
-    def _params(self):
-        return (self.epsilon,)
-
-    def to_spec(self):
-        return {"kind": "pure", "epsilon": self.epsilon}
-
     def describe(self):
         return (
             f"pure ε-DP, ε = {self.epsilon:g}: Laplace noise, L1 sensitivity, "
@@ -233,29 +219,20 @@ class PureDP(Privacy):
             f"{self.noise_variance():.6g}·Δ²"
         )
 
-    def __repr__(self):
-        return f"PureDP(epsilon={self.epsilon!r})"
-
 
 class ApproxDP(Privacy):
     """(ε, δ)-differential privacy through the Gaussian mechanism (L2 sensitivity).
 
-    The noise standard deviation ``σ`` for an L2 sensitivity ``Δ`` depends on the
-    ``calibration``:
-
-    * ``"analytic"`` (default): the analytic Gaussian mechanism (Balle & Wang, ICML 2018,
-      Thm 8): the smallest σ with ``Φ(Δ/(2σ) − εσ/Δ) − e^ε Φ(−Δ/(2σ) − εσ/Δ) ≤ δ``. Exact for
-      every ε > 0.
-    * ``"classic"``: ``σ = Δ·sqrt(2 ln(1.25/δ))/ε`` (Dwork & Roth 2014, Thm A.1).
-    * ``"eigen_design"``: ``σ = Δ·sqrt(2 ln(2/δ))/ε`` (Li & Miklau 2012, Prop. 2; the constant
-      of the Eigen-Design and (ε,δ)-matrix-mechanism papers, ``P(ε,δ) = 2 ln(2/δ)/ε²``).
-
-    The two closed-form calibrations are proven only for ε < 1 (at ε = 10, δ = 1e-5 the
-    classic σ actually gives δ ≈ 2.3e-5), so they refuse ε ≥ 1; use ``"analytic"`` there.
+    ``calibration`` of σ: ``"analytic"`` (default; Balle & Wang, ICML 2018, Thm 8: the
+    smallest σ with ``δ(ε; σ) ≤ δ``, exact for every ε > 0), ``"classic"``
+    (``σ = Δ·sqrt(2 ln(1.25/δ))/ε``, Dwork & Roth 2014, Thm A.1) or ``"eigen_design"``
+    (``σ = Δ·sqrt(2 ln(2/δ))/ε``, Li & Miklau 2012, Prop. 2). The closed forms are proven
+    only for ε < 1 and refuse ε ≥ 1 (docs/guide/privacy-and-noise.md).
     """
 
     norm = 2
     family = "gaussian"
+    _kind, _fields = "approx", ("epsilon", "delta", "calibration")
 
     def __init__(self, epsilon: float, delta: float, calibration: str = "analytic"):
         self.epsilon = check_positive(epsilon, "epsilon")
@@ -285,40 +262,21 @@ class ApproxDP(Privacy):
     def noise_scale(self, sensitivity: float = 1.0) -> float:
         return self._scaled(sensitivity, self._unit_sigma())
 
-    def _params(self):
-        return (self.epsilon, self.delta, self.calibration)
-
-    def to_spec(self):
-        return {
-            "kind": "approx",
-            "epsilon": self.epsilon,
-            "delta": self.delta,
-            "calibration": self.calibration,
-        }
-
     def describe(self):
         return (
             f"approximate (ε, δ)-DP, ε = {self.epsilon:g}, δ = {self.delta:g}: Gaussian noise, "
             f"L2 sensitivity, {self.calibration} calibration, σ = {self._unit_sigma():.6g}·Δ"
         )
 
-    def __repr__(self):
-        return (
-            f"ApproxDP(epsilon={self.epsilon!r}, delta={self.delta!r}, "
-            f"calibration={self.calibration!r})"
-        )
-
 
 class ZCDP(Privacy):
-    """ρ-zero-concentrated DP through the Gaussian mechanism (Bun & Steinke 2016).
-
-    ``σ² = Δ₂²/(2ρ)`` (Prop. 1.6). ResidualPlanner states privacy as ``pcost = 2ρ`` and runs
-    its experiments at ``pcost = 1``, i.e. ``ZCDP(0.5)`` with unit noise variance per unit
-    sensitivity (ResidualPlanner §2, Def. 1–2).
-    """
+    """ρ-zero-concentrated DP through the Gaussian mechanism (Bun & Steinke 2016):
+    ``σ² = Δ₂²/(2ρ)`` (Prop. 1.6). ResidualPlanner's ``pcost = 2ρ`` (§2, Def. 1–2): its
+    ``pcost = 1`` is ``ZCDP(0.5)``, unit noise variance per unit sensitivity."""
 
     norm = 2
     family = "gaussian"
+    _kind, _fields = "zcdp", ("rho",)
 
     def __init__(self, rho: float):
         self.rho = check_positive(rho, "rho")
@@ -338,38 +296,24 @@ class ZCDP(Privacy):
         return 2.0 * self.rho
 
     def to_approx_dp(self, delta: float) -> float:
-        """ε such that ρ-zCDP implies (ε, δ)-DP: ``ε = ρ + 2 sqrt(ρ ln(1/δ))``.
-
-        The generic conversion of Bun & Steinke 2016, Prop. 1.3 (valid for any ρ-zCDP
-        mechanism). For the Gaussian mechanism itself :meth:`gaussian_delta` is exact
-        and tighter.
-        """
+        """ε such that ρ-zCDP implies (ε, δ)-DP: ``ε = ρ + 2 sqrt(ρ ln(1/δ))`` (Bun & Steinke
+        2016, Prop. 1.3, any ρ-zCDP mechanism; :meth:`gaussian_delta` is exact and tighter
+        for the Gaussian mechanism itself)."""
         d = check_probability(delta, "delta")
         return self.rho + 2.0 * math.sqrt(self.rho * math.log(1.0 / d))
 
     def gaussian_delta(self, epsilon: float) -> float:
-        """The exact δ(ε) of the Gaussian mechanism calibrated to this ρ.
-
-        With ``μ = sqrt(2ρ)`` (sensitivity/σ): ``δ = Φ(μ/2 − ε/μ) − e^ε Φ(−μ/2 − ε/μ)``
-        (Balle & Wang 2018, Thm 8; ResidualPlanner §2 with ``pcost = μ²``).
-        """
+        """The exact δ(ε) of the Gaussian mechanism calibrated to this ρ: with ``μ =
+        sqrt(2ρ)``, ``δ = Φ(μ/2 − ε/μ) − e^ε Φ(−μ/2 − ε/μ)`` (Balle & Wang 2018, Thm 8;
+        ResidualPlanner §2 with ``pcost = μ²``)."""
         eps = check_positive(epsilon, "epsilon")
         return _gaussian_delta(math.sqrt(2.0 * self.rho), eps)
-
-    def _params(self):
-        return (self.rho,)
-
-    def to_spec(self):
-        return {"kind": "zcdp", "rho": self.rho}
 
     def describe(self):
         return (
             f"ρ-zCDP, ρ = {self.rho:g}: Gaussian noise, L2 sensitivity, "
             f"σ² = Δ²/(2ρ) = {self.noise_variance():.6g}·Δ²"
         )
-
-    def __repr__(self):
-        return f"ZCDP(rho={self.rho!r})"
 
 
 # ----------------------------------------------------------------------------- configs
@@ -387,13 +331,10 @@ def check_privacy(privacy) -> None:
 
 
 def from_spec(spec) -> Privacy:
-    """Build a :class:`Privacy` from a configuration mapping.
-
-    ``{"kind": "pure", "epsilon": 1}``, ``{"kind": "approx", "epsilon": 1, "delta": 1e-6,
-    "calibration": "analytic"}`` (calibration optional, default "analytic") or
-    ``{"kind": "zcdp", "rho": 0.5}``. A missing or unexpected field raises ValueError naming
-    it. A :class:`Privacy` instance is passed through unchanged.
-    """
+    """Build a :class:`Privacy` from a configuration mapping (``{"kind": "pure", "epsilon":
+    1}``, ``"approx"`` with ``epsilon``, ``delta`` and an optional ``calibration``, or
+    ``"zcdp"`` with ``rho``: docs/guide/privacy-and-noise.md). A missing or unexpected field
+    raises ValueError naming it; a :class:`Privacy` is passed through unchanged."""
     if isinstance(spec, Privacy):
         return spec
     if not isinstance(spec, Mapping):
@@ -429,11 +370,10 @@ _NUMBER_WORD = re.compile(r"^-(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$|^-(inf|nan)$", r
 
 
 def add_budget_arguments(parser) -> None:
-    """Add the command line's budget flags ``--epsilon``, ``--delta`` and ``--rho`` to the
-    argparse ``parser`` (read back with :func:`from_budget`). A negative number after a flag
-    (``--delta -1e-6``) is read as its value, as ``--delta=-1e-6`` is, so that
-    :func:`from_budget` refuses it naming the flag (the parser must have no option that
-    looks like a negative number)."""
+    """Add the budget flags ``--epsilon``, ``--delta`` and ``--rho`` to the argparse
+    ``parser`` (read back with :func:`from_budget`). A negative number after a flag is read
+    as its value, so that :func:`from_budget` refuses it naming the flag (the parser must
+    have no option that looks like a negative number)."""
     parser._negative_number_matcher = _NUMBER_WORD  # argparse's hook for this (3.11-3.13)
     parser.add_argument("--epsilon", type=float, help="ε (pure DP, or (ε, δ)-DP with --delta)")
     parser.add_argument("--delta", type=float, help="δ for (ε, δ)-DP (analytic Gaussian)")
@@ -441,11 +381,9 @@ def add_budget_arguments(parser) -> None:
 
 
 def from_budget(epsilon=None, delta=None, rho=None) -> Privacy:
-    """The :class:`Privacy` of a budget as the command line gives it: ``epsilon`` alone
-    (:class:`PureDP`), ``epsilon`` and ``delta`` (:class:`ApproxDP`, analytic Gaussian) or
-    ``rho`` alone (:class:`ZCDP`); a ValueError naming the flags otherwise (a missing or
-    conflicting flag, a value out of range: ``--delta: must be a number strictly between 0
-    and 1, got -1e-06``)."""
+    """The :class:`Privacy` of the command line's budget: ``epsilon`` (:class:`PureDP`),
+    ``epsilon`` and ``delta`` (:class:`ApproxDP`, analytic) or ``rho`` (:class:`ZCDP`); a
+    ValueError naming the flags for a missing or conflicting flag or a value out of range."""
     if rho is not None:
         if epsilon is not None or delta is not None:
             raise ValueError("give either --rho or --epsilon [--delta], not both")

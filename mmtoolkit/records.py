@@ -1,54 +1,13 @@
 """Records → data: read a records CSV, a pandas DataFrame or an Arrow table against a domain.
 
-A *domain file* is JSON mapping each attribute name to its declaration, in data-vector order
-(the first attribute is the most significant in the cell order). A declaration is one of
+:func:`read_domain` parses a domain file (sizes, categories or bins per attribute) into a
+:class:`DomainSpec`; :func:`read_csv` and :func:`from_frame` read records against it, check
+every value (a :class:`RecordsError` naming file, line and column, or the row) and return
+:class:`Records` (integer codes; the histogram :meth:`Records.vector` or marginal tables
+:meth:`Records.marginal`). :func:`draft_domain` drafts a domain from a sample for editing (a
+domain read from the data is not private); :func:`synthetic` generates seeded demo data.
 
-* a size ``n`` (or ``{"size": n}``): the column holds integer codes ``0 … n − 1`` (the format
-  of ``adult-domain.json``: ``{"age": 85, "workclass": 9, ...}``);
-* ``{"values": ["Private", "State-gov", ...]}``: categories, coded in the listed order (the
-  labels of released tables); ``"other": "Other"`` (one of the values) maps any value not
-  listed to that category instead of refusing it; ``"numeric": true`` marks the categories
-  as ordered (range and prefix queries then make sense on them);
-* ``{"bins": [b_0, ..., b_n]}``: ``n`` bins of raw numeric values — ``v`` goes to bin ``j``
-  when ``b_j ≤ v < b_{j+1}`` (values outside ``[b_0, b_n)`` are refused), ``v`` compared as
-  the nearest double (``9.99999999999999999999`` is ``10.0``; ``-1e-400`` is ``-0.0``); the
-  bins are labelled by their intervals, ``"[20, 30)"``, and the attribute is numeric.
-
-A value in the data matches the declared value with the same text (stripped of surrounding
-spaces) or, when both are numbers in ASCII decimal notation, the same number: ``1.0``,
-``01`` and ``1e0`` are the declared value ``"1"``, as ``1`` is a declared ``"1.0"`` (so a
-number column that pandas read as floats matches as its file's text does). A number equal
-to several declared values (``1.00`` when ``"1"`` and ``"1.0"`` are both declared) is
-refused rather than guessed; give the value's exact text. Integer codes take any notation of
-a whole number (``2``, ``2.0``); only ASCII digits are digits (``²`` and ``١`` are not), and
-a number with an exponent beyond :class:`~decimal.Decimal`'s range is not a number.
-
-A well-formed file (every row as long as the header, no lines of spaces only) and
-``pd.read_csv(path, dtype=str, keep_default_na=False, index_col=False)`` of it give the same
-records (pandas skips lines of spaces and, without ``index_col=False``, shifts rows one field
-longer than the header, which :func:`read_csv` refuses). pandas' default read turns some text
-into other values — ``TRUE`` into ``"True"``, ``Infinity`` into ``inf``, ``NA``, ``N/A``,
-``None``, ``NaN``, ``null`` and empty fields into missing values (refused), a float's digits
-beyond double precision into a rounded float — so such values are read differently.
-
-``{"size": n, "numeric": true}`` marks integer codes as ordered. The domain is public
-information: it must come from knowledge of the data's schema, not from the private records
-(:func:`draft_domain` drafts one from a sample for editing, and says so; a release never
-infers a domain).
-
-:func:`read_csv` (UTF-8, a byte-order mark is accepted), :func:`from_frame` (pandas string,
-``Categorical``, integer or float columns; a pyarrow ``Table`` through pandas) check
-everything before returning and name the problem: a column of the domain missing from the
-data, a data column the domain does not declare, a row with the wrong number of fields, an
-empty or missing value (an empty field; None, NaN, ``pd.NA`` in a frame), a value not in
-the attribute's declared values or outside its bins or codes, a byte that is not UTF-8
-(file and line numbers count the header as line 1). A CSV with a
-header and no records gives a :class:`RecordsWarning`. The result, :class:`Records`, holds
-the integer codes (one row per record) and gives the data in the form a strategy needs: the
-dense histogram ``x`` (:meth:`Records.vector`, refused when the domain is too large) or
-marginal tables straight from the records (:meth:`Records.marginal`, what HDMM's marginals
-strategies and ResidualPlanner use, never an ``N``-cell vector). :func:`synthetic` generates
-a small seeded dataset (for demos and the CLI's default).
+User guide: docs/guide/records.md.
 """
 
 from __future__ import annotations
@@ -162,7 +121,7 @@ def _parse_values(values, name: str, source: str) -> tuple[str, ...]:
 
 
 def parse_domain(spec: Mapping, source: str = "domain") -> DomainSpec:
-    """A :class:`DomainSpec` from a parsed domain file (see the module docstring)."""
+    """A :class:`DomainSpec` from a parsed domain file (docs/guide/records.md)."""
     if not isinstance(spec, Mapping) or not spec:
         raise RecordsError(
             f"{source}: a domain must be a non-empty JSON object {{attribute: size}}, "
@@ -224,7 +183,7 @@ def parse_domain(spec: Mapping, source: str = "domain") -> DomainSpec:
 
 
 def read_domain(path) -> DomainSpec:
-    """A :class:`DomainSpec` from a JSON domain file (see the module docstring)."""
+    """A :class:`DomainSpec` from a JSON domain file (docs/guide/records.md)."""
     path = Path(path)
     text = _read_text(path, "the domain file")
     spec = jsonsafe.loads(text, str(path), RecordsError)  # strict: no key twice, no NaN
@@ -252,10 +211,8 @@ def _read_text(path: Path, what: str) -> str:
 # ============================================================================ records
 @dataclass(frozen=True)
 class Records:
-    """Integer-coded records over a :class:`Domain` (``codes[r, i]`` ∈ ``0 … n_i − 1``).
-
-    ``bins`` holds the bin edges of binned attributes (``{name: edges}``), so that released
-    tables can label ranges of bins by their intervals."""
+    """Integer-coded records over a :class:`Domain` (``codes[r, i]`` ∈ ``0 … n_i − 1``), with
+    the bin edges of binned attributes (``{name: edges}``) that label released tables."""
 
     domain: Domain
     codes: np.ndarray
@@ -331,9 +288,7 @@ def _shown(values, limit: int = 8) -> str:
 
 def _number(text: str) -> Decimal | None:
     """The exact value of ``text`` if it is a number in ASCII decimal notation (``12``,
-    ``-0.5``, ``1e3``), else None — other Unicode digits (``²``, ``١``) are not numbers, nor
-    is a number whose exponent is beyond :class:`~decimal.Decimal`'s range
-    (``1e99999999999999999999``: it has no exact value to compare)."""
+    ``-0.5``, ``1e3``; the rule of docs/guide/records.md), else None."""
     if not _NUM_RE.match(text):
         return None
     try:
@@ -377,13 +332,10 @@ def _plain_integers(vals: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _fast_numbers(vals: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """:func:`_number` of a whole ``str`` array at once, as floats, for the common case:
-    ``(ok, x, maybe)`` — ``ok`` marks the ASCII decimal numbers whose exponent (sign and
-    digits) has at most 6 characters, ``x`` holds their values (correctly rounded,
-    ``float(_number(v))``; NaN elsewhere), and ``maybe`` marks the non-empty values made
-    only of the characters of a number (the others are not numbers). A value in ``maybe``
-    but not ``ok`` may still be a number (a longer exponent): callers code those one at a
-    time."""
+    """:func:`_number` of a whole ``str`` array at once, as floats: ``(ok, x, maybe)`` —
+    ``ok`` the ASCII decimal numbers with an exponent of at most 6 characters, ``x`` their
+    correctly rounded values (NaN elsewhere), ``maybe`` the values made only of a number's
+    characters; one in ``maybe`` but not ``ok`` (a longer exponent) is coded alone."""
     ok, value = _plain_integers(vals)
     x = np.where(ok, value, np.nan)
     got = _codepoints(vals)
@@ -407,11 +359,10 @@ def _fast_numbers(vals: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]
 
 
 def _value_coder(labels, other):
-    """``(code, fast)`` for an attribute declared with ``values`` (see :func:`read_csv` for
-    the matching rule): ``code(text)`` is the code of one value or the problem with it, and
-    ``fast(vals)`` codes a whole column at once where it can — exact text, and (with an
-    ``other``) values that are neither text nor number of a declared value — with ``-1``
-    left for the rest."""
+    """``(code, fast)`` for an attribute declared with ``values``: ``code(text)`` is one
+    value's code or the problem with it; ``fast(vals)`` codes a column at once where it can
+    (exact text, and with an ``other`` values that are neither text nor number of a
+    declared value), ``-1`` for the rest."""
     text = np.array(labels, dtype=str)
     order = np.argsort(text)
     ordered = text[order]
@@ -580,12 +531,11 @@ def _read_rows(path: Path, check_header):
 
 
 def read_csv(path, domain, bins: dict | None = None, other: dict | None = None) -> Records:
-    """Read a records CSV (UTF-8, header row of attribute names) against ``domain`` (a
-    domain-file path, a parsed domain mapping, a :class:`DomainSpec`, or a :class:`Domain`),
-    with every check and the matching rule of the module docstring (:class:`RecordsError`
-    names file, line and column). ``bins`` adds bin edges and ``other`` ``{attribute:
-    value}`` maps values an attribute does not declare to one of its declared values (as the
-    domain file's ``"other"``). A header without records gives a :class:`RecordsWarning`."""
+    """Read a records CSV (UTF-8, a header of attribute names) against ``domain`` (a domain
+    file, a parsed mapping, a DomainSpec or a Domain) with every check and the matching rule
+    of docs/guide/records.md (:class:`RecordsError` names file, line and column; a header
+    without records warns). ``bins`` adds bin edges; ``other`` ``{attribute: value}`` maps
+    undeclared values to a declared one."""
     spec = _spec(domain, bins, other)
     path = Path(path)
     header, order, rows, lines = _read_rows(
@@ -628,10 +578,9 @@ def _is_missing(v) -> bool:
 
 def _column_text(col) -> np.ndarray:
     """The text of one frame column as the records' reader sees it (object array of ``str``):
-    integers and strings as written, floats in their shortest form (``str``: ``0.1``,
-    ``1.0``), a missing value (:func:`_is_missing`) as ``""`` (an empty value). A column
-    without a dtype (a list) is read value by value, so a NaN in it is missing, not
-    ``"nan"``."""
+    integers and strings as written, floats in their shortest form, a missing value
+    (:func:`_is_missing`) as ``""``; a column without a dtype (a list) value by value, so a
+    NaN in it is missing, not ``"nan"``."""
     c = np.asarray(col) if hasattr(col, "dtype") else np.asarray(list(col), dtype=object)
     if c.dtype.kind == "f":
         text = c.astype(str).astype(object)
@@ -667,13 +616,9 @@ def _frame_columns(frame, source: str = "DataFrame") -> dict:
 
 
 def from_frame(frame, domain, bins: dict | None = None, other: dict | None = None) -> Records:
-    """Records from a pandas DataFrame (string, ``Categorical``, integer or float columns), a
-    pyarrow ``Table`` (read through pandas; ``pip install pyarrow``), or any frame-like object
-    with ``.columns`` and ``frame[col]``; the checks, arguments and matching rule of
-    :func:`read_csv` applied to the text of each value (a float in its shortest form, ``0.1``
-    or ``1.0``), errors naming the row label. Columns are matched to the domain's names by
-    their text, stripped (a column labelled ``0`` is attribute ``"0"``). Missing values (None,
-    NaN, ``pd.NA``, NaT, ``Decimal("NaN")``, in any column) are refused as empty values."""
+    """Records from a pandas DataFrame, a pyarrow ``Table`` or a frame-like object with
+    ``.columns`` and ``frame[col]``: :func:`read_csv`'s checks, arguments and rule applied to
+    each value's text (:func:`_column_text`), errors naming the row (docs/guide/records.md)."""
     spec = _spec(domain, bins, other)
     frame = _as_pandas(frame)
     if not hasattr(frame, "columns") or isinstance(frame, np.ndarray):
@@ -727,21 +672,9 @@ DRAFT_WARNING = (
 
 def draft_domain(source, *, max_values: int = 50, bins: int = 10, out=None) -> dict:
     """Draft a domain file (a dict; written to ``out`` as JSON when given) from a sample of
-    records — a CSV path, a pandas DataFrame or a pyarrow Table — and print
-    :data:`DRAFT_WARNING` to stderr.
-
-    **A domain read from the private data is not private**: the categories present and the
-    value ranges are a function of the records that no noise protects. Use the draft only as
-    a starting point and edit it to hold public knowledge; a release never infers a domain.
-
-    Per column, values are taken as :func:`read_csv` / :func:`from_frame` read them (their
-    text, stripped; empty and missing values are left out, with a note on stderr, as a
-    release refuses them): a number column (every value a number in ASCII notation) with more
-    than ``max_values`` distinct values becomes ``{"bins": ...}`` with ``bins`` equal-width
-    bins from its minimum to just above its maximum; any other column becomes
-    ``{"values": [...]}`` with its distinct values written as in the data (numbers in
-    increasing order, one text per number — its first occurrence — marked numeric; strings
-    sorted). The draft reads the data it was drafted from.
+    records (a CSV path, a DataFrame or a pyarrow Table) and print :data:`DRAFT_WARNING`: a
+    domain read from the private data is not private, only a starting point to edit. The
+    drafting rules (``max_values``, ``bins``): docs/guide/records.md, "Drafting a domain".
     """
     import pandas as pd
 
@@ -799,9 +732,8 @@ SYNTHETIC_BLOCK = 2**22
 
 
 def synthetic(domain, records: int = 1000, seed: int = 0) -> Records:
-    """A seeded synthetic dataset: each record draws attribute 0 uniformly and every later
-    attribute from a random conditional distribution given the previous one (a Markov
-    chain with Dirichlet(1/2) rows), so that marginals are non-uniform and correlated."""
+    """A seeded synthetic dataset of ``records`` records: attribute 0 uniform, each later one
+    from a random Dirichlet(1/2) conditional on the previous one (correlated marginals)."""
     spec = _spec(domain, None, None)
     domain = spec.domain
     records = check_int(records, "records", minimum=0)

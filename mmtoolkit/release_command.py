@@ -1,99 +1,14 @@
-"""``mmtoolkit release``: noisy workload answers from a records CSV, end to end.
+"""``mmtoolkit release``, ``mmtoolkit select`` and ``mmtoolkit ledger``: the command lines.
 
-::
+:func:`run` does a release from parsed arguments: records read against a declared domain
+(:mod:`mmtoolkit.records`), the workload built from a SPEC (:mod:`mmtoolkit.workload_specs`),
+a strategy selected (or loaded from ``--plan``), the ledger charged, the noisy answers
+released (:func:`mmtoolkit.releasing.release`) and the answers CSV (or one CSV per marginal)
+and a JSON summary written atomically; ``--from-summary`` replays a release. :func:`main`,
+:func:`select_main` and :func:`ledger_main` are the entry points (exit 0, or 2 with one line
+naming the problem and nothing written).
 
-    mmtoolkit release --data people.csv --domain people-domain.json --workload marginals:2 \\
-        --selector residual_planner --rho 0.5 --seed 1 --out answers.csv [--ledger people.ledger]
-
-reads the records against the declared domain file (:mod:`mmtoolkit.records`: categories,
-bins or codes; every bad value is reported with its file, line and column), builds the
-workload, selects a strategy with the named selector (``--param KEY=VALUE`` passes selector
-parameters, values parsed as YAML), asks the shared evaluator for the expected error and
-per-query standard errors, charges the privacy ledger if one is given (``--ledger FILE``,
-:mod:`mmtoolkit.ledger`: refused before any noise is drawn when over its total), releases the
-noisy answers (:func:`mmtoolkit.releasing.release`) and writes
-
-* ``--out`` (CSV), tidy: one line per query — ``query, marginal, <one column per
-  attribute>, answer, stderr`` for marginal-type workloads (``marginal`` the attribute names
-  joined by ``;``, each attribute column the cell's label — a category, a bin interval such
-  as ``[20, 30)``, a range ``[20, 50)`` / ``a..c`` of range and prefix marginals — empty
-  outside the marginal), ``query, answer, stderr`` otherwise; with ``--releases R > 1`` the
-  columns ``answer_1 … answer_R`` hold R independent releases (each one spends the full
-  budget: R releases together are R-fold composition);
-* or ``--out-dir DIR``: one CSV per marginal, ``DIR/age__sex.csv`` (``<attributes>, answer,
-  stderr``), and ``DIR/summary.json``. ``DIR`` must be new, empty, or hold only files this
-  release writes (e.g. the same command's output from an earlier run, which it replaces): a
-  directory holding any other file is refused before the ledger is charged, so a directory
-  never mixes the tables of two releases under a summary that describes one;
-* ``--summary`` (JSON, default ``OUT.json``): the privacy guarantee and what was spent, the
-  selector with every parameter it used, the chosen strategy kind, the expected RMSE and
-  total squared error reported by the evaluator, the number of queries (not of records: under
-  add/remove-one-record neighbours the count is private), the data and domain files, the
-  noise kind, the seed and the selection seed the selector used (derived from the seed, or
-  given as ``--param seed=``), and timings. ``--from-summary FILE`` repeats the release a
-  summary describes (same data, workload, selector parameters, privacy — rebuilt whole, an
-  (ε, δ) calibration included — and seed: the same answers); flags given beside it
-  override the summary's (``--seed`` also the selection seed, when the summary's was
-  derived from its seed).
-
-``--select-for SPEC`` selects the strategy for another workload on the same domain than the
-one answered: a workload too large to answer (all ranges ⊗ all ranges ⊗ identity on
-``[1000]^3`` has 2.5·10^14 queries) can still choose the strategy that answers a smaller one
-(a 2-way marginal); the summary reports both expected RMSEs.
-
-One ``--seed`` (default: fresh entropy, recorded in the summary) derives both the selector's
-seed and the noise, the noise keyed by everything that defines the release as well
-(:func:`mmtoolkit.releasing.release_key`): a seed reused with another budget, workload,
-strategy, noise kind or data draws independent noise, and ``--ledger`` refuses a second,
-different release with a seed it has charged. A replay whose data differ from the summary's
-(its keyed ``data_digest``) warns. The seed determines the noise: keep a summary that holds
-it as private as the data.
-
-All files are written atomically (to temporary files renamed at the end): on any error
-nothing is written. No output (``--out``, ``--summary``, the files of ``--out-dir``) may be an
-input (``--data``, ``--domain``, ``--ledger``, ``--from-summary``) or another output, symbolic
-and hard links resolved: ``--from-summary a.csv.json --out a.csv`` is refused, as it would
-overwrite the summary it reads (give another ``--out``). ``-`` (standard output) is not an
-output file. Without ``--data`` a synthetic dataset is generated
-(:func:`mmtoolkit.records.synthetic`; ``--records`` and ``--data-seed``, refused beside
-``--data``) over ``--domain``, or over a built-in 6-attribute demo domain when no domain is
-given either.
-
-Workload SPECs follow the package's one grammar (:mod:`mmtoolkit.workload_specs`, shared
-with the experiment configs): ``KIND`` or ``KIND:key=value,...`` with ``KIND`` any of
-``mmtoolkit list workloads`` and values parsed as YAML — ``marginals:k=2``,
-``marginals:k=3,lower=true``, ``marginal:attrs=[age,sex]``, ``prefix_marginals:k=2`` (prefixes
-on the domain file's numeric attributes, identity on the others), ``all_range:n=64``,
-``width_range:n=64,w=8``, ``identity`` (the full histogram; small domains) — or a YAML flow
-mapping for nested workloads, ``{kind: kron, factors: [{kind: prefix, n: 8}, {kind:
-identity, n: 8}]}``. Shorthands: ``marginals:K``, ``marginals:K:lower`` (all ≤K-way, with the
-total), ``range_marginals:K``, ``prefix_marginals:K``, ``marginal:A,B,...``,
-``kron:prefix,identity`` (one bare kind per attribute, each on that attribute's size).
-Builders whose first parameter is a domain get the records' domain (a SPEC may not name
-one); a top-level ``n`` left out is the domain's number of cells, and a workload must have
-one column per cell of the domain (``all_range:n=64`` needs a 64-cell domain).
-``binary_marginals`` (queries on the binary encoding of the domain, not on the records) is
-refused, and so is any SPEC that does not parse or build (the message names the kind and
-lists the valid kinds or the builder's parameters).
-
-Privacy: ``--epsilon E`` (pure ε-DP, Laplace), ``--epsilon E --delta D`` ((ε, δ)-DP, analytic
-Gaussian), or ``--rho R`` (ρ-zCDP, Gaussian). ``--noise discrete`` draws exact integer noise
-(discrete Laplace / Gaussian). ``--nonnegative`` and ``--round`` are post-processing steps
-applied after the release (they keep privacy but bias the answers: the reported expected
-error is that of the unprocessed answers).
-
-``mmtoolkit ledger init FILE --rho R [--delta D]`` (or ``--epsilon E [--delta D]``) creates a
-ledger with a declared total; ``mmtoolkit ledger show FILE`` prints what was spent.
-
-``mmtoolkit select --domain DOMAIN.json --workload SPEC --selector NAME [--param K=V] (budget)
-[--noise N] [--seed S] [--select-for SPEC] --save PLAN`` selects as ``release`` would (the
-same selection seed from ``--seed``) without reading data, prints the strategy kind and the
-expected RMSE, and saves the plan (:mod:`mmtoolkit.saved_plans`); ``release --plan PLAN``
-releases from it without selecting, refusing the flags the plan fixes (``--workload``,
-``--selector``, ``--param``, budget, ``--noise``, ``--select-for``, ``--from-summary``) and
-data on another domain (before the ledger is charged).
-
-Exit codes: 0 success, 2 bad input (a one-line message naming the problem, nothing written).
+User guide: docs/guide/release.md.
 """
 
 from __future__ import annotations

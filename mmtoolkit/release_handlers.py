@@ -87,37 +87,32 @@ class ReleaseHandler:
         return None
 
     def release_answers(self, A: Matrix, W: Matrix, data, noise, rng):
-        """A kind with a mechanism of its own releases ``W``'s answers here from ``data``
-        (records or a data vector) with the noise ``noise`` (the noise plan's
-        :class:`~mmtoolkit.plan.Noise`: family, variance per unit sensitivity,
-        zCDP ρ, discrete or not) drawn from ``rng``; None: the generic measure → answer."""
+        """A kind with a mechanism of its own releases ``W``'s answers from ``data`` with the
+        ``noise`` (a :class:`~mmtoolkit.plan.Noise`) drawn from ``rng``; None: the generic
+        measure → answer."""
         return None
 
     def marginal_measurements(self, A: Matrix, data, noise, rng) -> list | None:
         """A kind with a mechanism of its own measures ``data`` for Private-PGM
-        (:func:`mmtoolkit.pgm.measure`) as marginal
-        :class:`~mmtoolkit.measurement.Measurement` s with the continuous ``noise`` (a
-        :class:`~mmtoolkit.plan.Noise`); None: the generic mechanism."""
+        (:func:`mmtoolkit.pgm.measure`) as marginal Measurements with the continuous
+        ``noise`` (a :class:`~mmtoolkit.plan.Noise`); None: the generic mechanism."""
         return None
 
     def row_scales(self, A: Matrix) -> np.ndarray | None:
-        """Discrete noise: ``d > 0`` (one per row) with ``diag(d)⁻¹ A`` an integer matrix, or
-        None if there is none (Canonne, Kamath & Steinke 2020 need integer queries). The
-        generic handler reads a small strategy densely and checks it exactly
-        (:func:`~mmtoolkit.linalg.base.integer_row_scales`), and gives None beyond
-        :data:`~mmtoolkit.linalg.base.SMALL_DENSE_ENTRIES`."""
+        """Discrete noise: ``d > 0`` (one per row) with ``diag(d)⁻¹ A`` integer, or None
+        (Canonne, Kamath & Steinke 2020 need integer queries). Generic: a small strategy read
+        densely and checked exactly (:func:`~mmtoolkit.linalg.base.integer_row_scales`), None
+        beyond :data:`~mmtoolkit.linalg.base.SMALL_DENSE_ENTRIES`."""
         if A.shape[0] * A.shape[1] > SMALL_DENSE_ENTRIES:
             return None
         return integer_row_scales(A.dense())
 
     def row_scale_terms(self, A: Matrix) -> list | None:
         """:meth:`row_scales` as a union of Kronecker products of small vectors,
-        ``[(weights_t, vectors_t)]``: the scales of term ``t``'s rows are
-        ``w_k · (… (w_1 · (v_1 ⊗ v_2 ⊗ …)))`` — the Kronecker product folded left to right,
-        then the weights in order —, the terms concatenated in row order, computed by the
-        same floating-point operations as ``row_scales`` so a range of rows gets the same
-        bits without an array over all rows (discrete noise on the Dask route). None when
-        ``row_scales`` is None. Generic: one term, ``row_scales`` itself."""
+        ``[(weights_t, vectors_t)]``: term ``t``'s row scales are ``w_k · (… (w_1 · (v_1 ⊗ v_2
+        ⊗ …)))``, terms in row order, by the same floating-point operations as
+        ``row_scales`` so a range of rows gets the same bits without an array over all rows
+        (the Dask route). None when ``row_scales`` is None; generic: one term."""
         s = self.row_scales(A)
         return None if s is None else [((), [s])]
 

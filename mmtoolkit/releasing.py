@@ -1,41 +1,16 @@
 """``mmtoolkit.release``: records in, labelled noisy tables out.
 
-:func:`release` reads the data (a :class:`~mmtoolkit.records.Records`, a records CSV, a pandas
-DataFrame or a pyarrow Table, each against a declared domain — never one inferred from the
-data), builds the workload (a SPEC of :mod:`mmtoolkit.workload_specs` or a Matrix), selects a
-strategy with a registered selector, optionally charges a privacy :class:`~mmtoolkit.ledger.
-Ledger` (before any noise is drawn), draws the noise and returns a :class:`ReleaseResult`:
-the answers with their analytic standard errors, the privacy spent, the seeds, the strategy
-and a JSON-ready summary, the measurements (for post-processing such as Private-PGM), and
-labelled tables (:meth:`ReleaseResult.table`, :meth:`ReleaseResult.tables`,
-:meth:`ReleaseResult.to_frame`).
+:func:`release` reads the data against a declared domain, builds the workload, selects a
+strategy, charges an optional :class:`~mmtoolkit.ledger.Ledger` before any noise is drawn,
+draws the noise (the matrix mechanism, Li et al. 2010 §3, with the selected strategy) and
+returns a :class:`ReleaseResult` (answers, standard errors, privacy spent, seeds, strategy,
+measurements, labelled tables, a JSON-ready summary). :func:`select_plan` selects without
+releasing; :func:`workload_tables` groups a marginal-type workload's rows into tables. The
+one seed gives the selection seed (:func:`split_seed`) and the noise, keyed by everything
+that defines the release (:func:`release_key`, :func:`noise_generator`), so releases that
+differ in anything draw independent noise.
 
-**Neighbouring datasets.** Every guarantee is per record under add/remove-one-record
-neighbours (:mod:`mmtoolkit.privacy`): the number of records is itself private, so the
-summary and the ledger's entry do not record it (a workload with the total estimates it
-with noise).
-
-**One seed.** ``seed`` (an int ≥ 0; fresh entropy when None, recorded) gives a *selection*
-seed, ``numpy.random.SeedSequence(seed).spawn(2)[0]`` (passed as the ``seed`` parameter of a
-selector that takes one, unless given in ``params``), and the *noise* generator, keyed by the
-seed **and** the release: an HMAC under the seed of everything that defines it — privacy,
-noise kind, number of releases, selector and parameters, strategy kind, workload and a digest
-of the data (:func:`release_key`, :func:`noise_generator`). Two releases that differ in
-anything draw independent noise, so a seed reused with another budget cannot cancel the
-noise; a :class:`~mmtoolkit.ledger.Ledger` also refuses a second, different release with a
-seed it has charged. The summary records the seed, the keyed data digest, the selection seed
-the selector used (derived, or given in ``params``: ``selection_seed_source``) and every
-parameter the selector used, so the release can be repeated exactly (``mmtoolkit release
---from-summary``; the same data give the same digest and the same answers). The seed
-determines the noise: whoever knows it and the answers can remove the noise, so a summary
-with a seed is as private as the data.
-
-**Labelled tables.** The rows of a marginal-type workload — marginals, and unions of
-Kronecker products of identity (a category per row), prefix (``[b_0, b_{i+1})`` or ``v_0..v_i``)
-and all-range (``[b_i, b_{j+1})`` or ``v_i..v_j``) factors with totals elsewhere, e.g.
-``range_marginals`` and ``prefix_marginals`` — are grouped into tables, one per product
-term, whose cells are labelled by the domain's value labels (categories, bin intervals, or
-codes).
+User guide: docs/guide/release.md.
 """
 
 from __future__ import annotations
@@ -95,11 +70,10 @@ AXES = {"identity": "value", "prefix": "prefix", "all_range": "range"}
 # ============================================================================ tables
 @dataclass(frozen=True)
 class TableSpec:
-    """Rows ``start:stop`` of a workload: a table over the attributes ``attrs`` (domain
-    indices, domain order), one axis per attribute of kind ``"value"`` (a cell per
-    category), ``"prefix"`` (``[0, i]``) or ``"range"`` (``[i, j]``, lexicographic); cells in
-    C order; ``weight`` the term's signed, unsquared weight (answers are ``weight`` ×
-    counts)."""
+    """Rows ``start:stop`` of a workload: a table over ``attrs`` (domain indices, domain
+    order), an axis per attribute of kind ``"value"``, ``"prefix"`` (``[0, i]``) or
+    ``"range"`` (``[i, j]``, lexicographic); cells in C order; ``weight`` the term's signed,
+    unsquared weight (answers are ``weight`` × counts)."""
 
     attrs: tuple[int, ...]
     axes: tuple[str, ...]
@@ -110,8 +84,8 @@ class TableSpec:
 
 
 def workload_tables(W: Matrix, domain: Domain) -> list[TableSpec] | None:
-    """The tables of a marginal-type workload over ``domain`` (see the module docstring), in
-    row order, or None when ``W`` is not one (its answers are then labelled by row)."""
+    """The tables of a marginal-type workload over ``domain`` (docs/guide/release.md), in row
+    order, or None when ``W`` is not one (its answers are then labelled by row)."""
     nf = normal_form(W)
     if nf.sizes != domain.sizes:
         return None
@@ -148,29 +122,11 @@ def axis_labels(domain: Domain, bins: Mapping, i: int, kind: str) -> list[str]:
 # ============================================================================ result
 @dataclass
 class ReleaseResult:
-    """The result of :func:`release`.
-
-    Fields:
-
-    * ``answers`` — noisy workload answers in ``workload`` row order (shape ``(m,)``; with
-      ``releases = R > 1``, ``(m, R)``, one column per independent release);
-    * ``stderr`` — each answer's analytic standard error (None when the evaluator cannot
-      give per-query variances on this domain);
-    * ``workload`` (Matrix), ``domain`` (with value labels), ``bins`` (bin edges by
-      attribute), ``tables_spec`` (:func:`workload_tables`, None if not marginal-type);
-    * ``privacy`` — the guarantee of *each* release; ``spent`` — what all ``releases``
-      together charge (zCDP ρ, pure ε, or (ε, δ) — see :func:`mmtoolkit.ledger.charge_of`);
-      ``ledger_entry`` — the entry id when charged to a ledger;
-    * ``seed`` — the one seed; ``selection_seed`` — the seed the selector used (None if it
-      takes none): derived from ``seed`` unless ``params`` (or a Selector instance) gave
-      one — the summary's ``selection_seed_source`` says which;
-    * ``strategy`` — the selected :class:`~mmtoolkit.strategy.Strategy` (matrix, selector
-      name, every parameter, metadata);
-    * ``measurements`` — per release, a list of :class:`Measurement` (the noisy
-      measurements with their noise scale: what Private-PGM estimates from);
-    * ``summary`` — a JSON-ready dict of all of the above but the arrays (what
-      ``mmtoolkit release`` writes as its summary).
-    """
+    """The result of :func:`release`: ``answers`` (``m`` or ``m x R``) and their ``stderr``,
+    the workload, domain, bins and tables, the privacy of each release and what all of them
+    ``spent`` (:func:`mmtoolkit.ledger.charge_of`), the seeds, the strategy, the
+    ``measurements`` per release and the JSON-ready ``summary``. Each field is described in
+    docs/guide/release.md ("From Python")."""
 
     answers: np.ndarray
     stderr: np.ndarray | None
@@ -231,11 +187,9 @@ class ReleaseResult:
         return pd.DataFrame(cols, index=index)
 
     def table(self, attrs, release: int | None = None):
-        """The table on ``attrs`` (names, any order; ``()`` for the total) as a pandas
-        DataFrame indexed by the attributes' labels (a ``MultiIndex`` in domain order, each
-        level categorical in the declared order), with columns ``answer`` (``answer_1 …``
-        for several releases; ``release=r``, ``0 ≤ r < releases``, keeps column
-        ``answer_{r+1}`` as ``answer``) and ``stderr``."""
+        """The table on ``attrs`` (names, any order; ``()`` for the total) as a DataFrame
+        indexed by the attributes' labels, columns ``answer`` and ``stderr``; ``release=r``
+        (``0 ≤ r < releases``) keeps only release ``r``'s answers (docs/guide/release.md)."""
         if isinstance(attrs, str):
             attrs = (attrs,)
         want = self.domain.indices(attrs) if attrs else ()
@@ -261,7 +215,7 @@ class ReleaseResult:
         return df
 
     def tables(self) -> dict:
-        """Every table: ``{attribute-name tuple: DataFrame}`` (see :meth:`table`), in workload
+        """Every table, ``{attribute-name tuple: DataFrame}`` (:meth:`table`), in workload
         order (a product repeated in the workload keeps its first table)."""
         out = {}
         for s in self._check_tables():
@@ -270,10 +224,9 @@ class ReleaseResult:
         return out
 
     def to_frame(self):
-        """Tidy answers, one row per query: ``query``, ``marginal`` (attribute names joined by
-        ``;``, ``(total)`` for the total) and one column per domain attribute holding the
-        cell's label (empty outside the marginal), then the answer column(s) and ``stderr``;
-        a workload that is not marginal-type gives ``query`` and the answers only."""
+        """Tidy answers, one row per query: ``query``, ``marginal``, one label column per
+        attribute, the answer column(s) and ``stderr`` (the ``--out`` CSV of
+        docs/guide/release.md); ``query`` and the answers only when not marginal-type."""
         import pandas as pd
 
         m = int(self.workload.shape[0])
@@ -303,10 +256,9 @@ class ReleaseResult:
 
 # ============================================================================ measurements
 def _measurements(meas: Measurement | None, tables, domain, answers, stderr, distribution):
-    """What one release measured as :class:`~mmtoolkit.measurement.Measurement` s named by
-    the domain's attributes: a marginal-type strategy's noisy marginals, else the strategy's
-    rows; for a kind with a mechanism of its own (``meas`` None), the reconstructed value
-    tables of the workload with their standard errors."""
+    """What one release measured, as Measurements named by the domain's attributes: a
+    marginal-type strategy's noisy marginals, else the strategy's rows; for a kind with a
+    mechanism of its own (``meas`` None), the workload's reconstructed value tables."""
     if meas is not None:
         found = marginal_measurements(meas.query, meas.values, meas.std, meas.distribution,
                                       domain.sizes)  # fmt: skip
@@ -341,10 +293,9 @@ DIGEST_DENSE_ENTRIES = 10**6
 
 
 def split_seed(seed) -> tuple[int, int]:
-    """``(seed, selection seed)`` from the one seed (module docstring); ``seed=None`` draws
-    fresh entropy and returns it, so the release can be repeated. The selection seed is
-    ``SeedSequence(seed).spawn(2)[0]``; the noise generator is keyed by the release as well
-    (:func:`noise_generator`)."""
+    """``(seed, selection seed)`` from the one seed; ``seed=None`` draws fresh entropy and
+    returns it, so the release can be repeated. The selection seed is
+    ``SeedSequence(seed).spawn(2)[0]`` (docs/guide/release.md, "One seed")."""
     if seed is None:
         seed = int(np.random.SeedSequence().entropy)
     else:
@@ -360,11 +311,9 @@ def _seed_key(seed: int) -> bytes:
 
 
 def data_digest(recs: records.Records, seed: int) -> str:
-    """A keyed digest of the records (HMAC-SHA256 under the seed's key, :func:`_seed_key`):
-    of the domain's names and sizes and the multiset of records (rows sorted, so the order of
-    the records does not matter — the release depends only on their histogram). Without the
-    seed it reveals nothing about the data; whoever holds the seed can remove the noise anyway
-    (module docstring)."""
+    """A keyed digest (HMAC-SHA256 under the seed's key, :func:`_seed_key`) of the domain's
+    names and sizes and the multiset of records (rows sorted: the release depends only on
+    the histogram). Without the seed it reveals nothing about the data."""
     h = hmac.new(_seed_key(seed), digestmod=hashlib.sha256)
     dom = recs.domain
     h.update(json.dumps([list(dom.names), list(dom.sizes)]).encode())
@@ -405,27 +354,24 @@ def matrix_digest(M: Matrix) -> str:
 
 
 def release_key(seed: int, definition: Mapping) -> str:
-    """The key of one release (HMAC-SHA256 under the seed's key) from everything that
-    defines it — privacy, noise kind, number of releases, selector and its parameters, the
-    strategy's kind, the workload(s) and the data digest: two releases that differ in any of
-    these draw independent noise (:func:`noise_generator`)."""
+    """The key of one release (HMAC-SHA256 under the seed's key) of everything that defines
+    it (``definition``: privacy, noise, releases, selector and parameters, strategy kind,
+    workloads, data digest), so releases that differ in any draw independent noise."""
     text = json.dumps(jsonable(definition), sort_keys=True, ensure_ascii=True)
     return hmac.new(_seed_key(seed), text.encode(), hashlib.sha256).hexdigest()
 
 
 def seed_fingerprint(seed: int) -> str:
-    """What a ledger records of a seed (a hash of its key, not the seed): a ledger refuses a
-    second, different release with a seed it has charged (:meth:`Ledger.charge`). It hides a
-    seed only as well as the seed is hard to guess: a ledger is the operator's file."""
+    """What a ledger records of a seed (a hash of its key, not the seed), to refuse a second,
+    different release with it (:meth:`Ledger.charge`; docs/guide/ledger.md)."""
     return hashlib.sha256(b"mmtoolkit seed fingerprint" + _seed_key(seed)).hexdigest()[:32]
 
 
 def noise_generator(seed: int, key: str) -> np.random.Generator:
     """The noise generator of the release with key ``key`` (:func:`release_key`):
-    ``SeedSequence(seed, spawn_key=(1, *the key's 32-bit words))``. Keyed by the release, a seed
-    reused with, say, another budget draws other noise, not the same noise scaled (which two
-    published releases would cancel: ``(s₂·a − s₁·b)/(s₂ − s₁)`` with ``s`` their standard
-    errors gives the true counts)."""
+    ``SeedSequence(seed, spawn_key=(1, *the key's 32-bit words))``. Keyed by the release, a
+    seed reused with another budget draws other noise, not the same noise scaled (which two
+    releases would cancel: docs/guide/release.md, "One seed")."""
     words = np.frombuffer(bytes.fromhex(key), dtype=">u4").astype(np.uint64).tolist()
     return np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(1, *words)))
 
@@ -517,11 +463,10 @@ def select_plan(
     noise: str = "continuous",
     select_for=None,
 ) -> SavedPlan:
-    """Select the strategy :func:`release` would select for these arguments (the same
-    selection seed from ``seed``) and return it as a :class:`~mmtoolkit.saved_plans.SavedPlan`
-    on ``domain`` (a domain file, mapping, DomainSpec or Domain) — to save
-    (:func:`~mmtoolkit.saved_plans.save_plan`) and release from later
-    (``release(data, plan=...)``) without selecting again."""
+    """The strategy :func:`release` would select for these arguments (the same selection
+    seed), as a :class:`~mmtoolkit.saved_plans.SavedPlan` on ``domain`` (a domain file,
+    mapping, DomainSpec or Domain), to save and release from later (``release(data,
+    plan=...)``)."""
     check_privacy(privacy)
     check_choice(noise, "noise", mechanism.NOISES)
     spec = records._spec(domain, None, None)
@@ -549,31 +494,20 @@ def release(
     progress=True,
     plan=None,
 ) -> ReleaseResult:
-    """Release noisy answers to ``workload`` from ``data`` (module docstring; the matrix
-    mechanism of Li et al. 2010 §3 with the strategy chosen by ``selector``, e.g. HDMM,
-    McKenna et al. 2018, or ResidualPlanner, He et al. 2023).
+    """Release noisy answers to ``workload`` from ``data``: the matrix mechanism (Li et al.
+    2010 §3) with the strategy chosen by ``selector`` (e.g. HDMM, McKenna et al. 2018, or
+    ResidualPlanner, He et al. 2023).
 
-    ``data``: :class:`~mmtoolkit.records.Records`, or a CSV path / pandas DataFrame / pyarrow
-    Table with ``domain`` (a domain file, mapping, :class:`~mmtoolkit.records.DomainSpec` or
-    :class:`~mmtoolkit.domain.Domain`; ``other`` maps unlisted values, see
-    :func:`mmtoolkit.records.read_csv`). ``workload``: a SPEC string (``"marginals:2"``) or a
-    Matrix on the domain's cells. ``privacy``: PureDP / ApproxDP / ZCDP, the guarantee of each
-    of the ``releases`` independent releases. ``selector``: a registered name (its
-    ``params``) or a Selector instance. ``seed``: the one seed (module docstring).
-    ``noise``: ``"continuous"`` or ``"discrete"``. ``ledger``: a
-    :class:`~mmtoolkit.ledger.Ledger` or its path, charged (``description``) after every
-    check and before any noise is drawn; a release over its total raises
-    :class:`~mmtoolkit.ledger.LedgerError` and draws nothing. ``select_for``: the workload
-    (SPEC or Matrix on the same domain) the strategy is selected for, when it is not the one
-    answered — e.g. all ranges ⊗ all ranges ⊗ identity on [1000]^3, whose 2.5·10^14 answers
-    cannot be held, selecting the strategy for a 2-way marginal that is released;
-    the summary then also reports that workload's expected RMSE. ``progress``: with several
-    ``releases`` taking longer than ``PROGRESS_SECONDS``, a line ``release r/R, t s`` every
-    ``PROGRESS_SECONDS`` to stderr (True), to a file object, or none (False). ``plan``: a
-    :class:`~mmtoolkit.saved_plans.SavedPlan` (or its file) whose strategy is released
-    without selecting; it fixes ``workload``, ``privacy``, ``selector``, ``params``,
-    ``noise`` and ``select_for`` (giving one is refused), and ``data`` must be on its domain.
-    Defaults: ``selector="residual_planner"``, ``noise="continuous"``.
+    ``data``: Records, or a CSV path / DataFrame / pyarrow Table with its declared
+    ``domain`` (``other``: see :func:`mmtoolkit.records.read_csv`); ``workload``: a SPEC or
+    a Matrix; ``privacy``: the guarantee of each of ``releases``; ``selector``: a name (with
+    ``params``) or a Selector, default ``"residual_planner"``; ``seed``: the one seed;
+    ``noise``: ``"continuous"`` (default) or ``"discrete"``; ``ledger``: charged (with
+    ``description``) before any noise is drawn; ``select_for``: the workload to select for;
+    ``progress``: progress lines for several releases; ``plan``: a SavedPlan to release
+    without selecting (it fixes the selection arguments). Each argument is described in
+    docs/guide/release.md ("From Python"). Returns a :class:`ReleaseResult`; raises
+    :class:`~mmtoolkit.ledger.LedgerError` (nothing drawn) over the ledger's total.
     """
     t0 = time.perf_counter()
     if plan is not None:  # the settings saved with the strategy (mmtoolkit.saved_plans)

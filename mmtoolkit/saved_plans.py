@@ -2,29 +2,13 @@
 selecting again (``mmtoolkit select ... --save FILE``, ``mmtoolkit release --plan FILE``;
 :func:`mmtoolkit.releasing.select_plan`, :func:`save_plan`, :func:`load_plan`).
 
-A plan file is an ``.npz`` archive read with ``allow_pickle=False`` (loading runs no code
-from it): member ``header`` is strict JSON — format, format and package versions, ``sha256``
-and the plan: workload and ``select_for`` (SPEC or Matrix), the domain as a domain file
-declares it (never data), ``privacy.to_spec()``, noise kind and the Strategy (matrix,
-selector, parameters with the selection seed — never a release seed — metadata); members
-``a0, a1, …`` are the arrays. One generic encoding walks the values, with no code per
-strategy kind: JSON values as they are, else ``{"float": "nan"}``, ``{"tuple"|"set"|
-"frozenset": [...]}``, ``{"dict": [[key, value], ...]}``, ``{"array": "a3"}``, ``{"scalar":
-[dtype, value]}``, ``{"domain": [...]}``, and ``{"object": ["module:Class", {attribute:
-value}]}`` for an instance of one of the package's own classes (every strategy kind, and what
-their state holds: a tree's ``Intervals``, ResidualPlanner's plan) — its instance dictionary
-without ``functools.cached_property`` values (caches, computed again when used). A new kind
-whose state is such data is saved without code; anything else (a callable, a lock, a class
-from outside the package) is refused when saving, naming where. An object referred to twice
-is saved twice. Loading finds classes only in the package's imported modules (``os:system``
-is unknown) and fills an ``object.__new__`` instance's dictionary: no code of theirs runs.
+A plan file is an ``.npz`` archive read with ``allow_pickle=False``: a strict-JSON header
+(versions, ``sha256``, workload, domain, privacy, noise and the Strategy) and the arrays.
+One generic encoding walks the values, with no code per strategy kind; loading runs no code
+from the file, and a plan of another format or package version, with a wrong hash, an
+unknown class or a field of the wrong type is refused (:class:`PlanError`).
 
-Refused when loading (:class:`PlanError`, naming the file and what is wrong): another format
-or format version; another package version (the kinds' state may differ: select again); a
-``sha256`` that does not match (of the canonical header without it, then every array's name,
-dtype, shape and bytes); an unknown class; a field of the wrong type. The hash detects damage
-and naive edits, not a forger, who can compute it again: keep plans where only the data's
-operator writes, as the ledger.
+User guide: docs/guide/release.md (saved plans, the plan file).
 """
 
 from __future__ import annotations
@@ -127,7 +111,8 @@ def _class(name, where: str) -> type:
 
 
 def _encode(value, arrays: dict, where: str, active: set):
-    """The JSON form of ``value`` (module docstring); its arrays are added to ``arrays``."""
+    """The JSON form of ``value`` (docs/guide/release.md, "The plan file"); its arrays are
+    added to ``arrays``."""
     if value is None or isinstance(value, (bool, str)):
         return value
     if isinstance(value, (np.generic, np.ndarray)) and value.dtype.kind not in "biuf":

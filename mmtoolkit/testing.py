@@ -1,70 +1,18 @@
 """The conformance kits: :func:`check_selector` checks a selector the way the project checks
-its own (in the spirit of scikit-learn's ``check_estimator``); :func:`check_strategy_kind`
-checks a strategy kind (a ``linalg.Matrix`` subclass) on a small instance against the dense
-oracle (:func:`check_against_dense`, also used by the linalg tests), the evaluator and the
-mechanism (its docstring lists those checks).
+its own (in the spirit of scikit-learn's ``check_estimator``; the checks :data:`CHECKS`);
+:func:`check_strategy_kind` checks a strategy kind (a ``linalg.Matrix`` subclass) on a small
+instance (:data:`KIND_CHECKS`) against the dense oracle (:func:`check_against_dense`, also
+used by the linalg tests), the evaluator and the mechanism (HDMM Def. 7, Li et al. 2010
+Prop. 4.4). A failure raises a :class:`CheckError` naming every failed check; success
+returns a :class:`CheckReport`.
 
-A new selector's author runs ``check_selector(MySelector)`` (or on an instance, or with
-``params``); the project's test suite runs it over every registered selector
-(``tests/test_testing_kit.py``). The checks, in order, each with the name a failure reports:
+A Monte-Carlo miss is re-run on fresh streams with 4x and then 16x the releases
+(:data:`CONFIRM`) and fails only when all three runs miss: a first run misses a correct
+value about 1% of the time (24 of 2320 first runs over 40 seeds and the 18 quicker
+registered selectors, every one agreeing on the second), so a correct selector fails about
+once in 10⁶ comparisons, while a noise scale off by 25% misses every run.
 
-``metadata``
-    ``name``, ``method`` and ``paper`` are declared (what :func:`~mmtoolkit.selectors.register`
-    requires), ``privacy`` is a non-empty set of PureDP / ApproxDP / ZCDP, ``objectives()``
-    non-empty names, :meth:`~mmtoolkit.selectors.Selector.describe` works.
-``registry``
-    a registered name gives back the same class and ``selectors.get`` an instance of it; an
-    unregistered class must be registrable without clashing with a registered name (checked
-    without touching the registry).
-``parameters``
-    an unknown parameter is refused with an error naming it and listing every declared
-    parameter; ``self.params`` only holds declared parameters (it is recorded with results).
-``select``
-    on small workloads (default: :func:`default_workloads`; 1-D ranges, a 2-D product, binary
-    marginals), under every privacy kind the selector supports and for every objective it
-    declares (``objectives()``, e.g. "sum" and "max"), ``select`` returns a
-    :class:`~mmtoolkit.strategy.Strategy` on the workload's cells, or refuses: the reason
-    ``applicability`` gives, or one of :data:`mmtoolkit.selectors.REFUSALS` raised by
-    ``select`` (``NotApplicableError`` for a condition that depends on the parameters, or a
-    documented limit). Any other exception — a ``TypeError``, numpy's broadcasting
-    ``ValueError`` — fails with its message and line. Every workload is tried (in quick mode
-    under one privacy kind, the kinds cycling over the workloads; pairs not tried are noted)
-    and must be selected or refused; at least one selection must succeed, and one per
-    privacy kind and objective when any workload takes it.
-``applicability``
-    where ``applicability`` names a reason, ``select`` refuses with a ``ValueError`` carrying
-    that reason, and where the reason is the subclass's own condition, ``_select`` indeed
-    fails (a selector never claims not to apply where it would work).
-``determinism``
-    on every workload selected on (its first selection there), two fresh selectors with the
-    same ``seed`` (when ``__init__`` takes one) choose the same strategy: equal dense
-    matrices (small) or equal products with fixed random vectors.
-``support``
-    every selected strategy supports the workload it was selected for
-    (:func:`mmtoolkit.evaluate.supports`: every query in the strategy's row space).
-``sensitivity``
-    the strategy's reported sensitivity ``sens_p(A)`` — the noise scale of every release —
-    equals the largest column p-norm of its dense matrix (small strategies).
-``bad_privacy``
-    a privacy that is not a PureDP / ApproxDP / ZCDP object is a ``TypeError``; a privacy
-    kind outside ``privacy`` is refused (``applicability`` names it, ``select`` raises).
-``monte_carlo``
-    for every selection, the empirical mean total squared error of ``releases`` noisy
-    releases on fixed data contains the shared evaluator's ``expected_error`` in its 99%
-    confidence interval (:func:`mmtoolkit.mechanism.monte_carlo`, HDMM's error Def. 7 /
-    Li et al. 2010 Prop. 4.4). A strategy kind with a release path of its own
-    (``release_answers`` or ``workload_answers``) is also released through
-    :func:`mmtoolkit.mechanism.release`, one release at a time (a fifth of the releases;
-    in quick mode once per strategy kind and noise family). A miss is re-run on fresh
-    streams with 4x and then 16x the releases, and the check fails only when all three
-    runs miss. A first run misses a correct value about 1% of the time (measured over 40
-    seeds and the 18 quicker registered selectors: 24 of 2320 first runs, every one
-    agreeing on the second), so a correct selector fails about once in 10⁶ comparisons,
-    while a noise scale off by 25% (error off by half) misses every run. Seeds are fixed:
-    a run is reproducible.
-
-A failure raises :class:`SelectorCheckError` (an ``AssertionError``) whose message names
-every failed check and why; success returns a :class:`CheckReport`.
+User guide: docs/guide/testing-kit.md.
 """
 
 from __future__ import annotations
@@ -210,19 +158,18 @@ def check_selector(
     releases: int = 1000,
     objective: str | None = None,
 ) -> CheckReport:
-    """Run the conformance checks (module docstring) on a selector; return the
-    :class:`CheckReport` or raise :class:`SelectorCheckError` naming the failed checks.
+    """Run the conformance checks (:data:`CHECKS`, described in the user guide) on a selector.
 
     ``selector_or_class``: a :class:`~mmtoolkit.selectors.Selector` subclass (constructed
-    with ``params``; with ``seed`` too when ``__init__`` takes one and ``params`` does not
-    set it) or an instance (copied, never changed). ``workloads``: a ``{label: Matrix}``
-    mapping or a list of matrices (default :func:`default_workloads`); the selector must
-    succeed on at least one. ``quick`` (default): each workload under one privacy kind, the
-    kinds cycling over the workloads (a kind that selected nothing there is tried on the
-    other workloads until one selects); else every workload under every kind.
-    ``releases``: Monte-Carlo releases per selection (the looped release path uses a fifth of
-    them). ``objective``: the objective selected for (default: every one the selector
-    declares in ``objectives()``).
+    with ``params``, and ``seed`` when ``__init__`` takes one that ``params`` does not set) or
+    an instance (copied, never changed). ``workloads``: a ``{label: Matrix}`` mapping or a
+    list (default :func:`default_workloads`); the selector must succeed on one. ``quick``:
+    each workload under one privacy kind, the kinds cycling (else every pair).
+    ``releases``: Monte-Carlo releases per selection. ``objective``: default every one in
+    ``objectives()``.
+
+    Returns the :class:`CheckReport`; raises :class:`SelectorCheckError` naming the failed
+    checks.
     """
     cls, make, kwargs = _factory(selector_or_class, params, seed)
     label = getattr(cls, "name", cls.__name__)
@@ -336,7 +283,7 @@ class _Checks:
 
     def _confirm(self, s: _Selection, x, k: int, path: str, run) -> None:
         """``run`` with ``releases``; a miss is re-run on fresh streams with 4x, then 16x
-        the releases, and fails only if every run misses (module docstring)."""
+        the releases, and fails only if every run misses (:data:`CONFIRM`)."""
         where = f"{s.where()} ({path})"
         runs = []
         for stage, factor in enumerate(CONFIRM):
@@ -366,7 +313,6 @@ class _Kit(_Checks):
         self.first: _Selection | None = None  # the first selection made
         self.refused: list[tuple[str, Matrix, Privacy, str, str]] = []  # (..., obj, reason)
 
-    # ------------------------------------------------------------------ metadata
     def metadata(self):
         cls = self.cls
         try:
@@ -386,7 +332,6 @@ class _Kit(_Checks):
         except Exception as exc:  # noqa: BLE001 - any crash is the finding
             raise _Failed(f"describe() raised {_short(exc)}") from None
 
-    # ------------------------------------------------------------------ registry
     def registry(self):
         name = getattr(self.cls, "name", None)
         try:
@@ -410,7 +355,6 @@ class _Kit(_Checks):
         if type(inst) is not self.cls:
             raise _Failed(f"selectors.get({name!r}) returned a {type(inst).__name__}")
 
-    # ------------------------------------------------------------------ parameters
     def parameters(self):
         cls = self.cls
         try:
@@ -441,7 +385,6 @@ class _Kit(_Checks):
                 f"(declared: {declared})"
             )
 
-    # ------------------------------------------------------------------ select
     def _plan(self, objective: str, offset: int) -> list[tuple[str, Privacy, bool]]:
         """``(workload label, privacy, fallback)`` to try, in order. Quick: workload ``j``
         under kind ``j + offset`` (cycling), then for each kind the other workloads as
@@ -508,7 +451,6 @@ class _Kit(_Checks):
             obj = "" if objective == "sum" else f" (objective {objective!r})"
             self.note(f"quick mode{obj}: not tried {', '.join(untried)}")
 
-    # ------------------------------------------------------------------ applicability
     def applicability(self):
         seen = set()
         for lab, W, priv, objective, reason in self.refused:
@@ -532,7 +474,6 @@ class _Kit(_Checks):
                 continue
             raise _Failed(f"{where}, but _select succeeds there: do not claim it")
 
-    # ------------------------------------------------------------------ determinism
     def determinism(self):
         firsts = {}  # the first selection on each workload and objective
         for s in self.selections:
@@ -549,7 +490,6 @@ class _Kit(_Checks):
             if why:
                 raise _Failed(f"two selections on {s.where()} ({how}) differ: {why}")
 
-    # ------------------------------------------------------------------ support
     def support(self):
         ok = [evaluate.supports(s.workload, s.strategy) for s in self.selections]
         bad = [s.where() for s, k in zip(self.selections, ok) if not k]
@@ -561,7 +501,6 @@ class _Kit(_Checks):
                 "(some query is outside the strategy's row space)"
             )
 
-    # ------------------------------------------------------------------ sensitivity
     def sensitivity(self):
         checked = 0
         for s in self.selections:
@@ -582,7 +521,6 @@ class _Kit(_Checks):
         if not checked:
             self.note(f"sensitivity: strategies above {DENSE_ENTRIES} entries, not checked")
 
-    # ------------------------------------------------------------------ bad privacy
     def bad_privacy(self):
         s = self.first
         for bad in ("PureDP", 1.0, PureDP):
@@ -611,7 +549,6 @@ class _Kit(_Checks):
                 continue
             raise _Failed(f"select accepted {_kind(priv)}, which is not in its privacy kinds")
 
-    # ------------------------------------------------------------------ Monte Carlo
     def monte_carlo(self):
         looped = set()
         for k, s in enumerate(self.selections):
@@ -854,13 +791,11 @@ def check_against_dense(
     check_gram_ops: bool = True,
 ) -> None:
     """Assert that every algebra operation of the implicit matrix ``M`` equals plain numpy on
-    the reference array ``ref`` (products both ways with vectors and matrices, ``.T``,
-    products with other matrices, the scipy operator, ``gram()`` and, with
-    ``check_gram_ops``, its trace, diagonal and norms, ``trace``/``diag`` when square, column
-    and row norms, sensitivities, ``frobenius_sq``, and with ``check_pinv`` ``pinv()`` and
-    ``pinv_operator()`` against numpy's pseudo-inverse when it is well posed; ``pinv_exact``:
-    the kind handles a rank deficiency structurally). Tolerances: the oracle's comment in
-    :mod:`mmtoolkit.testing`. An ``AssertionError`` names the first operation that differs."""
+    the reference array ``ref`` (the list: docs/guide/testing-kit.md, "The dense oracle");
+    an ``AssertionError`` names the first operation that differs. ``check_gram_ops``: also
+    the Gram's trace, diagonal and norms; ``check_pinv``: the pseudo-inverses, when well
+    posed (``pinv_exact``: the kind handles a rank deficiency structurally). Tolerances: the
+    oracle's comment above."""
     rng = np.random.default_rng(0) if rng is None else rng
     ref = np.asarray(ref, dtype=float)
     _check_products(M, ref, rng)
@@ -907,49 +842,20 @@ def check_strategy_kind(
 ) -> CheckReport:
     """Check a strategy kind (a :class:`~mmtoolkit.linalg.Matrix` subclass, ARCHITECTURE.md
     "The strategy-kind protocol") on a small instance against the dense oracle and through the
-    evaluator and the mechanism; return the :class:`CheckReport` or raise
-    :class:`KindCheckError` naming every failed check.
+    evaluator and the mechanism (:data:`KIND_CHECKS`; each described in the user guide).
 
     ``kind_or_matrix``: a small instance (at most :data:`DENSE_ENTRIES` entries), or the class,
     constructed with ``params``. ``workloads``: a ``{label: Matrix}`` mapping or a list on the
-    instance's cells, tried before :func:`kind_workloads` (identity, prefix, random dense,
-    combinations of the rows). ``privacy``: continuous noise of the Monte-Carlo and release
-    checks (default ``ZCDP(1/2)``). ``releases``: Monte-Carlo releases (re-run with 4x and 16x
-    on a miss, as :func:`check_selector`). ``own_answers``: the kind answers a workload by a
-    rule of its own, not ``W A⁺ y`` (HDMM's separate answering of a union): its error route
-    and the evaluator are then checked against its releases (Monte Carlo) and each other, not
-    against the least-squares formulas.
+    instance's cells, tried before :func:`kind_workloads`. ``privacy``: the noise of the
+    Monte-Carlo and release checks (default ``ZCDP(1/2)``). ``releases``: Monte-Carlo
+    releases (re-run as :func:`check_selector`'s). ``own_answers``: the kind answers by a rule
+    of its own, not ``W A⁺ y`` (HDMM's separate answering of a union), so its error route and
+    the evaluator are checked against its releases and each other instead.
 
-    The reference is the kind's matrix built from its own ``_matmat`` on the identity's
-    columns; the checks, with the name a failure reports:
-
-    ``products``: ``dense()``, ``@`` / ``matvec`` / ``rmatvec`` with vectors and matrices
-    both ways, ``.T``, products with ``Dense``, ``as_operator()``. ``reductions``: ``trace``,
-    ``diag`` (square), ``colnorm_p`` / ``rownorm_p`` (p = 1, 2), ``sensitivity``,
-    ``frobenius_sq``. ``gram``: ``gram()`` densely, its products, trace, diagonal, norms.
-    ``pinv``: ``pinv()`` and ``pinv_operator()`` against numpy's pseudo-inverse (on vectors
-    and ``m x R``), and ``apply_overwrite`` of both ``A⁺`` and ``A``: the same result, and
-    the result of a second call does not change the first (it writes only into the array it
-    is given). ``reconstruction``: ``least_squares`` (when the kind has one) and
-    ``mechanism.reconstruct`` equal ``A⁺ y``. ``kron_terms``: ``Σ_t sign_t √c_t ⊗ factors_t``
-    (signs from ``kron_terms(signed=True)``; weights squared as documented), stacked in row
-    order, rebuilds ``A``.
-    ``error_route``: for each workload, ``error_route(W)`` (when not None) gives
-    ``tr(WᵀW (AᵀA)⁺)``, ``diag(W (AᵀA)⁺ Wᵀ)`` and its maximum, and ``check_support()``
-    raises :class:`~mmtoolkit.linalg.UnsupportedWorkloadError` exactly when some query lies
-    outside the row space (Li et al. 2010, Prop. 4.4; HDMM Def. 7). ``evaluator``:
-    :func:`mmtoolkit.evaluate.expected_error` and ``per_query_variance`` equal
-    ``v · sens_p(A)² · tr(WᵀW (AᵀA)⁺)`` and its diagonal computed densely, or raise
-    ``UnsupportedWorkloadError``. ``monte_carlo``: :func:`mmtoolkit.mechanism.monte_carlo` on
-    the first supported workload contains the evaluator's error in its 99% interval.
-    ``release``: :func:`mmtoolkit.mechanism.release_measured` answers ``W A⁺ y`` for the
-    ``y`` it returns (a kind with a mechanism of its own, returning no ``y``: Monte Carlo
-    through one :func:`mmtoolkit.mechanism.release` at a time), and
-    :func:`mmtoolkit.mechanism.release` gives the same answers for the same seed.
-    ``release_handlers``: the release path through the public functions is deterministic
-    and finite (:meth:`_KindKit.release_handlers`). Release behaviour is checked only through
-    ``mmtoolkit.mechanism``. Tolerances: the oracle's comment (products γ_n, κ(A) for
-    ``A⁺``, κ(A)² for ``(AᵀA)⁺``).
+    Returns the :class:`CheckReport`. Raises :class:`KindCheckError` naming every failed
+    check, ``TypeError`` / ``ValueError`` for a bad argument. The reference is the kind's
+    own ``_matmat`` on the identity's columns; tolerances: the oracle's comment (products
+    γ_n, κ(A) for ``A⁺``, κ(A)² for ``(AᵀA)⁺``).
     """
     if inspect.isclass(kind_or_matrix) and issubclass(kind_or_matrix, Matrix):
         A = kind_or_matrix(**(params or {}))

@@ -4,11 +4,8 @@ A release on one machine is a few passes over N-sized vectors, split into indepe
 (slabs of a Kronecker product, blocks of noise); numpy and BLAS release the GIL while they
 work on a piece, so a second thread runs a second piece on another core. Pieces are cut the
 same way whatever the number of threads and each is computed by the same operations, so the
-results do not depend on it (byte-identical with one thread or several).
-
-``MMTOOLKIT_THREADS=k`` in the environment sets the number of threads (``1``: everything on
-the calling thread). Without it a product started outside the main thread (e.g. a Dask
-worker's task, which already has its core) stays on its thread.
+results do not depend on it (byte-identical with one thread or several). How many:
+:func:`worker_threads` (``MMTOOLKIT_THREADS=1``: everything on the calling thread).
 """
 
 from __future__ import annotations

@@ -1,63 +1,13 @@
 """The workload-spec grammar shared by experiment configs and the command line.
 
 A workload spec names a public builder of :mod:`mmtoolkit.workloads` (``mmtoolkit list
-workloads``) and its keyword arguments. It is written in one of two forms, which give the
-same :class:`WorkloadSpec` and so the same workload:
+workloads``) and its keyword arguments, as a mapping ``{kind: KIND, key: value, ...}`` or a
+string ``KIND:key=value,...`` (or a shorthand, :data:`SHORTHANDS`), both giving the same
+:class:`WorkloadSpec`. :func:`parse_workload` checks a spec against the builder's signature
+(on the caller's domain, if given), :func:`build_workload` builds it; errors are
+:class:`SpecError` naming the field.
 
-**Mapping** (YAML configs; on the command line as a YAML flow mapping ``{...}``)::
-
-    {kind: marginals, domain: adult, k: 2, lower: true}
-    {kind: kron, factors: [{kind: prefix, n: 64}, {kind: identity, n: 32}]}
-
-``kind`` is the builder and every other key one of its keyword arguments, checked against
-its signature:
-
-* ``domain`` is a dataset preset name (``adult``), a mapping ``{preset: synth, n: 10, d: 4}``
-  (extra keys go to :func:`mmtoolkit.datasets.domain`), or an explicit domain
-  ``{sizes: [2, 3], names: [a, b], numeric: [...]}`` (``names``/``numeric`` optional);
-* a mapping with a ``kind`` key (or a string spec) is a nested workload, a list of them a list
-  of workloads (``kron`` ``factors``, ``union`` ``workloads``); for builders whose workload
-  argument is called ``W`` (``permuted``) the key ``workload`` may be used instead:
-  ``{kind: permuted, workload: {kind: all_range, n: 1024}, seed: 0}``;
-* any other value is passed through as parsed from YAML.
-
-The kind ``matrix`` is an explicit workload matrix: ``{kind: matrix, file: W.npy}``
-(``.npy``, or ``.csv``/``.txt`` numbers; a relative path is relative to ``base_dir``: the
-config file's directory, or the current directory on the command line) or ``{kind: matrix,
-rows: [[1, 0], [1, 1]]}`` for small cases; usable wherever a workload is.
-
-**String** ``KIND`` or ``KIND:key=value,key=value,...``: each value is parsed as YAML (a
-scalar, or a flow list/mapping in brackets, whose commas do not split), giving the mapping
-``{kind: KIND, key: value, ...}``::
-
-    marginals:k=2                  == {kind: marginals, k: 2}
-    marginals:k=3,lower=true       == {kind: marginals, k: 3, lower: true}
-    all_range:n=1024               == {kind: all_range, n: 1024}
-    width_range:n=64,w=8           == {kind: width_range, n: 64, w: 8}
-    marginal:attrs=[age,sex]       == {kind: marginal, attrs: [age, sex]}
-    marginals:domain=adult,k=2     == {kind: marginals, domain: adult, k: 2}
-
-Shorthands (the command line's original forms), mapped to the same mappings:
-``marginals:K`` (``{kind: marginals, k: K}``), ``marginals:K:lower`` (adds ``lower:
-true``), the same two for ``range_marginals`` and ``prefix_marginals``, and
-``marginal:A,B,...`` (``{kind: marginal, attrs: [A, B, ...]}``, names kept as strings), and
-``kron:KIND,KIND,...`` (``{kind: kron, factors: [KIND, KIND, ...]}``, bare kinds only: with
-the caller's domain, ``kron:prefix,identity`` is prefix on the first attribute and identity
-on the second).
-
-**The caller's domain.** :func:`parse_workload` may be given a
-:class:`~mmtoolkit.domain.Domain` (the command line's ``--domain``/``--data``): every
-builder whose first parameter is ``domain`` then gets it (a spec may not name another one),
-nested ones included; a top-level builder with an ``n`` parameter left out (``identity``,
-``all_range``, ...) gets the domain's number of cells, and so do the members of a top-level
-``union`` and the workload of a top-level ``permuted`` (``union:workloads=[prefix,total]``,
-``permuted:workload=all_range,seed=0``); the ``i``-th of ``kron``'s factors (when there is one
-per attribute) gets the size of attribute ``i``. Otherwise ``n``-style builders take their
-sizes from the spec.
-
-Errors are :class:`SpecError` (a ``ValueError``) naming the field (``where``) and the kind:
-an unknown kind or a string that does not parse lists the valid kinds, a bad keyword lists
-the builder's parameters (from its signature).
+User guide: docs/guide/workloads.md.
 """
 
 from __future__ import annotations
@@ -97,7 +47,7 @@ __all__ = [
 #: The explicit-matrix workload kind (not a builder of mmtoolkit.workloads).
 MATRIX_KIND = "matrix"
 
-#: The positional shorthands of the string form (see the module docstring).
+#: The positional shorthands of the string form (docs/guide/workloads.md).
 SHORTHANDS = (
     "marginals:K",
     "marginals:K:lower",
@@ -283,7 +233,7 @@ def _yaml_value(text: str):
 
 def spec_mapping(text: str, where: str = "") -> dict:
     """The mapping form of a string spec (``KIND``, ``KIND:key=value,...``, a shorthand, or a
-    YAML flow mapping ``{kind: ...}``); see the module docstring. :class:`SpecError` when it
+    YAML flow mapping ``{kind: ...}``); docs/guide/workloads.md. :class:`SpecError` when it
     does not parse (the message names the kind and lists the valid kinds)."""
     s = text.strip()
     if s.startswith("{"):
@@ -373,7 +323,7 @@ def parse_workload(
     _top: bool = True,
     _n: int | None = None,
 ) -> WorkloadSpec:
-    """The :class:`WorkloadSpec` of a spec (a mapping or a string; module docstring).
+    """The :class:`WorkloadSpec` of a spec (a mapping or a string; docs/guide/workloads.md).
 
     Arguments are checked against the builder's signature and domains are built; the
     workload itself is not (see :func:`build_workload`). ``domain``: the caller's Domain

@@ -1,24 +1,13 @@
 """Workload builders: a workload is a :class:`~mmtoolkit.linalg.Matrix` whose rows are queries.
 
 Queries are linear counting queries on the C-order data vector of a
-:class:`~mmtoolkit.Domain` (HDMM §3.4). Workloads are built implicitly, as (weighted)
-unions of Kronecker products of per-attribute predicate sets (HDMM §3.2–3.3, §4.2): a
-conjunction ``φ_1 ∧ … ∧ φ_d`` of per-attribute predicates is the Kronecker product of
-their vectors, and a product of predicate sets ``Φ_1 × … × Φ_d`` is the Kronecker product
-of their matrices. Nothing here materialises an ``N``-column matrix, so a workload on a
-10^100-cell domain is built in milliseconds; shapes are exact Python ints.
+:class:`~mmtoolkit.Domain` (HDMM §3.4), built implicitly as (weighted) unions of Kronecker
+products of per-attribute predicate sets (HDMM §3.2–3.3, §4.2; digest §1), never as an
+``N``-column matrix. Marginals follow ResidualPlanner §2 and §4, range- and
+prefix-marginals HDMM §8.1 and ResidualPlanner+ §7.1. A domain is a
+:class:`~mmtoolkit.Domain` or a sequence of sizes; attributes are given by name or index.
 
-Per-attribute predicate sets (HDMM §3.2, digest §1; ``n`` = attribute size):
-``identity`` (each value), ``total`` (one query: everything), ``prefix`` (``[0, i]``),
-``all_range`` (all ``n(n+1)/2`` ranges ``[i, j]``), ``width_range`` (the ``n − w + 1``
-windows of width ``w``). Multi-attribute builders: ``kron``, ``union``, ``marginal(s)``
-(ResidualPlanner §2 and §4: ``Q_A = ⊗_i V_i`` with ``V_i = I`` on the attributes of ``A``
-and ``1ᵀ`` elsewhere), ``range_marginals`` / ``prefix_marginals`` (HDMM §8.1's
-"range-marginals"; ResidualPlanner+ §7.1's generalized marginals with ``V_i = W_i`` the
-basic matrix of attribute ``i``).
-
-Wherever a domain is expected a :class:`~mmtoolkit.Domain` or a plain sequence of sizes
-(converted by :meth:`Domain.from_sizes`) is accepted; attributes are given by name or index.
+User guide: docs/guide/workloads.md.
 """
 
 from __future__ import annotations
@@ -181,13 +170,9 @@ def permuted(W, seed, legacy: bool = False) -> la.Matrix:
 
 def random_predicates(n: int, m: int, seed) -> la.Dense:
     """``m`` uniformly sampled predicate queries on ``n`` cells (Li & Miklau, PVLDB 2012, §5.1
-    "uniformly sampled predicate queries", Table 2 "Predicate").
-
-    A predicate query counts the records of a subset of the cells: a 0/1 row. Sampling a
-    subset uniformly makes every entry an independent fair bit, drawn here as
-    ``np.random.default_rng(seed).integers(0, 2, size=(m, n))``. The paper gives no query
-    count; its Table 2 reproduction uses ``m = n = 2048``, ``seed = 0``. Same ``(n, m, seed)``
-    → same workload. The matrix is explicit (``m · n`` entries, size-guarded).
+    "uniformly sampled predicate queries", Table 2 "Predicate"): 0/1 rows of independent fair
+    bits from ``np.random.default_rng(seed)`` (docs/guide/workloads.md). Same ``(n, m,
+    seed)`` → same workload; explicit (``m · n`` entries, size-guarded).
     Spec: ``random_predicates:n=6,m=4,seed=0``;
     caller's domain: ``random_predicates:m=5,seed=1``.
     """
@@ -260,11 +245,10 @@ def marginal(domain, attrs) -> la.Matrix:
 def marginals(domain, k: int, lower: bool = False) -> la.Matrix:
     """All ``k``-way marginals, or (``lower=True``) all marginals of order ``≤ k``.
 
-    ``lower=True`` includes the 0-way total: 1 + C(d,1) + … + C(d,k) marginals, the "all
-    ≤k-way marginals" workloads of ResidualPlanner §8 and HDMM Table 5. Without it these are
-    HDMM's "k-way Marginals" (C(d,k) products; §8.1). ``marginals(dom, len(dom), lower=True)``
-    is HDMM's "All Marginals". One :class:`~mmtoolkit.linalg.Marginals`, weight 1 per marginal,
-    stacked in ascending bitmask order (bit i set ⇔ attribute i kept).
+    ``lower=True`` includes the 0-way total (ResidualPlanner §8, HDMM Table 5); without it,
+    HDMM §8.1's "k-way Marginals" (the paper names: docs/guide/workloads.md). One
+    :class:`~mmtoolkit.linalg.Marginals`, weight 1 per marginal, stacked in ascending bitmask
+    order (bit i set ⇔ attribute i kept).
     Spec: ``marginals:domain={sizes: [3, 2, 4]},k=2,lower=true``;
     caller's domain: ``marginals:k=2``.
     """
@@ -327,11 +311,9 @@ def range_marginals(domain, k: int, lower: bool = False) -> la.Matrix:
     """Range-marginals on every ``k``-attribute set (``lower=True``: every set of size ≤ k).
 
     On each chosen attribute: all ranges (:func:`all_range`) if it is numeric, the identity
-    if categorical; total elsewhere. HDMM §8.1 "2-way Range-Marginals" (for CPS: the 10
-    products with ``R_100, R_50, I_7, I_4, I_2`` on two attributes) and ResidualPlanner+
-    §7.1 generalized marginals with range basic matrices. (HDMM's "All Range-Marginals" is
-    the single product ``kron([all_range(100), all_range(50), [T;I], …])``, not a union.)
-    Returned as a VStack of Kronecker products, in the order of ``itertools.combinations``.
+    if categorical; total elsewhere (HDMM §8.1 "2-way Range-Marginals", ResidualPlanner+
+    §7.1; the papers' instances: docs/guide/workloads.md). A VStack of Kronecker products,
+    in the order of ``itertools.combinations``.
     Spec: ``range_marginals:domain={sizes: [3, 4], numeric: [true, true]},k=1,lower=true``;
     caller's domain: ``range_marginals:1:lower``.
     """

@@ -5,9 +5,10 @@ import re
 
 import numpy as np
 import pytest
+from noise_draws import one_draw
 from scipy.stats import norm
 
-from mmtoolkit import measurement, privacy
+from mmtoolkit import privacy
 from mmtoolkit.privacy import ZCDP, ApproxDP, Privacy, PureDP, from_spec
 
 
@@ -149,15 +150,15 @@ def test_zcdp_to_approx_dp():
     "p", [PureDP(0.7), ApproxDP(0.5, 1e-5), ApproxDP(2.0, 1e-6, "analytic"), ZCDP(0.3)]
 )
 def test_sampling_reproducible_and_variance(p):
-    a = measurement.sample(p, np.random.default_rng(42), 10, sensitivity=2.0)
-    b = measurement.sample(p, np.random.default_rng(42), 10, sensitivity=2.0)
-    c = measurement.sample(p, np.random.default_rng(43), 10, sensitivity=2.0)
+    a = one_draw(p, np.random.default_rng(42), 10, sensitivity=2.0)
+    b = one_draw(p, np.random.default_rng(42), 10, sensitivity=2.0)
+    c = one_draw(p, np.random.default_rng(43), 10, sensitivity=2.0)
     np.testing.assert_array_equal(a, b)
     assert not np.array_equal(a, c)
-    assert measurement.sample(p, np.random.default_rng(0), (3, 4)).shape == (3, 4)
+    assert one_draw(p, np.random.default_rng(0), (3, 4)).shape == (3, 4)
 
     n = 200_000
-    x = measurement.sample(p, np.random.default_rng(7), n, sensitivity=2.0)
+    x = one_draw(p, np.random.default_rng(7), n, sensitivity=2.0)
     target = p.noise_variance(2.0)
     # the sample variance is within ~1.5% (Laplace kurtosis 6: sd ≈ sqrt(5/n) ≈ 0.5%);
     # a factor-2 bug (e.g. Laplace variance b² instead of 2b²) is far outside
@@ -166,19 +167,19 @@ def test_sampling_reproducible_and_variance(p):
 
 
 def test_sampling_family():
-    x = measurement.sample(PureDP(1.0), np.random.default_rng(1), 200_000)
+    x = one_draw(PureDP(1.0), np.random.default_rng(1), 200_000)
     # Laplace: E|X| = b = 1 ; Gaussian with the same variance would give sqrt(2·2/π) ≈ 1.128
     assert np.abs(x).mean() == pytest.approx(1.0, rel=0.02)
-    y = measurement.sample(ZCDP(0.5), np.random.default_rng(1), 200_000)
+    y = one_draw(ZCDP(0.5), np.random.default_rng(1), 200_000)
     assert np.abs(y).mean() == pytest.approx(math.sqrt(2 / math.pi), rel=0.02)
 
 
 def test_sampling_zero_sensitivity_and_bad_rng():
     np.testing.assert_array_equal(
-        measurement.sample(PureDP(1.0), np.random.default_rng(0), 3, 0.0), 0.0
+        one_draw(PureDP(1.0), np.random.default_rng(0), 3, 0.0), 0.0
     )
     with pytest.raises(ValueError, match="Generator"):
-        measurement.sample(PureDP(1.0), np.random.RandomState(0), 3)
+        one_draw(PureDP(1.0), np.random.RandomState(0), 3)
     with pytest.raises(ValueError, match="sensitivity"):
         PureDP(1.0).noise_scale(-1.0)
     with pytest.raises(ValueError, match="sensitivity"):
@@ -335,7 +336,7 @@ def test_noise_for_a_sensitivity_that_overflows_is_refused(p, sens):
     with pytest.raises(ValueError, match="noise scale for sensitivity 1e\\+308 is inf"):
         p.noise_scale(1e308)
     with pytest.raises(ValueError, match="noise scale for sensitivity 1e\\+308 is inf"):
-        measurement.sample(p, np.random.default_rng(0), 3, sensitivity=1e308)
+        one_draw(p, np.random.default_rng(0), 3, sensitivity=1e308)
 
 
 # ------------------------------------------------------------------ command-line budgets

@@ -7,6 +7,7 @@ from itertools import combinations
 
 import numpy as np
 import pytest
+from noise_draws import one_draw
 
 from mmtoolkit import measurement, mechanism
 from mmtoolkit.linalg import (
@@ -84,15 +85,15 @@ def test_kronecker_lean_with_other_factor_kinds_matches_dense(small_blocks):
 @pytest.mark.parametrize("privacy", [PureDP(0.7), ZCDP(0.3)])
 def test_noise_stream_in_pieces_is_one_draw(monkeypatch, privacy):
     """A noise stream added to pieces of any sizes (across block boundaries) gives the
-    values of one add_noise, bit for bit, and leaves the generator where one draw does."""
+    values of one draw, bit for bit, and leaves the generator where one draw does."""
     monkeypatch.setattr(measurement, "NOISE_BLOCK", 7)
     sizes = [3, 11, 1, 0, 7, 20, 2]
     base = np.arange(sum(sizes), dtype=float)
     want = base.copy()
     g1, g2 = np.random.default_rng(8), np.random.default_rng(8)
-    measurement.add_noise(privacy, want, g1, 1.5)
+    want += one_draw(privacy, g1, want.size, 1.5)
     got = base.copy()
-    stream = measurement.noise_stream(privacy, g2, got.size, 1.5)
+    stream = measurement.continuous_stream(privacy.family, privacy.noise_scale(1.5), g2, got.size)
     for s, k in zip(np.cumsum([0] + sizes), sizes):
         stream.add(got[s : s + k])
     np.testing.assert_array_equal(got, want)
@@ -112,7 +113,7 @@ def test_streamed_measure_is_product_plus_one_draw(small_blocks, monkeypatch, pr
     x = rng.integers(0, 9, A.shape[1]).astype(float)
     for S in (A, 2.5 * A):
         got = mechanism.measure(S, x, privacy, np.random.default_rng(11))
-        z = measurement.sample(
+        z = one_draw(
             privacy, np.random.default_rng(11), S.shape[0], S.sensitivity(privacy.norm)
         )
         np.testing.assert_array_equal(got, S @ x + z)
@@ -174,12 +175,12 @@ def test_blocked_noise_is_the_same_stream(monkeypatch, privacy):
     x = rng.integers(0, 9, A.shape[1]).astype(float)
     monkeypatch.setattr(measurement, "NOISE_BLOCK", 7)
     got = mechanism.measure(A, x, privacy, np.random.default_rng(11))
-    want = A @ x + measurement.sample(
+    want = A @ x + one_draw(
         privacy, np.random.default_rng(11), A.shape[0], A.sensitivity(privacy.norm)
     )
     np.testing.assert_array_equal(got, want)
     many = mechanism.measure(A, x, privacy, np.random.default_rng(11), releases=3)
-    z = measurement.sample(
+    z = one_draw(
         privacy, np.random.default_rng(11), (A.shape[0], 3), A.sensitivity(privacy.norm)
     )
     np.testing.assert_array_equal(many, (A @ x)[:, None] + z)
@@ -221,12 +222,12 @@ def test_peak_memory_of_measure_and_reconstruct(kind):
 
 # ------------------------------------------------------------------ the noise, in place
 def test_laplace_noise_is_numpys_transform_of_the_same_uniforms():
-    """add_noise draws rng.laplace's values (same uniforms, the inverse CDF vectorised; SIMD
+    """The noise stream draws rng.laplace's values (same uniforms, the inverse CDF vectorised; SIMD
     log may differ in the last bit) and Gaussian noise bit for bit."""
-    got = measurement.sample(PureDP(0.5), np.random.default_rng(9), (3000, 3), 1.5)
+    got = one_draw(PureDP(0.5), np.random.default_rng(9), (3000, 3), 1.5)
     want = np.random.default_rng(9).laplace(0.0, 3.0, (3000, 3))
     np.testing.assert_allclose(got, want, rtol=4e-16, atol=0)
-    got = measurement.sample(ZCDP(0.2), np.random.default_rng(9), 5000, 1.5)
+    got = one_draw(ZCDP(0.2), np.random.default_rng(9), 5000, 1.5)
     want = np.random.default_rng(9).normal(0.0, ZCDP(0.2).noise_scale(1.5), 5000)
     np.testing.assert_array_equal(got, want)
 
@@ -414,15 +415,16 @@ def threads(monkeypatch, request):
 @pytest.mark.parametrize("privacy", [PureDP(0.7), ZCDP(0.3)])
 def test_prefetched_noise_stream_is_one_draw(threads, privacy):
     """With prefetch, a second thread draws the chunks ahead: the same values as one
-    add_noise, bit for bit, for pieces across block and chunk boundaries; the generator
+    draw, bit for bit, for pieces across block and chunk boundaries; the generator
     ends where one draw leaves it, and is untouched until the first piece."""
     sizes = [3, 11, 1, 0, 7, 20, 2, 40, 9]
     base = np.arange(sum(sizes), dtype=float)
     want = base.copy()
     g1, g2 = np.random.default_rng(8), np.random.default_rng(8)
-    measurement.add_noise(privacy, want, g1, 1.5)
+    want += one_draw(privacy, g1, want.size, 1.5)
     got = base.copy()
-    stream = measurement.noise_stream(privacy, g2, got.size, 1.5, prefetch=True)
+    scale = privacy.noise_scale(1.5)
+    stream = measurement.continuous_stream(privacy.family, scale, g2, got.size, prefetch=True)
     assert (stream._ahead is not None) == (threads == 2)  # the thread is really used
     assert g2.bit_generator.state == np.random.default_rng(8).bit_generator.state
     for s, k in zip(np.cumsum([0] + sizes), sizes):
@@ -500,10 +502,10 @@ def test_prefetched_noise_stream_closed_early(threads):
     """A stream closed part-way (the product failed) ends its thread; the values it added
     are the first ones of the one draw."""
     privacy = PureDP(1.0)
-    want = np.zeros(100)
-    measurement.add_noise(privacy, want, np.random.default_rng(4))
+    want = one_draw(privacy, np.random.default_rng(4), 100)
     got = np.zeros(30)
-    stream = measurement.noise_stream(privacy, np.random.default_rng(4), 100, prefetch=True)
+    stream = measurement.continuous_stream(privacy.family, privacy.noise_scale(1.0),
+                                           np.random.default_rng(4), 100, prefetch=True)
     stream.add(got)
     stream.close()
     assert stream._ahead is None or stream._ahead._pool is None
@@ -609,7 +611,7 @@ def test_measure_of_a_kind_that_does_not_stream_adds_the_started_stream(threads,
     x = np.random.default_rng(6).integers(0, 9, A.shape[1]).astype(float)
     assert A.answers_streamed(x, lambda piece: None) is None
     got = mechanism.measure(A, x, privacy, np.random.default_rng(11))
-    z = measurement.sample(
+    z = one_draw(
         privacy, np.random.default_rng(11), A.shape[0], A.sensitivity(privacy.norm)
     )
     np.testing.assert_array_equal(got, A @ x + z)

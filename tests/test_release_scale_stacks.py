@@ -9,6 +9,7 @@ from functools import reduce
 
 import numpy as np
 import pytest
+from noise_draws import one_draw
 
 # the tiny-block fixture and the tracemalloc peak of the Kronecker / marginals tests
 from test_release_scale import _peak_extra, small_blocks  # noqa: F401
@@ -395,7 +396,7 @@ def test_streamed_stack_measure_is_product_plus_one_draw(monkeypatch, privacy):
         np.testing.assert_array_equal(got, S @ x)
         np.testing.assert_allclose(got, S.dense() @ x, rtol=1e-12, atol=1e-12)
         got = mechanism.measure(S, x, privacy, np.random.default_rng(11))
-        z = measurement.sample(
+        z = one_draw(
             privacy, np.random.default_rng(11), S.shape[0], S.sensitivity(privacy.norm)
         )
         np.testing.assert_array_equal(got, S @ x + z)

@@ -1,12 +1,11 @@
 """Implicit matrices: the algebra every selector, workload and the evaluator is written in.
 
-``Matrix`` (``base``) also defines the strategy-kind protocol: the methods the evaluator and
-the mechanism call (``error_route``, ``gram_route``, ``pinv_operator``,
-``least_squares``, ...); ``route`` says what an error route is. Each structured kind
-implements them in its own module. What a release asks of a kind beyond the algebra is in the
-release layer's handler table (:mod:`mmtoolkit.release_handlers`). ``normal_form`` reads a
-workload as weighted Kronecker terms with each factor's kind (identity, total, prefix, ranges,
-...), for every reader of its structure.
+``Matrix`` (``base``) defines the strategy-kind protocol the evaluator and the mechanism call;
+each structured kind implements it in its own module, ``route`` says what an error route is,
+and ``normal_form`` reads a workload as weighted Kronecker terms with each factor's kind. What
+a release asks of a kind beyond the algebra is in :mod:`mmtoolkit.release_handlers`.
+
+User guide: docs/algorithms/implicit-algebra.md.
 """
 
 from .base import (

@@ -1,11 +1,9 @@
 """The compiled loops of :mod:`mmtoolkit.linalg.kernels` (numba; imported only through
-:func:`mmtoolkit.linalg.kernels.compiled`, never directly).
+:func:`mmtoolkit.linalg.kernels.compiled`, never directly). Arrays come as flat 1-D buffers
+with ``g = (offset, stride of a, stride of j)`` in entries.
 
-Arrays are passed as flat 1-D buffers with an offset and strides in entries (``g = (offset,
-stride of a, stride of j)``), so every inner loop runs over consecutive entries and
-vectorises. Each output entry is computed by the same operations wherever it lies, so
-results do not depend on how a product is cut into pieces or on the number of threads. Sums
-are accumulated in float64. The kernels release the GIL (:class:`~mmtoolkit.threads.Workers`).
+Results do not depend on the split into pieces or threads: docs/algorithms/implicit-algebra.md
+("Compiled kernels").
 """
 
 from __future__ import annotations
@@ -278,9 +276,8 @@ def add_expanded(X, inner, geo, tables, o0, o1, fresh):
 
 
 def prepare(max_tables: int = 4) -> None:
-    """Compile (or load from numba's cache) every kernel for float64 arrays — the data read
-    from a writeable or a read-only array, as a release may be given — and the marginal
-    kernels for groups of 1 to ``max_tables`` tables, on small inputs."""
+    """Compile (or load from numba's cache) every kernel for float64 arrays, writeable or read-only
+    data, and the marginal kernels for groups of 1 to ``max_tables`` tables, on small inputs."""
     theta = np.zeros((4, 3))
     out = np.zeros(12)
     g = (0, 3, 1)

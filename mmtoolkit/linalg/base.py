@@ -1,12 +1,10 @@
 """The implicit-matrix algebra: the abstract ``Matrix`` and the generic combinators.
 
-A ``Matrix`` is a linear map known through its products with dense arrays. Structured
-kinds (Kronecker, AllRange, Marginals, ...) override the operations they can do in closed
-form; the generic fallbacks here are correct and dense, and every dense fallback is guarded
-by :data:`MAX_DENSE_ENTRIES` so a 10^8-cell domain never meets an N x N array.
+A ``Matrix`` is a linear map known through its products with dense arrays; structured kinds
+override what they do in closed form, and every dense fallback here is guarded by
+:data:`MAX_DENSE_ENTRIES`. Data vectors are in C order (HDMM, McKenna et al. 2018, App. A.1).
 
-Conventions (HDMM, McKenna et al. 2018, App. A.1): data vectors are flattened in C order
-(row-major, first attribute most significant), so ``(A1 ⊗ A2) vec(X) = vec(A1 X A2ᵀ)``.
+User guide: docs/algorithms/implicit-algebra.md.
 """
 
 from __future__ import annotations
@@ -24,14 +22,9 @@ from scipy.sparse.linalg import LinearOperator
 MAX_DENSE_ENTRIES = 50_000_000
 #: Singular values below PINV_RCOND · σ_max are treated as zero by dense pseudo-inverses.
 PINV_RCOND = 1e-12
-#: A strategy without structure for a step (its discrete-noise row scales; reconstructing
-#: several releases at once) is read densely up to this many entries.
+#: Entries up to which a strategy without structure for a step is read densely.
 SMALL_DENSE_ENTRIES = 4_000_000
-
-
-#: Largest integer a strategy row may hold, its scale divided out, for exact integer noise
-#: (:func:`integer_row_scales`): counting queries hold small integers, and a row that needs
-#: more is a real-valued row read as integers (a 1e-16 rounding entry would make it ~1e16).
+#: Largest integer a strategy row may hold, its scale divided out, for exact integer noise.
 MAX_ROW_INTEGER = 2**20
 
 
@@ -40,22 +33,12 @@ class TooLargeError(ValueError):
 
 
 class NotSupportedByKindError(ValueError):
-    """An operation that a strategy kind does not support (e.g. exact integer noise for a
-    strategy whose rows are not integer vectors up to a scale): the message says
-    "not supported by this strategy kind (<Kind>): <reason>"."""
+    """An unsupported operation: "not supported by this strategy kind (<Kind>): <reason>"."""
 
 
 def integer_row_scales(M: np.ndarray) -> np.ndarray | None:
-    """``d > 0`` (one per row) with ``diag(d)⁻¹ M`` an integer matrix, checked exactly: ``d_r``
-    is the row's smallest nonzero ``|m_rj|`` (1 for a zero row), and every entry of the row
-    divided by it must be an integer of at most :data:`MAX_ROW_INTEGER` in absolute value, to
-    within float64 rounding. None when some row is not.
-
-    The tolerance: an entry ``k·d`` stored in float64 is within ``u·|k d|`` of it (``u =
-    eps/2``, one rounding), and so is ``d``; the division adds one more rounding, so
-    ``|m_rj/d_r − k| ≤ 3u|k| + O(u²)``. A factor of 8 over that (``12 eps |k|``) allows entries
-    formed by a few floating-point operations (a weight times a count), and no more: a row
-    whose ratios miss integers by more is not a counting query up to a scale."""
+    """``d > 0`` per row with ``diag(d)⁻¹ M`` an integer matrix of entries at most
+    :data:`MAX_ROW_INTEGER` to within ``12 eps |k|``, else None (see implicit-algebra.md)."""
     absM = np.abs(M)
     d = np.where(absM > 0, absM, np.inf).min(axis=1)
     d[~np.isfinite(d)] = 1.0
@@ -88,8 +71,7 @@ def physical_memory() -> int | None:
 
 
 def check_fits_memory(nbytes: float, what: str, advice: str) -> None:
-    """Raise :class:`TooLargeError` (a clear message, never a MemoryError) if ``nbytes`` of
-    arrays that the structure needs — O(N), like the data vector — exceed physical memory."""
+    """Raise :class:`TooLargeError`, never a MemoryError, if ``nbytes`` exceed physical memory."""
     ram = physical_memory()
     if ram is not None and nbytes > ram:
         raise TooLargeError(
@@ -110,23 +92,15 @@ def _as_2d(x: np.ndarray) -> tuple[np.ndarray, bool]:
 
 
 class Matrix(ABC):
-    """An implicitly represented real matrix (ARCHITECTURE.md, "The strategy-kind protocol").
-
-    Subclasses set ``self.shape`` and implement :meth:`_matmat` and :meth:`_rmatmat`
-    (products with 2-D arrays ``X`` of shape ``(n, k)`` and ``Y`` of shape ``(m, k)``).
-    Everything else has a generic, size-guarded default that subclasses override with
-    closed forms where they exist.
-    """
+    """An implicitly represented real matrix (ARCHITECTURE.md, "The strategy-kind protocol"):
+    subclasses set ``self.shape`` and implement :meth:`_matmat` and :meth:`_rmatmat`."""
 
     shape: tuple[int, int]
 
-    #: What this matrix is as a factor of a workload's Kronecker term, for the readers of
-    #: :mod:`~mmtoolkit.linalg.normal_form` (one of its ``FACTOR_KINDS``); anything without a
-    #: closed-form reading is a ``"matrix"``.
+    #: What this matrix is as a factor of a Kronecker term (one of ``FACTOR_KINDS``).
     factor_kind = "matrix"
 
-    # Make numpy defer binary operators to us, so ``ndarray @ Matrix`` reaches __rmatmul__
-    # (without this numpy tries to treat the Matrix as a 0-d object array and fails).
+    # numpy defers binary operators to us, so ``ndarray @ Matrix`` reaches __rmatmul__
     __array_ufunc__ = None
 
     # ----------------------------------------------------------------- products
@@ -155,13 +129,8 @@ class Matrix(ABC):
         return out[:, 0] if vec else out
 
     def apply_along(self, X: np.ndarray, out: np.ndarray) -> None:
-        """One step of a Kronecker product's product (HDMM App. A.5): ``self``
-        applied along the middle axis of the 3-D ``X`` (``a x n x b``), written into ``out``
-        (``a x m x b``). ``out`` may lie in ``X``'s memory with ``X``'s strides (its first
-        ``min(m, n)`` entries along the middle axis those of ``X``): the step is done in
-        place. The default computes ``self @`` (``X`` as an ``n x ab`` matrix, copied when
-        its axes do not merge) in full and then writes it; kinds with a cheaper batched or
-        in-place form override it."""
+        """One kmatvec step (HDMM App. A.5): ``self`` along the middle axis of ``X`` (``a x n x b``)
+        into ``out`` (``a x m x b``), which may be ``X``'s memory with its strides (in place)."""
         a, n, b = X.shape
         m = self.shape[0]
         if a == 1:
@@ -225,20 +194,13 @@ class Matrix(ABC):
 
     # --------------------------------------------------------------- reductions
     def colnorm_p(self, p: int) -> float | np.ndarray:
-        """``Σ_i |a_ij|^p`` for every column j (p = 1 or 2).
-
-        Returns a float when every column has the same value (the common structured case,
-        which keeps huge domains implicit), otherwise an array of length ``n``.
-        """
+        """``Σ_i |a_ij|^p`` per column (p = 1 or 2): a float when all agree, else an array."""
         check_p(p)
         D = self.dense()
         return np.abs(D).sum(axis=0) if p == 1 else (D * D).sum(axis=0)
 
     def rownorm_p(self, p: int) -> float | np.ndarray:
-        """``Σ_j |a_ij|^p`` for every row i (p = 1 or 2): the transpose's column norms.
-
-        A float when every row has the same value, else an array of length ``m``.
-        """
+        """``Σ_j |a_ij|^p`` per row (p = 1 or 2): a float when all rows agree, else an array."""
         check_p(p)
         T = self.T
         if not isinstance(T, Transposed):
@@ -247,10 +209,7 @@ class Matrix(ABC):
         return np.abs(D).sum(axis=1) if p == 1 else (D * D).sum(axis=1)
 
     def sensitivity(self, p: int = 1) -> float:
-        """Max column Lp norm: the L1 (p=1) or L2 (p=2) sensitivity under add/remove-one.
-
-        Not the induced operator norm (Li et al. 2010, Prop. 1; Li & Miklau 2012, Prop. 1).
-        """
+        """Max column Lp norm: the L1 or L2 sensitivity (Li et al. 2010, Prop. 1)."""
         c = self.colnorm_p(p)
         top = float(c) if np.isscalar(c) else float(np.max(c)) if np.size(c) else 0.0
         return top if p == 1 else math.sqrt(top)
@@ -307,18 +266,12 @@ class Matrix(ABC):
         )
 
     # ===================================================== the strategy-kind protocol
-    # The evaluator (mmtoolkit.evaluate) and the mechanism (mmtoolkit.mechanism) know no
-    # strategy kind: they call the methods below. Each default is correct for any matrix; a
-    # kind overrides those its structure answers in closed form (ARCHITECTURE.md, "Where to
-    # add things", (c)). A Weighted strategy forwards them to its base.
+    # (ARCHITECTURE.md, "Where to add things", (c); docs/algorithms/implicit-algebra.md)
 
     def kron_terms(self, signed: bool = False) -> list[tuple[float, list[Matrix]]]:
-        """This matrix as a union of weighted Kronecker products ``[(c_t, factors_t)]``
-        (HDMM §4.3, ImpVec and eq. 1), ``c_t`` the *squared* weight of term t (weights enter
-        the Gram squared; HDMM §16, pitfall 11); ``signed=True``: the weight ``w_t`` itself,
-        its sign included (a negative weight inside a Kronecker factor or a stacked block), so
-        that term ``t``'s rows are ``w_t · ⊗ factors_t``. Rows follow this matrix's row order.
-        The default is one one-factor term."""
+        """This matrix as a union of weighted Kronecker products ``[(c_t, factors_t)]`` in row
+        order (HDMM §4.3, ImpVec and eq. 1), ``c_t`` the *squared* weight (HDMM §16, pitfall
+        11); ``signed=True``: the signed weight ``w_t`` instead."""
         return [(1.0, [self])]
 
     def frobenius_sq(self) -> float:
@@ -326,10 +279,7 @@ class Matrix(ABC):
         return float(self.gram().trace())
 
     def error_route(self, W: Matrix):
-        """Error: an :class:`~mmtoolkit.linalg.route.ErrorRoute` scoring the workload ``W``
-        against this strategy, or None for the evaluator's generic routes. The default is the
-        route of this matrix's Gram (:meth:`gram_route`), so a kind whose ``gram()`` is a
-        structured kind needs nothing more."""
+        """The ErrorRoute of ``W`` against this strategy (default: its Gram's), or None."""
         try:
             gram = self.gram()
         except TooLargeError:  # e.g. marginals beyond the dense 2^d algebra
@@ -337,38 +287,24 @@ class Matrix(ABC):
         return gram.gram_route(W)
 
     def gram_route(self, W: Matrix):
-        """Error, asked of a Gram ``G``: the route of ``W`` against any strategy ``A`` with
-        ``AᵀA = G`` (the error depends on ``A`` only through ``AᵀA``). None: no closed form."""
+        """Asked of a Gram ``G``: the route of ``W`` against any ``A`` with ``AᵀA = G``, or None."""
         return None
 
     def pinv_operator(self) -> Matrix | None:
-        """Reconstruction: ``A⁺`` as an implicit matrix when the structure gives it exactly
-        (``x̂ = A⁺ y``, HDMM §7.2), else None: the mechanism then solves least squares (a
-        dense pseudo-inverse when small, LSMR on the implicit operator otherwise)."""
+        """``A⁺`` as an implicit matrix when the structure gives it (HDMM §7.2), else None."""
         return None
 
     def least_squares(self, y: np.ndarray, tol: float, maxiter: int) -> np.ndarray | None:
-        """Reconstruction without an exact ``A⁺`` (``pinv_operator()`` None): the
-        least-squares ``x̂`` of one release ``y`` by the kind's own solver, stopping at the
-        relative tolerance ``tol`` or after ``maxiter`` iterations; None (the default): the
-        mechanism solves it (a dense pseudo-inverse when small, else LSMR)."""
+        """The least-squares ``x̂`` of one release by the kind's own solver, or None."""
         return None
 
     def apply_overwrite(self, y: np.ndarray) -> np.ndarray:
-        """Reconstruction at scale: ``self @ y`` for one vector ``y`` that the caller gives
-        up — a kind may build the result in ``y``'s memory (a Kronecker product does, issue
-        17; ``mechanism.reconstruct(..., overwrite=True)`` asks it of ``A⁺``). The default is
-        ``self @ y``."""
+        """``self @ y`` for a vector the caller gives up (the result may be built in its memory)."""
         return self @ y
 
     def answers_streamed(self, x: np.ndarray, each, out: np.ndarray | None = None):
-        """Measurement at scale: ``self @ x`` for one data vector ``x``, calling ``each`` on
-        consecutive pieces of the result (1-D views, in order, each once it is final) so the
-        caller can add noise to a piece while it is in cache; None when the kind
-        has no such product (the default: ``mechanism.measure`` then adds the noise to the
-        whole of ``self @ x``). ``out``: a C-contiguous 1-D array of ``self.shape[0]``
-        entries to build the result in (a block of a stack's result, :class:`VStack`); a
-        kind that cannot returns None."""
+        """``self @ x`` for one data vector, calling ``each`` on consecutive final pieces of the
+        result (built in ``out`` when given), or None when the kind has no such product."""
         return None
 
     # ----------------------------------------------------------------- helpers
@@ -387,8 +323,7 @@ def check_p(p: int) -> None:
 
 
 def as_matrix(A) -> Matrix:
-    """Wrap a numpy array (or pass a Matrix through); a string is refused (a workload SPEC is
-    built by :mod:`mmtoolkit.workload_specs`, not read as numbers)."""
+    """Wrap a numpy array (or pass a Matrix through); a string is refused with a pointer."""
     if isinstance(A, (str, bytes)):
         raise TypeError(
             f"expected a Matrix or an array, got the string {A!r} (build a workload SPEC with "
@@ -407,16 +342,13 @@ def peel(A: Matrix) -> tuple[float, Matrix]:
 
 
 def kron_terms(W) -> list[tuple[float, list[Matrix]]]:
-    """``W`` as ``[(c_t, factors_t)]`` (see :meth:`Matrix.kron_terms`): every structured
-    route of the evaluator and every selector that works factor-wise reads a workload this
-    way."""
+    """``W`` as ``[(c_t, factors_t)]`` (see :meth:`Matrix.kron_terms`)."""
     return as_matrix(W).kron_terms()
 
 
 # ============================================================================ kinds
 class Symmetric(Matrix):
-    """A Matrix equal to its transpose (the structured Grams): ``T`` is ``self`` and
-    ``Aᵀ Y`` is ``A Y``."""
+    """A Matrix equal to its transpose (the structured Grams)."""
 
     def _rmatmat(self, Y):
         return self._matmat(Y)
@@ -427,13 +359,11 @@ class Symmetric(Matrix):
 
 
 class CountingQueries(Matrix):
-    """A kind whose rows are 0/1 counting queries (identity, total, prefix, ranges): integer
-    rows, so discrete noise needs no row scaling (its release handler's ``row_scales``)."""
+    """A kind whose rows are 0/1 counting queries: discrete noise needs no row scaling."""
 
 
 class Dense(Matrix):
-    """An explicit numpy array of finite real numbers (a NaN or an infinity is refused: it
-    would make every error, bound and answer computed from the matrix meaningless)."""
+    """An explicit numpy array of finite real numbers (a NaN or an infinity is refused)."""
 
     factor_kind = "dense"
 
@@ -692,9 +622,7 @@ class VStack(Matrix):
         self._offsets = np.cumsum([0] + [b.shape[0] for b in blocks])
 
     def _matmat(self, X):
-        # each block written into its rows of one array: float32 for float32 X (the opt-in
-        # float32 path, as answers_streamed), else float64 — whatever the blocks' order
-        o = self._offsets
+        o = self._offsets  # float32 for float32 X (the opt-in float32 path), else float64
         dtype = np.float32 if X.dtype == np.float32 else np.float64
         out = np.empty((self.shape[0],) + X.shape[1:], dtype=dtype)
         for i, b in enumerate(self.blocks):
@@ -702,9 +630,7 @@ class VStack(Matrix):
         return out
 
     def answers_streamed(self, x, each, out=None):
-        """One data vector: each block's answers built in its rows of one result array
-        (streamed by the block when it can, else its product written there, one temporary of
-        the block's size) and handed to ``each`` in order."""
+        """Each block's answers built in its rows of one result array and handed to ``each``."""
         if x.ndim != 1:
             return None
         if out is None:
@@ -739,10 +665,8 @@ class VStack(Matrix):
         return reduce(lambda a, b: a + b, (b.colnorm_p(p) for b in self.blocks))
 
     def sensitivity(self, p=1):
-        """Max column Lp norm (Li et al. 2010, Prop. 1). A stack of Kronecker products over
-        common attribute sizes (HDMM eq. 1, e.g. SF1+) has column norms
-        ``Σ_t |w_t|^p Π_i c_{t,i}[j_i]``: maximised exactly over the attribute values' classes
-        (:func:`max_kron_column_sum`), never as an N-length vector."""
+        """Max column Lp norm (Li et al. 2010, Prop. 1); for Kronecker products over common
+        attribute sizes (HDMM eq. 1) by :func:`max_kron_column_sum`, no N-length vector."""
         check_p(p)
         terms = self.kron_terms()
         sizes = [f.shape[1] for f in terms[0][1]]
@@ -779,15 +703,7 @@ KRON_MAX_BLOCK = 4_000_000
 
 def max_kron_column_sum(weights, norms, sizes) -> float:
     """``max_j Σ_t w_t Π_i norms[t][i][j_i]`` over the grid ``j ∈ Π_i range(sizes[i])``, exactly,
-    without an array of the grid's size. ``norms[t][i]`` is a length-``sizes[i]`` vector or a
-    scalar (constant over attribute ``i``).
-
-    Two values of attribute ``i`` whose vectors ``(norms[t][i][j])_t`` coincide give equal sums,
-    so each attribute is compressed to its distinct columns (SF1+: 25.5M cells, 16 classes).
-    The compressed grid (guarded by :data:`MAX_DENSE_ENTRIES`) is scanned in blocks: a suffix of
-    attributes as a ``terms x suffix`` Kronecker table, the prefixes as a ``prefix x terms``
-    coefficient table, one matrix product per block.
-    """
+    on the attributes' distinct columns (``norms[t][i]``: a vector or a scalar)."""
     T, d = len(weights), len(sizes)
     classes = []  # per attribute: (terms x k_i) distinct columns
     for i, n in enumerate(sizes):

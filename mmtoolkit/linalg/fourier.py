@@ -1,21 +1,12 @@
 """Parity (Walsh–Hadamard / Fourier) coefficients on d binary attributes.
 
 Barak, Chaudhuri, Dwork, Kale, McSherry & Talwar (PODS 2007) and Cormode, Procopiuc,
-Srivastava & Yaroslavtsev (ICDE 2013, §4.1, Thm 4.1). The data vector ``x`` lives on
-``N = 2^d`` cells in C order (attribute 0 most significant, as everywhere in
-:mod:`mmtoolkit.linalg`). A coefficient is an int bitmask ``β`` (bit ``i`` ⇔ attribute ``i``,
-the key convention of :class:`~mmtoolkit.linalg.Marginals`), and its unnormalised
-character is ``χ_β(η) = (-1)^{⟨β, η⟩}`` (entries ±1), so ``θ_β = χ_β · x``.
+Srivastava & Yaroslavtsev (ICDE 2013, §4.1, Thm 4.1). :class:`Fourier` has rows ``w_β χ_β``
+for chosen coefficients (int bitmasks, the marginals' key convention), each product one fast
+Walsh–Hadamard transform (:func:`fwht`); its Gram is a :class:`MarginalsGram` on ``(2,)*d``.
+:func:`downset` gives the coefficients a set of marginals needs.
 
-The marginal on ``α`` needs exactly the coefficients ``{β : β ≼ α}`` (``β ⊆ α`` as bit
-sets): ``C^α(x)_γ = 2^{-|α|} Σ_{β ≼ α} θ_β (-1)^{⟨β, γ⟩}`` (Thm 4.1 in unnormalised form).
-
-:class:`Fourier` is the implicit matrix whose rows are ``w_β χ_β`` for a chosen set of
-coefficients; every product is one fast Walsh–Hadamard transform, O(d 2^d) per column.
-Its rows are orthogonal (``S Sᵀ = 2^d diag(w²)``), so ``pinv`` is a rescaled transpose and
-the Gram is diagonal in the parity basis — a :class:`MarginalsGram` on ``(2,)*d`` (for a
-binary attribute the residual subspace ``S_B`` is spanned by ``χ_B``), which is how the
-shared evaluator scores Fourier strategies.
+User guide: docs/algorithms/implicit-algebra.md ("Fourier (parity) coefficients").
 """
 
 from __future__ import annotations
@@ -85,8 +76,7 @@ def submasks(key: int) -> np.ndarray:
 
 
 def downset(keys) -> np.ndarray:
-    """``F = ∪_α {β : β ≼ α}``: the coefficients the marginals ``keys`` need (Cormode et al.
-    §4.1), sorted ascending. For all k-way marginals ``|F| = Σ_{j≤k} C(d, j)``."""
+    """``∪_α {β : β ≼ α}``: the coefficients the marginals ``keys`` need (Cormode et al. §4.1)."""
     keys = [int(k) for k in keys]
     if not keys:
         raise ValueError("downset needs at least one marginal key")
@@ -106,12 +96,8 @@ def _parity(v: np.ndarray) -> np.ndarray:
 
 
 class Fourier(Matrix):
-    """Rows ``w_β χ_β`` (entries ``±w_β``) for the coefficients ``β`` (Cormode et al. §4.1).
-
-    ``coefficients``: an iterable of int bitmasks (weight 1 each) or a mapping ``{β: w_β}``;
-    zero weights are dropped, rows are stacked in ascending ``β``. Every column meets each row
-    with magnitude ``|w_β|``, so ``colnorm_p = Σ_β |w_β|^p`` (the paper's Prop. 3.1).
-    """
+    """Rows ``w_β χ_β`` (entries ``±w_β``) for the coefficients ``β`` (Cormode et al. §4.1),
+    ascending; ``coefficients``: int bitmasks (weight 1) or a mapping ``{β: w_β}``."""
 
     def __init__(self, d, coefficients):
         self.d = check_int(d, "d", minimum=1)
@@ -195,8 +181,7 @@ class Fourier(Matrix):
 
     @classmethod
     def for_marginals(cls, d, keys, weights=None) -> Fourier:
-        """The coefficients needed by the marginals ``keys`` (``downset``), weight 1 or
-        ``weights[β]`` (a mapping)."""
+        """The coefficients of the marginals ``keys`` (``downset``), weight 1 or ``weights[β]``."""
         d = check_int(d, "d", minimum=1)
         for k in keys:
             if not 0 <= int(k) < 1 << d:

@@ -1,17 +1,10 @@
 """The unnormalised Haar wavelet matrix (Privelet: Xiao, Wang & Gehrke, ICDE 2010; a baseline
 strategy in the HDMM experiments, §8).
 
-``H_1 = [1]``, ``H_n = [H_{n/2} ⊗ [1 1] ; I_{n/2} ⊗ [1 -1]]`` for ``n`` a power of two, so
-the first row is the total and the following blocks of ``s = 1, 2, ..., n/2`` rows are the
-detail coefficients at support length ``n/s``.
+:class:`Haar` (``n`` a power of two), its Gram :class:`HaarGram` and inverse
+:class:`HaarInverse`, all in closed form with ``O(n k)`` products.
 
-Closed forms (``L = log2 n``):
-
-* rows are orthogonal, ``H Hᵀ = Λ`` with ``Λ = diag(n, n/1, n/2, n/2, ..., 2)`` (row ``r`` of the
-  size-``s`` block has ``n/s`` nonzeros), hence ``H⁻¹ = Hᵀ Λ⁻¹`` (:class:`HaarInverse`);
-* ``HᵀH[a, b] = L - bitlen(a XOR b) + [a = b]`` (the levels where ``a`` and ``b`` share a
-  half, minus the level where they split), with inverse ``Hᵀ Λ⁻² H`` (:class:`HaarGram`);
-* every column has one ±1 per level: L1 norm and squared L2 norm ``L + 1``.
+User guide: docs/algorithms/implicit-algebra.md ("Haar wavelets").
 """
 
 from __future__ import annotations
@@ -31,9 +24,8 @@ def _power_of_two(n) -> int:
 
 
 def _haar_forward(X: np.ndarray) -> np.ndarray:
-    """``H X`` in O(n k): pairwise sums recurse, pairwise differences are the details. Each
-    level writes its details and sums into the result (rows ``[m/2, m)`` and ``[0, m/2)``),
-    so the temporaries are one copy of the current sums (at most ``n/2`` rows)."""
+    """``H X`` in O(n k): pairwise sums recurse, differences are the details, each level written
+    into the result (rows ``[m/2, m)`` and ``[0, m/2)``) from one copy of the current sums."""
     n = X.shape[0]
     out = np.empty(X.shape, dtype=np.result_type(X.dtype, np.float32))
     if n == 1:
@@ -95,7 +87,7 @@ def _haar_diag(n: int) -> np.ndarray:
 
 
 class Haar(Matrix):
-    """The unnormalised ±1 Haar wavelet matrix, ``n`` a power of two (module docstring)."""
+    """The unnormalised ±1 Haar wavelet matrix, ``n`` a power of two (implicit-algebra.md)."""
 
     def __init__(self, n: int):
         self.n = _power_of_two(n)
@@ -171,7 +163,7 @@ class HaarInverse(Matrix):
 
 
 class HaarGram(SymmetricFormula):
-    """``HᵀH`` for the Haar matrix (module docstring); column sums ``n`` (``HᵀH1 = n Hᵀe_0``)."""
+    """``HᵀH`` for the Haar matrix (implicit-algebra.md); column sums ``n`` (``HᵀH1 = n Hᵀe_0``)."""
 
     def __init__(self, n: int):
         super().__init__(_power_of_two(n))

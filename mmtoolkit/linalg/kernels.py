@@ -1,16 +1,10 @@
 """Compiled kernels for the hot loops of a large release (optional: the ``fast`` extra).
 
-With numba installed (``pip install mmtoolkit[fast]``), the steps that dominate a release
-at scale run as compiled loops that fuse several numpy passes into one pass over data in
-cache: a p-Identity factor and its pseudo-inverse along one axis of a Kronecker product
-(``PIdentity.apply_along``, ``PIdentityPinv.apply_along``), and the marginal tables that drop
-one attribute of a large table and the reverse (:func:`mmtoolkit.linalg.marginals.
-marginal_tables`, :func:`~mmtoolkit.linalg.marginals.expand_tables`).
+:func:`compiled` gives the numba loops (p-Identity steps of a Kronecker product, marginal
+tables that drop or add back one attribute) or None for the numpy path, as
+``MMTOOLKIT_NUMBA`` says; :func:`along_views` prepares a step's arrays for them.
 
-Without numba, or with ``MMTOOLKIT_NUMBA=0``, the numpy code runs instead (the same results
-up to the order of some sums); ``MMTOOLKIT_NUMBA=1`` requires the kernels. The variable is
-read at each use, so a test can switch paths. Results do not depend on how the work is split
-over threads (:mod:`mmtoolkit.threads`).
+User guide: docs/algorithms/implicit-algebra.md ("Compiled kernels").
 """
 
 from __future__ import annotations
@@ -21,17 +15,15 @@ import numpy as np
 
 __all__ = ["ENV", "along_views", "compiled", "flat_view", "prepare"]
 
-#: The environment variable that chooses the path: unset (kernels when numba imports),
-#: ``0`` (numpy), ``1`` (kernels, required).
+#: Chooses the path: unset (kernels when numba imports), ``0`` (numpy), ``1`` (required).
 ENV = "MMTOOLKIT_NUMBA"
 
 _loaded: list = []  # [module or None, why not], once the kernels' import was tried
 
 
 def compiled():
-    """The compiled kernels (a module), or None when the numpy path is to be used
-    (``MMTOOLKIT_NUMBA=0``, or unset and the kernels cannot be imported). Raises ValueError
-    for another value, or for ``1`` when the kernels cannot be had (with the reason)."""
+    """The compiled kernels (a module), or None for the numpy path, as ``MMTOOLKIT_NUMBA`` says;
+    ValueError for another value, or for ``1`` when the kernels cannot be had (with the reason)."""
     value = os.environ.get(ENV)
     if value not in (None, "0", "1"):
         raise ValueError(f"{ENV} must be 0 or 1, got {value!r}")
@@ -53,9 +45,7 @@ def compiled():
 
 
 def prepare() -> bool:
-    """Compile the kernels now (or load them from numba's cache), if they are in use
-    (:func:`compiled`), so that the first large product does not pay for it; returns whether
-    they are in use."""
+    """Compile the kernels ahead of the first large product if in use; returns whether they are."""
     fast = compiled()
     if fast is not None:
         fast.prepare()
@@ -63,12 +53,8 @@ def prepare() -> bool:
 
 
 def flat_view(X: np.ndarray):
-    """``(buffer, (offset, stride of axis 0, stride of axis 1))`` of a 3-D array for the
-    kernels: a flat 1-D view of the memory ``X`` lies in (the C-ordered array it is a view
-    of, else a view from its first entry to its last), the offset and strides in entries;
-    None when the kernels cannot read it (not float32/float64, a negative or fractional
-    stride, the last axis not consecutive while longer than 1, or with one column, rows not
-    consecutive)."""
+    """``(buffer, (offset, stride of axis 0, stride of axis 1))`` of a 3-D array, in entries of a
+    flat 1-D view of its memory; None when the kernels cannot read it."""
     if X.dtype not in (np.float64, np.float32) or X.ndim != 3 or X.size == 0:
         return None
     item = X.itemsize
@@ -91,11 +77,8 @@ def flat_view(X: np.ndarray):
 
 
 def along_views(X: np.ndarray, out: np.ndarray):
-    """The kernels' views of a step's input and output (:meth:`Matrix.apply_along`):
-    ``(X's buffer, X's geometry, out's buffer, out's geometry, in place)`` (see
-    :func:`flat_view`; in place: ``out`` is ``X``'s memory at the same positions), or None
-    when the numpy path must run: a layout the kernels do not read, different dtypes, or
-    ``out`` overlapping ``X`` otherwise than at the same positions."""
+    """The kernels' views ``(X buffer, X geometry, out buffer, out geometry, in place)`` of a step
+    (:meth:`Matrix.apply_along`), or None when the numpy path must run."""
     if X.dtype != out.dtype or X.shape[0] != out.shape[0] or X.shape[2] != out.shape[2]:
         return None
     vx, vo = flat_view(X), flat_view(out)

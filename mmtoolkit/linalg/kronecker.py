@@ -1,8 +1,10 @@
 """Kronecker products ``A_1 ⊗ ... ⊗ A_d`` of per-attribute matrices (HDMM §4, App. A.5).
 
-Every operation is done factor-wise: Gram, pseudo-inverse, trace, diagonal and
-sensitivity (HDMM Thm 3) are Kronecker products / products of the factors' ones, and the
-mat-vec uses the reshape trick ("kmatvec"), never a dense Kronecker product.
+:class:`Kronecker` does every operation factor-wise (Gram, pseudo-inverse, trace, diagonal,
+sensitivity by HDMM Thm 3) and its products by kmatvec, never a dense Kronecker product;
+:class:`KroneckerRoute` is the evaluator's route against Kronecker strategies (HDMM Thm 5, 6).
+
+User guide: docs/algorithms/implicit-algebra.md ("Kronecker products").
 """
 
 from __future__ import annotations
@@ -25,25 +27,18 @@ from .route import (
     as_vector,
 )
 
-#: Entries of one block of a factor-wise product step (a few MB, so a block's temporaries
-#: stay in cache and none is the size of the data).
+#: Entries of one block of a factor-wise product step (its temporaries stay in cache).
 BLOCK_ENTRIES = 1 << 17
-#: Entries of one block of columns of the first factor's in-place pass over the whole
-#: result (wider than a cache-sized block: its rows are far apart in memory, and longer runs
-#: of each row stream better).
+#: Entries of one block of columns of the first factor's in-place pass over the result.
 COLUMN_ENTRIES = 1 << 19
-#: Entries of a group of slabs that the trailing factors are applied to at once, one factor
-#: at a time (:class:`_Steps`, in cache); larger slabs are applied one by one, recursively.
+#: Entries of a group of slabs the trailing factors are applied to at once.
 SLAB_ENTRIES = 1 << 17
-#: A product over one vector of at least this many entries (the lean path: ``A x``, ``Aᵀ y``,
-#: the pseudo-inverse) runs its large slabs and its first factor's column blocks on
-#: :func:`~mmtoolkit.threads.worker_threads` threads.
+#: A product over one vector of at least this many entries runs on worker threads.
 PARALLEL_ENTRIES = 1 << 22
 
 
 def _apply_steps(X, mats, in_sizes, out_sizes, transpose):
-    """kmatvec step by step; each step writes its factor's product into one new array a
-    cache-sized block of columns at a time, so the factor's temporaries are block-sized."""
+    """kmatvec step by step, each factor's product a cache-sized block of columns at a time."""
     k = X.shape[1]
     Y = X.T  # (k, N): the column index is the most significant "axis"
     for A, n_i, m_i in zip(reversed(mats), reversed(in_sizes), reversed(out_sizes)):
@@ -60,11 +55,7 @@ def _apply_steps(X, mats, in_sizes, out_sizes, transpose):
 
 
 class _Steps:
-    """Kronecker factors ``A_1 ⊗ ... ⊗ A_k`` applied to a group of slabs ``(g, n_1 ... n_k)``
-    one factor at a time, the last first as in kmatvec (:meth:`Matrix.apply_along`: one
-    batched product per factor, no transposes), between two scratch arrays sized for the
-    largest intermediate result of ``group`` slabs (reused for every group); the first step
-    reads the slabs, the last writes the result."""
+    """Kronecker factors applied to a group of slabs one factor at a time (two scratches)."""
 
     def __init__(self, mats, in_sizes, out_sizes, transpose, group, dtype):
         self.group = group
@@ -90,17 +81,9 @@ class _Steps:
 def _apply_rows(
     src, dst, mats, in_sizes, out_sizes, transpose, steps, overwrite=False, workers=None
 ):  # fmt: skip
-    """``R = ⊗ mats`` applied to every row (slab) of ``src`` (``rows x N_R``), the results
-    written as the rows of ``dst`` (``rows x M_R``): groups of rows of at most
-    :data:`SLAB_ENTRIES` entries one factor at a time (:class:`_Steps`, in cache), a larger
-    row one by one by :func:`_apply_lean` (recursively). ``overwrite=True``: ``dst`` lies in
-    ``src``'s memory, each result no longer than its row (computed in full first, so it
-    overwrites only rows already read). ``steps``: the :class:`_Steps` of each depth, shared
-    by the recursive calls. ``workers``: :class:`~mmtoolkit.threads.Workers` for the large
-    rows, ``k`` rows at once (each thread its own scratch and :class:`_Steps`), written after
-    all ``k`` are computed, so in place each overwrites only rows already read; the same
-    products as one by one. Rows built in a scratch run one at a time when ``k − 1`` more
-    scratches would exceed 1/16 of the data (a small first factor: large slabs)."""
+    """``R = ⊗ mats`` applied to every row (slab) of ``src``, written as the rows of ``dst``
+    (in ``src``'s memory with ``overwrite``): small rows in groups (:class:`_Steps`), large
+    ones by :func:`_apply_lean` on ``workers``. ``steps``: the :class:`_Steps` per depth."""
     t_in, t_out = math.prod(in_sizes), math.prod(out_sizes)
     rest = (mats, in_sizes, out_sizes, transpose)
     if len(mats) > 1 and max(t_in, t_out) > SLAB_ENTRIES:  # row by row, each one lean
@@ -134,19 +117,9 @@ def _apply_rows(
 
 
 def _apply_lean(x, mats, in_sizes, out_sizes, transpose, buf=None, overwrite=False, steps=None):
-    """``(A_1 ⊗ R) x`` for one vector with a single array of the size of the result:
-    ``R = A_2 ⊗ ... ⊗ A_d`` is applied to the slabs ``x[i]`` (``N/n_1`` cells
-    each; :func:`_apply_rows`), its results stored as the rows of a buffer of
-    ``max(n_1, m_1)`` rows, and then ``A_1`` acts along the rows in place, a block of
-    columns at a time (block ``c`` of the result overwrites only block ``c`` of its input,
-    read first). The products are the same as kmatvec's (R before A_1, the last factor
-    first), so the result agrees with it up to float rounding.
-
-    ``buf``: where to build the result (at least ``max(n_1, m_1)·|R x[i]|`` entries; default a
-    new array of ``x``'s float dtype). ``overwrite=True``: ``x``'s own memory is the buffer
-    (the caller gives ``x`` up and checked :func:`_fits_in_place`): slab ``i``'s result,
-    computed in full before it is written, lands at offset ``i·|R x[i]| ≤ i·|x[i]|``, so it
-    overwrites only slabs already read. Returns the result, a 1-D view of the buffer."""
+    """``(A_1 ⊗ R) x`` for one vector with a single array of the result's size (the lean path:
+    docs/algorithms/implicit-algebra.md). ``buf``: where to build it; ``overwrite=True``: in ``x``'s
+    memory (checked by :func:`_fits_in_place`). Returns a 1-D view of the buffer."""
     n_in, n_out = in_sizes[0], out_sizes[0]
     t_in, t_out = math.prod(in_sizes[1:]), math.prod(out_sizes[1:])
     own = buf is None and not overwrite
@@ -163,8 +136,6 @@ def _apply_lean(x, mats, in_sizes, out_sizes, transpose, buf=None, overwrite=Fal
                     workers)  # fmt: skip
         rows_out = buf[: n_out * t_out].reshape(n_out, t_out)
         first = mats[0].T if transpose else mats[0]
-        # wider blocks over the whole result (rows far apart in memory stream better in
-        # longer runs), cache-sized ones within a slab
         width = max(1, (COLUMN_ENTRIES if top else BLOCK_ENTRIES) // max(n_in, n_out))
         starts = range(0, t_out, width)
 
@@ -188,13 +159,8 @@ def _apply_lean(x, mats, in_sizes, out_sizes, transpose, buf=None, overwrite=Fal
 
 
 def _apply_pidentity_first(x, mats, in_sizes, out_sizes, each=None, out=None):
-    """``(A_1 ⊗ R) x`` for one vector when ``A_1 = [I; Θ] D`` is a p-Identity (HDMM Def. 9),
-    its result finished slab by slab in order: ``v = (ΘD) x`` first (one GEMM
-    over ``x``, ``p`` slabs), then slab ``i < n`` of the result is ``R x[i] / s_i`` and slab
-    ``n + k`` is ``R v_k`` (:func:`_apply_rows`), each written once into the new result
-    and handed to ``each`` (e.g. a noise stream's ``add``) while it is in cache. The same
-    products as kmatvec's up to the order of the sums. Returns the result (1-D), built in
-    ``out`` when given (``m·|R x[i]|`` entries of ``x``'s float dtype)."""
+    """``(A_1 ⊗ R) x`` for one vector when ``A_1`` is a p-Identity (HDMM Def. 9), finished slab
+    by slab in order, each slab handed to ``each`` while in cache; built in ``out`` if given."""
     A1 = mats[0]
     n, m = A1.n, A1.shape[0]
     t_in, t_out = math.prod(in_sizes[1:]), math.prod(out_sizes[1:])
@@ -219,9 +185,7 @@ def _apply_pidentity_first(x, mats, in_sizes, out_sizes, each=None, out=None):
 
 
 def _pidentity_first(mats, in_sizes) -> bool:
-    """Whether :func:`_apply_pidentity_first` serves a product of one large vector: the
-    first factor is a p-Identity and its ``v = ΘD x`` (``p/n`` of the data) costs at most
-    1/16 of the data (a binary first attribute would hold 0.5 N more: the lean path then)."""
+    """Whether :func:`_apply_pidentity_first` serves one large vector (``ΘD x`` ≤ 1/16 of it)."""
     N = math.prod(in_sizes)
     return (
         len(mats) > 1
@@ -232,15 +196,12 @@ def _pidentity_first(mats, in_sizes) -> bool:
 
 
 def _float_dtype(x) -> np.dtype:
-    """float32 for float32 data (the opt-in float32 path, see ``mechanism.measure``), else
-    float64."""
+    """float32 for float32 data (the opt-in float32 path), else float64."""
     return np.dtype(np.float32) if x.dtype == np.float32 else np.dtype(np.float64)
 
 
 def _fits_in_place(in_sizes, out_sizes) -> bool:
-    """Whether :func:`_apply_lean` can build the result in its input's memory (its first
-    level; deeper levels use a slab-sized scratch): result slabs no longer than input slabs,
-    and the row buffer no longer than the input."""
+    """Whether :func:`_apply_lean` can build the result in its input's memory."""
     n_in, n_out = in_sizes[0], out_sizes[0]
     t_in, t_out = math.prod(in_sizes[1:]), math.prod(out_sizes[1:])
     return t_out <= t_in and max(n_in, n_out) * t_out <= n_in * t_in
@@ -265,8 +226,11 @@ class Kronecker(Matrix):
             math.prod(f.shape[1] for f in factors),
         )
 
-    # kmatvec (HDMM App. A.5): for i = d..1, Y <- A_i @ reshape(Y, (-1, n_i)).T ; the new
-    # axis lands in front, so after d steps the axes are back in order (extra columns last).
+    @property
+    def _sizes(self) -> tuple[list[int], list[int]]:
+        """The factors' column counts and row counts."""
+        return [f.shape[1] for f in self.factors], [f.shape[0] for f in self.factors]
+
     def _apply(self, X, mats, in_sizes, out_sizes, transpose):
         if X.shape[1] == 1 and len(mats) > 1 and math.prod(in_sizes) > BLOCK_ENTRIES:
             if not transpose and _pidentity_first(mats, in_sizes):
@@ -275,10 +239,7 @@ class Kronecker(Matrix):
         return _apply_steps(X, mats, in_sizes, out_sizes, transpose)
 
     def answers_streamed(self, x, each, out=None):
-        # slab by slab when the first factor is a p-Identity; into a given `out`
-        # also by the lean product, then handed to `each` whole
-        ins = [f.shape[1] for f in self.factors]
-        outs = [f.shape[0] for f in self.factors]
+        ins, outs = self._sizes
         if out is not None and (out.dtype != _float_dtype(x) or not out.flags.c_contiguous):
             return None
         if x.ndim == 1 and _pidentity_first(self.factors, ins):
@@ -291,11 +252,9 @@ class Kronecker(Matrix):
         return y
 
     def apply_overwrite(self, y):
-        # in place in y's memory when the lean path applies and fits
         if all(isinstance(f, Identity) for f in self.factors):
             return y
-        ins = [f.shape[1] for f in self.factors]
-        outs = [f.shape[0] for f in self.factors]
+        ins, outs = self._sizes
         lean = y.ndim == 1 and len(ins) > 1 and y.size > BLOCK_ENTRIES
         if (
             lean
@@ -309,22 +268,12 @@ class Kronecker(Matrix):
         return self @ y
 
     def _matmat(self, X):
-        return self._apply(
-            X,
-            self.factors,
-            [f.shape[1] for f in self.factors],
-            [f.shape[0] for f in self.factors],
-            False,
-        )
+        ins, outs = self._sizes
+        return self._apply(X, self.factors, ins, outs, False)
 
     def _rmatmat(self, Y):
-        return self._apply(
-            Y,
-            self.factors,
-            [f.shape[0] for f in self.factors],
-            [f.shape[1] for f in self.factors],
-            True,
-        )
+        ins, outs = self._sizes
+        return self._apply(Y, self.factors, outs, ins, True)
 
     @property
     def T(self):
@@ -352,8 +301,7 @@ class Kronecker(Matrix):
         ]
         return _kron_vectors(vecs, f"{what} of a Kronecker product")
 
-    def sensitivity(self, p=1):
-        # HDMM Thm 3: ||A_1 ⊗ ... ⊗ A_d|| = Π ||A_i|| for the max-column Lp norms.
+    def sensitivity(self, p=1):  # HDMM Thm 3
         return float(math.prod(f.sensitivity(p) for f in self.factors))
 
     def trace(self):
@@ -527,9 +475,7 @@ class StrategyFactor:
 
 
 class FactorPairs:
-    """The factor trace (``what="trace"``), row profile (``"profile"``) or its maximum
-    (``"max"``) of (workload factor, strategy factor) pairs, each computed once: a union of
-    many products repeats very few factors per attribute (the Kronecker routes' cache)."""
+    """The per-pair factor values (``"trace"``, ``"profile"``, ``"max"``) of the routes, cached."""
 
     def __init__(self):
         self._grams: dict = {}
@@ -561,8 +507,7 @@ class KroneckerRoute:
         self.pairs = FactorPairs()
 
     def _groups(self, factors):
-        """[(workload factor group, strategy factor)] for one term (the alignment of the
-        term's factor sizes with the strategy's is computed once per distinct size list)."""
+        """[(workload factor group, strategy factor)] for one term (alignments cached)."""
         if self.a_factors is None:
             return [(f, self._identity) for f in factors]
         sizes = tuple(f.shape[1] for f in factors)
@@ -633,8 +578,6 @@ class KroneckerRoute:
         return np.concatenate(parts)
 
     def max_profile(self) -> float:
-        # every group's profile is non-negative, so the max of a Kronecker product of them is
-        # the product of their maxima (no per-query vector needed)
         best = 0.0
         for c, factors in self.terms:
             value = c

@@ -1,26 +1,12 @@
 """The marginals algebra (HDMM §6.3 and App. A.4), in spectral form.
 
-Attributes have sizes ``n_0..n_{d-1}``, ``N = Π n_i`` (a Python int: never an array of size N
-unless a product with an N-row array is asked for). A marginal is an int bitmask ``a``: bit
-``i`` set ⇔ attribute ``i`` is kept (``I``), unset ⇔ summed out (``1ᵀ``). Attribute 0 is the
-first Kronecker factor (the most significant axis of the C-order data vector).
+A marginal is an int bitmask over the attributes (bit ``i`` set: attribute ``i`` kept).
+:class:`Marginals` (weighted marginals), :class:`MarginalsGram` (``Σ_a v_a ℂ(a)``, kept as its
+spectrum on the residual subspaces ``P_B``), their error route (:class:`MarginalsRoute`, on
+the down-closure of the keys), the marginal tables of the data (:func:`marginal_tables`) and
+the pseudo-inverse in the marginal domain (:class:`MarginalsPinv`, :func:`expand_tables`).
 
-Spectral form. Write ``I = P⊥ + P1`` per attribute (``P1 = J/n``, ``P⊥ = I - J/n``, ``J`` the
-all-ones ``n x n``) and, for ``B ⊆ attributes``, ``P_B = ⊗_{i∈B} P⊥_i ⊗_{i∉B} P1_i``: the
-``P_B`` are orthogonal projectors, mutually orthogonal, summing to ``I_N``, of ranks
-``dim_B = Π_{i∈B}(n_i - 1)``. Since ``J = n P1``,
-
-    ℂ(a) = ⊗_i (I if i ∈ a else J) = (Π_{i∉a} n_i) Σ_{B ⊆ a} P_B,
-
-so ``𝔾(v) = Σ_a v_a ℂ(a) = Σ_B μ_B P_B`` with ``μ_B = Σ_{a ⊇ B} v_a Π_{i∉a} n_i``: a
-superset-sum ("zeta") transform of ``ṽ_a = v_a Π_{i∉a} n_i`` (and back by Möbius), both
-O(d 2^d). Products, pseudo-inverses and inverses of such Grams are pointwise on ``μ``.
-
-Down-closures. ``μ_B`` vanishes unless ``B`` is a subset of some key with ``v_a ≠ 0``, and a
-marginal workload only meets the ``P_B`` with ``B`` below its keys, so the error route of a
-Gram given by its keys (a marginals strategy's) works on the down-closure of the supports
-(:func:`closed_family`, :class:`SubsetLattice`): exact, and 277 subsets instead of 2^23 for
-the 2-way marginals of 23 attributes.
+User guide: docs/algorithms/marginals-algebra.md.
 """
 
 from __future__ import annotations
@@ -122,39 +108,32 @@ def _subspace_dims(sizes) -> np.ndarray:
     return out
 
 
-def superset_sum(f: np.ndarray, d: int) -> np.ndarray:
-    """``g[B] = Σ_{a ⊇ B} f[a]`` (zeta transform over supersets)."""
+def _bit_sweep(f: np.ndarray, d: int, into: int, op) -> np.ndarray:
+    """A copy of ``f`` with ``g[.., into, ..] op= g[.., 1-into, ..]`` for every bit ``i``."""
     g = np.array(f, dtype=float)
     for i in range(d):
         v = _bit_view(g, i)
-        v[:, 0, :] += v[:, 1, :]
+        op(v[:, into, :], v[:, 1 - into, :], out=v[:, into, :])
     return g
+
+
+def superset_sum(f: np.ndarray, d: int) -> np.ndarray:
+    """``g[B] = Σ_{a ⊇ B} f[a]`` (zeta transform over supersets)."""
+    return _bit_sweep(f, d, 0, np.add)
 
 
 def superset_mobius(g: np.ndarray, d: int) -> np.ndarray:
     """Inverse of :func:`superset_sum`."""
-    f = np.array(g, dtype=float)
-    for i in range(d):
-        v = _bit_view(f, i)
-        v[:, 0, :] -= v[:, 1, :]
-    return f
+    return _bit_sweep(g, d, 0, np.subtract)
 
 
 def subset_sum(f: np.ndarray, d: int) -> np.ndarray:
     """``g[E] = Σ_{a ⊆ E} f[a]``."""
-    g = np.array(f, dtype=float)
-    for i in range(d):
-        v = _bit_view(g, i)
-        v[:, 1, :] += v[:, 0, :]
-    return g
+    return _bit_sweep(f, d, 1, np.add)
 
 
 def projected_traces(sizes, traces, sums) -> np.ndarray:
-    """``tr(P_B Y)`` for every ``B``, for ``Y = Y_0 ⊗ ... ⊗ Y_{d-1}`` (HDMM App. A.4).
-
-    ``traces[i] = tr(Y_i)``, ``sums[i] = 1ᵀ Y_i 1``; ``tr(P1 Y_i) = s_i / n_i`` and
-    ``tr(P⊥ Y_i) = t_i - s_i / n_i``, so ``tr(P_B Y) = Π_{i∈B}(t_i - s_i/n_i) Π_{i∉B} s_i/n_i``.
-    """
+    """``tr(P_B Y)`` for all ``B`` from ``tr(Y_i)``, ``1ᵀY_i1`` of ``Y = ⊗ Y_i`` (HDMM App. A.4)."""
     sizes = _check_sizes(sizes)
     d = len(sizes)
     check_dim(d, "projected_traces")
@@ -173,13 +152,6 @@ def projected_traces(sizes, traces, sums) -> np.ndarray:
 
 
 # ============================================================ down-closed families of subsets
-# A family K of attribute subsets is *down-closed* when every subset of a member is a member.
-# The zeta transforms above restricted to such a K are exact: Σ_{a ⊇ B} f_a for B ∈ K only
-# meets a ∈ K when f vanishes outside K (a ⊇ B, a ∉ K ⇒ f_a = 0), and Σ_{B ⊆ E} g_B for E ∈ K
-# only meets B ∈ K. So Grams supported on low-order marginals, and workloads of low-order
-# marginals, are scored on the down-closure of their supports (277 of the 2^23 subsets for
-# all 2-way marginals of 23 attributes), never on a 2^d array.
-
 #: Number of live subspaces up to which the support check searches the dead subspaces best
 #: first instead of scanning all 2^d (:func:`_max_off_family`).
 MAX_SEARCHED_LIVE = 50_000
@@ -187,8 +159,7 @@ MAX_SEARCHED_LIVE = 50_000
 
 def closed_family(keys, d: int) -> np.ndarray:
     """A down-closed family containing ``keys``, as sorted bitmasks: their down-closure, or all
-    ``2^d`` subsets when the closure could be a quarter of them (then the dense transforms
-    are as cheap)."""
+    ``2^d`` subsets when it could be a quarter of them (the dense transforms are then as cheap)."""
     K = np.unique(np.fromiter(keys, dtype=np.int64))
     bound = sum(1 << int(k).bit_count() for k in K.tolist())
     if 4 * bound >= 1 << d:
@@ -219,9 +190,7 @@ def locate(keys: np.ndarray, wanted: np.ndarray) -> tuple[np.ndarray, np.ndarray
 
 
 class SubsetLattice:
-    """The subset-sum transforms restricted to a down-closed family ``keys`` (sorted bitmasks
-    over ``d`` attributes; see :func:`closed_family`). Values are arrays aligned with
-    ``keys``. On the full family the dense transforms run in place."""
+    """Subset-sum transforms on a down-closed family ``keys`` (sorted bitmasks), values aligned."""
 
     def __init__(self, keys: np.ndarray, d: int):
         self.keys, self.d = keys, d
@@ -241,35 +210,26 @@ class SubsetLattice:
         """``g_E = Σ_{B ⊆ E} f_B``."""
         return subset_sum(f, self.d) if self.full else self._sweep(f, down=False)
 
-    def _sweep(self, f, down: bool) -> np.ndarray:
+    def _sweep(self, f, down: bool, op=np.add) -> np.ndarray:
         g = np.array(f, dtype=float)
         for lo, hi in self._pairs:
             if down:
-                g[lo] += g[hi]
+                g[lo] = op(g[lo], g[hi])
             else:
-                g[hi] += g[lo]
+                g[hi] = op(g[hi], g[lo])
         return g
 
     def superset_min(self, f: np.ndarray) -> np.ndarray:
         """``g_B = min_{a ⊇ B} f_a`` (``f`` = +inf outside the family)."""
-        g = np.array(f, dtype=float)
         if self.full:
-            for i in range(self.d):
-                v = _bit_view(g, i)
-                np.minimum(v[:, 0, :], v[:, 1, :], out=v[:, 0, :])
-            return g
-        for lo, hi in self._pairs:
-            g[lo] = np.minimum(g[lo], g[hi])
-        return g
+            return _bit_sweep(f, self.d, 0, np.minimum)
+        return self._sweep(f, down=True, op=np.minimum)
 
 
 # ============================================================================ Marginal
 class Marginal(Kronecker):
-    """One marginal ``Q_a = ⊗_i (I_{n_i} if bit i of a else 1ᵀ_{n_i})`` (HDMM §6.3, App. A.4).
-
-    A :class:`Kronecker` whose factors are :class:`Identity` / :class:`Total`; attributes
-    ``sizes`` (tuple) and ``key`` (the bitmask; bit ``i`` ⇔ factor ``i`` kept).
-    """
+    """One marginal ``Q_a = ⊗_i (I_{n_i} if bit i of a else 1ᵀ_{n_i})`` (HDMM §6.3, App. A.4):
+    a :class:`Kronecker` of :class:`Identity` / :class:`Total` with ``sizes`` and ``key``."""
 
     def __init__(self, sizes, key):
         sizes = _check_sizes(sizes)
@@ -283,12 +243,8 @@ class Marginal(Kronecker):
 
 
 class MarginalFactors(Sequence):
-    """The factors of the marginal ``key`` on ``sizes`` (:class:`Identity` on its attributes,
-    :class:`Total` elsewhere), as :meth:`Marginals.kron_terms` lists them: shared per
-    attribute (``pairs[i] = (Total(n_i), Identity(n_i))``) and picked on access, so a union of
-    many marginals on many attributes lists its terms without an object per attribute and
-    term. ``marginal = (sizes, key)`` lets :mod:`~mmtoolkit.linalg.normal_form` read the term
-    without a pass over its factors."""
+    """The factors of the marginal ``key`` on ``sizes``, picked on access from the shared ``pairs``;
+    ``marginal = (sizes, key)`` for the normal form."""
 
     def __init__(self, sizes: tuple[int, ...], key: int, pairs):
         self.marginal = (sizes, key)
@@ -310,13 +266,7 @@ class MarginalFactors(Sequence):
 
 # =========================================================================== Marginals
 class Marginals(Matrix):
-    """Weighted marginals ``[θ_a Q_a]`` stacked in ascending key order (HDMM §6.3, App. A.4).
-
-    ``weights`` maps bitmask keys to weights ``θ_a`` (zeros dropped). ``gram()`` is
-    ``MarginalsGram(v)`` with ``v_a = θ_a²`` (``Q_aᵀQ_a = ℂ(a)``); ``pinv = (AᵀA)⁺ Aᵀ``; every
-    column meets each marginal exactly once, so ``colnorm_p = Σ_a |θ_a|^p``. Shapes are Python
-    ints: ``(Σ_a Π_{i∈a} n_i, Π_i n_i)``.
-    """
+    """Weighted marginals ``[θ_a Q_a]``, keys ascending (HDMM §6.3, App. A.4): ``{key: θ_a}``."""
 
     def __init__(self, sizes, weights):
         self.sizes = _check_sizes(sizes)
@@ -386,19 +336,13 @@ class Marginals(Matrix):
         check_p(p)  # a row of marginal a sums Π_{i∉a} n_i cells with weight θ_a
         check_dense_size(self.shape[0], 1, "row norms of Marginals")
         return np.concatenate(
-            [
-                np.full(
-                    _kept_rows(self.sizes, key),
-                    abs(t) ** p * (self.shape[1] // _kept_rows(self.sizes, key)),
-                )
-                for key, t in self.weights.items()
-            ]
+            [np.full(r, abs(t) ** p * (self.shape[1] // r))
+             for t, r in zip(self.weights.values(), self._rows, strict=True)]
         )
 
     def dense(self):
         check_dense_size(*self.shape, "dense() of Marginals")
         return np.vstack([theta * blk.dense() for theta, blk in self.blocks()])
-
 
     # ---------------------------------------------------------------- strategy kind
     @functools.cached_property
@@ -412,7 +356,7 @@ class Marginals(Matrix):
             for key, theta in self.weights.items()
         ]
 
-    def frobenius_sq(self):  # each marginal has exactly one 1 per column
+    def frobenius_sq(self):
         return float(sum(t * t for t in self.weights.values())) * float(self.shape[1])
 
     def pinv_operator(self):
@@ -447,13 +391,7 @@ class Marginals(Matrix):
 
     def workload_answers(self, W, y):
         """``W A⁺ y`` for a marginals workload ``W`` without the ``N``-cell ``x̂`` (HDMM §6.3,
-        App. A.4 spectral form); None for any other workload.
-
-        With ``(AᵀA)⁺ = Σ_B μ_B⁺ P_B`` and ``Q_T P_B Q_Sᵀ = 0`` unless ``B ⊆ S ∩ T``, the answer on
-        the marginal ``T`` is ``(Π_{i∉T} n_i) Σ_{B⊆T} μ_B⁺ ⊗_{i∈B} P⊥_i z_B`` broadcast over
-        ``T \\ B``, where ``z_B = Σ_{S⊇B} θ_S · mean_{S\\B}(y_S)`` (the noisy tables averaged
-        down to ``B``). ``y``: one release or ``m_A x R``.
-        """
+        App. A.4), ``y`` one release or ``m_A x R``; None for any other workload."""
         w, wbase = peel(as_matrix(W))
         if not isinstance(wbase, Marginals):
             return None
@@ -490,26 +428,19 @@ class Marginals(Matrix):
         return f"Marginals(sizes={self.sizes}, {len(self.keys)} marginals)"
 
 
-#: Tables of at most this many cells are summed over several attributes at once; larger ones
-#: one attribute at a time through an intermediate table (see :func:`table_plan`).
+#: Larger tables are reduced one attribute at a time (:func:`table_plan`).
 PLAN_DIRECT_CELLS = 1 << 16
-#: Entries of the chunk of a table that the compiled kernels read for several of its
-#: children at once (second-level cache).
+#: Entries of a table's chunk read for several children at once (second-level cache).
 CHUNK_ENTRIES = 1 << 17
 #: Entries of a table per piece of work of one thread (the compiled kernels).
 PIECE_ENTRIES = 1 << 22
-#: The children of a table computed (or added back) together hold at most this fraction of
-#: its cells, so a marginals release's tables stay a fraction of an N-vector.
+#: Fraction of a table's cells its children computed together may hold.
 GROUP_FRACTION = 0.25
 
 
 def table_plan(sizes, keys) -> list[tuple[int, int]]:
-    """How to compute the marginal tables ``keys`` of the data: ``[(key, parent)]``
-    in computation order, each table the sum of its ``parent`` over the attributes it drops
-    (``parent`` = all attributes: the data). The parent is the smallest table already planned
-    that contains the key; a table larger than :data:`PLAN_DIRECT_CELLS` is reduced one
-    attribute (its highest) at a time, and the intermediate tables this plans are shared by
-    later keys, so the ≤3-way marginals of ``[10]^8`` read the data 4 times, not 93."""
+    """``[(key, parent)]`` in computation order for the marginal tables ``keys`` of the data
+    (docs/algorithms/marginals-algebra.md, "Marginal tables of the data")."""
     full = (1 << len(sizes)) - 1
     planned = {full}
     order = []
@@ -540,14 +471,8 @@ def _children(plan) -> dict[int, list[int]]:
 
 
 def _child_groups(sizes, parent: int, children) -> list[tuple[int | None, list]]:
-    """The ``children`` of ``parent``'s table (from :func:`_children`) in groups computed, or
-    added back, together: ``[(inner, [(child, (a, n, b))])]`` — a chunk of ``inner``
-    consecutive entries of the parent's table is ``a x n x b`` for a child that drops its
-    axis ``n`` (one attribute), the chunk at most :data:`CHUNK_ENTRIES` entries unless one
-    child alone needs more (it stays in cache while every child of its group reads it), the
-    group's tables at most :data:`GROUP_FRACTION` of the parent's cells unless one alone is
-    more; innermost dropped axis first. A child dropping several attributes (of a small
-    table) is a group of its own, ``(None, [(child, None)])``."""
+    """The ``children`` of ``parent``'s table in groups computed, or added back, together:
+    ``[(inner, [(child, (a, n, b))])]``; ``(None, [(child, None)])`` for a multi-attribute drop."""
     attrs = key_attrs(parent, len(sizes))
     shape = [sizes[i] for i in attrs]
     cells = math.prod(shape)
@@ -571,8 +496,7 @@ def _child_groups(sizes, parent: int, children) -> list[tuple[int | None, list]]
 
 
 def _chunk_geometry(shape, members) -> tuple[int, list]:
-    """``(inner, [(child, (a, n, b))])`` of children ``members`` (``[(dropped axis, key)]``)
-    of a table of ``shape`` (see :func:`_child_groups`)."""
+    """``(inner, [(child, (a, n, b))])`` of ``members`` ``[(dropped axis, key)]`` of a table."""
     h = min(axis for axis, _ in members)
     geo = [(key, (math.prod(shape[h:axis]), shape[axis], math.prod(shape[axis + 1 :])))
            for axis, key in members]  # fmt: skip
@@ -580,10 +504,7 @@ def _chunk_geometry(shape, members) -> tuple[int, list]:
 
 
 def _fused(inner, cells: int, columns: int, *tables: np.ndarray) -> bool:
-    """Whether the compiled kernels (:mod:`mmtoolkit.linalg.kernels`) sum or expand a group
-    of children of a table of ``cells`` entries (one pass over it; :func:`_child_groups`):
-    children dropping one attribute each, a large table of one column, every array float64
-    (the numpy path otherwise)."""
+    """Whether the compiled kernels take a group (one-attribute drops, large one-column table)."""
     return (
         inner is not None
         and cells > PLAN_DIRECT_CELLS
@@ -594,10 +515,8 @@ def _fused(inner, cells: int, columns: int, *tables: np.ndarray) -> bool:
 
 
 def _run_chunks(kernel, flat: np.ndarray, inner: int, geo, arrays, *args) -> None:
-    """``kernel(flat, inner, geo, arrays, o0, o1, *args)`` over every chunk of ``inner``
-    entries of the flat table, in pieces of about :data:`PIECE_ENTRIES` entries (cut the
-    same way for any number of threads; each piece writes its own chunks of the outputs) on
-    :func:`~mmtoolkit.threads.worker_threads` threads."""
+    """``kernel(flat, inner, geo, arrays, o0, o1, *args)`` over the chunks of the flat table,
+    in pieces of :data:`PIECE_ENTRIES` entries (cut alike for any thread count) on threads."""
     outer = flat.size // inner
     step = max(1, PIECE_ENTRIES // inner)
     starts = list(range(0, outer, step))
@@ -615,9 +534,7 @@ def _run_chunks(kernel, flat: np.ndarray, inner: int, geo, arrays, *args) -> Non
 
 
 def _sum_group(sizes, parent: int, table: np.ndarray, inner, geo) -> dict[int, np.ndarray]:
-    """The tables of one group of children of ``parent`` (:func:`_child_groups`), summed
-    from its ``table`` (with a trailing column axis): by the compiled kernels in one pass
-    over it (:func:`_fused`), else one numpy sum per child."""
+    """The tables of one group of children, summed from ``parent``'s ``table``."""
     d = len(sizes)
     if not (_fused(inner, table.size, table.shape[-1], table) and table.flags.c_contiguous):
         attrs = key_attrs(parent, d)
@@ -634,14 +551,8 @@ def _sum_group(sizes, parent: int, table: np.ndarray, inner, geo) -> dict[int, n
 
 
 def marginal_tables(sizes, X, keys) -> dict[int, np.ndarray]:
-    """The marginal tables ``{key: Q_key X}`` of ``X`` (``N x k``, the cells in C order over
-    ``sizes``), each of shape ``(n_i for i in key) + (k,)``: every table summed
-    from its smallest computed superset table along :func:`table_plan` — a few passes over the
-    data, the rest over tables at least one attribute smaller; the children of a table in
-    the groups of :func:`_child_groups` (with the compiled kernels,
-    :mod:`mmtoolkit.linalg.kernels`, each group in one pass over it), depth first, and
-    intermediate tables dropped once used. The key of all attributes is ``X`` itself
-    (reshaped, not copied)."""
+    """The marginal tables ``{key: Q_key X}`` of ``X`` (``N x k``, cells in C order over ``sizes``),
+    each of shape ``(n_i for i in key) + (k,)``, computed along :func:`table_plan`."""
     sizes = _check_sizes(sizes)
     k = X.shape[1]
     full = (1 << len(sizes)) - 1
@@ -654,9 +565,7 @@ def marginal_tables(sizes, X, keys) -> dict[int, np.ndarray]:
 
 
 def _sum_children(sizes, parent: int, children: dict, tables: dict, keys: set) -> None:
-    """The tables below ``parent``'s (in ``tables``) along ``children`` (:func:`_children`),
-    depth first, group by group (:func:`_child_groups`); intermediate tables (not in
-    ``keys``) dropped once their own children are computed."""
+    """The tables below ``parent``'s, depth first; intermediate ones (not in ``keys``) dropped."""
     for inner, geo in _child_groups(sizes, parent, children.get(parent, ())):
         tables.update(_sum_group(sizes, parent, tables[parent], inner, geo))
         for key, _ in geo:
@@ -666,12 +575,8 @@ def _sum_children(sizes, parent: int, children: dict, tables: dict, keys: set) -
 
 
 class Residuals:
-    """The noisy marginals ``y`` of a weighted-marginals strategy projected on each residual
-    subspace (HDMM App. A.4): ``z_B = Σ_{S⊇B} θ_S mean_{S\\B}(y_S)`` centred on every axis of
-    ``B`` (``P_B Aᵀ y`` is ``z_B`` broadcast over the other attributes); ``self[B]`` is
-    ``z_B`` as a table over ``B`` with a trailing column axis (cached). ``mu_pinv``: the
-    nonzero spectrum of ``(AᵀA)⁺``, ``{B: 1/μ_B}`` over the live residuals
-    (``MarginalsGram.live_spectrum``: on the down-closure of the keys, no 2^d array)."""
+    """The noisy marginals projected on each residual subspace (HDMM App. A.4): ``self[B]`` is
+    ``z_B`` over ``B``, trailing column axis (cached); ``mu_pinv``: ``{B: 1/μ_B}``, live ``B``."""
 
     def __init__(self, A: Marginals, Y: np.ndarray):
         self.sizes, self.d, self.R = A.sizes, A.d, Y.shape[1]
@@ -698,8 +603,8 @@ class Residuals:
         return z
 
     def mean(self, S: int, B: int) -> np.ndarray:
-        """The mean of ``S``'s noisy table over ``S \\ B``, from the (cached) mean over one
-        attribute fewer: all subsets of a big table cost a few passes over it, not one each."""
+        """The mean of ``S``'s noisy table over ``S \\ B``, from the cached mean over one
+        attribute fewer."""
         if B == S:
             return self.tables[S][1]
         m = self._means.get((S, B))
@@ -717,10 +622,8 @@ def _broadcast_shape(sizes, key: int, within: int, R: int) -> tuple[int, ...]:
 
 
 def _between_sums(mu: dict, S: int, d: int):
-    """``(C, c_{S,C})`` for every ``C ⊆ S`` with ``c ≠ 0``, where
-    ``c_{S,C} = Σ_{C⊆B⊆S} (−1)^{|B\\C|} μ[B]`` (``mu``: ``{B: μ_B}``, absent keys 0): the
-    superset Möbius transform of ``μ`` restricted to the subsets of ``S`` (``|S|·2^|S|``
-    operations)."""
+    """``(C, c_{S,C})`` for every ``C ⊆ S`` with ``c_{S,C} = Σ_{C⊆B⊆S} (−1)^{|B\\C|} μ[B]``
+    nonzero (``mu``: ``{B: μ_B}``, absent keys 0)."""
     attrs = key_attrs(S, d)
     keys = np.zeros(1 << len(attrs), dtype=np.int64)
     for j, i in enumerate(attrs):  # local mask (bit j = attribute attrs[j]) -> global key
@@ -734,13 +637,7 @@ def _between_sums(mu: dict, S: int, d: int):
 
 
 class MarginalsPinv(Matrix):
-    """``A⁺ = (AᵀA)⁺ Aᵀ`` of weighted marginals, applied in the marginal domain (HDMM §6.3,
-    App. A.4): ``A⁺ y = Σ_B μ_B⁺ P_B Aᵀ y`` and ``P_B Aᵀ y`` is the small table
-    ``z_B`` (:class:`Residuals`) broadcast over the attributes outside ``B``. The tables
-    ``μ_B⁺ z_B`` are expanded to the ``N`` cells along :func:`table_plan` in reverse (each
-    table added into its parent),
-    so ``x̂`` is the only ``N``-cell array and is written in a few passes (4 for the ≤3-way
-    marginals of ``[10]^8``). Equal to ``Product(gram().pinv(), A.T)`` up to float rounding."""
+    """``A⁺ = (AᵀA)⁺ Aᵀ`` of weighted marginals in the marginal domain (HDMM §6.3, App. A.4)."""
 
     def __init__(self, A: Marginals):
         self.A = A
@@ -748,12 +645,7 @@ class MarginalsPinv(Matrix):
 
     def tables(self, Y) -> dict[int, np.ndarray]:
         """The small tables ``t_C`` with ``A⁺ Y = Σ_C Q_Cᵀ t_C`` (each over ``C``'s attributes
-        with a trailing column axis; :func:`expand_tables` adds each into its parent along
-        :func:`table_plan` and broadcasts them to the cells), in closed form with no centring:
-        the centred ``z_B = ⊗_{i∈B}(I − avg_i) Σ_{S⊇B} θ_S mean_{S\\B}(y_S)`` expand into the
-        means ``m_{S,C} = mean_{S\\C}(y_S)`` of the measured tables, so
-        ``t_C = Σ_{S⊇C} θ_S c_{S,C} m_{S,C}`` with ``c_{S,C} = Σ_{C⊆B⊆S} (−1)^{|B\\C|} μ_B⁺``
-        (a Möbius transform of the spectrum over the subsets of ``S``)."""
+        with a trailing column axis), in closed form with no centring."""
         res = Residuals(self.A, Y)
         acc = {}
         for S, (theta, _) in res.tables.items():
@@ -779,13 +671,8 @@ class MarginalsPinv(Matrix):
 
 
 def expand_tables(sizes, tables, consume: bool = False) -> np.ndarray:
-    """``Σ_a Q_aᵀ t_a`` as a tensor of shape ``sizes + (R,)`` for tables ``{a: t_a}`` (each over
-    ``a``'s attributes with a trailing axis of ``R`` columns; HDMM App. A.4): the tables are
-    added into their parents along :func:`table_plan` in reverse (each table completed, depth
-    first, before it is added), so the result is the only array of that size and is written
-    in a few passes — one per group of :func:`_child_groups` with the compiled kernels
-    (:mod:`mmtoolkit.linalg.kernels`), one per child otherwise. The input tables are modified
-    in place only with ``consume=True``."""
+    """``Σ_a Q_aᵀ t_a`` of shape ``sizes + (R,)`` for tables ``{a: t_a}`` (HDMM App. A.4), along
+    :func:`table_plan` in reverse; the tables are modified in place only with ``consume=True``."""
     sizes = _check_sizes(sizes)
     if not tables:
         raise ValueError("expand_tables needs at least one table")
@@ -797,9 +684,7 @@ def expand_tables(sizes, tables, consume: bool = False) -> np.ndarray:
 
 
 def _add_children(sizes, parent: int, children: dict, acc: dict, own: set, R: int) -> None:
-    """Complete ``parent``'s table in ``acc``: every table below it along ``children``
-    (:func:`_children`) completed first, depth first, and added to it group by group
-    (:func:`_child_groups`, :func:`_add_group`)."""
+    """Complete ``parent``'s table in ``acc`` from the tables below it, depth first."""
     for inner, geo in _child_groups(sizes, parent, children.get(parent, ())):
         for key, _ in geo:
             _add_children(sizes, key, children, acc, own, R)
@@ -808,11 +693,8 @@ def _add_children(sizes, parent: int, children: dict, acc: dict, own: set, R: in
 
 
 def _add_group(sizes, parent: int, inner, group, acc: dict, own: set, R: int) -> None:
-    """``acc[parent] += Σ Q_cᵀ t_c`` over one group of children (``[(c, (a, n, b), t_c)]``,
-    :func:`_child_groups`; each table broadcast along the attributes of ``parent`` that
-    ``c`` drops), added in that order; a parent not in ``acc`` is written by the first, a
-    given one (not in ``own``) copied first. By the compiled kernels in one pass over the
-    parent (:func:`_fused`), else one numpy pass per child."""
+    """``acc[parent] += Σ Q_cᵀ t_c`` over one group of children ``[(c, (a, n, b), t_c)]``; a
+    parent not in ``acc`` is written by the first, a given one (not in ``own``) copied."""
     shape = _broadcast_shape(sizes, parent, parent, R)
     given = acc.get(parent)
     tables = [t for _, _, t in group]
@@ -842,26 +724,15 @@ def _add_group(sizes, parent: int, inner, group, acc: dict, own: set, R: int) ->
 
 
 def _kernel_input(table: np.ndarray) -> np.ndarray:
-    """A float64 table as the kernels read it: flat, C-ordered and writeable (every table
-    of one call has the same type), copied only when it is not already."""
+    """A float64 table flat, C-ordered and writeable, copied only when it is not already."""
     flat = np.ascontiguousarray(table).reshape(-1)
     return flat if flat.flags.writeable else flat.copy()
 
 
 # ======================================================================= MarginalsGram
 class MarginalsGram(Matrix):
-    """``𝔾(v) = Σ_a v_a ℂ(a)``, ``ℂ(a) = ⊗_i (I if bit i of a else J)`` (HDMM §6.3, App. A.4).
-
-    Kept as the coefficient vector ``v`` (length 2^d) and its spectrum ``μ`` (eigenvalue on the
-    residual subspace ``S_B``, multiplicity ``dim_B``). Products of two such Grams, the
-    pseudo-inverse and the inverse are again ``MarginalsGram`` (pointwise on ``μ``);
-    ``trace = Σ_B μ_B dim_B = N Σ_a v_a``; ``diag`` is the constant ``Σ_a v_a``.
-
-    ``v`` is a length-2^d array or a mapping ``{key: v_key}`` of the nonzero coefficients (a
-    marginals strategy's Gram: ``{a: θ_a²}``). A Gram given by a mapping keeps it, and its
-    error route (:meth:`live_spectrum`) works on the down-closure of those keys; the dense
-    ``v`` and ``spectrum()`` are built only when asked for.
-    """
+    """``𝔾(v) = Σ_a v_a ℂ(a)``, ``ℂ(a) = ⊗_i (I if bit i of a else J)`` (HDMM §6.3, App. A.4);
+    ``v``: a length-2^d array, or a mapping ``{key: v_key}`` (kept: the closure route)."""
 
     def __init__(self, sizes, v):
         self.sizes = _check_sizes(sizes)
@@ -947,10 +818,7 @@ class MarginalsGram(Matrix):
         return self._mu.copy()
 
     def live_spectrum(self) -> tuple[np.ndarray, np.ndarray]:
-        """``(B, μ_B)`` over the *live* residual subspaces — ``dim_B > 0`` and
-        ``|μ_B| > PINV_RTOL · max|μ|``, the only ones where ``𝔾⁺`` is nonzero — with ``B``
-        ascending. ``μ`` vanishes off the down-closure of the coefficient keys, so a Gram
-        given by a mapping is transformed on that closure only (exact, no 2^d array)."""
+        """``(B, μ_B)`` over the live residual subspaces, ``B`` ascending (keys' down-closure)."""
         sizes = self.sizes
         if not self._sparse:
             mu = self.spectrum()
@@ -1047,10 +915,7 @@ class MarginalsGram(Matrix):
         return np.full(self.shape[0], self._coef_sum())
 
     def colnorm_p(self, p):
-        # Every column is a permutation of column 0 (𝔾 commutes with per-attribute
-        # permutations). (𝔾 e_0)[x] = Σ_{a ⊆ E(x)} v_a with E(x) = {i : x_i = 0}, and
-        # Π_{i∉E}(n_i - 1) cells x have E(x) = E exactly.
-        check_p(p)
+        check_p(p)  # every column a permutation of column 0 (the guide's derivation)
         g = np.abs(subset_sum(self.v, self.d))
         count = self.dims()[::-1]  # dims of the complement of E
         return float(np.sum((g if p == 1 else g * g) * count))
@@ -1068,9 +933,7 @@ class MarginalsGram(Matrix):
         return self.spectrum()[self._bidx]
 
     def _matmat(self, X):
-        # The orthonormal DCT-II basis of R^n starts with the constant vector, so in the
-        # per-axis DCT basis every P_B is a coordinate projector: scale by μ_B, transform back.
-        k = X.shape[1]
+        k = X.shape[1]  # in the per-axis DCT-II basis every P_B is a coordinate projector
         T = np.array(X, dtype=float).reshape(self.sizes + (k,))
         for i, n in enumerate(self.sizes):
             if n > 1:
@@ -1104,15 +967,8 @@ def _row_split(f: Matrix) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _max_off_family(alpha, beta, sizes, live: np.ndarray) -> float:
-    """``max Π_{i∈B} α_i Π_{i∉B} β_i`` over the dead subspaces ``B`` (``dim_B > 0``, ``B`` not in
-    the sorted ``live``), for ``α, β ≥ 0``; 0.0 if there is none.
-
-    With ``B*`` the unconstrained maximiser and ``r_i = min(α_i, β_i) / max(α_i, β_i)``, every
-    ``B`` is ``B* Δ X`` with value ``f(B*) Π_{i∈X} r_i``: the flip sets ``X`` are enumerated best
-    first (a heap over sorted ratios: each set once, values non-increasing), so at most
-    ``|live| + 1`` sets are popped before a dead one. Past :data:`MAX_SEARCHED_LIVE` live
-    subspaces all 2^d values are scanned instead.
-    """
+    """``max Π_{i∈B} α_i Π_{i∉B} β_i`` over the dead subspaces ``B`` (not in sorted ``live``), for
+    ``α, β ≥ 0``, by a best-first search (docs/algorithms/marginals-algebra.md); 0.0 if none."""
     d = len(sizes)
     free = [i for i, n in enumerate(sizes) if n > 1]  # dim_B > 0 ⇔ B ⊆ free
     if live.size >= 1 << len(free):
@@ -1157,11 +1013,7 @@ def _max_off_family(alpha, beta, sizes, live: np.ndarray) -> float:
 
 
 def sparse_kron_apply(mats, keys: np.ndarray, values: np.ndarray) -> np.ndarray:
-    """``(M_0 ⊗ ... ⊗ M_{d-1}) μ`` for ``r_i x 2`` matrices ``M_i`` and a vector ``μ`` over the
-    bitmasks ``B`` (column ``b_i`` of factor ``i`` is bit ``i`` of ``B``), given on ``keys`` only
-    (zero elsewhere): the output row ``(j_0, ..., j_{d-1})`` (C order) is
-    ``Σ_B μ_B Π_i M_i[j_i, b_i]``. One-row factors are contracted in one pass, then one attribute
-    at a time from the last, merging keys that agree on the attributes still open."""
+    """``(M_0 ⊗ ... ⊗ M_{d-1}) μ`` for ``r_i x 2`` matrices and ``μ`` given on bitmask ``keys``."""
     d = len(mats)
     K = np.asarray(keys, dtype=np.int64)
     V = np.asarray(values, dtype=float)[:, None]
@@ -1199,20 +1051,8 @@ def _merge_keys(K: np.ndarray, V: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 class MarginalsRoute:
-    """Union of Kronecker products × a strategy whose ``gram()`` is a MarginalsGram 𝔾 (e.g.
-    weighted marginals 𝕄(θ), 𝔾 = 𝔾(θ²)); HDMM §6.3, App. A.4.
-
-    𝔾⁺ is the scalar μ_B⁺ on each residual subspace S_B, nonzero only on the live ``B``
-    (:meth:`MarginalsGram.live_spectrum`), so tr(WᵀW 𝔾⁺) = Σ_{B live} μ_B⁺ tr(P_B WᵀW) and a
-    query w = ⊗w_i has variance Σ_{B live} μ_B⁺ Π_{i∈B} ||w_i − mean||² Π_{i∉B} ||mean of w_i||².
-
-    Marginal workload terms (Identity / Total factors, key T, squared weight c) are scored on
-    the down-closure of the workload's keys: every cell of T has the variance
-    ``c (Π_{i∉T} n_i / Π_{i∈T} n_i) Σ_{B⊆T} μ_B⁺ dim_B`` (a subset sum), the trace is
-    ``Σ_B μ_B⁺ dim_B μ^W_B`` (μ^W the workload Gram's spectrum, a superset sum), and T is
-    supported unless a dead ``B ⊆ T`` holds a fraction ``dim_B / Π_{i∈T} n_i`` of a query's
-    norm above SUPPORT_RTOL (a superset minimum). No step touches all 2^d subsets.
-    """
+    """Union of Kronecker products × a strategy whose ``gram()`` is a MarginalsGram (HDMM §6.3,
+    App. A.4; docs/algorithms/marginals-algebra.md, "The error route")."""
 
     @classmethod
     def build(cls, W: Matrix, gram: MarginalsGram):
@@ -1236,8 +1076,7 @@ class MarginalsRoute:
         return self._splits[id(f)][1]
 
     def _marginal_part(self):
-        """The workload's marginal keys on their down-closure K: ``(lattice, μ⁺ on K, dim on K,
-        per-key positions)``."""
+        """``(lattice, μ⁺, dim)`` on the down-closure K of the workload's marginal keys."""
         if self._marginal is None:
             d = len(self.sizes)
             keys = np.array(sorted({k for k in self.keys if k is not None}), dtype=np.int64)
@@ -1287,8 +1126,7 @@ class MarginalsRoute:
                     break  # a zero factor: the term is zero
                 fracs.append(t[live] / q[live])
             else:
-                # max over the term's rows of the fraction of ||w||² in a dead S_B factorises:
-                # Π_{i∈B} max τ_i · Π_{i∉B} max (1 − τ_i)
+                # the worst fraction of ||w||² in a dead S_B factorises (the guide)
                 alpha = tuple(float(f.max()) for f in fracs)
                 beta = tuple(float(1 - f.min()) for f in fracs)
                 if (alpha, beta) in seen:

@@ -1,25 +1,11 @@
 """A workload's normal form: its rows as weighted Kronecker terms, each factor with its kind.
 
-Every reader that recognises a workload's structure — a union of marginals (Datacube, the
-SVD bound, ResidualPlanner), ranges and prefixes per attribute (the labelled tables of a
-release), per-factor closed forms (Fourier coefficients, HDMM's default ``p``) — reads it
-here instead of asking what class the workload is. :func:`normal_form` builds it from the
-kinds' own methods: :meth:`Matrix.kron_terms` (squared weights and factors, in row order),
-``kron_terms(signed=True)`` (the weights' signs) and each factor's ``factor_kind``:
+Every reader that recognises a workload's structure (a union of marginals, ranges and
+prefixes per attribute, per-factor closed forms) reads :func:`normal_form` instead of asking
+what class the workload is: :class:`Term` lists, built from :meth:`Matrix.kron_terms` and each
+factor's ``factor_kind`` (one of :data:`FACTOR_KINDS`).
 
-``"identity"``  the ``n x n`` identity (a value per row)
-``"total"``     the ``1 x n`` all-ones row (the total query)
-``"ones"``      an ``m x n`` all-ones matrix with ``m > 1`` (the total, repeated)
-``"prefix"``    the ``n`` prefix queries ``[0, i]``
-``"all_range"`` the ``n(n+1)/2`` ranges ``[i, j]``, lexicographic
-``"dense"``     an explicit array
-``"matrix"``    anything else
-
-A term whose factors are all identities or totals is a marginal: its ``key`` is the bitmask
-of its identity attributes. A workload whose terms share one factorisation of the domain
-(:attr:`NormalForm.sizes`) and are all marginals is a union of marginals
-(:attr:`NormalForm.marginals`). A plain matrix (no Kronecker structure) is one term with one
-factor: the matrix itself.
+User guide: docs/algorithms/implicit-algebra.md ("The normal form").
 """
 
 from __future__ import annotations
@@ -37,8 +23,7 @@ FACTOR_KINDS = ("identity", "total", "ones", "prefix", "all_range", "dense", "ma
 
 
 def marginal_key(factors) -> int | None:
-    """The bitmask of a Kronecker product of identity / total factors (bit ``i`` set: factor
-    ``i`` is an identity), else None."""
+    """The bitmask of a Kronecker product of identity / total factors, else None."""
     known = getattr(factors, "marginal", None)
     if known is not None:
         return known[1]
@@ -63,17 +48,8 @@ def _bits(key: int) -> tuple[int, ...]:
 
 
 class Term:
-    """One term ``weight · (F_1 ⊗ … ⊗ F_k)`` of a normal form: rows ``start:stop`` of the
-    workload.
-
-    ``c`` is the squared weight as :meth:`Matrix.kron_terms` gives it, ``weight`` the signed
-    weight ``±√c``; ``factors`` the factors (weights peeled), ``kinds`` their
-    ``factor_kind``, ``sizes`` their column counts (the attribute sizes), ``key`` the
-    marginal's bitmask (None unless every factor is an identity or a total) and ``attrs`` the
-    attributes whose factor is not a total. A factor sequence that knows its marginal
-    (``factors.marginal == (sizes, key)``, as :class:`~mmtoolkit.linalg.Marginals` gives
-    them) answers all of these without a pass over its factors.
-    """
+    """One term ``weight · (F_1 ⊗ … ⊗ F_k)`` of a normal form on rows ``start:stop`` (its fields:
+    docs/algorithms/implicit-algebra.md, "The normal form")."""
 
     __slots__ = ("_form", "_index", "_kinds", "attrs", "c", "factors", "key", "sizes", "start",
                  "stop")  # fmt: skip
@@ -117,7 +93,6 @@ class NormalForm:
     """A workload as its :class:`Term` list, in row order (:func:`normal_form`)."""
 
     def __init__(self, W: Matrix, hold: bool = False):
-        # W's signs are read when a weight is asked; a cached form does not keep W alive
         self._matrix = (lambda: W) if hold else weakref.ref(W)
         self.shape = W.shape
         terms, row = [], 0

@@ -1,15 +1,10 @@
 """Weighted orthonormal query sets with column completion (Li & Miklau 2012, Program 2).
 
-``OrthoBasis(Q, w, d)`` is the strategy ``A = [diag(w) Q ; D_J]``: the ``k`` rows ``q_i`` of
-an orthonormal set ``Q`` (``QQᵀ = I_k``, ``k ≤ n``; e.g. the eigen-queries of ``WᵀW``,
-Li & Miklau §3.2 Def. 6) weighted by ``w_i``, followed by the column-completion rows
-``d_j e_j`` for the cells ``J = {j : d_j > 0}`` (Program 2 step 4; Li et al. 2010
-Thm 5.27). Its Gram is ``Qᵀ diag(w²) Q + diag(d²)`` (:class:`OrthoBasisGram`).
+``OrthoBasis(Q, w, d)`` is ``A = [diag(w) Q ; D_J]``: the orthonormal rows of ``Q`` weighted,
+then completion rows ``d_j e_j`` (Program 2 step 4; Li et al. 2010 Thm 5.27); its Gram
+:class:`OrthoBasisGram` and the evaluator's exact route :class:`OrthoBasisRoute`.
 
-``Q`` is stored once as an explicit ``k x n`` array (the representation itself), so this
-kind is exempt from the dense guard for what it already holds; products never form anything
-larger than ``Q``-sized arrays. The evaluator scores it exactly through
-:class:`OrthoBasisRoute`.
+User guide: docs/algorithms/implicit-algebra.md ("Weighted orthonormal bases").
 """
 
 from __future__ import annotations
@@ -20,8 +15,7 @@ from . import base
 from .base import Matrix, Symmetric, TooLargeError, check_dense_size, check_p
 from .route import RANK_RTOL, SUPPORT_RTOL, UnsupportedWorkloadError, as_vector
 
-#: Largest n for which routes may build n x n arrays in the basis of an OrthoBasis
-#: (the same scale as Q itself; Eigen-Design's MAX_EIGEN_N).
+#: Largest n for which routes may build n x n arrays (Eigen-Design's MAX_EIGEN_N).
 ORTHO_MAX_N = 16384
 #: Rows of Q are orthonormal when ||QQᵀz − z|| ≤ ORTHO_RTOL · ||z|| for random probes z.
 ORTHO_RTOL = 1e-8
@@ -39,9 +33,7 @@ def check_orthonormal_rows(Q: np.ndarray, seed: int = 0, probes: int = 2) -> boo
 
 
 class OrthoBasis(Matrix):
-    """``A = [diag(w) Q ; D_J]`` (module docstring): ``Q`` ``k x n`` with orthonormal rows
-    (checked by random probes), ``weights`` ``k`` finite numbers (zero: a row not measured),
-    ``completion`` optional, ``n`` non-negative numbers."""
+    """``A = [diag(w) Q ; D_J]``: orthonormal rows ``Q``, ``weights``, optional ``completion``."""
 
     def __init__(self, Q, weights, completion=None):
         Q = np.asarray(Q, dtype=float)
@@ -90,8 +82,7 @@ class OrthoBasis(Matrix):
         return OrthoBasisRoute(W, self)
 
     def pinv(self):
-        """``A⁺ = Qᵀ diag(1/w)`` (zero weights give zero columns) when there is no completion;
-        otherwise the guarded dense fallback."""
+        """``A⁺ = Qᵀ diag(1/w)`` (zero weights: zero columns) without completion, else generic."""
         if self.cells.size:
             return super().pinv()
         w = self.weights
@@ -147,17 +138,8 @@ class OrthoBasisGram(Symmetric):
 
 
 class OrthoBasisRoute:
-    """Any workload × an :class:`OrthoBasis`, exact, using only the implicit Gram ``G = WᵀW``
-    and arrays no larger than Q's own ``n x n`` scale.
-
-    No completion: ``(AᵀA)⁺ = Q₊ᵀ diag(w₊⁻²) Q₊`` over the rows with ``w ≠ 0``, so
-    ``tr(G (AᵀA)⁺) = Σ_i q_i G q_iᵀ / w_i²`` and query ``x`` has variance
-    ``||diag(1/w₊) Q₊ x||²``. With completion: ``T = [Q; N]`` (N an orthonormal basis of
-    null(Q)) gives ``AᵀA = Tᵀ K T``, ``K = diag(w², 0) + T D² Tᵀ``, so
-    ``(AᵀA)⁺ = Tᵀ K⁺ T`` and ``tr = tr(K⁺ T G Tᵀ)`` (Cholesky when ``K ≻ 0``, else eigh).
-    Support: every query ``x`` must satisfy ``||x − Πx||² ≤ SUPPORT_RTOL · ||x||²``, Π the
-    projector on rowspace(A), checked query by query unless A has full column rank.
-    """
+    """Any workload × an :class:`OrthoBasis`, exact, from the implicit Gram ``G = WᵀW`` with
+    arrays no larger than ``n x n`` (docs/algorithms/implicit-algebra.md)."""
 
     #: Largest m · (null-space or basis dimension) for the per-query products W @ block.
     MAX_QUERY_WORK = 50 * base.MAX_DENSE_ENTRIES
@@ -198,10 +180,7 @@ class OrthoBasisRoute:
 
     @staticmethod
     def _cholesky_if_well_conditioned(K: np.ndarray):
-        """Lower Cholesky factor of ``K``, or None when K is singular to working precision by
-        the eigh branch's rank rule on LAPACK's condition estimate (``dpocon``): tiny
-        completion rows (solver round-off) leave K positive definite but so ill-conditioned
-        that solving with it would amplify rounding. None: the pseudo-inverse."""
+        """Lower Cholesky factor of ``K``, or None when ``dpocon`` finds it singular."""
         from scipy.linalg import lapack
 
         n = K.shape[0]

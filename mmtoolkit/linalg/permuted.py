@@ -1,13 +1,8 @@
 """Column-permuted matrices (HDMM §8: the "Permuted Range" workload, ranges
-on a randomly permuted domain).
+on a randomly permuted domain): ``Permuted(A, perm)`` is ``A P`` with ``P = I[:, perm]``, and
+:class:`PermutedGram` its Gram ``Pᵀ (AᵀA) P``.
 
-``Permuted(A, perm)`` is ``A P`` with ``P = I[:, perm]``, i.e. ``(A P)[:, j] = A[:, perm[j]]``.
-With ``inv = argsort(perm)``:
-
-* ``(A P) x = A (x[inv])`` and ``(A P)ᵀ y = (Aᵀ y)[perm]``;
-* ``(A P)ᵀ(A P) = Pᵀ (AᵀA) P`` (:class:`PermutedGram`: entries ``G[perm[i], perm[j]]``);
-* ``(A P)⁺ = Pᵀ A⁺`` (the rows of ``A⁺`` permuted), because ``P`` is orthogonal;
-* column norms are the base's, permuted; the sensitivity is the base's.
+User guide: docs/algorithms/implicit-algebra.md ("Column-permuted matrices").
 """
 
 from __future__ import annotations
@@ -34,8 +29,7 @@ def _permute_norms(c, perm):
 
 
 class Permuted(Matrix):
-    """``A P``: the columns of ``A`` permuted, dense form ``A.dense()[:, perm]`` (module
-    docstring)."""
+    """``A P``: the columns of ``A`` permuted, dense form ``A.dense()[:, perm]``."""
 
     def __init__(self, base: Matrix, perm):
         self.base = as_matrix(base)
@@ -75,8 +69,7 @@ class Permuted(Matrix):
 
 
 class PermutedGram(Matrix):
-    """``Pᵀ G P`` for a square ``G``: entries ``G[perm[i], perm[j]]``. ``P`` is orthogonal, so
-    transpose, Gram, pseudo-inverse, trace and diagonal commute with the conjugation."""
+    """``Pᵀ G P`` for a square ``G``: entries ``G[perm[i], perm[j]]``."""
 
     def __init__(self, base: Matrix, perm):
         base = as_matrix(base)

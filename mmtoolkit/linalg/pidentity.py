@@ -1,16 +1,10 @@
 """p-Identity strategies ``A(Θ) = [I_n; Θ] D`` (HDMM §5.2, Def. 9; Thm 4 and App. A.3).
 
-``Θ`` is a ``p x n`` array and ``D = diag(1/s)`` normalises every column of ``[I; Θ]``:
+:class:`PIdentity` (columns normalised in the L1 or L2 norm), its Gram, and by Woodbury (HDMM
+Thm 4) its inverse Gram (:class:`LowRankUpdate`) and pseudo-inverse (:class:`PIdentityPinv`),
+``O(np)`` per vector; nothing ``n x n``.
 
-* ``norm=1`` (HDMM, Laplace / L1): ``Θ ≥ 0`` and ``s_j = 1 + Σ_k Θ_kj``, so every column sums
-  to exactly 1 and ``sens₁(A) = 1``;
-* ``norm=2`` (Gaussian / L2 variant): ``Θ`` real and ``s_j = sqrt(1 + Σ_k Θ_kj²)``, so every
-  column has unit L2 norm, ``AᵀA`` has unit diagonal and ``sens₂(A) = 1``.
-
-The identity block gives full column rank (``A`` supports every workload). By Woodbury
-(HDMM Thm 4): ``AᵀA = D (I + ΘᵀΘ) D`` and ``(AᵀA)⁻¹ = D⁻¹ (I − Θᵀ M Θ) D⁻¹`` with the
-``p x p`` matrix ``M = (I_p + ΘΘᵀ)⁻¹`` (computed by Cholesky), so Gram, inverse Gram and
-pseudo-inverse are applied in O(np) per vector after an O(p²n) set-up; nothing ``n x n``.
+User guide: docs/algorithms/implicit-algebra.md ("p-Identity strategies").
 """
 
 from __future__ import annotations
@@ -23,8 +17,7 @@ from .base import Matrix, Symmetric, check_dense_size, check_p
 
 
 def _column_major(X) -> bool:
-    """Whether consecutive entries of a column of the 2-D ``X`` are closer in memory than
-    consecutive entries of a row (then the products run on ``X.T``)."""
+    """Whether a column of the 2-D ``X`` is packed closer than a row (products then on ``X.T``)."""
     return X.shape[1] > 1 and abs(X.strides[0]) < abs(X.strides[1])
 
 
@@ -66,12 +59,7 @@ def woodbury_core(theta: np.ndarray) -> np.ndarray:
 
 
 class PIdentity(Matrix):
-    """``A(Θ) = [I_n; Θ] D``, shape ``(n + p, n)`` (HDMM Def. 9; see the module docstring).
-
-    ``norm`` is the sensitivity norm the columns are normalised in (1: HDMM's L1 version,
-    Θ ≥ 0; 2: L2 version, Θ real). Rows: the ``n`` scaled identity rows, then the ``p`` rows
-    of ``Θ D``.
-    """
+    """``A(Θ) = [I_n; Θ] D`` (HDMM Def. 9), columns normalised in the ``norm`` (1 or 2)."""
 
     def __init__(self, theta, norm: int = 1):
         check_p(norm)
@@ -165,8 +153,7 @@ class PIdentity(Matrix):
 
 
 class PIdentityGram(Symmetric):
-    """``AᵀA = D (I + ΘᵀΘ) D`` for ``A = PIdentity(Θ)``; ``pinv`` = ``inverse`` =
-    :class:`LowRankUpdate` ``D⁻¹(I − ΘᵀMΘ)D⁻¹`` (HDMM Thm 4)."""
+    """``AᵀA = D (I + ΘᵀΘ) D``; ``pinv`` = ``inverse`` = a :class:`LowRankUpdate` (HDMM Thm 4)."""
 
     def __init__(self, A: PIdentity):
         self.A = A
@@ -197,12 +184,7 @@ class PIdentityGram(Symmetric):
 
 
 class LowRankUpdate(Matrix):
-    """``diag(a) − U Vᵀ`` (``n x n``; ``U``, ``V`` are ``n x r``), applied in O(nr) per vector.
-
-    The inverse Gram of a p-Identity strategy has this form. ``low_rank_form()`` exposes
-    ``(a, U, V)`` so that ``tr(Y · self) = Σ_j a_j Y_jj − Σ (Y U) ∘ V`` needs only ``r``
-    products with ``Y`` (used by OPT_0 and by the evaluator's structured route).
-    """
+    """``diag(a) − U Vᵀ`` in O(nr) per vector (a p-Identity's inverse Gram; ``low_rank_form``)."""
 
     def __init__(self, a, U, V):
         self.a = np.asarray(a, dtype=float)
@@ -233,12 +215,7 @@ class LowRankUpdate(Matrix):
 
 
 class PIdentityPinv(Matrix):
-    """``A⁺ = (AᵀA)⁻¹Aᵀ`` of a p-Identity strategy: ``A⁺z = s ∘ K (z_I + Θᵀ z_Θ)`` with
-    ``K = I − ΘᵀMΘ`` (HDMM §7.2 / App. A.3), O(np) per vector; shape ``(n, n + p)``.
-
-    Applied as ``A⁺z = s ∘ z_I + (sΘᵀ) M (z_Θ − Θ z_I)`` (the same matrix: ``I − MΘΘᵀ = M``
-    since ``M = (I + ΘΘᵀ)⁻¹``): two products of width ``p`` and one scaling, so a block of a
-    Kronecker product's reconstruction is read about twice."""
+    """``A⁺ = (AᵀA)⁻¹Aᵀ`` of a p-Identity strategy (HDMM §7.2 / App. A.3), O(np) per vector."""
 
     def __init__(self, A: PIdentity):
         self.A = A

@@ -2,21 +2,9 @@
 
 ``Ones`` / ``Total`` (the total query), ``Prefix`` (CDF queries), ``AllRange`` (every
 interval) and ``WidthRange`` (sliding windows of one width), with their Grams and
-pseudo-inverses in closed form. Products never build the ``m x n`` matrix: they use
-prefix sums (a range answer is ``S[j+1] - S[i]``) and difference / cumulative-sum tricks.
+pseudo-inverses in closed form; products by prefix sums, never the ``m x n`` matrix.
 
-Closed forms (0-indexed, ``n`` = domain size):
-
-* ``Ones(m, n)``: ``gram = m·Ones(n, n)``, ``pinv = Ones(n, m) / (m n)``, every column norm ``m``.
-* ``Prefix(n)`` = ``L`` (lower-triangular ones): ``LᵀL[i, j] = n - max(i, j)``,
-  ``L⁻¹`` = bidiagonal differencing ``D`` (``D[i, i] = 1``, ``D[i, i-1] = -1``),
-  ``(LᵀL)⁻¹ = D Dᵀ`` = tridiagonal with diagonal ``(1, 2, ..., 2)`` and off-diagonal ``-1``.
-* ``AllRange(n)`` = ``R``: ``RᵀR[i, j] = (min(i, j) + 1)(n - max(i, j))``, which is ``n + 1``
-  times the inverse of the second-difference matrix ``T = tridiag(-1, 2, -1)`` (the discrete
-  Green's function), so ``(RᵀR)⁻¹ = T / (n + 1)`` and ``R⁺ = (T / (n + 1)) Rᵀ``.
-* ``WidthRange(n, w)`` = ``W``: ``WᵀW[i, j]`` = number of windows containing ``i`` and ``j``,
-  ``WWᵀ[s, t] = max(0, w - |s - t|)`` (full row rank), ``W⁺ = Wᵀ (WWᵀ)⁻¹`` and
-  ``(WᵀW)⁺ = W⁺ W⁺ᵀ``.
+User guide: docs/algorithms/implicit-algebra.md ("Range queries on one ordered attribute").
 """
 
 from __future__ import annotations
@@ -45,9 +33,8 @@ def _maybe_scalar(c: np.ndarray) -> float | np.ndarray:
 
 
 def _cumsum(X: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
-    """``np.cumsum(X, axis=0)``, fast for wide blocks: numpy's running sum walks each column
-    of a C-ordered block with a stride; row by row, vectorised across the columns, does the
-    same additions in the same order (bit-identical) faster."""
+    """``np.cumsum(X, axis=0)``, bit-identical, row by row for wide C-ordered blocks (numpy's
+    running sum walks each column with a stride)."""
     X = np.asarray(X)
     if (
         X.ndim != 2
@@ -78,9 +65,8 @@ def _rev_cumsum(Y: np.ndarray) -> np.ndarray:
 
 
 class SymmetricFormula(Symmetric):
-    """A symmetric ``n x n`` matrix whose entries have a closed form: subclasses implement
-    ``_entries(i, j)`` (broadcasting index arrays) and ``_matmat``; ``dense``/``diag``/``trace``
-    come from the formula, ``colnorm_p`` in row blocks (never an ``n x n`` array)."""
+    """A symmetric ``n x n`` matrix with closed-form entries: subclasses implement
+    ``_entries(i, j)`` (broadcasting) and ``_matmat``; ``colnorm_p`` in row blocks (never n x n)."""
 
     def __init__(self, n: int):
         self.n = n
@@ -112,8 +98,7 @@ class SymmetricFormula(Symmetric):
 
 
 class SymTridiagonal(Symmetric):
-    """A symmetric tridiagonal matrix (diagonal ``d``, off-diagonal ``e``), O(n) products:
-    the inverses of the Prefix and AllRange Grams (module docstring)."""
+    """A symmetric tridiagonal matrix (diagonal ``d``, off-diagonal ``e``), O(n) products."""
 
     def __init__(self, d, e):
         d = np.array(d, dtype=float).ravel()
@@ -212,8 +197,7 @@ class Total(Ones):
 
 
 class Prefix(CountingQueries):
-    """Prefix (CDF) queries: row ``i`` sums cells ``0..i`` (HDMM §4, Table of predicate sets).
-    Products by cumulative sums; ``pinv`` = ``L⁻¹`` = :class:`Difference`."""
+    """Prefix (CDF) queries, row ``i`` summing cells ``0..i`` (HDMM §4, Table of predicate sets)."""
 
     factor_kind = "prefix"
 
@@ -306,8 +290,7 @@ class Difference(Matrix):
 
 
 class PrefixGram(SymmetricFormula):
-    """``LᵀL`` for ``L = Prefix(n)``: entry ``n - max(i, j)``; inverse ``D Dᵀ`` (module
-    docstring); column sums ``j(n-j) + (n-j)(n-j+1)/2``."""
+    """``LᵀL`` for ``L = Prefix(n)``: entry ``n - max(i, j)``, inverse ``D Dᵀ``."""
 
     def __init__(self, n: int):
         super().__init__(check_int(n, "n", minimum=1))
@@ -338,9 +321,8 @@ class PrefixGram(SymmetricFormula):
 
 
 class AllRange(CountingQueries):
-    """All ``n(n+1)/2`` range queries ``[i, j]`` in lexicographic order of ``(i, j)``
-    (HDMM §4, Table of predicate sets; Li et al. 2010). Products by prefix sums and a
-    difference array; column ``j`` has ``(j+1)(n-j)`` ones."""
+    """All ``n(n+1)/2`` range queries ``[i, j]`` in lexicographic order of ``(i, j)`` (HDMM §4,
+    Table of predicate sets; Li et al. 2010), products by prefix sums and a difference array."""
 
     factor_kind = "all_range"
 
@@ -398,8 +380,7 @@ class AllRange(CountingQueries):
 
 
 class AllRangeGram(SymmetricFormula):
-    """``RᵀR`` for ``R = AllRange(n)`` (module docstring), O(n) products from the formula;
-    column sums ``(j+1)(n-j)(n+1)/2``."""
+    """``RᵀR`` for ``R = AllRange(n)``: O(n) products, inverse ``tridiag(−1, 2, −1)/(n+1)``."""
 
     def __init__(self, n: int):
         super().__init__(check_int(n, "n", minimum=1))
@@ -435,8 +416,7 @@ class AllRangeGram(SymmetricFormula):
 
 
 class WidthRange(CountingQueries):
-    """The ``n-w+1`` sliding windows ``[s, s+w-1]`` of width ``w`` (HDMM §4, Table of
-    predicate sets: fixed-width ranges); products by prefix sums."""
+    """The ``n-w+1`` sliding windows of width ``w`` (HDMM §4, Table of predicate sets)."""
 
     def __init__(self, n: int, w: int):
         self.n = check_int(n, "n", minimum=1)
@@ -491,8 +471,7 @@ class WidthRange(CountingQueries):
 
 
 class WidthRangeGram(SymmetricFormula):
-    """``WᵀW`` for ``W = WidthRange(n, w)`` (module docstring); rank ``n-w+1``; column sums
-    ``w`` times those of ``W``."""
+    """``WᵀW`` for ``W = WidthRange(n, w)``, of rank ``n-w+1``."""
 
     def __init__(self, n: int, w: int):
         self.base = WidthRange(n, w)

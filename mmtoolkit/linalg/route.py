@@ -1,12 +1,9 @@
 """The error half of the strategy-kind protocol: what an *error route* is, and its shared parts.
 
-The evaluator (:mod:`mmtoolkit.evaluate`) computes, for a workload ``W`` and a strategy ``A``,
+:class:`ErrorRoute` gives ``tr(WᵀW (AᵀA)⁺)``, ``diag(W (AᵀA)⁺ Wᵀ)`` and support of ``W`` under
+``A`` (Li et al. 2010, Prop. 4.4; HDMM Def. 7; ResidualPlanner §4.1) for the evaluator.
 
-    tr(WᵀW (AᵀA)⁺),   diag(W (AᵀA)⁺ Wᵀ) and its maximum,   and whether rowspace(A) ⊇ rows(W)
-
-(Li et al. 2010, Prop. 4.4; HDMM Def. 7; ResidualPlanner §4.1) through the route
-``A.error_route(W)`` returns (:class:`ErrorRoute`; ARCHITECTURE.md, the strategy-kind
-protocol), or its generic routes when that is None.
+User guide: docs/algorithms/implicit-algebra.md ("Error routes").
 """
 
 from __future__ import annotations
@@ -18,8 +15,7 @@ import numpy as np
 #: A query w is supported when ||w (I − A⁺A)||² ≤ SUPPORT_RTOL · ||w||².
 SUPPORT_RTOL = 1e-8
 
-#: Gram eigenvalues below RANK_RTOL · n · eps · λ_max count as zero: numpy's matrix_rank rule
-#: (n · eps · λ_max for a Gram's eigenvalues) with a safety factor of 10.
+#: Gram eigenvalues below RANK_RTOL · n · eps · λ_max count as zero (numpy's rule, x 10).
 RANK_RTOL = 10.0
 
 
@@ -28,8 +24,7 @@ class UnsupportedWorkloadError(ValueError):
 
 
 class ErrorRoute(Protocol):
-    """What ``A.error_route(W)`` returns: the error of ``W`` under ``A`` (no privacy factor,
-    no strategy weight — the evaluator applies both)."""
+    """What ``A.error_route(W)`` returns: ``W``'s error under ``A`` (no privacy factor, weight)."""
 
     def check_support(self) -> None:
         """Raise :class:`UnsupportedWorkloadError` unless every query of W is in rowspace(A)."""

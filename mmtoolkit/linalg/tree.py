@@ -2,39 +2,12 @@
 query per node (Hay et al. PVLDB 2010 "H_b"; Qardaji et al. PVLDB 2013 "HB"; Cormode et al.
 ICDE 2012 "Quadtree"; Li et al. PVLDB 2014 "GreedyH"; HDMM §8 baselines, digest §15).
 
-A :class:`Tree` on a domain of sizes ``(n_1, …, n_d)`` has levels ``ℓ = 0..L-1`` (coarse to
-fine). Level ``ℓ`` partitions every attribute ``i`` into contiguous intervals (given by their
-start offsets) and its nodes are the products ``S_1 × … × S_d`` of one interval per
-attribute; level ``ℓ+1`` refines level ``ℓ`` in every attribute. Each node ``Q`` is the row
-``w_Q · 1_Q`` (an interval / rectangle count). A 1-D tree is the case ``d = 1``; HB-2D and
-Quadtree are ``d = 2`` (each 2-D node splits into ``b × b`` children).
+:class:`Tree` (levels of :class:`Intervals`, built by :func:`interval_tree`), its Gram, inverse
+Gram and pseudo-inverse in ``O(N · L)`` through a Sherman–Morrison pass (:class:`TreeSolver`),
+and the evaluator's exact route (:class:`TreeRoute`).
 
-Closed forms (``O(N · L)`` per product, never an ``N x N`` array):
-
-* ``A x`` sums ``x`` over the finest blocks (``np.add.reduceat`` per axis) and each coarser
-  level from the next finer one's sums; ``Aᵀ y`` accumulates the coarse levels top down on
-  the node grids and broadcasts them to the cells once; every column meets exactly one
-  node per level, so the column norms are ``Σ_ℓ |w_ℓ|^p`` (HDMM §10: the sensitivity of a
-  hierarchy is its number of levels when the weights are 1).
-* ``AᵀA = Σ_Q a_Q 1_Q 1_Qᵀ`` with ``a_Q = w_Q²``, a sum over a laminar family. Writing
-  ``M_Q`` for the part of the Gram on ``Q`` built from ``Q`` and its descendants,
-  ``M_Q = blockdiag(M_C) + a_Q 1 1ᵀ`` over the children ``C``; by Sherman–Morrison
-  ``M_Q⁻¹ = D⁻¹ − c_Q v_Q v_Qᵀ`` with ``v_Q = D⁻¹ 1 = (u_C)_C``, ``s = 1ᵀ v_Q``,
-  ``c_Q = a_Q / (1 + a_Q s)`` and ``u_Q = M_Q⁻¹ 1 = v_Q / (1 + a_Q s)``. One bottom-up pass
-  over the node grids gives every ``c_Q`` and ``u`` as a product of per-node factors
-  (:class:`TreeSolver`); ``M⁻¹ x`` is then two passes over the cells (block sums, then the
-  result), all corrections on the node grid one level above the finest.
-* When the finest level is not all single cells (a collapsed node, GreedyH), the strategy
-  only sees sums over the finest nodes: with ``P`` the membership matrix of the finest
-  partition and ``D = PᵀP``, ``A = Ã Pᵀ`` and ``(AᵀA)⁺ = P D⁻¹ M̃⁻¹ D⁻¹ Pᵀ`` where ``M̃`` is
-  the Gram of the reduced tree (the finest nodes become single cells).
-
-Each level's partition of an attribute is an :class:`Intervals`: regular (blocks of one
-width — the single cells of a finest level, every level of a padded tree) as two integers,
-else explicit starts; so H_b over ``N`` cells keeps no array of ``N`` starts or counts (a
-padded tree over 10^9 cells is built in kilobytes).
+User guide: docs/algorithms/trees.md.
 """
-
 from __future__ import annotations
 
 import functools
@@ -82,9 +55,8 @@ def tree_height(n: int, b: int) -> int:
 
 
 def _child_sizes(sizes: np.ndarray, b: int, split: str) -> np.ndarray:
-    """The next level's interval sizes, in order: a node of ``z ≤ b`` cells has ``z``
-    single-cell children, else ``b`` children of ``⌊z/b⌋`` cells, the ``z mod b`` larger
-    ones first (``near_equal``) or last (``small_first``). Vectorised over the level."""
+    """The next level's interval sizes, in order, by the ``near_equal`` or ``small_first`` rule
+    (docs/algorithms/trees.md), vectorised over the level."""
     k = np.where(sizes <= b, sizes, b)
     first = np.cumsum(k) - k  # each node's first child
     node = np.repeat(np.arange(len(sizes)), k)
@@ -96,17 +68,9 @@ def _child_sizes(sizes: np.ndarray, b: int, split: str) -> np.ndarray:
 
 
 def interval_tree(n: int, branching: int, split: str = "near_equal", height=None):
-    """The levels (root first) of a ``b``-ary interval tree over ``[0, n)``, each level an
-    :class:`Intervals`; a node that is already a single cell repeats on deeper levels (so
-    every level partitions the domain). Levels of equal-width blocks (the single cells, every
-    level of ``pad``) are regular: no array of the cells' size.
-
-    ``split``: ``"near_equal"`` (HB, Qardaji et al. 2013 §4: a node of ``n' ≤ b`` cells has
-    ``n'`` single-cell children, else ``b`` children of ``⌊n'/b⌋`` cells, the first
-    ``n' mod b`` one cell larger), ``"small_first"`` (GreedyH, DAWA 2014: the larger children
-    last) or ``"pad"`` (pad to ``b^h`` cells, split equally, keep the real cells: HDMM digest
-    §16.13). ``height`` (``pad`` only) defaults to ``⌈log_b n⌉``.
-    """
+    """The levels (root first), each an :class:`Intervals`, of a ``b``-ary tree over ``[0, n)``:
+    ``split`` ``"near_equal"`` (HB, Qardaji et al. 2013 §4), ``"small_first"`` (GreedyH, DAWA
+    2014) or ``"pad"`` (HDMM digest §16.13; ``height`` default ``⌈log_b n⌉``); see trees.md."""
     n, b = check_int(n, "n", minimum=1), check_int(branching, "branching", minimum=2)
     if split not in SPLITS:
         raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
@@ -143,17 +107,8 @@ SUM_NODES = 1 << 16
 
 
 class Intervals:
-    """A partition of ``[0, n)`` into contiguous intervals: one attribute's part of one tree
-    level. *Regular* (``width`` set): consecutive blocks of ``width`` cells, the last one
-    possibly shorter — the single cells (``width`` 1) of a finest level and every level of a
-    padded (dyadic, ``b``-adic) tree — kept as two integers, so a tree over 10^9 cells holds
-    no array of its cells' size. Otherwise *explicit*: the int64 start offsets
-    (kept, not copied: do not modify them afterwards).
-
-    Block sums and expansions are the same arithmetic on both (``np.add.reduceat`` on the
-    same segments, in chunks of :data:`SUM_NODES` nodes for a regular partition), so a tree
-    gives bit-identical results whichever form its levels take.
-    """
+    """A partition of ``[0, n)`` into contiguous intervals: *regular* (``width``) or *explicit*
+    (int64 ``starts``, kept, not copied); see docs/algorithms/trees.md."""
 
     def __init__(self, n: int, starts: np.ndarray | None = None, width: int | None = None):
         self.n = check_int(n, "n", minimum=1)
@@ -264,8 +219,7 @@ class Intervals:
         return np.repeat(Y, self.counts, axis=axis)
 
     def nest_in(self, finer: Intervals) -> Intervals | None:
-        """This partition seen on ``finer``'s intervals (the positions of its starts among
-        ``finer``'s), or None when it is not refined by ``finer``."""
+        """This partition on ``finer``'s intervals, or None when ``finer`` does not refine it."""
         if finer.n != self.n:
             return None
         if finer.identity:
@@ -289,8 +243,7 @@ class Intervals:
 
 
 def _intervals(level, n: int, li: int, i: int) -> Intervals:
-    """Level ``li``'s partition of attribute ``i`` (``n`` cells): an :class:`Intervals` as
-    given, or validated interval starts (regular when they are)."""
+    """Level ``li``'s validated partition of attribute ``i`` (``n`` cells), regular if it can be."""
     given = level if isinstance(level, Intervals) else None
     if given is not None:
         if given.n != n:
@@ -330,6 +283,15 @@ def _expand(Y: np.ndarray, parts) -> np.ndarray:
     for axis, p in enumerate(parts):
         Y = p.repeat(Y, axis)
     return Y
+
+
+def _per_cell(T: np.ndarray, parts) -> np.ndarray:
+    """Node values divided by their nodes' sizes, one leading axis at a time."""
+    for axis, p in enumerate(parts):
+        shape = [1] * T.ndim
+        shape[axis] = len(p)
+        T = T / p.counts.reshape(shape)
+    return T
 
 
 def _outer_counts(parts) -> np.ndarray:
@@ -383,17 +345,8 @@ def _scaled_block_sum(F: np.ndarray, scale: np.ndarray, parts) -> np.ndarray:
 
 # =================================================================================== Tree
 class Tree(Matrix):
-    """A weighted hierarchy of nested interval (rectangle) partitions: one row ``w_Q 1_Q``
-    per node ``Q`` (the H_b / HB / Quadtree / GreedyH strategies; module docstring).
-
-    ``sizes``: the attribute sizes (an int for 1-D). ``levels``: coarse to fine; in 1-D each
-    level is an array of interval starts or an :class:`Intervals`, in d-D a sequence of ``d``
-    such (the level's nodes are their products, rows in C order). ``weights``: one per
-    level, a scalar or an array of the level's node-grid shape (default all 1). Rows are
-    ordered level by level. Start arrays whose intervals are the single cells or blocks of
-    one width are kept as regular :class:`Intervals` (no array of the cells' size); other
-    int64 start arrays are kept, not copied: do not modify them afterwards.
-    """
+    """A weighted hierarchy of nested interval partitions, one row ``w_Q 1_Q`` per node ``Q``:
+    ``sizes``, ``levels`` (coarse to fine) and ``weights`` (docs/algorithms/trees.md)."""
 
     def __init__(self, sizes, levels, weights=None):
         if isinstance(sizes, (list, tuple, np.ndarray)):
@@ -406,9 +359,7 @@ class Tree(Matrix):
         if not isinstance(levels, (list, tuple)) or not levels:
             raise ValueError("Tree needs a non-empty list of levels")
         parsed = []
-        # self.nest[ℓ]: level ℓ's intervals on level ℓ+1's node grid (a level's sums come
-        # from the next finer level's: one pass over the cells)
-        self.nest = []
+        self.nest = []  # level ℓ's intervals on level ℓ+1's node grid
         for li, level in enumerate(levels):
             parts = [level] if d == 1 or isinstance(level, Intervals) else list(level)
             if len(parts) != d:
@@ -459,11 +410,9 @@ class Tree(Matrix):
         """The number of levels ``L``."""
         return len(self.levels)
 
-
     @functools.cached_property
     def reduced(self) -> bool:
-        """True when some finest node has more than one cell (the strategy cannot tell the
-        cells of that node apart)."""
+        """True when some finest node has more than one cell."""
         return not all(p.identity for p in self.levels[-1])
 
     @property
@@ -497,10 +446,7 @@ class Tree(Matrix):
         return Y[self.offsets[li] : self.offsets[li + 1]].reshape(self.grid[li] + (Y.shape[1],))
 
     def coarse_sum(self, Y) -> np.ndarray | None:
-        """``Σ_{ℓ<L-1} w_ℓ y_ℓ`` broadcast to the node grid of level ``L-2`` (top down on the
-        node grids), or None for a one-level tree: the coarse levels' part of ``Aᵀ y``. In
-        float64 for float32 ``y`` too: these sums carry the root total down the tree and
-        cancel against the solver's corrections."""
+        """``Σ_{ℓ<L-1} w_ℓ y_ℓ`` on level ``L-2``'s grid (None for one level), in float64 always."""
         acc = None
         for li in range(self.depth - 1):
             part = np.multiply(self._slot(Y, li), self._w(li), dtype=np.float64)  # exact sums
@@ -574,17 +520,7 @@ class Tree(Matrix):
 
 # ============================================================================ the Gram
 class TreeSolver:
-    """The bottom-up Sherman–Morrison pass over a :class:`Tree` (module docstring), in the
-    reduced coordinates (one cell per finest node), kept on the node grids.
-
-    Per level ``ℓ < L − 1`` it stores, on the level's node grid, ``s_Q = 1ᵀv_Q`` (summed from
-    the children: ``s_Q = Σ_C f_C s_C``, with ``s`` of a level-``K = L − 2`` node the sum of
-    ``1/a_j`` over its cells), ``f_Q = 1 / (1 + a_Q s_Q)`` and ``c_Q = a_Q f_Q``; then ``u_Q``
-    on a cell ``j`` of ``Q`` is ``Π f`` over ``Q`` and its descendants above ``j`` times
-    ``1/a_j``. ``red[ℓ]`` holds level ``ℓ < L − 1``'s starts in reduced coordinates,
-    ``a_fine`` the finest weights². :meth:`solve_split` costs one read and one write of the
-    cells plus a few passes over the node grids (no per-level cell arrays).
-    """
+    """The bottom-up Sherman–Morrison pass over a :class:`Tree` (docs/algorithms/trees.md)."""
 
     def __init__(self, tree: Tree):
         if not tree.invertible:
@@ -606,7 +542,6 @@ class TreeSolver:
             return
         K = L - 2
         self.K = K
-        # tree.nest[ℓ]: level ℓ's starts on level ℓ+1's node grid (the reduced cells for K)
         if np.ndim(self.inv_a) == 0:  # Σ_{j ∈ Q} 1/a_j on the level-K grid
             self.r = self.inv_a * _outer_counts(tree.nest[K])
         else:
@@ -630,10 +565,7 @@ class TreeSolver:
         return self.inv_a * _expand(h, self.tree.nest[self.K])
 
     def trace_inverse(self) -> float:
-        """``tr(M̃⁻¹) = Σ_j 1/a_j − Σ_Q c_Q ‖v_Q‖²`` (the Sherman–Morrison step of every node,
-        module docstring), with ``‖v_Q‖² = Σ_C ‖u_C‖²`` over ``Q``'s children and
-        ``‖u_C‖² = f_C² ‖v_C‖²`` (``u_j = 1/a_j`` on a reduced cell) summed up the node grids:
-        the identity workload's trace term without an array of the cells' size."""
+        """``tr(M̃⁻¹) = Σ_j 1/a_j − Σ_Q c_Q ‖v_Q‖²``, summed up the node grids."""
         inv_a, K = self.inv_a, self.K
         scalar = np.ndim(inv_a) == 0
         total = float(inv_a) * math.prod(self.shape) if scalar else float(np.sum(inv_a))
@@ -660,12 +592,7 @@ class TreeSolver:
 
     def solve_split(self, F: np.ndarray, C: np.ndarray | None, out=None) -> np.ndarray:
         """``M̃⁻¹ (F + expand(C))`` for ``F`` on the reduced cells and ``C`` on the level-``K``
-        grid (or None), both with one trailing axis, in two passes over the cells: the
-        level-``K`` block sums of ``F / a``, then ``(F + expand(C − E)) / a``. In between, on
-        the node grids: fine to coarse, each level's Sherman–Morrison coefficient
-        ``t_Q = c_Q 1_Qᵀ(current residual)`` with the block sums ``D`` passed up as
-        ``D_parent = Σ_C (D_C − t_C s_C)``; coarse to fine, ``E = Σ_Q t_Q Π f`` on the
-        level-``K`` grid. ``out`` (may be ``F``) receives the result."""
+        grid (or None), in two passes over the cells; ``out`` (may be ``F``) gets the result."""
         inv_a = self.inv_a if np.ndim(self.inv_a) == 0 else self.inv_a[..., None]
         if out is None:
             out = np.empty_like(F)
@@ -701,25 +628,17 @@ class TreeSolver:
 
     def to_reduced(self, X: np.ndarray) -> np.ndarray:
         """``D⁻¹ Pᵀ X``: cell tensor (trailing axis) → mean over each finest node."""
-        T = _block_sum(X, self.tree.levels[-1])
-        for axis, p in enumerate(self.tree.levels[-1]):
-            shape = [1] * T.ndim
-            shape[axis] = len(p)
-            T = T / p.counts.reshape(shape)
-        return T
+        fine = self.tree.levels[-1]
+        return _per_cell(_block_sum(X, fine), fine)
 
     def from_reduced(self, Y: np.ndarray) -> np.ndarray:
         """``P D⁻¹ Y``: reduced tensor → cells (each finest node's value / its size)."""
-        for axis, p in enumerate(self.tree.levels[-1]):
-            shape = [1] * Y.ndim
-            shape[axis] = len(p)
-            Y = Y / p.counts.reshape(shape)
-        return _expand(Y, self.tree.levels[-1])
+        fine = self.tree.levels[-1]
+        return _expand(_per_cell(Y, fine), fine)
 
 
 class TreeGram(Matrix):
-    """``AᵀA = Σ_Q w_Q² 1_Q 1_Qᵀ`` of a :class:`Tree`; products through the tree, ``pinv``
-    through :class:`TreeSolver` in ``O(N · L)``."""
+    """``AᵀA = Σ_Q w_Q² 1_Q 1_Qᵀ`` of a :class:`Tree`, ``pinv`` through :class:`TreeSolver`."""
 
     def __init__(self, tree: Tree):
         self.tree = tree
@@ -760,7 +679,7 @@ class TreeGram(Matrix):
 
 
 class TreeGramInverse(Matrix):
-    """``(AᵀA)⁺ = P D⁻¹ M̃⁻¹ D⁻¹ Pᵀ`` for a :class:`Tree` (module docstring), ``O(N · L)``."""
+    """``(AᵀA)⁺ = P D⁻¹ M̃⁻¹ D⁻¹ Pᵀ`` for a :class:`Tree`, ``O(N · L)``."""
 
     def __init__(self, tree: Tree, solver: TreeSolver | None = None):
         self.tree = tree
@@ -792,11 +711,7 @@ class TreeGramInverse(Matrix):
 
 
 class TreePinv(Matrix):
-    """``A⁺ = P D⁻¹ M̃⁻¹ Ãᵀ`` of an invertible :class:`Tree` (module docstring; the
-    hierarchical reconstruction of Hay et al. 2010 as least squares): the coarse levels are
-    summed top down on the node grids, then :meth:`TreeSolver.solve_split` makes two passes
-    over the finest level's rows. :meth:`apply_overwrite` builds ``x̂`` in those rows of
-    ``y``."""
+    """``A⁺ = P D⁻¹ M̃⁻¹ Ãᵀ`` of an invertible :class:`Tree` (Hay et al. 2010, as least squares)."""
 
     def __init__(self, tree: Tree):
         self.tree = tree
@@ -834,16 +749,8 @@ class TreePinv(Matrix):
 
 # ================================================================ block-diagonal products
 class ReducedFactor:
-    """One attribute's workload Gram ``Y`` seen through a tree's finest partition:
-    ``Ỹ = D⁻¹ Pᵀ Y P D⁻¹`` (``Ỹ = Y`` when the finest nodes are single cells), with the
-    block-diagonal products ``Ỹ[S,S] Z[S]`` over a level's blocks ``S`` that the
-    evaluator's tree route needs (:mod:`mmtoolkit.evaluate`).
-
-    Dense when ``Y`` fits :data:`MAX_DENSE_ENTRIES` (blocks as one sparse block-diagonal
-    matrix per level); otherwise through ``Y``'s structured products with one zero-padded
-    column per block, in chunks of at most ``MAX_DENSE_ENTRIES`` entries (one column of
-    ``Z`` only).
-    """
+    """One attribute's workload Gram through a tree's finest partition with the block-diagonal
+    products of the tree route (docs/algorithms/trees.md)."""
 
     def __init__(self, Y: Matrix, fine: Intervals):
         n = Y.shape[1]
@@ -915,15 +822,7 @@ class ReducedFactor:
 
 # ============================================================================= tree route
 class TreeRoute:
-    """Union of Kronecker products × a tree strategy (``gram()`` is a ``TreeGram``: H_b, HB,
-    HB-2D, Quadtree, GreedyH; ``linalg/tree.py``), exact without an N x N array.
-
-    In the tree's reduced coordinates, the Sherman–Morrison pass ``M_Q⁻¹ = D⁻¹ − c_Q v_Q v_Qᵀ``
-    gives ``tr(K̃ M̃⁻¹) = Σ_j K̃_jj / a_j − Σ_ℓ Σ_{Q ∈ ℓ} c_Q v_Qᵀ K̃[Q,Q] v_Q``; for a Kronecker
-    term ``K̃[Q,Q] = ⊗_i Ỹ_i[S_i,S_i]``, so each level costs one block-diagonal product
-    along each axis (``ReducedFactor``). A workload that is not constant on a finest node
-    of a reduced tree is unsupported.
-    """
+    """Union of Kronecker products × a strategy whose Gram is a :class:`TreeGram`."""
 
     @classmethod
     def build(cls, W: Matrix, gram: TreeGram):

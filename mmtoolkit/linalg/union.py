@@ -1,19 +1,11 @@
 """Unions of weighted Kronecker products over one factorisation of the domain (HDMM OPT_+,
-Def. 11: ``A = [w_1 𝔸_1; ...; w_l 𝔸_l]``, ``𝔸_g = ⊗_i A_gi``) and their exact least squares
-for two products.
+Def. 11: ``A = [w_1 𝔸_1; ...; w_l 𝔸_l]``, ``𝔸_g = ⊗_i A_gi``) and their least squares.
 
-Two products, ``AᵀA = c_1 ⊗G_i + c_2 ⊗H_i`` (``c_g = w_g²``, ``G_i``, ``H_i`` the factor
-Grams), are diagonalised together attribute by attribute (:class:`TwoProductBasis`): with
-``G_i = L_iL_iᵀ`` (Cholesky), ``L_i⁻¹H_iL_i⁻ᵀ = U_iΛ_iU_iᵀ`` and ``V_i = L_i⁻ᵀU_i``,
-``V_iᵀG_iV_i = I`` and ``V_iᵀH_iV_i = Λ_i``, so
+:class:`KroneckerUnion`; for two products an exact pseudo-inverse in a common eigenbasis of
+the factor Grams (:class:`TwoProductBasis`, :class:`TwoProductPinv`), for more preconditioned
+conjugate gradients on the normal equations (:class:`NormalEquations`).
 
-    AᵀA = (⊗V_i)⁻ᵀ D (⊗V_i)⁻¹,   D = c_1 + c_2 ⊗Λ_i   (diagonal, N cells)
-
-and ``x̂ = A⁺y = (⊗V_i) D⁻¹ (⊗V_iᵀ) Σ_g w_g (⊗A_giᵀ) y_g`` (:class:`TwoProductPinv`), done
-in place in ``y``'s memory when the caller gives ``y`` up: no N-sized array beyond ``y``, no
-iterations. The evaluator's two-block route (``evaluate/stacked.py``) sums over the same
-diagonal. Three or more products have no such closed form: conjugate gradients on the normal
-equations (:class:`NormalEquations`).
+User guide: docs/algorithms/implicit-algebra.md ("Unions of Kronecker products").
 """
 
 from __future__ import annotations
@@ -31,8 +23,7 @@ from .base import Dense, Matrix, VStack, peel
 from .kronecker import Kronecker
 from .route import RANK_RTOL, common_sizes
 
-#: Cells of one slab of the diagonal ``D`` (its trailing attributes), generated at a time
-#: (two such arrays, 0.5 MB each, in cache).
+#: Cells of one slab of the diagonal ``D`` generated at a time (two 0.5 MB arrays, in cache).
 CHUNK = 1 << 16
 
 #: Alternating sweeps over the attributes in :meth:`_Preconditioner.condition`.
@@ -43,9 +34,7 @@ REFINE = 4
 
 
 def _cholesky_full_rank(G: np.ndarray) -> np.ndarray:
-    """The Cholesky factor of the symmetric part of ``G``; ``LinAlgError`` unless ``G`` has
-    full rank by numpy's rule (every eigenvalue above ``RANK_RTOL · n · eps · λ_max``) — a
-    singular Gram whose factorisation succeeds by rounding would give a wrong basis."""
+    """The Cholesky factor of ``G``'s symmetric part; ``LinAlgError`` unless of full rank."""
     S = 0.5 * (G + G.T)
     lam = np.linalg.eigvalsh(S)
     if lam[-1] <= 0 or lam[0] <= RANK_RTOL * S.shape[0] * np.finfo(float).eps * lam[-1]:
@@ -54,10 +43,7 @@ def _cholesky_full_rank(G: np.ndarray) -> np.ndarray:
 
 
 class TwoProductBasis:
-    """The common eigenbasis of two Kronecker Grams ``c_1 ⊗G_i + c_2 ⊗H_i`` (module
-    docstring): ``V``, ``lam`` and ``V_inv_t = V⁻ᵀ`` per attribute; ``c1`` weighs the first
-    product whose factor Grams all have full rank (``order`` says which), else
-    ``LinAlgError``."""
+    """The common eigenbasis of two Kronecker Grams (``V``, ``lam``, ``V_inv_t``) or LinAlgError."""
 
     def __init__(self, grams, weights):
         order = [0, 1]
@@ -77,9 +63,8 @@ class TwoProductBasis:
             self.lam.append(np.clip(lam, 0.0, None))
 
     def slabs(self, a: float, b: float, *arrays):
-        """The diagonal ``a + b ⊗lam`` a slab of trailing attributes (at most :data:`CHUNK`
-        cells) at a time: yields ``(views, den)``, the slab's rows of each of ``arrays`` (``N``
-        cells in C order, optionally x columns) and its diagonal (a reused buffer)."""
+        """The diagonal ``a + b ⊗lam`` a slab of at most :data:`CHUNK` cells at a time: yields
+        ``(views, den)``, the slab's rows of ``arrays`` (``N`` cells) and its reused diagonal."""
         sizes = [len(v) for v in self.lam]
         split = len(sizes)
         while split > 0 and math.prod(sizes[split - 1 :]) <= CHUNK:
@@ -100,9 +85,7 @@ class TwoProductBasis:
 
 
 class KroneckerUnion(VStack):
-    """A stack of weighted Kronecker products over one common factorisation of the domain
-    (HDMM OPT_+, Def. 11; module docstring). ``blocks``: each one weighted Kronecker product
-    (a bare matrix is a one-factor product) with a nonzero weight."""
+    """A stack of weighted Kronecker products over one factorisation of the domain (Def. 11)."""
 
     def __init__(self, blocks):
         super().__init__(blocks)
@@ -125,8 +108,7 @@ class KroneckerUnion(VStack):
             )
 
     def _factor_lists(self):
-        """``[(w_g, [A_gi])]`` (signed weights), or None when a factor is too large to be
-        read densely."""
+        """``[(w_g, [A_gi])]`` (signed weights), or None for a factor too large to read densely."""
         out = []
         for b in self.blocks:
             w, inner = peel(b)
@@ -139,8 +121,7 @@ class KroneckerUnion(VStack):
         return out
 
     def pinv_operator(self):
-        """``A⁺`` exactly for two products whose factors can be read densely and one of which
-        has positive definite factor Grams; None otherwise (:meth:`least_squares`)."""
+        """``A⁺`` exactly for two dense-readable products, one positive definite; else None."""
         factors = self._factor_lists() if len(self.blocks) == 2 else None
         if factors is None:
             return None
@@ -150,9 +131,7 @@ class KroneckerUnion(VStack):
             return None
 
     def least_squares(self, y, tol, maxiter):
-        """More than two products (or two with no positive definite side): preconditioned
-        conjugate gradients on ``AᵀA x = Aᵀy`` (:class:`NormalEquations`); None for factors
-        too large to read densely (LSMR then)."""
+        """Preconditioned CG on the normal equations; None for factors too large to read densely."""
         factors = self._factor_lists()
         if factors is None or y.ndim != 1:
             return None
@@ -161,8 +140,7 @@ class KroneckerUnion(VStack):
 
 def geometric_mean(A: np.ndarray, B: np.ndarray) -> np.ndarray:
     """``A # B = A^½ (A^-½ B A^-½)^½ A^½``, the geometric mean of a positive definite ``A``
-    and a positive semidefinite ``B`` (Pusz & Woronowicz 1975; Ando 1979): ``A # B ≼ (A + B)/2``
-    and ``(⊗A_i) # (⊗B_i) = ⊗(A_i # B_i)``, which :class:`NormalEquations` uses."""
+    and a positive semidefinite ``B`` (Pusz & Woronowicz 1975; Ando 1979)."""
     lam, U = np.linalg.eigh(0.5 * (A + A.T))
     half = (U * np.sqrt(lam)) @ U.T
     C = (U / np.sqrt(lam)) @ U.T
@@ -183,19 +161,15 @@ def _positive_definite(grams) -> bool:
 
 
 class _Preconditioner:
-    """One candidate ``P = c_a K_a + h ⊗H_i`` of :class:`NormalEquations`: the kept product
-    ``keep`` and the ``partners`` folded into ``h ⊗H_i`` (one partner: that product exactly;
-    more: their geometric mean, :func:`geometric_mean`), with :class:`TwoProductBasis` of the
-    pair, the part of ``T = (⊗V_i)ᵀ AᵀA (⊗V_i)`` that is diagonal there (``diag = (a, b)``:
-    ``a + b ⊗lam``) and the other products as dense Kronecker terms ``⊗(V_iᵀG_giV_i)``."""
+    """One preconditioner candidate ``P = c_a K_a + h ⊗H_i``: the kept product, its ``partners``
+    (one exactly, several by their geometric mean), the pair's basis and the other products."""
 
     def __init__(self, keep, partners, weights, grams):
         h, H = weights[partners[0]], grams[partners[0]]
         for g in partners[1:]:
             h, H = 2.0 * math.sqrt(h * weights[g]), list(map(geometric_mean, H, grams[g]))
         self.basis = TwoProductBasis([grams[keep], H], [weights[keep], h])
-        # the products that are diagonal in the basis: the kept one (its side of the pair
-        # has D's part c1 or c2 ⊗lam) and the partner of an unmerged pair
+        # diagonal in the basis: the kept product and the partner of an unmerged pair
         exact = [True, len(partners) == 1]
         self.diag = (
             self.basis.c1 if exact[self.basis.order[0]] else 0.0,
@@ -210,12 +184,7 @@ class _Preconditioner:
             self.factors.append([0.5 * (X + X.T) for X in F])
 
     def condition(self, sweeps: int = SWEEPS) -> float:
-        """A lower estimate of ``λ_max(P⁻¹AᵀA)`` (every eigenvalue is at least 1, so this is
-        the condition number CG's iteration count follows): the Rayleigh quotient
-        ``uᵀTu / uᵀDu`` maximised over rank-one ``u = ⊗u_i`` by alternating over the
-        attributes — each step the top eigenvector of one ``n_i x n_i`` pencil, since both
-        quadratic forms are sums of Kronecker products — from the top corner of ``T``'s
-        diagonal ratio and from a seeded random start; exact for one attribute."""
+        """A lower estimate of ``λ_max(P⁻¹AᵀA)``, which CG's iteration count follows."""
         b = self.basis
         lam = b.lam
         d = len(lam)
@@ -259,36 +228,7 @@ class _Preconditioner:
 
 class NormalEquations:
     """Preconditioned conjugate gradients (Hestenes & Stiefel 1952) on ``AᵀA x = Aᵀy`` for a
-    :class:`KroneckerUnion` of ``l`` products, ``AᵀA = Σ_g c_g K_g`` with ``K_g = ⊗G_gi``.
-
-    **Preconditioner.** A sum of two Kronecker products below ``AᵀA`` (:class:`_Preconditioner`),
-    so that :class:`TwoProductBasis` gives per-attribute ``V_i`` with ``(⊗V_i)ᵀ P (⊗V_i) = D``
-    diagonal, and every eigenvalue of ``P⁻¹AᵀA`` is at least 1. Two candidates, both keeping
-    the heaviest product ``K_a``: *pair*, the next heaviest product exactly (the others
-    dropped), and *merged*, the others that have positive definite factor Grams folded into
-    one product by the arithmetic–geometric mean inequality, ``c K + c' K' ≽ 2 (cK) # (c'K')
-    = 2√(cc') ⊗(G_i # G'_i)`` (:func:`geometric_mean`). Dropping a product leaves
-    ``λ_max(P⁻¹AᵀA)`` at about the product over the attributes of the spread of
-    ``G_ai⁻¹G_gi``, the mean about its square root, unless the dropped product is small beside
-    the pair; so the one with the smaller estimated work ``√κ x (terms + 1)`` runs (``κ`` from
-    :meth:`_Preconditioner.condition`, ``terms`` the dense Kronecker passes per iteration).
-
-    **Iteration in the basis.** CG runs on ``T z = (⊗V_iᵀ) Aᵀy`` with ``T = (⊗V_i)ᵀ AᵀA (⊗V_i)
-    = Σ_g c_g ⊗(V_iᵀG_giV_i)``, preconditioned by the diagonal ``D``, and returns ``x =
-    (⊗V_i) z``: ``K_a`` (and the partner of the pair) is diagonal there, so one dense
-    Kronecker pass per other product and iteration.
-
-    **Stopping rule.** ``‖AᵀAx − Aᵀy‖ ≤ tol ‖Aᵀy‖`` in the cells' basis (what
-    ``mechanism.reconstruct`` documents); a solve that ``maxiter`` ends above it warns
-    (``RuntimeWarning``). CG tracks ``‖r‖_{P⁻¹}``; when that falls to ``tol`` of its start,
-    the residual is measured in the cells (the two norms may differ by orders of magnitude),
-    and CG goes on while it is above ``tol``. The true residual is then checked, and CG
-    restarts on it (iterative refinement, at most :data:`REFINE` times) where rounding in an
-    ill-conditioned basis kept them apart.
-
-    Without a positive definite side (``AᵀA`` may be singular): plain CG from ``x = 0`` in the
-    cells' basis with the structured Grams (``D = 1``), which stays in the row space (the
-    minimum-norm solution). Keeps 5 N-vectors (6 after a restart)."""
+    :class:`KroneckerUnion` (docs/algorithms/implicit-algebra.md, "More products")."""
 
     def __init__(self, A: KroneckerUnion, factors):
         self.A = A
@@ -297,13 +237,11 @@ class NormalEquations:
         order = sorted(range(len(factors)), key=lambda g: -weights[g])
         keep = order[0]
         merged = [g for g in order[1:] if _positive_definite(grams[g])]
-        # pairs (with the next heaviest product, which may be singular if the kept one is
-        # not, and with the heaviest positive definite one) and the merge of all of those
+        # pairs with the next heaviest and the heaviest positive definite product; the merge
         pd_keep = len(order) > 1 and _positive_definite(grams[keep])  # one product: plain
         candidates = [[order[1]]] if pd_keep else []
         candidates += [c for c in (merged[:1], merged) if c and c not in candidates]
-        # AᵀA in the cells' basis with the structured Grams: plain CG's operator, and the
-        # true residual of the preconditioned iteration's x̂
+        # AᵀA in the cells' basis: plain CG's operator and the true residual
         self.grams = [(c, Kronecker([f.gram() for f in fs])) for c, (_, fs) in
                       zip(weights, factors)]  # fmt: skip
         self.basis, self.diag, self.terms = None, (0.0, 0.0), self.grams
@@ -456,11 +394,7 @@ class NormalEquations:
 
 
 class TwoProductPinv(Matrix):
-    """``A⁺ = (AᵀA)⁻¹Aᵀ`` of a :class:`KroneckerUnion` of two products (module docstring).
-    ``apply_overwrite`` builds ``x̂`` in ``y``'s memory: each block's product in place in its
-    own rows when its factors have at least as many rows as cells (a block with a Total
-    factor is computed into one new N-vector), their weighted sum in one of them, then the
-    division by ``D`` and ``⊗V_i`` in place."""
+    """``A⁺`` of a :class:`KroneckerUnion` of two products (``apply_overwrite``: in ``y``)."""
 
     def __init__(self, A: KroneckerUnion, factors):
         self.shape = (A.shape[1], A.shape[0])
@@ -468,8 +402,7 @@ class TwoProductPinv(Matrix):
         grams = [[f.gram().dense() for f in fs] for _, fs in factors]
         self.basis = TwoProductBasis(grams, [w * w for w, _ in factors])
         self.weights = [w for w, _ in factors]
-        # ⊗A_giᵀ (m_g rows -> N cells) by the factors' own structured transposes, then the
-        # dense ⊗V_iᵀ and ⊗V_i once each on the sum (2 dense passes per attribute in all)
+        # structured ⊗A_giᵀ per block, then dense ⊗V_iᵀ and ⊗V_i once each on the sum
         self.left = [Kronecker([f.T for f in fs]) for _, fs in factors]
         self.right_t = Kronecker([Dense(V.T) for V in self.basis.V])
         self.right = Kronecker([Dense(V) for V in self.basis.V])
@@ -502,7 +435,6 @@ class TwoProductPinv(Matrix):
         if not (y.ndim == 1 and y.flags.c_contiguous and y.flags.writeable):
             return self @ y
         parts = [self.left[g].apply_overwrite(y[o[g] : o[g + 1]]) for g in range(2)]
-        # the sum goes where a block's product was built in place (one with fewer rows than
-        # cells, e.g. a Total factor, is computed into a new array)
+        # the sum goes where a block's product was built in place (not a Total-factor block)
         into = 0 if np.shares_memory(parts[0], y) else 1
         return self._solve(self._combine(parts, into), True)

@@ -1,68 +1,12 @@
 """Experiment configs: one YAML file per reproduced table, loaded into plain dataclasses.
 
-A config names a paper and one of its tables, the rows (a workload each), the columns
-(a strategy selector each, or the SVD lower bound), the metric, the privacy definition and
-the paper's published values. :func:`load_config` validates the whole file up front; any
-problem raises a single :class:`ConfigError` naming the file and the field path, e.g.::
+A config names a paper and one of its tables, the rows (a workload each), the columns (a
+strategy selector each, or the SVD lower bound), the metric, the privacy definition and the
+paper's published values. :func:`load_config` validates the whole file up front (each row's
+workload built too) and raises one :class:`ConfigError` naming the file and the field path;
+:func:`quick_config` gives the ``quick:`` variant.
 
-    configs/x.yaml: rows[2].workload.kind: unknown workload kind 'marginalz' (valid: ...)
-
-Format
-------
-.. code-block:: yaml
-
-    paper: residual_planner        # required; results go to <results>/<paper>/<table>.{csv,md}
-    table: table4                  # required; [A-Za-z0-9_.-]+ (both are path components)
-    title: "Table 4 — ..."         # optional (default "<paper> <table>")
-    source: "He et al., Table 4"   # optional free text
-    notes: "..."                   # optional free text printed under the Markdown table
-    metric: rmse                   # required: rmse | total_error | max_variance
-                                   #   | {ratio_to: <column>}: sqrt(Err(col) / Err(<column>))
-                                   #     (a selector column, or an svd_bound column: the
-                                   #     ratio to the SVD lower bound)
-    privacy: {kind: zcdp, rho: 0.5}   # required; given to mmtoolkit.privacy.from_spec
-    tolerance: {abs: 0.0005}       # {abs: a}, {rel: r} or both; required when any row has
-                                   # paper values. A cell agrees when
-                                   # |ours - paper| <= abs + rel * |paper|
-    seed: 0                        # optional int >= 0; every selector whose __init__
-                                   # declares a `seed` parameter gets, per cell, the seed
-                                   # runner.jobs.derive_seed(seed, row, column) (unless the
-                                   # column's params set one)
-    timeout: 3600                  # optional: seconds per job; a job over it is recorded
-                                   # as a "timeout" cell and the run continues
-    memory: 8GB                    # optional: address-space limit per job (B, KB, MB, GB,
-                                   # TB, KiB, ..., or bytes) -> an "out of memory" cell
-    columns:                       # required, non-empty, unique names
-      - {name: SVDB, svd_bound: true}  # the SVD lower bound (rmse, total_error, ratio_to)
-      - {name: LM, selector: laplace, params: {}}   # selectors.get("laplace", **params)
-      - {name: HDMM, selector: hdmm, params: {restarts: 5}, notes: "free text",
-         timeout: 600, memory: 4GB}                 # per-column limits override the above
-      - {name: RP max, selector: residual_planner, objective: max}
-                                   # objective: given to select(W, privacy, objective); one
-                                   # of the selector's objectives() (default "sum")
-      - {name: Mine, selector: "mypackage.module:MySelector"}
-                                   # a Selector subclass outside the package, imported from
-                                   # the config's directory, the cwd or sys.path
-    rows:                          # required, non-empty, unique names
-      - name: Adult 1-way
-        workload: {kind: marginals, domain: adult, k: 1}
-        paper: {SVDB: 3.047}       # optional: published value per column name (null = none)
-        notes: {SVDB: "..."}       # optional: explanation per column name
-    figures:                       # optional: PNGs <results>/<paper>/<table>_<name>.png,
-      - {name: rmse_vs_d, kind: line, x: {param: domain.d}, logy: true}
-                                   # drawn after the table is written, the paper's values
-                                   # beside ours (format: mmtoolkit/runner/figures.py)
-    quick:                         # optional: the variant run by `mmtoolkit run --quick`
-      rows: [Adult 1-way]          #   rows kept (default: the first row)
-      columns: [SVDB, HDMM]        #   columns kept (default: all)
-      params: {HDMM: {restarts: 2}}   # parameter overrides; a selector with a `restarts`
-                                   #   parameter not overridden here runs with restarts: 1
-      timeout: 60                  #   per-job timeout of the quick run
-                                   # results go to <results>/quick/<paper>/<table>.quick.*
-
-Workload specs are described in :mod:`mmtoolkit.workload_specs`. Each row's workload is
-built once while loading, so a bad argument value (``k`` larger than the number of
-attributes, an unknown attribute name, ...) is a ConfigError too.
+User guide: docs/guide/configs.md.
 """
 
 from __future__ import annotations
@@ -154,7 +98,7 @@ class Row:
 
 @dataclass
 class Config:
-    """A validated experiment config (see the module docstring)."""
+    """A validated experiment config (format: docs/guide/configs.md)."""
 
     path: Path
     paper: str
@@ -422,15 +366,9 @@ def _parse_quick(f: Fields, value, columns: dict[str, Column], rows: list[Row], 
 
 
 def quick_config(config: Config) -> Config:
-    """The smoke-run variant of ``config`` used by ``mmtoolkit run --quick``.
-
-    Rule: keep the rows listed in the config's ``quick.rows`` (default: the first row) and
-    the columns in ``quick.columns`` (default: all); apply ``quick.params`` overrides per
-    column; every selector with a ``restarts`` parameter that the overrides leave unset
-    runs with ``restarts: 1``; ``quick.timeout`` (if given) replaces the per-job timeout.
-    Results go to table ``<table>.quick`` (which ``run_config(quick=True)`` writes under the
-    git-ignored ``<results>/quick/``), so a smoke run never overwrites the real table.
-    """
+    """The smoke-run variant of ``config`` used by ``mmtoolkit run --quick``: its ``quick:``
+    rows, columns, parameter overrides (``restarts: 1`` where none is given) and timeout, as
+    table ``<table>.quick`` (docs/guide/configs.md, "Quick runs")."""
     q = config.quick or {}
     cfg = copy.copy(config)
     keep_rows = q.get("rows") or [config.rows[0].name]
@@ -458,7 +396,7 @@ def quick_config(config: Config) -> Config:
 
 
 def load_config(path: str | Path, *, build_workloads: bool = True) -> Config:
-    """Read and validate a YAML experiment config (see the module docstring for the format).
+    """Read and validate a YAML experiment config (format: docs/guide/configs.md).
 
     Raises :class:`ConfigError` (a ``ValueError``) naming the file and the field path.
     ``build_workloads=False`` skips building each row's workload (the slow part of the

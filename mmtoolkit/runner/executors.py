@@ -1,33 +1,13 @@
 """Executors: where jobs run (ARCHITECTURE.md, "Layers").
 
-``run_jobs(specs, on_result, jobs=N, executor="local"|"dask", scheduler=ADDRESS)`` runs
-every :class:`~mmtoolkit.runner.jobs.JobSpec` and calls ``on_result(spec, record)`` in the
-calling process, in completion order, as each one finishes. The record is
-``work(spec)``: :func:`~mmtoolkit.runner.jobs.execute` unless the caller passes its own
-``work`` (a function that never raises and returns a picklable dict; ``mmtoolkit.compare``
-scores one selector per spec this way, its workload inherited by the forked worker).
+:func:`run_jobs` runs every :class:`~mmtoolkit.runner.jobs.JobSpec` in process, in forked
+local workers (one per job, with its ``RLIMIT_AS`` memory limit and deadline: a killed job
+leaves no state behind) or on a Dask cluster, and calls ``on_result(spec, record)`` in the
+calling process as each finishes; :func:`check_executor` validates the options. Forking
+needs a Unix system; elsewhere limits are not available and ``jobs > 1`` runs one job at a
+time in process.
 
-* **local, one job at a time, no limits**: jobs run in this process (no fork).
-* **local otherwise** (``jobs > 1``, or a job with a ``timeout`` / ``memory`` limit): every
-  job runs in its own forked worker process, at most ``jobs`` at once. The worker sets
-  ``RLIMIT_AS`` to the job's memory limit (address space, which includes the ~1 GB the
-  interpreter and its libraries already map) and sends its record back through a pipe;
-  a worker still running at its deadline is killed (SIGKILL) and the job recorded as
-  ``timeout``; a ``MemoryError`` becomes ``out of memory``; a worker that dies without a
-  record (a crash, or the kernel's OOM killer) becomes ``failed`` (``out of memory`` when
-  it had a memory limit). A fresh process per job means a killed job leaves no state
-  behind (kill + respawn) and a leak cannot accumulate.
-* **dask**: jobs are submitted to an existing Dask distributed cluster
-  (``distributed.Client(scheduler)``; optional dependency ``mmtoolkit[dask]``). A job with
-  limits is forked inside the Dask worker the same way, so timeouts and memory limits hold
-  there too (Unix workers). Jobs travel as plain data (:class:`JobSpec`); the workers import
-  the selectors themselves, so a selector must be importable there: the package's, or a
-  ``module:Class`` found through the config's directory (a shared filesystem) or the
-  workers' ``PYTHONPATH``. Selectors registered only inside the submitting process (e.g. in
-  a test) are not visible to out-of-process workers.
-
-Forking needs a Unix system (``os.fork``); on other systems limits are not available and
-``jobs > 1`` falls back to one job at a time in process.
+User guide: docs/guide/configs.md.
 """
 
 from __future__ import annotations
@@ -247,8 +227,10 @@ def run_jobs(
     scheduler: str | None = None,
     work: Callable[[JobSpec], dict] = execute,
 ) -> None:
-    """Run ``specs`` and report each record ``work(spec)`` through ``on_result`` (see the
-    module docstring); a custom ``work`` runs on the local executor only."""
+    """Run ``specs`` and report each record ``work(spec)`` through ``on_result``, in the
+    calling process in completion order (docs/guide/configs.md, "Executors"); ``work``
+    (default :func:`~mmtoolkit.runner.jobs.execute`) never raises and returns a picklable
+    dict. A custom ``work`` runs on the local executor only."""
     check_executor(jobs, executor, scheduler)
     if not specs:
         return

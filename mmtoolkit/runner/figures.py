@@ -1,51 +1,11 @@
 """Figure specs: what a config's ``figures:`` and a figure sheet ``*.plot.yaml`` draw.
 
-Two sources of figures:
+:func:`parse_figures` validates a config's ``figures:`` list into :class:`FigureSpec`;
+:func:`load_sheet` reads a figure sheet (a CSV that no config writes) into a
+:class:`FigureSheet`. Validation errors are :class:`ConfigError` naming the file and the
+field; drawing is :mod:`.plots`.
 
-**A config's** ``figures:`` **list** (rendered by the runner right after the table is
-written, or again from the committed CSV by ``mmtoolkit plot CONFIG``)::
-
-    figures:
-      - name: rmse_vs_d            # required; PNG <results>/<paper>/<table>_<name>.png
-        kind: line                 # line (default) | bar
-        y: rmse                    # the config's metric (default) or seconds; a metric the
-                                   # config does not compute is an error
-        x: {param: domain.d}       # line only: a row workload parameter (path through
-                                   # nested specs/domains), {values: [...]} one number per
-                                   # plotted row, or rows (default: the rows in order)
-        rows: [d=2, d=4]           # optional subset/order of the rows (default: all)
-        columns:                   # optional (default: every column); a name, or a group
-          - ResPlan                # of trial/restart columns drawn as one series:
-          - {label: HDMM, columns: [HDMM s0, HDMM s1, HDMM s2], errorbars: minmax}
-        logx: false                # log axes
-        logy: true
-        title: "..."               # optional; xlabel / ylabel too
-        paper: true                # draw the paper's values (default true, when any)
-
-  A group's point is the mean of its columns, with min–max (``minmax``) or ±1 standard
-  deviation (``std``) error bars; a CSV that has an ``ours_std`` column gives error bars to
-  single columns. Paper values are drawn dashed with hollow markers (line) or as hatched
-  bars beside ours (bar), in the series' colour.
-
-**A figure sheet** ``configs/<paper>/<name>.plot.yaml`` for a CSV that no config writes
-(benchmark and scalability tables): ``mmtoolkit plot SHEET`` (and ``mmtoolkit reproduce``)
-renders ``<results>/<paper>/<csv stem>_<name>.png``::
-
-    paper: residual_planner
-    data: scalability.csv          # a CSV under <results>/<paper>/
-    figures:
-      - name: times
-        kind: line                 # line | bar (bar: x is categorical)
-        x: d                       # CSV columns
-        y: seconds
-        paper: paper_s             # optional CSV column with the published values
-        series: case               # optional CSV column: one series per value
-        where: {case: [sum, max]}  # optional filter: column -> value or list of values
-        logx: true
-        logy: true
-
-Validation errors are :class:`ConfigError` naming the file and the field; drawing is
-:mod:`.plots`.
+User guide: docs/guide/configs.md.
 """
 
 from __future__ import annotations
@@ -93,7 +53,7 @@ class SeriesSpec:
 
 @dataclass(frozen=True)
 class FigureSpec:
-    """A figure of a config's table (see the module docstring)."""
+    """A figure of a config's table (docs/guide/configs.md, "Figures")."""
 
     name: str
     kind: str
@@ -337,7 +297,7 @@ def is_sheet(path: str | os.PathLike) -> bool:
 
 
 def load_sheet(path: str | os.PathLike) -> FigureSheet:
-    """Read and validate a figure sheet (``*.plot.yaml``; see the module docstring)."""
+    """Read and validate a figure sheet (``*.plot.yaml``; docs/guide/configs.md)."""
     f = Fields(path)
     m = f.mapping(read_yaml(path), "(top level)")
     f.keys(m, "(top level)", {"paper", "data", "title", "figures"}, ("paper", "data", "figures"))

@@ -1,34 +1,12 @@
 """Jobs: one (row, column) cell of a config = one self-contained, picklable :class:`JobSpec`.
 
-A job computes one *quantity* of one strategy on one workload with the shared evaluator
-(:mod:`mmtoolkit.evaluate`; the runner never computes error itself):
+A job computes one quantity of one strategy on one workload with the shared evaluator
+(:mod:`mmtoolkit.evaluate`); a ratio cell ``sqrt(Err(column) / Err(R))`` is
+``evaluate.error_ratio`` (HDMM §8) of two independent jobs. :func:`expand_jobs` makes the
+jobs of a config, :func:`execute` runs one, :func:`cell_keys` gives the job keys
+(:data:`KEY_VERSION`) the report checks, :func:`derive_seed` the per-cell seeds.
 
-* ``rmse`` / ``total_error`` / ``max_variance`` metrics: that metric of the column's
-  strategy (``evaluate.rmse`` / ``expected_error`` / ``max_variance``), or the SVD bound
-  (``evaluate.svd_bound_rmse`` / ``svd_bound_error``) for an ``svd_bound`` column;
-* the ratio metric ``{ratio_to: R}``: ``evaluate.expected_error`` of the column's strategy
-  (``evaluate.svd_bound_error`` for an ``svd_bound`` column). The cell is then
-  ``sqrt(Err(column) / Err(R))`` of two stored evaluator outputs, which is exactly
-  ``evaluate.error_ratio`` (HDMM §8), so every job is independent of every other: a resumed
-  run recomputes only the missing strategies, never a reference it already has.
-
-**Job key.** ``key`` is the SHA-256 of the canonical JSON of everything that determines the
-job's value: the workload spec (with the SHA-256 of an explicit matrix's entries), the
-privacy spec, the quantity, and the selector, its effective parameters (including the
-derived seed, below) and the objective (or ``svd_bound``). Row and column *names* enter
-only through the seed; limits (timeout, memory) do not enter (see :mod:`.store`).
-The key is also written beside every cell of the committed CSV (column ``job``), where
-``mmtoolkit report`` checks it against the config (:func:`cell_keys`): a table whose
-config changed what a cell computes is stale. Its code marker is :data:`KEY_VERSION`, not
-the source fingerprint the job store checks (a fingerprint would flag every table on any
-refactor that moves no value): bumping it when the meaning of a value changes marks every
-table stale; a code change that moves some values is followed by re-running their configs.
-
-**Seeds.** When the config sets ``seed: s``, each job of a selector whose ``__init__``
-accepts ``seed`` (and whose column does not set one in ``params``) gets its own seed
-``derive_seed(s, row, column)`` = the first 32-bit word of
-``numpy.random.SeedSequence(s, spawn_key=(crc32(row), crc32(column)))``: independent
-streams per cell, unchanged by reordering rows/columns or by parallel execution.
+User guide: docs/guide/configs.md.
 """
 
 from __future__ import annotations
@@ -93,7 +71,8 @@ class JobSpec:
 
 # ----------------------------------------------------------------------------- seeds
 def derive_seed(seed: int, row: str, column: str) -> int:
-    """Per-job seed from the config seed and the cell's row and column names (see module)."""
+    """Per-job seed from the config seed and the cell's row and column names
+    (docs/guide/configs.md, "Seeds")."""
     ss = np.random.SeedSequence(
         int(seed), spawn_key=(zlib.crc32(row.encode()), zlib.crc32(column.encode()))
     )
@@ -150,11 +129,10 @@ def _is_timing(key: str) -> bool:
 
 
 def split_timings(metadata: dict, _path: str = "") -> tuple[dict, dict]:
-    """``(kept, timings)``: a strategy's metadata without the entries that are timings (at
-    any depth; a key is a timing when one of its ``_``-separated words is ``seconds`` or
-    ``time``, e.g. ``parse_seconds``), and those timings by dotted path. Strings in ``kept``
-    lose any memory address (:func:`stable_text`: records stored by older versions
-    may hold one). ``kept`` goes to the committed CSV, ``timings`` to the sidecar."""
+    """``(kept, timings)``: a strategy's metadata without its timing entries (at any depth,
+    :data:`_TIMING_WORDS`), and those timings by dotted path, for the committed CSV and the
+    sidecar. Strings in ``kept`` lose any memory address (:func:`stable_text`: records
+    stored by older versions may hold one)."""
     kept: dict = {}
     timings: dict = {}
     for key, value in metadata.items():
@@ -216,12 +194,12 @@ def _key(data: dict) -> str:
 
 
 def quantity_of(metric) -> str:
-    """The quantity each job computes for a config metric (see the module docstring)."""
+    """The quantity each job computes for a config metric (docs/guide/configs.md)."""
     return "total_error" if metric.kind == "ratio" else metric.kind
 
 
 def _cell_job(config, row, col, wdata, quantity: str) -> tuple[str, dict, str]:
-    """(job key, effective parameters, objective) of one cell (see the module docstring)."""
+    """(job key, effective parameters, objective) of one cell (guide: "Job keys")."""
     objective = col.objective or "sum"
     params: dict = {} if col.svd_bound else dict(col.params)
     if not col.svd_bound and config.seed is not None and "seed" not in params:
@@ -374,13 +352,8 @@ def job_record(spec: JobSpec, status: str = "ok", error: str | None = None, wall
 
 
 def execute(spec: JobSpec) -> dict:
-    """Run one job in this process; returns its record (never raises for a job failure).
-
-    Record fields: ``key``, ``status`` (``ok`` | ``failed`` | ``timeout`` |
-    ``out of memory``), ``value`` (the quantity, or None), ``seconds`` (selection time, or
-    the SVD bound's computation time), ``wall`` (the whole job), ``error`` (text or None),
-    ``metadata`` (the strategy's metadata, JSON-safe), ``params`` and ``limits``.
-    """
+    """Run one job in this process; returns its record (never raises for a job failure;
+    the fields: :func:`job_record`, docs/guide/configs.md, "The job store")."""
     start = time.perf_counter()
     rec = job_record(spec)
     try:

@@ -1,28 +1,12 @@
 """The reproduction scoreboard (``mmtoolkit report``), generated from ``configs/`` + ``results/``.
 
-For every experiment config (one reproduced table) the scoreboard reads the committed CSV
-written by the runner and counts, against the config (not against the CSV's own flags):
+:func:`collect` scores every table against its config (:func:`table_status`: agree,
+published, not computed, explained / unexplained, stale); :func:`render_results_readme`
+gives ``results/README.md``, :func:`render_status_block` the top-level README's block
+between :data:`BEGIN` and :data:`END`, :func:`write_report` writes or checks both
+(deterministic output), :func:`reproduce` runs configs and then regenerates it all.
 
-* *agree*: cells with a published value whose ``ours`` is within the config's tolerance;
-* *published*: cells the config gives a paper value for;
-* *not computed*: config rows × columns that have no number in the CSV (absent, failed,
-  timed out, or no CSV at all);
-* ✗ *explained* / *unexplained*: computed cells with a published value outside tolerance,
-  with / without a non-empty note in the CSV (the note comes from the config row's
-  ``notes``);
-* *stale*: places where the CSV disagrees with its config (a paper value, the agreement
-  flag, a note, a cell that is not in the config, or a cell's ``job`` key: the config
-  changed what the cell computes, e.g. its ρ, after the table was written,
-  :func:`~.jobs.cell_keys`): the table must be re-run or re-rendered.
-
-Runner-format CSVs that no config produces (tables written by experiment scripts) are
-counted from their own columns. Every other file under ``results/<paper>/`` (figures,
-benchmark and scalability tables, experiment write-ups) is listed with a link.
-
-:func:`render_results_readme` gives ``results/README.md``; :func:`render_status_block`
-gives the block of the top-level ``README.md`` between :data:`BEGIN` and :data:`END`
-(:func:`replace_block`). Output is deterministic (sorted, no timestamps), so a test can
-check that the committed files are up to date.
+User guide: docs/guide/report.md.
 """
 
 from __future__ import annotations
@@ -197,7 +181,7 @@ def config_paths(configs: str | os.PathLike) -> list[Path]:
 
 # ----------------------------------------------------------------------------- tables
 def table_status(config: Config, results: str | os.PathLike) -> TableStatus:
-    """Compare ``config`` with its CSV under ``results`` (see the module docstring)."""
+    """Compare ``config`` with its CSV under ``results`` (what it counts: docs/guide/report.md)."""
     directory = Path(results) / config.paper
     csv_path = directory / f"{config.table}.csv"
     md_path = directory / f"{config.table}.md"
@@ -603,14 +587,11 @@ def reproduce(
     progress=None,
 ) -> tuple[list[RunResult], list[Path]]:
     """Run every config of ``papers`` (all when empty) into ``results``, render the figure
-    sheets of those papers whose data exists, then regenerate the scoreboard.
+    sheets of those papers whose data exists, then regenerate the scoreboard (a ``quick``
+    run: only the quick tables; docs/guide/report.md, "mmtoolkit reproduce").
 
-    Every config is validated before anything runs; an unknown paper is a ReportError
-    naming the known ones. ``quick`` (the smoke-run variant) and ``jobs`` (parallel jobs
-    per config) are passed to the runner. A quick reproduction writes only under
-    ``<results>/quick/`` (the runner's quick tables): it draws no figure sheet and leaves
-    the scoreboard and ``readme`` alone.
-    Returns (the runner's RunResults, the figure sheets' PNGs).
+    ``jobs``: parallel jobs per config. Returns (the runner's RunResults, the figure
+    sheets' PNGs). Raises :class:`ReportError` for an unknown paper, before anything runs.
     """
     out = progress if progress is not None else sys.stderr
     paths = config_paths(configs)

@@ -1,34 +1,12 @@
 """Run an experiment config: rows × columns → cells → ``<results>/<paper>/<table>.{csv,md}``.
 
-Every (row, column) pair is one job (:mod:`.jobs`: what it computes with
-:mod:`mmtoolkit.evaluate`; identical jobs are computed once). For the ratio metric a cell is
-``sqrt(Err(column) / Err(ratio_to))`` = ``evaluate.error_ratio`` of two jobs' values.
+:func:`run_config` turns every (row, column) pair into a job (:mod:`.jobs`), runs the
+missing ones through :mod:`.executors`, appending each to the job store (:mod:`.store`) as
+it finishes, and writes the CSV and Markdown atomically from the store's records. The
+committed outputs hold only what the config and the code determine, so reruns rewrite no
+byte (timings go to the store's sidecar); a quick run writes under :data:`QUICK_DIR`.
 
-Jobs run through :mod:`.executors` (in process, a local process pool, or Dask); each
-finished job is appended to the job store :mod:`.store` at once, so an interrupted run
-resumes where it stopped. A job that raises is recorded as a failed cell (``ours`` empty,
-``note`` = error type and text); a job over its ``timeout`` / ``memory`` limit as a
-``timeout`` / ``out of memory`` cell; the run continues. Both output files are written
-atomically from the store's records.
-
-CSV columns: ``row, column, ours, paper, rel_diff, within_tol, note, status, metadata, job``;
-numbers at full precision, empty where absent. ``rel_diff = (ours - paper) / |paper|``;
-``status`` is ``ok``, ``failed``, ``timeout`` or ``out of memory``; ``metadata`` is the
-strategy's metadata as compact JSON (e.g. a chosen branching factor), empty when there is
-none; ``job`` is the key of the job that computed the cell (:mod:`.jobs`), by which
-``mmtoolkit report`` notices a config edited after its table was written.
-
-**Reruns rewrite no byte.** The CSV, the Markdown and the figures are committed as the
-reproduction record, so they hold only what the config and the code determine. Timings (a
-cell's selection ``seconds`` and the metadata entries :func:`~.jobs.split_timings` picks)
-go to the job store and its timings sidecar (:mod:`.store`) instead, objects in the metadata
-lose their memory addresses (:func:`~mmtoolkit.jsonsafe.stable_text`), and the Markdown
-names the config by its path relative to the directory holding ``<results>``. A figure of
-``y: seconds`` is drawn from the run's timings and so differs on every run (no committed
-config has one).
-
-A quick run (``quick=True``: the config's smoke variant) writes everything under
-``<results>/quick/`` (:data:`QUICK_DIR`, git-ignored), never beside the real tables.
+User guide: docs/guide/configs.md.
 """
 
 from __future__ import annotations

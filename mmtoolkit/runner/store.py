@@ -1,29 +1,13 @@
 """The per-table job store: ``<results>/<paper>/.jobs/<table>.jsonl``, one JSON line per job.
 
-Every finished job is appended as one line (``{"key": ..., "status": ..., "value": ...}``,
-see :func:`mmtoolkit.runner.jobs.execute`), flushed and fsynced before the next result is
-taken, so killing a run loses at most the jobs that were running. A line cut short by a
-kill is skipped on reading; when a key appears twice the last line wins.
+:class:`JobStore` appends every finished job durably (flushed and fsynced, so a killed run
+loses at most the jobs that were running), loads records skipping a line cut short (the
+last line of a key wins) and rewrites exactly the current jobs at the end of a run;
+:func:`reusable` says which records a rerun keeps. The git-ignored timings sidecar
+``<table>.timings.csv`` (:func:`render_timings`, :func:`read_timings`) holds the timings
+the committed tables leave out.
 
-Which stored records a rerun reuses (:func:`reusable`) — only records computed by the same
-code (the record's ``code``: a fingerprint of the package's value-computing sources and of
-a custom selector's module; editing them recomputes rather than keeping old numbers), and
-then:
-
-* ``ok`` — always (the key covers everything that determines the value);
-* ``timeout`` / ``out of memory`` — while the limit that stopped it is still in force
-  (same or lower limit); raising or removing the limit recomputes the job;
-* ``failed`` (an exception) — never: a failure is usually a bug that may have been fixed,
-  so it is retried on every run.
-
-At the end of a run the store is rewritten (atomically) with exactly the records of the
-config's current jobs.
-
-Beside it, the **timings sidecar** ``<results>/<paper>/.jobs/<table>.timings.csv``
-(:func:`timings_path`, :func:`render_timings`, :func:`read_timings`) lists every cell's
-selection seconds and the timing entries of its strategy's metadata: the timings the
-committed tables leave out so that a rerun rewrites no tracked byte. It is git-ignored
-like the store and rewritten by every run.
+User guide: docs/guide/configs.md.
 """
 
 from __future__ import annotations

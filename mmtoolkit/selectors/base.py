@@ -1,14 +1,10 @@
-"""The ``Selector`` interface and the registry every method plugs into
-(ARCHITECTURE.md, "Where to add things").
-
-A selector class declares what it is as class attributes — ``name`` (the registry key),
-``method`` (the method's name in its paper), ``paper`` (the reference), ``privacy`` (the
-privacy kinds it optimises for) and :meth:`~Selector.objectives` — and its parameters are
-the keyword arguments of its ``__init__`` (:meth:`~Selector.parameters`, with types and
-defaults read from the signature). ``mmtoolkit list selectors`` prints all of it
-(:meth:`~Selector.describe`); an unknown parameter is refused with the valid ones listed
-(:class:`UnknownParameterError`); :meth:`~Selector.applicability` says, without selecting,
-why a selector does not apply to a workload / privacy / objective.
+"""The ``Selector`` interface and the registry every method plugs into (ARCHITECTURE.md,
+"Where to add things"). A selector class declares ``name`` (the registry key), ``method``,
+``paper``, ``privacy`` and :meth:`~Selector.objectives`; its parameters are the keyword
+arguments of its ``__init__`` (:meth:`~Selector.parameters`: types and defaults from the
+signature), which ``mmtoolkit list selectors`` prints (:meth:`~Selector.describe`); an unknown
+one is refused listing the valid ones (:class:`UnknownParameterError`);
+:meth:`~Selector.applicability` says, without selecting, why a selector does not apply.
 """
 
 from __future__ import annotations
@@ -37,9 +33,8 @@ class UnknownSelectorError(KeyError):
 
 
 class UnknownParameterError(CheckTypeError):
-    """A selector was given a parameter its ``__init__`` does not take; the message lists the
-    valid parameters with their defaults. Both a ``TypeError`` (as Python's own unexpected
-    keyword argument) and a ``ValueError`` (as every other bad selector argument)."""
+    """A selector was given a parameter its ``__init__`` does not take (the message lists the valid
+    ones); a ``TypeError`` as Python's own, and a ``ValueError`` as other bad arguments."""
 
 
 class NotApplicableError(ValueError):
@@ -54,11 +49,8 @@ REFUSALS = (NotApplicableError, TooLargeError, UnsupportedWorkloadError, NotImpl
 
 @dataclass(frozen=True)
 class Parameter:
-    """One keyword parameter of a selector, read from its ``__init__`` signature.
-
-    ``annotation``: the annotation as written (``None`` if there is none); ``default``:
-    the default value, or :data:`Parameter.REQUIRED`.
-    """
+    """One keyword parameter of a selector, read from its ``__init__`` signature: ``annotation``
+    as written (or ``None``), ``default`` (or :data:`Parameter.REQUIRED`)."""
 
     REQUIRED: ClassVar[Any] = inspect.Parameter.empty
 
@@ -85,14 +77,9 @@ class Parameter:
 
 
 class Selector(ABC):
-    """A strategy-selection method (the class attributes: module docstring).
-
-    Subclasses take plain keyword parameters in ``__init__`` (stored in ``self.params``; a
-    ``**kwargs`` forwards to the parent class's ``__init__``, whose parameters then count too)
-    and implement :meth:`_select`. They never compute error for reporting: ``mmtoolkit.evaluate``
-    does. ``mmtoolkit.testing.check_selector`` checks a subclass the way the project checks its
-    own.
-    """
+    """A strategy-selection method (module docstring). Subclasses take keyword parameters in
+    ``__init__`` (in ``self.params``; ``**kwargs`` forwards to the parent's, whose parameters
+    then count too), implement :meth:`_select` and never compute reported error."""
 
     name: ClassVar[str]
     method: ClassVar[str]
@@ -152,13 +139,10 @@ class Selector(ABC):
     def applicability(
         cls, workload: Matrix, privacy: Privacy, objective: str = "sum"
     ) -> str | None:
-        """Why this selector does not apply to ``(workload, privacy, objective)``, or None,
-        without selecting: :meth:`select` refuses with exactly this reason. The base class
-        checks the privacy kind and the objective; a subclass may add cheap conditions that
-        hold for *every* parameter setting (calling ``super().applicability`` first). None
-        does not promise that selection succeeds. Arguments of the wrong type raise
-        ``TypeError``.
-        """
+        """Why this selector does not apply to ``(workload, privacy, objective)``, or None, without
+        selecting (:meth:`select` refuses with it): the privacy kind and objective here, cheap
+        conditions for *every* parameter setting in a subclass (after ``super()``). None does not
+        promise success; arguments of the wrong type raise ``TypeError``."""
         if not isinstance(workload, Matrix):
             raise TypeError(f"workload must be a linalg.Matrix, got {type(workload).__name__}")
         if not isinstance(privacy, Privacy):

@@ -16,8 +16,9 @@ from itertools import combinations
 
 import numpy as np
 import pytest
+from noise_draws import one_draw
 
-from mmtoolkit import measurement, mechanism
+from mmtoolkit import mechanism
 from mmtoolkit.linalg import Dense, Kronecker, Marginals, PIdentity, kernels, kronecker, marginals
 from mmtoolkit.linalg.marginals import expand_tables, marginal_tables
 from mmtoolkit.privacy import PureDP
@@ -153,7 +154,7 @@ def test_streamed_measure_is_the_product_plus_the_same_noise(monkeypatch, lowere
         monkeypatch,
         lambda: mechanism.measure(A, x, PureDP(1.0), np.random.default_rng(8)) - A @ x,
     )
-    noise = measurement.sample(PureDP(1.0), np.random.default_rng(8), A.shape[0], A.sensitivity(1))
+    noise = one_draw(PureDP(1.0), np.random.default_rng(8), A.shape[0], A.sensitivity(1))
     scale = np.abs(noise) + _abs_forward(A) @ np.abs(x)
     _within(compiled, noise, scale, _chain_terms(A))
     _within(numpy_path, noise, scale, _chain_terms(A))

@@ -9,10 +9,10 @@ missing files, inputs given as outputs, ``-``, directories, budgets of every sig
 
 The property: the exit code is 0 or 2. On 2, stderr ends with exactly one line
 ``mmtoolkit <command>: error: <message>`` (argparse's usage lines may come before it, as
-they do for a flag it cannot parse) and, for ``release``, nothing was written (its module
-docstring: all files are written atomically). On 0, no non-finite number is printed, the
-summary is strict JSON with finite numbers and the answers are finite. Never a traceback
-(another exception escaping ``main``), never a changed input file.
+they do for a flag it cannot parse) and, for ``release``, nothing was written
+(docs/guide/release.md: all files are written atomically). On 0, no non-finite number is
+printed, the summary is strict JSON with finite numbers and the answers are finite. Never a
+traceback (another exception escaping ``main``), never a changed input file.
 """
 
 from __future__ import annotations
@@ -282,8 +282,8 @@ def _inputs(args: list[str]) -> set[str]:
 
 
 def _release_outputs(args: list[str], written: list[str]) -> tuple[list[str], list[str]]:
-    """``(summaries, answer files)`` a successful release wrote (module docstring of
-    ``mmtoolkit.release_command``: the summary is ``--summary``, else ``OUT.json``, else
+    """``(summaries, answer files)`` a successful release wrote (docs/guide/release.md:
+    the summary is ``--summary``, else ``OUT.json``, else
     ``DIR/summary.json``)."""
     out, out_dir, summary = (_values(args, f) for f in ("--out", "--out-dir", "--summary"))
     if summary:

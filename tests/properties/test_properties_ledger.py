@@ -181,8 +181,8 @@ def _is_number(v) -> bool:
 
 
 def check_consistent(path: Path) -> None:
-    """The property of a ledger file: refused naming the file, or consistent (module
-    docstring) with finite reports and charges only within the total."""
+    """The property of a ledger file: refused naming the file, or consistent
+    (docs/guide/ledger.md) with finite reports and charges only within the total."""
     text = path.read_text(encoding="utf-8", errors="replace")
     folder = path.parent
     before = snapshot(folder)

@@ -12,12 +12,12 @@ not UTF-8.
 The oracle classifies every field as *exact* (its code is known: a declared label as
 written, an integer code, a number inside a bin), *bad* (empty, not a number where one is
 needed, a code or number outside the domain, an undeclared category) or *unclear* (other
-notations the module docstring lets either way). A file with a structural fault or a bad
+notations docs/guide/records.md lets either way). A file with a structural fault or a bad
 field must be refused with a ``RecordsError`` naming the file; a file of exact fields must
 be read to exactly the expected codes (a header without records with a ``RecordsWarning``);
 any file read gives codes inside the domain. ``from_frame`` of the frame that
 ``pd.read_csv(path, dtype=str, keep_default_na=False, index_col=False)`` makes of a
-well-formed file gives what ``read_csv`` gives (the equivalence the module docstring
+well-formed file gives what ``read_csv`` gives (the equivalence docs/guide/records.md
 promises), and a missing value anywhere in a typed frame is refused naming the row.
 """
 
@@ -40,7 +40,7 @@ from property_support import check_refusal, outcome, profile, snapshot
 
 from mmtoolkit import records
 
-#: A number "in ASCII decimal notation" (the module docstring's matching rule).
+#: A number "in ASCII decimal notation" (docs/guide/records.md's matching rule).
 _NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?", re.ASCII)
 
 _PLAIN = "abcxyz019_"
@@ -85,7 +85,7 @@ def domains(draw) -> list[dict]:
 
 
 def _number(text: str) -> Decimal | None:
-    """The number a text is under the module docstring's rule (ASCII decimal notation), or
+    """The number a text is under docs/guide/records.md's rule (ASCII decimal notation), or
     None; exponents of more than five digits (where the rule's limit lies) are left out by
     the generators, so every number here is exact in ``Decimal``."""
     t = text.strip()
@@ -141,11 +141,11 @@ def notations(draw, value: int) -> str:
 
 @st.composite
 def fields(draw, a: dict, clean: bool = False) -> tuple[str, int | None, str]:
-    """``(text, code, class)``: a field for attribute ``a``, with its code when the module
-    docstring fixes it — class ``exact`` — or ``bad`` when it must be refused, ``unclear``
-    otherwise. Numbers are judged in ``Decimal`` / ``float`` (the rule's "the same number"
-    and "the nearest double"), not by the reader's own code. ``clean``: only values of the
-    first kind (declared labels, numbers in or near the domain)."""
+    """``(text, code, class)``: a field for attribute ``a``, with its code when
+    docs/guide/records.md fixes it — class ``exact`` — or ``bad`` when it must be refused,
+    ``unclear`` otherwise. Numbers are judged in ``Decimal`` / ``float`` (the rule's "the
+    same number" and "the nearest double"), not by the reader's own code. ``clean``: only
+    values of the first kind (declared labels, numbers in or near the domain)."""
     pad = draw(st.sampled_from(["", "", "", " ", "  ", "\t"]))  # values are stripped
     choice = draw(st.integers(0, 4 if clean else 9))
     if a["kind"] == "values" and choice <= 4:  # a declared label as declared
@@ -328,7 +328,7 @@ def test_read_csv_reads_exact_files_exactly_and_refuses_bad_ones_naming_the_file
 @profile(40)
 @given(csv_files(well_formed=True))
 def test_from_frame_of_pandas_read_matches_read_csv(case):
-    """The module docstring: ``pd.read_csv(path, dtype=str, keep_default_na=False,
+    """docs/guide/records.md: ``pd.read_csv(path, dtype=str, keep_default_na=False,
     index_col=False)`` of a well-formed file and ``read_csv`` give the same records."""
     with tempfile.TemporaryDirectory() as tmp:
         got, refused, _ = _read(case, Path(tmp))

@@ -1,41 +1,8 @@
-"""GreedyH (Li, Hay, Miklau & Wang, "A data- and workload-aware algorithm for range queries
-under differential privacy", PVLDB 2014, §4 — the strategy stage of DAWA; HDMM §8
-baseline, digest hdmm.md §15).
-
-A binary interval tree over the 1-D domain (a node of ``n' ≤ 2`` cells has single-cell
-children, otherwise ``⌊n'/2⌋`` and ``⌈n'/2⌉`` cells, the larger last). Weights are chosen
-greedily bottom-up: at a node ``v`` (depth ``d``, root ``d = 0``) whose children's
-sub-strategies (each with unit column norm) have Grams ``M_C``, the candidate fractions
-``p ∈ {1, 0.99, …, 0.01}`` give ``A_v = [α 1_vᵀ ; p · blockdiag(A_C)]`` with ``α = 1 − p``
-(L1, PureDP) or ``sqrt(1 − p²)`` (L2), whose column norm is again 1. With
-``D = blockdiag(M_C)``, ``u = D⁻¹ 1``, ``s = 1ᵀu``, a criterion Gram ``G`` (below),
-``q = uᵀ G[v,v] u``, ``q₁ = Σ_C u_Cᵀ G[C,C] u_C`` (the children's own blocks) and ``t`` the
-children's criteria, the fraction minimising
-
-    err(p) = t / p² − β α² q_e / (p² (p² + β α² s)),    q_e = q₁ + β (q − q₁),
-
-is kept (first minimum: the largest ``p`` on ties) and ``err`` is passed up as the node's
-``t``. By Sherman–Morrison this is ``tr(G_β M_β⁻¹)`` for the node Gram
-``M_β = p² D + β α² 1 1ᵀ`` and ``G_β = blockdiag(G[C,C]) + β · (cross-child blocks of G)``,
-with the children's exact traces replaced by their criteria. ``M_v⁻¹ 1 = u / (p² + α² s)``
-(undamped) is what the parent sees. The root query is not measured (``p = 1`` at the root).
-A node whose workload columns are all identical is not split: it becomes one leaf query.
-The strategy is a weighted :class:`~mmtoolkit.linalg.Tree` (a node's weight is ``α_v``
-times the product of its ancestors' ``p``).
-
-Two readings of the digest's description ("error restricted to the node's columns, computed
-from WᵀW … with a rank-one update, with decay factor 1/b^{depth/2}"), parameter
-``criterion``:
-
-* ``"dawa"`` (default): ``G = (WᵀW)²`` — the node's columns of ``WᵀW`` used as the query
-  matrix, so a leaf's criterion is ``‖WᵀW e_i‖²`` — and ``β = 2^{-d/2}`` damping both the
-  node query's squared weight and the cross-child term. Chosen because it reproduces HDMM
-  Table 4(a) and the digest's independent port to every printed digit; the other readings
-  evaluated miss at least one cell by 4.8% or more
-  (``experiments/baselines/greedy_h_readings.py``).
-* ``"exact"``: ``G = WᵀW``, ``β = 1`` — a plain greedy minimisation of the true
-  node-restricted error ``tr(WᵀW[v,v] M_v⁻¹)``; it over-invests in small nodes and is worse
-  than the table (kept as the principled variant).
+"""GreedyH (Li, Hay, Miklau & Wang, PVLDB 2014, §4 — the strategy stage of DAWA; HDMM §8
+baseline, digest §15): a binary interval tree whose node budgets are chosen greedily bottom-up
+by a Sherman-Morrison error criterion, ``criterion="dawa"`` (reproduces HDMM Table 4(a)) or
+``"exact"``; the ``greedy_h`` selector.
+User guide: docs/algorithms/baselines.md.
 """
 
 from __future__ import annotations
@@ -95,10 +62,8 @@ def _node_index(child_starts: np.ndarray, parent_starts: np.ndarray) -> np.ndarr
 
 
 class _Quadratic:
-    """``z_vᵀ G z_v`` for blocks ``v`` of a vector ``z`` (zero outside ``v``), with
-    ``G = K`` or ``G = K²`` (``‖K z_v‖²``) for the workload Gram ``K``. Dense ``K`` (when it
-    fits) is multiplied by a sparse block matrix, ``O(N²)`` per level; otherwise ``K``'s
-    structured products are applied to chunks of block columns."""
+    """``z_vᵀ G z_v`` for blocks ``v`` of ``z``, ``G = K`` or ``K²`` for the workload Gram ``K``
+    (dense if it fits, else ``K``'s structured products on chunks of block columns)."""
 
     def __init__(self, K, n: int, squared: bool):
         self.K, self.n, self.squared = K, n, squared
@@ -128,15 +93,9 @@ class _Quadratic:
 
 @register
 class GreedyHSelector(Selector):
-    """GreedyH: a binary tree with greedily chosen, workload-adapted node budgets (DAWA,
-    PVLDB 2014 §4; module docstring). 1-D only: a workload with a multi-attribute Kronecker
-    structure is an error unless ``dims=[N]`` asks for the flattened domain.
-
-    Parameters: ``criterion`` (module docstring), ``granularity`` (number of candidate
-    fractions, default 100), ``root`` (measure the root query too; default False as in DAWA),
-    ``collapse`` (merge nodes whose workload columns are identical). ``loss``: the criterion
-    at the root.
-    """
+    """GreedyH: a binary tree with greedily chosen, workload-adapted node budgets (DAWA, PVLDB
+    2014 §4), 1-D only (``dims=[N]``: the flattened domain). Parameters: ``criterion``,
+    ``granularity``, ``root``, ``collapse``, ``dims``; ``loss``: the criterion at the root."""
 
     name = "greedy_h"
     method = "GreedyH (DAWA's workload-adapted tree)"

@@ -1,9 +1,8 @@
-"""Hierarchical baselines: H_b trees (Hay et al. 2010), HB (Qardaji, Yang & Li 2013) and
-Quadtree (Cormode et al. 2012), as the HDMM experiments use them (HDMM §8, digest §15).
-
-Every strategy is a :class:`~mmtoolkit.linalg.Tree` (one counting query per node), or a
-Kronecker product of 1-D trees; a tree built on a padded domain keeps only the real cells
-(digest §16.13).
+"""Hierarchical baselines as the HDMM experiments use them (HDMM §8, digest §15): H_b trees
+(Hay et al. 2010, ``hierarchical``), HB (Qardaji, Yang & Li 2013, ``hb``) and Quadtree
+(Cormode et al. 2012, ``quadtree``), each a :class:`~mmtoolkit.linalg.Tree` or a Kronecker
+product of 1-D trees.
+User guide: docs/algorithms/baselines.md.
 """
 
 from __future__ import annotations
@@ -43,10 +42,8 @@ def _below(levels: list, start: int) -> list:
 
 
 def _height_candidates(n: int):
-    """For each height ``h`` a ``b``-ary tree over ``n ≥ 2`` cells can have, the smallest
-    ``b ≥ 2`` with ``⌈log_b n⌉ = h`` (the least ``b`` with ``b^h ≥ n``), by increasing ``b``.
-    Both branching rules below increase with ``b`` at a fixed height, so their minimum over
-    ``b ∈ {2, …, n}`` is at one of these ``O(log n)`` candidates (exact for any ``n``)."""
+    """For each height a ``b``-ary tree over ``n ≥ 2`` cells can have, the smallest such ``b``: both
+    branching rules increase with ``b`` at a fixed height, so their minimum is among these."""
     out = []
     for h in range(tree_height(n, 2), 0, -1):
         b = max(2, int(round(n ** (1.0 / h))))
@@ -60,9 +57,8 @@ def _height_candidates(n: int):
 
 
 def hb_branching(n: int) -> int:
-    """Qardaji et al. 2013 (§4, eq. for the average range-query variance; HDMM digest §15):
-    the ``b ∈ {2, …, n}`` minimising ``(b − 1) h³ − 2 (b + 1) h² / 3``, ``h = ⌈log_b n⌉``
-    (ties: the smallest ``b``). ``n = 1`` gives 2 (a single cell)."""
+    """Qardaji et al. 2013 (§4; HDMM digest §15): the ``b ∈ {2, …, n}`` minimising
+    ``(b − 1) h³ − 2 (b + 1) h² / 3``, ``h = ⌈log_b n⌉`` (ties: the smallest; ``n = 1``: 2)."""
     if n < 2:
         return 2
     best, best_v = 2, math.inf
@@ -89,15 +85,8 @@ def hb2d_branching(n: int) -> int:
 
 @register
 class HierarchicalSelector(Selector):
-    """H_b: the ``b``-ary interval tree with a uniform budget over its levels (Hay, Rastogi,
-    Miklau & Suciu, PVLDB 2010; ``branching=2`` is H2). Multi-D: the Kronecker product of
-    per-attribute trees (``multi="kron"``, as the Eigen-Design comparisons do, digest §8.1)
-    or the level-wise product tree (``multi="product"``, ``b^d`` children per node).
-
-    Parameters: ``branching`` (≥ 2), ``root`` (measure the root), ``split``
-    (:func:`~mmtoolkit.linalg.tree.interval_tree`), ``dims`` (attribute sizes; default from
-    the workload's Kronecker structure), ``multi``.
-    """
+    """H_b: the ``b``-ary interval tree, uniform budget over its levels (Hay, Rastogi, Miklau &
+    Suciu, PVLDB 2010). Parameters: ``branching``, ``root``, ``split``, ``dims``, ``multi``."""
 
     name = "hierarchical"
     method = "H_b: b-ary hierarchical intervals, uniform budget (H2 for b = 2)"
@@ -139,15 +128,8 @@ class HierarchicalSelector(Selector):
 
 @register
 class HBSelector(Selector):
-    """HB (Qardaji, Yang & Li, PVLDB 2013): the branching factor that minimises the average
-    range-query variance (:func:`hb_branching`), near-equal splits, the root dropped and a
-    uniform budget over the remaining levels (HDMM §8 baseline, digest §15).
-
-    2-D domains use HB-2D: ``b`` by :func:`hb2d_branching` on ``n = ⌊√N⌋``, every node split
-    into ``b × b`` children. ``split2d="pad"`` (default, digest §15) pads each side to ``b^h``
-    with equal splits and keeps the real cells; ``"near_equal"`` splits the real domain.
-    ``branching`` overrides the rule.
-    """
+    """HB (Qardaji, Yang & Li, PVLDB 2013; HDMM §8): the variance-optimal branching factor, the root
+    dropped. Parameters: ``branching`` (overrides the rule), ``split2d``, ``dims``."""
 
     name = "hb"
     method = "HB: hierarchy with the variance-optimal branching factor"
@@ -195,11 +177,8 @@ class HBSelector(Selector):
 
 @register
 class QuadtreeSelector(Selector):
-    """Quadtree (Cormode, Procopiuc, Srivastava, Shen & Yu, ICDE 2012; HDMM §8 baseline,
-    digest §15): 2 × 2 fan-out over a 2-D domain padded to ``2^h × 2^h`` (real cells kept),
-    every level measured, with the geometric budget ``ε_ℓ ∝ 2^{(h−ℓ)/3}`` (ℓ = height above
-    the leaves) normalised to sum to 1; ``geometric=False`` gives a uniform budget.
-    """
+    """Quadtree (Cormode, Procopiuc, Srivastava, Shen & Yu, ICDE 2012; HDMM §8, digest §15): 2 × 2
+    fan-out, every level measured, budget ``ε_ℓ ∝ 2^{(h−ℓ)/3}`` (``geometric``) or uniform."""
 
     name = "quadtree"
     method = "Quadtree with geometric budget"

@@ -1,5 +1,7 @@
-"""The two baselines every table uses: Identity and the Laplace/Gaussian mechanism on W
-(HDMM §2 and §15; Li, Hay, Rastogi, Miklau & McGregor, PODS 2010, Example 4.8)."""
+"""The two baselines every table uses: Identity and the Laplace/Gaussian mechanism on W (HDMM §2
+and §15; Li, Hay, Rastogi, Miklau & McGregor, PODS 2010, Example 4.8).
+User guide: docs/algorithms/baselines.md.
+"""
 
 from __future__ import annotations
 
@@ -11,10 +13,7 @@ from ..base import Selector, register
 
 @register
 class IdentitySelector(Selector):
-    """A = I_N: noise on every cell, workload answered from the noisy cells.
-
-    Err = v · tr(WᵀW) (HDMM §15 "Identity"; Li et al. 2010 Example 4.8).
-    """
+    """A = I_N: noise on every cell; Err = v · tr(WᵀW) (HDMM §15; Li et al. 2010 Ex. 4.8)."""
 
     name = "identity"
     method = "Identity (A = I)"
@@ -26,11 +25,8 @@ class IdentitySelector(Selector):
 
 @register
 class LaplaceSelector(Selector):
-    """LM: noise added to each workload query directly, no inference.
-
-    Err = v · m · sens_p(W)² (HDMM §2 "LM baseline", §15; Li et al. 2010 Example 4.8).
-    Under ApproxDP/ZCDP this is the Gaussian mechanism on W with L2 sensitivity.
-    """
+    """LM: noise on each workload query, no inference; Err = v · m · sens_p(W)² (HDMM §2,
+    §15; Li et al. 2010 Example 4.8); the Gaussian mechanism under ApproxDP / ZCDP."""
 
     name = "laplace"
     method = "LM: the Laplace / Gaussian mechanism on W, no inference"

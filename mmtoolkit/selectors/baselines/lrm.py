@@ -1,24 +1,7 @@
-"""The Low-Rank Mechanism (Yuan, Zhang, Winslett, Xiao, Yang & Hao, "Low-rank mechanism:
-optimizing batch queries under differential privacy", PVLDB 2012; an HDMM §8 baseline,
-digest hdmm.md §15).
-
-LRM factors the workload ``W ≈ B L`` (``B`` m × r, ``L`` r × n) and answers ``W x`` as
-``B (L x + noise)``: with ``L``'s columns in the unit L1 ball (PureDP; the unit L2 ball for
-the Gaussian variant) the noise costs ``v · tr(BᵀB)``. The decomposition solves
-
-    min_{B, L}  ½ tr(BᵀB)   s.t.  W = B L,  ||L_{:,j}||_p ≤ 1 for every column j,
-
-relaxed to ``||W − B L||_F ≤ γ ||W||_F`` by the augmented Lagrangian of Yuan et al. (§4):
-with multiplier ``π`` and penalty ``β``, alternate
-
-* ``B ← (β W + π) Lᵀ (I + β L Lᵀ)⁻¹`` (the exact minimiser in ``B``),
-* ``L`` by accelerated projected gradient steps on ``−⟨π, BL⟩ + β/2 ||W − BL||²`` with a
-  column-wise projection onto the unit ball (Duchi et al.'s sort-based L1 projection),
-* ``π ← π + β (W − BL)``, ``β ← min(ρ β, β_max)``,
-
-until the relative residual is below ``γ`` and the objective settles. ``L`` is the selected
-strategy; the shared evaluator scores it with least squares (never above LRM's own
-``tr(BᵀB)`` when ``B L = W``: Gauss–Markov).
+"""The Low-Rank Mechanism (Yuan, Zhang, Winslett, Xiao, Yang & Hao, PVLDB 2012, §4; an HDMM §8
+baseline): the augmented-Lagrangian decomposition ``W ≈ B L`` (:func:`lrm_decompose`) and the
+``lrm`` selector, whose strategy is ``L``.
+User guide: docs/algorithms/baselines.md.
 """
 
 from __future__ import annotations
@@ -90,20 +73,8 @@ def lrm_decompose(
     init: str = "auto",
     settle: bool = True,
 ):
-    """Yuan et al.'s augmented-Lagrangian decomposition ``W ≈ B L`` (module docstring).
-
-    Returns ``(B, L, info)`` with ``info = {"residual", "trace_BtB", "iterations"}``
-    (``residual = ||W − BL||_F / ||W||_F``). The start ``init``: ``"identity"`` (needs
-    ``rank ≥ n``), ``"svd"`` (the top-``rank`` right singular vectors of ``W``), ``"random"``
-    (Gaussian from ``seed``) or ``"auto"`` (identity when ``rank ≥ n``, else svd); extra rows
-    are small Gaussian ones, and the start is scaled (not projected) into the feasible set.
-    It stops after ``max_iter`` iterations or once the residual is at most ``gamma`` and
-    (``settle``) ``tr(BᵀB)`` changed by at most 1e-6 relative; ``settle=False`` stops at the
-    first iteration with residual ≤ ``gamma``, as the HDMM authors describe their LRM runs.
-
-    The identity start is a KKT point whenever ``(WᵀW)_ij ≤ (WᵀW)_jj`` for all ``i, j``
-    (Prefix, Width-w and All Range): a descent method started there stays there.
-    """
+    """Yuan et al.'s augmented-Lagrangian decomposition ``W ≈ B L`` (§4); returns ``(B, L, info)``,
+    ``info``: ``residual`` (relative), ``trace_BtB``, ``iterations``."""
     W = np.asarray(W, dtype=float)
     m, n = W.shape
     rng = np.random.default_rng(seed)
@@ -174,15 +145,10 @@ def lrm_decompose(
 
 @register
 class LowRankSelector(Selector):
-    """LRM: the strategy ``L`` of the low-rank decomposition ``W ≈ B L`` (Yuan et al.
-    2012; module docstring). PureDP constrains ``L``'s columns to the unit L1 ball; ApproxDP
-    / ZCDP to the unit L2 ball (the Gaussian variant).
-
-    Parameters: ``rank`` (default ``ceil(1.2 · rank(W))``, the LRM paper's choice), ``gamma``
-    (target relative residual), ``max_iter``, ``inner`` (projected-gradient steps per
-    L-step), ``init`` and ``seed`` (:func:`lrm_decompose`). Needs the dense workload, as LRM
-    itself does (HDMM §8: it did not finish for N ≥ 3⁸).
-    """
+    """LRM: the strategy ``L`` of ``W ≈ B L`` (Yuan et al. 2012), columns in the unit L1 ball
+    (PureDP) or L2 ball; needs the dense workload, as LRM itself (HDMM §8). Parameters:
+    ``rank`` (default ``ceil(1.2 rank(W))``), ``gamma``, ``max_iter``, ``inner``, ``init``,
+    ``seed``."""
 
     name = "lrm"
     method = "LRM: Low-Rank Mechanism"

@@ -1,18 +1,8 @@
-"""Privelet (Xiao, Wang & Gehrke, ICDE 2010 / TKDE 2011): the unnormalised ±1 Haar wavelet
-strategy, 1-D and per-attribute Kronecker multi-D (HDMM §8 "Wavelet"/"Privelet", digest
-§15; Eigen-Design §5 "Wavelet", digest §8.1).
-
-``H_1 = [1]``, ``H_n = [H_{n/2} ⊗ [1 1] ; I_{n/2} ⊗ [1 −1]]`` for ``n`` a power of two. A
-size that is not a power of two is padded to the next one, ``l``, and the strategy keeps the
-real columns, ``H_l[:, :n]`` (digest §16.13): the padded cells hold no records.
-
-Error without an N x N array: writing each detail row ``1_{S₁} − 1_{S₂}`` (``S₁, S₂`` the
-halves of a dyadic node ``S``) gives ``(1_{S₁} − 1_{S₂})(·)ᵀ = 2 (1_{S₁}1_{S₁}ᵀ + 1_{S₂}1_{S₂}ᵀ)
-− 1_S 1_Sᵀ``, so ``HᵀH = Σ_S a_S 1_S 1_Sᵀ`` over the dyadic tree with ``a = 0`` at the root
-(total + own detail), ``1`` at the other internal nodes (+2 from the parent, −1 own) and
-``2`` at the cells. The Gram is therefore a :class:`~mmtoolkit.linalg.TreeGram` (weights
-``0, 1, …, 1, √2``) which the evaluator's tree route scores exactly, while the sensitivity
-stays the Haar one, ``log2 l + 1`` (L1) or ``sqrt(log2 l + 1)`` (L2).
+"""Privelet (Xiao, Wang & Gehrke, ICDE 2010 / TKDE 2011; HDMM §8, Eigen-Design §5, digest
+§16.13): the unnormalised ±1 Haar wavelet strategy, padded to a power of two with the real
+columns kept (:class:`PriveletHaar`, whose Gram is an exact :class:`~mmtoolkit.linalg.TreeGram`),
+and the ``privelet`` selector.
+User guide: docs/algorithms/baselines.md.
 """
 
 from __future__ import annotations
@@ -41,8 +31,8 @@ __all__ = ["PriveletHaar", "PriveletSelector", "haar_tree"]
 
 
 def haar_tree(n: int, padded: int) -> Tree:
-    """The tree whose Gram is ``H_lᵀ H_l`` restricted to the first ``n`` cells (module
-    docstring): dyadic levels of ``[0, l)`` kept on ``[0, n)``, weights ``0, 1, …, 1, √2``."""
+    """The tree whose Gram is ``H_lᵀ H_l`` on the first ``n`` cells: dyadic levels of
+    ``[0, l)`` kept on ``[0, n)``, weights ``0, 1, …, 1, √2`` (guide page)."""
     L = padded.bit_length() - 1
     if L == 0:
         return Tree(n, [np.array([0])], [1.0])
@@ -52,9 +42,8 @@ def haar_tree(n: int, padded: int) -> Tree:
 
 
 class PriveletHaar(Matrix):
-    """``H_l[:, :n]``: the unnormalised Haar matrix of the padded size ``l = 2^⌈log2 n⌉``
-    with the real columns kept; ``gram()`` is a :class:`~mmtoolkit.linalg.TreeGram` (module
-    docstring)."""
+    """``H_l[:, :n]``: the unnormalised Haar matrix of the padded size ``l = 2^⌈log2 n⌉``, real
+    columns kept; ``gram()`` is a :class:`~mmtoolkit.linalg.TreeGram`."""
 
     def __init__(self, n: int, padded: int | None = None):
         n = int(n)
@@ -108,13 +97,8 @@ class PriveletHaar(Matrix):
 
 @register
 class PriveletSelector(Selector):
-    """Privelet: the Haar wavelet strategy on each attribute, Kronecker across attributes
-    (Xiao et al. 2010; HDMM §8, Eigen-Design §5; digest hdmm.md §15).
-
-    Parameters: ``pad`` (default True: pad sizes that are not powers of two; False makes
-    such a size an error), ``dims`` (attribute sizes; default from the workload's Kronecker
-    structure, else one attribute of size N). ``metadata["padded"]`` lists the padded sizes.
-    """
+    """Privelet: the Haar wavelet strategy on each attribute, Kronecker across attributes (Xiao
+    et al. 2010; HDMM §8, Eigen-Design §5). Parameters: ``pad``, ``dims``."""
 
     name = "privelet"
     method = "Privelet (Haar wavelet)"

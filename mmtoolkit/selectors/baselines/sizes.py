@@ -1,5 +1,6 @@
-"""The attribute sizes the per-attribute baselines (H_b, HB, Quadtree, Privelet, GreedyH:
-1-D structures, HDMM §8) are built on."""
+"""The attribute sizes the per-attribute baselines (H_b, HB, Quadtree, Privelet, GreedyH: 1-D
+structures, HDMM §8) are built on. User guide: docs/algorithms/baselines.md.
+"""
 
 from __future__ import annotations
 
@@ -28,9 +29,8 @@ def check_dims(dims) -> list[int] | None:
 
 
 def workload_sizes(workload: Matrix, dims=None) -> list[int]:
-    """The attribute sizes a baseline builds its per-attribute structure on: ``dims`` when
-    given (their product must be the domain size), else the factor sizes shared by every
-    Kronecker term of the workload, else one attribute of size N."""
+    """The attribute sizes a baseline is built on: ``dims`` (product: the domain size), else the
+    sizes shared by the workload's Kronecker terms, else one attribute of size N."""
     N = workload.shape[1]
     dims = check_dims(dims)
     if dims is not None:

@@ -1,38 +1,7 @@
-"""Ding, Winslett, Han & Li's DataCube selection (SIGMOD 2011), "BMAX".
-
-Written from the HDMM paper's baselines (McKenna et al. 2018, §8; digest §15 "DataCube") and
-the datacube paper (Cormode et al. 2013, §2 and §5, the "C" strategy).
-
-Problem. The workload is a set ``L`` of cuboids (marginals, attribute bitmasks) on
-attributes of sizes ``n_i``. Choose cuboids ``L_pre`` to measure with equal noise; every
-workload cuboid ``c`` is then computed from a measured ancestor ``κ ⊇ c`` by summing
-``mag(c, κ) = Π_{i ∈ κ∖c} n_i`` cells per cell. With ``s = |L_pre|`` the per-cell variance is
-``∝ s^{3-p} · mag`` (p = 1: Laplace, sensitivity ``s``, variance ``∝ s²``; p = 2: Gaussian,
-L2 sensitivity ``√s``, variance ``∝ s``). BMAX minimises the largest such variance:
-binary search on the bound ``θ``; ``θ`` is feasible when, for some ``s``, a greedy set cover
-using at most ``s`` candidates, each allowed to cover ``c`` only when
-``mag(c, κ) ≤ θ / s^{3-p}``, covers ``L``.
-
-How the HDMM authors ran it (HDMM digest §15, tagged [R/V]): candidates = the workload's
-own cuboids, integer binary search of ``θ`` over ``[0, 2|L|²]``, threshold ``⌊θ / s^{3-p}⌋``
-with ``p = 2``, ``s = 1..|L|``, smallest feasible ``θ``: ``variant="bmax"`` (the default)
-with ``p=2`` (the mags are integers, so the floor changes nothing). On HDMM's Table 5 domain
-that measures every workload cuboid, which does NOT give the printed DataCube column.
-``variant="hdmm_table"`` is the §15 greedy at one point of that search, ``θ = |L|²`` (the
-first midpoint) with ``s = |L|``, i.e. the cover at ``mag ≤ |L|``; it reproduces every printed
-DataCube value of HDMM Tables 3 and 5: an empirical characterisation of the printed numbers
-(no text says the search stops there), kept to document them.
-
-The greedy with a cap of ``s`` picks is a prefix of the uncapped greedy, and the cover sets
-change only at the distinct ``mag`` values, so the uncapped greedy runs once per ``mag`` level
-and the binary search over the finite set of bounds ``{s^{3-p} m}`` is exact (ties: the first
-candidate in ascending bitmask order). Candidates: the workload's own cuboids, or every union
-of the workload's attribute atoms (``"lattice"``).
-
-The strategy is the weighted marginals ``[λ_κ Q_κ]``: ``budget="uniform"`` (Ding et al.:
-``λ_κ = 1/s`` under L1, ``1/√s`` under L2) or ``budget="max"`` (per-cuboid budgets minimising
-the same bound, :func:`minimax_budgets`, ``M_κ`` the largest weighted ``mag`` of the cuboids
-computed from ``κ``).
+"""Ding, Winslett, Han & Li's DataCube selection "BMAX" (SIGMOD 2011), from HDMM's baselines
+(McKenna et al. 2018, §8; digest §15) and Cormode et al. 2013, §2, §5: the exact :func:`bmax`
+search, :func:`minimax_budgets` and the ``ding_datacube`` selector.
+User guide: docs/algorithms/datacube.md.
 """
 
 from __future__ import annotations
@@ -79,9 +48,8 @@ def _cells(key: int, sizes) -> int:
 
 
 def cuboid_cells(keys: np.ndarray, sizes) -> np.ndarray:
-    """The number of cells ``Π_{i ∈ key} n_i`` of each cuboid (attribute bitmask) in ``keys``
-    on attributes of sizes ``sizes``, as floats (exact below 2^53); ``mag(c, κ)`` of the
-    module docstring is ``cuboid_cells(κ) / cuboid_cells(c)``."""
+    """The number of cells ``Π_{i ∈ key} n_i`` of each cuboid (bitmask) in ``keys``, as floats
+    (exact below 2^53); ``mag(c, κ) = cuboid_cells(κ) / cuboid_cells(c)``."""
     out = np.ones(keys.shape, dtype=float)
     for i, n in enumerate(sizes):
         out *= np.where((keys >> i) & 1, float(n), 1.0)
@@ -114,12 +82,8 @@ def _candidates(keys: list[int], d: int, mode: str) -> np.ndarray:
 def bmax(
     keys, sizes, p: int = 1, candidates: str = "workload", weights=None, mag_limit=None
 ) -> BMaxResult:
-    """Ding et al.'s BMAX cuboid selection for the workload cuboids ``keys`` (see module doc).
-
-    ``weights`` (optional, one per key) scale each cuboid's variance by ``w²``.
-    ``mag_limit`` (optional; a number, or ``"L"`` for the number of workload cuboids: the
-    ``hdmm_table`` variant) skips the search and returns the greedy cover at ``mag ≤ mag_limit``.
-    """
+    """Ding et al.'s BMAX cuboid selection for the workload cuboids ``keys`` (guide page);
+    ``weights`` scale variances by ``w²``; ``mag_limit`` (a number or ``"L"``) fixes the bound."""
     if p not in (1, 2):
         raise ValueError(f"p must be 1 (L1, Laplace) or 2 (L2, Gaussian), got {p!r}")
     if candidates not in CANDIDATES:
@@ -227,15 +191,9 @@ def minimax_budgets(worst, norm: int) -> np.ndarray:
 
 @register
 class DingDataCube(Selector):
-    """DataCube (Ding et al. 2011) via BMAX, for marginal workloads on any domain.
-
-    Parameters: ``p`` (1 or 2; default from the privacy), ``candidates``, ``budget``,
-    ``variant`` (module docstring), ``mag_limit`` (a fixed threshold, :func:`bmax`),
-    ``ranges`` ("refuse", the default, or "as_marginals": a Kronecker term with range-type
-    factors is read as the cuboid on its non-total attributes, which Ding et al. answer the
-    ranges from by summing cells). The selection minimises the max-variance bound whatever
-    the objective ("sum" is accepted because HDMM reports DataCube in total-error tables).
-    """
+    """DataCube (Ding et al. 2011) via BMAX, for marginal workloads on any domain; it minimises
+    the max-variance bound whatever the objective ("sum": HDMM's total-error tables).
+    Parameters: ``p``, ``candidates``, ``budget``, ``variant``, ``mag_limit``, ``ranges``."""
 
     name = "ding_datacube"
     method = "DataCube: cuboid selection by BMAX"

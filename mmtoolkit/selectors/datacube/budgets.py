@@ -1,21 +1,7 @@
-"""Optimal noise budgets for a grouped strategy (Cormode et al., ICDE 2013, §3.1, Cor. 3.3, App. A).
-
-Step 2 of the framework of Cormode, Procopiuc, Srivastava & Yaroslavtsev's Fig. 3: given a
-strategy ``S`` and an initial recovery ``R`` with ``R S = Q``, row ``i`` of ``S`` is answered
-with noise of variance ``v / λ_i²`` (Prop. 3.1, ``v = privacy.noise_variance(1)``), where the
-*budget fractions* ``λ`` satisfy ``Σ_i λ_i |S_ij| ≤ 1`` (L1, Laplace) or ``Σ_i λ_i² S_ij² ≤ 1``
-(L2, Gaussian, App. A) for every column. The objective (eq. 1) is the weighted total variance
-of ``R y``: ``v Σ_i b_i / λ_i²`` with ``b_i = Σ_q w_q R_qi²``.
-
-With a *grouping* (Def. 3.1: rows of a group have disjoint supports and one magnitude
-``C_k``, and every column meets each group) the problem has the closed forms of Cor. 3.3
-and App. A (:func:`optimal_budgets`). The package's strategies have their grouping by
-construction (C = 1 per group), so only the closed forms are implemented; the general convex
-program (1)–(3) of §3.2 is the tests' reference (tests/datacube_reference.py).
-
-A budgeted strategy is a row-weighted Matrix (``Marginals`` / ``Fourier`` with weights
-``λ``) of sensitivity 1, which :mod:`mmtoolkit.evaluate` scores with least squares: the GLS
-recovery of §3.2.
+"""Optimal noise budgets for a grouped strategy (Cormode et al., ICDE 2013, §3.1, Prop. 3.1,
+Def. 3.1, Cor. 3.3, App. A): the closed forms :func:`optimal_budgets` (L1 and L2),
+:func:`uniform_budgets` and the objective :func:`budget_objective` (eq. 1).
+User guide: docs/algorithms/datacube.md.
 """
 
 from __future__ import annotations
@@ -53,14 +39,8 @@ def _check_C(C, g: int) -> np.ndarray:
 
 
 def optimal_budgets(b, C, norm: int) -> tuple[np.ndarray, float]:
-    """Closed-form optimal group budget fractions and the objective ``Σ_k b_k / λ_k²``.
-
-    L1 / Laplace (Cor. 3.3): ``λ_k = (b_k/C_k)^{1/3} / Σ_l b_l^{1/3} C_l^{2/3}``, objective
-    ``(Σ_k b_k^{1/3} C_k^{2/3})³``. L2 / Gaussian (App. A): ``λ_k² = √b_k / (C_k Σ_l C_l √b_l)``,
-    objective ``(Σ_k C_k √b_k)²``. Both satisfy their constraint (``Σ C_k λ_k = 1``,
-    ``Σ C_k² λ_k² = 1``) with equality; groups with ``b_k = 0`` get ``λ_k = 0``. Multiply the
-    objective by ``privacy.noise_variance(1)`` for the total variance.
-    """
+    """Closed-form optimal group budget fractions (L1: Cor. 3.3; L2: App. A; guide page) and the
+    objective ``Σ_k b_k / λ_k²`` (times ``privacy.noise_variance(1)``: the total variance)."""
     norm = _check_norm(norm)
     b = _check_b(b)
     C = _check_C(C, b.size)
@@ -78,8 +58,8 @@ def optimal_budgets(b, C, norm: int) -> tuple[np.ndarray, float]:
 
 
 def uniform_budgets(C, norm: int) -> np.ndarray:
-    """The same fraction for every group: ``1/Σ C_k`` (L1) or ``1/√Σ C_k²`` (L2) — the
-    standard mechanism on ``S`` (the paper's "uniform" baselines I, Q, F, C)."""
+    """The same fraction for every group, ``1/Σ C_k`` (L1) or ``1/√Σ C_k²`` (L2): the paper's
+    "uniform" baselines."""
     norm = _check_norm(norm)
     C = np.asarray(C, dtype=float).ravel()
     C = _check_C(C, C.size)

@@ -1,13 +1,7 @@
-"""A marginals workload read as a set of cuboids (attribute bitmasks) with weights.
-
-The Datacube selectors work on the cuboids of a workload rather than on its matrix: Ding,
-Winslett, Han & Li (SIGMOD 2011) pick cuboids to measure for a set of workload cuboids
-(:mod:`.bmax`), and Cormode, Procopiuc, Srivastava & Yaroslavtsev (ICDE 2013, §4.1, §5) budget
-the marginals of a workload over binary attributes (:mod:`.strategies`, :mod:`.fourier`).
-:func:`marginal_keys` gives ``{key: weight}`` (optionally reading range-marginals as the
-cuboid they are summed from, Li & Miklau 2012 §5), and :func:`binary_workload` keys and
-attribute sizes for a workload on binary attributes (or, for the Fourier basis, on
-power-of-two attributes read bit by bit, §4.1).
+"""A marginals workload read as a set of cuboids (attribute bitmasks) with weights, for the
+Datacube selectors (Ding et al. SIGMOD 2011; Cormode et al. ICDE 2013, §4.1, §5):
+:func:`marginal_keys` and :func:`binary_workload`.
+User guide: docs/algorithms/datacube.md.
 """
 
 from __future__ import annotations
@@ -25,19 +19,9 @@ RANGES = ("refuse", "as_marginals")
 
 
 def marginal_keys(W, ranges: str = "refuse") -> dict[int, float]:
-    """``{key: weight}`` of a workload that is a set of (weighted) marginals on one
-    factorisation of the domain: every term of its normal form
-    (:func:`~mmtoolkit.linalg.normal_form`) a Kronecker product of identities and totals, a
-    repeated marginal counted once with the root of its squared weights summed. Raises
-    :class:`NotApplicableError` otherwise.
-
-    ``ranges="as_marginals"`` also accepts Kronecker terms of several factors that are not
-    all Identity or 1-row totals (range-marginals: AllRange, Prefix, WidthRange, … on some
-    attributes) and reads each as the cuboid on the attributes whose factor is not a 1-row
-    total: the marginal a DataCube answers it from by summing cells (Ding et al. 2011;
-    Li & Miklau 2012 §5). The default ``"refuse"`` keeps the strict reading for selectors
-    that need the workload to BE marginals.
-    """
+    """``{key: weight}`` of a workload of (weighted) marginals on one factorisation of the domain
+    (:class:`NotApplicableError` otherwise); ``ranges="as_marginals"`` reads a range-marginal
+    term as the cuboid it is summed from (Ding et al. 2011; Li & Miklau 2012 §5)."""
     if ranges not in RANGES:
         raise ValueError(f"ranges must be one of {RANGES}, got {ranges!r}")
 
@@ -73,15 +57,8 @@ def marginal_keys(W, ranges: str = "refuse") -> dict[int, float]:
 
 
 def binary_workload(workload: Matrix, encode: bool = False) -> tuple[int, dict[int, float]]:
-    """``(d, {key: weight})`` of a marginals workload on binary attributes; a clear error
-    names the first non-binary attribute.
-
-    ``encode=True`` also accepts attributes whose sizes are all powers of two, through their
-    binary encoding (Cormode et al. §4.1): attribute ``i`` of size ``2^{b_i}`` becomes bits
-    ``o_i … o_i + b_i - 1`` (``o_i = b_0 + … + b_{i-1}``, most significant bit first), which
-    leaves the row-major cell order unchanged, and a marginal key covers all bits of its
-    attributes. A size that is not a power of two is refused.
-    """
+    """``(d, {key: weight})`` of a marginals workload on binary attributes (an error names the first
+    other one); ``encode=True``: power-of-two attributes bit by bit (Cormode et al. §4.1)."""
     keys = marginal_keys(workload)  # also checks that the workload is a set of marginals
     sizes = normal_form(workload).sizes
     if encode:

@@ -1,19 +1,7 @@
-"""The Fourier strategy: parity rows for the coefficients a workload needs (``fourier``).
-
-Barak et al.'s Fourier strategy as used by Cormode, Procopiuc, Srivastava & Yaroslavtsev
-(ICDE 2013, §4, the "F" strategy, with per-coefficient budgets F+ of §3.6) and as the
-Fourier baseline of the Eigen-Design comparisons (Li & Miklau 2012, §5 "Competing
-techniques": the cell counts are transformed with the Fourier (Walsh–Hadamard) transform and
-the queries are computed from the Fourier parameters; "when the workload is not full rank,
-the unnecessary queries of the Fourier basis are removed"), i.e. F with uniform budgets by
-default. It runs on any workload on ``2^d`` cells (:func:`fourier_coefficients`): a Kronecker
-term on attributes of power-of-two sizes is read on the bits of its attributes (row-major
-order of sizes ``2^{b_1} × 2^{b_2} × …`` is the cell order of ``b_1 + b_2 + …`` binary
-attributes, most significant first), and it keeps the coefficients ``β`` whose character
-``χ_β`` is not orthogonal to the workload's row space (``W χ_β ≠ 0``). For marginals these are
-the downset of §4.1 (:func:`fourier_b`); for a full-rank range factor (AllRange, Prefix,
-Identity) every coefficient inside the attribute's bits; for a full-rank workload the whole
-Hadamard basis.
+"""The Fourier strategy: parity rows for the coefficients a workload needs, the ``fourier``
+selector (Barak et al., PODS 2007; Cormode et al., ICDE 2013, §3.6, §4; the Fourier baseline
+of Li & Miklau 2012, §5), on any workload over ``2^d`` cells (:func:`fourier_coefficients`).
+User guide: docs/algorithms/datacube.md.
 """
 
 from __future__ import annotations
@@ -74,23 +62,9 @@ def _factor_norms(f: Matrix, kind: str) -> np.ndarray:
 def fourier_coefficients(
     workload: Matrix, coefficients: str = "needed", rtol: float = 1e-9
 ) -> tuple[int, dict[int, float]]:
-    """``(d, {β: b_β})``: the parity coefficients the Fourier strategy keeps for a workload
-    on ``2^d`` cells, with ``b_β = ‖W χ_β‖² / 4^d`` (the squared norm of the recovery column
-    of ``β`` when the rows are ``χ_β``; Cormode et al. §3.2, §3.6).
-
-    The workload is read as weighted Kronecker terms; the factor on cells of size ``2^{b}``
-    occupies the next ``b`` bits (most significant first). ``W χ_β`` factorises over the
-    factors, so ``b_β`` is a product of per-factor Hadamard column norms (no ``2^d``-sized
-    array beyond the kept coefficients; a factor that is neither Identity, a 1-row total nor
-    a Dense with no more rows than columns is read through its ``n × n`` Gram, size-guarded).
-
-    ``coefficients``: ``"needed"`` — those with ``b_β > 0`` (Li & Miklau §5: the unnecessary
-    queries of the Fourier basis removed; all of them when ``W`` has full column rank);
-    ``"attributes"`` — every coefficient supported inside the bits of the attributes a term
-    uses (a non-total factor keeps all of its ``2^b`` local coefficients); ``"all"`` — the
-    full Hadamard basis. Pure marginal workloads give the downset of §4.1 with
-    ``b_β = Σ_{α ∋ β} w_α² 2^{-|α|}`` (:func:`fourier_b`).
-    """
+    """``(d, {β: b_β})``: the parity coefficients the Fourier strategy keeps for a workload on
+    ``2^d`` cells, ``b_β = ‖W χ_β‖² / 4^d`` (Cormode et al. §3.2, §3.6); ``coefficients``:
+    ``"needed"`` (Li & Miklau §5), ``"attributes"`` or ``"all"``."""
     if coefficients not in COEFFICIENTS:
         raise ValueError(f"coefficients must be one of {COEFFICIENTS}, got {coefficients!r}")
     if not isinstance(workload, Matrix):
@@ -143,15 +117,9 @@ def fourier_b(keys: dict[int, float]) -> tuple[np.ndarray, np.ndarray]:
 
 @register
 class FourierSelector(Selector):
-    """Barak et al.'s Fourier strategy, the Fourier baseline of Li & Miklau 2012 §5 and the
-    "F" of Cormode et al. §4: parity rows ``χ_β`` for the coefficients of
-    :func:`fourier_coefficients`, on any workload over ``2^d`` cells.
-
-    Parameters: ``coefficients`` ("needed" — drop the unnecessary coefficients, the default;
-    "attributes"; "all" — the full Hadamard basis) and ``budget`` ("uniform" — the standard
-    mechanism on the kept rows, the default; "optimal" — Cormode et al.'s closed-form
-    per-coefficient budgets, F+).
-    """
+    """Barak et al.'s Fourier strategy (Li & Miklau 2012 §5; Cormode et al. §4): parity rows
+    ``χ_β`` for the coefficients of :func:`fourier_coefficients`. Parameters: ``coefficients``
+    ("needed", "attributes", "all") and ``budget`` ("uniform"; "optimal": F+)."""
 
     name = "fourier"
     method = "Fourier (parity) strategy, uniform or optimal (F+) budgets"

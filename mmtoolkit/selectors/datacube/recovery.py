@@ -1,12 +1,7 @@
-"""GLS recovery of marginals in the parity basis (Cormode et al., ICDE 2013, §3.2, §3.3, §4).
-
-Step 3 of the framework of Cormode, Procopiuc, Srivastava & Yaroslavtsev's Fig. 3: the GLS
-recovery ``R* = Q (Sᵀ V⁻¹ S)⁺ Sᵀ V⁻¹`` (§3.2, eq. 7). For marginal and Fourier strategies on
-binary attributes it is diagonal in the parity basis (§4, Thm 4.1): every noisy marginal
-``κ`` gives, after a ``2^{|κ|}``-point Walsh–Hadamard transform, independent estimates of the
-coefficients ``θ_β`` (``β ≼ κ``) with variance ``2^{|κ|} v_κ``, and GLS is the per-β
-inverse-variance average. :class:`FourierEstimate` computes it without any ``2^d``-cell
-vector. With unit variances it is the least-squares consistency step of §3.3/§4.3.
+"""GLS recovery of marginals in the parity basis (Cormode et al., ICDE 2013, §3.2 eq. 7, §3.3,
+§4, Thm 4.1): :class:`FourierEstimate`, per-coefficient inverse-variance averages, without
+any ``2^d``-cell vector.
+User guide: docs/algorithms/datacube.md.
 """
 
 from __future__ import annotations
@@ -29,13 +24,8 @@ class _Estimates:
 
 
 class FourierEstimate:
-    """GLS in the parity basis on ``d`` binary attributes (§3.2 with §4; digest §4 [D]).
-
-    Add noisy marginals (:meth:`add_marginal`, i.i.d. noise of variance ``v`` per cell) or
-    noisy coefficients (:meth:`add_coefficients`), then read the GLS coefficients
-    (:meth:`solve`) and marginals (:meth:`marginal`). Answers may carry extra columns
-    (several noise draws at once).
-    """
+    """GLS in the parity basis on ``d`` binary attributes (§3.2 with §4; digest §4 [D]): add noisy
+    marginals or coefficients, read the GLS coefficients (:meth:`solve`) and :meth:`marginal`."""
 
     def __init__(self, d: int):
         self.d = check_int(d, "d", minimum=1)

@@ -1,22 +1,7 @@
-"""The datacube paper's strategies I, Q, F, C with uniform or optimal noise budgets (``datacube``).
-
-Cormode, Procopiuc, Srivastava & Yaroslavtsev, "Accurate and Efficient Private Release of
-Datacubes and Contingency Tables" (ICDE 2013), §3–§5. On a workload of marginals over
-**binary** attributes (the paper's §4.1 encoding; encode other domains with
-:class:`mmtoolkit.binary_encoding.BinaryEncoding` first), ``datacube`` builds one of four fixed
-strategies and budgets its row groups (:mod:`.budgets`):
-
-* ``I`` — base counts (one group, C = 1: the optimal budget is the uniform one);
-* ``Q`` — the workload marginals themselves (one group per marginal, C = 1, R = I, so
-  ``b_α = w_α² 2^{|α|}``);
-* ``F`` — the parity coefficients the marginals need (Barak et al.; one group per
-  coefficient ``β``, C = 1 with ±1 rows, ``b_β = Σ_{α ∋ β} w_α² 2^{-|α|}``, :mod:`.fourier`);
-* ``C`` — Ding et al.'s cuboids from BMAX (:mod:`.bmax`; one group per cuboid
-  ``κ``, R aggregates each workload marginal from its cuboid, ``b_κ = 2^{|κ|} Σ_{α→κ} w_α²``).
-
-``budget="uniform"`` gives the paper's I, Q, F, C; ``budget="optimal"`` the closed-form
-budgets of Cor. 3.3 (PureDP) / App. A (ApproxDP, zCDP): Q+, F+, C+ (:mod:`.budgets`).
-``Strategy.loss`` is the budget objective ``Σ_k b_k / λ_k²`` for the initial recovery R.
+"""The datacube paper's strategies I, Q, F, C with uniform or optimal noise budgets: the
+``datacube`` selector (Cormode, Procopiuc, Srivastava & Yaroslavtsev, ICDE 2013, §3-§5; Q+,
+F+, C+ by Cor. 3.3 / App. A), on marginals over binary attributes.
+User guide: docs/algorithms/datacube.md.
 """
 
 from __future__ import annotations
@@ -79,10 +64,8 @@ def plan(d: int, keys: dict[int, float], strategy: str, budget: str, norm: int, 
 
 @register
 class DataCube(Selector):
-    """Datacube strategies I, Q, F, C with ``budget`` "uniform" or "optimal" (Cormode et al.
-    2013). Parameters: ``strategy`` (I | Q | F | C), ``budget`` (uniform | optimal), and for C
-    ``candidates`` (lattice | workload) and ``p`` (BMAX exponent; default from the privacy).
-    """
+    """Datacube strategies (Cormode et al. 2013). Parameters: ``strategy`` (I | Q | F | C),
+    ``budget`` (uniform | optimal), for C ``candidates`` and ``p`` (BMAX's)."""
 
     name = "datacube"
     method = "Datacube strategies I / Q / F / C with optimal budgets and GLS recovery"

@@ -1,33 +1,8 @@
-"""Eigen-Design's weighting program: the optimal weighting of a design set of queries
-(Li & Miklau, PVLDB 2012, Program 1 §3.1, Thm 1; §3.5; §4.2; Program 2 step 4 §3.3).
-
-The strategy is ``A = [diag(λ) Q ; D']``: the rows ``q_i`` of a square design set ``Q``
-(by default the eigen-queries, §3.2 Def. 6), weighted by the solution of **Program 1**
-(§3.1), then completed with one row per cell so that every column reaches the maximum column
-norm (**Program 2** step 4, §3.3; Li et al. 2010, Thm 5.27, at no sensitivity cost).
-
-Program 1 (Thm 1, L2 / (ε,δ) form) with ``u_i = λ_i²`` and ``c_i = ||(W Q⁺)_{:,i}||²``::
-
-    minimise Σ_i c_i / u_i   subject to   Σ_i u_i q_ij² ≤ 1  for every cell j,  u ≥ 0,
-
-whose value is ``sens₂(A')² · tr(WᵀW (A'ᵀA')⁺)`` for ``A' = diag(sqrt u) Q``. The ε-DP
-variant of §3.5 weights by ``λ`` directly: minimise ``Σ c_i / λ_i²`` s.t.
-``Σ_i λ_i |q_ij| ≤ 1`` (column L1 norms). Both are ``min Σ c_i / x_i^p`` s.t. ``P x ≤ 1``
-(p = 1 or 2) and are solved either through cvxpy (Clarabel / SCS / ECOS) or by the
-scalable **dual multiplicative method** derived here (not in the paper): for any ``ν`` in
-the simplex over cells, with ``P[i, j] = q_ij²`` (p = 1) or ``|q_ij|`` (p = 2)::
-
-    OPT ≥ S(ν)^{p+1},   S(ν) = Σ_i c_i^{1/(p+1)} (Σ_j p_ij ν_j)^{p/(p+1)},
-
-and the primal point ``x ∝ (c / Pν)^{1/(p+1)}`` rescaled to feasibility has value
-``(max_j g_j / νᵀg)^p · S^{p+1}`` with ``g = Pᵀ x``, so every iterate certifies its own
-duality gap. ``ν ← ν ∘ g / νᵀg`` (the multiplicative algorithm of optimal design) drives
-the gap to zero; O(nk) per iteration, no factorisation.
-
-Orthogonal design rows (eigen-queries, Haar, Hadamard) give the strategy as an
-:class:`~mmtoolkit.linalg.OrthoBasis`, which the evaluator scores exactly in that basis; other
-design sets give a dense ``[diag(λ) Q ; D']``. The workload reductions of §4.2 are
-:func:`eigen_query_separation` and :func:`principal_vectors`.
+"""Eigen-Design's weighting program (Li & Miklau, PVLDB 2012, Program 1 §3.1, Thm 1; §3.5; §4.2;
+Program 2 step 4 §3.3): design sets and their costs, Program 1 by a certified dual
+multiplicative method (derived here, not in the paper) or cvxpy (:func:`solve_weighting`), the
+§4.2 reductions and the completed strategy (:func:`weighted_strategy`).
+User guide: docs/algorithms/eigen-design.md.
 """
 
 from __future__ import annotations
@@ -51,12 +26,8 @@ DESIGNS = ("eigen", "wavelet", "fourier", "identity")
 
 # ====================================================================== design sets
 def design_matrix(design, n: int, sizes=None) -> np.ndarray:
-    """A named design set as a dense ``n x n`` array (rows are design queries): ``wavelet``,
-    the ±1 Haar matrix (Li & Miklau §5 "Wavelet"); ``fourier``, the Walsh-Hadamard basis
-    (Barak et al., PODS 2007); ``identity``. With attribute ``sizes`` (product n) a named set
-    is the Kronecker product of the per-attribute sets (the multi-dimensional Wavelet of §5).
-    A numpy array or Matrix is used as given.
-    """
+    """A design set as a dense ``n x n`` array of design queries (``wavelet``, ``fourier``,
+    ``identity``; Kronecker over ``sizes``, Li & Miklau §5), or a given array or Matrix."""
     if isinstance(design, str):
         if design not in DESIGNS or design == "eigen":
             raise ValueError(
@@ -95,11 +66,8 @@ def _named_design(design: str, n: int) -> np.ndarray:
 
 
 def design_costs(G: np.ndarray, Q: np.ndarray, rtol: float = 1e-9) -> np.ndarray:
-    """``c_i = ||(W Q⁺)_{:,i}||²`` = ``diag(Q⁺ᵀ WᵀW Q⁺)`` (Li & Miklau Thm 1).
-
-    Requires linearly independent design rows whose span contains every query of W;
-    otherwise a ValueError says which condition fails.
-    """
+    """``c_i = diag(Q⁺ᵀ WᵀW Q⁺)`` (Li & Miklau Thm 1); ValueError unless the design rows are
+    linearly independent and span every query of W."""
     k, n = Q.shape
     U, s, Vt = np.linalg.svd(Q, full_matrices=False)
     rank = int(np.sum(s > rtol * s.max() * max(k, n)))
@@ -147,12 +115,8 @@ def solve_weighting(
     tol: float = 1e-7,
     max_iter: int = 200_000,
 ) -> Weighting:
-    """Solve ``min Σ_i c_i / x_i^p`` s.t. ``Σ_i x_i P[i, j] ≤ 1`` for every column j, ``x ≥ 0``
-    (module docstring; ``c > 0``, every row of ``P`` non-zero). ``solver="dual"`` stops when
-    the certified relative gap is ``≤ tol`` or stops improving (double precision floors it
-    near 1e-9: the dual is flat to second order at its maximum); ``clarabel`` / ``scs`` /
-    ``ecos`` go through cvxpy, certified by the dual bound of the solver's multipliers.
-    """
+    """Program 1, ``min Σ_i c_i / x_i^p`` s.t. ``Σ_i x_i P[i, j] ≤ 1``, ``x ≥ 0``, by the certified
+    dual method (``tol``: relative gap) or a cvxpy ``solver``; returns a :class:`Weighting`."""
     c = np.asarray(c, dtype=float)
     P = np.asarray(P, dtype=float)
     if p not in (1, 2):
@@ -181,9 +145,8 @@ def solve_weighting(
 
 
 def _dual_multiplicative(c, P, p, tol, max_iter) -> Weighting:
-    """Monotone ascent of the dual bound S(ν) over the simplex by multiplicative steps
-    ``ν ← ν ∘ (g/S)^ρ`` (ρ = 1 is the classic multiplicative algorithm of optimal design;
-    ρ adapts: ×1.5 after an ascent step, ÷4 and retry when S would decrease)."""
+    """Monotone ascent of the dual bound S(ν) over the simplex by adaptive multiplicative
+    steps ``ν ← ν ∘ (g/S)^ρ`` (guide page)."""
     n = P.shape[1]
     b = 1.0 / (p + 1)
 
@@ -300,12 +263,8 @@ def principal_vectors(c, P, p, fraction, solver, tol, max_iter) -> tuple[np.ndar
 
 # ==================================================== the strategy from a weighting
 def weighted_strategy(Q: np.ndarray, x: np.ndarray, p: int, complete: bool, c=None):
-    """``A = [diag(λ) Q ; D']`` from Program 1's ``x`` (``λ = sqrt(x)`` for p = 1, ``x``
-    for p = 2), scaled to unit sensitivity, with the column-completion rows of Program 2
-    step 4 (L2: ``sqrt(1 − ||a_j||²)``; L1: ``1 − ||a_j||₁``; Li et al. 2010 §5.3).
-
-    Returns ``(matrix, Program 1 value Σ c_i/x_i^p)`` (value None when ``c`` is None).
-    """
+    """``A = [diag(λ) Q ; D']`` from Program 1's ``x`` at unit sensitivity, with Program 2 step 4's
+    completion rows if ``complete``; returns ``(matrix, Program 1 value or None without c)``."""
     x = np.asarray(x, dtype=float)
     P = np.abs(Q) if p == 2 else Q * Q
     cols = P.T @ x
@@ -315,13 +274,11 @@ def weighted_strategy(Q: np.ndarray, x: np.ndarray, p: int, complete: bool, c=No
     value = None if c is None else float(np.sum(np.asarray(c) / x**p))
     d = None
     if complete:
-        # a column norm is a sum of k non-negative terms, exact to (k + 2)·eps relative; a
-        # deficit within that is rounding, not a column to complete (its sqrt, ~1e-8, would
-        # be a completion row that changes with the BLAS thread count)
+        # a deficit within (k + 2)·eps is rounding, not a column to complete (guide page)
         deficit = 1.0 - cols
         deficit[deficit <= (Q.shape[0] + 2) * np.finfo(float).eps] = 0.0
         d = np.sqrt(deficit) if p == 1 else deficit
-    # orthogonal design rows: the structured OrthoBasis kind (module docstring)
+    # orthogonal design rows: the structured OrthoBasis kind
     r = np.sqrt(np.einsum("ij,ij->i", Q, Q))
     Qn = Q if np.allclose(r, 1.0, rtol=0.0, atol=1e-12) else Q / r[:, None]
     if check_orthonormal_rows(Qn):

@@ -1,8 +1,7 @@
-"""The eigen-queries of a workload (Li & Miklau, PVLDB 2012, §3.2 Def. 6 and §4.1).
-
-``WᵀW`` is formed as a dense symmetric array (of the row-normalised workload for relative
-error, §3.4) and eigendecomposed; the *eigen-queries* are its unit eigenvectors with non-zero
-eigenvalue, as rows, eigenvalues descending. Shared by the three selectors of this package.
+"""The eigen-queries of a workload (Li & Miklau, PVLDB 2012, §3.2 Def. 6, §3.4, §4.1): the dense
+Gram :func:`workload_gram` and :func:`eigen_queries`, shared by the three selectors of this
+package.
+User guide: docs/algorithms/eigen-design.md.
 """
 
 from __future__ import annotations
@@ -20,10 +19,8 @@ ZERO_RTOL = 1e-10
 
 
 def workload_gram(W: Matrix, normalize_rows: bool = False, max_n: int = MAX_EIGEN_N):
-    """``WᵀW`` as a dense symmetric array (``normalize_rows``: of ``D W``, ``D = diag(1/||w_i||)``).
-
-    Raises ValueError for an empty or all-zero workload, TooLargeError for ``n > max_n``.
-    """
+    """``WᵀW`` (``normalize_rows``: of ``D W``, ``D = diag(1/||w_i||)``) as a dense array.
+    ValueError for an empty or all-zero workload, TooLargeError for ``n > max_n``."""
     W = as_matrix(W)
     m, n = W.shape
     if m == 0 or n == 0:
@@ -78,10 +75,8 @@ def _normalized_gram(W: Matrix) -> np.ndarray:
 
 
 def eigen_queries(G: np.ndarray, rtol: float = ZERO_RTOL):
-    """Eigen-queries of ``G = WᵀW`` (Li & Miklau Def. 6): ``(σ, Q)`` with ``σ`` descending,
-    zero eigenvalues (``< rtol · σ_max``) dropped, ``Q`` the matching unit eigenvectors as
-    rows, in the canonical basis of :mod:`mmtoolkit.linalg.spectral` inside each repeated
-    eigenvalue (so nothing built from them depends on the eigensolver's choice)."""
+    """Eigen-queries of ``G = WᵀW`` (Li & Miklau Def. 6): ``(σ, Q)``, ``σ > rtol · σ_max``
+    descending, ``Q`` the unit eigenvectors as rows (canonical within repeated eigenvalues)."""
     sigma, V = np.linalg.eigh(G)
     order = np.argsort(sigma)[::-1]
     sigma, V = sigma[order], V[:, order]

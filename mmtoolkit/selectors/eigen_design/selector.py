@@ -1,8 +1,7 @@
-"""The Eigen-Design selector (Li & Miklau, PVLDB 2012, Program 2 §3.3; §3.5 for ε-DP;
-§4.2 workload reductions; §3.4 relative error), registered as ``eigen_design``.
-
-Program 2: the eigen-queries of ``WᵀW`` or another design set, weighted by Program 1 (or a
+"""The Eigen-Design selector ``eigen_design`` (Li & Miklau, PVLDB 2012, Program 2 §3.3; §3.5 for
+ε-DP; §4.2 workload reductions; §3.4 relative error): a design set weighted by Program 1 (or a
 §4.2 reduction), with the columns completed (:mod:`.design`).
+User guide: docs/algorithms/eigen-design.md.
 """
 
 from __future__ import annotations
@@ -35,21 +34,11 @@ REDUCTIONS = ("none", "separation", "principal")
 class EigenDesign(Selector):
     """Eigen-Design (Li & Miklau, PVLDB 2012, Program 2; §3.5 for ε-DP; §4.2 reductions).
 
-    Parameters
-    ----------
-    design : "eigen" (default; eigen-queries of WᵀW), "wavelet", "fourier", "identity", or a
-        matrix whose linearly independent rows are the design queries (§3.2, Fig. 5).
-    design_sizes : attribute sizes for a named design set on a multi-attribute domain: the
-        Kronecker product of per-attribute sets (multi-D Wavelet, §5); default: one
-        attribute of n cells.
-    solver : "dual" (default; certified multiplicative dual method, scales to n = 8192) or a
-        cvxpy solver "clarabel" / "scs" / "ecos".
-    reduction : "none", "separation" (with ``group_size``, default 16) or "principal" (with
-        ``fraction``, default 0.1) — the workload reductions of §4.2.
-    normalize_rows : scale every query to unit L2 norm first (relative error, §3.4).
-    complete : add the column-completion rows of Program 2 step 4 (default True).
-    tol, max_iter : stopping rule of the dual method (certified relative gap).
-    """
+    Parameters: ``design`` ("eigen", "wavelet", "fourier", "identity" or a matrix of design
+    queries, §3.2), ``design_sizes`` (Kronecker design sets, §5), ``solver`` ("dual" or a cvxpy
+    solver), ``reduction`` ("none", "separation" with ``group_size``, "principal" with
+    ``fraction``; §4.2), ``normalize_rows`` (§3.4), ``complete`` (Program 2 step 4), ``tol`` and
+    ``max_iter`` (the dual method's certified relative gap)."""
 
     name = "eigen_design"
     method = "Eigen-Design (Program 2)"

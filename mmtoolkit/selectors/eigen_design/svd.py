@@ -1,9 +1,6 @@
-"""The singular-value-bound strategy (Li et al. 2010, Thm 5.25; Li & Miklau 2012, §3.4).
-
-``A = D_W^{1/2} Q_W``: the eigen-queries of ``WᵀW`` (its unit eigenvectors, zero
-eigenvalues dropped) weighted by ``σ_i^{1/4}`` (the square roots of W's singular values).
-It is the exact optimum of the singular-value-bound approximation (Problem 5.24:
-minimise ``tr(AᵀA) · tr(WᵀW (AᵀA)⁺)``, optimal value ``(Σ_i sqrt σ_i)²``).
+"""The singular-value-bound strategy (Li et al. 2010, Thm 5.25, Problem 5.24; Li & Miklau 2012,
+§3.4), the ``svd_strategy`` selector: the eigen-queries of ``WᵀW`` weighted by ``σ_i^{1/4}``.
+User guide: docs/algorithms/eigen-design.md.
 """
 
 from __future__ import annotations

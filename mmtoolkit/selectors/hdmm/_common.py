@@ -62,9 +62,8 @@ def term_sizes(terms) -> list[int]:
 
 
 def _rows_in_total_identity(f: Matrix) -> bool:
-    """Every row of ``f`` is a (scaled) singleton indicator or a (scaled) all-ones row: read
-    from the kinds of its normal form's terms (a stack of identities and totals), else from
-    the entries of each term that is not one."""
+    """Every row of ``f`` is a (scaled) singleton indicator or all-ones row: read from its normal
+    form's term kinds, else from the entries of each term that is not one."""
     for t in normal_form(f).terms:
         if len(t.kinds) == 1 and t.kinds[0] in ("identity", "total", "ones"):
             continue
@@ -112,14 +111,8 @@ def _is_fast(Y: Matrix) -> bool:
 
 
 class GramOperator:
-    """``Y = WᵀW`` prepared for OPT_0: ``matmat(X)`` (n x k) and ``diag`` (HDMM §5: cached
-    once across iterations and restarts). Structured Grams (ranges, prefix, permuted, ...) are
-    kept implicit (O(n) per column); anything else is made dense once (size-guarded).
-
-    ``unpermute``: for the Gram ``PᵀGP`` of a column-permuted workload (``PermutedGram``, or
-    a weighted sum of such Grams with one permutation), ``(make, perm)`` with ``make()`` the
-    operator of ``G`` itself; else None. A p-Identity ``Θ`` for ``G`` is one for ``PᵀGP`` as
-    ``Θ[:, perm]`` with the same loss (HDMM §8: Permuted Range)."""
+    """``Y = WᵀW`` prepared for OPT_0 (HDMM §5): ``matmat``, ``diag``, ``trace``, implicit when
+    structured; ``unpermute``: ``(make, perm)`` for a permuted workload's Gram (§8), else None."""
 
     def __init__(self, Y):
         if isinstance(Y, np.ndarray):
@@ -146,14 +139,9 @@ class GramOperator:
         self.trace = float(np.sum(self.diag))
 
     def coarsened(self, implicit: bool = True) -> GramOperator:
-        """The Gram of the workload on cells merged in pairs (``2c`` and ``2c + 1``): with the
-        ``n x n/2`` aggregation ``R`` (``R[2c, c] = R[2c+1, c] = 1``), ``Rᵀ Y R``, the Gram of
-        ``W R`` (the coarse problems of OPT_0's multilevel start, ``opt0``). ``n`` must be
-        even. A dense ``Y`` gives a dense ``RᵀYR``; an implicit one, if ``implicit``, an
-        implicit operator (``X ↦ Rᵀ(Y(R X))``: each row of ``X`` repeated, the product's rows
-        summed in pairs), else a dense one, read from products with blocks of ``R``'s columns
-        (n/2 columns in all, at most 4M entries at a time; the implicit operator's diagonal
-        ``Y[2c,2c] + 2 Y[2c,2c+1] + Y[2c+1,2c+1]`` is read the same way)."""
+        """``Rᵀ Y R``, the Gram of the workload on cells merged in pairs (``R[2c, c] =
+        R[2c+1, c] = 1``; OPT_0's multilevel start). ``n`` must be even. An implicit ``Y``
+        gives an implicit operator if ``implicit``, else a dense one read by column blocks."""
         n = self.n
         if n % 2:
             raise ValueError(f"only a Gram of even size can be coarsened in pairs, got n = {n}")
@@ -214,16 +202,8 @@ CONTENT_KEY_ENTRIES = 1 << 20
 
 
 def distinct_grams(factors: list[Matrix]) -> tuple[list[GramOperator], np.ndarray]:
-    """The distinct Grams ``fᵀf`` of a list of factors, prepared once each, and the index of
-    each factor's Gram in that list.
-
-    A union of many Kronecker products usually repeats very few factors per attribute (a
-    prefix-marginal union of 77,520 products has two: Prefix and Total), and the OPT_⊗
-    quantities (traces ``C_ij``, surrogate Grams, HDMM Thm 6 / eq. 6) depend on a factor only
-    through its Gram. Factors are matched first by identity, then by the exact content of
-    their Gram (dense, if it has at most ``CONTENT_KEY_ENTRIES`` entries), so equal factors
-    built as separate objects share one entry too.
-    """
+    """The distinct Grams ``fᵀf`` of a list of factors, prepared once each, and each factor's
+    index among them (matched by identity, then by content up to ``CONTENT_KEY_ENTRIES``)."""
     grams: list[GramOperator] = []
     index = np.empty(len(factors), dtype=np.intp)
     by_id: dict[int, int] = {}
@@ -249,9 +229,8 @@ def distinct_grams(factors: list[Matrix]) -> tuple[list[GramOperator], np.ndarra
 
 
 def check_search_params(p, restarts, seed, cycles, tol, ftol, maxiter) -> dict:
-    """The validated search parameters shared by OPT_⊗, OPT_+ and OPT_HDMM (p rule,
-    restarts, seed, block-cyclic ``cycles``/``tol``, L-BFGS-B ``ftol``/``maxiter``; the
-    tolerances are relative reductions, so 0 < tol, ftol < 1)."""
+    """The validated search parameters of OPT_⊗, OPT_+ and OPT_HDMM (``p``, ``restarts``, ``seed``,
+    ``cycles``, ``tol``, ``ftol``, ``maxiter``; tolerances are relative reductions in (0, 1))."""
     return {
         "p": check_p_param(p),
         "restarts": check_int(restarts, "restarts", minimum=1),

@@ -1,14 +1,6 @@
 """OPT_HDMM (HDMM §7.1, Algorithm 2): the best of Identity, OPT_⊗, OPT_+ and OPT_M over S
-random restarts.
-
-Identity is the initial incumbent (Algorithm 2, line 1), so HDMM is never worse than
-Identity. Each restart draws a child seed of ``SeedSequence(seed)`` and runs every applicable
-operator from it; a candidate replaces the incumbent when its selection loss (at unit
-sensitivity) is lower. Losses are exact, except OPT_+'s with least-squares answering: the
-separate-answering upper bound unless the shared evaluator computes the exact value
-structurally (:func:`union_loss`). OPT_+ is skipped when all products share one signature or
-the domain is too large to score its least squares (:func:`~.union.union_size_refusal`), OPT_⊗
-and OPT_+ when the products do not share one factorisation of the domain.
+random restarts; the ``hdmm`` selector (:class:`HDMMSelector`).
+User guide: docs/algorithms/hdmm.md.
 """
 
 from __future__ import annotations
@@ -66,9 +58,8 @@ def identity_loss(W: Matrix) -> float:
 
 
 def union_loss(W: Matrix, matrix: Matrix, bound: float, norm: int) -> tuple[float, str]:
-    """The exact least-squares loss of an OPT_+ stack where the shared evaluator has an exact
-    structured route (two blocks), else the separate-answering bound (digest §16.10); a
-    SeparateUnion's exact error."""
+    """OPT_+'s selection loss and its kind: exact where the evaluator has a structured route
+    (two blocks; a SeparateUnion always), else the separate-answering bound (digest §16.10)."""
     if isinstance(matrix, SeparateUnion):
         return matrix.sensitivity(norm) ** 2 * evaluate.trace_term(W, matrix), "exact"
     if len(matrix.blocks) > 2 or len(kron_terms(W)) * W.shape[1] > EXACT_UNION_BUDGET:
@@ -81,14 +72,9 @@ def union_loss(W: Matrix, matrix: Matrix, bound: float, norm: int) -> tuple[floa
 
 @register
 class HDMMSelector(Selector):
-    """OPT_HDMM (HDMM Algorithm 2): ``selectors.get("hdmm", restarts=25, seed=0)``.
-
-    Parameters: ``restarts`` S (default 25, §8.1), ``seed``, ``operators`` (subset of
-    ``["kron", "union", "marginals"]``), those of ``opt_kron`` and ``opt_union``, and
-    ``marginals_form``, OPT_M's ``form`` (``"bounded"``, the paper's search, or ``"squared"``).
-    ``metadata["operator"]`` names the winner; ``metadata["losses"]`` the best selection loss
-    of each operator.
-    """
+    """OPT_HDMM (HDMM Algorithm 2): ``selectors.get("hdmm", restarts=25, seed=0)``. Parameters:
+    ``restarts`` S (default 25, §8.1), ``seed``, ``operators`` (subset of ``["kron", "union",
+    "marginals"]``), those of ``opt_kron`` and ``opt_union``, ``marginals_form`` (OPT_M's form)."""
 
     name = "hdmm"
     method = "OPT_HDMM (best of OPT_⊗, OPT_+, OPT_M)"

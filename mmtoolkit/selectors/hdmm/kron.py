@@ -1,20 +1,7 @@
 """OPT_⊗: Kronecker products of per-attribute p-Identity strategies (HDMM §6.1-6.2, Def. 10,
-Problem 3, eq. 5-6).
-
-For a union of weighted products ``𝕎 = [w_1 𝕎_1; ...; w_k 𝕎_k]``, ``𝕎_j = ⊗_i W_i^(j)``, and a
-product strategy ``𝔸 = ⊗_i A_i`` with unit-sensitivity factors, HDMM Thm 6 gives
-
-    ||𝕎 𝔸⁺||_F² = Σ_j c_j Π_i C_ij,   c_j = w_j²,  C_ij = tr[(W_i^(j))ᵀW_i^(j) (A_iᵀA_i)⁻¹].
-
-Block-cyclic optimisation: each ``A_i = A(Θ_i)`` in turn is re-optimised by OPT_0 on the
-surrogate Gram ``Σ_j (c_j Π_{i'≠i} C_i'j) (W_i^(j))ᵀW_i^(j)`` (eq. 6; its OPT_0 objective is
-exactly the global objective with the other factors fixed), warm-started from the current
-``Θ_i`` (on attributes of at least ``opt0.LARGE_N`` cells the first pass starts from OPT_0's
-multilevel start instead of the random ``Θ_i``), until a full cycle improves the objective by
-less than ``tol`` (relative) or ``cycles`` cycles ran. A single product needs one pass (the
-problem separates, Def. 10). Cost per OPT_0 iteration is O(p_i² n_i + K_i Gram products),
-K_i the number of distinct factor Grams on attribute i (not the number of products k), never
-∏ n_i.
+Problem 3, eq. 5-6, Thm 6): :class:`KronProblem`, the block-cyclic :func:`optimize_kron` and
+the ``opt_kron`` selector.
+User guide: docs/algorithms/hdmm.md.
 """
 
 from __future__ import annotations
@@ -43,12 +30,8 @@ CYCLE_TOL = 1e-4
 
 
 class KronProblem:
-    """The prepared OPT_⊗ problem: product terms, per-attribute factor Grams and p.
-
-    Attribute ``i`` keeps only its *distinct* factor Grams (``grams[i]``) and ``index[i, j]``,
-    the position of term ``j``'s Gram among them, so traces and the surrogate Gram of eq. 6
-    cost one evaluation per distinct Gram, not per term.
-    """
+    """The prepared OPT_⊗ problem: product terms, p and per attribute the *distinct* factor Grams
+    (``grams[i]``; ``index[i, j]``: term ``j``'s): eq. 6 costs one evaluation per distinct Gram."""
 
     def __init__(self, W_or_terms, p=None):
         terms = kron_terms(W_or_terms) if isinstance(W_or_terms, Matrix) else W_or_terms
@@ -97,9 +80,8 @@ class KronProblem:
         return loss, grads
 
     def surrogate(self, C: np.ndarray, i: int, normalise: bool = False) -> GramOperator:
-        """The surrogate Gram ``Σ_j (c_j Π_{i'≠i} C_i'j) (W_i^(j))ᵀW_i^(j)`` of HDMM eq. 6, as
-        a weighted sum of attribute ``i``'s distinct Grams (``normalise``: scaled to a largest
-        weight of 1, which leaves the OPT_0 minimiser unchanged)."""
+        """The surrogate Gram of HDMM eq. 6 for attribute ``i`` (``normalise``: largest
+        weight 1, which leaves the OPT_0 minimiser unchanged)."""
         others = np.prod(np.delete(C, i, axis=0), axis=0) if self.d > 1 else 1.0
         weights = np.bincount(
             self.index[i], weights=self.coeffs * others, minlength=len(self.grams[i])
@@ -118,7 +100,7 @@ def optimize_kron(
     ftol: float = FTOL,
     maxiter: int = MAXITER,
 ) -> tuple[list[np.ndarray], float]:
-    """Block-cyclic OPT_⊗ (see the module docstring). Returns ``([Θ_i], objective)``."""
+    """Block-cyclic OPT_⊗ (HDMM eq. 6). Returns ``([Θ_i], objective)``."""
     thetas = [rng.random((p, n)) for p, n in zip(problem.ps, problem.sizes)]
     C = np.array([problem.factor_traces(i, t, norm) for i, t in enumerate(thetas)])
     loss = float(np.sum(problem.coeffs * np.prod(C, axis=0)))
@@ -126,7 +108,6 @@ def optimize_kron(
     for cycle in range(cycles):
         previous = loss
         for i in range(problem.d):
-            # from opt0.LARGE_N cells the first pass starts from OPT_0's multilevel start
             fresh = cycle == 0 and problem.sizes[i] >= opt0.LARGE_N
             thetas[i], _ = optimize_pidentity(
                 problem.surrogate(C, i, normalise=True), problem.ps[i], norm,
@@ -148,14 +129,9 @@ def kron_strategy(thetas, norm: int) -> Matrix:
 
 @register
 class OptKronSelector(Selector):
-    """OPT_⊗ (HDMM §6.1-6.2): the best Kronecker product of p-Identity strategies for a
-    (union of) product workload(s), best of ``restarts`` block-cyclic runs.
-
-    Parameters: ``p`` (None: HDMM's rule, 1 on attributes whose predicates are all Total or
-    Identity rows, else ``max(1, n_i // 16)``; or one int, or one per attribute),
-    ``restarts``, ``seed``, ``cycles`` and ``tol`` (block-cyclic stopping), ``ftol``/``maxiter``
-    (each OPT_0). PureDP: L1 factors; else L2. ``loss``: HDMM eq. 5 at sensitivity 1.
-    """
+    """OPT_⊗ (HDMM §6.1-6.2): the best Kronecker product of p-Identity strategies, best of
+    ``restarts`` block-cyclic runs. Parameters: ``p`` (None: HDMM's rule; an int; or one per
+    attribute), ``restarts``, ``seed``, ``cycles``, ``tol``, ``ftol``, ``maxiter``."""
 
     name = "opt_kron"
     method = "OPT_⊗ (Kronecker products of p-Identity strategies)"

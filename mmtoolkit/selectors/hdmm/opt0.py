@@ -1,41 +1,7 @@
-"""OPT_0: p-Identity strategies on one explicit domain (HDMM §5, Def. 9, Thm 4, App. A.2-A.3).
-
-Problem 2 of the paper: minimise ``C(Θ) = tr[(A(Θ)ᵀA(Θ))⁻¹ WᵀW]`` over ``Θ ≥ 0`` (p x n), where
-``A(Θ) = [I; Θ]D`` has unit sensitivity by construction. With ``s`` the column scales
-(``D = diag(1/s)``), ``M = (I_p + ΘΘᵀ)⁻¹`` (Cholesky) and ``Y = WᵀW``, Woodbury gives
-
-    C = Σ_j s_j² Y_jj − tr(M Q),   Q = (Θ D_s) Y (Θ D_s)ᵀ,          (D_s = diag(s))
-
-and, with ``B = Y (Θ D_s)ᵀ`` (``p`` products with ``Y``: O(pn²) dense, O(pn) for the
-structured range Grams),
-
-    ∂C/∂Θ |_s = 2 M Q M Θ − 2 M Θ D_s Y D_s,   ∂C/∂s = 2 (s ∘ diag Y − rowsum((B M) ∘ Θᵀ)),
-
-then the chain rule through ``s`` (L1: ``∂s_j/∂Θ_kj = 1``; L2: ``Θ_kj / s_j``). Everything is
-O(p²n) plus the ``p`` Gram products: never O(n³), never an n x n intermediate besides a dense
-``Y`` itself.
-
-Gaussian (L2) version: ``s_j = sqrt(1 + Σ_k Θ_kj²)``, so ``AᵀA`` has unit diagonal and ``Θ``
-is unconstrained; with ``p = n`` this family reaches every positive-definite unit-diagonal
-``AᵀA`` (the L2 matrix-mechanism optimum, Li et al. 2015, Program 5.2).
-
-Large domains (``n >= LARGE_N``; below it everything is as above). HDMM's recipe, a U[0,1)
-start and scipy's L-BFGS-B, needs thousands of iterations at n = 8192, p = 512: the random
-start has column sums ≈ p/2, far from the optimum's ≈ 2-3, and L-BFGS-B sorts the breakpoints
-of every bounded variable at each iteration. Three changes (``benchmarks/README.md``):
-
-* **Multilevel start.** Coarsen the problem by merging cells in pairs (the Gram
-  ``RᵀWᵀWR`` of ``W R``, :meth:`GramOperator.coarsened`; p halves with n) down to
-  ``COARSEST_N`` cells (and ``COARSEST_P`` rows), solve the coarsest level from HDMM's
-  U[0,1) start, and start each finer level from the block-diagonal
-  ``Θ = [[Θ_c, 0], [0, Θ_c]]``: the coarse strategy on each half of the domain, which keeps
-  its rows' width in cells and its column sums, as the optima on Prefix and All Range do
-  across sizes. Every level stops by the same rule (``ftol``, ``maxiter``).
-* **Leaner objective** (:func:`pidentity_objective` with ``lean=True``): with ``C = M Bᵀ``
-  (p x n), ``loss = Σ s² diag Y − Σ (Θ D_s) ∘ C``, ``∂C/∂s = 2 (s ∘ diag Y − colsum(C ∘ Θ))``
-  and ``∂C/∂Θ|_s = 2 M ((Θ D_s) Cᵀ) Θ − 2 C D_s``: four p²n products (ΘΘᵀ by ``syrk``, half
-  of one) instead of six; the same function, rounded differently.
-* **Projected L-BFGS** (:func:`projected_lbfgs`) instead of L-BFGS-B.
+"""OPT_0: p-Identity strategies on one explicit domain (HDMM §5, Def. 9, Thm 4, App. A.2-A.3):
+:func:`pidentity_objective` (HDMM eq. 3-4), :func:`optimize_pidentity` (from ``LARGE_N`` cells
+with a multilevel start and :func:`projected_lbfgs`) and the ``opt0`` selector.
+User guide: docs/algorithms/hdmm.md.
 """
 
 from __future__ import annotations
@@ -65,12 +31,10 @@ from ._common import (
 #: implementation, digest §4.3) and iteration cap.
 FTOL = 1e-4
 MAXITER = 2000
-#: Domains with at least this many cells take the large-domain path (module docstring:
-#: multilevel start, lean objective, projected L-BFGS); smaller ones the original one.
+#: Domains with at least this many cells take the large-domain path (guide page).
 LARGE_N = 2048
-#: The multilevel start coarsens while the domain keeps at least ``COARSEST_N`` cells and Θ
-#: at least ``COARSEST_P`` rows (with fewer rows, U[0,1) starts can fall into Θ = 0, the
-#: identity strategy, a stationary point of the L1 problem).
+#: The multilevel start coarsens down to ``COARSEST_N`` cells and ``COARSEST_P`` rows of Θ
+#: (with fewer rows, U[0,1) starts can fall into Θ = 0, a stationary point of the L1 problem).
 COARSEST_N = 256
 COARSEST_P = 8
 #: L-BFGS memory (scipy's default ``maxcor``).
@@ -84,24 +48,14 @@ def _blas_controller() -> ThreadpoolController:
 
 
 def one_blas_thread():
-    """A context in which numpy's and scipy's BLAS run on one thread (threadpoolctl).
-
-    OPT_0's products are small (p x n by n x p, HDMM §5): a second thread costs more than
-    it saves, and a threaded product rounds differently, which L-BFGS-B amplifies; on one
-    thread the result does not depend on the machine. Parallelism comes from running restarts
-    or jobs side by side (``mmtoolkit run -j``).
-    """
+    """A context in which numpy's and scipy's BLAS run on one thread (threadpoolctl): a threaded
+    product rounds differently, which L-BFGS-B amplifies (guide page)."""
     return _blas_controller().limit(limits=1, user_api="blas")
 
 
 def pidentity_objective(theta: np.ndarray, gram: GramOperator, norm: int = 1, lean=False):
-    """``(C(Θ), ∂C/∂Θ)`` for ``A(Θ) = [I; Θ]D`` (see the module docstring; HDMM eq. 3-4),
-    computed with BLAS on one thread (:func:`one_blas_thread`). ``lean``: the four-product
-    form of the large-domain path (same values up to rounding).
-
-    Returns ``(inf, 0)`` when the Woodbury core cannot be factorised or the loss comes out
-    non-positive through rounding (HDMM digest §16, pitfall 5).
-    """
+    """``(C(Θ), ∂C/∂Θ)`` for ``A(Θ) = [I; Θ]D`` (HDMM eq. 3-4) on one BLAS thread (``lean``: the
+    large-domain form); ``(inf, 0)`` when it cannot be evaluated (digest §16, pitfall 5)."""
     with one_blas_thread():
         return _objective(theta, gram, norm, lean)
 
@@ -165,14 +119,7 @@ def best_of_restarts(seed, restarts: int, run):
 
 def projected_lbfgs(fun, x0, lower=None, ftol=FTOL, maxiter=MAXITER, memory=MEMORY):
     """Minimise ``fun`` (returning ``(f, ∇f)``) subject to ``x >= lower`` (None: no bound) by
-    projected L-BFGS; returns ``(x, f(x), iterations)``.
-
-    Each iteration: the two-loop recursion (Nocedal & Wright, Alg. 7.4) on the free variables
-    (off the bound, or on it with ``∂f < 0``; steepest descent when that is not a descent
-    direction), then a backtracking Armijo search (``c₁ = 1e-4``, halving) along the projected
-    path ``max(x + t d, lower)``. Stops on scipy L-BFGS-B's relative-reduction rule (``ftol``),
-    after ``maxiter`` iterations, or when no step decreases ``f``.
-    """
+    projected L-BFGS (Nocedal & Wright, Alg. 7.4; guide page); returns ``(x, f(x), iterations)``."""
     x = np.array(x0, dtype=float)
     if lower is not None:
         np.maximum(x, lower, out=x)
@@ -241,13 +188,8 @@ def optimize_pidentity(
     ftol: float = FTOL,
     maxiter: int = MAXITER,
 ) -> tuple[np.ndarray, float]:
-    """OPT_0 (HDMM §5): minimise ``C(Θ)`` over ``Θ ≥ 0`` (L1) or all ``Θ`` (L2).
-
-    ``gram`` is ``WᵀW`` (a Matrix, an array, or a prepared :class:`GramOperator`). Below
-    ``LARGE_N`` cells: L-BFGS-B from ``Θ₀ ~ U[0,1)^{p x n}`` drawn from ``rng`` (HDMM's recipe);
-    from ``LARGE_N`` cells the large-domain path (module docstring). ``theta0``, if given,
-    replaces the start. ``ftol``/``maxiter`` stop every optimisation. Returns ``(Θ, C(Θ))``.
-    """
+    """OPT_0 (HDMM §5): minimise ``C(Θ)`` from ``theta0``, else a start drawn from ``rng``;
+    ``gram``: ``WᵀW`` (Matrix, array or :class:`GramOperator`). Returns ``(Θ, C(Θ))``."""
     G = gram if isinstance(gram, GramOperator) else GramOperator(gram)
     n = G.n
     p = check_int(p, "p", minimum=1)
@@ -268,8 +210,8 @@ def optimize_pidentity(
 
 
 def _optimize(G: GramOperator, theta0: np.ndarray, norm: int, ftol: float, maxiter: int):
-    """``Θ`` from ``theta0``: L-BFGS-B below ``LARGE_N`` cells, else projected L-BFGS on the
-    lean objective; the objective is normalised by ``tr(Y)/n`` (digest §5)."""
+    """``Θ`` from ``theta0`` (L-BFGS-B, or from ``LARGE_N`` cells projected L-BFGS on the lean
+    objective), the objective normalised by ``tr(Y)/n`` (digest §5)."""
     p, n = theta0.shape
     scale = G.trace / n if G.trace > 0 else 1.0
     large = n >= LARGE_N
@@ -298,10 +240,8 @@ def _optimize(G: GramOperator, theta0: np.ndarray, norm: int, ftol: float, maxit
 
 
 def _multilevel_start(G: GramOperator, p: int, norm: int, rng, ftol: float, maxiter: int):
-    """The multilevel start of the large-domain path (module docstring): coarsen in pairs
-    while n and p are even, n/2 >= ``COARSEST_N`` and p/2 >= ``COARSEST_P``, and return the
-    block-diagonal doubling of the solution one level below ``n``. A permuted workload's Gram
-    is coarsened in its own (unpermuted) cell order, and the start permuted."""
+    """The multilevel start of the large-domain path (guide page): the block-diagonal doubling
+    of the solution one level of pairwise coarsening below ``n``."""
     if G.unpermute is not None:
         make, perm = G.unpermute
         return _multilevel_start(make(), p, norm, rng, ftol, maxiter)[:, perm]
@@ -324,14 +264,8 @@ def _multilevel_start(G: GramOperator, p: int, norm: int, rng, ftol: float, maxi
 
 @register
 class Opt0Selector(Selector):
-    """OPT_0 (HDMM §5): the best p-Identity strategy ``[I; Θ]D`` for a workload on one
-    explicit domain of size n, over ``restarts`` random initialisations.
-
-    Parameters: ``p`` (rows of Θ; default ``max(1, n // 16)``, HDMM §5.3), ``restarts``
-    (default 1; App. C.2 finds OPT_0's local optima concentrated), ``seed``, ``ftol`` and
-    ``maxiter`` (L-BFGS-B). PureDP: L1 version (Θ ≥ 0); ApproxDP/ZCDP: L2 version.
-    ``loss`` is ``sens² · tr(WᵀW (AᵀA)⁻¹)`` with ``sens = 1``.
-    """
+    """OPT_0 (HDMM §5): the best p-Identity strategy ``[I; Θ]D`` on one explicit domain. Parameters:
+    ``p`` (default ``max(1, n // 16)``, §5.3), ``restarts``, ``seed``, ``ftol``, ``maxiter``."""
 
     name = "opt0"
     method = "OPT_0 (p-Identity strategies)"

@@ -1,32 +1,7 @@
-"""OPT_M: weighted marginals strategies 𝕄(θ) = [θ_a Q_a]_a (HDMM §6.3, Problem 4, App. A.4).
-
-Spectral form of the marginals algebra (``mmtoolkit.linalg.marginals``): 𝕄(θ)ᵀ𝕄(θ) = 𝔾(θ²) is
-``μ_B`` times the projector ``P_B`` on each residual subspace, with
-``μ = ζ(θ² ∘ c)`` (``c_a = Π_{i∉a} n_i``, ζ the superset-sum transform). Hence, for any
-union of products 𝕎 (its *projection* onto the algebra is the vector ``t_B = tr(P_B 𝕎ᵀ𝕎)``,
-which needs only the trace and the sum of each factor Gram, App. A.4):
-
-    L(θ) = tr(𝔾(θ²)⁺ 𝕎ᵀ𝕎) = Σ_B t_B / μ_B,           (exact for every marginals strategy)
-    ∂L/∂(θ_a²) = −c_a Σ_{B ⊆ a} t_B / μ_B²            (a subset-sum transform),
-
-both O(d 2^d) per evaluation (the paper's X(u) triangular form is O(4^d)). The objective of
-Problem 4 is
-``F = sens(θ)² L``: ``(Σθ)²`` for L1 (PureDP) and ``Σθ²`` for L2 (Gaussian). The strategy
-supports 𝕎 iff ``μ_B > 0`` wherever ``t_B > 0``; elsewhere ``F = +∞`` (digest §16.7).
-
-Search (``form``). ``"bounded"`` (default) is the authors' recipe: L-BFGS-B on θ ≥ 0 from a
-U[0,1) start normalised to sum 1. The L1 problem has many local optima (sparse θ: a choice of
-marginals), so a restart's result depends on its start: on all ≤3-way marginals of [10]^8 the
-RMSE (unit noise variance) of 100 seeded restarts spreads from 46.9 to 52.1 (median 48.6);
-none of 1000 comes near the 14 4-way marginals of the Steiner system S(3,4,8) (42.8).
-``"squared"`` optimises ``v`` with ``θ = v ∘ v`` without bounds (a weight shrinks to 0
-smoothly instead of landing on its bound), from the same start: half the iterations, better
-local optima on larger problems (median RMSE on ≤3-way marginals of [10]^10 / [10]^12: 100.6
-/ 182.0 against 102.1 / 186.7), not on small ones ([10]^8: 48.8 against 48.6). It is not
-the default: the paper's printed results are those of the bounded search (HDMM Table 5: at
-K = 6 the bounded search, as the paper's, finds nothing better than Identity, ratio 1.00,
-where the squared one finds a strategy 1.05x better; at K = 2 the squared search's best of
-25 restarts is 0.8% short of the printed 43.89, which the bounded one reproduces).
+"""OPT_M: weighted marginals strategies 𝕄(θ) = [θ_a Q_a]_a (HDMM §6.3, Problem 4, App. A.4): the
+projection :func:`project_workload`, the exact objective :class:`MarginalsProblem`, the
+searches :func:`optimize_marginals` and the ``opt_marginals`` selector.
+User guide: docs/algorithms/hdmm.md.
 """
 
 from __future__ import annotations
@@ -54,15 +29,13 @@ from .opt0 import best_of_restarts
 ZERO_RTOL = 1e-7
 #: Relative threshold under which t_B counts as zero (a query with no weight on S_B).
 SUPPORT_RTOL = 1e-12
-#: The searches of ``optimize_marginals`` (module docstring).
+#: The searches of ``optimize_marginals``.
 FORMS = ("bounded", "squared")
 
 
 def project_workload(W: Matrix) -> tuple[tuple[int, ...], np.ndarray]:
-    """``(sizes, t)`` with ``t_B = tr(P_B 𝕎ᵀ𝕎)`` for every attribute subset ``B`` (bit i ⇔
-    attribute i): the projection of a union-of-products workload onto the marginals
-    algebra (HDMM App. A.4; exact for every marginals strategy). Uses only
-    ``tr(W_iᵀW_i) = ||W_i||_F²`` and ``1ᵀW_iᵀW_i1 = ||W_i 1||²`` of each factor."""
+    """``(sizes, t)``, ``t_B = tr(P_B 𝕎ᵀ𝕎)`` for every attribute subset ``B`` (bit i ⇔
+    attribute i): the workload's projection onto the marginals algebra (HDMM App. A.4)."""
     terms = kron_terms(W)
     sizes = tuple(term_sizes(terms))
     check_dim(len(sizes), "OPT_M")
@@ -123,10 +96,8 @@ def optimize_marginals(
     problem: MarginalsProblem, norm: int, rng=None, theta0=None, maxiter: int = 15000,
     form: str = "bounded",
 ) -> tuple[np.ndarray, float]:  # fmt: skip
-    """L-BFGS-B (``gtol=0``) from ``θ₀ ~ U[0,1)`` normalised to sum 1 (digest §7.3), on θ ≥ 0
-    (``form="bounded"``) or on free ``v`` with ``θ = v ∘ v`` (``"squared"``, module
-    docstring). Returns ``(θ normalised to sensitivity 1, F(θ))``; tiny weights are dropped
-    when the result still supports the workload."""
+    """OPT_M's search (``form`` ``"bounded"`` or ``"squared"``, guide page; digest §7.3).
+    Returns ``(θ normalised to sensitivity 1, F(θ))``."""
     if theta0 is None:
         theta0 = rng.random(1 << problem.d)
         theta0 /= theta0.sum()
@@ -166,13 +137,8 @@ def marginals_strategy(sizes, theta) -> Marginals:
 
 @register
 class OptMarginalsSelector(Selector):
-    """OPT_M (HDMM §6.3): the best weighted-marginals strategy for any union-of-products
-    workload, best of ``restarts`` random initialisations.
-
-    Parameters: ``restarts``, ``seed``, ``maxiter``, ``form`` (``"bounded"``, the paper's
-    search, or ``"squared"``: module docstring). PureDP: ``(Σθ)²`` factor; else ``Σθ²``.
-    ``loss`` = F(θ) at sensitivity 1 (exact, module docstring).
-    """
+    """OPT_M (HDMM §6.3): the best weighted-marginals strategy for a union of products.
+    Parameters: ``restarts``, ``seed``, ``maxiter``, ``form`` (``"bounded"`` or ``"squared"``)."""
 
     name = "opt_marginals"
     method = "OPT_M (weighted marginals)"

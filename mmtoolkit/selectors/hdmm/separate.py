@@ -1,24 +1,7 @@
-"""A union strategy answered block by block: HDMM's journal-era union-of-Kronecker template
-(McKenna et al. 2018, §6.2 Def. 11 and the budget split of the HDMM digest §6).
-
-The strategy stacks weighted Kronecker products, ``A = [w_1 𝔸_1; ...; w_l 𝔸_l]``. Instead of
-least squares over the whole stack (the matrix mechanism, ``x̂ = A⁺ y``), every product term
-``c_j 𝕎_j`` of the workload (``kron_terms``) is answered from ONE block: the block ``g`` that
-supports it (rows of ``𝕎_j`` in rowspace(𝔸_g)) with the least error, answered as
-``𝕎_j (w_g 𝔸_g)⁺ y_g`` from that block's noisy answers ``y_g`` alone. The choice depends on
-``W`` and ``A`` only (data-independent). For OPT_+ each product's best block is in practice
-the block optimised for its group, and the error is the separate-answering expression that
-OPT_+ minimises in closed form (``Σ_g e_g / w_g²``; for one product per group and equal
-``e_g`` it is the ResidualPlanner+ paper's OPT+, He et al. §9, Tables 12-14). By
-Gauss-Markov, least squares over the stack is never worse; this is the published mechanism.
-
-The error route is closed form: term ``j`` answered from block ``g`` has error
-``(c_j / w_g²) Π_i tr(W_ijᵀW_ij (A_giᵀA_gi)⁺)`` (HDMM Thm 5 per block), and its per-query
-variances are the Kronecker product of the factors' ``diag(W_ij (A_giᵀA_gi)⁺ W_ijᵀ)``. Each
-(workload factor, block factor) pair is computed once, so a union of 15,504 blocks over
-20^20 cells whose blocks repeat two distinct factors costs a few dozen factor traces plus one
-pass over the terms; the supporting blocks of a term are found with one bit set per
-(attribute, workload factor), never a terms x blocks array.
+"""A union strategy answered block by block (HDMM §6.2 Def. 11; HDMM digest §6): each workload
+product from the one block that supports it with the least error. :class:`SeparateUnion`, its
+closed-form error route :class:`SeparateRoute` (HDMM Thm 5 per block) and release handler.
+User guide: docs/algorithms/hdmm.md.
 """
 
 from __future__ import annotations
@@ -42,29 +25,15 @@ from ...release_handlers import ReleaseHandler, register_handler
 
 
 class SeparateUnion(KroneckerUnion):
-    """A stack of weighted Kronecker products whose workload answers come block by block (see
-    the module docstring): each workload product from the one block that answers it best.
-
-    ``blocks``: matrices that are each one weighted Kronecker product (``kron_terms`` of
-    length one; a bare matrix is a one-factor product) over one common factorisation of the
-    domain (:class:`~mmtoolkit.linalg.KroneckerUnion`). Measurement, sensitivity, the noise
-    and ``mechanism.reconstruct`` (least squares over the stack) are those of the stack; the
-    evaluator's error and ``mechanism.release`` are those of block-by-block answering.
-    """
+    """A stack of weighted Kronecker products (one factorisation of the domain) whose evaluator
+    error and release answer each product from its best block; the rest is the stack's."""
 
     def error_route(self, W):
         return SeparateRoute(as_matrix(W), self)
 
     def workload_answers(self, W, y):
-        """``𝕎_j (w_g 𝔸_g)⁺ y_g`` for every product term ``j`` of ``W`` and its block ``g``
-        (the route's choice), in ``W``'s row order; ``y``: one release or ``rows x R``.
-
-        Each block used is reconstructed once from its own rows (its ``pinv_operator``, else
-        a size-guarded dense least-squares solve) and only the terms it answers are applied
-        to that estimate, each as ``±√c_j (⊗ factors_j)``: ``kron_terms`` gives squared
-        weights, so each term's sign is read once from one product ``W r`` with a seeded
-        Gaussian ``r``. Altogether one application of ``W`` (not one per block).
-        """
+        """``𝕎_j (w_g 𝔸_g)⁺ y_g`` for every product term ``j`` of ``W`` and its block ``g``, in
+        ``W``'s row order (``y``: one release or ``rows x R``); one application of ``W`` in all."""
         W = as_matrix(W)
         route = SeparateRoute(W, self)
         route.check_support()
@@ -105,9 +74,8 @@ class SeparateUnion(KroneckerUnion):
 
 
 class SeparateRoute:
-    """The error route of :class:`SeparateUnion` (module docstring): ``trace`` is the
-    expected total squared error of block-by-block answering (before the privacy factor and
-    the sensitivity), ``profile`` its per-query variances."""
+    """The error route of :class:`SeparateUnion`: ``trace`` / ``profile`` of block-by-block
+    answering, before the privacy factor and the sensitivity."""
 
     def __init__(self, W: Matrix, A: SeparateUnion):
         self.W, self.A = W, A
@@ -121,9 +89,8 @@ class SeparateRoute:
         return self.W.kron_terms()
 
     def _slot(self, ga: slice):
-        """The distinct strategy factors on one aligned group of attributes: a list of
-        ``StrategyFactor``, each block's index into it, and per factor the bit set of the
-        blocks that carry it."""
+        """The distinct ``StrategyFactor``s on one aligned group of attributes, each block's index
+        into them, and per factor the bit set of the blocks that carry it."""
         key = (ga.start, ga.stop)
         hit = self._slots.get(key)
         if hit is None:

@@ -1,25 +1,7 @@
-"""OPT_+: unions of OPT_⊗ strategies over a partition of the workload (HDMM §6.2, Def. 11).
-
-Grouping rule g(𝕎) (the paper fixes two groups but not how they are formed, digest §6/§17):
-each product term gets a *signature*, one letter per attribute: T (Total), I (Identity) or Q
-(any other predicate set); terms with the same signature form one group; while there are more
-than ``groups`` groups, the two groups whose queried attributes (non-Total) overlap most
-(Jaccard index; ties: the earliest pair) are merged. A workload whose products all share one
-signature has no OPT_+ candidate. ``groups="products"`` instead makes every product term its
-own group (the ResidualPlanner+ paper's OPT+, He et al. §9, with separate answering: its
-Tables 12-14). A group of one product has a factorised
-OPT_⊗ optimum (Def. 10: OPT_0 per factor), so each distinct factor Gram (with its p) is
-optimised once per restart and shared by every group that has it. A Total factor ``c·1ᵀ`` is
-answered by ``1ᵀ`` itself, its exact optimum (error ``c²``; any unit-sensitivity ``A`` has
-``||1ᵀA⁺||² ≥ n²/||A1||² ≥ 1``), which p-Identity strategies only approach as ``Θ → ∞``.
-
-Each group ``g`` gets ``𝔸_g = OPT_⊗(𝕎_g)`` with unit sensitivity and error ``e_g = ||𝕎_g 𝔸_g⁺||²``.
-Budget split (closed form): the strategy is ``[w_1 𝔸_1; ...; w_l 𝔸_l]``. Answering each group
-from its own block costs ``Σ_g e_g / w_g²`` (an upper bound on the least-squares error over
-the whole stack, Gauss-Markov), under ``Σ w_g = 1`` (L1: the stacked sensitivity) or
-``Σ w_g² = 1`` (L2). The optimum is ``w_g ∝ e_g^{1/3}``, bound ``(Σ_g e_g^{1/3})³`` (L1), and
-``w_g ∝ e_g^{1/4}``, bound ``(Σ_g e_g^{1/2})²`` (L2). The selector's ``loss`` is this bound;
-reported errors come from the evaluator (exact least squares).
+"""OPT_+: unions of OPT_⊗ strategies over a partition of the workload (HDMM §6.2, Def. 11):
+the grouping rule (:func:`group_terms`), the closed-form budget split (:func:`budget_split`),
+:func:`optimize_union` and the ``opt_union`` selector.
+User guide: docs/algorithms/hdmm.md.
 """
 
 from __future__ import annotations
@@ -52,7 +34,7 @@ from .kron import CYCLE_TOL, CYCLES, KronProblem, kron_strategy, optimize_kron
 from .opt0 import FTOL, MAXITER, best_of_restarts, optimize_pidentity
 from .separate import SeparateUnion
 
-#: How an OPT_+ strategy's answers are formed (module docstring).
+#: How an OPT_+ strategy's answers are formed.
 ANSWERING = ("least_squares", "separate")
 
 
@@ -74,9 +56,8 @@ def check_groups(groups):
 
 
 def group_terms(terms, groups: int | str = 2) -> list[list[int]] | None:
-    """Indices of the product terms in each group (see the module docstring), or None when
-    there is no union strategy to build: the products all share one signature (``groups`` an
-    int) or there is only one product (``"products"``)."""
+    """Indices of the product terms in each group (the signature rule, guide page), or None
+    when there is no union strategy: one shared signature, or one product (``"products"``)."""
     groups = check_groups(groups)
     if groups == "products":
         return [[j] for j in range(len(terms))] if len(terms) > 1 else None
@@ -101,7 +82,7 @@ def group_terms(terms, groups: int | str = 2) -> list[list[int]] | None:
 
 
 def budget_split(errors, norm: int) -> tuple[np.ndarray, float]:
-    """Optimal block weights and the separate-answering error bound (module docstring)."""
+    """Optimal block weights and the separate-answering error bound (closed form, guide)."""
     e = np.asarray(errors, dtype=float)
     if norm == 1:
         r = np.cbrt(e)
@@ -112,9 +93,8 @@ def budget_split(errors, norm: int) -> tuple[np.ndarray, float]:
 
 
 class UnionProblem:
-    """The groups of an OPT_+ problem: each group of several products a prepared
-    :class:`KronProblem` (``problems``), or, for ``groups="products"``, the shared factor
-    problems of one group per product (``products``, :class:`ProductFactors`)."""
+    """The groups of an OPT_+ problem: a :class:`KronProblem` per group (``problems``), or for
+    ``groups="products"`` the shared factor problems (``products``, :class:`ProductFactors`)."""
 
     def __init__(self, W: Matrix, p=None, groups=2):
         terms = [(c, f) for c, f in kron_terms(W) if c != 0.0]
@@ -131,10 +111,8 @@ class UnionProblem:
 
 
 class ProductFactors:
-    """One OPT_+ group per product term, each a single product whose OPT_⊗ optimum is OPT_0
-    per factor (HDMM Def. 10): the distinct (factor Gram, p) pairs over every attribute and
-    term (``keys``, Grams matched as in :func:`distinct_grams`, with one factor having it in
-    ``examples``) and each term's pair per attribute (``slot``, terms x attributes)."""
+    """One OPT_+ group per product (OPT_0 per factor, HDMM Def. 10): the distinct (factor Gram, p)
+    pairs (``keys``; a factor of each in ``examples``) and each term's per attribute (``slot``)."""
 
     def __init__(self, terms, p=None):
         sizes = term_sizes(terms)
@@ -163,8 +141,7 @@ class ProductFactors:
 
 def optimize_products(products: ProductFactors, norm: int, rng, ftol=FTOL, maxiter=MAXITER):
     """``(blocks, errors)``: OPT_0 once per distinct (factor Gram, p) (a Total factor: ``1ᵀ``,
-    module docstring), then each product's block ``⊗_i A_i`` sharing the factor objects,
-    error ``c_j Π_i C_i``."""
+    its exact optimum), each product's block ``⊗_i A_i`` sharing them, error ``c_j Π_i C_i``."""
     factors, costs = [], []
     for (u, q), example in zip(products.keys, products.examples):
         weight, base = peel(example)
@@ -195,8 +172,7 @@ def optimize_union(
     tol=CYCLE_TOL, ftol=FTOL, maxiter=MAXITER,
 ) -> tuple[Matrix, float, dict]:  # fmt: skip
     """OPT_+: OPT_⊗ per group, optimal budget split; ``(strategy, bound, metadata)``, the
-    strategy a KroneckerUnion (a VStack with OPT_+'s exact two-group least squares) or, with
-    ``answering="separate"``, a SeparateUnion (module docstring)."""
+    strategy a KroneckerUnion, or a SeparateUnion with ``answering="separate"``."""
     answering = check_choice(answering, "answering", ANSWERING)
     if problem.products is not None:
         blocks, errors = optimize_products(problem.products, norm, rng, ftol, maxiter)
@@ -223,9 +199,8 @@ def optimize_union(
 
 
 def union_size_refusal(workload: Matrix, answering: str) -> str | None:
-    """Why an OPT_+ strategy answered by ``answering`` could not be used on ``workload``, or
-    None: least squares over a stack of Kronecker products is scored over every cell (up to
-    ``StackedKroneckerRoute.MAX_CELLS``); separate answering has a closed form at any size."""
+    """Why an OPT_+ strategy answered by ``answering`` cannot be scored on ``workload`` (least
+    squares beyond ``StackedKroneckerRoute.MAX_CELLS`` cells), or None."""
     N = workload.shape[1]
     if answering == "separate" or N <= StackedKroneckerRoute.MAX_CELLS:
         return None
@@ -239,13 +214,8 @@ def union_size_refusal(workload: Matrix, answering: str) -> str | None:
 @register
 class OptUnionSelector(Selector):
     """OPT_+ (HDMM §6.2): a weighted stack of OPT_⊗ strategies, one per group of products.
-
-    Parameters: ``groups`` (default 2, or ``"products"``: module docstring), ``answering``
-    (``"least_squares"``, default: the matrix mechanism over the stack; ``"separate"``: each
-    product answered from its own block, :class:`~.separate.SeparateUnion`), and those of
-    ``opt_kron``. ``loss`` is the error of answering each group from its own block: an upper
-    bound on both the least-squares error and the separate route's.
-    """
+    Parameters: ``groups`` (2, or ``"products"``), ``answering`` (``"least_squares"`` or
+    ``"separate"``) and those of ``opt_kron``; ``loss``: the separate-answering bound."""
 
     name = "opt_union"
     method = "OPT_+ (weighted union of Kronecker products)"

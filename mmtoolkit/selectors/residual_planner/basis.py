@@ -1,25 +1,7 @@
-"""The residual basis of ResidualPlanner(+): the per-attribute factors (the subset table of
-the workload's attribute sets is in :mod:`.workload`).
-
-He, Xiao, Toksoz, Ding, Zhang, Kifer, "ResidualPlanner+" (the journal version of Xiao et al.,
-NeurIPS 2023), §4.2 and §7.2. For attribute ``i`` with ``n`` values:
-
-* ``Sub_n = [1_{n-1}, -I_{n-1}]`` (§4.2), its pseudo-inverse (Lemma 1)
-  ``Sub† = (1/n)[1ᵀ; 11ᵀ - nI]`` (a right inverse), ``Sub Subᵀ = I + 11ᵀ``;
-* a *marginal* attribute (basic matrix ``W_i = I``) uses ``Sub_n`` with noise covariance
-  ``Σ_i = Sub Subᵀ`` (``Γ_i = Sub``): exactly ResidualPlanner;
-* a *general* attribute (ResidualPlanner+ §7.2, prefix / range / user matrix ``W_i`` with a
-  strategy replacement ``S_i``) uses ``Γ_i = I`` and any ``(n-1) x n`` factor of
-  ``G_i = Π S_iᵀ S_i Π`` (``Π = I - 11ᵀ/n``); we take ``Sub_i = Λ^{1/2} Vᵀ`` from the
-  eigendecomposition of ``G_i`` (digest §3.2: only ``G_i`` matters; this avoids Algorithm 4's
-  regularised Cholesky).
-
-Per attribute the whitened gram factor is ``G_i = Sub_iᵀ (Γ_iΓ_iᵀ)⁻¹ Sub_i`` (``= Π`` for a
-marginal attribute), its pseudo-inverse ``H_i = Sub_i† Γ_iΓ_iᵀ Sub_i†ᵀ``, the privacy factor
-``β_i = max diag G_i`` (Thm 4.3 / 7.1) and, for the basic matrix ``W_i``, the variance
-factors ``var_res_i = ‖W_i Sub_i† Γ_i‖_F² = tr(W_i H_i W_iᵀ)`` and
-``var_sum_i = ‖W_i 1‖²/n²`` (Thm 7.2), row by row ``h_i = diag(W_i H_i W_iᵀ)`` and
-``s_i = (W_i 1)²/n²``.
+"""The residual basis of ResidualPlanner(+) (He et al., "ResidualPlanner+", §4.2, Lemma 1,
+Thm 4.3, §7.2, Thm 7.1-7.2): the per-attribute factors as an :class:`AttributeBasis`, built by
+:func:`marginal_basis` or :func:`general_basis`.
+User guide: docs/algorithms/residual-planner.md.
 """
 
 from __future__ import annotations
@@ -66,8 +48,8 @@ def _size(n) -> int:
 
 
 class AttributeBasis:
-    """The residual factors of one attribute (§4.2, §7.2; module docstring), built by
-    :func:`marginal_basis` or :func:`general_basis`."""
+    """The residual factors of one attribute (§4.2, §7.2), built by :func:`marginal_basis` or
+    :func:`general_basis`."""
 
     def __init__(self, workload: Matrix, sub: np.ndarray, marginal: bool, strategy=None):
         self.workload = as_matrix(workload)
@@ -139,13 +121,9 @@ def marginal_basis(n: int) -> AttributeBasis:
 
 
 def general_basis(workload, strategy=None) -> AttributeBasis:
-    """ResidualPlanner+'s attribute (§7.2, Algorithm 4 final version with ``Γ_i = I``).
-
-    ``workload`` is the basic matrix ``W_i`` (1ᵀ must lie in its row space); ``strategy`` the
-    replacement ``S_i`` (default ``W_i``; must support ``W_i``: ``W_i = W_i S_i† S_i``).
-    ``G_i = Π S_iᵀ S_i Π`` must have rank ``n - 1`` (Lemma 3), and ``Sub_i = Λ^{1/2} Vᵀ``
-    over its non-zero eigenpairs.
-    """
+    """ResidualPlanner+'s attribute (§7.2, final Algorithm 4, ``Γ_i = I``) for the basic matrix
+    ``workload`` and replacement ``strategy`` (default ``W_i``); refused when §7.1-7.2 or
+    Lemma 3 do not hold."""
     W = as_matrix(workload)
     n = _size(W.shape[1])
     check_dense_size(W.shape[0], n, "the basic matrix of an attribute")
@@ -176,9 +154,8 @@ def general_basis(workload, strategy=None) -> AttributeBasis:
     SP = S @ P
     G = SP.T @ SP
     lam, V = np.linalg.eigh(0.5 * (G + G.T))
-    # drop the eigenvalue of the all-ones direction (0); the rows of Sub_i are measured with
-    # noise drawn in order, so inside a repeated eigenvalue they take the canonical basis
-    # (linalg.spectral), not the eigensolver's, which depends on the BLAS thread count
+    # drop the all-ones direction (eigenvalue 0); the canonical basis inside a repeated
+    # eigenvalue keeps the measured rows independent of the BLAS thread count (guide page)
     lam, V = canonical_eigenbasis(lam[1:], V[:, 1:])
     if lam[0] <= 1e-10 * lam[-1]:
         raise ValueError(

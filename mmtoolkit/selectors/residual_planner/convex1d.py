@@ -1,25 +1,8 @@
-"""Per-attribute strategy optimiser for ResidualPlanner+ (§7.5, §9; digest §3.5).
-
-The strategy replacement ``S_i`` of a non-identity attribute is chosen by HDMM's 1-D convex
-template ("McKennaConvex", McKenna et al. 2018 and Yuan et al.): with ``X = S_iᵀS_i``,
-
-    minimise  tr(X⁻¹ V)   subject to  diag(X) = 1,  X ≻ 0,
-
-the total squared error of a unit-sensitivity strategy for the Gram ``V = W'ᵀW'``, applied to
-``W' = [1ᵀ; W_i Π]`` (``Π = I - 11ᵀ/n``), with ``S_i = chol(X)ᵀ``. To stay inside the cone we
-write ``X = L̃L̃ᵀ``, ``L̃`` lower triangular with rows normalised to unit length (so
-``diag X = 1`` by construction), and run L-BFGS-B on the entries of ``L`` from the Cholesky
-factor of ``V^{1/2}`` scaled to unit diagonal; gradient ``∂f/∂L̃ = -2 X⁻¹VX⁻¹ L̃`` projected
-through the row normalisation (a direct parametrisation of ``X``'s off-diagonal stalls at the
-cone boundary).
-
-:func:`hdmm_convex_opt` is the procedure the paper's experiments used (§9: "the 1-dimensional
-optimizer included with HDMM"; digest §3.5): ``X = I + T + Tᵀ`` (``T`` strictly lower
-triangular) from the scaled ``V^{1/2}``, L-BFGS-B with ``maxcor = 1`` and scipy's default
-stopping rule; a trial point outside the cone gets a large finite loss (1e6 x the starting
-loss) so the line search backtracks (with ``+inf`` it gives up after one step on small
-``n``). It stops ~1e-9 relative short of the optimum, which shows in the 5th significant
-digit of Table 14's 5-7-way rows, printed from this procedure.
+"""Per-attribute strategy optimiser for ResidualPlanner+ (§7.5, §9; digest §3.5): HDMM's 1-D
+convex template ``min tr(X⁻¹V) s.t. diag X = 1`` on ``[1ᵀ; W_i Π]``, solved exactly
+(:func:`unit_diagonal_opt`) or by the paper's procedure (:func:`hdmm_convex_opt`), and the
+max-variance form (:func:`max_variance_opt`).
+User guide: docs/algorithms/residual-planner.md.
 """
 
 from __future__ import annotations
@@ -51,8 +34,8 @@ def _square_symmetric(V) -> np.ndarray:
 
 
 def _rows(theta, n: int):
-    """``(L, row norms of L)`` for the lower-triangular ``L`` with entries ``theta``: the
-    unit-row parametrisation ``X = L̃L̃ᵀ``, ``L̃ = L / norms`` (module docstring)."""
+    """``(L, row norms of L)`` for the lower-triangular ``L`` with entries ``theta`` (the
+    unit-row parametrisation ``X = L̃L̃ᵀ``, ``L̃ = L / norms``)."""
     L = np.zeros((n, n))
     L[np.tril_indices(n)] = theta
     return L, np.sqrt(np.einsum("ij,ij->i", L, L))
@@ -107,8 +90,7 @@ def unit_diagonal_opt(V, *, tol: float = 1e-12, maxiter: int = 20000) -> tuple[n
 
 
 def hdmm_convex_opt(V, *, maxcor: int = 1) -> tuple[np.ndarray, float]:
-    """The paper's 1-D solve (HDMM's convex template, see the module docstring):
-    ``argmin tr(X⁻¹V)`` over ``X = I + T + Tᵀ`` (``T`` strictly lower triangular) by L-BFGS-B
+    """The paper's 1-D solve (§9): ``argmin tr(X⁻¹V)`` over ``X = I + T + Tᵀ`` by L-BFGS-B
     with ``maxcor`` corrections and scipy's default tolerances; returns ``(X, objective)``."""
     V = _square_symmetric(V)
     n = V.shape[0]
@@ -159,8 +141,7 @@ STRATEGY_SOLVERS = ("exact", "hdmm")
 
 def optimized_strategy(W: Matrix, solver: str = "exact") -> np.ndarray:
     """ResidualPlanner+'s ``S_i = chol(X)ᵀ`` for the basic matrix ``W`` (§9, digest §3.5);
-    ``solver``: ``"exact"`` (:func:`unit_diagonal_opt`) or ``"hdmm"`` (:func:`hdmm_convex_opt`,
-    the paper's procedure)."""
+    ``solver``: ``"exact"`` (:func:`unit_diagonal_opt`) or the paper's ``"hdmm"`` procedure."""
     if solver not in STRATEGY_SOLVERS:
         raise ValueError(f"strategy solver must be one of {STRATEGY_SOLVERS}, got {solver!r}")
     V = centered_gram(W)
@@ -181,20 +162,9 @@ def centered_queries(W) -> np.ndarray:
 def max_variance_opt(
     L, *, method: str = "smooth", solver: str = "CLARABEL", rtol: float = 1e-6
 ) -> tuple[np.ndarray, float]:
-    """The fitness-for-use 1-D problem behind ResidualPlanner+'s max-variance strategies
-    (§9 with Xiao et al. VLDB'21; digest §3.5): noise covariance ``Σ`` on the identity basis,
-
-        minimise  max diag(Σ⁻¹)   subject to  diag(L Σ Lᵀ) ≤ 1,
-
-    the least privacy cost at which every index query (row of ``L``) has variance ≤ 1. By
-    homogeneity this is ``min over unit-diagonal X = Σ⁻¹/t of max_j l_j X⁻¹ l_jᵀ``.
-
-    ``method="smooth"`` (default): that form with the max smoothed by ``log ‖v‖_p``, L-BFGS-B
-    in the unit-row parametrisation, ``p`` raised 4 → 2^20 with warm starts (smoothing error
-    ``log(m)/p`` below 1e-5 relative). ``method="sdp"``: ``min t`` s.t. ``[[Σ, I], [I, Y]] ⪰ 0``,
-    ``diag Y ≤ t``, ``diag(LΣLᵀ) ≤ 1`` with cvxpy (exact; slow beyond n ≈ 30). Returns
-    ``(X, t)``: ``X = Σ⁻¹`` scaled so that the largest index variance is exactly 1 (the
-    authors' ``cov/max(f_var)``) and ``t = max diag X``; the strategy is ``S = chol(X)ᵀ``."""
+    """``min max diag(Σ⁻¹) s.t. diag(L Σ Lᵀ) ≤ 1`` for the index queries ``L`` (§9 with Xiao
+    et al. VLDB'21; digest §3.5), ``method`` ``"smooth"`` or ``"sdp"`` (guide page). Returns
+    ``(X, t)``: ``X = Σ⁻¹`` scaled to a largest index variance of 1, ``t = max diag X``."""
     L = np.asarray(L, dtype=float)
     if L.ndim != 2 or not np.all(np.isfinite(L)):
         raise ValueError("L must be a finite matrix (one index query per row)")

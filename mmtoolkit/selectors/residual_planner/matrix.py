@@ -1,24 +1,7 @@
-"""The selected ResidualPlanner(+) mechanism as a strategy Matrix for the shared evaluator.
-
-The mechanism releases ``R_A x + N(0, σ²_A Σ_A)`` for every closure set ``A`` (§4.2, Eq. 3;
-§7.3, Eq. 9). Whitening each release by ``σ_A⁻¹ Σ_A^{-1/2}`` gives the equivalent strategy
-with i.i.d. unit noise that the evaluator expects (Li et al.'s matrix mechanism with
-``Err = v · sens₂(A)² · tr(WᵀW (AᵀA)⁺)``):
-
-    A = [ σ_A⁻¹ ⊗_{i∈A} L_i ⊗_{i∉A} 1ᵀ ]_{A ∈ closure},   L_i = (Γ_iΓ_iᵀ)^{-1/2} Sub_i,
-
-so ``AᵀA = Σ_A σ_A⁻² ⊗_{i∈A} G_i ⊗_{i∉A} J`` (``G_i = L_iᵀL_i``; ``= Π`` for marginal
-attributes, hence a ``MarginalsGram`` with eigenvalue ``Π_{i∉B} n_i / σ²_B`` on the residual
-subspace ``S_B``) and, the blocks living on mutually orthogonal subspaces,
-
-    (AᵀA)⁺ = Σ_A σ²_A ⊗_{i∈A} H_i ⊗_{i∉A} J/n_i²,   H_i = G_i⁺          (Thm 4.4, Thm 7.2).
-
-``diag(AᵀA) = Σ_A σ_A⁻² Π_{i∈A} diag(G_i)``: constant ``= pcost`` for marginals (Thm 4.3), so
-``sens₂(A)² = pcost`` and under ZCDP(ρ = 1/2) the evaluator's variances are exactly the
-plan's. For general (ResidualPlanner+) attributes ``sensitivity(2)`` reports the paper's
-composition bound ``sqrt(Σ_A Π_{i∈A} β_i / σ²_A)`` (Thm 7.1), which is the privacy cost the
-mechanism is calibrated to (an upper bound of the exact max column norm,
-``colnorm_p(2)``, when some ``diag(G_i)`` is not constant).
+"""The selected ResidualPlanner(+) mechanism as a strategy kind (§4.2 Eq. 3, §7.3 Eq. 9,
+Thm 4.3-4.4, 7.1-7.2): :class:`ResidualStrategyMatrix`, the whitened stack of base
+mechanisms, with its error route, release (Algorithms 1-3, 5, 6) and Private-PGM measurements.
+User guide: docs/algorithms/residual-planner.md.
 """
 
 from __future__ import annotations
@@ -54,7 +37,7 @@ from .route import ResidualRoute
 
 
 class ResidualStrategyMatrix(Matrix):
-    """Whitened stacked base mechanisms of a :class:`ResidualPlan` (see module docstring)."""
+    """Whitened stacked base mechanisms of a :class:`ResidualPlan` (guide page)."""
 
     def __init__(self, plan: ResidualPlan):
         if not isinstance(plan, ResidualPlan):
@@ -93,10 +76,8 @@ class ResidualStrategyMatrix(Matrix):
         return self.pinv()
 
     def release_answers(self, W, data, noise, rng):
-        """He et al. Algorithms 1/2 (5/6 for general attributes) from marginal tables of the
-        records or data vector — never the N-cell histogram; ``noise`` (the measurement
-        plan's :class:`~mmtoolkit.plan.Noise`) discrete: Algorithm 3 (ZCDP
-        only). Answers in ``W``'s row order."""
+        """He et al. Algorithms 1/2 (5/6; discrete ``noise``: Algorithm 3, ZCDP only) from
+        marginal tables of the data, never the N-cell histogram; answers in ``W``'s order."""
         targets = self._targets(W)
         src = data.codes if isinstance(data, Records) else np.asarray(data).ravel()
         if noise.discrete:
@@ -156,7 +137,7 @@ class ResidualStrategyMatrix(Matrix):
         return terms[0] if len(terms) == 1 else Sum(terms)
 
     def gram_pinv(self) -> Matrix:
-        """``(AᵀA)⁺`` in closed form (module docstring)."""
+        """``(AᵀA)⁺`` in closed form (Thm 4.4, Thm 7.2)."""
         terms = []
         for A, s2 in zip(self._sets, self.plan.sigma2, strict=True):
             inside = set(A)
@@ -168,11 +149,8 @@ class ResidualStrategyMatrix(Matrix):
         return terms[0] if len(terms) == 1 else Sum(terms)
 
     def pinv(self):
-        """``A⁺ = (AᵀA)⁺Aᵀ`` in the marginal domain: the blocks live on mutually
-        orthogonal subspaces (module docstring: ``H_i 1 = 0``, ``J L_iᵀ = 0``), so only the
-        diagonal terms survive, ``A⁺ y = Σ_A σ_A (⊗_{i∈A} H_iL_iᵀ) y_A ⊗_{i∉A} 1/n_i`` — small
-        tables expanded to the N cells once (:class:`SetStack`, transposed). Equal to
-        ``Product(gram_pinv(), A.T)`` up to float rounding."""
+        """``A⁺ y = Σ_A σ_A (⊗_{i∈A} H_iL_iᵀ) y_A ⊗_{i∉A} 1/n_i`` (orthogonal blocks), as a
+        transposed :class:`SetStack`; ``Product(gram_pinv(), A.T)`` up to rounding."""
         bases = self.plan.bases
         scales = np.sqrt(self.plan.sigma2)
         for j, A in enumerate(self._sets):
@@ -207,12 +185,9 @@ class ResidualStrategyMatrix(Matrix):
 
     # ------------------------------------------------------------ Private-PGM
     def marginal_measurements(self, data, noise, rng):
-        """Private-PGM input (:func:`mmtoolkit.pgm.measure`, through the handler): the base
-        mechanisms' noisy residual answers (He et al. Alg. 1/5), whitened. ``ω_A`` has covariance
-        ``σ²_A ⊗_{i∈A} Γ_iΓ_iᵀ``; with ``T_i = (Γ_iΓ_iᵀ)^{-1/2}``, ``(⊗ T_i) ω_A`` measures the
-        marginal on ``A`` through ``Q = ⊗ T_i Sub_i`` with i.i.d. noise of standard deviation
-        ``σ_A`` (the rows of the whitened strategy, module docstring). The empty set's
-        measurement is the noisy total."""
+        """Private-PGM input (:func:`mmtoolkit.pgm.measure`): the base mechanisms' noisy
+        residual answers (He et al. Alg. 1/5) whitened by ``⊗ (Γ_iΓ_iᵀ)^{-1/2}``, i.i.d. noise of
+        standard deviation ``σ_A``; the empty set's is the noisy total."""
         src = data.codes if isinstance(data, Records) else np.asarray(data).ravel()
         meas = measurements.measure(self.plan, src, noise, rng)
         bases = self.plan.bases
@@ -237,14 +212,9 @@ class ResidualStrategyMatrix(Matrix):
 
 
 class SetStack(Matrix):
-    """``[c_A ⊗_{i∈A} F_i ⊗_{i∉A} 1ᵀ]_A`` for attribute sets ``A`` (rows in the sets' order,
-    each block over ``A``'s attributes in C order) with small dense per-attribute factors
-    ``F_i`` (``r_i x n_i``): the whitened residual strategy (``F_i = L_i``, ``c_A = σ_A⁻¹``) and
-    the transpose of its pseudo-inverse (``F_i = (H_iL_iᵀ)ᵀ``). ``A X`` sums the marginal
-    tables of ``X`` from their parents (:func:`~mmtoolkit.linalg.marginals.marginal_tables`: a
-    few passes over the data, not one per set) and applies each set's small Kronecker product
-    to its table; ``Aᵀ Y`` forms each set's table ``c_A (⊗ F_iᵀ) Y_A`` and expands them all to
-    the N cells in one array (:func:`~mmtoolkit.linalg.marginals.expand_tables`)."""
+    """``[c_A ⊗_{i∈A} F_i ⊗_{i∉A} 1ᵀ]_A`` over attribute sets ``A`` with small dense factors
+    ``F_i`` (the whitened residual strategy; the transpose of its pseudo-inverse), applied
+    through marginal tables (:mod:`mmtoolkit.linalg.marginals`), never one pass per set."""
 
     def __init__(self, sizes, sets, factors, scales):
         self.sizes = tuple(sizes)
@@ -296,8 +266,7 @@ def _inverse_sqrt(G: np.ndarray) -> np.ndarray:
 
 class ResidualHandler(ReleaseHandler):
     """ResidualPlanner's release side (:mod:`mmtoolkit.release_handlers`): its own mechanism
-    (He et al. Alg. 1/2, 5/6; discrete: Alg. 3) from marginal tables of the records — never
-    the N-cell histogram nor ``x̂`` — and its measurements for Private-PGM."""
+    (He et al. Alg. 1-3, 5, 6) and its measurements for Private-PGM."""
 
     def needs_estimate(self, A, W):
         return False  # release_answers reconstructs marginal tables (He et al. Alg. 2)

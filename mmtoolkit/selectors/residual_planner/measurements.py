@@ -1,31 +1,8 @@
-"""Measurement and reconstruction for ResidualPlanner(+) (He et al. §4.2-4.3, §5, §7.3-7.4).
-
-* :func:`measure` — Algorithm 1 / 5: for every closure set ``A``, from the true marginal
-  ``v = Q_A x`` only (never an N-cell vector), ``ω_A = (⊗_{i∈A} Sub_i) v + σ_A (⊗_{i∈A} Γ_i) z``
-  with ``z ~ N(0, I)`` (one entry per column of ``⊗Γ_i``: per cell for marginal attributes).
-  Noise scales are the plan's σ²_A calibrated to the privacy definition.
-* :func:`measure_discrete` — Algorithm 3 (§5): the numerically secure version for marginal
-  attributes, with integer arithmetic and exact discrete Gaussian noise
-  (:mod:`mmtoolkit.noise`); ``σ_A`` is rounded *up* to a rational ``s/t`` (Eq. 4).
-* :func:`reconstruct` — Algorithm 2 / 6: ``q = Σ_{A'⊆Ã} U_{Ã←A'} ω_{A'}`` with
-  ``U = ⊗ (Sub_i† if i∈A', 1_{n_i}/n_i if i∈Ã\\A')``, then the answers ``(⊗_{i∈Ã} W_i) q``;
-  the unique linear unbiased estimate (Thm 4.4, Thm 7.2). :func:`reconstruct_sets` /
-  :func:`iter_reconstruct` do many sets at once (the lower-order ``Sub†ω`` shared by
-  several targets computed once).
-
-* :func:`variances` / :func:`covariance` — Thm 4.4 / Thm 7.2:
-  ``Cov = Σ_{A'⊆Ã} σ²_{A'} ⊗_{i∈Ã} K_i`` with ``K_i = W_i H_i W_iᵀ`` for ``i ∈ A'`` and
-  ``W_i 11ᵀ W_iᵀ / n_i²`` otherwise (``H_i = Sub_i†Γ_iΓ_iᵀSub_i†ᵀ``).
-
-Both directions are vectorised over the closure (no Python loop over its sets): sets of one
-size and the same bases at every position are stacked, marginal tables are counted with
-one ``bincount`` per run of sets sharing all but their last attribute, and the residual
-factors are applied to the whole stack (for marginal attributes ``Sub`` and ``Sub†`` are
-differences and means, not matrix products). Batches hold at most ``MAX_BATCH_CELLS``
-numbers; the measurements are one array in closure order.
-
-Data are given as records (an int array, one row per record, one column per attribute),
-as a dense data vector (small domains only), or as a callable ``attrs -> marginal``.
+"""Measurement and reconstruction for ResidualPlanner(+) (He et al. §4.2-4.3, §5, §7.3-7.4):
+:func:`measure` (Algorithm 1 / 5), :func:`measure_discrete` (Algorithm 3), :func:`reconstruct`
+and its batched forms (Algorithm 2 / 6), :func:`variances` / :func:`covariance` (Thm 4.4 /
+7.2), vectorised over the closure; data: records, a data vector or ``attrs -> marginal``.
+User guide: docs/algorithms/residual-planner.md.
 """
 
 from __future__ import annotations
@@ -44,7 +21,7 @@ from ...plan import Noise
 from ...privacy import Privacy
 from ...threads import Ahead
 from .plan import ResidualPlan
-from .route import product_variances
+from .route import product_variances, subsets
 
 #: Entries per vectorised batch (noise draws, marginal tables, index arrays): bounds the
 #: memory of measurement and reconstruction beyond the measurements themselves.
@@ -106,13 +83,8 @@ class MarginalSource:
         return self._x.sum(axis=drop)
 
     def batch(self, attrs: np.ndarray, buffer: np.ndarray | None = None) -> np.ndarray:
-        """The marginals of several attribute sets of equal sizes, stacked: ``attrs`` is an
-        ``(S, k)`` int array (sorted rows, ``sizes[attrs[s, j]]`` the same for every ``s``);
-        returns ``(S, n_1, ..., n_k)`` floats, not cached. From records, one ``bincount``
-        per run of sets sharing their first ``k - 1`` attributes, over all of the run's last
-        attributes at once (one pass over the records per set, no Python loop over sets),
-        written into ``buffer`` (a float array of at least ``S · Π n_j`` numbers, reused
-        across calls so its pages are not faulted in again) when given."""
+        """The marginals of the ``(S, k)`` sorted attribute sets ``attrs`` (equal sizes per
+        position) as ``(S, n_1, ..., n_k)`` floats, not cached; ``buffer``: reused storage."""
         attrs = np.asarray(attrs, dtype=np.int64)
         S, k = attrs.shape
         shape = tuple(self.sizes[i] for i in attrs[0]) if S else ()
@@ -189,10 +161,8 @@ def _apply(T: np.ndarray, mats) -> np.ndarray:
 
 # ============================================================================ layout
 def _apply_batch(T: np.ndarray, mats, out=None) -> np.ndarray:
-    """:func:`_apply` on every ``T[s]`` of a stack ``T`` (axis 0 = the stack). ``mats[j]``: a
-    matrix, ``"sub"`` (``Sub_n = [1, -I]``: ``x_0 - x_{1:}``), ``"pinv"`` (``Sub_n†``:
-    ``[Σy/n; Σy/n - y]``, Lemma 1) or None (identity). ``out``: where to write the result
-    (for a final ``"sub"`` written in place)."""
+    """:func:`_apply` on every ``T[s]`` of a stack; ``mats[j]``: a matrix, ``"sub"`` (``x_0 -
+    x_{1:}``), ``"pinv"`` (Lemma 1's ``Sub†``) or None; ``out``: where to write the result."""
     last = max((j for j, M in enumerate(mats) if M is not None), default=-1)
     for j, M in enumerate(mats):
         ax = j + 1
@@ -214,13 +184,8 @@ def _apply_batch(T: np.ndarray, mats, out=None) -> np.ndarray:
 
 
 class _Layout:
-    """How a plan's measurements are laid out and batched.
-
-    ``ω_A`` of closure set ``k`` is ``values[off[k]:off[k + 1]]`` (``Π_{i∈A}(n_i - 1)``
-    entries, closure order); its noise has ``zlen[k] = Π_{i∈A} cols(Γ_i)`` draws. Closure
-    sets whose attributes have the same basis at every position (``group``) are measured and
-    reconstructed together.
-    """
+    """How a plan's measurements are laid out (``ω_A`` of closure set ``k``: ``values[off[k]:off[k +
+    1]]``; ``zlen[k]`` noise draws) and batched (``group``: the same basis at every position)."""
 
     def __init__(self, plan: ResidualPlan):
         bases = plan.bases
@@ -327,11 +292,8 @@ def _residual_factors(bases, attrs, which: str) -> list:
 # ============================================================================ measurement
 @dataclass
 class Measurements:
-    """Noisy residual answers ``ω_A`` of every closure set, concatenated in closure order
-    (``values``; ``omega[A]`` is a view of set ``A``'s part), and the σ²_A they were drawn
-    with: this algorithm's internal state between measuring and reconstructing (not
-    exported; what it hands to a release or to Private-PGM is
-    :class:`mmtoolkit.measurement.Measurement`)."""
+    """Noisy residual answers ``ω_A`` in closure order (``values``; ``omega[A]``: a view) and their
+    σ²_A: internal state between measuring and reconstructing (not exported)."""
 
     plan: ResidualPlan
     values: np.ndarray
@@ -352,19 +314,8 @@ CACHE_CELLS = 1 << 15
 
 
 def measure(plan: ResidualPlan, data, noise, rng) -> Measurements:
-    """Algorithm 1 (marginal attributes) / Algorithm 5 (general attributes) for every closure
-    set: ``ω_A = (⊗_{i∈A} Sub_i) v_A + σ_A (⊗_{i∈A} Γ_i) z`` with σ²_A = the plan's,
-    calibrated to ``noise`` (a :class:`~mmtoolkit.plan.Noise`, what a release hands
-    the kind's mechanism, or a privacy definition: Gaussian, its variance per unit
-    sensitivity; ZCDP: pcost = 2ρ). For marginal attributes (``Γ_i = Sub_i``) this
-    is ``(⊗ Sub_i)(v_A + σ_A z)``.
-
-    Vectorised over the closure: sets of one size are taken in contiguous chunks, the noise
-    of a chunk drawn in one call (the generator's stream is the same as set by set: ``z_A``
-    of shape ``(cols Γ_i)_{i∈A}`` in closure order), and the sets of a chunk with the same
-    bases at every position are counted (:meth:`MarginalSource.batch`) and transformed as
-    one stack.
-    """
+    """Algorithm 1 / 5 for every closure set, ``ω_A = (⊗ Sub_i) v_A + σ_A (⊗ Γ_i) z``, σ²_A
+    calibrated to ``noise`` (a :class:`~mmtoolkit.plan.Noise` or a Gaussian privacy definition)."""
     if not isinstance(rng, np.random.Generator):
         raise ValueError(
             f"rng must be a numpy.random.Generator (np.random.default_rng(seed)), "
@@ -397,9 +348,8 @@ def measure(plan: ResidualPlan, data, noise, rng) -> Measurements:
         lo, hi, zoff, _ = batches[i]
         return scaled_gaussian(rng, zbufs[i % 2][: int(zoff[-1])], sigma[lo:hi], lay.zlen[lo:hi])
 
-    # the next chunk's noise is drawn and scaled on a second thread while this chunk is
-    # counted (both release the GIL); one thread draws every chunk in order, so the stream
-    # is unchanged
+    # the next chunk's noise is drawn on a second thread while this one is counted (both
+    # release the GIL); one thread draws every chunk in order: the stream is unchanged
     ahead = Ahead(draw, len(batches))
     try:
         for lo, _, zoff, groups in batches:
@@ -444,10 +394,8 @@ def _row_view(flat, off, c):
 
 
 def _evenly_spaced(off, c, length: int) -> bool:
-    """Whether part ``c_s`` starts at ``off[c_0'] + (c_s − c_0')·length`` for every ``s``
-    (``c_0'`` the smallest), so the parts are rows of one reshaped view from there. The span
-    ``off[hi] − off[lo]`` alone does not tell: parts of other lengths between them can sum
-    to the same span (sizes (4, 3, 4, 5, 4), 1-way marginals)."""
+    """Whether every part ``c_s`` starts at ``off[min c] + (c_s − min c)·length`` (rows of one
+    reshaped view); the span alone does not tell (sizes (4, 3, 4, 5, 4), 1-way marginals)."""
     lo, hi = int(c.min()), int(c.max()) + 1
     return off[hi] - off[lo] == (hi - lo) * length and bool(
         np.all(off[c] == off[lo] + (c - lo) * length)
@@ -465,15 +413,8 @@ def _write_rows(flat, off, c, block) -> None:
 def measure_discrete(
     plan: ResidualPlan, data, rho, rng, *, denominator: int = 10**6
 ) -> Measurements:
-    """Algorithm 3 (§5): exact discrete-Gaussian measurement of every closure set.
-
-    For ``A``: ``σ̄_A = s/t ≥ σ_A`` (``t = denominator``, Eq. 4), ``H = ⊗_{i∈A}(n_i I - 11ᵀ)``
-    (integers), ``γ² = σ̄² Π n_i²`` (Eq. 7), ``y = H v + z`` with ``z ~ N_Z(0, γ²)`` per cell
-    (integers; ``Ξx = Hv``, Eq. 6), released as ``ω_A = (⊗ Sub_i/n_i) y`` (post-processing).
-    With continuous noise this is exactly ``M_A(·; σ̄²)`` (Thm 5.1). Accounting: ``Δ₂²(H Q_A)
-    = Π n_i(n_i - 1)``, so ``ρ_A = Δ²/(2γ²) = p_A/(2σ̄²)`` exactly; ``extra["rho_exact"]`` is
-    ``Σ_A ρ_A`` as a Fraction (≤ ρ because σ̄ ≥ σ). ``rho`` is a float or Fraction.
-    """
+    """Algorithm 3 (§5, Eq. 4, 6, 7, Thm 5.1): exact discrete-Gaussian measurement, σ rounded up
+    to a multiple of ``1/denominator``; ``extra["rho_exact"]``: ``Σ_A ρ_A ≤ rho``, a Fraction."""
     if not plan.workload.all_marginal:
         raise ValueError(
             "the discrete-Gaussian mechanism (§5) is defined for marginal attributes only"
@@ -510,22 +451,11 @@ def measure_discrete(
 
 
 # ============================================================================ reconstruction
-def _subsets(S: tuple[int, ...]):
-    k = len(S)
-    for pat in range(1 << k):
-        yield pat, tuple(S[j] for j in range(k) if (pat >> j) & 1)
-
-
 def _check_target(plan: ResidualPlan, attrs) -> tuple[int, ...]:
-    d = len(plan.bases)
-    t = tuple(sorted(int(a) for a in attrs))
-    for a in t:
-        if not 0 <= a < d:
-            raise ValueError(f"attribute {a} is outside the domain (attributes 0..{d - 1})")
-    if len(set(t)) != len(t):
-        raise ValueError(f"attributes repeated in {list(attrs)}")
+    ((_, T),) = _target_arrays([tuple(attrs)], len(plan.bases))
+    t = tuple(int(a) for a in T[0])
     idx = _layout(plan).index
-    for _, B in _subsets(t):
+    for _, B in subsets(t):
         if B not in idx and all(plan.bases[i].n > 1 for i in B):
             raise ValueError(
                 f"the marginal on {list(t)} cannot be reconstructed: the residual of {list(B)} "
@@ -535,9 +465,8 @@ def _check_target(plan: ResidualPlan, attrs) -> tuple[int, ...]:
 
 
 def _residual_estimates(meas: Measurements, c: np.ndarray, size: int) -> np.ndarray:
-    """``(⊗_{i∈B} Sub_i†) ω_B`` for the closure sets ``c`` (one size, the same bases at every
-    position) as an ``(S, Π_{i∈B} n_i)`` array. Sets smaller than the largest are shared by
-    many targets: computed once and kept."""
+    """``(⊗_{i∈B} Sub_i†) ω_B`` for the closure sets ``c`` (one size, the same bases) as an
+    ``(S, Π n_i)`` array; those below the largest size are computed once and kept."""
     lay = _layout(meas.plan)
     bases = meas.plan.bases
 
@@ -562,9 +491,8 @@ def _residual_estimates(meas: Measurements, c: np.ndarray, size: int) -> np.ndar
 
 
 def _estimate_batch(meas: Measurements, targets: np.ndarray, answers: bool) -> np.ndarray:
-    """Algorithm 2 / 6 for a stack of sorted target sets with the same bases at every
-    position: ``q = Σ_{A'⊆Ã} U_{Ã←A'} ω_{A'}`` with ``U = ⊗(Sub_i† if i∈A', 1/n_i otherwise)``
-    (then ``⊗ W_i`` if ``answers``), one row per target."""
+    """Algorithm 2 / 6 for a stack of sorted target sets with the same bases at every position, one
+    row per target: ``q`` (then ``⊗ W_i q`` if ``answers``)."""
     plan = meas.plan
     bases = plan.bases
     lay = _layout(plan)
@@ -617,9 +545,7 @@ def _target_arrays(sets, d: int):
 
 def iter_reconstruct(measurements: Measurements, sets, *, answers: bool = True):
     """Algorithm 2 / 6 for many attribute sets, vectorised: yields ``(j, estimate of
-    sets[j])`` (as :func:`reconstruct`) batch by batch — sets with the same bases at every
-    position together, at most MAX_BATCH_CELLS numbers per batch — so a caller can consume
-    the answers without holding them all."""
+    sets[j])`` batch by batch (at most MAX_BATCH_CELLS numbers), not holding them all."""
     plan = measurements.plan
     lay = _layout(plan)
     for idx, T in _target_arrays(sets, len(plan.bases)):
@@ -652,11 +578,8 @@ def reconstruct_sets(measurements: Measurements, sets, *, answers: bool = True) 
 
 
 def reconstruct(measurements: Measurements, attrs, *, answers: bool = True) -> np.ndarray:
-    """Algorithm 2 / 6: the unbiased estimate of the (generalized) marginal on ``attrs``.
-
-    ``answers=True`` applies ``⊗_{i∈Ã} W_i`` (the workload's queries; for marginals W = I);
-    ``answers=False`` returns the estimated marginal table ``Q_Ã x`` itself (flattened).
-    """
+    """Algorithm 2 / 6: the unbiased estimate of the (generalized) marginal on ``attrs``: its
+    answers ``⊗_{i∈Ã} W_i q`` or (``answers=False``) the flattened table ``Q_Ã x``."""
     ((_, T),) = _target_arrays([tuple(attrs)], len(measurements.plan.bases))
     return _estimate_batch(measurements, T, answers)[0]
 
@@ -685,7 +608,7 @@ def covariance(plan: ResidualPlan, attrs, privacy: Privacy | None = None) -> np.
         w1 = Wd.sum(axis=1)
         K_out.append(np.outer(w1, w1) / bases[i].n ** 2)
     out = np.zeros((rows, rows))
-    for pat, B in _subsets(t):
+    for pat, B in subsets(t):
         if B not in idx:
             continue
         M = np.array([[s2[idx[B]]]])

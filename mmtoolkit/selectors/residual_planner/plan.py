@@ -1,18 +1,7 @@
-"""Selecting the noise scales σ²_A of the base mechanisms (ResidualPlanner §4.4, §6.1, §7.5).
-
-A :class:`ResidualPlan` is a workload (attribute sets over per-attribute bases), its downward
-closure and one σ²_A per closure set: the mechanism releases ``M_A(x) = R_A x + N(0, σ²_A Σ_A)``
-for every ``A`` in the closure (Thm 4.2). Everything is linear in σ² or in 1/σ²:
-
-* privacy cost ``pcost = Σ_A p_A / σ²_A`` with ``p_A = Π_{i∈A} β_i`` (Thm 4.3, Thm 7.1;
-  ρ-zCDP with ρ = pcost/2, μ-GDP with μ = sqrt(pcost));
-* sum of variances of set ``Ã``: ``Σ_{A⊆Ã} σ²_A Π_{i∈A} var_res_i Π_{j∈Ã\\A} var_sum_j``
-  (Thm 4.4, Thm 7.2), and per query row the same with the row's ``h_i``, ``s_i``.
-
-Selection: the weighted sum of variances in closed form (§6.1, Cauchy-Schwarz), the max
-(weighted) variance as the homogeneous convex program ``min Σ p_A/x_A s.t. M x ≤ 1`` (§4.4;
-digest §2.5) and any convex cvxpy loss of the per-set variances (§4.4). Plans are kept at
-``pcost = 1`` (ρ = 1/2); :meth:`ResidualPlan.scaled_sigma2` gives the σ² for a privacy level.
+"""Selecting the noise scales σ²_A of the base mechanisms (ResidualPlanner §4.4, §6.1, §7.5;
+Thm 4.2-4.4, 7.1-7.2): :class:`ResidualPlan` (at pcost = 1), :func:`select_sum` (closed
+form), :func:`select_max` (a convex program) and :func:`select_convex` (a user's loss).
+User guide: docs/algorithms/residual-planner.md.
 """
 
 from __future__ import annotations
@@ -26,8 +15,7 @@ from ...linalg import TooLargeError
 from ...privacy import ZCDP, ApproxDP, Privacy
 from .workload import ResidualWorkload
 
-#: Default solver: "auto" (:func:`select_max`; CLARABEL for user-supplied losses: the
-#: digest's pitfall 9, ECOS is visibly less accurate).
+#: Default solver: "auto" (:func:`select_max`; CLARABEL for user losses, digest pitfall 9).
 DEFAULT_SOLVER = "auto"
 #: Relative duality gap below which a max-variance solution is accepted (certified).
 DUAL_GAP_RTOL = 1e-7
@@ -89,9 +77,8 @@ class ResidualPlan:
         return float(np.sum(self.p() / self.sigma2))
 
     def scaled_sigma2(self, privacy: Privacy) -> np.ndarray:
-        """σ²_A calibrated to ``privacy``: ZCDP(ρ) ⇒ pcost = 2ρ; ApproxDP(ε, δ) ⇒ the Gaussian
-        whose sensitivity/σ ratio meets (ε, δ) (pcost = 1/σ_unit², exact for the analytic
-        calibration since the mechanism is μ-GDP with μ = sqrt(pcost); §2.1)."""
+        """σ²_A calibrated to ``privacy`` (ZCDP(ρ): pcost = 2ρ; ApproxDP: the analytic
+        Gaussian, exact since the mechanism is μ-GDP with μ = sqrt(pcost); §2.1)."""
         if not isinstance(privacy, (ZCDP, ApproxDP)):
             raise ValueError(
                 f"ResidualPlanner adds Gaussian noise: privacy must be ZCDP or ApproxDP, "
@@ -137,15 +124,8 @@ class ResidualPlan:
 
 
 def row_constraints(workload: ResidualWorkload):
-    """Sparse ``M`` with ``(M σ²)_r`` = weighted variance of query-row class ``r``.
-
-    For marginal attributes every cell of a set has the same variance (Thm 4.4), so there
-    is one row per set; for general attributes one row per combination of the per-attribute
-    row profiles ``(h_i, s_i)`` of the set (Thm 7.2) that can be a worst case (the
-    upper-right hull vertices, :meth:`AttributeBasis.worst_profiles`): every other query's
-    variance is at most a convex combination of these rows', so ``max(M σ²)`` is the exact
-    max variance and ``M σ² ≤ 1`` the exact feasible set.
-    """
+    """Sparse ``M``, ``(M σ²)_r`` the weighted variance of query-row class ``r`` that can be a worst
+    case (Thm 4.4, 7.2; :meth:`AttributeBasis.worst_profiles`): ``max(M σ²)`` is exact."""
     import scipy.sparse as sp
 
     table = workload.table
@@ -205,15 +185,8 @@ def row_constraints(workload: ResidualWorkload):
 
 
 def select_sum(workload: ResidualWorkload, weighting: str = "total") -> ResidualPlan:
-    """Closed form for the weighted sum of variances (§6.1, Lemma 2; digest §2.6).
-
-    Objective ``Σ_Ã Imp_Ã · SoV(Ã)``: ``weighting="total"`` is the evaluator's weighted
-    total squared error (Imp = θ²; RMSE), ``"equal"`` weights each set's *average* query
-    variance by θ² (the paper's equi-weighted Imp = 1), ``"sqrt"`` by θ²·sqrt(rows) (the
-    paper's sqrt weighting). With ``v_A = Σ_{Ã⊇A} Imp_Ã Π_{i∈A} var_res_i Π_{j∈Ã\\A}
-    var_sum_j`` and ``p_A``: ``T = (Σ_A sqrt(v_A p_A))²`` and ``σ²_A = sqrt(T p_A / v_A)``
-    (pcost = 1, objective T).
-    """
+    """Closed form for the weighted sum of variances (§6.1, Lemma 2; digest §2.6) at pcost 1;
+    ``weighting``: ``"total"``, ``"equal"`` or ``"sqrt"``."""
     if weighting not in WEIGHTINGS:
         raise ValueError(f"weighting must be one of {WEIGHTINGS}, got {weighting!r}")
     table = workload.table
@@ -233,9 +206,8 @@ def select_sum(workload: ResidualWorkload, weighting: str = "total") -> Residual
 
 
 def check_solver(solver, allow_dual: bool = False) -> str:
-    """The solver name to use for ``solver``: ``"auto"``, ``"dual"`` (with ``allow_dual``:
-    the max-variance program only) or an installed cvxpy solver (ValueError naming the valid
-    ones otherwise)."""
+    """The solver name for ``solver``: ``"auto"``, ``"dual"`` (``allow_dual``: the max-variance
+    program only) or an installed cvxpy solver (ValueError naming the valid ones otherwise)."""
     if not isinstance(solver, str):
         raise ValueError(f"solver must be a cvxpy solver name, 'auto' or 'dual', got {solver!r}")
     name = solver.upper()
@@ -272,13 +244,8 @@ def _solve(problem, solver: str, what: str) -> None:
 
 
 def _dual_rounds(M, p, lam, rounds: int = 8):
-    """The max-variance program by its concave dual (scipy L-BFGS-B; bounds λ ≥ 0).
-
-    ``min Σ p_A/x_A s.t. Mx ≤ 1`` has Lagrangian minimiser ``x_A(λ) = sqrt(p_A / (Mᵀλ)_A)`` and
-    dual ``g(λ) = 2 Σ_A sqrt(p_A (Mᵀλ)_A) - 1ᵀλ`` with gradient ``M x(λ) - 1``. The primal point
-    ``x(λ)`` scaled to feasibility gives an upper bound, ``g(λ)`` a lower bound; starts from
-    ``lam`` and returns ``(x, upper bound, lower bound, λ)``.
-    """
+    """The max-variance program by its concave dual ``g(λ)`` (scipy L-BFGS-B, λ ≥ 0; guide page),
+    from ``lam``; returns ``(x, upper bound, lower bound, λ)``."""
     from scipy.optimize import Bounds, minimize
 
     MT = M.T.tocsr()
@@ -353,13 +320,8 @@ def _covering_rows(M, v) -> np.ndarray:
 
 
 def _max_cuts(M, p, inner):
-    """``min Σ_A p_A/x_A s.t. Mx ≤ 1`` over a growing set of rows (cutting planes; at most
-    ``len(p)`` rows are active at the optimum). ``inner(rows, p, λ₀)`` solves the restricted
-    program, returning ``(x, λ, info)``; each round adds the most violated rows. ``g(λ)`` of
-    the restricted multipliers is a lower bound for the full program, ``x`` scaled to satisfy
-    every row an upper bound; stops when their relative gap is ≤ DUAL_GAP_RTOL or nothing is
-    violated. Returns ``(x, P, relative gap, info)``.
-    """
+    """``min Σ_A p_A/x_A s.t. Mx ≤ 1`` by cutting planes (guide page), ``inner(rows, p, λ₀) -> (x,
+    λ, info)`` solving each restricted program; returns ``(x, P, relative gap, info)``."""
     M = M.tocsr()
     m, k = M.shape
     batch = max(2 * k, 64)
@@ -409,17 +371,8 @@ def _max_cuts(M, p, inner):
 
 
 def select_max(workload: ResidualWorkload, solver: str = DEFAULT_SOLVER) -> ResidualPlan:
-    """Minimise the max weighted query variance at pcost = 1 (§4.4; digest §2.5).
-
-    Solves the homogeneous program ``min Σ_A p_A / x_A s.t. M x ≤ 1`` (one row of ``M`` per
-    query class that can be a worst case, :func:`row_constraints`); with optimum ``P*``,
-    ``σ² = P* x*`` has pcost 1 and max variance ``P*``. Programs with many more rows than
-    variables (ResidualPlanner+ on ranges) are solved by cutting planes (:func:`_max_cuts`).
-    ``solver``: a cvxpy solver name (the paper used ECOS; CLARABEL is more accurate),
-    ``"dual"`` (L-BFGS-B on the concave dual, :func:`_dual_rounds`) or ``"auto"`` (the dual
-    when its certified relative gap is ≤ DUAL_GAP_RTOL, else CLARABEL; CLARABEL inside the
-    cutting planes). ``info`` records the solver, the certified gap and the rows.
-    """
+    """Minimise the max weighted query variance at pcost = 1 (§4.4; digest §2.5): ``min Σ_A p_A /
+    x_A s.t. M x ≤ 1`` (:func:`row_constraints`); ``solver``: cvxpy name, ``"dual"``, ``"auto"``."""
     name = check_solver(solver, allow_dual=True)
     M = row_constraints(workload).tocsr()
     p = workload.table.closure_product([b.beta for b in workload.bases])
@@ -445,13 +398,8 @@ def select_max(workload: ResidualWorkload, solver: str = DEFAULT_SOLVER) -> Resi
 def select_convex(
     workload: ResidualWorkload, loss: Callable, solver: str = DEFAULT_SOLVER
 ) -> ResidualPlan:
-    """Minimise a user-supplied convex loss of the per-set variances at pcost ≤ 1 (§4.4).
-
-    ``loss(v)`` receives the cvxpy expression ``v`` (one entry per workload set, in set
-    order: the average query variance of the set — for marginals, its common cell variance,
-    Thm 4.4) and returns a convex scalar cvxpy expression, or ``(expression, constraints)``
-    with extra cvxpy constraints. Variables: σ²_A > 0; constraint ``Σ_A p_A/σ²_A ≤ 1``.
-    """
+    """Minimise a user's convex loss of the per-set average query variances at pcost ≤ 1 (§4.4):
+    ``loss(v)`` returns a scalar cvxpy expression or ``(expression, constraints)``."""
     import cvxpy as cp
 
     if not callable(loss):

@@ -1,6 +1,8 @@
 """The error route of the ResidualPlanner(+) strategy kind (He et al., §4–5, Thm 4.4, 7.2), any
 number of attributes: what :meth:`ResidualStrategyMatrix.error_route` returns to the evaluator
-(the strategy-kind protocol, :mod:`mmtoolkit.linalg.route`)."""
+(the strategy-kind protocol, :mod:`mmtoolkit.linalg.route`).
+User guide: docs/algorithms/residual-planner.md.
+"""
 
 from __future__ import annotations
 
@@ -22,16 +24,22 @@ from ...linalg.marginals import is_total
 from ...linalg.route import common_sizes
 
 
+def subsets(support):
+    """``(pattern, subset)`` for every subset of ``support`` (bit j of the pattern keeps
+    ``support[j]``)."""
+    k = len(support)
+    for pat in range(1 << k):
+        yield pat, tuple(support[j] for j in range(k) if (pat >> j) & 1)
+
+
 def product_variances(coef: dict, support, rows) -> np.ndarray:
-    """Per-query variances of a product query set ``⊗_{i∈support} W_i`` (He et al. Thm 4.4,
-    Thm 7.2): ``Σ_{B⊆support} c_B ⊗_{i∈support} (h_i if i ∈ B else s_i)`` over the closure
-    sets ``B`` in ``coef`` (``c_B = σ²_B``), with ``h_i = diag(W_i H_i W_iᵀ)`` and
-    ``s_i = (W_i 1)²/n_i²`` given per attribute as ``rows[j] = (h, s)``."""
+    """Per-query variances of ``⊗_{i∈support} W_i`` (He et al. Thm 4.4, 7.2):
+    ``Σ_{B⊆support} c_B ⊗_i (h_i if i ∈ B else s_i)``; ``coef``: ``{B: σ²_B}``; ``rows[j]``:
+    ``(h, s)`` with ``h_i = diag(W_i H_i W_iᵀ)``, ``s_i = (W_i 1)²/n_i²``."""
     cells = math.prod(len(h) for h, _ in rows)
     check_dense_size(cells, 1, "a per-query vector")
     out = np.zeros(cells)
-    for pat in range(1 << len(support)):
-        B = tuple(support[j] for j in range(len(support)) if (pat >> j) & 1)
+    for pat, B in subsets(support):
         cb = coef.get(B)
         if cb is None:
             continue
@@ -43,14 +51,8 @@ def product_variances(coef: dict, support, rows) -> np.ndarray:
 
 
 def dominant_profiles(h, s) -> np.ndarray:
-    """Indices of the rows ``(h_r, s_r)`` that can be a worst case: the vertices of the
-    upper-right convex hull of the points ``(h_r, s_r)`` (one index per distinct vertex).
-
-    A product query's variance (He et al. Thm 7.2) is, for fixed other attributes,
-    ``a·h_i + b·s_i`` with ``a, b ≥ 0``, so a pair dominated by a convex combination of others
-    never has a larger variance than all of them: the max variance over a product of row sets
-    (and the max-variance program, §4.4) is decided exactly by these rows alone.
-    """
+    """Indices of the rows ``(h_r, s_r)`` that can be a worst case (He et al. Thm 7.2, §4.4):
+    the vertices of the upper-right convex hull of the points (why: guide page)."""
     h = np.asarray(h, dtype=float)
     s = np.asarray(s, dtype=float)
     order = np.lexsort((-s, -h))  # h descending, then s descending
@@ -71,12 +73,8 @@ def dominant_profiles(h, s) -> np.ndarray:
 
 
 class ResidualRoute:
-    """Union of Kronecker products (or weighted Marginals) × a strategy exposing
-    ``residual_pinv_terms() -> (sizes, [H_i], closure sets, c)`` with
-    (AᵀA)⁺ = Σ_B c_B ⊗_{i∈B} H_i ⊗_{i∉B} J/n_i², H_i 1 = 0, range(H_i) = 1⊥ (the
-    ResidualPlanner(+) strategies; He et al. Thm 4.4, Thm 7.2). A query ⊗w_i has variance
-    Σ_B c_B Π_{i∈B} w_i H_i w_iᵀ Π_{i∉B} (w_i·1)²/n_i², where only closure sets B inside the
-    query's support (its non-total factors) contribute: nothing of size 2^d or N is built."""
+    """Union of Kronecker products (or weighted Marginals) × a strategy with
+    ``residual_pinv_terms()`` (Thm 4.4, 7.2): variances from the closure sets inside a support."""
 
     @classmethod
     def build(cls, W: Matrix, A: Matrix):
@@ -225,12 +223,6 @@ class ResidualRoute:
             for j, i in enumerate(support)
         ]
 
-    @staticmethod
-    def _subsets(support):
-        k = len(support)
-        for pat in range(1 << k):
-            yield pat, tuple(support[j] for j in range(k) if (pat >> j) & 1)
-
     def check_support(self) -> None:
         if self._fast() is not None:
             return self._fast_check()
@@ -246,7 +238,7 @@ class ResidualRoute:
                     break  # a zero factor: every query of the term is 0
                 fracs.append(t[live] / q[live])
             else:
-                for pat, B in self._subsets(support):
+                for pat, B in subsets(support):
                     if B in self.coef or any(self.sizes[i] == 1 for i in B):
                         continue
                     worst = 1.0

@@ -1,29 +1,7 @@
-"""ResidualPlanner and ResidualPlanner+ selectors (He, Xiao, Toksoz, Ding, Zhang, Kifer).
-
-``residual_planner`` (§4): workloads of marginals (a :class:`~mmtoolkit.linalg.Marginals`, or a
-union of Kronecker products of identity/total factors). The strategy releases the residual
-base mechanisms of the downward closure with noise scales σ²_A chosen for the objective:
-``"sum"``, the weighted sum of variances in closed form (§6.1; ``weighting`` ``"total"``, the
-evaluator's total squared error, ``"equal"`` or ``"sqrt"``, §6.2); ``"max"``, the max weighted
-cell variance (§4.4); or a callable ``loss(v)`` of the per-set variances returning a convex
-cvxpy expression (or ``(expression, constraints)``, §4.4).
-
-``residual_planner_plus`` (§7): generalized marginals whose attributes have basic matrices
-(identity, prefix, all-range or any matrix containing 1ᵀ in its row space). Identity
-attributes are ResidualPlanner's; the others get a strategy replacement ``S_i`` with
-``Γ_i = I`` (final Algorithm 4). ``strategies``: ``"optimize"`` (default; HDMM's 1-D convex
-template on ``[1ᵀ; W_iΠ]``, §9), ``"workload"`` (``S_i = W_i``) or one entry per attribute
-(``None``: the default). ``strategy_solver``: ``"exact"`` (default) or ``"hdmm"`` (the paper's
-§9 procedure, which reproduces the printed Tables 8-14; see ``convex1d``).
-``strategy_objective``: ``"sum"`` (total variance of ``[1ᵀ; W_iΠ]``), ``"max"`` (least privacy
-cost with every index query's variance ≤ 1) or ``"auto"`` (default: as the selection).
-
-Both take ``objective`` (default ``"sum"``; used when :meth:`select` is called with its
-default), ``weighting``, ``solver`` (``"auto"``, ``"dual"`` or a cvxpy solver name:
-:data:`~.plan.DEFAULT_SOLVER`) and ``variance_bound`` (optional: the utility-constrained
-problem, Eq. 2: the metadata records the privacy cost needed to meet the bound). The
-``Strategy.matrix`` is a :class:`~.matrix.ResidualStrategyMatrix` at pcost 1;
-``metadata["plan"]`` holds the :class:`~.plan.ResidualPlan`.
+"""The ``residual_planner`` (He et al. §4) and ``residual_planner_plus`` (§7) selectors: noise
+scales selected (:mod:`.plan`: "sum" §6.1, "max" §4.4, or a callable loss) for the parsed
+workload (:mod:`.workload`), as a :class:`~.matrix.ResidualStrategyMatrix` at pcost 1.
+User guide: docs/algorithms/residual-planner.md.
 """
 
 from __future__ import annotations
@@ -157,7 +135,7 @@ def _strategy(selector, plan: ResidualPlan, privacy, objective, bound, parse_sec
 
 @register
 class ResidualPlanner(_ResidualBase):
-    """ResidualPlanner for marginal workloads (He et al. §4; see the module docstring)."""
+    """ResidualPlanner for marginal workloads (He et al. §4; guide page)."""
 
     name = "residual_planner"
     method = "ResidualPlanner (residual base mechanisms for marginals)"
@@ -184,7 +162,7 @@ class ResidualPlanner(_ResidualBase):
 
 @register
 class ResidualPlannerPlus(_ResidualBase):
-    """ResidualPlanner+ for generalized marginals (He et al. §7; see the module docstring)."""
+    """ResidualPlanner+ for generalized marginals (He et al. §7; guide page)."""
 
     name = "residual_planner_plus"
     method = "ResidualPlanner+ (generalized marginals: prefix, range, custom bases)"

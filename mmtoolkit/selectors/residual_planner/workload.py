@@ -1,15 +1,7 @@
-"""Workloads as ResidualPlanner sees them: attribute sets over per-attribute bases.
-
-A ResidualPlanner(+) workload (§4.1, §7.1) is a list of attribute sets ``Ã`` (the generalized
-marginal ``Q_Ã = ⊗_i V_i``, ``V_i = W_i`` for ``i ∈ Ã`` and ``1ᵀ`` otherwise) with one basic
-matrix ``W_i`` per attribute, and a weight per set. Here the weight multiplies the *squared*
-error of every query of the set (``θ²`` for a block ``θ Q_Ã`` of a weighted workload), so the
-"sum" objective is the evaluator's weighted total squared error.
-
-:class:`SubsetTable` enumerates every pair ``(Ã, A' ⊆ Ã)`` without Python loops over sets:
-sets are rows of a padded int array, each of the ``2^k`` position patterns is a vectorised
-slice, and subsets are identified by an integer code (``np.unique``). The distinct subsets
-are the downward closure of the workload (§4.2), sorted by size then lexicographically.
+"""Workloads as ResidualPlanner sees them (§4.1, §7.1): :class:`ResidualWorkload` (attribute
+sets over per-attribute bases, a weight on each set's squared error), :class:`SubsetTable`
+(every pair ``(Ã, A' ⊆ Ã)`` and the downward closure, §4.2) and :func:`parse_workload`.
+User guide: docs/algorithms/residual-planner.md.
 """
 
 from __future__ import annotations
@@ -27,13 +19,8 @@ from .basis import AttributeBasis, general_basis, marginal_basis
 
 
 class ResidualWorkload:
-    """Attribute sets over per-attribute bases.
-
-    ``bases``: one :class:`AttributeBasis` per attribute; ``sets``: a sequence of attribute
-    index collections (each may be empty: the 0-way total); ``weights``: the weight of the
-    squared error of each set's queries (default 1). An attribute outside ``0..d-1``, a
-    repeated attribute or a non-positive weight raise ``ValueError`` naming the problem.
-    """
+    """Attribute ``sets`` (empty: the 0-way total) over ``bases`` (one :class:`AttributeBasis`
+    each), ``weights`` on each set's squared error (default 1); bad input: a ``ValueError``."""
 
     def __init__(self, bases: Sequence[AttributeBasis], sets, weights=None):
         self.bases = list(bases)
@@ -101,14 +88,8 @@ class ResidualWorkload:
 
 # ============================================================================ subset table
 class SubsetTable:
-    """Every pair ``(Ã, A' ⊆ Ã)`` of a list of sets, and the downward closure (§4.2).
-
-    Subsets containing an attribute of size 1 are dropped (their residual has no rows).
-    ``closure`` is a padded ``(K, kmax)`` int array (-1 = empty slot), sorted by size then
-    lexicographically; ``blocks`` is a list of ``(pattern, set_idx, closure_idx)``: for the
-    sets ``set_idx``, the subset keeping the positions of ``pattern`` is closure row
-    ``closure_idx``.
-    """
+    """Every pair ``(Ã, A' ⊆ Ã)`` of a list of sets and the downward closure (§4.2): ``closure``
+    (padded ``(K, kmax)``, -1 = empty), ``blocks`` ``(pattern, set_idx, closure_idx)``."""
 
     def __init__(self, sets: list[tuple[int, ...]], sizes: Sequence[int], *, codes: bool = True):
         self.sizes = np.asarray(sizes, dtype=np.int64)
@@ -244,16 +225,8 @@ def _same_basis(a: Matrix, b: Matrix) -> bool:
 
 
 def parse_workload(W: Matrix, *, marginals_only: bool = False, bases=None, strategies=None):
-    """Turn a workload Matrix into a :class:`ResidualWorkload`.
-
-    Read through the workload's normal form (:func:`~mmtoolkit.linalg.normal_form`): a
-    (weighted) union of Kronecker products whose factors are either the total ``1ᵀ``
-    (attribute outside the set) or the attribute's basic matrix ``W_i`` — the same ``W_i`` in
-    every term (§7.1); a union of marginals is read from its keys alone.
-    ``marginals_only``: every basic matrix must be the identity (ResidualPlanner).
-    ``bases``: optional per-attribute basic matrices (None entries are inferred).
-    ``strategies``: callable ``(i, W_i) -> AttributeBasis`` for non-identity attributes.
-    """
+    """A workload Matrix (its normal form, §7.1) as a :class:`ResidualWorkload`; ``marginals_only``:
+    identities only; ``bases``: given basic matrices; ``strategies``: ``(i, W_i) -> basis``."""
     if not isinstance(W, Matrix):
         raise TypeError(f"workload must be a linalg.Matrix, got {type(W).__name__}")
     nf = normal_form(W)
