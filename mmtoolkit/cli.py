@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 from . import compare_command, datasets, release_command, selectors
-from .runner import load_config, run_config
+from .runner import load_config, rerender_config, run_config
 from .runner.config import ConfigError
 from .runner.executors import ExecutorError, check_executor
 from .runner.plots import plot_file
@@ -73,6 +73,12 @@ def _parser() -> argparse.ArgumentParser:
         "--quick",
         action="store_true",
         help="smoke run of the config's quick: variant, into DIR/quick/<paper>/<table>.quick.*",
+    )
+    run.add_argument(
+        "--render-only",
+        action="store_true",
+        help="compute nothing: rewrite the CSV and Markdown from the committed CSV and the "
+        "config (after editing notes or paper values; refused for a cell whose job changed)",
     )
 
     ls = sub.add_parser("list", help="list selectors, datasets, workload kinds or configs")
@@ -168,6 +174,14 @@ def _run(args) -> int:
         "reuse_stale": args.reuse_stale,
         "quick": args.quick,
     }
+    if args.render_only:  # nothing is computed: the workloads are not built
+        for cfg in [load_config(p, build_workloads=False) for p in args.configs]:
+            result = rerender_config(cfg, args.results)
+            print(
+                f"{cfg.path}: {len(result.cells)} cells re-rendered -> {result.csv_path}, "
+                f"{result.md_path}"
+            )
+        return 0
     configs = [load_config(p) for p in args.configs]  # validate everything before running
     failed = 0
     for cfg in configs:

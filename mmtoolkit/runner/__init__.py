@@ -3,7 +3,7 @@
 from .config import Config, ConfigError, load_config, quick_config
 from .executors import ExecutorError
 from .jobs import derive_seed
-from .run import Cell, RunResult, run_config
+from .run import Cell, RunResult, rerender_config, run_config
 
 __all__ = [
     "Cell",
@@ -14,5 +14,6 @@ __all__ = [
     "derive_seed",
     "load_config",
     "quick_config",
+    "rerender_config",
     "run_config",
 ]

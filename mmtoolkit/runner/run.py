@@ -21,11 +21,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
+from .. import jsonsafe
 from ..atomic import write_atomic
 from .config import Config, load_config, quick_config
 from .executors import check_executor, run_jobs
+from .jobs import cell_keys as config_cell_keys
 from .jobs import compact_json, expand_jobs, split_timings
-from .plots import render_figures
+from .plots import csv_number, render_figures
 from .schema import ConfigError
 from .store import JobStore, render_timings, reusable, store_path, timings_path
 
@@ -38,6 +40,7 @@ __all__ = [
     "relative_path",
     "render_csv",
     "render_markdown",
+    "rerender_config",
     "run_config",
 ]
 
@@ -302,6 +305,73 @@ def run_config(
     write_atomic(timings_path(results, config.paper, config.table), render_timings(cells))
     for png in render_figures(config, cells, directory):  # the config's figures, if any
         print(f"figure: {png}", file=out, flush=True)
+    return RunResult(config=config, cells=cells, csv_path=csv_path, md_path=md_path)
+
+
+def rerender_config(config: Config | str | os.PathLike, results="results") -> RunResult:
+    """Rewrite ``<results>/<paper>/<table>.{csv,md}`` from the committed CSV and the config,
+    computing nothing: for config edits that change no job (a note, a paper value, the
+    title). Every cell keeps its number, status, metadata and job key from the CSV; its
+    note, paper value and agreement flag come from the config, as in a run. Figures and the
+    timings sidecar are left as they are (``mmtoolkit plot CONFIG`` redraws the figures).
+
+    A :class:`~.schema.ConfigError` naming the file and the cell is raised, before anything
+    is written, when there is no CSV, a config cell is missing from it, its job key is not
+    the one the config now defines (the table must be re-run), or a cell without a number
+    has a note that does not start with the config's (its failure text is only in the job
+    store).
+    """
+    _check_results_dir(results)
+    if not isinstance(config, Config):
+        config = load_config(config, build_workloads=False)
+    directory = Path(results) / config.paper
+    csv_path = directory / f"{config.table}.csv"
+    md_path = directory / f"{config.table}.md"
+    try:
+        with open(csv_path, newline="", encoding="utf-8") as f:
+            lines = {(r.get("row"), r.get("column")): r for r in csv.DictReader(f)}
+    except OSError as exc:
+        raise ConfigError(
+            f"{csv_path}: cannot re-render {config.path}: {exc.strerror or exc} (run it first)"
+        ) from None
+    keys = config_cell_keys(config)
+    cells: list[Cell] = []
+    for row in config.rows:
+        for column in config.columns:
+            where = f"{csv_path}: cell {row.name!r} × {column.name!r}"
+            line = lines.get((row.name, column.name))
+            if line is None:
+                raise ConfigError(f"{where}: not in the CSV; run {config.path}")
+            key = keys[(row.name, column.name)]
+            if line.get("job") != key:
+                raise ConfigError(
+                    f"{where}: computed by job {(line.get('job') or '(no key)')[:12]}, the config "
+                    f"now defines job {key[:12]}; run {config.path} to recompute it"
+                )
+            want = row.notes.get(column.name, "")
+            cell = Cell(row=row.name, column=column.name, paper=row.paper.get(column.name))
+            cell.job = key
+            cell.status = line.get("status") or "ok"
+            if line.get("metadata"):
+                cell.metadata = jsonsafe.loads(line["metadata"], f"{where}: metadata", ConfigError)
+            ours = csv_number(line.get("ours") or "")
+            if ours is not None:
+                cell.ours = ours
+                cell.note = want
+            elif line.get("note", "").startswith(want):
+                cell.note = line["note"]  # the config's note and the job's failure text
+            else:
+                raise ConfigError(
+                    f"{where}: has no number and its note does not start with the config's "
+                    f"note; run {config.path} to rewrite it"
+                )
+            if cell.status == "failed":
+                cell.error = cell.note
+            compare_with_paper(cell, config)
+            cells.append(cell)
+    root = Path(results).parent
+    write_atomic(csv_path, render_csv(cells))
+    write_atomic(md_path, render_markdown(config, cells, root=root))
     return RunResult(config=config, cells=cells, csv_path=csv_path, md_path=md_path)
 
 

@@ -374,3 +374,62 @@ def test_results_path_that_is_a_file_is_a_clear_error(tmp_path, small_config, ca
         err = capsys.readouterr().err
         assert err.startswith("mmtoolkit: error: results directory") and str(results) in err
     assert (tmp_path / "file.csv").read_text() == "x\n"
+
+
+def test_render_only_rewrites_notes_without_computing(tmp_path, small_config, test_selectors):
+    """``mmtoolkit run --render-only``: a note edited in the config reaches the CSV and the
+    Markdown with every number, status and job key kept (nothing is computed: the job store
+    is deleted first); a cell whose job the config changed is refused, naming the cell."""
+    from mmtoolkit.cli import main
+    from mmtoolkit.runner import rerender_config
+    from mmtoolkit.runner.report import table_status
+    from mmtoolkit.runner.schema import ConfigError
+
+    data = yaml.safe_load(small_config.read_text(encoding="utf-8"))
+    data["columns"].insert(1, {"name": "Boom", "selector": "_test_boom"})
+    data["rows"][0]["notes"]["Boom"] = "expected to fail"
+    path = write_config(tmp_path, data)
+    results = tmp_path / "results"
+    first = run_config(path, results, progress=io.StringIO())
+    before = read_csv(first.csv_path)
+    store_path(results, "toy", "small").unlink()  # nothing left to reuse: a run would compute
+
+    data["rows"][0]["notes"]["LM"] = "a new note | with a bar"
+    data["rows"][0]["notes"]["Identity"] = "identity note, rewritten"
+    write_config(tmp_path, data)
+    assert any("CSV note" in s for s in table_status(load_config(path), results).stale)
+    assert main(["run", "--render-only", str(path), "--results", str(results)]) == 0
+    assert not store_path(results, "toy", "small").exists()  # no job ran
+    assert table_status(load_config(path), results).stale == []
+    after = read_csv(first.csv_path)
+    notes = {(r["row"], r["column"]): r["note"] for r in after}
+    assert notes[("2x3 1-way", "LM")] == "a new note | with a bar"
+    assert notes[("2x3 1-way", "Identity")] == "identity note, rewritten"
+    assert notes[("2x3 1-way", "Boom")].startswith("expected to fail; failed: selection: Runtime")
+    for old, new in zip(before, after, strict=True):
+        assert {k: v for k, v in old.items() if k != "note"} == {
+            k: v for k, v in new.items() if k != "note"
+        }
+    md = first.md_path.read_text(encoding="utf-8")
+    assert "2x3 1-way × LM: a new note | with a bar" in md
+
+    # a rerender of an unchanged config rewrites no byte
+    csv_bytes, md_bytes = first.csv_path.read_bytes(), first.md_path.read_bytes()
+    rerender_config(path, results)
+    assert first.csv_path.read_bytes() == csv_bytes and first.md_path.read_bytes() == md_bytes
+
+    # a changed job is refused before anything is written
+    data["rows"][1]["workload"]["n"] = 16
+    write_config(tmp_path, data)
+    with pytest.raises(ConfigError, match=r"cell 'prefix 8' × 'SVDB': computed by job"):
+        rerender_config(path, results)
+    assert first.csv_path.read_bytes() == csv_bytes
+    # the note of a cell without a number lives in the job store: refused too
+    data["rows"][1]["workload"]["n"] = 8
+    data["rows"][0]["notes"]["Boom"] = "another reason"
+    write_config(tmp_path, data)
+    with pytest.raises(ConfigError, match=r"'2x3 1-way' × 'Boom': has no number"):
+        rerender_config(path, results)
+    # no table yet: one line, exit 2
+    missing = tmp_path / "elsewhere"
+    assert main(["run", "--render-only", str(path), "--results", str(missing)]) == 2
