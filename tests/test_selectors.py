@@ -259,7 +259,7 @@ def test_opt0_refuses_p_beyond_the_domain_size():
 
 def test_option_checks_name_the_parameter_and_the_options():
     # the shared check behind the selectors' string options: one message format everywhere
-    from mmtoolkit.selectors.base import check_option
+    from mmtoolkit.checks import check_option
 
     assert check_option("kron", "multi", ("kron", "product")) == "kron"
     with pytest.raises(ValueError, match=r"^split must be one of \('a', 'b'\), got 'c'$"):
