@@ -12,13 +12,14 @@ User guide: docs/guide/ledger.md.
 
 from __future__ import annotations
 
-import fcntl
 import math
 import os
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
+
+from filelock import FileLock
 
 from . import jsonsafe
 from .atomic import write_atomic
@@ -431,16 +432,17 @@ def _check_entry(entry) -> None:
 
 @contextmanager
 def _locked(path: Path):
-    """An exclusive advisory lock on ``path.lock`` for one read-modify-write (``path``: the
-    resolved file, :func:`_target`, so that every path to one ledger takes the same lock)."""
-    lock = path.with_name(path.name + ".lock")
+    """An exclusive lock on ``path.lock`` for one read-modify-write (``path``: the resolved
+    file, :func:`_target`, so that every path to one ledger takes the same lock). The lock is
+    the ``filelock`` package's: ``flock`` on POSIX, ``msvcrt`` locking on Windows; it waits
+    as long as another process holds it."""
+    name = path.with_name(path.name + ".lock")
+    lock = FileLock(name)
     try:
-        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o666)
-    except OSError as exc:
-        raise LedgerError(f"cannot lock ledger {path}: {exc.strerror} ({lock})") from None
+        lock.acquire()
+    except OSError as exc:  # the lock file cannot be created or opened
+        raise LedgerError(f"cannot lock ledger {path}: {exc.strerror or exc} ({name})") from None
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
         yield
     finally:
-        fcntl.flock(fd, fcntl.LOCK_UN)
-        os.close(fd)
+        lock.release()

@@ -6,9 +6,11 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -344,6 +346,118 @@ def test_concurrent_charges_through_a_link_and_the_target_share_one_lock(tmp_pat
         outcomes = sorted(results.get(timeout=10) for _ in procs)
         assert outcomes == ["charged", "refused"], f"round {round_}: {outcomes}"
         assert link.is_symlink() and Ledger(target).usage() == {"rho": pytest.approx(0.6)}
+
+
+# Each child runs `mmtoolkit release` (the CLI's main, in this process) once per round, its
+# ledger charge held at a gate until the parent opens it for both children at once: the two
+# charges race as closely as two processes can be made to. The gate only waits; the charge,
+# its lock and the release are the package's own.
+_RACER = """
+import json, os, sys, time
+from pathlib import Path
+from mmtoolkit import ledger as ledger_module
+from mmtoolkit.cli import main
+
+work, who, rounds = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3])
+real_charge = ledger_module.Ledger.charge
+state = {}
+
+def gated_charge(self, *args, **kwargs):
+    k = state["round"]
+    (work / f"ready{k}.{who}").touch()
+    while not (work / f"go{k}").exists():
+        time.sleep(0.0002)
+    return real_charge(self, *args, **kwargs)
+
+ledger_module.Ledger.charge = gated_charge
+codes = []
+for k in range(rounds):
+    state["round"] = k
+    codes.append(main(["release", "--data", str(work / "data.csv"),
+                       "--domain", str(work / "domain.json"), "--workload", "marginals:2",
+                       "--selector", "identity", "--rho", "0.6", "--seed", str(k),
+                       "--ledger", str(work / f"L{k}.json"),
+                       "--out", str(work / f"{who}{k}.csv")]))
+(work / f"codes.{who}").write_text(json.dumps(codes))
+"""
+
+
+def test_two_processes_releasing_against_one_ledger_exactly_one_succeeds(tmp_path):
+    """Two processes run the full `mmtoolkit release` against one ledger whose budget admits
+    only one of them (ρ 0.6 each on a total of 1), their charges released at the same moment,
+    in 10 rounds: every round, exactly one release is written and the other is refused with
+    the ledger's error (exit 2); the ledger holds one committed entry of ρ 0.6. Without the
+    lock, both read the ledger before either writes it, and both are charged."""
+    rounds = 10
+    rows = [f"{i % 3},{i % 2},{i // 7 % 2}" for i in range(30)]
+    (tmp_path / "data.csv").write_text("a,b,c\n" + "\n".join(rows) + "\n")
+    (tmp_path / "domain.json").write_text(json.dumps({"a": 3, "b": 2, "c": 2}))
+    for k in range(rounds):
+        Ledger.create(tmp_path / f"L{k}.json", rho=1.0)
+    env = dict(os.environ, PYTHONPATH=str(REPO), OMP_NUM_THREADS="1")
+    procs = {
+        who: subprocess.Popen(
+            [sys.executable, "-c", _RACER, str(tmp_path), who, str(rounds)],
+            env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )
+        for who in ("x", "y")
+    }
+    try:
+        for k in range(rounds):
+            ready = [tmp_path / f"ready{k}.{who}" for who in procs]
+            while not all(p.exists() for p in ready):
+                assert all(p.poll() is None for p in procs.values()), "a racer stopped early"
+                time.sleep(0.001)
+            (tmp_path / f"go{k}").touch()
+        outputs = {who: p.communicate(timeout=300) for who, p in procs.items()}
+    finally:
+        for p in procs.values():
+            if p.poll() is None:
+                p.kill()
+    for who, p in procs.items():
+        assert p.returncode == 0, outputs[who][1]
+    codes = {who: json.loads((tmp_path / f"codes.{who}").read_text()) for who in procs}
+    refusals = [line for _, err in outputs.values() for line in err.splitlines()]
+    for k in range(rounds):
+        got = sorted(codes[who][k] for who in procs)
+        assert got == [0, 2], f"round {k}: exit codes {codes}"
+        ledger = Ledger(tmp_path / f"L{k}.json")
+        assert [e["status"] for e in ledger.entries] == ["committed"], f"round {k}"
+        assert ledger.usage() == {"rho": pytest.approx(0.6)}
+        written = [who for who in procs if (tmp_path / f"{who}{k}.csv").exists()]
+        assert len(written) == 1 and codes[written[0]][k] == 0, f"round {k}: {written}"
+    assert len(refusals) == rounds, refusals
+    for line in refusals:
+        assert re.fullmatch(
+            r"mmtoolkit release: error: refused: this release \(ρ-zCDP, ρ = 0\.6 x 1\) would "
+            r"bring rho to 1\.2, over the ledger's total 1 .*nothing was released or written",
+            line,
+        ), line
+
+
+def test_the_ledger_works_where_there_is_no_fcntl(tmp_path):
+    """The lock is portable: with ``fcntl`` unimportable (as on Windows) the ledger still
+    charges and refuses (the ``filelock`` package picks the platform's lock); it used to fail
+    on import."""
+    path = tmp_path / "L.json"
+    code = (
+        "import sys, warnings\n"
+        "sys.modules['fcntl'] = None\n"  # `import fcntl` now raises ImportError
+        "warnings.simplefilter('ignore')\n"  # filelock's note that it uses its fallback lock
+        "from mmtoolkit.ledger import Ledger, LedgerError\n"
+        "from mmtoolkit.privacy import ZCDP\n"
+        f"Ledger.create({str(path)!r}, rho=1.0).charge(ZCDP(0.6))\n"
+        "try:\n"
+        f"    Ledger({str(path)!r}).charge(ZCDP(0.6))\n"
+        "except LedgerError as exc:\n"
+        "    print(exc)\n"
+    )
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    proc = subprocess.run([sys.executable, "-c", code], env=env, cwd=tmp_path,
+                          capture_output=True, text=True)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert "would bring rho to 1.2, over the ledger's total 1" in proc.stdout
+    assert Ledger(path).usage() == {"rho": pytest.approx(0.6)}
 
 
 # ============================================================ checked on every load
