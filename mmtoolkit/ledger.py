@@ -4,8 +4,9 @@
 release; :meth:`Ledger.charge` writes a pending entry before any noise is drawn and refuses a
 release over the total, :meth:`Ledger.commit` / :meth:`Ledger.cancel` close it, and every
 load checks every field (:class:`LedgerError`). :func:`charge_of` is what a release charges.
-Composition: zCDP ``ρ`` adds (Bun & Steinke 2016, Lemma 2.3; conversions Prop. 1.3, 1.4,
-1.6); pure and approximate DP by basic composition (Dwork & Roth 2014, Thm 3.16).
+Composition: zCDP ``ρ`` adds (Bun & Steinke 2016, Lemma 2.3; conversions Prop. 1.4, 1.6);
+pure and approximate DP by basic composition (Dwork & Roth 2014, Thm 3.16); zCDP stated as
+(ε, δ) by Canonne, Kamath & Steinke 2020 (Cor. 13), Bun & Steinke's Prop. 1.3 beside it.
 
 User guide: docs/guide/ledger.md.
 """
@@ -84,6 +85,14 @@ def _now() -> str:
 
 
 def _zcdp_to_dp(rho: float, delta: float) -> float:
+    """ε of ρ-zCDP at ``delta`` by the tightest conversion for any ρ-zCDP mechanism
+    (Canonne, Kamath & Steinke 2020, Cor. 13: docs/guide/ledger.md says why not the
+    Gaussian's exact curve); 0 for ρ = 0."""
+    return ZCDP(rho).to_approx_dp_tight(delta) if rho > 0 else 0.0
+
+
+def _zcdp_to_dp_prop_1_3(rho: float, delta: float) -> float:
+    """ε of ρ-zCDP at ``delta`` by Bun & Steinke 2016, Prop. 1.3 (shown beside the tight one)."""
     return ZCDP(rho).to_approx_dp(delta) if rho > 0 else 0.0
 
 
@@ -204,6 +213,15 @@ class Ledger:
             "delta": s.delta_approx + (dc if s.rho > 0 else 0.0),
         }
 
+    def zcdp_as_approx_dp(self) -> dict:
+        """The zCDP releases' ρ (pending entries included) stated as (ε, δ) at the ledger's
+        ``conversion_delta``: ``epsilon`` by Canonne, Kamath & Steinke 2020 (Cor. 13, the
+        conversion the ledger uses) and ``epsilon_prop_1_3`` by Bun & Steinke 2016 (Prop.
+        1.3, looser)."""
+        rho, dc = self.spent().rho, self.conversion_delta
+        return {"rho": rho, "delta": dc, "epsilon": _zcdp_to_dp(rho, dc),
+                "epsilon_prop_1_3": _zcdp_to_dp_prop_1_3(rho, dc)}  # fmt: skip
+
     def remaining(self) -> dict:
         """The budget left, in the units of the total."""
         used = self.usage()
@@ -213,15 +231,17 @@ class Ledger:
         """A human-readable account: total, spent per kind, the zCDP total as (ε, δ), entries."""
         s = self.spent()
         total = self._data["total"]
-        dc = self.conversion_delta
+        z = self.zcdp_as_approx_dp()
         lines = [
             f"ledger {self.path}"
             + (f" (dataset {self._data['dataset']})" if self._data["dataset"] else ""),
             "total: " + ", ".join(f"{k} = {v:g}" for k, v in total.items()),
             "spent (pending entries included):",
             f"  zCDP releases: rho = {s.rho:.6g}  (rho adds; Bun & Steinke 2016 Lemma 2.3)",
-            f"    as (epsilon, delta): epsilon = {_zcdp_to_dp(s.rho, dc):.6g} at delta = {dc:g}"
-            "  (epsilon = rho + 2 sqrt(rho ln(1/delta)), Bun & Steinke 2016 Prop. 1.3)",
+            f"    as (epsilon, delta): epsilon = {z['epsilon']:.6g} at delta = {z['delta']:g}"
+            "  (Canonne, Kamath & Steinke 2020 Cor. 13; used against an (epsilon, delta) total)",
+            f"      by Bun & Steinke 2016 Prop. 1.3: epsilon = {z['epsilon_prop_1_3']:.6g}"
+            "  (rho + 2 sqrt(rho ln(1/delta)), looser)",
             f"  pure-DP releases: epsilon = {s.epsilon_pure:.6g}  (basic composition)",
             f"  (epsilon, delta) releases: epsilon = {s.epsilon_approx:.6g}, delta = "
             f"{s.delta_approx:.6g}  (basic composition)",

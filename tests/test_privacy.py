@@ -145,6 +145,74 @@ def test_zcdp_to_approx_dp():
         ZCDP(rho).to_approx_dp(0.0)
 
 
+# ------------------------------------------- zCDP as (ε, δ): Canonne, Kamath & Steinke 2020
+RHOS = np.logspace(-6, 3, 19)
+DELTAS = [1e-12, 1e-9, 1e-6, 1e-3, 0.1]
+
+
+def cks_log_delta(rho, epsilon):
+    """log of CKS 2020 Cor. 13's δ = inf_{α>1} exp((α−1)(αρ−ε))/(α−1)·(1−1/α)^α, minimised
+    numerically over log(α−1) (independent of the closed form the package solves)."""
+    from scipy.optimize import minimize_scalar
+
+    def log_bound(u):
+        a = 1.0 + math.exp(u)
+        return (a - 1) * (a * rho - epsilon) - math.log(a - 1) + a * math.log1p(-1 / a)
+
+    return minimize_scalar(log_bound, bounds=(-40.0, 15.0), method="bounded",
+                           options={"xatol": 1e-11}).fun  # fmt: skip
+
+
+@pytest.mark.parametrize("delta", DELTAS)
+def test_tight_conversion_is_the_cks_bound_and_below_prop_1_3(delta):
+    """On a grid of ρ and δ: ε by CKS 2020 Cor. 13 is strictly below Bun & Steinke's Prop.
+    1.3, and the CKS bound evaluated at it (by numeric minimisation over α) is δ — or, where
+    ε is 0, at most δ. Tolerance: the bound's log is convex in α with curvature 2ρ +
+    1/(α(α−1)), so an error of 1e-11 in log(α−1) moves log δ by ~1e-20; the round-off of ε
+    (1e-16 relative) moves it by (α−1)·ε·1e-16 < 1e-11 here: 1e-9 on log δ is far above both."""
+    for rho in RHOS:
+        z = ZCDP(rho)
+        eps = z.to_approx_dp_tight(delta)
+        assert 0.0 <= eps < z.to_approx_dp(delta), (rho, delta)
+        if eps > 0:
+            assert cks_log_delta(rho, eps) == pytest.approx(math.log(delta), abs=1e-9)
+        else:
+            assert cks_log_delta(rho, 0.0) <= math.log(delta)
+
+
+def test_tight_conversion_is_monotone():
+    """ε grows with ρ (fixed δ) and falls as δ grows (fixed ρ), strictly until it is 0 (small
+    ρ and large δ: the bound at ε = 0 is already below δ)."""
+    table = np.array([[ZCDP(r).to_approx_dp_tight(d) for d in DELTAS] for r in RHOS])
+    up, down = np.diff(table, axis=0), np.diff(table, axis=1)
+    assert np.all(up >= 0) and np.all(up[table[1:] > 0] > 0)
+    assert np.all(down <= 0) and np.all(down[table[:, :-1] > 0] < 0)
+    assert (table == 0).sum() > 0 and (table > 0).sum() > 80  # both cases are on the grid
+
+
+@pytest.mark.parametrize("rho", [1e-3, 0.05, 0.5, 2.0, 20.0])
+@pytest.mark.parametrize("delta", [1e-9, 1e-6, 1e-3])
+def test_tight_conversion_holds_for_the_gaussian_and_is_closer_to_it(rho, delta):
+    """The Gaussian mechanism of this ρ (σ = 1/√(2ρ), sensitivity 1) has its exact δ(ε)
+    (Balle & Wang 2018 Thm 8, scipy's norm.cdf) at most δ at the CKS ε, and the CKS ε is
+    nearer its exact ε than Prop. 1.3 is. The exact δ(ε) is a difference of two terms
+    ≤ 1 computed to ~1e-16; the margins here are above 1e-12."""
+    from scipy.optimize import brentq
+
+    z, sigma = ZCDP(rho), 1 / math.sqrt(2 * rho)
+    eps = z.to_approx_dp_tight(delta)
+    assert gaussian_delta_reference(sigma, eps) <= delta
+    exact = brentq(lambda e: gaussian_delta_reference(sigma, e) - delta, 1e-9, 200.0,
+                   xtol=1e-13)  # fmt: skip
+    assert exact < eps < z.to_approx_dp(delta)
+
+
+@pytest.mark.parametrize("bad", [0.0, 1.0, -1e-6, 2.0, float("nan"), float("inf"), "1e-6", None])
+def test_tight_conversion_refuses_a_bad_delta(bad):
+    with pytest.raises(ValueError, match="delta"):
+        ZCDP(0.5).to_approx_dp_tight(bad)
+
+
 # ------------------------------------------------------------------ sampling
 @pytest.mark.parametrize(
     "p", [PureDP(0.7), ApproxDP(0.5, 1e-5), ApproxDP(2.0, 1e-6, "analytic"), ZCDP(0.3)]
