@@ -579,4 +579,12 @@ def main(args) -> int:
         f"expected RMSE {s['expected_rmse']:.6g}; {s['seconds']['total']:.1f} s "
         f"-> {s['paths']['answers']}, {s['paths']['summary']}"
     )
+    if s["ledger"] is not None:
+        z = s["ledger"]["zcdp_spent"]
+        print(
+            f"ledger {s['ledger']['path']}: entry #{s['ledger']['entry']}; zCDP spent rho = "
+            f"{z['rho']:.6g}, as (epsilon, delta): epsilon = {z['epsilon']:.6g} at delta = "
+            f"{z['delta']:g} (Canonne, Kamath & Steinke 2020; Bun & Steinke Prop. 1.3: "
+            f"{z['epsilon_prop_1_3']:.6g})"
+        )
     return 0

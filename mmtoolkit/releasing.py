@@ -585,7 +585,11 @@ def release(
             if releases > 1
             else None
         ),
-        "ledger": None if entry is None else {"path": str(ledger.path), "entry": entry},
+        "ledger": None if entry is None else {
+            "path": str(ledger.path),
+            "entry": entry,
+            "zcdp_spent": ledger.zcdp_as_approx_dp(),  # the ledger's zCDP total, both (ε, δ)
+        },
         "selector": strategy.selector,
         "params": jsonable(strategy.params),
         "strategy": type(strategy.matrix).__name__,

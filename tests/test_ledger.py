@@ -154,6 +154,27 @@ def test_the_ledger_does_not_use_the_continuous_gaussians_exact_curve(sigma, del
     assert _discrete_gaussian_delta(sigma, tight) <= delta and continuous(tight) <= delta
 
 
+def test_a_release_summary_and_its_output_show_both_conversions(tmp_path, capsys):
+    """`mmtoolkit release --ledger` writes the ledger's zCDP total as (ε, δ) by CKS 2020 and
+    by Prop. 1.3 into the summary's `ledger` field and prints both."""
+    (tmp_path / "data.csv").write_text("a,b\n0,1\n2,0\n1,1\n")
+    (tmp_path / "domain.json").write_text(json.dumps({"a": 3, "b": 2}))
+    ledger = tmp_path / "d.ledger"
+    Ledger.create(ledger, rho=1.0, conversion_delta=1e-6)
+    argv = ["release", "--data", str(tmp_path / "data.csv"), "--domain",
+            str(tmp_path / "domain.json"), "--workload", "marginals:1", "--selector",
+            "identity", "--rho", "0.25", "--seed", "3", "--ledger", str(ledger), "--out",
+            str(tmp_path / "a.csv")]  # fmt: skip
+    assert cli_main(argv) == 0
+    z = json.loads((tmp_path / "a.csv.json").read_text())["ledger"]["zcdp_spent"]
+    tight, loose = ZCDP(0.25).to_approx_dp_tight(1e-6), ZCDP(0.25).to_approx_dp(1e-6)
+    assert z == {"rho": 0.25, "delta": 1e-6, "epsilon": tight,
+                 "epsilon_prop_1_3": pytest.approx(loose)}  # fmt: skip
+    out = capsys.readouterr().out
+    assert f"rho = 0.25, as (epsilon, delta): epsilon = {tight:.6g} at delta = 1e-06" in out
+    assert f"Prop. 1.3: {loose:.6g})" in out
+
+
 def test_bad_ledgers(tmp_path):
     with pytest.raises(LedgerError, match="does not exist; create it first"):
         Ledger(tmp_path / "none.json")
