@@ -228,7 +228,8 @@ class Ledger:
         return {k: (None if used[k] is None else self._data["total"][k] - used[k]) for k in used}
 
     def report(self) -> str:
-        """A human-readable account: total, spent per kind, the zCDP total as (ε, δ), entries."""
+        """A human-readable account: total, spent per kind, the zCDP total as (ε, δ) by both
+        conversions (:meth:`zcdp_as_approx_dp`), the use against the total, entries."""
         s = self.spent()
         total = self._data["total"]
         z = self.zcdp_as_approx_dp()

@@ -493,8 +493,10 @@ def test_two_processes_releasing_against_one_ledger_exactly_one_succeeds(tmp_pat
     try:
         for k in range(rounds):
             ready = [tmp_path / f"ready{k}.{who}" for who in procs]
+            deadline = time.monotonic() + 120  # a racer that fails before its charge
             while not all(p.exists() for p in ready):
                 assert all(p.poll() is None for p in procs.values()), "a racer stopped early"
+                assert time.monotonic() < deadline, f"round {k}: a racer never reached the charge"
                 time.sleep(0.001)
             (tmp_path / f"go{k}").touch()
         outputs = {who: p.communicate(timeout=300) for who, p in procs.items()}
