@@ -96,9 +96,13 @@ def _selection_arguments(p) -> None:
     p.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
                    help="selector parameter (repeatable; VALUE parsed as YAML)")
     add_budget_arguments(p)
-    p.add_argument("--noise", choices=("continuous", "discrete"), default=None, help="noise kind")
+    p.add_argument("--noise", choices=("continuous", "discrete"), default=None,
+                   help="noise kind (default: discrete, exact integer noise, in a private "
+                   "release; continuous with --seed)")
     p.add_argument("--seed", type=int, default=None,
-                   help="the one seed: selection and noise (default: fresh)")
+                   help="the one seed of a reproducible experiment: selection and noise; "
+                   "whoever holds it can remove the noise (default: none, a private release "
+                   "from a cryptographic generator, nothing of it written)")
 
 
 def add_select_parser(subparsers) -> argparse.ArgumentParser:
@@ -232,7 +236,8 @@ def _apply_summary(args) -> tuple[dict, Privacy | None, str | None]:
     except OSError as exc:
         raise ReleaseError(f"--from-summary: cannot read {path}: {exc.strerror}") from None
     s = jsonsafe.loads(text, f"--from-summary {path}", ReleaseError)
-    need = ("workload", "selector", "params", "privacy_spec", "seed")
+    private = isinstance(s, dict) and "seed" not in s and str(s.get("mode")).startswith("private")
+    need = ("workload", "selector", "params", "privacy_spec") + (() if private else ("seed",))
     missing = [k for k in need if k not in s] if isinstance(s, dict) else list(need)
     if missing:
         raise ReleaseError(f"--from-summary {path}: not a release summary (no {missing})")
@@ -250,6 +255,14 @@ def _apply_summary(args) -> tuple[dict, Privacy | None, str | None]:
             isinstance(value, bool) or not isinstance(value, kind)
         ):
             raise ReleaseError(f"--from-summary {path}: {key} must be {what}, got {value!r}")
+    if private and args.seed is None:
+        raise ReleaseError(
+            f"--from-summary {path}: the summary is of a private release, whose noise came "
+            "from a cryptographic generator whose key was never written: it cannot be "
+            "replayed. To release again with fresh noise (spending the budget again), give "
+            "--workload, --selector and the budget explicitly; --seed N with --from-summary "
+            "repeats its settings as a reproducible (not private) experiment"
+        )
     for flag in ("data", "domain"):
         if getattr(args, flag) is None and s.get(f"{flag}_file"):
             setattr(args, flag, s[f"{flag}_file"])
@@ -514,7 +527,7 @@ def run(args) -> dict:
     W = workload_matrix(spec, data.domain, "--workload", "--domain / --data")
     if out_dir is not None:  # before the charge
         _table_plan(W, data.domain, out_dir, summary_path)
-    noise = plan.noise if plan is not None else args.noise or "continuous"
+    noise = plan.noise if plan is not None else args.noise  # None: the mode's default
     selector = plan.strategy.selector if plan is not None else args.selector
     common = {"seed": args.seed, "releases": releases, "ledger": ledger,
               "description": f"mmtoolkit release {spec} by {selector} from {source}"}  # fmt: skip
@@ -548,7 +561,7 @@ def run(args) -> dict:
             "the expected error refers to the answers before post-processing" if post else None
         ),
     )
-    if noise == "discrete":
+    if summary["noise"] == "discrete":
         summary["discrete_noise"] = _discrete_summary(result.strategy, privacy)
     if out_dir is not None:
         files = _table_files(result, out_dir, args.round)

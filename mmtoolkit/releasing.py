@@ -5,10 +5,15 @@ strategy, charges an optional :class:`~mmtoolkit.ledger.Ledger` before any noise
 draws the noise (the matrix mechanism, Li et al. 2010 §3, with the selected strategy) and
 returns a :class:`ReleaseResult` (answers, standard errors, privacy spent, seeds, strategy,
 measurements, labelled tables, a JSON-ready summary). :func:`select_plan` selects without
-releasing; :func:`workload_tables` groups a marginal-type workload's rows into tables. The
-one seed gives the selection seed (:func:`split_seed`) and the noise, keyed by everything
-that defines the release (:func:`release_key`, :func:`noise_generator`), so releases that
-differ in anything draw independent noise.
+releasing; :func:`workload_tables` groups a marginal-type workload's rows into tables.
+
+Two modes: without a seed, a *private release* draws its noise and its selection's randomness
+from a cryptographic generator keyed by the operating system (:func:`secure_generator`),
+exact integer noise by default, and writes no seed, key or state; with one, a *reproducible
+experiment*: the one seed gives the selection seed (:func:`split_seed`) and the noise, keyed
+by everything that defines the release (:func:`release_key`, :func:`noise_generator`), so
+releases that differ in anything draw independent noise (but whoever holds the seed can
+remove the noise).
 
 User guide: docs/guide/release.md.
 """
@@ -19,6 +24,8 @@ import hashlib
 import hmac
 import json
 import math
+import os
+import pickle
 import sys
 import time
 from collections.abc import Mapping
@@ -32,18 +39,18 @@ from .checks import check_choice, check_int, check_option
 from .domain import Domain
 from .jsonsafe import jsonable, stable_text
 from .ledger import Ledger
-from .linalg import Dense, Matrix, TooLargeError, normal_form
+from .linalg import Dense, Matrix, NotSupportedByKindError, TooLargeError, normal_form
 from .measurement import Measurement, marginal_measurements
 from .plan import NoisePlan
-from .privacy import Privacy, check_privacy
+from .privacy import ZCDP, Privacy, PureDP, check_privacy
 from .saved_plans import SavedPlan, load_plan
 from .selectors.base import accepts_seed, get_class
 from .strategy import Strategy
 from .workload_specs import SpecError, build_spec, parse_workload
 
 __all__ = ["Measurement", "ReleaseResult", "TableSpec", "data_digest", "matrix_digest",
-           "noise_generator", "release", "release_key", "seed_fingerprint", "select_plan",
-           "split_seed", "workload_matrix", "workload_tables"]
+           "noise_generator", "release", "release_key", "secure_generator", "seed_fingerprint",
+           "select_plan", "split_seed", "workload_matrix", "workload_tables"]
 
 #: What an axis of a labelled table holds, by the kind of the workload factor on that
 #: attribute (:data:`~mmtoolkit.linalg.FACTOR_KINDS`); a total factor is no axis.
@@ -118,7 +125,7 @@ class ReleaseResult:
     bins: dict
     privacy: Privacy
     spent: dict
-    seed: int
+    seed: int | None
     selection_seed: int | None
     strategy: Strategy
     measurements: list
@@ -343,6 +350,25 @@ def seed_fingerprint(seed: int) -> str:
     return hashlib.sha256(b"mmtoolkit seed fingerprint" + _seed_key(seed)).hexdigest()[:32]
 
 
+def secure_generator() -> np.random.Generator:
+    """A fresh cryptographically secure generator: ``numpy.random.Generator`` over randomgen's
+    ``ChaCha`` bit generator with 20 rounds (ChaCha20, Bernstein 2008, the stream cipher of
+    RFC 8439 and of the Linux kernel's random number generator), keyed by 256 bits from
+    ``os.urandom`` (the operating system's secure source).
+
+    Why this one: PCG64 (numpy's default) is not cryptographic — its state can be recovered
+    from its output — and a seed written anywhere lets its reader recompute the noise.
+    ChaCha20's output is indistinguishable from random without the key, the key is drawn
+    from the OS and held only by this object (never written), and it is a numpy
+    ``BitGenerator``, so every user of ``rng`` (the plan's streams, ``integers``,
+    ``standard_normal``, ``laplace``, the exact samplers of :mod:`mmtoolkit.noise`) draws
+    from it unchanged. (randomgen's ChaCha has no ``jumped()``: the Dask route, which needs
+    it, is not used by :func:`release`.)"""
+    from randomgen import ChaCha
+
+    return np.random.Generator(ChaCha(key=int.from_bytes(os.urandom(32), "little"), rounds=20))
+
+
 def noise_generator(seed: int, key: str) -> np.random.Generator:
     """The noise generator of the release with key ``key`` (:func:`release_key`):
     ``SeedSequence(seed, spawn_key=(1, *the key's 32-bit words))``. Keyed by the release, a
@@ -353,6 +379,62 @@ def noise_generator(seed: int, key: str) -> np.random.Generator:
 
 
 # ============================================================================ release
+def _mode_text(private: bool, distribution: str) -> str:
+    """The release's mode in words (the summary's ``mode``)."""
+    if not private:
+        return (
+            "reproducible experiment, not private against the seed holder: the noise is a "
+            "function of the seed (numpy PCG64, keyed by the release), so whoever holds the "
+            f"seed can recompute it and remove it from the answers ({distribution} noise); "
+            "release real data without a seed"
+        )
+    text = (
+        "private: the noise and the selection's randomness were drawn from a cryptographic "
+        "generator (ChaCha20, randomgen) keyed by 256 bits from the operating system; no "
+        "seed, key or generator state was written anywhere, so the noise cannot be "
+        f"reproduced; {distribution} noise"
+    )
+    if distribution.startswith("discrete"):
+        return text + ", exact integer noise (Canonne, Kamath & Steinke 2020)"
+    return text + (
+        ", floating-point noise chosen explicitly (noise continuous): floating-point "
+        "samplers can leak through the low-order bits of their output (Mironov 2012)"
+    )
+
+
+def _state(rng: np.random.Generator) -> bytes:
+    """The generator's state as bytes, to compare (a ChaCha state holds arrays); in memory
+    only, never written."""
+    return pickle.dumps(rng.bit_generator.state)
+
+
+def _noise_plan(strategy, privacy, noise, defaulted, W, recs, releases) -> NoisePlan:
+    """The release's :class:`NoisePlan`; when exact integer noise is only the private
+    release's default (``defaulted``), a strategy or definition that admits none is refused
+    naming ``noise="continuous"`` as the explicit opt-in — never a silent fallback."""
+    opt_in = (
+        "a private release draws exact integer noise by default and never falls back "
+        "silently to floating-point noise, whose low-order bits can leak the true value "
+        "(Mironov 2012); give --noise continuous (noise='continuous') to opt in explicitly; "
+        "nothing was charged or released"
+    )
+    if defaulted and not isinstance(privacy, (PureDP, ZCDP)):
+        raise NotSupportedByKindError(
+            f"privacy {privacy}: exact integer noise is available under pure DP (--epsilon) "
+            f"and zCDP (--rho), not {type(privacy).__name__}; {opt_in}"
+        )
+    try:
+        return NoisePlan(strategy, privacy, noise, workload=W, data=recs, releases=releases)
+    except NotSupportedByKindError as exc:
+        if not defaulted:
+            raise
+        raise NotSupportedByKindError(
+            f"strategy {type(strategy.matrix).__name__} (selector {strategy.selector}): its "
+            f"rows are not integer up to a scale, so exact integer noise is not available "
+            f"({exc}); {opt_in}"
+        ) from None
+
+
 def _load(data, domain, other) -> records.Records:
     if isinstance(data, records.Records):
         if domain is not None:
@@ -477,8 +559,13 @@ def release(
     ``data``: Records, or a CSV path / DataFrame / pyarrow Table with its declared
     ``domain`` (``other``: see :func:`mmtoolkit.records.read_csv`); ``workload``: a SPEC or
     a Matrix; ``privacy``: the guarantee of each of ``releases``; ``selector``: a name (with
-    ``params``) or a Selector, default ``"residual_planner"``; ``seed``: the one seed;
-    ``noise``: ``"continuous"`` (default) or ``"discrete"``; ``ledger``: charged (with
+    ``params``) or a Selector, default ``"residual_planner"``; ``seed``: the one seed of a
+    reproducible experiment (whoever holds it can remove the noise), None (default) for a
+    private release (:func:`secure_generator`, nothing of it written); ``noise``:
+    ``"continuous"`` or ``"discrete"``, default ``"discrete"`` in a private release (refused,
+    with ``noise="continuous"`` named as the explicit opt-in, before any charge when the
+    strategy or privacy definition admits no exact integer noise) and ``"continuous"`` with a
+    seed; ``ledger``: charged (with
     ``description``) before any noise is drawn; ``select_for``: the workload to select for;
     ``progress``: progress lines for several releases; ``plan``: a SavedPlan to release
     without selecting (it fixes the selection arguments). Each argument is described in
@@ -493,7 +580,9 @@ def release(
         workload, privacy, noise = plan.workload, plan.privacy, plan.noise
         select_for = plan.select_for
     selector = "residual_planner" if selector is None else selector
-    noise = "continuous" if noise is None else noise
+    private = seed is None
+    noise_given = noise is not None
+    noise = noise if noise_given else "discrete" if private else "continuous"
     check_privacy(privacy)  # before the selection (the plan checks it again after)
     check_option(noise, "noise", mechanism.NOISES)
     releases = check_int(releases, "releases", minimum=1)
@@ -503,7 +592,10 @@ def release(
     dom = recs.domain
     W = workload_matrix(workload, dom)
     workload_text = workload if isinstance(workload, str) else repr(workload)
-    seed, derived_seed = split_seed(seed)
+    if private:  # the selection's randomness from the secure source too, never written
+        derived_seed = int(secure_generator().integers(2**32))
+    else:
+        seed, derived_seed = split_seed(seed)
     t_load = time.perf_counter() - t0
 
     t1 = time.perf_counter()
@@ -517,6 +609,8 @@ def release(
     # the seed the selector used (its own parameter), derived from `seed` or given
     takes_seed = "seed" in strategy.params
     selection_seed = strategy.params.get("seed") if takes_seed else None
+    if private and derived:  # drawn from the secure source: kept only in the strategy
+        selection_seed = None
     t2 = time.perf_counter()
     total = evaluate.expected_error(W, strategy, privacy)
     try:
@@ -525,34 +619,39 @@ def release(
         stderr = None
     t_eval = time.perf_counter() - t2
     # every check of the measurement (memory, fit, discrete noise) before any charge
-    mplan = NoisePlan(strategy, privacy, noise, workload=W, data=recs, releases=releases)
+    mplan = _noise_plan(strategy, privacy, noise, private and not noise_given, W, recs, releases)
 
-    digest = data_digest(recs, seed)
-    key = release_key(
-        seed,
-        {
-            "privacy": privacy.to_spec(),
-            "noise": noise,
-            "releases": releases,
-            "selector": strategy.selector,
-            "params": strategy.params,
-            "strategy": type(strategy.matrix).__name__,
-            "workload": matrix_digest(W),  # the same for a SPEC and the Matrix it builds
-            "select_for": None if select_for is None else matrix_digest(W_sel),
-            "data": digest,
-        },
-    )
-    rng = noise_generator(seed, key)
+    if private:
+        digest = key = None
+        rng = secure_generator()
+    else:
+        digest = data_digest(recs, seed)
+        key = release_key(
+            seed,
+            {
+                "privacy": privacy.to_spec(),
+                "noise": noise,
+                "releases": releases,
+                "selector": strategy.selector,
+                "params": strategy.params,
+                "strategy": type(strategy.matrix).__name__,
+                "workload": matrix_digest(W),  # the same for a SPEC and the Matrix it builds
+                "select_for": None if select_for is None else matrix_digest(W_sel),
+                "data": digest,
+            },
+        )
+        rng = noise_generator(seed, key)
     entry = None
     if ledger is not None:
         ledger = ledger if isinstance(ledger, Ledger) else Ledger(ledger)
         # N is private: not recorded
         text = description or f"{workload_text} by {strategy.selector}"
+        seed_key = None if private else seed_fingerprint(seed)  # only a seed is fingerprinted
         entry = ledger.charge(  # before any noise is drawn
-            privacy, releases, text, seed_key=seed_fingerprint(seed), release_key=key
+            privacy, releases, text, seed_key=seed_key, release_key=key
         )
     t3 = time.perf_counter()
-    untouched = rng.bit_generator.state
+    untouched = _state(rng)
     try:
         measured, shown = [], t3
         for r in range(releases):
@@ -563,7 +662,7 @@ def release(
                 print(f"release {r + 1}/{releases}, {now - t3:.1f} s", file=out, flush=True)
                 shown = now
     except BaseException:
-        if entry is not None and rng.bit_generator.state == untouched:
+        if entry is not None and _state(rng) == untouched:
             ledger.cancel(entry)  # failed before any noise was drawn: nothing spent
         raise  # else the entry stays pending: noise was drawn, the budget is spent
     answers = measured[0][0] if releases == 1 else np.stack([a for a, _ in measured], 1)
@@ -590,6 +689,7 @@ def release(
             "entry": entry,
             "zcdp_spent": ledger.zcdp_as_approx_dp(),  # the ledger's zCDP total, both (ε, δ)
         },
+        "mode": _mode_text(private, mplan.distribution),
         "selector": strategy.selector,
         "params": jsonable(strategy.params),
         "strategy": type(strategy.matrix).__name__,
@@ -609,7 +709,7 @@ def release(
         "expected_total_squared_error": total,
         "expected_rmse": math.sqrt(total / m),
         "noise": noise,
-        "seed": seed,
+        "seed": seed,  # (the fields of the seed: removed below from a private release's)
         "selection_seed": selection_seed,
         "selection_seed_source": (
             None if not takes_seed else "derived from seed" if derived else "given in params"
@@ -625,6 +725,12 @@ def release(
         "plan": None if plan is None else {"source": plan.source, "sha256": plan.sha256},
         "seconds": {"load": t_load, "select": t_select, "evaluate": t_eval, "release": t_release},
     }
+    if private:  # no seed, key or state written anywhere
+        for k in ("seed", "selection_seed", "selection_seed_source", "seed_derivation",
+                  "data_digest"):  # fmt: skip
+            del summary[k]
+        if derived:  # the selection seed drawn from the secure source
+            summary["params"].pop("seed", None)
     return ReleaseResult(answers=answers, stderr=stderr, workload=W, domain=dom,
                          bins=dict(recs.bins), privacy=privacy, spent=spent, seed=seed,
                          selection_seed=selection_seed, strategy=strategy, measurements=meas,
