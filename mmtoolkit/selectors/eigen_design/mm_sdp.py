@@ -7,6 +7,9 @@ It is posed in Schur-complement form with one ``n x n`` factor ``F`` of ``WᵀW`
 reduction): ``tr(F X⁻¹ Fᵀ)`` is cvxpy's ``matrix_frac``, one ``2n x 2n`` PSD block, not one
 block per query. The strategy returned is ``A = X^{1/2}`` plus the column-completion rows
 ``sqrt(1 − X_jj) e_j`` (Thm 5.27: they never hurt), so the shared evaluator scores it.
+Where the evaluator's dense route would refuse the ``n x n`` arrays (``n² >
+MAX_DENSE_ENTRIES``, e.g. n = 8192 by the dual solver), the strategy is returned in its
+eigenbasis form, an :class:`~mmtoolkit.linalg.OrthoBasis` with the same Gram.
 
 ε / L1 (PureDP) — Program 5.1 is rank-constrained and not convex. ``mm_sdp`` uses the
 paper's approximations, in this order (``l1_method``):
@@ -48,7 +51,8 @@ import time
 import numpy as np
 
 from ...checks import check_bool, check_int
-from ...linalg import Dense, Matrix, Permuted, SymTridiagonal, VStack
+from ...linalg import RANK_RTOL, Dense, Matrix, OrthoBasis, Permuted, SymTridiagonal, VStack
+from ...linalg import base as _linalg_base
 from ...linalg.spectral import canonical_eigenbasis
 from ...privacy import Privacy, PureDP
 from ...strategy import Strategy
@@ -90,6 +94,18 @@ def unpermute(workload: Matrix) -> tuple[Matrix, np.ndarray | None]:
         perm = workload.perm if perm is None else workload.perm[perm]
         workload = workload.base
     return workload, perm
+
+
+def _eigenbasis_strategy(X: np.ndarray, completion: np.ndarray) -> OrthoBasis:
+    """The strategy ``[A; diag(completion)]`` with ``AᵀA = X`` in its eigenbasis form
+    ``[diag(√μ) Vᵀ; diag(completion)]`` (``X = V diag(μ) Vᵀ``, eigenvalues at rounding level
+    dropped by the dense route's pseudo-inverse rule): the rows of ``A`` rotated, so the same
+    Gram and the same L2 sensitivity, hence the same error under L2 privacy. An
+    :class:`OrthoBasis`, scored by the evaluator's structured route where the dense route's
+    ``n x n`` arrays exceed ``MAX_DENSE_ENTRIES`` (n = 8192)."""
+    mu, V = np.linalg.eigh(X)
+    keep = mu > RANK_RTOL * mu.size * np.finfo(float).eps * mu.max()
+    return OrthoBasis(V[:, keep].T, np.sqrt(mu[keep]), completion if completion.any() else None)
 
 
 def _polar(V: np.ndarray) -> np.ndarray:
@@ -282,7 +298,12 @@ class MatrixMechanismSDP(Selector):
         # completion rows only for slack cells: the dual solver's X has X_jj = 1 − O(gap) on
         # tight cells, and rows of norm ~sqrt(gap) there would only make AᵀA ill-conditioned
         d[d < (COMPLETION_MIN if solver == "dual" else 1e-9)] = 0.0
-        matrix = Dense(A) if not d.any() else VStack([Dense(A), SymTridiagonal(d, np.zeros(n - 1))])
+        if n * n > _linalg_base.MAX_DENSE_ENTRIES:
+            matrix = _eigenbasis_strategy(X, d)  # the evaluator's dense route refuses n x n
+        elif d.any():
+            matrix = VStack([Dense(A), SymTridiagonal(d, np.zeros(n - 1))])
+        else:
+            matrix = Dense(A)
         return Strategy(matrix=matrix, selector=self.name, metadata=meta, loss=value)
 
     def _program_5_2(self, G: np.ndarray, solver: str):

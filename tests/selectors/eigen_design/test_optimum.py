@@ -186,6 +186,36 @@ def test_which_range_grams_get_the_persymmetric_split(workload, split):
     assert optimum.solve_program_5_2(workload_gram(workload)).persymmetric is split
 
 
+@pytest.mark.parametrize(
+    "workload",
+    [workloads.all_range(24), workloads.width_range(24, 6),
+     workloads.permuted(workloads.prefix(24), 0, legacy=True)],
+    ids=["all range", "width range", "permuted prefix"],
+)  # fmt: skip
+def test_mm_sdp_above_the_dense_guard_returns_the_eigenbasis_form(workload, monkeypatch):
+    from mmtoolkit.linalg import OrthoBasis
+    from mmtoolkit.linalg import base as linalg_base
+
+    n = workload.shape[1]
+    dense = selectors.get("mm_sdp", solver="dual").select(workload, EPS_DELTA)
+    reference = units(workload, dense)
+    # n x n above the guard (as n = 8192 is at the default limit): the dense route refuses
+    monkeypatch.setattr(linalg_base, "MAX_DENSE_ENTRIES", n * n - 1)
+    st = selectors.get("mm_sdp", solver="dual").select(workload, EPS_DELTA)
+    assert isinstance(st.matrix, OrthoBasis)
+    error = units(workload, st)  # the structured route, where the dense one refuses
+    monkeypatch.undo()
+    # same Gram AᵀA up to the rounding of an n x n eigendecomposition (n ε ||X||, ||X|| ≤ n
+    # as X_jj ≤ 1; a safety factor 10)
+    X = dense.matrix.gram().dense()
+    np.testing.assert_allclose(st.matrix.gram().dense(), X, rtol=0, atol=10 * n * n * 2.2e-16)
+    # so the same error: the two routes' traces agree to the rounding of tr(G (AᵀA)⁺),
+    # relative n ε κ(AᵀA) on the range of G (a safety factor 100)
+    lam = np.linalg.eigvalsh(X)
+    lam = lam[lam > 1e-12 * lam.max()]
+    assert error == pytest.approx(reference, rel=100 * n * 2.2e-16 * lam.max() / lam.min())
+
+
 def test_progress_lines(capsys):
     optimum.solve_program_5_2(workload_gram(workloads.all_range(16)), verbose=True, every=0.0)
     err = capsys.readouterr().err
