@@ -7,6 +7,9 @@ It is posed in Schur-complement form with one ``n x n`` factor ``F`` of ``WᵀW`
 reduction): ``tr(F X⁻¹ Fᵀ)`` is cvxpy's ``matrix_frac``, one ``2n x 2n`` PSD block, not one
 block per query. The strategy returned is ``A = X^{1/2}`` plus the column-completion rows
 ``sqrt(1 − X_jj) e_j`` (Thm 5.27: they never hurt), so the shared evaluator scores it.
+Where the evaluator's dense route would refuse the ``n x n`` arrays (``n² >
+MAX_DENSE_ENTRIES``, e.g. n = 8192 by the dual solver), the strategy is returned in its
+eigenbasis form, an :class:`~mmtoolkit.linalg.OrthoBasis` with the same Gram.
 
 ε / L1 (PureDP) — Program 5.1 is rank-constrained and not convex. ``mm_sdp`` uses the
 paper's approximations, in this order (``l1_method``):
@@ -29,6 +32,16 @@ Solvers: ``"scs"`` (default) and ``"clarabel"`` through cvxpy, the reference for
 cvxpy to ~1e-7 relative at n ≤ 32). Under L2 privacy the default solver hands a domain above
 ``max_n`` but within :data:`MAX_DUAL_N` to ``"dual"``; the ε / L1 route's rotation is a
 cvxpy program, so PureDP stays within ``max_n``. Larger domains raise NotApplicableError.
+
+Column-permuted workloads (:class:`~mmtoolkit.linalg.Permuted`, ``W P``): the dual solver
+solves the unpermuted ``W`` and permutes the strategy's columns back. With ``P`` a
+permutation matrix the Gram is ``Pᵀ G P``, and ``X ↦ Pᵀ X P`` maps the feasible set of
+Program 5.2 onto itself (it keeps ``X ⪰ 0`` and permutes the diagonal, so ``X_jj ≤ 1``
+holds for all ``j`` or for none) with ``tr(PᵀGP (PᵀXP)⁻¹) = tr(G X⁻¹)``; so
+``X' = Pᵀ X* P`` is optimal for ``W P`` with the same objective, and the dual point
+``d' = Pᵀ d`` certifies the same gap. Solving the base keeps its structure: the Gram of all
+ranges is persymmetric (the half-size eigendecompositions of :mod:`.optimum`), a shuffled
+one is not. The factor of ``X'`` is ``F P``: the columns of ``F`` permuted.
 """
 
 from __future__ import annotations
@@ -38,7 +51,8 @@ import time
 import numpy as np
 
 from ...checks import check_bool, check_int
-from ...linalg import Dense, Matrix, SymTridiagonal, VStack
+from ...linalg import RANK_RTOL, Dense, Matrix, OrthoBasis, Permuted, SymTridiagonal, VStack
+from ...linalg import base as _linalg_base
 from ...linalg.spectral import canonical_eigenbasis
 from ...privacy import Privacy, PureDP
 from ...strategy import Strategy
@@ -52,9 +66,10 @@ MAX_SDP_N = 64
 SDP_SOLVERS = ("clarabel", "scs")
 #: Every ``solver`` choice: the cvxpy ones and the dedicated dual solver (:mod:`.optimum`).
 SOLVERS = SDP_SOLVERS + ("dual",)
-#: Largest n the dual solver is used for (n = 4096 takes minutes, see
-#: ``benchmarks/bench_mm_sdp.py``; its memory is a few n x n arrays).
-MAX_DUAL_N = 4096
+#: Largest n the dual solver is used for (n = 4096 takes minutes, n = 8192 about half an hour
+#: to an hour on one thread, see ``benchmarks/bench_mm_sdp.py``; its memory is a few n x n
+#: arrays, 0.5 GB each at n = 8192).
+MAX_DUAL_N = 8192
 #: The dual route adds a column-completion row ``sqrt(1 − X_jj) e_j`` only above this norm.
 COMPLETION_MIN = 1e-3
 #: Relative accuracy of Program 5.2's solution X (the solvers stop at ~1e-7 or ~1e-8, so X's
@@ -67,6 +82,30 @@ def _sym_sqrt(X: np.ndarray) -> np.ndarray:
     lam, V = np.linalg.eigh(0.5 * (X + X.T))
     lam = np.clip(lam, 0.0, None)
     return (V * np.sqrt(lam)) @ V.T
+
+
+def unpermute(workload: Matrix) -> tuple[Matrix, np.ndarray | None]:
+    """``(W, perm)`` with ``workload = W P`` (``P = I[:, perm]``, nested :class:`Permuted`
+    composed) and ``W`` not a :class:`Permuted`; ``perm`` is None for an unpermuted workload.
+    The columns of ``workload`` are ``W[:, perm]``."""
+    perm = None
+    while isinstance(workload, Permuted):
+        # (B P₁) P₂ has columns B[:, p₁[p₂[j]]]
+        perm = workload.perm if perm is None else workload.perm[perm]
+        workload = workload.base
+    return workload, perm
+
+
+def _eigenbasis_strategy(X: np.ndarray, completion: np.ndarray) -> OrthoBasis:
+    """The strategy ``[A; diag(completion)]`` with ``AᵀA = X`` in its eigenbasis form
+    ``[diag(√μ) Vᵀ; diag(completion)]`` (``X = V diag(μ) Vᵀ``, eigenvalues at rounding level
+    dropped by the dense route's pseudo-inverse rule): the rows of ``A`` rotated, so the same
+    Gram and the same L2 sensitivity, hence the same error under L2 privacy. An
+    :class:`OrthoBasis`, scored by the evaluator's structured route where the dense route's
+    ``n x n`` arrays exceed ``MAX_DENSE_ENTRIES`` (n = 8192)."""
+    mu, V = np.linalg.eigh(X)
+    keep = mu > RANK_RTOL * mu.size * np.finfo(float).eps * mu.max()
+    return OrthoBasis(V[:, keep].T, np.sqrt(mu[keep]), completion if completion.any() else None)
 
 
 def _polar(V: np.ndarray) -> np.ndarray:
@@ -243,18 +282,28 @@ class MatrixMechanismSDP(Selector):
                 f"mm_sdp: n = {n} cells exceeds MAX_SDP_N = {MAX_SDP_N} for the ε / L1 route: its "
                 "rotation (Program 5.3) is a cvxpy program (rotate=false skips it)"
             )
-        G = workload_gram(workload)
         if isinstance(privacy, PureDP):
+            G = workload_gram(workload)
             sigma, Q = eigen_queries(G)
             return self._select_l1(G, sigma, Q, {"rank": int(sigma.size)})
+        # the dual solver on W P solves W and permutes back (module docstring)
+        base, perm = unpermute(workload) if solver == "dual" else (workload, None)
         start = time.perf_counter()
-        X, A, value, meta = self._program_5_2(G, solver)
+        X, A, value, meta = self._program_5_2(workload_gram(base), solver)
         meta["seconds_sdp"] = time.perf_counter() - start
+        if perm is not None:
+            X, A = X[np.ix_(perm, perm)], A[:, perm]
+            meta["solved_unpermuted"] = True
         d = np.sqrt(np.clip(1.0 - np.diag(X), 0.0, None))
         # completion rows only for slack cells: the dual solver's X has X_jj = 1 − O(gap) on
         # tight cells, and rows of norm ~sqrt(gap) there would only make AᵀA ill-conditioned
         d[d < (COMPLETION_MIN if solver == "dual" else 1e-9)] = 0.0
-        matrix = Dense(A) if not d.any() else VStack([Dense(A), SymTridiagonal(d, np.zeros(n - 1))])
+        if n * n > _linalg_base.MAX_DENSE_ENTRIES:
+            matrix = _eigenbasis_strategy(X, d)  # the evaluator's dense route refuses n x n
+        elif d.any():
+            matrix = VStack([Dense(A), SymTridiagonal(d, np.zeros(n - 1))])
+        else:
+            matrix = Dense(A)
         return Strategy(matrix=matrix, selector=self.name, metadata=meta, loss=value)
 
     def _program_5_2(self, G: np.ndarray, solver: str):

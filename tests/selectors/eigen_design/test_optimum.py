@@ -9,7 +9,7 @@ from mmtoolkit.privacy import ApproxDP, PureDP
 from mmtoolkit.selectors.base import NotApplicableError
 from mmtoolkit.selectors.eigen_design import optimum
 from mmtoolkit.selectors.eigen_design.gram import eigen_queries, workload_gram
-from mmtoolkit.selectors.eigen_design.mm_sdp import program_5_2
+from mmtoolkit.selectors.eigen_design.mm_sdp import MAX_DUAL_N, program_5_2
 
 EPS_DELTA = ApproxDP(0.5, 1e-4, calibration="eigen_design")
 # the solver stops at a certified relative gap ≤ GAP_TOL (1e-9); Clarabel at its default
@@ -135,9 +135,85 @@ def test_mm_sdp_uses_the_dual_solver_above_the_cvxpy_size():
         selectors.get("mm_sdp").select(W, PureDP(1.0))  # the L1 rotation is a cvxpy program
     with pytest.raises(NotApplicableError, match="exceeds the SDP size limit max_n = 32"):
         selectors.get("mm_sdp", solver="dual", max_n=32).select(W, EPS_DELTA)
-    assert selectors.get("mm_sdp", solver="dual").params["max_n"] == 4096
+    assert selectors.get("mm_sdp", solver="dual").params["max_n"] == MAX_DUAL_N
     with pytest.raises(NotApplicableError, match="its rotation .Program 5.3. is a cvxpy program"):
         selectors.get("mm_sdp", solver="dual").select(W, PureDP(1.0))
+
+
+def _permuted_cases():
+    inner = workloads.permuted(workloads.width_range(40, 8), 1)
+    return {
+        "permuted all range": (workloads.all_range(48), workloads.permuted(
+            workloads.all_range(48), 0, legacy=True)),
+        "twice permuted width range": (workloads.width_range(40, 8), workloads.permuted(
+            inner, 2)),
+    }  # fmt: skip
+
+
+@pytest.mark.parametrize("case", ["permuted all range", "twice permuted width range"])
+def test_mm_sdp_solves_a_permuted_workload_on_its_base(case):
+    base, W = _permuted_cases()[case]
+    st = selectors.get("mm_sdp", solver="dual").select(W, EPS_DELTA)
+    meta = st.metadata
+    assert meta["solved_unpermuted"] is True and meta["duality_gap"] <= optimum.GAP_TOL
+    # the same strategy as the base's, its columns permuted (W = base P, X' = Pᵀ X* P): the
+    # same rows, the completion rows in another order
+    st_base = selectors.get("mm_sdp", solver="dual").select(base, EPS_DELTA)
+    perm = np.array([np.flatnonzero((W.dense()[:, j:j + 1] == base.dense()).all(axis=0))[0]
+                     for j in range(W.shape[1])])  # fmt: skip
+    rows, rows_base = st.matrix.dense(), st_base.matrix.dense()[:, perm]
+    assert rows.shape == rows_base.shape
+    np.testing.assert_array_equal(np.unique(rows, axis=0), np.unique(rows_base, axis=0))
+    # the direct solve on the permuted Gram: the same optimum, each certified to its gap
+    direct = optimum.solve_program_5_2(workload_gram(W))
+    assert not direct.persymmetric and optimum.solve_program_5_2(workload_gram(base)).persymmetric
+    assert meta["program_value"] == pytest.approx(direct.value, rel=2 * optimum.GAP_TOL)
+    # the evaluator's error of the returned strategy: between the certified dual and the
+    # objective (completion rows only help), up to the gap
+    opt = units(W, st)
+    assert meta["dual_value"] * (1 - 1e-9) <= opt <= meta["program_value"] * (1 + 1e-9)
+    assert opt == pytest.approx(direct.value, rel=2 * optimum.GAP_TOL)
+
+
+@pytest.mark.parametrize(
+    "workload,split",
+    [(workloads.width_range(64, 32), True), (workloads.all_range(64), True),
+     (workloads.prefix(64), False)],
+    ids=["width-32 range", "all range", "prefix"],
+)  # fmt: skip
+def test_which_range_grams_get_the_persymmetric_split(workload, split):
+    # ranges of one width are closed under the reversal of the domain: J G J = G
+    assert optimum.solve_program_5_2(workload_gram(workload)).persymmetric is split
+
+
+@pytest.mark.parametrize(
+    "workload",
+    [workloads.all_range(24), workloads.width_range(24, 6),
+     workloads.permuted(workloads.prefix(24), 0, legacy=True)],
+    ids=["all range", "width range", "permuted prefix"],
+)  # fmt: skip
+def test_mm_sdp_above_the_dense_guard_returns_the_eigenbasis_form(workload, monkeypatch):
+    from mmtoolkit.linalg import OrthoBasis
+    from mmtoolkit.linalg import base as linalg_base
+
+    n = workload.shape[1]
+    dense = selectors.get("mm_sdp", solver="dual").select(workload, EPS_DELTA)
+    reference = units(workload, dense)
+    # n x n above the guard (as n = 8192 is at the default limit): the dense route refuses
+    monkeypatch.setattr(linalg_base, "MAX_DENSE_ENTRIES", n * n - 1)
+    st = selectors.get("mm_sdp", solver="dual").select(workload, EPS_DELTA)
+    assert isinstance(st.matrix, OrthoBasis)
+    error = units(workload, st)  # the structured route, where the dense one refuses
+    monkeypatch.undo()
+    # same Gram AᵀA up to the rounding of an n x n eigendecomposition (n ε ||X||, ||X|| ≤ n
+    # as X_jj ≤ 1; a safety factor 10)
+    X = dense.matrix.gram().dense()
+    np.testing.assert_allclose(st.matrix.gram().dense(), X, rtol=0, atol=10 * n * n * 2.2e-16)
+    # so the same error: the two routes' traces agree to the rounding of tr(G (AᵀA)⁺),
+    # relative n ε κ(AᵀA) on the range of G (a safety factor 100)
+    lam = np.linalg.eigvalsh(X)
+    lam = lam[lam > 1e-12 * lam.max()]
+    assert error == pytest.approx(reference, rel=100 * n * 2.2e-16 * lam.max() / lam.min())
 
 
 def test_progress_lines(capsys):
