@@ -30,7 +30,11 @@ POINTED_FROM = {
     "guide/testing-kit.md": ("testing",),
     "algorithms/hdmm.md": ("selectors/hdmm/opt0",),
     "algorithms/residual-planner.md": ("selectors/residual_planner/selector",),
-    "algorithms/eigen-design.md": ("selectors/eigen_design/design",),
+    "algorithms/eigen-design.md": (
+        "selectors/eigen_design/design",
+        "selectors/eigen_design/mm_sdp",
+        "selectors/eigen_design/optimum",
+    ),
     "algorithms/datacube.md": ("selectors/datacube/bmax",),
     "algorithms/baselines.md": ("selectors/baselines/greedy_h",),
 }

@@ -1,47 +1,12 @@
 """The Matrix Mechanism's optimal strategy as a semidefinite program (Li et al. 2010, §5).
 
-(ε,δ) / L2 (ApproxDP, ZCDP) — **Program 5.2**, convex: minimise ``tr(WᵀW X⁻¹)`` over
-``X ⪰ 0`` with ``X_jj ≤ 1`` (``X`` stands for ``AᵀA``; ``X_jj ≤ 1`` is ``sens₂(A) ≤ 1``).
-It is posed in Schur-complement form with one ``n x n`` factor ``F`` of ``WᵀW``
-(``FᵀF = WᵀW``, ``F = D^{1/2} Q`` from its eigen-decomposition, §5.1's workload
-reduction): ``tr(F X⁻¹ Fᵀ)`` is cvxpy's ``matrix_frac``, one ``2n x 2n`` PSD block, not one
-block per query. The strategy returned is ``A = X^{1/2}`` plus the column-completion rows
-``sqrt(1 − X_jj) e_j`` (Thm 5.27: they never hurt), so the shared evaluator scores it.
-Where the evaluator's dense route would refuse the ``n x n`` arrays (``n² >
-MAX_DENSE_ENTRIES``, e.g. n = 8192 by the dual solver), the strategy is returned in its
-eigenbasis form, an :class:`~mmtoolkit.linalg.OrthoBasis` with the same Gram.
+:class:`MatrixMechanismSDP` (``mm_sdp``): under (ε, δ) / zCDP, Program 5.2 (convex) through
+cvxpy for ``n ≤`` :data:`MAX_SDP_N` or the certified dual solver of :mod:`.optimum` up to
+:data:`MAX_DUAL_N` (a column-permuted workload solved on its base); under ε-DP, the paper's
+approximations to Program 5.1 (the L2 or SVD-bound profile, Program 5.3's rotation by convex
+iteration, §5.3's column completion, Thm 5.27).
 
-ε / L1 (PureDP) — Program 5.1 is rank-constrained and not convex. ``mm_sdp`` uses the
-paper's approximations, in this order (``l1_method``):
-
-1. a starting profile: ``"l2"`` (default) the L2 approximation (Problem 5.19, Thm 5.20,
-   i.e. Program 5.2's optimum) or ``"svd_bound"`` the singular-value-bound approximation
-   (Problem 5.24, closed form ``A = D_W^{1/2} Q_W``, Thm 5.25);
-2. ``rotate=True``: Program 5.3 — the least-L1-sensitivity strategy ``B`` with
-   ``BᵀB = AᵀA`` — by convex iteration (Dattorro; the method the paper cites): ``B = V C``
-   with ``V`` orthogonal ⇔ ``||V||₂ ≤ 1`` and ``||V||_* = r``; each step solves
-   ``min_V sens₁(VC) − w ⟨V, U_k⟩`` s.t. ``||V||₂ ≤ 1``, ``U_k`` the polar factor of the
-   previous ``V``, and every iterate is projected to its polar factor (the profile is kept
-   exactly); the best sensitivity found is returned;
-3. ``augment=True``: completing deficient columns (§5.3, Thm 5.27): rows
-   ``(Δ − ||a_j||₁) e_j`` for every column below the sensitivity ``Δ``.
-
-Solvers: ``"scs"`` (default) and ``"clarabel"`` through cvxpy, the reference for
-``n ≤`` :data:`MAX_SDP_N`; ``"dual"``, the dedicated Lagrange-dual Newton solver of
-:mod:`.optimum` (Program 5.2 with a certified duality gap, n in the thousands; it agrees with
-cvxpy to ~1e-7 relative at n ≤ 32). Under L2 privacy the default solver hands a domain above
-``max_n`` but within :data:`MAX_DUAL_N` to ``"dual"``; the ε / L1 route's rotation is a
-cvxpy program, so PureDP stays within ``max_n``. Larger domains raise NotApplicableError.
-
-Column-permuted workloads (:class:`~mmtoolkit.linalg.Permuted`, ``W P``): the dual solver
-solves the unpermuted ``W`` and permutes the strategy's columns back. With ``P`` a
-permutation matrix the Gram is ``Pᵀ G P``, and ``X ↦ Pᵀ X P`` maps the feasible set of
-Program 5.2 onto itself (it keeps ``X ⪰ 0`` and permutes the diagonal, so ``X_jj ≤ 1``
-holds for all ``j`` or for none) with ``tr(PᵀGP (PᵀXP)⁻¹) = tr(G X⁻¹)``; so
-``X' = Pᵀ X* P`` is optimal for ``W P`` with the same objective, and the dual point
-``d' = Pᵀ d`` certifies the same gap. Solving the base keeps its structure: the Gram of all
-ranges is persymmetric (the half-size eigendecompositions of :mod:`.optimum`), a shuffled
-one is not. The factor of ``X'`` is ``F P``: the columns of ``F`` permuted.
+User guide: docs/algorithms/eigen-design.md ("The Matrix Mechanism's SDP").
 """
 
 from __future__ import annotations
@@ -155,7 +120,7 @@ def min_sensitivity_rotation(
 ) -> tuple[np.ndarray, dict]:
     """Program 5.3: a square ``B`` with ``BᵀB = CᵀC`` and small L1 sensitivity.
 
-    Convex iteration on ``B = V C`` (see the module docstring); ``C`` is ``r x n`` with
+    Convex iteration on ``B = V C`` (docs/algorithms/eigen-design.md); ``C`` is ``r x n`` with
     full row rank. Returns ``(B, info)``; ``B = U C`` with ``U`` orthogonal exactly, and
     ``sens₁(B) ≤ sens₁(C)`` (the start is kept if nothing better is found).
     """
@@ -286,7 +251,7 @@ class MatrixMechanismSDP(Selector):
             G = workload_gram(workload)
             sigma, Q = eigen_queries(G)
             return self._select_l1(G, sigma, Q, {"rank": int(sigma.size)})
-        # the dual solver on W P solves W and permutes back (module docstring)
+        # the dual solver on W P solves W and permutes back (see docs/algorithms/eigen-design.md)
         base, perm = unpermute(workload) if solver == "dual" else (workload, None)
         start = time.perf_counter()
         X, A, value, meta = self._program_5_2(workload_gram(base), solver)

@@ -1,35 +1,12 @@
 """The exact L2-optimal strategy: Program 5.2 of Li et al. (PODS 2010) by its Lagrange dual.
 
-Program 5.2 is ``min tr(G X⁻¹)`` over ``X ≻ 0`` with ``X_jj ≤ 1`` (``G = WᵀW``,
-``X = AᵀA``). For a diagonal ``D = diag(d) ≻ 0`` the Lagrangian
-``tr(G X⁻¹) + tr(D X) − tr D`` is minimised by ``X(d) = S⁻¹ (S G S)^{1/2} S⁻¹``
-(``S = D^{1/2}``: the solution of ``X D X = G``), so the dual function is::
+:func:`solve_program_5_2` maximises the concave dual over a diagonal ``D`` by an inexact
+Newton method (after Yuan, Yang, Zhang, Hao & Winslett, KDD 2016), turning every dual point
+into a primal feasible strategy, so each iterate certifies its relative duality gap; it starts
+at the SVD bound (Li et al. Thm 5.25) and splits persymmetric Grams (ranges, prefixes) into
+two half-size eigendecompositions.
 
-    g(d) = 2 tr(Y) − Σ_j d_j,   Y = (S G S)^{1/2} = U diag(√λ) Uᵀ,
-
-concave, with gradient ``diag X(d) − 1`` and Hessian-vector product
-``(H v)_j = (U Z Uᵀ)_jj / d_j``, ``Z_ik = −√λ_i √λ_k (Uᵀ diag(v/d) U)_ik / (√λ_i + √λ_k)``
-(differentiate ``X D X = G``: a Sylvester equation diagonal in ``U``'s basis). Weak duality
-is ``tr(S X S) + tr(M (S X S)⁻¹) ≥ 2 tr(M^{1/2})`` (``M = SGS``), the square
-``||Z^{1/2} − Z^{-1/2} M^{1/2}||²_F ≥ 0``. Each dual point also gives a *primal feasible*
-point, ``X(d)`` scaled to ``max_j X_jj = 1``, of value ``max_j X_jj(d) · tr(Y)``
-(``tr(G X(d)⁺) = tr(Y)``, the limit of ``tr(G (X + εD⁻¹)⁻¹)``, which also holds for a
-singular ``G``: ``range X(d) = range G``, no restriction or regularisation needed). So every
-iterate certifies the relative duality gap ``(primal − dual) / dual``. At ``d = c·1`` the
-dual's best value is ``(tr G^{1/2})² / n``, the SVD bound (Li et al. Thm 5.25): the solver
-starts there and only improves on it.
-
-The dual is maximised by an inexact Newton method — conjugate gradients on ``−H p = ∇g``
-with the Hessian's diagonal as preconditioner (both O(n³) from the eigendecomposition) and a
-backtracking line search that keeps ``d > 0`` — in the spirit of the second-order method of
-Yuan, Yang, Zhang, Hao & Winslett (KDD 2016, "Convex optimization for linear query
-processing under approximate differential privacy"), which treats the same program.
-
-Structure: a *persymmetric* ``G`` (``J G J = G``, ``J`` the reversal; ranges, prefixes with
-their mirror image, width-k ranges) has a persymmetric optimal ``d`` (the dual is concave and
-invariant under the reversal), so ``S G S`` stays persymmetric and its eigendecomposition
-splits into two half-size ones (the symmetric and antisymmetric vectors): about 4x faster.
-Cells no query touches (``G_jj = 0``) are left out and get ``X_jj = 1``.
+User guide: docs/algorithms/eigen-design.md ("The exact L2 optimum").
 """
 
 from __future__ import annotations
