@@ -134,7 +134,7 @@ def select_main(args) -> int:
         privacy = from_budget(args.epsilon, args.delta, args.rho)
         plan = select_plan(args.workload, privacy, args.selector,
                            domain=records.read_domain(args.domain), params=_params(args.param),
-                           seed=args.seed, noise=args.noise or "continuous",
+                           seed=args.seed, noise=args.noise,
                            select_for=args.select_for)  # fmt: skip
         W = workload_matrix(plan.workload, plan.domain.domain)
         rmse = evaluate.rmse(W, plan.strategy, privacy)
@@ -145,7 +145,7 @@ def select_main(args) -> int:
         return 2
     print(
         f"selected {type(plan.strategy.matrix).__name__} by {plan.strategy.selector} for "
-        f"{args.workload}; {privacy}, {plan.noise} noise; expected RMSE {rmse:.6g} "
+        f"{args.workload}; {privacy}, {plan.noise or 'default'} noise; expected RMSE {rmse:.6g} "
         f"-> {args.save} (sha256 {sha[:16]})"
     )
     return 0

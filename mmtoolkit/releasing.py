@@ -518,7 +518,7 @@ def select_plan(
     domain,
     params: Mapping | None = None,
     seed: int | None = None,
-    noise: str = "continuous",
+    noise: str | None = None,
     select_for=None,
 ) -> SavedPlan:
     """The strategy :func:`release` would select for these arguments (the same selection
@@ -526,7 +526,7 @@ def select_plan(
     mapping, DomainSpec or Domain), to save and release from later (``release(data,
     plan=...)``)."""
     check_privacy(privacy)
-    check_choice(noise, "noise", mechanism.NOISES)
+    noise is None or check_choice(noise, "noise", mechanism.NOISES)
     spec = records._spec(domain, None, None)
     sel = _selector(selector, params, split_seed(seed)[1])[0]
     W = workload_matrix(workload, spec.domain)  # a workload that does not build: refused now
@@ -576,8 +576,8 @@ def release(
     if plan is not None:  # the settings saved with the strategy (mmtoolkit.saved_plans)
         plan = plan if isinstance(plan, SavedPlan) else load_plan(plan)
         plan.refuse(workload=workload, privacy=privacy, selector=selector, params=params,
-                    noise=noise, select_for=select_for)  # fmt: skip
-        workload, privacy, noise = plan.workload, plan.privacy, plan.noise
+                    noise=plan.noise and noise, select_for=select_for)  # fmt: skip
+        workload, privacy, noise = plan.workload, plan.privacy, plan.noise or noise
         select_for = plan.select_for
     selector = "residual_planner" if selector is None else selector
     private = seed is None

@@ -53,7 +53,7 @@ class SavedPlan:
     workload: str | Matrix
     domain: records.DomainSpec
     privacy: Privacy
-    noise: str = "continuous"
+    noise: str | None = None  # None: the release's default (discrete if private)
     select_for: str | Matrix | None = None
     source: str = "the plan"
     sha256: str | None = None
@@ -270,7 +270,8 @@ def load_plan(path) -> SavedPlan:
         where = "plan.privacy"
         privacy = from_spec(body.get("privacy"))
         where = "plan"
-        noise = check_choice(body.get("noise"), "noise", mechanism.NOISES)
+        noise = body.get("noise")
+        noise = None if noise is None else check_choice(noise, "noise", mechanism.NOISES)
     except (TypeError, ValueError, AttributeError) as exc:
         raise PlanError(f"{path}: {where}: {exc}") from None
     select_for = field("select_for", str, Matrix, type(None))

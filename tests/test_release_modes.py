@@ -168,3 +168,20 @@ def test_a_private_summary_is_not_replayed(files, capsys):
     assert cli_main([*replay, "--seed", "3"]) == 0
     summary = json.loads((files / "b.csv.json").read_text())
     assert summary["seed"] == 3 and summary["noise"] == "discrete"
+
+
+def test_a_plan_saved_without_a_noise_kind_releases_privately_with_exact_noise(files, capsys):
+    # `select` without --noise leaves the noise to the release's mode: a private release from
+    # that plan draws exact integer noise, a seeded one continuous noise (as without a plan)
+    plan = files / "plan.npz"
+    assert cli_main(["select", "--domain", str(files / "domain.json"), "--workload",
+                     "marginals:2", "--selector", "identity", "--rho", "0.5",
+                     "--save", str(plan)]) == 0  # fmt: skip
+    assert mm.saved_plans.load_plan(plan).noise is None
+    for out, seed, noise in (("p.csv", [], "discrete"), ("s.csv", ["--seed", "4"], "continuous")):
+        argv = ["release", "--data", str(files / "data.csv"), "--domain",
+                str(files / "domain.json"), "--plan", str(plan), "--out", str(files / out), *seed]
+        assert cli_main(argv) == 0, capsys.readouterr().err
+        summary = json.loads((files / f"{out}.json").read_text())
+        assert summary["noise"] == noise
+    assert "chosen explicitly" not in json.loads((files / "p.csv.json").read_text())["mode"]
