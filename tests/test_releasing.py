@@ -282,3 +282,16 @@ def test_many_releases_print_progress(monkeypatch, capsys):
     assert capsys.readouterr().err.startswith("release 1/3, ")
     mm.release(R, "marginals:1", ZCDP(1), "identity", releases=3, seed=1, progress=False)
     assert capsys.readouterr().err == ""
+
+
+def test_a_marginals_strategy_on_another_layout_of_the_cells_reads_the_histogram():
+    # HDMM's OPT_M on the flattened cells of a 3-attribute domain (the "identity" workload
+    # over 40 x 25 x 100 cells): one marginal on sizes [100000], not the records' layout; its
+    # true answers come from the histogram, as a dense product would give them
+    from mmtoolkit.linalg import Marginals
+    from mmtoolkit.release_handlers import handler
+
+    data = records.synthetic({"a": 4, "b": 5, "c": 3}, 200, seed=2)
+    A = Marginals([60], {1: 2.0, 0: 0.5})
+    want = A.dense() @ data.vector(np.float64)
+    assert np.allclose(handler(A).answer_records(A, data), want, rtol=1e-12, atol=0)

@@ -24,8 +24,8 @@ from mmtoolkit.cli import main as cli_main
 from mmtoolkit.ledger import Ledger, LedgerError
 from mmtoolkit.privacy import ZCDP, PureDP
 
-SIZES = {"a": 40, "b": 25, "c": 10}  # 10^4 cells: identity answers are the cells
-M = 40 * 25 * 10
+SIZES = {"a": 40, "b": 25, "c": 100}  # 10^5 cells: identity answers are the cells
+M = 40 * 25 * 100
 
 
 @pytest.fixture(scope="module")
