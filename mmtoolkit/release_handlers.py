@@ -198,7 +198,8 @@ class MarginalsHandler(ReleaseHandler):
     marginals workload answered from ``y`` in the 2^d spectral algebra, without ``x̂``."""
 
     def answer_records(self, A, records):
-        if tuple(A.sizes) != tuple(records.domain.sizes):  # the cells in another layout
+        other = tuple(A.sizes) != tuple(records.domain.sizes)
+        if other and A.shape[1] == records.domain.size:  # the cells in another layout
             return super().answer_records(A, records)  # (e.g. flattened): the histogram
         return A.answer_records(records)
 
