@@ -355,10 +355,11 @@ class Ledger:
     def _update(self):
         """One read-modify-write under the lock: the file re-read into ``self._data``, written
         back atomically (to the file the path leads to) when the block ends without error."""
-        with _locked(_target(self.path)):
+        target = _target(self.path)
+        with _locked(target):
             self._data = self._read()
             yield
-            write_atomic(_target(self.path), _dump(self._data, self.path))
+            write_atomic(target, _dump(self._data, self.path))
 
 
 def _dump(data: dict, path) -> str:
