@@ -30,6 +30,16 @@ V_LIMIT = 1 << 20
 
 
 @_jit
+def bit_length(x):
+    """The number of binary digits of ``x ≥ 0`` (0 for 0)."""
+    k = np.int64(0)
+    while x:
+        k += 1
+        x >>= 1
+    return k
+
+
+@_jit
 def _bits(w, pos, cur, n, k):
     """The next ``k`` bits (1 ≤ k ≤ 62) of the stream as an integer, and the reader's new
     state ``pos, cur, n`` (next word, unread bits, how many); past the end of ``w``: 0 and
@@ -44,16 +54,11 @@ def _bits(w, pos, cur, n, k):
 
 
 @_jit
-def below(w, pos, cur, n, b):
-    """A uniform integer in ``[0, b)`` (1 ≤ b ≤ 2^62): ``⌈log2 b⌉`` bits, rejected while ≥ b
-    (and the reader's new state, as :func:`_bits`)."""
+def below(w, pos, cur, n, b, k):
+    """A uniform integer in ``[0, b)`` (1 ≤ b ≤ 2^62, ``k`` the bit length of ``b - 1``):
+    ``k`` bits, rejected while ≥ b (and the reader's new state, as :func:`_bits`)."""
     if b == 1:
         return np.int64(0), pos, cur, n
-    k = np.int64(0)
-    m = b - 1
-    while m:
-        k += 1
-        m >>= 1
     while True:
         v, pos, cur, n = _bits(w, pos, cur, n, k)
         if v < b or pos > w.size:
@@ -121,12 +126,13 @@ def _bernoulli_exp(w, pos, cur, n, num, den):
 
 
 @_jit
-def _laplace_one(w, pos, cur, n, s, t):
-    """One sample of Lap_Z(t/s) (CKS Algorithm 2) and the reader's state; 0 when the words ran
-    out (``pos > w.size``), or with ``pos = -1`` on a counter overflow."""
+def _laplace_one(w, pos, cur, n, s, t, kt):
+    """One sample of Lap_Z(t/s) (CKS Algorithm 2; ``kt`` the bit length of ``t - 1``) and the
+    reader's state; 0 when the words ran out (``pos > w.size``), or with ``pos = -1`` on a
+    counter overflow."""
     one = np.int64(1)
     while pos <= w.size:
-        u, pos, cur, n = below(w, pos, cur, n, t)
+        u, pos, cur, n = below(w, pos, cur, n, t, kt)
         a, pos, cur, n = _bernoulli_exp_unit(w, pos, cur, n, u, t)
         if not a:
             continue
@@ -152,8 +158,9 @@ def laplace_fill(out, i, w, st, s, t):
     reader's state ``[pos, cur, n]``) on; returns ``(next slot, code)`` (:data:`DONE`,
     :data:`MORE_WORDS`; ``st[0] = -1``: a counter overflow)."""
     pos, cur, n = st[0], st[1], st[2]
+    kt = bit_length(t - 1)
     while i < out.size:
-        y, p, c, m = _laplace_one(w, pos, cur, n, s, t)
+        y, p, c, m = _laplace_one(w, pos, cur, n, s, t, kt)
         if p > w.size or p < 0:
             st[0], st[1], st[2] = (pos if p > 0 else p), cur, n
             return i, MORE_WORDS
@@ -176,8 +183,9 @@ def gaussian_fill(out, i, w, st, a, b, t, c_limit):
     y_limit = (c_limit + a) // (t * b)  # |y| above it: |y| t b - a > c_limit
     one = np.int64(1)
     pos, cur, n = st[0], st[1], st[2]
+    kt = bit_length(t - 1)
     while i < out.size:
-        y, p, c, m = _laplace_one(w, pos, cur, n, one, t)
+        y, p, c, m = _laplace_one(w, pos, cur, n, one, t, kt)
         keep = False
         if 0 <= p <= w.size:
             ay = y if y >= 0 else -y

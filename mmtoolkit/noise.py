@@ -220,7 +220,8 @@ class _BitStream:
         if size is not None:
             raise ValueError("the bit stream draws one integer at a time")
         while True:
-            v, pos, cur, n = self.kernel.below(self.w, *self.st, high - low)
+            b = high - low
+            v, pos, cur, n = self.kernel.below(self.w, *self.st, b, (b - 1).bit_length())
             if pos <= self.w.size:
                 self.st[:] = pos, cur, n
                 return low + int(v)
