@@ -72,7 +72,7 @@ def main():
     run = Run(__file__)
     columns = ["scale", "ours, numba M/s", "ours, numpy M/s", "OpenDP M/s", "numpy float M/s",
                "numba / OpenDP"]  # fmt: skip
-    formats = ["", ".2f", ".2f", ".3f", ".1f", ".0f"]
+    formats = ["", ".3g", ".3g", ".3g", ".3g", ".0f"]
     note = ("Samples per second (millions), median of the repeats, one core. The machine was "
             "shared with other jobs during this run (see the load average): the absolute "
             "figures are low, the ratios within a row are the better guide.")  # fmt: skip
