@@ -3,9 +3,33 @@
 Canonne, Kamath and Steinke, "The Discrete Gaussian for Differential Privacy" (NeurIPS 2020),
 Algorithms 1-3: a Bernoulli(exp(-γ)) sampler for rational γ, the discrete Laplace
 ``Lap_Z(t/s)`` and the discrete Gaussian ``N_Z(0, σ²)`` for rational σ², by rejection, from
-uniform integers only (no floating-point number is sampled or compared: Mironov 2012),
-vectorised while every integer stays far below 2^63. Privacy: :func:`discrete_gaussian_rho`
-(CKS Thm 4 / Cor 9). ResidualPlanner §5 uses these for its numerically secure mechanism.
+uniform integers only (no floating-point number is sampled or compared: Mironov 2012).
+Privacy: :func:`discrete_gaussian_rho` (CKS Thm 4 / Cor 9). ResidualPlanner §5 uses these for
+its numerically secure mechanism.
+
+Arrays of samples (``size`` given) take one of two paths, as ``MMTOOLKIT_NUMBA`` says
+(:func:`mmtoolkit.linalg.kernels.compiled`):
+
+- **compiled** (numba, the ``fast`` extra; ``mmtoolkit._numba_noise``): the only thing read
+  from the caller's generator is uniform 64-bit words, in bulk
+  (``rng.integers(0, 2**64, dtype=np.uint64, size=k)``, which every ``numpy.random.Generator``
+  has whatever its bit generator, e.g. randomgen's ChaCha or AES counters; ``random_raw`` is
+  not used: some bit generators' raw outputs are 32-bit). A kernel reads them as one bit
+  stream and runs Algorithms 1-3 one sample after another, in 64-bit integers: a uniform
+  integer below ``b`` from ``⌈log2 b⌉`` bits by rejection, Bernoulli(p) for rational p by
+  comparing the uniform's bits with p's binary digits (long division; 2 bits on average), and
+  Bernoulli(γ/k) of Algorithm 1 as Bernoulli(1/k) and Bernoulli(γ), so no product overflows.
+  A sample is a function of the bit stream alone: when the words run out mid-sample the
+  kernel rewinds to the sample's start and the words left are kept before fresh ones, so the
+  values do not depend on the buffer size. A discrete-Gaussian candidate whose acceptance
+  needs integers beyond 64 bits (the far tail) is decided here with exact Python integers,
+  reading the same bit stream.
+- **numpy** (vectorised over the pending samples): the same algorithms, with uniform
+  integers from ``rng.integers(0, bound)`` (exact bounded integers).
+
+Both give samples of exactly the same distribution, but not the same values for a seed: the
+two paths consume the generator differently. Parameters too large for 64-bit integers (a
+σ² with a huge denominator) take the element-by-element Python-integer path.
 
 User guide: docs/guide/privacy-and-noise.md (exact integer noise).
 """
@@ -20,6 +44,7 @@ from numbers import Integral, Rational
 import numpy as np
 
 from .checks import check_float, check_int
+from .linalg.kernels import compiled
 
 __all__ = ["as_fraction", "bernoulli", "bernoulli_exp", "discrete_laplace", "discrete_gaussian",
            "discrete_gaussian_pmf", "discrete_gaussian_rho", "rational_ceil_sqrt"]
@@ -82,8 +107,13 @@ def discrete_laplace(s: int, t: int, rng, size=None):
     s, t = check_int(s, "s", minimum=1), check_int(t, "t", minimum=1)
     if size is not None:
         _check_rng(rng)
-        fast = t < _VEC_LIMIT and s < _VEC_LIMIT
-        array = functools.partial(_laplace_array, s, t, rng=rng) if fast else None
+        kernel = _kernels() if s <= _KERNEL_LIMIT and t <= _KERNEL_LIMIT else None
+        if kernel is not None:
+            array = functools.partial(_compiled_laplace, kernel, s, t, rng=rng)
+        elif t < _VEC_LIMIT and s < _VEC_LIMIT:
+            array = functools.partial(_laplace_array, s, t, rng=rng)
+        else:
+            array = None
         return _samples(size, array, lambda: discrete_laplace(s, t, rng))
     while True:
         u = _uniform_below(t, rng)
@@ -122,9 +152,14 @@ def discrete_gaussian(sigma2, size=None, rng=None):
     if size is None:
         return _discrete_gaussian_one(s2, t, rng)
     a, b = s2.numerator, s2.denominator
-    # the vectorised form needs (|y| t b + a)² and 2 t² a b (times the loop counter) in int64
-    fast = 2 * t * t * a * b < _VEC_LIMIT and t * b + a < (1 << 31)
-    array = functools.partial(_gaussian_array, a, b, t, rng=rng) if fast else None
+    kernel = _kernels() if 2 * t * t * a * b <= _I64_SAFE else None
+    if kernel is not None:  # the kernel needs 2 t² a b in int64
+        array = functools.partial(_compiled_gaussian, kernel, s2, t, rng=rng)
+    elif 2 * t * t * a * b < _VEC_LIMIT and t * b + a < (1 << 31):
+        # the vectorised form needs (|y| t b + a)² and 2 t² a b (times the loop counter) in int64
+        array = functools.partial(_gaussian_array, a, b, t, rng=rng)
+    else:
+        array = None
     return _samples(size, array, lambda: _discrete_gaussian_one(s2, t, rng))
 
 
@@ -144,6 +179,81 @@ def _samples(size, array, one) -> np.ndarray:
     if array is not None:
         return array(count).reshape(shape)
     return np.fromiter((one() for _ in range(count)), np.int64, count).reshape(shape)
+
+
+# ------------------------------------------------------------------ compiled forms
+#: Parameters of the compiled discrete Laplace stay at or below this (``u + t v`` in int64).
+_KERNEL_LIMIT = 1 << 40
+#: The compiled discrete Gaussian decides a candidate itself while ``| |y| t b - a |`` is below
+#: this (its square fits in int64); beyond it, here with Python integers.
+_C_LIMIT = 1 << 31
+#: Most 64-bit words drawn from the generator at once (512 KB).
+_WORDS = 1 << 16
+
+
+def _kernels():
+    """The compiled samplers (``mmtoolkit._numba_noise``), or None for the numpy path."""
+    return compiled("mmtoolkit._numba_noise")
+
+
+class _BitStream:
+    """The compiled samplers' bit stream: uniform 64-bit words from ``rng`` (bulk
+    ``integers``), read by the kernels from the state ``st = [next word, unread bits, how
+    many]`` (``mmtoolkit._numba_noise``). Also an rng with ``integers(low, high)`` reading the
+    same stream, for the exact Python decisions of the far tail."""
+
+    def __init__(self, kernel, rng):
+        self.kernel, self.rng = kernel, rng
+        self.w = np.empty(0, dtype=np.int64)
+        self.st = np.zeros(3, dtype=np.int64)
+
+    def refill(self, wanted: int) -> None:
+        """Keep the words not yet read, then append fresh ones (about ``wanted`` samples')."""
+        if self.st[0] < 0:  # pragma: no cover - probability exp(-2^20)
+            raise OverflowError("discrete Laplace counter overflow")
+        fresh = self.rng.integers(0, 2**64, dtype=np.uint64, size=min(2 * wanted + 64, _WORDS))
+        self.w = np.concatenate([self.w[self.st[0]:], fresh.view(np.int64)])
+        self.st[0] = 0
+
+    def integers(self, low, high, size=None):
+        """One uniform integer in ``[low, high)`` (``high - low ≤ 2^62``) from the stream."""
+        if size is not None:
+            raise ValueError("the bit stream draws one integer at a time")
+        while True:
+            b = high - low
+            v, pos, cur, n = self.kernel.below(self.w, *self.st, b, (b - 1).bit_length())
+            if pos <= self.w.size:
+                self.st[:] = pos, cur, n
+                return low + int(v)
+            self.refill(1)
+
+
+def _compiled_laplace(kernel, s: int, t: int, count: int, rng) -> np.ndarray:
+    """``count`` samples of ``Lap_Z(t/s)`` by the compiled kernel."""
+    out = np.empty(count, dtype=np.int64)
+    stream, i = _BitStream(kernel, rng), 0
+    while i < count:
+        stream.refill(count - i)
+        i, _ = kernel.laplace_fill(out, i, stream.w, stream.st, s, t)
+    return out
+
+
+def _compiled_gaussian(kernel, s2: Fraction, t: int, count: int, rng) -> np.ndarray:
+    """``count`` samples of ``N_Z(0, σ²)`` by the compiled kernel; the far-tail candidates it
+    hands back are kept or not here, exactly, from the same bit stream."""
+    out = np.empty(count, dtype=np.int64)
+    stream, i = _BitStream(kernel, rng), 0
+    a, b = s2.numerator, s2.denominator
+    while i < count:
+        if stream.st[0] >= stream.w.size - 1:
+            stream.refill(count - i)
+        i, code, y = kernel.gaussian_fill(out, i, stream.w, stream.st, a, b, t, _C_LIMIT)
+        if code == kernel.MORE_WORDS:
+            stream.refill(count - i)
+        elif code == kernel.BIG and bernoulli_exp((abs(int(y)) - s2 / t) ** 2 / (2 * s2), stream):
+            out[i] = y
+            i += 1
+    return out
 
 
 # ------------------------------------------------------------------ vectorised forms

@@ -9,6 +9,7 @@ User guide: docs/algorithms/implicit-algebra.md ("Compiled kernels").
 
 from __future__ import annotations
 
+import importlib
 import os
 
 import numpy as np
@@ -18,30 +19,31 @@ __all__ = ["ENV", "along_views", "compiled", "flat_view", "prepare"]
 #: Chooses the path: unset (kernels when numba imports), ``0`` (numpy), ``1`` (required).
 ENV = "MMTOOLKIT_NUMBA"
 
-_loaded: list = []  # [module or None, why not], once the kernels' import was tried
+#: module name -> (module or None, why not), once its import was tried
+_loaded: dict = {}
 
 
-def compiled():
-    """The compiled kernels (a module), or None for the numpy path, as ``MMTOOLKIT_NUMBA`` says;
-    ValueError for another value, or for ``1`` when the kernels cannot be had (with the reason)."""
+def compiled(module: str = "mmtoolkit.linalg._numba_kernels"):
+    """The compiled kernels ``module`` (the algebra's loops by default; the exact noise
+    samplers' are ``mmtoolkit._numba_noise``), or None for the numpy path, as
+    ``MMTOOLKIT_NUMBA`` says; ValueError for another value, or for ``1`` when the kernels
+    cannot be had (with the reason)."""
     value = os.environ.get(ENV)
     if value not in (None, "0", "1"):
         raise ValueError(f"{ENV} must be 0 or 1, got {value!r}")
     if value == "0":
         return None
-    if not _loaded:
+    if module not in _loaded:
         try:
-            from . import _numba_kernels
+            _loaded[module] = (importlib.import_module(module), "")
         except Exception as exc:  # not installed, or an install that does not work here
-            _loaded.extend([None, f"{type(exc).__name__}: {exc}"])
-        else:
-            _loaded.extend([_numba_kernels, ""])
-    if _loaded[0] is None and value == "1":
+            _loaded[module] = (None, f"{type(exc).__name__}: {exc}")
+    found, why = _loaded[module]
+    if found is None and value == "1":
         raise ValueError(
-            f"{ENV}=1 needs numba (pip install 'mmtoolkit[fast]'), which cannot be used: "
-            f"{_loaded[1]}"
+            f"{ENV}=1 needs numba (pip install 'mmtoolkit[fast]'), which cannot be used: {why}"
         )
-    return _loaded[0]
+    return found
 
 
 def prepare() -> bool:

@@ -250,7 +250,8 @@ def test_numba_switch(monkeypatch):
     with pytest.raises(ValueError, match="MMTOOLKIT_NUMBA must be 0 or 1"):
         kernels.compiled()
     # as if numba could not be imported
-    monkeypatch.setattr(kernels, "_loaded", [None, "ModuleNotFoundError: No module 'numba'"])
+    missing = (None, "ModuleNotFoundError: No module 'numba'")
+    monkeypatch.setattr(kernels, "_loaded", {"mmtoolkit.linalg._numba_kernels": missing})
     monkeypatch.setenv(kernels.ENV, "1")
     with pytest.raises(ValueError, match=r"MMTOOLKIT_NUMBA=1 needs numba.*\[fast\].*numba'"):
         kernels.compiled()
