@@ -86,8 +86,15 @@ def half_widths(stderr, distribution: str, alpha: float, count=1,
     return se / np.sqrt(level)
 
 
-def table_counts(sizes) -> np.ndarray:
-    """Per answer, the number of answers in its table, for tables of ``sizes`` answers laid
-    out one after another (the Bonferroni ``count`` of ``simultaneous="table"``)."""
-    sizes = [check_int(s, f"sizes[{i}]", minimum=1) for i, s in enumerate(sizes)]
-    return np.repeat(np.asarray(sizes, dtype=float), sizes) if sizes else np.empty(0)
+def table_counts(spans, answers: int) -> np.ndarray:
+    """Per answer, the number of answers in its table, for tables on rows ``start:stop``
+    (``spans``: ``(start, stop)`` pairs covering the ``answers`` rows) — the Bonferroni
+    ``count`` of simultaneous intervals over each table."""
+    out = np.zeros(check_int(answers, "answers", minimum=0))
+    for k, (start, stop) in enumerate(spans):
+        if not 0 <= start < stop <= out.size:
+            raise ValueError(f"spans[{k}]: rows {start}:{stop} are not within 0:{out.size}")
+        out[start:stop] = stop - start
+    if out.size and out.min() < 1:
+        raise ValueError(f"spans: answer {int(np.argmin(out))} is in no table")
+    return out

@@ -15,12 +15,16 @@ independent, so the Monte Carlo slack is needed there).
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
+import pandas as pd
 import pytest
 
 import mmtoolkit as mm
 from mmtoolkit import intervals, mechanism, selectors
 from mmtoolkit.checks import CheckTypeError
+from mmtoolkit.cli import main as cli_main
 from mmtoolkit.plan import NoisePlan, true_answers
 from mmtoolkit.privacy import ZCDP, PureDP
 from mmtoolkit.releasing import workload_matrix, workload_tables
@@ -47,23 +51,21 @@ def _coverage(name, privacy, noise):
     plan = NoisePlan(strategy, privacy, noise, workload=W, fits=False)
     x = np.random.default_rng(3).integers(0, 40, size=W.shape[1])
     stderr = mechanism.standard_errors(W, strategy, privacy)
-    sizes = [s.stop - s.start for s in workload_tables(W, domain)]
-    assert sum(sizes) == W.shape[0]
+    spans = [(s.start, s.stop) for s in workload_tables(W, domain)]
     widths = {
         what: intervals.half_widths(stderr, plan.distribution, ALPHA, count,
                                     plan.proxy_factor)[:, None]  # fmt: skip
-        for what, count in (("answer", 1), ("table", intervals.table_counts(sizes)),
+        for what, count in (("answer", 1), ("table", intervals.table_counts(spans, W.shape[0])),
                             ("workload", W.shape[0]))  # fmt: skip
     }
     per_answer = np.zeros(W.shape[0])
-    tables = np.zeros(len(sizes))
+    tables = np.zeros(len(spans))
     workload = 0
-    bounds = np.cumsum([0] + sizes)
     errors = mechanism.release_errors(plan, x, true_answers(W, x), R, np.random.default_rng(5))
     for err in errors:
         per_answer += np.sum(np.abs(err) <= widths["answer"], axis=1)
         inside = np.abs(err) <= widths["table"]
-        tables += [np.sum(np.all(inside[a:b], axis=0)) for a, b in zip(bounds, bounds[1:])]
+        tables += [np.sum(np.all(inside[a:b], axis=0)) for a, b in spans]
         workload += np.sum(np.all(np.abs(err) <= widths["workload"], axis=0))
     return per_answer / R, tables / R, workload / R, plan.distribution
 
@@ -131,3 +133,86 @@ def test_proxy_factor_covers_rounded_discrete_parameters():
         assert NoisePlan(strategy, ZCDP(0.5), "continuous", workload=W).proxy_factor == 1.0
         f = NoisePlan(strategy, ZCDP(0.5), "discrete", workload=W).proxy_factor
         assert 1.0 < f <= (1 + 1e-5) ** 2
+
+
+# ---------------------------------------------------------------- the release path
+def test_release_writes_intervals_and_states_the_method():
+    """mm.release: lower / upper are the answers ± the half-widths of the release's noise
+    (per answer, per table, over the workload), in table(), to_frame() and the summary."""
+    recs = mm.records.synthetic({"a": 3, "b": 4, "c": 2}, 200, seed=0)
+    per = {}
+    for simultaneous in intervals.SIMULTANEOUS:
+        r = mm.release(recs, "marginals:2", ZCDP(0.5), "identity", seed=3, alpha=0.1,
+                       simultaneous=simultaneous)  # fmt: skip
+        per[simultaneous] = r.upper - r.answers
+        np.testing.assert_allclose(r.answers - r.lower, r.upper - r.answers)
+        assert r.summary["intervals"]["alpha"] == 0.1
+        assert r.summary["intervals"]["method"].startswith("exact Gaussian")
+        frame = r.to_frame()
+        np.testing.assert_array_equal(frame["lower"], r.lower)
+        np.testing.assert_array_equal(r.table(("a", "b"))["upper"], r.upper[:12])
+    m, table_size = per["none"].size, 12  # three 2-way tables of 12, 8 and 6 cells
+    np.testing.assert_allclose(
+        per["none"], intervals.half_widths(r.stderr, "gaussian", 0.1), rtol=1e-12)
+    np.testing.assert_allclose(
+        per["table"][:12], intervals.half_widths(r.stderr[:12], "gaussian", 0.1 / table_size),
+        rtol=1e-12)  # fmt: skip
+    np.testing.assert_allclose(
+        per["workload"], intervals.half_widths(r.stderr, "gaussian", 0.1 / m), rtol=1e-12)
+    assert np.all(per["none"] < per["table"]) and np.all(per["table"] < per["workload"])
+    discrete = mm.release(recs, "marginals:2", ZCDP(0.5), "identity")  # private: discrete
+    assert discrete.summary["intervals"]["method"].startswith("conservative subgaussian")
+    assert discrete.summary["intervals"]["proxy_factor"] > 1.0
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [({"alpha": 0}, "alpha: must be a number strictly between 0 and 1"),
+     ({"simultaneous": "all"}, "simultaneous"),
+     ({"workload": mm.workloads.width_range(24, 2), "simultaneous": "table"},
+      "simultaneous: 'table' needs a workload of marginal-type tables")],  # fmt: skip
+)
+def test_release_refuses_bad_interval_arguments_before_the_charge(tmp_path, kwargs, message):
+    recs = mm.records.synthetic({"a": 3, "b": 4, "c": 2}, 200, seed=0)
+    ledger = mm.ledger.Ledger.create(tmp_path / "l.json", rho=1.0, dataset="x")
+    args = {"workload": "marginals:2"} | kwargs
+    with pytest.raises(ValueError, match=message):
+        mm.release(recs, args.pop("workload"), ZCDP(0.5), "identity", seed=1, ledger=ledger,
+                   **args)  # fmt: skip
+    assert mm.ledger.Ledger(tmp_path / "l.json").entries == []
+
+
+# ---------------------------------------------------------------- the command line
+def _cli(tmp_path, *extra, columns=("sex", "job")):
+    (tmp_path / "p.csv").write_text(",".join(columns) + "\nF,a\nM,b\nF,b\nF,a\n")
+    (tmp_path / "d.json").write_text(json.dumps({columns[0]: {"values": ["F", "M"]},
+                                                 columns[1]: {"values": ["a", "b"]}}))  # fmt: skip
+    argv = ["release", "--data", str(tmp_path / "p.csv"), "--domain", str(tmp_path / "d.json"),
+            "--workload", "marginals:1", "--selector", "identity", "--rho", "0.5",
+            "--seed", "1", "--out", str(tmp_path / "a.csv"), *extra]  # fmt: skip
+    return cli_main(argv)
+
+
+def test_cli_writes_intervals_and_states_alpha_and_method(tmp_path, capsys):
+    assert _cli(tmp_path, "--alpha", "0.1", "--simultaneous", "table") == 0
+    frame = pd.read_csv(tmp_path / "a.csv")
+    assert list(frame.columns[-4:]) == ["answer", "lower", "upper", "stderr"]
+    half = intervals.half_widths(frame["stderr"], "gaussian", 0.1, 2)  # two 2-cell tables
+    np.testing.assert_allclose(frame["upper"] - frame["answer"], half, rtol=1e-8)
+    np.testing.assert_allclose(frame["answer"] - frame["lower"], half, rtol=1e-8)
+    summary = json.loads((tmp_path / "a.csv.json").read_text())
+    assert summary["intervals"]["alpha"] == 0.1 and summary["intervals"]["simultaneous"] == "table"
+    assert "simultaneous over each table (Bonferroni" in summary["intervals"]["method"]
+    assert "intervals: 0.9 level, exact Gaussian" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "extra, columns, message",
+    [(["--alpha", "2"], ("sex", "job"), "alpha: must be a number strictly between 0 and 1"),
+     ([], ("sex", "lower"), "attribute name(s) ['lower'] clash")],  # fmt: skip
+)
+def test_cli_refuses_bad_alpha_and_reserved_names(tmp_path, capsys, extra, columns, message):
+    assert _cli(tmp_path, *extra, columns=columns) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("mmtoolkit release: error: ") and message in err
+    assert err.count("\n") == 1 and not (tmp_path / "a.csv").exists()
