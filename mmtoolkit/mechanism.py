@@ -41,7 +41,7 @@ from .release_handlers import handler
 __all__ = ["NOISES", "measure", "reconstruct", "answer", "answer_marginals", "release",
            "release_measured", "data_vector", "check_finite", "standard_errors", "clip_nonnegative",
            "round_to_integers", "discrete_calibration", "DiscreteCalibration", "monte_carlo",
-           "MonteCarloResult"]
+           "MonteCarloResult", "release_errors"]
 
 #: LSMR stopping tolerances (the authors use 1e-9, digest §9) and iteration cap.
 LSMR_TOL = 1e-12
@@ -305,7 +305,6 @@ def monte_carlo(
     if not 0 < level < 1:
         raise ValueError(f"level must lie strictly between 0 and 1, got {level!r}")
     truth = true_answers(W, x)
-    A, none = plan.A, plan.none
     expected = evaluate.expected_error(W, strategy, privacy)
     expected_var = evaluate.per_query_variance(W, strategy, privacy)
     if noise == "discrete":
@@ -320,14 +319,26 @@ def monte_carlo(
     totals = np.empty(R)
     sq = np.zeros(W.shape[0])
     done = 0
-    while done < R:
-        k = min(batch, R - done)
-        Y = plan.measure(x, rng, releases=k)
-        ans = Y if none else handler(A).workload_answers(A, W, Y)
-        if ans is None:
-            ans = answer(W, reconstruct(A, Y))
-        err = ans - truth[:, None]
+    for err in release_errors(plan, x, truth, R, rng, batch):
+        k = err.shape[1]
         totals[done : done + k] = np.sum(err * err, axis=0)
         sq += np.sum(err * err, axis=1)
         done += k
     return MonteCarloResult.from_totals(totals, level, expected, sq / R, expected_var)
+
+
+def release_errors(plan: NoisePlan, x, truth, releases: int, rng, batch: int = 500):
+    """The errors ``ŷ − truth`` of ``releases`` releases of ``plan`` (a NoisePlan with a
+    workload) on the fixed data ``x``, as ``m x k`` arrays of ``k ≤ batch`` releases each
+    (measure → the kind's ``workload_answers``, else reconstruct → answer; a kind with a
+    mechanism of its own releases its strategy's rows and answers from them)."""
+    W, A, none = plan.W, plan.A, plan.none
+    done = 0
+    while done < releases:
+        k = min(batch, releases - done)
+        Y = plan.measure(x, rng, releases=k)
+        ans = Y if none else handler(A).workload_answers(A, W, Y)
+        if ans is None:
+            ans = answer(W, reconstruct(A, Y))
+        yield ans - truth[:, None]
+        done += k

@@ -244,6 +244,25 @@ class NoisePlan:
         return DiscreteCalibration(kind, scales_of(0, self.A.shape[0]), params, rows, var[rows],
                                    float(self._discrete_kind()[1]), spent)  # fmt: skip
 
+    @cached_property
+    def proxy_factor(self) -> float:
+        """The largest ratio, over the rows, of the noise actually drawn to the continuous
+        variance :attr:`variance` the evaluator's per-query variances assume (≥ 1):
+        continuous noise 1; discrete Gaussian the subgaussian proxy ``σ̄²`` of ``N_Z(0, σ̄²)``
+        (Canonne, Kamath & Steinke 2020), σ̄ rounded up from σ; discrete Laplace its exact
+        variance (:mod:`mmtoolkit.intervals` bounds answers with these)."""
+        if self.noise == "continuous":
+            return 1.0
+        own = handler(self.A).discrete_proxy_factor(self.A, self.spec)
+        if own is not None:
+            return float(own)
+        _, _, kind, params, var, _ = self.row_scale_parts
+        if kind == "gaussian":
+            proxies = [d * d * float(sigma2) for d, sigma2 in params]
+        else:
+            proxies = list(var)  # uniq² · exact variance, in A's units
+        return max(1.0, max(proxies) / self.variance)
+
     def std(self):
         """Each row's noise standard deviation: one value broadcast over the rows
         (continuous), or the calibrated rows' (discrete, in memory)."""

@@ -25,6 +25,7 @@ from pathlib import Path
 
 from . import evaluate, jsonsafe, mechanism, records, selectors
 from .atomic import same_file, write_files_atomic
+from .intervals import SIMULTANEOUS
 from .ledger import Ledger, LedgerError
 from .plan import NoisePlan
 from .privacy import Privacy, add_budget_arguments, from_budget, from_spec
@@ -38,7 +39,7 @@ __all__ = ["add_parser", "add_ledger_parser", "add_select_parser", "main", "ledg
 #: The domain of the built-in synthetic demo (used when neither --data nor --domain is given).
 DEMO_DOMAIN = {"age": 10, "sex": 2, "education": 6, "region": 5, "income": 4, "hours": 8}
 #: Answer-file columns that a domain attribute may not be named.
-RESERVED_COLUMNS = ("query", "marginal", "answer", "stderr")
+RESERVED_COLUMNS = ("query", "marginal", "answer", "lower", "upper", "stderr")
 #: The post-processing flags, in the order applied, and the :mod:`mmtoolkit.mechanism`
 #: function (named as the summary's ``postprocessing`` lists it) each applies.
 POSTPROCESSING = (("nonnegative", "clip_nonnegative"), ("round", "round_to_integers"))
@@ -103,6 +104,11 @@ def _selection_arguments(p) -> None:
                    help="the one seed of a reproducible experiment: selection and noise; "
                    "whoever holds it can remove the noise (default: none, a private release "
                    "from a cryptographic generator, nothing of it written)")
+    p.add_argument("--alpha", type=float, default=0.05,
+                   help="the answers' intervals are (1 - alpha) intervals (default 0.05)")
+    p.add_argument("--simultaneous", choices=SIMULTANEOUS, default="none",
+                   help="what each (1 - alpha) statement covers: each answer (none, the "
+                   "default), each table jointly, or the whole workload jointly (Bonferroni)")
 
 
 def add_select_parser(subparsers) -> argparse.ArgumentParser:
@@ -422,7 +428,8 @@ def _csv(frame, integers: bool) -> str:
 
 
 def _check_reserved(domain) -> None:
-    clash = [n for n in domain.names if n in RESERVED_COLUMNS or n.startswith("answer_")]
+    clash = [n for n in domain.names
+             if n in RESERVED_COLUMNS or n.startswith(("answer_", "lower_", "upper_"))]
     if clash:
         raise ReleaseError(
             f"attribute name(s) {clash} clash with the answer file's columns "
@@ -530,7 +537,8 @@ def run(args) -> dict:
     noise = plan.noise if plan is not None else args.noise  # None: the mode's default
     selector = plan.strategy.selector if plan is not None else args.selector
     common = {"seed": args.seed, "releases": releases, "ledger": ledger,
-              "description": f"mmtoolkit release {spec} by {selector} from {source}"}  # fmt: skip
+              "description": f"mmtoolkit release {spec} by {selector} from {source}",
+              "alpha": args.alpha, "simultaneous": args.simultaneous}  # fmt: skip
     if plan is not None:
         result = release(data, plan=plan, **common)
     else:
@@ -558,7 +566,8 @@ def run(args) -> dict:
         warnings=notes,
         postprocessing=post,
         postprocessing_note=(
-            "the expected error refers to the answers before post-processing" if post else None
+            "the expected error and the intervals refer to the answers before post-processing"
+            if post else None
         ),
     )
     if summary["noise"] == "discrete":
@@ -592,6 +601,9 @@ def main(args) -> int:
         f"expected RMSE {s['expected_rmse']:.6g}; {s['seconds']['total']:.1f} s "
         f"-> {s['paths']['answers']}, {s['paths']['summary']}"
     )
+    if s["intervals"] is not None:
+        i = s["intervals"]
+        print(f"intervals: {1 - i['alpha']:.6g} level, {i['method']}")
     if s["ledger"] is not None:
         z = s["ledger"]["zcdp_spent"]
         print(

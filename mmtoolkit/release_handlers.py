@@ -77,6 +77,13 @@ class ReleaseHandler:
         exact samplers (:mod:`mmtoolkit.discrete`)."""
         return None
 
+    def discrete_proxy_factor(self, A: Matrix, noise) -> float | None:
+        """A kind with a discrete mechanism of its own: the largest ratio, over its noise
+        draws, of the draw's subgaussian variance proxy (``σ̄²`` of ``N_Z(0, σ̄²)``, Canonne,
+        Kamath & Steinke 2020) to the continuous variance it replaces (≥ 1: parameters are
+        rounded up); None: the generic exact samplers (:attr:`NoisePlan.proxy_factor`)."""
+        return None
+
     def release_answers(self, A: Matrix, W: Matrix, data, noise, rng):
         """A kind with a mechanism of its own releases ``W``'s answers from ``data`` with the
         ``noise`` (a :class:`~mmtoolkit.plan.Noise`) drawn from ``rng``; None: the generic
@@ -130,6 +137,9 @@ class WeightedHandler(ReleaseHandler):
 
     def discrete_summary(self, A, noise):
         return handler(A.base).discrete_summary(A.base, noise)
+
+    def discrete_proxy_factor(self, A, noise):
+        return handler(A.base).discrete_proxy_factor(A.base, noise)  # a ratio: c cancels
 
     def release_answers(self, A, W, data, noise, rng):
         return handler(A.base).release_answers(A.base, W, data, noise, rng)

@@ -34,8 +34,8 @@ from pathlib import Path
 
 import numpy as np
 
-from . import evaluate, mechanism, records, selectors
-from .checks import check_choice, check_int, check_option
+from . import evaluate, intervals, mechanism, records, selectors
+from .checks import check_choice, check_int, check_option, check_probability
 from .domain import Domain
 from .jsonsafe import jsonable, stable_text
 from .ledger import Ledger
@@ -132,6 +132,8 @@ class ReleaseResult:
     summary: dict
     ledger_entry: int | None = None
     tables_spec: list | None = field(default=None)
+    lower: np.ndarray | None = None
+    upper: np.ndarray | None = None
 
     def __post_init__(self):
         if self.tables_spec is None:
@@ -143,10 +145,15 @@ class ReleaseResult:
 
     def _answer_columns(self, rows: slice) -> dict:
         a = self.answers[rows]
+        bounds = {} if self.lower is None else {"lower": self.lower[rows],
+                                                "upper": self.upper[rows]}  # fmt: skip
         if a.ndim == 1:
-            cols = {"answer": a}
+            cols = {"answer": a} | bounds
         else:
-            cols = {f"answer_{r + 1}": a[:, r] for r in range(a.shape[1])}
+            cols = {}
+            for r in range(a.shape[1]):
+                cols[f"answer_{r + 1}"] = a[:, r]
+                cols.update({f"{k}_{r + 1}": v[:, r] for k, v in bounds.items()})
         if self.stderr is not None:
             cols["stderr"] = self.stderr[rows]
         return cols
@@ -180,7 +187,8 @@ class ReleaseResult:
 
     def table(self, attrs, release: int | None = None):
         """The table on ``attrs`` (names, any order; ``()`` for the total) as a DataFrame
-        indexed by the attributes' labels, columns ``answer`` and ``stderr``; ``release=r``
+        indexed by the attributes' labels, columns ``answer``, ``lower``, ``upper`` (the
+        release's intervals, :mod:`mmtoolkit.intervals`) and ``stderr``; ``release=r``
         (``0 ≤ r < releases``) keeps only release ``r``'s answers (docs/guide/release.md)."""
         if isinstance(attrs, str):
             attrs = (attrs,)
@@ -202,8 +210,10 @@ class ReleaseResult:
                 )
             if self.answers.ndim == 1:
                 return df
-            df = df.rename(columns={f"answer_{r + 1}": "answer"})
-            return df.drop(columns=[c for c in df.columns if c.startswith("answer_")])
+            own = {f"{k}_{r + 1}": k for k in ("answer", "lower", "upper")}
+            df = df.rename(columns=own)
+            return df.drop(columns=[c for c in df.columns
+                                    if c.startswith(("answer_", "lower_", "upper_"))])
         return df
 
     def tables(self) -> dict:
@@ -217,7 +227,8 @@ class ReleaseResult:
 
     def to_frame(self):
         """Tidy answers, one row per query: ``query``, ``marginal``, one label column per
-        attribute, the answer column(s) and ``stderr`` (the ``--out`` CSV of
+        attribute, the answer column(s) with their intervals (``lower``, ``upper``) and
+        ``stderr`` (the ``--out`` CSV of
         docs/guide/release.md); ``query`` and the answers only when not marginal-type."""
         import pandas as pd
 
@@ -435,6 +446,32 @@ def _noise_plan(strategy, privacy, noise, defaulted, W, recs, releases) -> Noise
         ) from None
 
 
+#: How the intervals' statement is made simultaneous (appended to the method in the summary).
+BONFERRONI = {
+    "none": "; per answer",
+    "table": "; simultaneous over each table (Bonferroni: alpha / the table's answers each)",
+    "workload": "; simultaneous over the workload (Bonferroni: alpha / its answers each)",
+}
+
+
+def _half_widths(stderr, plan: NoisePlan, alpha, simultaneous, tables) -> np.ndarray | None:
+    """The intervals' half-widths (:func:`mmtoolkit.intervals.half_widths`) for the answers'
+    ``stderr`` (None: no intervals), checked before anything is charged."""
+    check_option(simultaneous, "simultaneous", intervals.SIMULTANEOUS)
+    check_probability(alpha, "alpha")
+    if simultaneous == "table" and tables is None:
+        raise ValueError(
+            "simultaneous: 'table' needs a workload of marginal-type tables; this workload has "
+            "none, use 'workload' or 'none'"
+        )
+    if stderr is None:
+        return None
+    count = {"none": 1, "workload": stderr.size}.get(simultaneous)
+    if count is None:
+        count = intervals.table_counts([(t.start, t.stop) for t in tables], stderr.size)
+    return intervals.half_widths(stderr, plan.distribution, alpha, count, plan.proxy_factor)
+
+
 def _load(data, domain, other) -> records.Records:
     if isinstance(data, records.Records):
         if domain is not None:
@@ -551,6 +588,8 @@ def release(
     select_for=None,
     progress=True,
     plan=None,
+    alpha: float = 0.05,
+    simultaneous: str = "none",
 ) -> ReleaseResult:
     """Release noisy answers to ``workload`` from ``data``: the matrix mechanism (Li et al.
     2010 §3) with the strategy chosen by ``selector`` (e.g. HDMM, McKenna et al. 2018, or
@@ -568,7 +607,10 @@ def release(
     seed; ``ledger``: charged (with
     ``description``) before any noise is drawn; ``select_for``: the workload to select for;
     ``progress``: progress lines for several releases; ``plan``: a SavedPlan to release
-    without selecting (it fixes the selection arguments). Each argument is described in
+    without selecting (it fixes the selection arguments); ``alpha``, ``simultaneous``: the
+    intervals' level and what each (1 − ``alpha``) statement covers — each answer
+    (``"none"``), each table or the whole workload jointly (:mod:`mmtoolkit.intervals`; no
+    intervals when the standard errors are too large to compute). Each argument is described in
     docs/guide/release.md ("From Python"). Returns a :class:`ReleaseResult`; raises
     :class:`~mmtoolkit.ledger.LedgerError` (nothing drawn) over the ledger's total.
     """
@@ -620,6 +662,7 @@ def release(
     t_eval = time.perf_counter() - t2
     # every check of the measurement (memory, fit, discrete noise) before any charge
     mplan = _noise_plan(strategy, privacy, noise, private and not noise_given, W, recs, releases)
+    half = _half_widths(stderr, mplan, alpha, simultaneous, workload_tables(W, dom))
 
     if private:
         digest = key = None
@@ -666,6 +709,7 @@ def release(
             ledger.cancel(entry)  # failed before any noise was drawn: nothing spent
         raise  # else the entry stays pending: noise was drawn, the budget is spent
     answers = measured[0][0] if releases == 1 else np.stack([a for a, _ in measured], 1)
+    h = None if half is None else (half if answers.ndim == 1 else half[:, None])
     t_release = time.perf_counter() - t3
     if entry is not None:
         ledger.commit(entry)
@@ -709,6 +753,12 @@ def release(
         "expected_total_squared_error": total,
         "expected_rmse": math.sqrt(total / m),
         "noise": noise,
+        "intervals": None if half is None else {
+            "alpha": alpha,
+            "simultaneous": simultaneous,
+            "method": intervals.method(mplan.distribution) + BONFERRONI[simultaneous],
+            "proxy_factor": mplan.proxy_factor,
+        },
         "seed": seed,  # (the fields of the seed: removed below from a private release's)
         "selection_seed": selection_seed,
         "selection_seed_source": (
@@ -734,4 +784,6 @@ def release(
     return ReleaseResult(answers=answers, stderr=stderr, workload=W, domain=dom,
                          bins=dict(recs.bins), privacy=privacy, spent=spent, seed=seed,
                          selection_seed=selection_seed, strategy=strategy, measurements=meas,
-                         summary=summary, ledger_entry=entry, tables_spec=tables)
+                         summary=summary, ledger_entry=entry, tables_spec=tables,
+                         lower=None if h is None else answers - h,
+                         upper=None if h is None else answers + h)

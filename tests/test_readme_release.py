@@ -42,7 +42,7 @@ def test_readme_release_section_runs_as_printed(tmp_path, monkeypatch, capsys):
     assert (tmp_path / "again.csv").read_bytes() == (tmp_path / "answers.csv").read_bytes()
     answers = pd.read_csv(tmp_path / "answers.csv", dtype=str, keep_default_na=False)
     assert list(answers.columns) == ["query", "marginal", "age", "sex", "job", "answer",
-                                     "stderr"]  # fmt: skip
+                                     "lower", "upper", "stderr"]  # fmt: skip
     assert answers.iloc[0][["marginal", "age", "sex", "job"]].tolist() == [
         "age;sex", "[18, 30)", "F", ""]  # fmt: skip
     assert "rho = 0.5" in proc.stdout  # ledger show: two releases of 0.25

@@ -36,7 +36,7 @@ def test_synthetic_default(tmp_path, capsys):
     assert code == 0, capsys.readouterr().err
     header, rows = _read(out)
     names = list(release.DEMO_DOMAIN)
-    assert header == ["query", "marginal", *names, "answer", "stderr"]
+    assert header == ["query", "marginal", *names, "answer", "lower", "upper", "stderr"]
     summary = json.loads((tmp_path / "answers.csv.json").read_text())
     R = records.synthetic(release.DEMO_DOMAIN, 1000, 0)
     W = workloads.marginals(R.domain, 2)
@@ -201,7 +201,8 @@ def test_previously_refused_kinds_end_to_end(tmp_path, capsys):
                 "--out", str(out)]  # fmt: skip
         assert cli_main(argv) == 0, capsys.readouterr().err
         header, rows = _read(out)
-        assert header == ["query", *labels, "answer", "stderr"] and len(rows) == W.shape[0]
+        assert header == ["query", *labels, "answer", "lower", "upper", "stderr"]
+        assert len(rows) == W.shape[0]
         if spec == "all_range:n=16":  # ranges keep their labels: [i, j] in lexicographic order
             assert [r[2] for r in rows[:3]] == ["0", "0..1", "0..2"] and rows[-1][2] == "15"
         if spec == "kron:prefix,identity":
@@ -225,7 +226,8 @@ def test_key_value_marginal_spec_keeps_the_labels(tmp_path, capsys):
             "--out", str(out)]  # fmt: skip
     assert cli_main(argv) == 0, capsys.readouterr().err
     header, rows = _read(out)
-    assert header == ["query", "marginal", *release.DEMO_DOMAIN, "answer", "stderr"]
+    assert header == ["query", "marginal", *release.DEMO_DOMAIN, "answer", "lower", "upper",
+                      "stderr"]  # fmt: skip
     assert len(rows) == 10
     pick = [header.index(c) for c in ("marginal", "sex", "region", "age")]
     assert [rows[0][j] for j in pick] == ["sex;region", "0", "0", ""]
@@ -394,9 +396,9 @@ def test_out_dir_writes_one_labelled_csv_per_marginal(tmp_path, capsys):
     assert sorted(p.name for p in out_dir.iterdir()) == [
         "age__job.csv", "age__sex.csv", "sex__job.csv", "summary.json"]  # fmt: skip
     header, rows = _read(out_dir / "age__sex.csv")
-    assert header == ["age", "sex", "answer", "stderr"]
-    assert rows[:3] == [["[0, 30)", "F", "1", rows[0][3]], ["[0, 30)", "M", "0", rows[1][3]],
-                        ["[30, 50)", "F", "1", rows[2][3]]]  # fmt: skip
+    assert header == ["age", "sex", "answer", "lower", "upper", "stderr"]
+    assert [r[:3] for r in rows[:3]] == [["[0, 30)", "F", "1"], ["[0, 30)", "M", "0"],
+                                         ["[30, 50)", "F", "1"]]  # fmt: skip
     header, rows = _read(out_dir / "sex__job.csv")
     assert [r[:3] for r in rows if r[2] != "0"] == [["F", "Private", "2"], ["M", "Gov", "1"],
                                                     ["M", "Self", "1"]]  # fmt: skip

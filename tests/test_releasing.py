@@ -69,7 +69,7 @@ def test_adult_string_csv_from_the_cli_equals_groupby(adult_dir, tmp_path, capsy
     assert cli_main(argv) == 0, capsys.readouterr().err
     assert len(list(out.glob("*.csv"))) == 15
     table = pd.read_csv(out / "age__sex.csv", dtype={"age": str, "sex": str})
-    assert list(table.columns) == ["age", "sex", "answer", "stderr"]
+    assert list(table.columns) == ["age", "sex", "answer", "lower", "upper", "stderr"]
     assert table["age"].iloc[0] == "[17, 25)" and table["sex"].iloc[0] == "sex-b"
 
     class Files:  # the per-marginal CSVs read back as tables, to share the check
@@ -77,7 +77,8 @@ def test_adult_string_csv_from_the_cli_equals_groupby(adult_dir, tmp_path, capsy
             got = {}
             for f in out.glob("*.csv"):
                 t = pd.read_csv(f, dtype=str, keep_default_na=False)
-                names = tuple(c for c in t.columns if c not in ("answer", "stderr"))
+                values = ("answer", "lower", "upper", "stderr")
+                names = tuple(c for c in t.columns if c not in values)
                 got[names] = t.set_index(list(names))[["answer"]].astype(float)
             return got
 
@@ -91,7 +92,8 @@ def test_adult_dataframe_through_the_python_api_equals_groupby(adult_dir):
                         seed=3)  # fmt: skip
     _check_tables(result, frame)
     t = result.table(("sex", "age"))  # any order; domain order in the index
-    assert t.index.names == ["age", "sex"] and list(t.columns) == ["answer", "stderr"]
+    assert t.index.names == ["age", "sex"] and list(t.columns) == ["answer", "lower", "upper",
+                                                                  "stderr"]  # fmt: skip
     assert list(t.index.levels[0]) == ["[17, 25)", "[25, 35)", "[35, 45)", "[45, 55)",
                                        "[55, 65)", "[65, 102)"]  # fmt: skip
     assert list(t.index.levels[1]) == ["sex-b", "sex-a"]  # the declared order
@@ -159,6 +161,7 @@ def test_tables_total_and_errors():
         result.table(("a", "b"))
     rows = mm.release(R, workloads.width_range(6, 2), PureDP(1), "identity", seed=1)
     assert rows.tables_spec is None and list(rows.to_frame().columns) == ["query", "answer",
+                                                                          "lower", "upper",
                                                                           "stderr"]  # fmt: skip
     with pytest.raises(ValueError, match="not a union of marginal-type tables"):
         rows.tables()
@@ -195,8 +198,11 @@ def test_one_seed_python_api_and_two_releases():
     assert a.strategy.params["seed"] == a.selection_seed
     c = mm.release(R, "marginals:2", ZCDP(1), "identity", releases=3, seed=9)
     assert c.answers.shape == (12, 3) and c.spent == {"rho": 3}
-    assert list(c.table(("a", "b")).columns) == ["answer_1", "answer_2", "answer_3", "stderr"]
-    assert list(c.table(("a", "b"), release=1).columns) == ["answer", "stderr"]
+    per = [[f"answer_{r}", f"lower_{r}", f"upper_{r}"] for r in (1, 2, 3)]
+    assert list(c.table(("a", "b")).columns) == [*sum(per, []), "stderr"]
+    one = c.table(("a", "b"), release=1)
+    assert list(one.columns) == ["answer", "lower", "upper", "stderr"]
+    np.testing.assert_array_equal(one["lower"], c.lower[:, 1])
     np.testing.assert_array_equal(c.table(("a", "b"), release=2)["answer"], c.answers[:, 2])
     for bad in (3, 5):  # out of range: an error naming the field, not a table of stderr only
         with pytest.raises(ValueError, match=rf"release: {bad} is out of range; there are 3 "):
@@ -220,7 +226,8 @@ def test_cli_tidy_csv_labels(tmp_path):
             "--out", str(out)]  # fmt: skip
     assert cli_main(argv) == 0
     rows = list(csv.reader(out.open()))
-    assert rows[0] == ["query", "marginal", "sex", "job", "answer", "stderr"]
+    assert rows[0] == ["query", "marginal", "sex", "job", "answer", "lower", "upper",
+                       "stderr"]  # fmt: skip
     assert [r[1:4] for r in rows[1:]] == [["sex", "F", ""], ["sex", "M", ""], ["job", "", "a"],
                                           ["job", "", "b"]]  # fmt: skip
 

@@ -81,11 +81,7 @@ class ResidualStrategyMatrix(Matrix):
         targets = self._targets(W)
         src = data.codes if isinstance(data, Records) else np.asarray(data).ravel()
         if noise.discrete:
-            if noise.rho is None:
-                raise ValueError(
-                    "ResidualPlanner's discrete mechanism (He et al. §5) needs ZCDP privacy"
-                )
-            meas = measurements.measure_discrete(self.plan, src, noise.rho, rng)
+            meas = measurements.measure_discrete(self.plan, src, discrete_rho(noise), rng)
         else:
             meas = measurements.measure(self.plan, src, noise, rng)
         answers = measurements.reconstruct_sets(meas, [attrs for _, attrs in targets])
@@ -291,6 +287,18 @@ class ResidualHandler(ReleaseHandler):
             "mechanism": "ResidualPlanner §5 (Alg. 3): discrete Gaussian, sigma rounded up "
             "to a multiple of 1e-6 (spends at most the budget)"
         }
+
+    def discrete_proxy_factor(self, A, noise):
+        self.discrete_summary(A, noise)  # refuses what Algorithm 3 does not cover
+        sigma2, rounded = measurements.discrete_sigma(A.plan, discrete_rho(noise))
+        return max(float(sbar * sbar) / s2 for s2, sbar in zip(sigma2, rounded, strict=True))
+
+
+def discrete_rho(noise) -> float:
+    """The zCDP ρ of discrete ``noise`` (Algorithm 3 is defined for zCDP only)."""
+    if noise.rho is None:
+        raise ValueError("ResidualPlanner's discrete mechanism (He et al. §5) needs ZCDP privacy")
+    return noise.rho
 
 
 register_handler(ResidualStrategyMatrix, ResidualHandler())

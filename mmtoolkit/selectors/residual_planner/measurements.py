@@ -413,6 +413,14 @@ def _write_rows(flat, off, c, block) -> None:
         flat[off[c][:, None] + np.arange(length)] = block
 
 
+def discrete_sigma(plan: ResidualPlan, rho, denominator: int = 10**6) -> tuple:
+    """Algorithm 3's noise scales at zCDP ``rho``: the continuous ``σ²`` of each closure set
+    (an array) and its ``σ̄``, ``σ`` rounded up to a multiple of ``1/denominator`` (§5 Eq. 4,
+    Fractions); the discrete noise of set ``k`` is ``N_Z(0, σ̄_k² Π n_i²)``."""
+    sigma2 = plan.sigma2 / plan.pcost() / (2.0 * float(Fraction(rho)))
+    return sigma2, [rational_ceil_sqrt(Fraction(s2), denominator) for s2 in sigma2]
+
+
 def measure_discrete(
     plan: ResidualPlan, data, rho, rng, *, denominator: int = 10**6
 ) -> Measurements:
@@ -429,11 +437,10 @@ def measure_discrete(
         raise ValueError(f"rho must be positive, got {rho}")
     src = data if isinstance(data, MarginalSource) else MarginalSource(data, plan.sizes)
     bases = plan.bases
-    sigma2 = plan.sigma2 / plan.pcost() / (2.0 * float(rho_f))
+    sigma2, rounded = discrete_sigma(plan, rho_f, denominator)
     off = _layout(plan).off
     values, used, total = np.empty(int(off[-1])), np.empty_like(sigma2), Fraction(0)
-    for k, (A, s2) in enumerate(zip(plan.closure_sets(), sigma2, strict=True)):
-        sbar = rational_ceil_sqrt(Fraction(s2), denominator)
+    for k, (A, sbar) in enumerate(zip(plan.closure_sets(), rounded, strict=True)):
         sizes = [bases[i].n for i in A]
         gamma2 = sbar * sbar * math.prod(n * n for n in sizes)
         v = np.asarray(src(A))
@@ -623,6 +630,7 @@ def reconstruct_workload(measurements: Measurements) -> list[np.ndarray]:
 __all__ = [
     "MarginalSource",
     "covariance",
+    "discrete_sigma",
     "iter_reconstruct",
     "measure",
     "measure_discrete",
