@@ -311,6 +311,23 @@ def test_svd_bound_is_a_lower_bound(seed):
         assert dense_error(W.dense(), A, 2) >= bound * (1 - 1e-12)
 
 
+@pytest.mark.parametrize("W", [AllRange(60), VStack([Prefix(60), AllRange(60)])],
+                         ids=["single-factor", "dense-fallback"])
+def test_svd_bound_above_the_dense_guard(W, monkeypatch):
+    """Above the shared dense guard (as a 1-D workload on 8192 cells is at the default limit)
+    the bound still reads the Gram, a block of columns at a time, up to MAX_EIGEN_N."""
+    from mmtoolkit.linalg import base as linalg_base
+    from mmtoolkit.linalg import spectral
+
+    expected = dense_svdb(W.dense())
+    monkeypatch.setattr(linalg_base, "MAX_DENSE_ENTRIES", 60 * 60 - 1)
+    assert evaluate.svd_bound(W) == pytest.approx(expected, rel=1e-12)
+    monkeypatch.setattr(spectral, "MAX_EIGEN_N", 59)
+    monkeypatch.setattr(evaluate.bound, "MAX_EIGEN_N", 59)
+    with pytest.raises(TooLargeError, match="MAX_EIGEN_N"):
+        evaluate.svd_bound(W)
+
+
 def test_svd_bound_refuses_unstructured_huge_workload():
     W = VStack([Kronecker([AllRange(1024), Total(1024)]), Kronecker([Total(1024), AllRange(1024)])])
     with pytest.raises(TooLargeError, match="svd_bound"):

@@ -7,9 +7,10 @@ import math
 
 import numpy as np
 
-from ..linalg import Matrix, TooLargeError, as_matrix, check_dense_size, normal_form, peel
+from ..linalg import Matrix, TooLargeError, as_matrix, normal_form, peel
 from ..linalg import base as _linalg_base
 from ..linalg.route import RANK_RTOL
+from ..linalg.spectral import MAX_EIGEN_N, dense_for_eigen
 from ..privacy import Privacy, check_privacy
 
 
@@ -20,7 +21,8 @@ def svd_bound(W) -> float:
     sens₁ ≥ sens₂) on the PureDP units too. Exact routes: weighted marginals and unions of
     Kronecker products whose factor Grams lie in span{I, J} (the marginals closed form);
     a single Kronecker product (product of factor bounds); unions whose per-attribute Grams
-    are jointly diagonalisable (needs N ≤ MAX_DENSE_ENTRIES); else dense eigenvalues.
+    are jointly diagonalisable (needs N ≤ MAX_DENSE_ENTRIES); else dense eigenvalues (N ≤
+    MAX_EIGEN_N).
     """
     W = as_matrix(W)
     weight, base = peel(W)
@@ -44,11 +46,11 @@ def svd_bound(W) -> float:
         if lam is not None:
             return float(np.sum(np.sqrt(lam)) ** 2 / W.shape[1])
     N = W.shape[1]
-    if N * N > _linalg_base.MAX_DENSE_ENTRIES:
+    if N > MAX_EIGEN_N:
         raise TooLargeError(
             f"svd_bound: no exact structured method applies to this workload "
             f"({type(W).__name__}, N = {N}) and a dense eigendecomposition of the N x N Gram "
-            "is too large"
+            f"is too large (N > MAX_EIGEN_N = {MAX_EIGEN_N})"
         )
     lam = _eigvals_psd(W.gram())
     return float(np.sum(np.sqrt(lam)) ** 2 / N)
@@ -81,9 +83,7 @@ def _finite(value, what: str, privacy: Privacy):
 
 # ======================================================================== SVD bound
 def _eigvals_psd(G: Matrix) -> np.ndarray:
-    n = G.shape[0]
-    check_dense_size(n, n, "eigenvalues of a Gram matrix")
-    D = G.dense()
+    D = dense_for_eigen(G, "svd_bound (eigenvalues of a Gram matrix)")
     return _zero_small(np.linalg.eigvalsh(0.5 * (D + D.T)))
 
 
@@ -105,7 +105,7 @@ def _alpha_beta(f: Matrix, kind: str) -> tuple[float, float] | None:
     n = f.shape[1]
     if n == 1:
         return float(f.gram().trace()), 0.0
-    if n * n > 4_000_000:
+    if n * n > min(4_000_000, _linalg_base.MAX_DENSE_ENTRIES):
         return None
     G = f.gram().dense()
     beta = G[0, 1]
@@ -188,10 +188,9 @@ def _joint_eigenvalues(terms, sizes) -> np.ndarray | None:
     per_attr = []
     rng = np.random.default_rng(12345)
     for i, n in enumerate(sizes):
-        check_dense_size(n, n, "a factor Gram")
         grams = []
         for _, factors in terms:
-            G = factors[i].gram().dense()
+            G = dense_for_eigen(factors[i].gram(), "svd_bound (a factor Gram)")
             grams.append(0.5 * (G + G.T))
         # eigenvectors of a generic combination; then verify each Gram is diagonal in them
         combo = sum(g * rng.uniform(1.0, 2.0) / max(np.abs(g).max(), 1e-300) for g in grams)

@@ -15,9 +15,8 @@ import scipy.linalg
 from . import base
 from .base import Matrix, Symmetric, TooLargeError, check_dense_size, check_p
 from .route import RANK_RTOL, SUPPORT_RTOL, UnsupportedWorkloadError, as_vector
+from .spectral import MAX_EIGEN_N
 
-#: Largest n for which routes may build n x n arrays (Eigen-Design's MAX_EIGEN_N).
-ORTHO_MAX_N = 16384
 #: Rows of Q are orthonormal when ||QQᵀz − z|| ≤ ORTHO_RTOL · ||z|| for random probes z.
 ORTHO_RTOL = 1e-8
 #: Rows per block when reducing over Q (bounds temporaries to ~ this many rows x n).
@@ -154,10 +153,10 @@ class OrthoBasisRoute:
             self.s = A.weights[live] ** 2
             self.completed = False
             return
-        if n > ORTHO_MAX_N:
+        if n > MAX_EIGEN_N:
             raise TooLargeError(
                 f"the completed OrthoBasis route builds {n} x {n} arrays; n exceeds "
-                f"ORTHO_MAX_N = {ORTHO_MAX_N}"
+                f"MAX_EIGEN_N = {MAX_EIGEN_N}"
             )
         self.completed = True
         if k < n:

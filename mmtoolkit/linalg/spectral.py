@@ -4,7 +4,9 @@
 numerically repeated eigenvalues (:func:`eigenvalue_clusters`) by Gram–Schmidt on the cluster's
 projector columns in a greedy pivot order: a function of the projector alone, so whatever reads
 the vectors (Eigen-Design's Program 1, the SVD-bound and SDP strategies, a seeded release's
-noise) does not inherit rounding.
+noise) does not inherit rounding. :func:`dense_for_eigen` forms an ``n x n`` operator (a
+Gram) for a dense eigensolver up to :data:`MAX_EIGEN_N`, above the shared dense guard when it
+must.
 
 User guide: docs/algorithms/implicit-algebra.md ("Canonical eigenbases").
 """
@@ -14,12 +16,51 @@ from __future__ import annotations
 import numpy as np
 import scipy.linalg
 
-__all__ = ["GRADED", "TIE_TILT", "canonical_eigenbasis", "eigenvalue_clusters"]
+from . import base
+from .base import TooLargeError
+
+__all__ = ["GRADED", "MAX_EIGEN_N", "TIE_TILT", "canonical_eigenbasis", "dense_columns",
+           "dense_for_eigen", "eigenvalue_clusters"]
+
+#: Largest n for which an n x n symmetric matrix is formed for a dense eigensolver (2 GB of
+#: float64 at the limit): above :data:`base.MAX_DENSE_ENTRIES`, which guards general dense
+#: fallbacks, because an O(n³) eigendecomposition is the only exact route some spectra have.
+MAX_EIGEN_N = 16384
 
 #: Relative tilt of the column weights that breaks ties of equal lengths towards low indices.
 TIE_TILT = 1e-3
 #: Relative accuracy, in units of ``n · eps · |λ|``, assumed of a small computed eigenvalue.
 GRADED = 256.0
+
+
+def dense_columns(apply, n: int, rows: int) -> np.ndarray:
+    """The ``n x n`` result of ``apply`` on the identity, a block of columns at a time (blocks
+    of ``rows`` x columns within :data:`base.MAX_DENSE_ENTRIES`)."""
+    out = np.empty((n, n))
+    step = max(1, min(n, base.MAX_DENSE_ENTRIES // max(rows, 1)))
+    for s in range(0, n, step):
+        E = np.zeros((n, min(step, n - s)))
+        E[np.arange(s, s + E.shape[1]), np.arange(E.shape[1])] = 1.0
+        out[:, s : s + E.shape[1]] = apply(E)
+    return out
+
+
+def dense_for_eigen(G, what: str, max_n: int | None = None) -> np.ndarray:
+    """The ``n x n`` operator ``G`` (a :class:`~mmtoolkit.linalg.Matrix`, e.g. a Gram) as a
+    dense array for an eigensolver, for ``n ≤ max_n`` (default :data:`MAX_EIGEN_N`):
+    ``G.dense()`` within the shared dense guard, else ``G``'s columns a block at a time.
+    TooLargeError naming ``what`` above ``max_n``."""
+    n = G.shape[0]
+    max_n = MAX_EIGEN_N if max_n is None else max_n
+    if n > max_n:
+        raise TooLargeError(
+            f"{what} forms the {n} x {n} matrix for a dense eigendecomposition; n = {n} "
+            f"exceeds the limit {max_n} (MAX_EIGEN_N)"
+        )
+    try:
+        return G.dense()
+    except TooLargeError:  # above the shared dense guard but within max_n
+        return dense_columns(G.matvec, n, n)
 
 
 def eigenvalue_clusters(values, n: int, scale: float, tol: float | None = None) -> list[slice]:

@@ -9,11 +9,8 @@ from __future__ import annotations
 import numpy as np
 
 from ...linalg import Matrix, TooLargeError, as_matrix
-from ...linalg import base as _linalg_base
-from ...linalg.spectral import canonical_eigenbasis
+from ...linalg.spectral import MAX_EIGEN_N, canonical_eigenbasis, dense_columns, dense_for_eigen
 
-#: Largest domain for which the n x n Gram of W is formed and eigendecomposed densely.
-MAX_EIGEN_N = 16384
 #: Eigenvalues of WᵀW below ZERO_RTOL · σ_max are dropped (Li & Miklau §4.1).
 ZERO_RTOL = 1e-10
 
@@ -39,25 +36,8 @@ def workload_gram(W: Matrix, normalize_rows: bool = False, max_n: int = MAX_EIGE
     return G
 
 
-def _columns(apply, n: int, rows: int) -> np.ndarray:
-    """The ``n x n`` result of ``apply`` on the identity, a block of columns at a time (blocks
-    of ``rows`` x columns within the dense limit)."""
-    out = np.empty((n, n))
-    step = max(1, min(n, _linalg_base.MAX_DENSE_ENTRIES // max(rows, 1)))
-    for s in range(0, n, step):
-        E = np.zeros((n, min(step, n - s)))
-        E[np.arange(s, s + E.shape[1]), np.arange(E.shape[1])] = 1.0
-        out[:, s : s + E.shape[1]] = apply(E)
-    return out
-
-
 def _gram(W: Matrix) -> np.ndarray:
-    n = W.shape[1]
-    Gm = W.gram()
-    try:
-        return Gm.dense()
-    except TooLargeError:  # above the shared dense guard but within MAX_EIGEN_N
-        return _columns(Gm.matvec, n, n)
+    return dense_for_eigen(W.gram(), "Eigen-Design")
 
 
 def _normalized_gram(W: Matrix) -> np.ndarray:
@@ -71,7 +51,7 @@ def _normalized_gram(W: Matrix) -> np.ndarray:
     r = np.asarray(r, dtype=float)
     inv = np.zeros(m)
     inv[r > 0] = 1.0 / r[r > 0]
-    return _columns(lambda E: W.rmatvec(W.matvec(E) * inv[:, None]), n, m)
+    return dense_columns(lambda E: W.rmatvec(W.matvec(E) * inv[:, None]), n, m)
 
 
 def eigen_queries(G: np.ndarray, rtol: float = ZERO_RTOL):
