@@ -59,8 +59,9 @@ def test_every_public_name_has_a_reference_entry():
 def test_nav_lists_every_page_once():
     hooks = _hooks()
     nav = hooks.nav_from_index((DOCS / "index.md").read_text(encoding="utf-8"))
-    listed = [p for section in nav for pages in section.values() for p in
-              ([pages] if isinstance(pages, str) else pages)]  # fmt: skip
+    listed = [p if isinstance(p, str) else next(iter(p.values()))
+              for section in nav for pages in section.values()
+              for p in ([pages] if isinstance(pages, str) else pages)]  # fmt: skip
     pages = {p.relative_to(DOCS).as_posix() for p in DOCS.rglob("*.md")}
     assert pages <= set(listed), sorted(pages - set(listed))
     served = {f"{hooks.MOUNT}/{rel}" for rel in hooks.served_files(ROOT)}
@@ -68,6 +69,7 @@ def test_nav_lists_every_page_once():
     assert outside and outside <= served, sorted(outside - served)
     for generated in ("README.md", "ARCHITECTURE.md", "results/README.md", "benchmarks/README.md"):
         assert f"{hooks.MOUNT}/{generated}" in outside
+    assert {"README": f"{hooks.MOUNT}/README.md"} in nav[-1]["The project"]
 
 
 def test_links_are_pointed_at_the_served_files():

@@ -37,6 +37,7 @@ SERVED = (
 LOCAL = ("quick", ".jobs")
 #: A Markdown link or image target, outside code spans.
 LINK = re.compile(r"(\]\()([^)\s]+)(\))")
+TEXT_LINK = re.compile(r"\[([^\]]+)\]\(([^)\s]+)\)")
 FENCE = re.compile(r"(^```.*?^```)", re.S | re.M)
 
 
@@ -85,16 +86,19 @@ def rewrite_links(markdown: str, page_uri: str) -> str:
 
 def nav_from_index(index: str) -> list:
     """The site's navigation from docs/index.md: Home, then one section per ``## `` heading
-    with the pages linked in it (the index's own introduction is not a section)."""
+    with the pages linked in it (the index's own introduction is not a section). A docs
+    page is titled by its own heading; a served repository file by the link's text (its
+    heading was written for reading it in the repository: the README's is "mmtoolkit")."""
     nav: list = [{"Home": "index.md"}]
     for block in re.split(r"^## ", FENCE.sub("", index), flags=re.M)[1:]:
         title, _, body = block.partition("\n")
-        pages: list[str] = []
-        for target in LINK.findall(body):
-            new = site_path(target[1], "index.md") or target[1]
-            page = new.partition("#")[0]
-            if page and "://" not in page and page not in pages:
-                pages.append(page)
+        pages: list = []
+        for text, target in TEXT_LINK.findall(body):
+            served = site_path(target, "index.md")
+            page = (served or target).partition("#")[0]
+            if not page or "://" in page or page in pages or {text: page} in pages:
+                continue
+            pages.append({text: page} if served else page)
         nav.append({title.strip(): pages})
     return nav
 
