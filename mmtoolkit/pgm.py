@@ -16,7 +16,7 @@ from __future__ import annotations
 import hashlib
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -145,6 +145,17 @@ def _std(m: Measurement) -> float:
     return float(std.flat[0]) if std.size else math.nan
 
 
+def _by_index(m, domain: Domain):
+    """``m`` with its attributes as indices of ``domain``: a release's measurements name
+    them (``mmtoolkit.release(...).measurements``), ``measure``'s index them."""
+    if not isinstance(m, Measurement) or not any(isinstance(a, str) for a in m.attrs or ()):
+        return m
+    try:
+        return replace(m, attrs=tuple(domain.index(a) for a in m.attrs))
+    except ValueError as exc:
+        raise ValueError(f"measurement on attributes {m.attrs}: {exc}") from None
+
+
 def _check_measurement(m, sizes) -> None:
     if not isinstance(m, Measurement) or m.form != "marginal":
         raise TypeError(
@@ -181,7 +192,8 @@ def estimate(
     """Fit Private-PGM (McKenna et al. 2019, §3-4) to noisy marginal measurements and return
     its non-negative, mutually consistent marginals (a :class:`PGMResult`).
 
-    ``domain``: the Domain (or sizes) the measurements' attribute indices refer to;
+    ``domain``: the Domain (or sizes) the measurements' attributes, names or indices, refer
+    to;
     ``model``: one of :data:`MODELS`; ``iters``: optimiser steps; ``components``,
     ``learning_rate``, ``seed``: the mixture's size, Adam step and initialisation seed;
     ``total``: the number of records if known (else estimated: docs/guide/pgm.md).
@@ -194,7 +206,7 @@ def estimate(
     seed = check_int(seed, "seed", minimum=0)
     if not (isinstance(learning_rate, (int, float)) and learning_rate > 0):
         raise ValueError(f"learning_rate must be a positive number, got {learning_rate!r}")
-    measurements = list(measurements)
+    measurements = [_by_index(m, domain) for m in measurements]
     if not measurements:
         raise ValueError("estimate needs at least one measurement")
     sizes = domain.sizes

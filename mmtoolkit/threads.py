@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 import threading
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 
 __all__ = ["MAX_THREADS", "Ahead", "Workers", "worker_threads"]
 
@@ -91,7 +91,7 @@ class Ahead:
         self.taken = 0  # results handed out
         threaded = self.count > 1 and worker_threads() > 1
         self._pool = ThreadPoolExecutor(max_workers=1) if threaded else None
-        self._pending = None  # the future of result ``taken``
+        self._pending: Future | None = None  # the future of result ``taken``
         self.closed = False
 
     def start(self) -> None:

@@ -149,6 +149,24 @@ def test_estimate_rejects_bad_input():
         res.marginals(workloads.kron([workloads.prefix(2)]))
 
 
+def test_a_releases_measurements_are_fitted_by_attribute_name():
+    """``mmtoolkit.release(...).measurements`` name their attributes; ``estimate`` reads
+    them against the release's domain (at a huge budget the fit is the true table)."""
+    pytest.importorskip("mbi")
+    import pandas as pd
+
+    frame = pd.DataFrame({"a": ["x", "y", "x", "x", "y"], "b": ["p", "q", "r", "p", "p"]})
+    declared = {"a": {"values": ["x", "y"]}, "b": {"values": ["p", "q", "r"]}}
+    result = mm.release(frame, "marginals:2", ZCDP(1e12), "opt_marginals", domain=declared,
+                        seed=0, progress=False)  # fmt: skip
+    assert all(isinstance(a, str) for m in result.measurements[0] for a in m.attrs)
+    fit = pgm.estimate(result.measurements[0], result.domain, iters=200)
+    np.testing.assert_allclose(fit.marginal(["a", "b"]), [[2, 0, 1], [1, 1, 0]], atol=1e-2)
+    unknown = Measurement("marginal", ("c",), np.ones(2), 1.0, "gaussian")
+    with pytest.raises(ValueError, match="unknown attribute 'c'"):
+        pgm.estimate([unknown], result.domain)
+
+
 @pytest.mark.slow
 def test_adult_two_way_private_pgm_beats_least_squares(adult_dir, capsys):
     """Adult, all 2-way marginals, ResidualPlanner at ρ = 0.5, 10 releases

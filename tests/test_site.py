@@ -1,0 +1,134 @@
+"""The documentation site (mkdocs.yml, docs/_site/, docs/reference/, docs/tutorials/; how it is
+built: docs/guide/docs-site.md): every public name has an API entry, the navigation read from
+docs/index.md holds every page, links leaving docs/ reach the repository's files served in the
+site, and the strict build fails on a tutorial that raises."""
+
+import importlib
+import importlib.util
+import pkgutil
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+import mmtoolkit
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCS = ROOT / "docs"
+#: An mkdocstrings entry: ``::: dotted.path`` at the start of a line.
+ENTRY = re.compile(r"^::: ([\w.]+)\s*$", re.M)
+
+
+def _entries() -> set[str]:
+    pages = (DOCS / "reference").glob("*.md")
+    return {name for page in pages for name in ENTRY.findall(page.read_text(encoding="utf-8"))}
+
+
+def _public_packages() -> list[str]:
+    """``mmtoolkit`` and every subpackage without a private component that has ``__all__``."""
+    found = ["mmtoolkit"]
+    for info in pkgutil.walk_packages(mmtoolkit.__path__, "mmtoolkit."):
+        if info.ispkg and not any(p.startswith("_") for p in info.name.split(".")):
+            if hasattr(importlib.import_module(info.name), "__all__"):
+                found.append(info.name)
+    return found
+
+
+def _hooks():
+    pytest.importorskip("mkdocs")
+    spec = importlib.util.spec_from_file_location("site_hooks", DOCS / "_site" / "hooks.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_every_public_name_has_a_reference_entry():
+    packages = _public_packages()
+    assert {"mmtoolkit", "mmtoolkit.linalg", "mmtoolkit.evaluate"} <= set(packages)
+    names = [f"{pkg}.{name}" for pkg in packages for name in importlib.import_module(pkg).__all__]
+    missing = sorted(set(names) - _entries())
+    assert not missing, (
+        "public names without an API entry (a '::: NAME' line on a page under docs/reference/):"
+        "\n" + "\n".join(missing)
+    )
+
+
+def test_nav_lists_every_page_once():
+    hooks = _hooks()
+    nav = hooks.nav_from_index((DOCS / "index.md").read_text(encoding="utf-8"))
+    listed = [p if isinstance(p, str) else next(iter(p.values()))
+              for section in nav for pages in section.values()
+              for p in ([pages] if isinstance(pages, str) else pages)]  # fmt: skip
+    pages = {p.relative_to(DOCS).as_posix() for p in DOCS.rglob("*.md")}
+    assert pages <= set(listed), sorted(pages - set(listed))
+    served = {f"{hooks.MOUNT}/{rel}" for rel in hooks.served_files(ROOT)}
+    outside = {p for p in listed if p not in pages}
+    assert outside and outside <= served, sorted(outside - served)
+    for generated in ("README.md", "ARCHITECTURE.md", "results/README.md", "benchmarks/README.md"):
+        assert f"{hooks.MOUNT}/{generated}" in outside
+    assert {"README": f"{hooks.MOUNT}/README.md"} in nav[-1]["The project"]
+
+
+def test_links_are_pointed_at_the_served_files():
+    hooks = _hooks()
+    assert hooks.site_path("../../ARCHITECTURE.md#layers", "guide/x.md") == (
+        "../project/ARCHITECTURE.md#layers"
+    )
+    assert hooks.site_path("../README.md", "index.md") == "project/README.md"
+    assert hooks.site_path("docs/guide/cli.md#commands", "project/README.md") == (
+        "../guide/cli.md#commands"
+    )
+    assert hooks.site_path("results/hdmm/table3.md", "project/README.md") is None
+    assert hooks.site_path("cli.md", "guide/release.md") is None
+    assert hooks.site_path("https://example.org/a.md", "index.md") is None
+    text = "[a](../README.md)\n```\n[b](../README.md)\n```\n"
+    assert hooks.rewrite_links(text, "index.md") == text.replace("(../README.md)\n```",
+                                                                 "(project/README.md)\n```", 1)
+
+
+def test_no_local_results_are_served(tmp_path):
+    hooks = _hooks()
+    for rel in ("README.md", "results/a/t.md", "results/quick/a/t.md", "results/a/.jobs/t.md"):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text("# t\n")
+    assert hooks.served_files(tmp_path) == ["README.md", "results/a/t.md"]
+
+
+def test_griffe_roles_become_code_and_comments_document_constants():
+    pytest.importorskip("griffe")
+    spec = importlib.util.spec_from_file_location("site_roles", DOCS / "_site" / "roles.py")
+    roles = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(roles)
+    text = "See :func:`~.config.quick_config`, :class:`mmtoolkit.Domain` and :mod:`.store`."
+    assert roles.plain(text) == "See `quick_config`, `mmtoolkit.Domain` and `store`."
+    lines = ["x = 1", "#: the first line", "#: and the second", "LIMIT = 3"]
+    assert roles.comment_above(lines, 4) == "the first line and the second"
+    assert roles.comment_above(lines, 1) is None
+
+
+@pytest.mark.parametrize("code, fails", [("raise ValueError('a tutorial bug')", True),
+                                         ("print(1 + 1)", False)])  # fmt: skip
+def test_strict_build_fails_on_a_tutorial_that_raises(tmp_path, code, fails):
+    """The site's own configuration, on a docs directory holding one executed page."""
+    pytest.importorskip("mkdocs")
+    pytest.importorskip("markdown_exec")
+    config = yaml.safe_load((ROOT / "mkdocs.yml").read_text())
+    config["plugins"] = [p for p in config["plugins"] if p in ("search", "markdown-exec")]
+    config |= {"docs_dir": str(tmp_path / "docs"), "site_dir": str(tmp_path / "site"),
+               "hooks": [str(DOCS / "_site" / "hooks.py")]}  # fmt: skip
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "index.md").write_text(
+        "# Home\n\n## Tutorials\n\n- [One](one.md)\n"
+    )
+    (tmp_path / "docs" / "one.md").write_text(
+        f'# One\n\n```python exec="on" result="text"\n{code}\n```\n'
+    )
+    (tmp_path / "mkdocs.yml").write_text(yaml.safe_dump(config))
+    command = [sys.executable, "-m", "mkdocs", "build", "-f", str(tmp_path / "mkdocs.yml")]
+    run = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert (run.returncode != 0) == fails, run.stderr[-2000:]
+    if fails:
+        assert "exited with errors" in run.stderr and "a tutorial bug" in run.stderr
