@@ -33,7 +33,7 @@ from .linalg import (
     check_dense_size,
     peel,
 )
-from .linalg.base import SMALL_DENSE_ENTRIES, integer_row_scales
+from .linalg.base import PINV_RCOND, SMALL_DENSE_ENTRIES, integer_row_scales
 
 __all__ = ["ReleaseHandler", "WeightedHandler", "VStackHandler", "CountingQueriesHandler",
            "KroneckerHandler", "TreeHandler", "MarginalsHandler", "handler", "register_handler"]
@@ -95,6 +95,27 @@ class ReleaseHandler:
         (:func:`mmtoolkit.pgm.measure`) as marginal Measurements with the continuous
         ``noise`` (a :class:`~mmtoolkit.plan.Noise`); None: the generic mechanism."""
         return None
+
+    def noise_coefficients(self, A: Matrix, W: Matrix) -> np.ndarray | None:
+        """The dense ``m x rows`` matrix ``C`` with ``W``'s released answers ``C y`` for
+        noisy strategy answers ``y`` (``C = W A⁺``: the map :meth:`workload_answers`, else
+        reconstruct → answer, applies), so answer ``i``'s noise is ``Σ_j C_ij z_j``
+        (:mod:`mmtoolkit.intervals`); None when ``C``, the identity it is read from or a
+        dense ``A⁺`` would exceed :data:`~mmtoolkit.linalg.base.SMALL_DENSE_ENTRIES`
+        entries. Generic: ``C`` read column by column through this handler's own
+        :meth:`workload_answers` or the kind's ``pinv_operator()``, else a dense ``A⁺``."""
+        m, rows, cells = int(W.shape[0]), int(A.shape[0]), int(A.shape[1])
+        if max(m, rows) * rows > SMALL_DENSE_ENTRIES:
+            return None
+        eye = np.eye(rows)
+        C = self.workload_answers(A, W, eye)
+        if C is not None:
+            return np.asarray(C, dtype=float)
+        P = A.pinv_operator()
+        if P is None and cells * rows > SMALL_DENSE_ENTRIES:
+            return None
+        X = P @ eye if P is not None else np.linalg.pinv(A.dense(), rcond=PINV_RCOND)
+        return np.asarray(W @ X, dtype=float)
 
     def row_scales(self, A: Matrix) -> np.ndarray | None:
         """Discrete noise: ``d > 0`` (one per row) with ``diag(d)⁻¹ A`` integer, or None
