@@ -333,7 +333,7 @@ def discrete_atom(pmf_tail, level: float) -> tuple[int, float]:
 #: Mass of a discrete Laplace cut off past its support in :func:`_integer_pmf`.
 TRUNCATED_MASS = 1e-18
 #: Largest support (in lattice points) of an answer's integer law convolved exactly.
-MAX_LATTICE = 200_000
+MAX_LATTICE = 1 << 21
 
 
 def _integer_pmf(distribution: str, param) -> tuple[np.ndarray, float]:
@@ -350,11 +350,16 @@ def _integer_pmf(distribution: str, param) -> tuple[np.ndarray, float]:
     return discrete_gaussian_pmf(param[1], np.arange(-T, T + 1)), 0.0
 
 
-def _fft_convolve(p, q):
-    """The full convolution of two pmfs by real FFTs (absolute error ~ size · 2⁻⁵²)."""
+def _convolve(p, q) -> tuple[np.ndarray, float]:
+    """The full convolution of two pmfs and a bound on its absolute error: direct when
+    one is short (rounding ~1e-16 relative, counted as 0), else by real FFTs (absolute
+    error of order ``size · 2⁻⁵²``, which is returned)."""
+    if min(p.size, q.size) <= 64:
+        return np.convolve(p, q), 0.0
     size = p.size + q.size - 1
     n = 1 << (size - 1).bit_length()
-    return np.fft.irfft(np.fft.rfft(p, n) * np.fft.rfft(q, n), n)[:size]
+    out = np.fft.irfft(np.fft.rfft(p, n) * np.fft.rfft(q, n), n)[:size]
+    return out, size * float(np.finfo(float).eps)
 
 
 def lattice_half_width(multiples, counts, laws, distribution, level):
@@ -373,10 +378,15 @@ def lattice_half_width(multiples, counts, laws, distribution, level):
         p, c = pmfs[law]
         spread = np.zeros(m * (p.size - 1) + 1)
         spread[::m] = p  # the pmf of m Z
-        for _ in range(n):
-            fft = min(pmf.size, spread.size) > 64
-            pmf = _fft_convolve(pmf, spread) if fft else np.convolve(pmf, spread)
-            cut += c + (pmf.size * np.finfo(float).eps if fft else 0.0)
+        cut += n * c
+        while n:  # pmf ∗ spread^{∗n} by repeated squaring
+            if n & 1:
+                pmf, err = _convolve(pmf, spread)
+                cut += err
+            n >>= 1
+            if n:
+                spread, err = _convolve(spread, spread)
+                cut += err
     pmf = np.maximum(pmf, 0.0)  # FFT rounding (absolute ~1e-17) below zero
     T = (pmf.size - 1) // 2
     sym = pmf[T + 1 :] + pmf[:T][::-1]  # sym[j] = P(|S| = j + 1)
