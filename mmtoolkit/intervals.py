@@ -522,7 +522,18 @@ def _by_answer(C, unit, law, distribution, levels) -> Intervals:
     half, methods, atoms = np.zeros(m), np.empty(m, dtype=object), np.zeros(m)
     solved: dict = {}
     budget = [MAX_INVERSIONS]
-    for i in range(m):
+    single = np.flatnonzero(np.diff(C.indptr) == 1)  # one draw times a constant: vectorised
+    rows = C.indices[C.indptr[single]]
+    weight = np.abs(C.data[C.indptr[single]]) * unit[rows]
+    groups = np.stack([row_law[rows].astype(float), levels[single]])
+    for k, level in (np.unique(groups, axis=1).T if single.size else ()):
+        at = np.flatnonzero((groups[0] == k) & (groups[1] == level))
+        h, found, atom = answer_half_width(np.ones(1), np.ones(1), [params[int(k)]],
+                                           distribution, float(level), budget, True)  # fmt: skip
+        half[single[at]], methods[single[at]], atoms[single[at]] = weight[at] * h, found, atom
+    rest = np.ones(m, dtype=bool)
+    rest[single] = False
+    for i in np.flatnonzero(rest):
         cols = C.indices[C.indptr[i] : C.indptr[i + 1]]
         a = np.abs(C.data[C.indptr[i] : C.indptr[i + 1]]) * unit[cols]
         if distribution == "laplace":  # rounding zeros of W A⁺ change no continuous law
