@@ -421,18 +421,20 @@ def _from_variance(se, proxy, distribution, levels, beta2=None):
         return se * math.sqrt(proxy) * np.sqrt(2.0 * np.log(2.0 / levels)), "subgaussian"
     if distribution == "discrete laplace" and beta2 is None:
         return se * math.sqrt(proxy) / np.sqrt(levels), "chebyshev"
+    # one Laplace of variance se², or one discrete Laplace (β_min) of variance se² · proxy:
+    # both bounds are the standard deviation times that of variance 1 (a scale family)
+    one = np.ones(1)
+    for level in np.unique(levels):
+        at = levels == level
+        if distribution == "laplace":
+            unit = _laplace_chernoff(np.array([math.sqrt(0.5)]), one, float(level))
+        else:
+            scale = np.array([math.sqrt(1.0 / (2.0 * beta2))])
+            unit = _dlaplace_chernoff(scale, one, np.array([beta2]), float(level)) * math.sqrt(
+                proxy)  # fmt: skip
+        out[at] = unit * se[at]
     key = "laplace variance chernoff" if distribution == "laplace" else (
         "discrete laplace variance chernoff")  # fmt: skip
-    one = np.ones(1)
-    for i, (s, lev) in enumerate(zip(se, levels)):
-        if s == 0:
-            continue
-        v = s * s * (proxy if distribution == "discrete laplace" else 1.0)
-        if distribution == "laplace":
-            out[i] = _laplace_chernoff(np.array([math.sqrt(v / 2.0)]), one, float(lev))
-        else:  # one discrete Laplace of variance v on the coarsest lattice (β_min)
-            unit = math.sqrt(v / (2.0 * beta2))
-            out[i] = _dlaplace_chernoff(np.array([unit]), one, np.array([beta2]), float(lev))
     return out, key
 
 
