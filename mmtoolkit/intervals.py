@@ -67,6 +67,10 @@ answer gets (:data:`METHODS`, the release summary's ``intervals.method``):
   (:func:`half_widths`), discrete Laplace falls back to Chebyshev, ``√(v_i / α)``
   (``"chebyshev"``).
 
+Every half-width computed from the coefficients is widened by :data:`ROUNDING_MARGIN`
+(1e-9 relative), so the floating-point rounding of the released answers cannot move a
+boundary atom of a lattice law out of its interval.
+
 Simultaneous intervals over ``k`` answers (a table, or the whole workload) use Bonferroni:
 each answer's interval at level ``α / k``, valid under any dependence between the answers
 (the answers of one release share noise draws).
@@ -105,6 +109,12 @@ QUAD_TOL = 1e-12
 #: Coefficients below this fraction of the largest of an answer are rounding zeros of
 #: ``W A⁺`` (they are dropped when grouping answers of one continuous law).
 ROUNDING_ZERO = 1e-12
+#: Relative widening of every half-width computed from the coefficients: it covers the
+#: floating-point rounding of the released answers (an atom of a lattice law computed at
+#: ``h (1 + 1e-15)`` stays inside) and of grouping answers by weights rounded to 1e-12,
+#: without reaching the next atom (``k + 1`` lattice steps, ``k`` ≤ :data:`MAX_LATTICE`)
+#: or moving a continuous level by more than ~1e-9 of itself.
+ROUNDING_MARGIN = 1e-9
 
 #: Each method in words (module docstring).
 METHODS = {
@@ -560,7 +570,7 @@ def _by_answer(C, unit, law, distribution, levels) -> Intervals:
                                             float(levels[i]), budget, lattice)  # fmt: skip
         h, methods[i], atoms[i] = solved[key]
         half[i] = scale * h
-    return Intervals(half, methods, atoms)
+    return Intervals(half * (1.0 + ROUNDING_MARGIN), methods, atoms)
 
 
 def answer_half_width(w, n, laws, distribution: str, level: float, budget=None,
