@@ -43,14 +43,19 @@ answer gets (:data:`METHODS`, the release summary's ``intervals.method``):
   pmf is computed by convolution (:func:`lattice_half_width`; truncated mass and rounding
   counted against the interval): it gets the exact least half-width, the least ``k`` with
   ``P(|S| > k) ≤ α`` (``"lattice pmf"``), covering between ``1 − α`` and ``1 − α`` plus the
-  mass of its boundary atoms (:attr:`Intervals.atoms`). Other answers get a provably
-  conservative bound: discrete Laplace the smaller of (a) the Chernoff bound of the exact
-  moment generating function ``Π_j 1/(1 − 4β_j² sinh²(a_ij λ/2))`` (``Z = G₁ − G₂`` of two
+  mass of its boundary atoms (:attr:`Intervals.atoms`). Other answers get the smallest of
+  provably conservative half-widths. (a) Their law on a fine grid (``"gridded pmf"``,
+  :func:`grid_half_width`): each of the ``N`` draws' terms rounded to the grid of step
+  ``δ = GRID_SLACK · sd / N`` moves by at most ``δ/2``, so the gridded law's half-width
+  plus ``Nδ/2`` is valid and at most ``(N + 1) δ`` — 1.01% of a standard deviation — wider
+  than the exact least one (while the grid fits :data:`MAX_LATTICE` points and the
+  release's :data:`MAX_GRID_WORK`). Discrete Laplace also (b) the Chernoff bound of the
+  exact moment generating function ``Π_j 1/(1 − 4β_j² sinh²(a_ij λ/2))`` (``Z = G₁ − G₂`` of two
   geometric variables, ``β² = q/(1−q)²``, ``q = e^{−s/t}``; ``"discrete laplace
-  chernoff"``) and (b) the exact Laplace-sum half-width of ``Σ_j a_ij (t_j/s_j) L_j`` plus
+  chernoff"``) and (c) the exact Laplace-sum half-width of ``Σ_j a_ij (t_j/s_j) L_j`` plus
   ``Σ_j a_ij`` (``"shifted laplace sum"``: ``G = ⌊E/τ⌋`` for ``E`` exponential of rate
   ``τ = s/t``, so ``Z = L + V`` with ``L`` continuous Laplace of scale ``t/s`` and
-  ``|V| < 1``); discrete Gaussian the subgaussian bound ``√(2 σ̄_i² ln(2/α))`` with
+  ``|V| < 1``); discrete Gaussian also (b) the subgaussian bound ``√(2 σ̄_i² ln(2/α))`` with
   ``σ̄_i² = Σ_j a_ij² σ̄_j²`` (``"subgaussian"``: ``N_Z(0, σ̄²)`` is σ̄²-subgaussian,
   Canonne, Kamath & Steinke 2020, Cor. 9; its exact moment generating function is within
   ``e^{−2π²σ̄²}`` of that bound, nothing to gain).
@@ -133,6 +138,10 @@ METHODS = {
     "lattice pmf": (
         "exact: the least half-width covering 1 - alpha of the answer's integer-lattice law "
         "(the pmf of its draws, convolved)"
+    ),
+    "gridded pmf": (
+        "conservative: the answer's law computed on a fine grid (its draws' pmfs convolved), "
+        "widened by the grid's largest rounding (half a percent of its standard deviation)"
     ),
     "discrete laplace chernoff": (
         "conservative Chernoff bound of the answer's discrete Laplace moment generating "
@@ -344,20 +353,29 @@ def discrete_atom(pmf_tail, level: float) -> tuple[int, float]:
 TRUNCATED_MASS = 1e-18
 #: Largest support (in lattice points) of an answer's integer law convolved exactly.
 MAX_LATTICE = 1 << 21
+#: The grid of :func:`grid_half_width`: its rounding widens an interval by at most
+#: ``GRID_SLACK / 2`` standard deviations of the answer.
+GRID_SLACK = 0.01
+#: Most grid work per release (points times convolutions, ~2·10⁷ a second; past it, the
+#: bounds): at most ~20 s of a release, e.g. 80 answer laws of 20 distinct draws each.
+MAX_GRID_WORK = 4 * 10**8
 
 
 def _integer_pmf(distribution: str, param) -> tuple[np.ndarray, float]:
-    """The pmf of one integer noise draw on ``-T..T`` and the mass cut off beyond ``T``
-    (discrete Laplace ``Lap_Z(t/s)``, ``param = (d, s, t)``: ``P(|Z| > T) = 2q^{T+1}/(1 +
-    q) ≤`` :data:`TRUNCATED_MASS`; discrete Gaussian ``N_Z(0, σ̄²)``, ``param = (d, σ̄²)``:
-    40 σ̄, beyond which the mass is below 1e-300, :func:`~mmtoolkit.noise.discrete_gaussian_pmf`)."""
+    """The pmf of one integer noise draw on ``-T..T`` and a bound on the mass beyond ``T``,
+    at most :data:`TRUNCATED_MASS`: discrete Laplace ``Lap_Z(t/s)``, ``param = (d, s, t)``,
+    ``P(|Z| > T) = 2q^{T+1}/(1 + q)``; discrete Gaussian ``N_Z(0, σ̄²)``, ``param = (d,
+    σ̄²)`` (:func:`~mmtoolkit.noise.discrete_gaussian_pmf`), ``P(|Z| > T) ≤ 2
+    exp(−(T + 1)²/(2σ̄²))`` (it is σ̄²-subgaussian, Canonne, Kamath & Steinke 2020)."""
     if distribution == "discrete laplace":
         q = math.exp(-param[1] / param[2])
         T = max(1, math.ceil(math.log(TRUNCATED_MASS * (1 + q) / 2) / math.log(q)))
         k = np.arange(-T, T + 1)
         return (1 - q) / (1 + q) * q ** np.abs(k), 2 * q ** (T + 1) / (1 + q)
-    T = int(math.ceil(40 * math.sqrt(float(param[1])))) + 1
-    return discrete_gaussian_pmf(param[1], np.arange(-T, T + 1)), 0.0
+    s2 = float(param[1])
+    T = max(1, math.ceil(math.sqrt(2.0 * s2 * math.log(2.0 / TRUNCATED_MASS))))
+    cut = 2.0 * math.exp(-((T + 1) ** 2) / (2.0 * s2))
+    return discrete_gaussian_pmf(param[1], np.arange(-T, T + 1)), cut
 
 
 def _convolve(p, q) -> tuple[np.ndarray, float]:
@@ -372,22 +390,30 @@ def _convolve(p, q) -> tuple[np.ndarray, float]:
     return out, size * float(np.finfo(float).eps)
 
 
-def lattice_half_width(multiples, counts, laws, distribution, level):
-    """The exact least half-width, in lattice units, of ``S = Σ_j m_j Z_j`` (``m_j`` integer
-    ``multiples``, each ``counts_j`` times, ``Z_j`` integer draws of ``laws_j``): the pmf of
-    ``S`` by convolution, its tail ``P(|S| > k)`` counted with every truncated mass and an
-    allowance for rounding (``size · 2⁻⁵²`` per FFT convolution of pmfs, whose absolute
-    error is of that order), so the half-width stays valid, and :func:`discrete_atom`;
-    None when ``S``'s support would exceed :data:`MAX_LATTICE` points."""
+def _grid_law(w, counts, laws, distribution: str, delta: float, budget=None):
+    """The law of ``S_δ = Σ_j rint(w_j Z_j / δ)`` (each weight ``counts_j`` times, ``Z_j``
+    integer draws of ``laws_j``; exact, ``S_δ = S/δ``, when every ``w_j/δ`` is an integer):
+    ``(tail, cut)`` with ``tail[k] = P(|S_δ| > k)`` by convolving the draws' pmfs
+    (repeated squaring), and ``cut`` the mass left out — truncated pmfs (:func:`_integer_pmf`)
+    and an allowance for FFT rounding (``size · 2⁻⁵²`` per convolution, of the order of its
+    absolute error) — to add to the tail so the bound stays valid; None when ``S_δ``'s
+    support would exceed :data:`MAX_LATTICE` points or its work (support times the
+    convolutions) the ``budget[1]`` left, which it decrements."""
     pmfs = {law: _integer_pmf(distribution, law) for law in set(laws)}
-    size = sum(n * m * (pmfs[law][0].size - 1) for m, n, law in zip(multiples, counts, laws))
-    if size + 1 > MAX_LATTICE:
+    spans = [int(np.rint(wj * ((pmfs[law][0].size - 1) // 2) / delta))
+             for wj, law in zip(w, laws)]  # fmt: skip
+    support = sum(2 * s * n for s, n in zip(spans, counts)) + 1
+    work = support * sum(2 * int(n).bit_length() for n in counts)
+    if support > MAX_LATTICE or (budget is not None and work > budget[1]):
         return None
+    if budget is not None:
+        budget[1] -= work
     pmf, cut = np.ones(1), 0.0
-    for m, n, law in zip(multiples, counts, laws):
+    for wj, n, law, span in zip(w, counts, laws, spans):
         p, c = pmfs[law]
-        spread = np.zeros(m * (p.size - 1) + 1)
-        spread[::m] = p  # the pmf of m Z
+        T = (p.size - 1) // 2
+        at = np.rint(wj * np.arange(-T, T + 1) / delta).astype(np.int64) + span  # symmetric
+        spread = np.bincount(at, weights=p, minlength=2 * span + 1)  # the pmf of rint(w Z/δ)
         cut += n * c
         while n:  # pmf ∗ spread^{∗n} by repeated squaring
             if n & 1:
@@ -400,8 +426,41 @@ def lattice_half_width(multiples, counts, laws, distribution, level):
     pmf = np.maximum(pmf, 0.0)  # FFT rounding (absolute ~1e-17) below zero
     T = (pmf.size - 1) // 2
     sym = pmf[T + 1 :] + pmf[:T][::-1]  # sym[j] = P(|S| = j + 1)
-    tail = np.append(np.cumsum(sym[::-1])[::-1], 0.0)  # tail[k] = P(|S| > k), k = 0..T
-    return discrete_atom(lambda k: (float(tail[k]) if k < tail.size else 0.0) + cut, level)
+    return np.append(np.cumsum(sym[::-1])[::-1], 0.0), cut  # tail[k], k = 0..T
+
+
+def _tail_fn(law):
+    tail, cut = law
+    return lambda k: (float(tail[k]) if k < tail.size else 0.0) + cut
+
+
+def lattice_half_width(multiples, counts, laws, distribution, level):
+    """The exact least half-width, in lattice units, of ``S = Σ_j m_j Z_j`` (``m_j`` integer
+    ``multiples``, each ``counts_j`` times, ``Z_j`` integer draws of ``laws_j``), with its
+    boundary atoms' mass (:func:`discrete_atom` on the convolved pmf, :func:`_grid_law` with
+    ``δ = 1``, the mass left out counted in the tail); None when ``S``'s support would
+    exceed :data:`MAX_LATTICE` points."""
+    law = _grid_law(multiples, counts, laws, distribution, 1.0)
+    return None if law is None else discrete_atom(_tail_fn(law), level)
+
+
+def grid_half_width(w, counts, laws, distribution: str, level: float,
+                    budget=None) -> float | None:  # fmt: skip
+    """A conservative half-width for ``S = Σ_j w_j Z_j`` (weights as in :func:`_grid_law`)
+    whose weights are not one lattice: each term rounded to the grid of step ``δ`` (``N``
+    draws, ``δ = GRID_SLACK · sd(S) / N``) moves by at most ``δ/2``, so ``|S − δ S_δ| ≤ N
+    δ/2`` and ``P(|S| > kδ + Nδ/2) ≤ P(|S_δ| > k)``: ``h = kδ + Nδ/2`` for the least such
+    ``k`` with that tail ≤ ``level`` — at most :data:`GRID_SLACK` / 2 standard deviations
+    wider than needed. None when the grid's support would exceed :data:`MAX_LATTICE` or its
+    work (the grid's points times its convolutions) the ``budget[1]`` left (decremented)."""
+    pmfs = [_integer_pmf(distribution, law)[0] for law in laws]
+    var = [float(np.sum(np.arange(-(p.size // 2), p.size // 2 + 1) ** 2 * p)) for p in pmfs]
+    draws = float(np.sum(counts))
+    delta = GRID_SLACK * math.sqrt(float(np.sum(np.asarray(counts) * w * w * var))) / draws
+    law = _grid_law(w, [int(c) for c in counts], laws, distribution, delta, budget)
+    if law is None:
+        return None
+    return delta * (discrete_atom(_tail_fn(law), level)[0] + draws / 2.0)
 
 
 # ============================================================================ half-widths
@@ -533,7 +592,7 @@ def _by_answer(C, unit, law, distribution, levels) -> Intervals:
     m = C.shape[0]
     half, methods, atoms = np.zeros(m), np.empty(m, dtype=object), np.zeros(m)
     solved: dict = {}
-    budget = [MAX_INVERSIONS]
+    budget = [MAX_INVERSIONS, MAX_GRID_WORK]
     single = np.flatnonzero(np.diff(C.indptr) == 1)  # one draw times a constant: vectorised
     rows = C.indices[C.indptr[single]]
     weight = np.abs(C.data[C.indptr[single]]) * unit[rows]
@@ -577,11 +636,11 @@ def answer_half_width(w, n, laws, distribution: str, level: float, budget=None,
                       lattice=None) -> tuple[float, str, float]:  # fmt: skip
     """``(half-width, method, boundary atom mass)`` of ``Σ_j w_j Z_j`` (each ``n_j`` times;
     ``Z_j`` of law ``laws_j``: None for standard Laplace) at ``level`` (module docstring);
-    ``budget``: the numerical inversions left in a release (a one-element list, decremented;
-    default :data:`MAX_INVERSIONS`); ``lattice``: whether the weights are exact integer
+    ``budget``: what a release has left, ``[numerical inversions, grid work]`` (decremented;
+    default ``[MAX_INVERSIONS, MAX_GRID_WORK]``); ``lattice``: whether the weights are exact integer
     multiples of the smallest (default: read from ``w``; a caller that rounded ``w`` says it
     from the unrounded weights, since an atom moved by rounding may leave the interval)."""
-    budget = [MAX_INVERSIONS] if budget is None else budget
+    budget = [MAX_INVERSIONS, MAX_GRID_WORK] if budget is None else budget
     if distribution == "laplace":
         if budget[0] > 0:
             budget[0] -= 1
@@ -601,10 +660,14 @@ def answer_half_width(w, n, laws, distribution: str, level: float, budget=None,
             return unit * found[0], "lattice pmf", found[1]
     if distribution == "discrete gaussian":  # subgaussian with the exact proxy Σ w² σ̄²
         proxy = float(np.sum(n * w * w * np.array([float(p[1]) for p in laws])))
-        return math.sqrt(2.0 * proxy * math.log(2.0 / level)), "subgaussian", 0.0
-    b2 = np.array([_beta2(p[1], p[2]) for p in laws])
-    best = (_dlaplace_chernoff(w, n, b2, level), "discrete laplace chernoff", 0.0)
-    if budget[0] > 0:
+        best = (math.sqrt(2.0 * proxy * math.log(2.0 / level)), "subgaussian", 0.0)
+    else:
+        b2 = np.array([_beta2(p[1], p[2]) for p in laws])
+        best = (_dlaplace_chernoff(w, n, b2, level), "discrete laplace chernoff", 0.0)
+    gridded = grid_half_width(w, n, laws, distribution, level, budget)
+    if gridded is not None:
+        best = min(best, (gridded, "gridded pmf", 0.0))
+    if distribution == "discrete laplace" and budget[0] > 0:
         budget[0] -= 1
         ratio = np.array([p[2] / p[1] for p in laws])  # Z = L + V, L Laplace of scale t/s
         try:
