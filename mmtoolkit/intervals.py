@@ -614,9 +614,10 @@ def _by_answer(C, unit, law, distribution, levels) -> Intervals:
             methods[i] = "laplace sum" if distribution == "laplace" else "lattice pmf"
             continue
         # the answer's law up to its scale (every method is homogeneous of degree 1 in the
-        # weights): its (row law, weight / largest weight) pairs up to order and 1e-12
+        # weights): its (row law, weight / largest weight) pairs up to order and ~1e-12
         scale = float(a.max())
-        shape = np.round(a / scale, 12)
+        mantissa, exponent = np.frexp(a / scale)  # rounded to 2^-40 relative: none to 0
+        shape = np.ldexp(np.round(mantissa * 2.0**40) / 2.0**40, exponent)
         ratio = a / a.min()  # an exact integer lattice (unrounded weights) or not
         lattice = distribution != "laplace" and np.array_equal(ratio, np.rint(ratio))
         key = (float(levels[i]), lattice,

@@ -497,3 +497,21 @@ def test_grid_half_width_is_valid_and_tight():
     narrower = h - 5 * intervals.GRID_SLACK * math.sqrt(float(np.sum(w * w)) * 1.5) / 4
     assert np.mean(np.abs(draws) <= h) >= 1 - ALPHA - 1e-3
     assert np.mean(np.abs(draws) < narrower) <= 1 - ALPHA + 1e-3
+
+
+@pytest.mark.parametrize("privacy", [ZCDP(0.5), PureDP(1.0)], ids=["zCDP", "PureDP"])
+def test_tiny_coefficients_stay_in_the_discrete_law(privacy, monkeypatch):
+    """A coefficient 1e-14 times an answer's largest (rounding of ``W A⁺``) stays a draw of
+    the answer's discrete law (grouping rounds weights relatively, never to zero; it was
+    rounded to 0 and refused as a Laplace weight): the interval is finite and at least that
+    of the answer without it."""
+    W = mm.linalg.Dense(np.eye(3))
+    strategy = selectors.get("laplace").select(W, privacy)
+    plan = NoisePlan(strategy, privacy, "discrete", workload=W, fits=False)
+    se = np.ones(3)
+    C = np.array([[1.0, 1e-14, 0.0], [0.0, 1.0, 0.5], [0.0, 0.0, 1.0]])
+    monkeypatch.setattr(NoisePlan, "coefficients", lambda self: C)
+    with_tiny = intervals.release_intervals(plan, se, ALPHA)
+    C = np.array([[1.0, 0.0, 0.0], [0.0, 1.0, 0.5], [0.0, 0.0, 1.0]])
+    without = intervals.release_intervals(plan, se, ALPHA)
+    assert np.all(np.isfinite(with_tiny.half)) and with_tiny.half[0] >= without.half[0]
