@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from functools import cached_property
 
 import numpy as np
+from scipy import sparse
 
 from .checks import check_option
 from .discrete import DiscreteCalibration, RowScales, calibrate, integer_answers
@@ -262,6 +263,20 @@ class NoisePlan:
         else:
             proxies = list(var)  # uniq² · exact variance, in A's units
         return max(1.0, max(proxies) / self.variance)
+
+    def coefficients(self):
+        """How each workload answer's noise is made of the rows' noise draws: the ``m x rows``
+        matrix ``C`` of the release's reconstruction (answers ``C y``; the kind's handler's
+        ``noise_coefficients``, dense; a sparse identity for ``inference="none"``), or None
+        for a kind with a mechanism of its own or a ``C`` too large to form
+        (:func:`mmtoolkit.intervals.release_intervals` then bounds from the variances)."""
+        if self.W is None:
+            raise ValueError("the coefficients of the answers need a plan with a workload")
+        if self.none:
+            return sparse.identity(int(self.W.shape[0]), format="csr")
+        if self.route == "own":
+            return None
+        return handler(self.A).noise_coefficients(self.A, self.W)
 
     def std(self):
         """Each row's noise standard deviation: one value broadcast over the rows

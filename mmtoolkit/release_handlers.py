@@ -33,7 +33,7 @@ from .linalg import (
     check_dense_size,
     peel,
 )
-from .linalg.base import SMALL_DENSE_ENTRIES, integer_row_scales
+from .linalg.base import PINV_RCOND, SMALL_DENSE_ENTRIES, integer_row_scales
 
 __all__ = ["ReleaseHandler", "WeightedHandler", "VStackHandler", "CountingQueriesHandler",
            "KroneckerHandler", "TreeHandler", "MarginalsHandler", "handler", "register_handler"]
@@ -95,6 +95,39 @@ class ReleaseHandler:
         (:func:`mmtoolkit.pgm.measure`) as marginal Measurements with the continuous
         ``noise`` (a :class:`~mmtoolkit.plan.Noise`); None: the generic mechanism."""
         return None
+
+    def noise_coefficients(self, A: Matrix, W: Matrix) -> np.ndarray | None:
+        """The dense ``m x rows`` matrix ``C`` with ``W``'s released answers ``C y`` for
+        noisy strategy answers ``y`` (``C = W A⁺``: the map :meth:`workload_answers`, else
+        reconstruct → answer, applies), so answer ``i``'s noise is ``Σ_j C_ij z_j``
+        (:mod:`mmtoolkit.intervals`); None when ``C``, the dense ``W`` or a dense ``A⁺`` it
+        is computed from would exceed :data:`~mmtoolkit.linalg.base.SMALL_DENSE_ENTRIES`
+        entries. Generic: this handler's own :meth:`workload_answers` applied to blocks of
+        columns of the identity, else ``(A⁺ᵀ Wᵀ)ᵀ`` through the kind's ``pinv_operator()``,
+        else a dense pseudo-inverse."""
+        m, rows, cells = int(W.shape[0]), int(A.shape[0]), int(A.shape[1])
+        if m * rows > SMALL_DENSE_ENTRIES:
+            return None
+        block = max(1, SMALL_DENSE_ENTRIES // (8 * max(m, rows)))
+        C = np.empty((m, rows))
+        for lo in range(0, rows, block):
+            hi = min(rows, lo + block)
+            unit = np.zeros((rows, hi - lo))
+            unit[np.arange(lo, hi), np.arange(hi - lo)] = 1.0
+            part = self.workload_answers(A, W, unit)
+            if part is None:
+                break
+            C[:, lo:hi] = part
+        else:
+            return C
+        if m * cells > SMALL_DENSE_ENTRIES:
+            return None
+        P = A.pinv_operator()
+        if P is not None:
+            return np.asarray(P.T @ W.dense().T, dtype=float).T
+        if cells * rows > SMALL_DENSE_ENTRIES:
+            return None
+        return W.dense() @ np.linalg.pinv(A.dense(), rcond=PINV_RCOND)
 
     def row_scales(self, A: Matrix) -> np.ndarray | None:
         """Discrete noise: ``d > 0`` (one per row) with ``diag(d)⁻¹ A`` integer, or None

@@ -134,6 +134,7 @@ class ReleaseResult:
     tables_spec: list | None = field(default=None)
     lower: np.ndarray | None = None
     upper: np.ndarray | None = None
+    interval_methods: np.ndarray | None = None
 
     def __post_init__(self):
         if self.tables_spec is None:
@@ -454,9 +455,10 @@ BONFERRONI = {
 }
 
 
-def _half_widths(stderr, plan: NoisePlan, alpha, simultaneous, tables) -> np.ndarray | None:
-    """The intervals' half-widths (:func:`mmtoolkit.intervals.half_widths`) for the answers'
-    ``stderr`` (None: no intervals), checked before anything is charged."""
+def _intervals(stderr, plan: NoisePlan, alpha, simultaneous, tables):
+    """The answers' :class:`~mmtoolkit.intervals.Intervals` (half-widths and methods,
+    :func:`mmtoolkit.intervals.release_intervals`) for their ``stderr`` (None: no
+    intervals), checked before anything is charged."""
     check_option(simultaneous, "simultaneous", intervals.SIMULTANEOUS)
     check_probability(alpha, "alpha")
     if simultaneous == "table" and tables is None:
@@ -469,7 +471,7 @@ def _half_widths(stderr, plan: NoisePlan, alpha, simultaneous, tables) -> np.nda
     count = {"none": 1, "workload": stderr.size}.get(simultaneous)
     if count is None:
         count = intervals.table_counts([(t.start, t.stop) for t in tables], stderr.size)
-    return intervals.half_widths(stderr, plan.distribution, alpha, count, plan.proxy_factor)
+    return intervals.release_intervals(plan, stderr, alpha, count)
 
 
 def _load(data, domain, other) -> records.Records:
@@ -662,7 +664,8 @@ def release(
     t_eval = time.perf_counter() - t2
     # every check of the measurement (memory, fit, discrete noise) before any charge
     mplan = _noise_plan(strategy, privacy, noise, private and not noise_given, W, recs, releases)
-    half = _half_widths(stderr, mplan, alpha, simultaneous, workload_tables(W, dom))
+    found = _intervals(stderr, mplan, alpha, simultaneous, workload_tables(W, dom))
+    half = None if found is None else found.half
 
     if private:
         digest = key = None
@@ -756,7 +759,8 @@ def release(
         "intervals": None if half is None else {
             "alpha": alpha,
             "simultaneous": simultaneous,
-            "method": intervals.method(mplan.distribution) + BONFERRONI[simultaneous],
+            "method": found.describe() + BONFERRONI[simultaneous],
+            "answers_by_method": found.counts(),
             "proxy_factor": mplan.proxy_factor,
         },
         "seed": seed,  # (the fields of the seed: removed below from a private release's)
@@ -786,4 +790,5 @@ def release(
                          selection_seed=selection_seed, strategy=strategy, measurements=meas,
                          summary=summary, ledger_entry=entry, tables_spec=tables,
                          lower=None if h is None else answers - h,
-                         upper=None if h is None else answers + h)
+                         upper=None if h is None else answers + h,
+                         interval_methods=None if found is None else found.methods)
