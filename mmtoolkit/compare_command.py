@@ -83,13 +83,24 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
         help=f"with --data: data-dependent peers (default {','.join(cd.PEERS)}; none: no peer)",
     )
     p.add_argument(
+        "--pgm-iters",
+        type=int,
+        default=1000,
+        metavar="N",
+        help="with --data: Private-PGM's optimiser steps (default 1000)",
+    )
+    p.add_argument(
         "--store",
         metavar="FILE.jsonl",
         help="with --data: job store, so a rerun reuses finished jobs (default: FILE.csv of "
         "--out with .jobs.jsonl appended)",
     )
     p.add_argument(
-        "--selectors", metavar="LIST", help="selectors to compare (default: all registered)"
+        "--selectors",
+        metavar="LIST",
+        help="selectors to compare (default: all registered; with --data "
+        + ",".join(cd.DEFAULT_SELECTORS)
+        + ")",
     )
     p.add_argument("--objective", choices=("sum", "max"), default="sum", help="default: sum")
     p.add_argument(
@@ -208,6 +219,7 @@ def _main_data(args) -> int:
             timeout=_timeout(args, cd.DEFAULT_TIMEOUT),
             jobs=args.jobs,
             store=store,
+            pgm_iters=args.pgm_iters,
             progress=not args.quiet,
         )
         summary = cd.summarize(df)

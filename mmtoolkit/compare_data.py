@@ -380,9 +380,18 @@ def compare_data(
     recs = data if isinstance(data, records.Records) else _load(data, domain)
     try:
         W = workload_matrix(workload, recs.domain, "workload", "the data's domain")
+        tables = _tables(W, recs.domain, "workload")
+        used = sorted({i for t in tables for i in t.attrs})
+        if isinstance(workload, str) and len(used) < len(recs.domain):
+            # only the workload's attributes matter to its answers: every method gets those
+            # columns (the peers would otherwise model, and spend budget on, the others)
+            names = [recs.domain.names[i] for i in used]
+            recs = records.Records(recs.domain.project(names), recs.codes[:, used],
+                                   {k: v for k, v in recs.bins.items() if k in names})
+            W = workload_matrix(workload, recs.domain, "workload", "the data's domain")
+            tables = _tables(W, recs.domain, "workload")
     except ValueError as exc:
         raise CompareDataError(str(exc)) from None
-    tables = _tables(W, recs.domain, "workload")
     if any(m.peer for m in methods):
         check_peers()
     out = sys.stderr if progress is True else (io.StringIO() if not progress else progress)
@@ -605,3 +614,101 @@ def plot_errors(summary, path, metric: str = "l1_error") -> None:
     finally:
         plt.close(fig)
     write_atomic(path, buf.getvalue())
+
+
+# ============================================================================ configs
+#: The keys of a comparison config (docs/guide/compare.md, "As a config").
+CONFIG_REQUIRED = ("paper", "table", "data", "domain", "workload", "epsilons")
+CONFIG_OPTIONAL = ("title", "notes", "delta", "trials", "seed", "timeout", "selectors",
+                   "postprocess", "peers", "pgm_iters", "quick")  # fmt: skip
+#: What a ``quick:`` block may replace.
+QUICK_KEYS = ("workload", "epsilons", "trials", "selectors", "postprocess", "peers", "timeout",
+              "pgm_iters")  # fmt: skip
+
+
+def load_comparison(path, quick: bool = False) -> dict:
+    """The settings of a comparison config ``*.compare.yaml`` (its ``quick:`` variant when
+    ``quick``), checked; ``data`` and ``domain`` resolved against the config's directory.
+    Every problem is a :class:`~mmtoolkit.runner.schema.ConfigError` naming the file and
+    the field."""
+    from .runner.schema import Fields, read_yaml
+
+    f = Fields(path)
+    raw = f.mapping(read_yaml(path, "comparison config"), "")
+    f.keys(raw, "", (*CONFIG_REQUIRED, *CONFIG_OPTIONAL), CONFIG_REQUIRED)
+    cfg = dict(raw)
+    if quick:
+        q = f.mapping(cfg.pop("quick", None) or {}, "quick")
+        f.keys(q, "quick", QUICK_KEYS)
+        cfg.update(q)
+    cfg.pop("quick", None)
+    for key in ("paper", "table", "data", "domain", "workload"):
+        f.text(cfg[key], key)
+    for key in ("data", "domain"):
+        p = Path(cfg[key])
+        cfg[key] = str(p if p.is_absolute() else Path(path).parent / p)
+    try:
+        cfg["epsilons"] = parse_epsilons(cfg["epsilons"])
+    except CompareDataError as exc:
+        raise f.error("epsilons", str(exc)) from None
+    if cfg.get("timeout") is not None:
+        cfg["timeout"] = f.positive(cfg["timeout"], "timeout")
+    return cfg
+
+
+def run_config(path, results="results", *, quick: bool = False, jobs: int | None = None,
+               fresh: bool = False, progress=True) -> list[Path]:  # fmt: skip
+    """Run the comparison config at ``path``: every job not in the job store
+    (``<results>/<paper>/.jobs/<table>.jsonl``, the runner's; ``fresh`` empties it), then
+    ``<results>/<paper>/<table>.{csv,md,png}`` (the summary, its Markdown page and the plot
+    of error against ε); ``quick``: the config's ``quick:`` variant under ``<results>/quick``.
+    Returns the files written."""
+    from .atomic import write_files_atomic
+    from .runner.run import QUICK_DIR
+    from .runner.schema import ConfigError
+    from .runner.store import store_path
+
+    cfg = load_comparison(path, quick)
+    if quick:
+        results = Path(results) / QUICK_DIR
+    store = store_path(results, cfg["paper"], cfg["table"])
+    if fresh:
+        JobStore(store).rewrite([])
+    kw = {k: cfg[k] for k in ("delta", "trials", "seed", "timeout", "selectors", "postprocess",
+                              "peers", "pgm_iters") if k in cfg}  # fmt: skip
+    try:
+        df = compare_data(cfg["data"], cfg["workload"], cfg["epsilons"], domain=cfg["domain"],
+                          jobs=jobs, store=store, progress=progress, **kw)  # fmt: skip
+    except (CompareDataError, records.RecordsError) as exc:
+        raise ConfigError(f"{path}: {exc}") from None
+    summary = summarize(df)
+    directory = Path(results) / cfg["paper"]
+    csv_path, md_path = directory / f"{cfg['table']}.csv", directory / f"{cfg['table']}.md"
+    png = directory / f"{cfg['table']}.png"
+    plot_errors(summary, png)
+    write_files_atomic({csv_path: to_csv(summary), md_path: _markdown(cfg, path, summary, png)})
+    return [csv_path, md_path, png]
+
+
+def _markdown(cfg: dict, path, summary, png: Path) -> str:
+    """The Markdown page of a comparison config's summary."""
+    level = summary.attrs.get("level", 0.95)
+    lines = [f"# {cfg.get('title') or cfg['table']}", "",
+             f"Config: `{Path(path).as_posix()}` (`mmtoolkit run`). Data `{Path(cfg['data']).name}`"
+             f" ({summary.attrs['records']} records), workload `{cfg['workload']}` "
+             f"({summary.attrs['tables']} marginals); every method charged ρ-zCDP with ε at "
+             f"δ = {summary.attrs['delta']:g} ({summary.attrs['conversion']}); mean over the "
+             f"trials with a {level:.0%} Student-t interval; seconds per job.", ""]  # fmt: skip
+    if cfg.get("notes"):
+        lines += [" ".join(str(cfg["notes"]).split()), ""]
+    lines += ["| method | ε | ρ | trials | L1 error | interval | RMSE | interval | seconds | "
+              "status |", "|---|---:|---:|---:|---:|---|---:|---|---:|---|"]  # fmt: skip
+    for r in summary.itertuples(index=False):
+        ci1 = f"[{_num(r.l1_low)}, {_num(r.l1_high)}]" if r.l1_low == r.l1_low else ""
+        ci2 = f"[{_num(r.rmse_low)}, {_num(r.rmse_high)}]" if r.rmse_low == r.rmse_low else ""
+        status = str(r.status).replace("|", "\\|")
+        lines.append(f"| {r.method} | {r.epsilon:g} | {r.rho:.4g} | {r.trials} | "
+                     f"{_num(r.l1_error)} | {ci1} | {_num(r.rmse)} | {ci2} | "
+                     f"{_num(r.seconds, '.1f')} | {status} |")  # fmt: skip
+    lines += ["", f"![L1 error against ε]({png.name})", ""]
+    return "\n".join(lines)

@@ -257,3 +257,47 @@ def test_peers_answer_every_marginal_with_the_same_rho(recs):
     # at ε = 50 AIM measures every 2-way marginal with little noise; MST keeps a tree of
     # them, so its error includes the model's: both far below the data's own scale
     assert (df["l1_error"] < 0.5).all()
+
+
+# ----------------------------------------------------------------------------- as a config
+def test_a_comparison_config_runs_through_mmtoolkit_run_and_resumes(files, tmp_path, capsys):
+    from mmtoolkit.runner.config import load_config
+    from mmtoolkit.runner.report import config_paths
+
+    cfg = tmp_path / "configs" / "toy" / "small.compare.yaml"
+    cfg.parent.mkdir(parents=True)
+    cfg.write_text(
+        f"paper: toy\ntable: small\ndata: {files / 'data.csv'}\ndomain: {files / 'domain.json'}\n"
+        "workload: marginals:k=3\nepsilons: [0.5, 5]\ntrials: 3\nselectors: residual_planner\n"
+        "postprocess: [least_squares]\npeers: []\ntimeout: 600\n"
+        "quick:\n  workload: \"marginals_list:attr_sets=[[a,b]]\"\n  trials: 2\n"
+    )
+    results = tmp_path / "results"
+    assert main(["run", "-q", "--results", str(results), str(cfg)]) == 0
+    capsys.readouterr()
+    table = results / "toy" / "small.csv"
+    lines = table.read_text().splitlines()
+    assert lines[0].split(",") == list(cd.SUMMARY_COLUMNS) and len(lines) == 1 + 2
+    assert "residual_planner+least_squares" in (results / "toy" / "small.md").read_text()
+    assert (results / "toy" / "small.png").read_bytes()[:4] == b"\x89PNG"
+    store = JobStore(results / "toy" / ".jobs" / "small.jsonl")
+    assert len(store.load()) == 2 * 3
+    before = table.read_bytes()
+    assert main(["run", "--results", str(results), str(cfg)]) == 0
+    assert "resuming: 6 of 6 jobs" in capsys.readouterr().err
+    assert table.read_bytes() == before  # nothing recomputed, the same table
+    assert main(["run", "-q", "--quick", "--results", str(results), str(cfg)]) == 0
+    assert len((results / "quick" / "toy" / "small.csv").read_text().splitlines()) == 1 + 2
+    # the scoreboard and the table-config loader leave it out, saying what it is
+    assert cfg not in config_paths(tmp_path / "configs")
+    with pytest.raises(ValueError, match="comparison config"):
+        load_config(cfg)
+
+
+def test_a_comparison_config_with_a_bad_field_names_it(files, tmp_path, capsys):
+    cfg = tmp_path / "bad.compare.yaml"
+    cfg.write_text(f"paper: toy\ntable: t\ndata: {files / 'data.csv'}\ndomain: "
+                   f"{files / 'domain.json'}\nworkload: marginals:k=1\nepsilons: [1, 0]\n")
+    assert main(["run", "-q", "--results", str(tmp_path / "r"), str(cfg)]) == 2
+    err = capsys.readouterr().err
+    assert "bad.compare.yaml" in err and "epsilons" in err
