@@ -54,7 +54,7 @@ from .releasing import (
 from .runner.executors import run_jobs
 from .runner.jobs import JobSpec, code_fingerprint, derive_seed, describe_error, job_record
 from .runner.store import JobStore, reusable
-from .selectors.base import REFUSALS, get_class
+from .selectors.base import REFUSALS, available, get_class
 
 __all__ = [
     "COLUMNS",
@@ -145,6 +145,8 @@ def _methods(selectors, postprocess, peers) -> list[Method]:
     """The compared methods (selector × post-processing, then the peers)."""
     if selectors is None:
         selectors = list(DEFAULT_SELECTORS)
+    elif selectors == "all":  # every registered selector; those that do not apply: rows
+        selectors = available()
     items = parse_selectors(selectors) if isinstance(selectors, str) else [
         (s, {}) if isinstance(s, str) else tuple(s) for s in selectors
     ]  # fmt: skip
@@ -354,8 +356,9 @@ def compare_data(
     ``data``: Records, or a CSV path / DataFrame with its declared ``domain`` (a domain
     file, mapping or Domain); ``workload``: a marginals SPEC (or Matrix) on that domain;
     ``epsilons``: ε values (list or ``"0.1,1,10"``), each read at ``delta``; ``trials``:
-    trials per (method, ε); ``selectors`` (default :data:`DEFAULT_SELECTORS`; a selector
-    list as :func:`mmtoolkit.compare.parse_selectors` reads it), ``postprocess`` (of
+    trials per (method, ε); ``selectors`` (default :data:`DEFAULT_SELECTORS`; ``"all"``
+    for every registered one; a selector list as :func:`mmtoolkit.compare.parse_selectors`
+    reads it), ``postprocess`` (of
     :data:`POSTPROCESS`) and ``peers`` (of :data:`PEERS`) choose the methods; ``seed``: the
     one seed of the selections and the noise; ``timeout``: seconds per job (None: no limit);
     ``jobs``: jobs at once; ``store``: a job-store path (JSON lines) that makes a rerun

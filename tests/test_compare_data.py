@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 
 import numpy as np
 import pytest
@@ -182,6 +183,13 @@ def test_missing_peer_extra_is_named_before_any_job(recs, tmp_path, monkeypatch)
     assert not store.exists()
 
 
+def test_all_selectors_means_every_registered_one():
+    from mmtoolkit.selectors import available
+
+    methods = cd._methods("all", ["least_squares"], ())
+    assert [m.selector for m in methods] == available()
+
+
 def test_unknown_method_names_are_refused(recs):
     with pytest.raises(CompareDataError, match="postprocess"):
         _run(recs, postprocess="clipped")
@@ -240,6 +248,8 @@ def test_command_line_bad_input_is_one_line_and_exit_2(files, capsys, args, need
 
 # ----------------------------------------------------------------------------- the peers
 def _peers_usable() -> bool:
+    if not os.environ.get(cd.PEERS_ENV):  # the extra lives in an environment of its own
+        return False
     try:
         cd.check_peers()
     except CompareDataError:
@@ -247,7 +257,7 @@ def _peers_usable() -> bool:
     return True
 
 
-@pytest.mark.skipif(not _peers_usable(), reason=cd.PEERS_EXTRA)
+@pytest.mark.skipif(not _peers_usable(), reason=f"{cd.PEERS_ENV} unset or unusable")
 def test_peers_answer_every_marginal_with_the_same_rho(recs):
     # runs where MMTOOLKIT_PEERS_PYTHON (or this interpreter) has OpenDP's mbi extra
     df = _run(recs, selectors=(), postprocess=(), peers=cd.PEERS, eps=[50.0], trials=1,
