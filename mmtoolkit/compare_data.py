@@ -593,17 +593,19 @@ def plot_errors(summary, path, metric: str = "l1_error") -> None:
 
     pre = {"l1_error": "l1", "rmse": "rmse"}[metric]
     fig, ax = plt.subplots(figsize=(7.5, 5))
+    colors = plt.get_cmap("tab20").colors  # twenty distinct colours: no two methods share one
     try:
-        for method, g in summary.groupby("method", sort=False):
+        for k, (method, g) in enumerate(summary.groupby("method", sort=False)):
             g = g[g[metric] == g[metric]].sort_values("epsilon")
             if g.empty:
                 continue
             y = g[metric].to_numpy(dtype=float)
             lo = np.nan_to_num(y - g[f"{pre}_low"].to_numpy(dtype=float), nan=0.0)
             hi = np.nan_to_num(g[f"{pre}_high"].to_numpy(dtype=float) - y, nan=0.0)
-            style = "--" if "+" not in method else "-"
-            ax.errorbar(g["epsilon"], y, yerr=[lo, hi], label=method, marker="o",
-                        linestyle=style, capsize=3)  # fmt: skip
+            peer = "+" not in method  # the peers: dashed, square markers
+            ax.errorbar(g["epsilon"], y, yerr=[lo, hi], label=method, capsize=3,
+                        color=colors[k % len(colors)], marker="s" if peer else "o",
+                        linestyle="--" if peer else "-")  # fmt: skip
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_xlabel("ε (each method charged the same ρ-zCDP)")
@@ -674,6 +676,7 @@ def run_config(path, results="results", *, quick: bool = False, jobs: int | None
     cfg = load_comparison(path, quick)
     if quick:
         results = Path(results) / QUICK_DIR
+        cfg["title"] = f"{cfg.get('title') or cfg['table']} (quick variant)"
     store = store_path(results, cfg["paper"], cfg["table"])
     if fresh:
         JobStore(store).rewrite([])
