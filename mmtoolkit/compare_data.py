@@ -147,9 +147,12 @@ def _methods(selectors, postprocess, peers) -> list[Method]:
         selectors = list(DEFAULT_SELECTORS)
     elif selectors == "all":  # every registered selector; those that do not apply: rows
         selectors = available()
-    items = parse_selectors(selectors) if isinstance(selectors, str) else [
-        (s, {}) if isinstance(s, str) else tuple(s) for s in selectors
-    ]  # fmt: skip
+    try:
+        items = parse_selectors(selectors) if isinstance(selectors, str) else [
+            (s, {}) if isinstance(s, str) else tuple(s) for s in selectors
+        ]  # fmt: skip
+    except (TypeError, ValueError) as exc:
+        raise CompareDataError(f"selectors: {exc}") from None
     posts = [postprocess] if isinstance(postprocess, str) else list(postprocess or ())
     for p in posts:
         if p not in POSTPROCESS:

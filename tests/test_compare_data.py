@@ -197,6 +197,8 @@ def test_unknown_method_names_are_refused(recs):
         _run(recs, peers=("mwem",))
     with pytest.raises(CompareDataError, match="selectors"):
         _run(recs, selectors="nope")
+    with pytest.raises(CompareDataError, match="selectors"):
+        _run(recs, selectors="")
 
 
 # ----------------------------------------------------------------------------- command line
