@@ -71,8 +71,10 @@ def test_one_seed_determines_every_number_and_another_seed_changes_them(recs, fr
 
 
 def test_private_pgm_is_a_job_per_trial_with_its_own_noise(recs):
+    # in forked workers (a time limit), as the command line runs it: JAX never starts in
+    # this process, which later tests fork
     df = _run(recs, workload="marginals:k=1", selectors="residual_planner", postprocess="pgm",
-              eps=[1.0])  # fmt: skip
+              eps=[1.0], timeout=600)  # fmt: skip
     assert list(df["method"]) == ["residual_planner+pgm"] * 2
     assert (df["status"] == "ok").all(), df["reason"].tolist()
     assert np.isfinite(df[["l1_error", "rmse"]].to_numpy(dtype=float)).all()
