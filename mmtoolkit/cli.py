@@ -16,9 +16,9 @@ import os
 import sys
 from pathlib import Path
 
-from . import compare_command, datasets, release_command, selectors
+from . import compare_command, compare_data, datasets, release_command, selectors
 from .runner import load_config, rerender_config, run_config
-from .runner.config import ConfigError
+from .runner.config import COMPARE_SUFFIXES, ConfigError
 from .runner.executors import ExecutorError, check_executor
 from .runner.plots import plot_file
 from .runner.report import ReportError, check_summary, collect, reproduce, write_report
@@ -182,7 +182,19 @@ def _run(args) -> int:
                 f"{result.md_path}"
             )
         return 0
-    configs = [load_config(p) for p in args.configs]  # validate everything before running
+    compare_paths = [p for p in args.configs if str(p).endswith(COMPARE_SUFFIXES)]
+    for p in compare_paths:  # validated before anything runs
+        compare_data.load_comparison(p, args.quick)
+    configs = [load_config(p) for p in args.configs if p not in compare_paths]
+    for p in compare_paths:  # each (method, ε, trial) a job in the runner's job store
+        try:
+            written = compare_data.run_config(p, args.results, quick=args.quick, jobs=args.jobs,
+                                              fresh=args.fresh, progress=not args.quiet)
+        except KeyboardInterrupt:
+            print(f"mmtoolkit: interrupted; finished jobs are kept: run {p} again to resume",
+                  file=sys.stderr)  # fmt: skip
+            return 130
+        print(f"{p}: -> {', '.join(map(str, written))}")
     failed = 0
     for cfg in configs:
         progress = io.StringIO() if args.quiet else sys.stderr

@@ -319,6 +319,27 @@ class ZCDP(Privacy):
             t = math.nextafter(t, math.inf)
         return max(0.0, rho * (1.0 + 2.0 * t) + math.log(t) - math.log1p(t))
 
+    @classmethod
+    def for_approx_dp(cls, epsilon: float, delta: float) -> ZCDP:
+        """The largest ρ whose :meth:`to_approx_dp_tight` at ``delta`` is at most
+        ``epsilon``: a ρ-zCDP mechanism with this ρ is (ε, δ)-DP (Canonne, Kamath & Steinke
+        2020, Prop. 12). The conversion is increasing in ρ, so the root is bracketed by ρ
+        near 0 (ε near 0) and ρ = ε (ε at least ρ) and found by Brent's method, then stepped
+        down until the conversion is at most ``epsilon`` (ε is never understated)."""
+        eps = check_positive(epsilon, "epsilon")
+        d = check_probability(delta, "delta")
+
+        def excess(rho: float) -> float:
+            return cls(rho).to_approx_dp_tight(d) - eps
+
+        lo, hi = eps * 1e-300, eps  # the conversion is 0 at ρ = lo: excess(lo) = −ε
+        while excess(hi) <= 0.0:  # a δ near 1, where ε ≥ ρ need not hold: widen
+            lo, hi = hi, hi * 2.0
+        rho = brentq(excess, lo, hi, xtol=1e-300, rtol=4 * np.finfo(float).eps, maxiter=500)
+        while excess(rho) > 0.0:
+            rho = math.nextafter(rho, 0.0)
+        return cls(rho)
+
     def gaussian_delta(self, epsilon: float) -> float:
         """The exact δ(ε) of the Gaussian mechanism calibrated to this ρ: with ``μ =
         sqrt(2ρ)``, ``δ = Φ(μ/2 − ε/μ) − e^ε Φ(−μ/2 − ε/μ)`` (Balle & Wang 2018, Thm 8;
@@ -386,13 +407,19 @@ def from_spec(spec) -> Privacy:
 _NUMBER_WORD = re.compile(r"^-(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$|^-(inf|nan)$", re.IGNORECASE)
 
 
-def add_budget_arguments(parser) -> None:
+def add_budget_arguments(parser, epsilon_list: bool = False) -> None:
     """Add the budget flags ``--epsilon``, ``--delta`` and ``--rho`` to the argparse
     ``parser`` (read back with :func:`from_budget`). A negative number after a flag is read
     as its value, so that :func:`from_budget` refuses it naming the flag (the parser must
-    have no option that looks like a negative number)."""
+    have no option that looks like a negative number). ``epsilon_list``: ``--epsilon`` is
+    kept as text, which may list several values (``0.1,1,10``) for the caller to parse."""
     parser._negative_number_matcher = _NUMBER_WORD  # argparse's hook for this (3.11-3.13)
-    parser.add_argument("--epsilon", type=float, help="ε (pure DP, or (ε, δ)-DP with --delta)")
+    parser.add_argument(
+        "--epsilon",
+        type=str if epsilon_list else float,
+        help="ε (pure DP, or (ε, δ)-DP with --delta)"
+        + ("; with --data a list such as 0.1,1,10" if epsilon_list else ""),
+    )
     parser.add_argument("--delta", type=float, help="δ for (ε, δ)-DP (analytic Gaussian)")
     parser.add_argument("--rho", type=float, help="ρ for ρ-zCDP (Gaussian)")
 

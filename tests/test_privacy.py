@@ -461,3 +461,20 @@ def test_release_refuses_an_overflowing_level_before_the_ledger(tmp_path):
     result = mm.release(R, "marginals:2", PureDP(1e-150), "identity", seed=0, ledger=path)
     assert np.all(np.isfinite(result.answers)) and np.all(np.isfinite(result.stderr))
     assert math.isfinite(result.summary["expected_rmse"])
+
+
+@pytest.mark.parametrize("epsilon", [0.1, 1.0, 10.0])
+@pytest.mark.parametrize("delta", [1e-9, 1e-5])
+def test_for_approx_dp_is_the_largest_rho_the_tight_conversion_allows(epsilon, delta):
+    z = ZCDP.for_approx_dp(epsilon, delta)
+    assert z.to_approx_dp_tight(delta) <= epsilon
+    # the conversion's relative slope in ρ is of order 1 (ε ≈ ρ + 2 sqrt(ρ ln 1/δ)), so a
+    # relative step of 1e-9 in ρ moves ε by ~1e-9 relative, far above its ~1e-15 rounding
+    assert ZCDP(z.rho * (1 + 1e-9)).to_approx_dp_tight(delta) > epsilon
+
+
+def test_for_approx_dp_refuses_a_non_positive_epsilon():
+    with pytest.raises(ValueError, match="epsilon"):
+        ZCDP.for_approx_dp(0.0, 1e-9)
+    with pytest.raises(ValueError, match="delta"):
+        ZCDP.for_approx_dp(1.0, 0.0)

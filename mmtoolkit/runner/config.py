@@ -28,6 +28,7 @@ from .schema import ConfigError, Fields, parse_memory, read_yaml
 from .specs import METRICS, Metric, parse_workload, resolve_selector, search_path_for
 
 __all__ = [
+    "COMPARE_SUFFIXES",
     "METRICS",
     "Column",
     "Config",
@@ -45,6 +46,9 @@ _TOP_OPTIONAL += ("figures",)
 _COLUMN_KEYS = ("name", "selector", "params", "svd_bound", "notes", "objective", "timeout")
 _COLUMN_KEYS += ("memory",)
 _QUICK_KEYS = ("rows", "columns", "params", "timeout")
+#: File names of comparison configs (``mmtoolkit.compare_data.run_config``), which
+#: ``mmtoolkit run`` hands to :mod:`mmtoolkit.compare_data` and the scoreboard leaves out.
+COMPARE_SUFFIXES = (".compare.yaml", ".compare.yml")
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
 
 
@@ -406,4 +410,7 @@ def load_config(path: str | Path, *, build_workloads: bool = True) -> Config:
     p = Path(path)
     if p.name.endswith((".plot.yaml", ".plot.yml")):
         raise f.error("", "a figure sheet, not an experiment config (render it: mmtoolkit plot)")
+    if p.name.endswith(COMPARE_SUFFIXES):
+        raise f.error("", "a comparison config (mmtoolkit.compare_data.run_config; mmtoolkit run "
+                      "runs it), not a table config")
     return _parse(f, p, read_yaml(p, "config"), build_workloads)

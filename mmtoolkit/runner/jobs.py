@@ -46,7 +46,7 @@ class JobSpec:
     """Everything a worker needs to compute one job (picklable, no live objects)."""
 
     key: str
-    workload: WorkloadSpec
+    workload: WorkloadSpec | None  # None: a job whose data is not a workload (compare_data)
     privacy_spec: dict
     quantity: str  # rmse | total_error | max_variance
     selector: str | None  # registry name or "module:Class"; None for the SVD bound

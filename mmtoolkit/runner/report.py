@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..atomic import write_atomic
-from .config import Config, load_config
+from .config import COMPARE_SUFFIXES, Config, load_config
 from .figures import SHEET_SUFFIXES, is_sheet, load_sheet
 from .jobs import cell_keys
 from .plots import csv_number, render_sheet
@@ -164,7 +164,8 @@ def _md_title(path: Path) -> str:
 
 
 def config_paths(configs: str | os.PathLike) -> list[Path]:
-    """Every experiment config under ``configs`` (YAML files that are not figure sheets); a
+    """Every experiment config under ``configs`` (YAML files that are not figure sheets or
+    comparison configs, :data:`~.config.COMPARE_SUFFIXES`); a
     ``configs`` that is not a directory is a :class:`ReportError` naming it (a mistyped
     ``--configs`` must not read as a scoreboard of zero tables)."""
     root = Path(configs)
@@ -174,7 +175,9 @@ def config_paths(configs: str | os.PathLike) -> list[Path]:
     out = [
         p
         for p in root.rglob("*")
-        if p.is_file() and p.suffix in (".yaml", ".yml") and not p.name.endswith(SHEET_SUFFIXES)
+        if p.is_file()
+        and p.suffix in (".yaml", ".yml")
+        and not p.name.endswith((*SHEET_SUFFIXES, *COMPARE_SUFFIXES))
     ]
     return sorted(out, key=lambda p: _natural(p.as_posix()))
 
