@@ -145,10 +145,13 @@ class RowScales:
 
 
 def integer_answers(Ax: np.ndarray, scales: np.ndarray) -> np.ndarray:
-    """``B x = A x / d`` as exact int64 (the data and ``B`` are integer)."""
+    """``B x = A x / d`` as exact int64 (the data and ``B`` are integer): refused unless every
+    entry is within 1e-6 of an integer below 2^52 in magnitude (NaN and infinities too)."""
     Bx = Ax / scales
     r = np.rint(Bx)
-    if not np.allclose(Bx, r, rtol=0, atol=1e-6) or np.any(np.abs(r) >= 2**52):
+    Bx -= r
+    np.abs(Bx, out=Bx)
+    if not Bx.max(initial=0.0) <= 1e-6 or not np.abs(r).max(initial=0.0) < 2**52:
         raise ValueError(
             "discrete noise needs integer counts: the data vector (or records) gives a "
             "non-integer strategy answer (use noise='continuous' for fractional data)"
