@@ -59,7 +59,7 @@ from .checks import check_float, check_int
 from .linalg.kernels import compiled
 
 __all__ = ["as_fraction", "bernoulli", "bernoulli_exp", "discrete_laplace", "discrete_gaussian",
-           "discrete_gaussian_pmf", "discrete_gaussian_rho", "rational_ceil_sqrt"]
+           "discrete_gaussian_pmf", "discrete_gaussian_rho", "rational_ceil_sqrt", "array_path"]
 
 _CHUNK = 1 << 62
 
@@ -233,6 +233,13 @@ _GAUSS_USE = 16
 def _kernels():
     """The compiled samplers (``mmtoolkit._numba_noise``), or None for the numpy path."""
     return compiled("mmtoolkit._numba_noise")
+
+
+def array_path() -> str:
+    """The path that draws arrays of exact samples now, as ``MMTOOLKIT_NUMBA`` says and numba
+    allows: ``"compiled"`` or ``"numpy"``. Both draw the same law but not the same values for
+    a seed, so a seeded experiment is reproduced on the same path."""
+    return "numpy" if _kernels() is None else "compiled"
 
 
 def _exp_bounds(x: Fraction, q: int) -> tuple[int, int]:
