@@ -40,8 +40,12 @@ Arrays of samples (``size`` given) take one of two paths, as ``MMTOOLKIT_NUMBA``
   integers from ``rng.integers(0, bound)`` (exact bounded integers).
 
 Both give samples of exactly the same distribution, but not the same values for a seed: the
-two paths consume the generator differently. Parameters too large for 64-bit integers (a
-σ² with a huge denominator) take the element-by-element Python-integer path.
+two paths consume the generator differently (:func:`array_path` says which is in use; a
+seeded release's summary records it). A σ² whose ``2 a b t²`` (``σ² = a/b``) leaves int64
+(ResidualPlanner's σ rounded to a multiple of 10^-6) still takes the compiled path, its
+candidates off the acceptance table decided here with Python integers; on the numpy path
+it, and any parameter too large for 64-bit integers, takes the element-by-element
+Python-integer path.
 
 User guide: docs/guide/privacy-and-noise.md (exact integer noise).
 """
@@ -180,8 +184,8 @@ def discrete_gaussian(sigma2, size=None, rng=None):
     if size is None:
         return _discrete_gaussian_one(s2, t, rng)
     a, b = s2.numerator, s2.denominator
-    kernel = _kernels() if 2 * t * t * a * b < _I64_SAFE else None
-    if kernel is not None:  # the kernel needs 2 t² a b below 2^62
+    kernel = _kernels() if t <= _KERNEL_LIMIT else None
+    if kernel is not None:  # its Laplace part needs t ≤ 2^40 (the acceptance: any σ²)
         array = functools.partial(_compiled_gaussian, kernel, s2, t, rng=rng)
     elif 2 * t * t * a * b < _VEC_LIMIT and t * b + a < (1 << 31):
         # the vectorised form needs (|y| t b + a)² and 2 t² a b (times the loop counter) in int64
@@ -341,6 +345,19 @@ def _tie_bernoulli(x: Fraction, prec: int, rng) -> bool:
             return r < digits
 
 
+def _bernoulli_exp_digits(x: Fraction, rng) -> bool:
+    """Bernoulli(e^{-x}) for rational ``x ≥ 0`` as ⌊x⌋ factors Bernoulli(e^{-1}) (stopping at
+    the first failure) and one Bernoulli(e^{-(x - ⌊x⌋)}), each a uniform's digits, 30 at a
+    time from ``rng``, against the constant's (:func:`_tie_bernoulli` from the first digit;
+    exact, and faster than Algorithm 1 when ``x``'s numerator and denominator are large)."""
+    whole = x.numerator // x.denominator
+    for _ in range(whole):
+        if not _tie_bernoulli(Fraction(1), 0, rng):
+            return False
+    frac = x - whole
+    return frac == 0 or _tie_bernoulli(frac, 0, rng)
+
+
 class _BitStream:
     """The compiled samplers' bit stream: uniform 64-bit words from ``rng`` (bulk
     ``integers``), read by the kernels from the state ``st = [next 32-bit unit, unread bits,
@@ -419,7 +436,9 @@ def _compiled_gaussian(kernel, s2: Fraction, t: int, count: int, rng) -> np.ndar
     those whose comparison tied are decided here, exactly, from the same bit stream."""
     out = np.empty(count, dtype=np.int64)
     stream, i = _BitStream(kernel, rng), 0
-    a, b = s2.numerator, s2.denominator
+    a, b, c_limit = s2.numerator, s2.denominator, _C_LIMIT
+    if 2 * t * t * a * b >= _I64_SAFE:  # beyond int64: every candidate off the table is BIG
+        a, b, c_limit = 1, 1, 0
     elo, ehi, L = _laplace_tables(t)
     span = _GAUSS_SPAN * t + 1
     gtab = (_gaussian_table(s2, t, span) if _GAUSS_SPAN and count >= _GAUSS_USE * span
@@ -429,7 +448,7 @@ def _compiled_gaussian(kernel, s2: Fraction, t: int, count: int, rng) -> np.ndar
     while i < count:
         if code == kernel.MORE_WORDS:
             stream.refill(count - i)
-        i, code, y, u, v = kernel.gaussian_fill(out, i, stream.w, stream.st, a, b, t, _C_LIMIT,
+        i, code, y, u, v = kernel.gaussian_fill(out, i, stream.w, stream.st, a, b, t, c_limit,
                                                 elo, ehi, L, e1, gtab, prec)  # fmt: skip
         if code in (kernel.DONE, kernel.MORE_WORDS):
             continue
@@ -439,7 +458,7 @@ def _compiled_gaussian(kernel, s2: Fraction, t: int, count: int, rng) -> np.ndar
         else:
             if code != kernel.BIG:  # a Laplace comparison tied: finish the candidate
                 y = _finish_laplace(code, 1, t, L, int(u), int(v), prec, stream)
-            keep = y is not None and bernoulli_exp(_gaussian_gamma(s2, t, y), stream)
+            keep = y is not None and _bernoulli_exp_digits(_gaussian_gamma(s2, t, y), stream)
         if keep:
             out[i] = y
             i += 1

@@ -250,6 +250,38 @@ def test_exp_digits_agree_with_decimal():
         assert noise._exp_floor(x, 100) >> 68 == floor_by_decimal(x)
 
 
+@pytest.mark.parametrize("span", [4, 0])
+def test_compiled_gaussian_with_a_huge_denominator(monkeypatch, span):
+    """σ² = (s/10^6)² · 100 (ResidualPlanner's rounding of σ, §5 Eq. 4): 2 a b t² is far
+    beyond int64, so the kernel draws the Laplace candidates and hands every one the
+    acceptance table does not cover (all of them without the table) to the exact Python
+    decision; only bulk uniform words are read, and the law is N_Z(0, σ²)."""
+    pytest.importorskip("numba")
+    from fractions import Fraction
+
+    monkeypatch.setenv(kernels.ENV, "1")
+    monkeypatch.setattr(noise, "_GAUSS_SPAN", span)
+    sigma2 = Fraction(3_141_593, 10**6) ** 2 * 100
+    t = math.isqrt(sigma2.numerator // sigma2.denominator) + 1
+    assert 2 * t * t * sigma2.numerator * sigma2.denominator > 2**62
+    calls = []
+
+    class Words:
+        def __init__(self):
+            self.g = np.random.default_rng(41)
+
+        def integers(self, low, high, size=None, dtype=np.int64):
+            calls.append((low, high, dtype))
+            return self.g.integers(low, high, size=size, dtype=dtype)
+
+    x = noise.discrete_gaussian(sigma2, 20_000, Words())
+    assert set(calls) == {(0, 2**64, np.uint64)}
+    edges = _edges(lambda q: stats.norm.ppf(q) * math.sqrt(sigma2))
+    assert g_test(x, edges, gaussian_cdf(float(sigma2))) > ALPHA
+    wrong = float(sigma2) * 1.1  # the test has the power to see a 10% variance error
+    assert g_test(x, edges, gaussian_cdf(wrong)) < ALPHA
+
+
 def test_compiled_path_reads_only_uniform_words(monkeypatch):
     """The compiled path asks its generator for bulk uniform 64-bit words and nothing else
     (a cryptographic generator can stand in for numpy's)."""
