@@ -8,8 +8,9 @@ import tracemalloc
 from fractions import Fraction
 
 import numpy as np
+import pytest
 
-from mmtoolkit import noise
+from mmtoolkit import mechanism, noise
 from mmtoolkit.linalg import Identity, Weighted
 from mmtoolkit.measurement import DISCRETE_BLOCK
 from mmtoolkit.plan import INTEGER_CHUNK, NoisePlan
@@ -38,3 +39,24 @@ def test_discrete_measure_adds_the_streams_noise_in_the_answers_memory():
     z = np.concatenate([noise.discrete_gaussian(sigma2, DISCRETE_BLOCK, rng)
                         for _ in range(m // DISCRETE_BLOCK)])  # fmt: skip
     assert isinstance(sigma2, Fraction) and np.array_equal(y, 3.0 * (x + z))
+
+
+@pytest.mark.parametrize("kind", ["identity", "H_16"])
+def test_exact_noise_beyond_the_dense_limit(monkeypatch, kind):
+    """The identity's and a tree's row scales are constant vectors (one float each), so a
+    strategy with more rows than a dense array may hold still takes exact noise; the row
+    scales read a range at a time are the dense ones."""
+    from mmtoolkit.discrete import RowScales
+    from mmtoolkit.linalg import Tree, base
+    from mmtoolkit.linalg.tree import interval_tree
+    from mmtoolkit.release_handlers import handler
+
+    n = 5000
+    A = Identity(n) if kind == "identity" else Tree(n, interval_tree(n, 16, split="near_equal"))
+    dense = handler(A).row_scales(A)
+    monkeypatch.setattr(base, "MAX_DENSE_ENTRIES", 1000)  # fewer than the rows
+    assert np.array_equal(RowScales(A)(0, A.shape[0]), dense)
+    x = np.random.default_rng(0).integers(0, 5, n).astype(float)
+    y = mechanism.measure(A, x, ZCDP(0.5), np.random.default_rng(1), noise="discrete")
+    z = y - A @ x
+    assert np.array_equal(z, np.rint(z)) and z.std() > 0.5  # integer noise, drawn
