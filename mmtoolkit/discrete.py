@@ -95,6 +95,14 @@ def _no_scales(A) -> NotSupportedByKindError:
     )
 
 
+def _distinct(v: np.ndarray) -> np.ndarray:
+    """The sorted distinct values of a 1-D vector; of a constant view of one value (stride 0,
+    a handler's ``row_scale_terms`` over many rows) without reading it all."""
+    if v.size and v.strides[0] == 0:
+        return np.asarray(v[:1], dtype=float).copy()
+    return np.unique(v)
+
+
 class RowScales:
     """A strategy's ``row_scales()`` a range of rows at a time, from its ``row_scale_terms()``:
     the same bits without an array over all rows (the Dask route's discrete noise). Raises
@@ -117,9 +125,9 @@ class RowScales:
         """The sorted distinct row scales (products of the vectors' distinct values)."""
         out = []
         for _, _, weights, vecs in self.parts:
-            u = np.unique(vecs[0])
+            u = _distinct(vecs[0])
             for v in vecs[1:]:
-                uv = np.unique(v)
+                uv = _distinct(v)
                 check_dense_size(u.size, uv.size, "the distinct row scales of a product")
                 u = np.unique(np.multiply.outer(u, uv))
             for w in weights:
@@ -145,10 +153,13 @@ class RowScales:
 
 
 def integer_answers(Ax: np.ndarray, scales: np.ndarray) -> np.ndarray:
-    """``B x = A x / d`` as exact int64 (the data and ``B`` are integer)."""
+    """``B x = A x / d`` as exact int64 (the data and ``B`` are integer): refused unless every
+    entry is within 1e-6 of an integer below 2^52 in magnitude (NaN and infinities too)."""
     Bx = Ax / scales
     r = np.rint(Bx)
-    if not np.allclose(Bx, r, rtol=0, atol=1e-6) or np.any(np.abs(r) >= 2**52):
+    Bx -= r
+    np.abs(Bx, out=Bx)
+    if not Bx.max(initial=0.0) <= 1e-6 or not np.abs(r).max(initial=0.0) < 2**52:
         raise ValueError(
             "discrete noise needs integer counts: the data vector (or records) gives a "
             "non-integer strategy answer (use noise='continuous' for fractional data)"

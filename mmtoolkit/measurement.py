@@ -289,6 +289,7 @@ def integer_gaussian(sigma2, shape, rng: np.random.Generator):
 #: much larger than the continuous stream's keeps strategies with many distinct row scales
 #: fast (2^20 int64 = 8 MB).
 DISCRETE_BLOCK = 1 << 20
+_NO_VALUES = np.empty(0, dtype=np.int64)
 
 
 class DiscreteNoiseStream:
@@ -306,7 +307,7 @@ class DiscreteNoiseStream:
         self.r = int(releases)
         self.size = int(rows) * self.r
         self.start = 0  # stream position of buf[0]
-        self.buf = np.empty(0, dtype=np.int64)
+        self.buf = _NO_VALUES
         self.pos = 0  # buf[pos:]: drawn, not yet added
 
     @property
@@ -333,10 +334,11 @@ class DiscreteNoiseStream:
     def _draw(self) -> None:
         a = self.start + self.buf.size
         b = min(a + DISCRETE_BLOCK, self.size)
-        z = np.empty(b - a, dtype=np.int64)
+        self.buf = _NO_VALUES  # used up: freed before the next block is drawn
         if len(self.params) == 1:
-            z[:] = self._sample(self.params[0], b - a)
+            z = self._sample(self.params[0], b - a)
         else:
+            z = np.empty(b - a, dtype=np.int64)
             lo, hi = a // self.r, (b - 1) // self.r + 1
             p = np.asarray(self.param_at(lo, hi))
             if self.r > 1:

@@ -15,21 +15,37 @@ Arrays of samples (``size`` given) take one of two paths, as ``MMTOOLKIT_NUMBA``
   (``rng.integers(0, 2**64, dtype=np.uint64, size=k)``, which every ``numpy.random.Generator``
   has whatever its bit generator, e.g. randomgen's ChaCha or AES counters; ``random_raw`` is
   not used: some bit generators' raw outputs are 32-bit). A kernel reads them as one bit
-  stream and runs Algorithms 1-3 one sample after another, in 64-bit integers: a uniform
-  integer below ``b`` from ``⌈log2 b⌉`` bits by rejection, Bernoulli(p) for rational p by
-  comparing the uniform's bits with p's binary digits (long division; 2 bits on average), and
-  Bernoulli(γ/k) of Algorithm 1 as Bernoulli(1/k) and Bernoulli(γ), so no product overflows.
-  A sample is a function of the bit stream alone: when the words run out mid-sample the
-  kernel rewinds to the sample's start and the words left are kept before fresh ones, so the
-  values do not depend on the buffer size. A discrete-Gaussian candidate whose acceptance
-  needs integers beyond 64 bits (the far tail) is decided here with exact Python integers,
-  reading the same bit stream.
+  stream and runs Algorithms 2-3 one sample after another, in 64-bit integers. Every
+  Bernoulli(p) compares the stream's next bits, read as the binary digits of a uniform, with
+  p's, up to 32 digits at once, consuming only the bits through the first digit where they
+  differ (two on average). The constants of the Laplace part are not drawn by Algorithm 1's
+  chains but compared with their exactly known digits: ``⌊2^32 e^{-1}⌋`` for each step of
+  the geometric part, and ``exp(-u/t) = exp(-⌊u/2^L⌋ 2^L/t) · exp(-(u mod 2^L)/t)``, two
+  tables of at most 2^12 entries, for ``t ≤ 2^24``; the discrete Gaussian's acceptance
+  ``exp(-(|y| - σ²/t)²/(2σ²))`` is tabulated for ``|y| ≤ 4t`` when the draw is large enough
+  to pay for the table. The digits are computed here with integer interval bounds
+  (:func:`_exp_table`, :func:`_exp_floor`: fixed point rounded down and up, each floor
+  checked against both bounds). When all 32 digits agree (probability 2^-32 a comparison)
+  the kernel hands the candidate back and it is finished here exactly — further digits of
+  ``e^{-x}`` against further bits of the same stream (:func:`_tie_bernoulli`), then Python
+  integers — so nothing is truncated. Beyond the tables (``t > 2^24``, ``|y| > 4t``, small
+  draws) the kernel runs Algorithm 1 with rational Bernoullis, decided digit-block by
+  digit-block by long division. A sample is a function of the bit stream alone (and of the
+  number of samples drawn, which decides whether the Gaussian's table is used): when the
+  words run out mid-sample the kernel rewinds to the sample's start and the words left are
+  kept before fresh ones, so the values do not depend on the buffer size. A
+  discrete-Gaussian candidate whose acceptance needs integers beyond 64 bits (the far tail)
+  is decided here with exact Python integers, reading the same bit stream.
 - **numpy** (vectorised over the pending samples): the same algorithms, with uniform
   integers from ``rng.integers(0, bound)`` (exact bounded integers).
 
 Both give samples of exactly the same distribution, but not the same values for a seed: the
-two paths consume the generator differently. Parameters too large for 64-bit integers (a
-σ² with a huge denominator) take the element-by-element Python-integer path.
+two paths consume the generator differently (:func:`array_path` says which is in use; a
+seeded release's summary records it). A σ² whose ``2 a b t²`` (``σ² = a/b``) leaves int64
+(ResidualPlanner's σ rounded to a multiple of 10^-6) still takes the compiled path, its
+candidates off the acceptance table decided here with Python integers; on the numpy path
+it, and any parameter too large for 64-bit integers, takes the element-by-element
+Python-integer path.
 
 User guide: docs/guide/privacy-and-noise.md (exact integer noise).
 """
@@ -47,7 +63,7 @@ from .checks import check_float, check_int
 from .linalg.kernels import compiled
 
 __all__ = ["as_fraction", "bernoulli", "bernoulli_exp", "discrete_laplace", "discrete_gaussian",
-           "discrete_gaussian_pmf", "discrete_gaussian_rho", "rational_ceil_sqrt"]
+           "discrete_gaussian_pmf", "discrete_gaussian_rho", "rational_ceil_sqrt", "array_path"]
 
 _CHUNK = 1 << 62
 
@@ -117,16 +133,26 @@ def discrete_laplace(s: int, t: int, rng, size=None):
         return _samples(size, array, lambda: discrete_laplace(s, t, rng))
     while True:
         u = _uniform_below(t, rng)
-        if not bernoulli_exp(Fraction(u, t), rng):
-            continue
-        v = 0
-        while bernoulli_exp(Fraction(1), rng):
-            v += 1
-        y = (u + t * v) // s
-        b = bernoulli(Fraction(1, 2), rng)
-        if b and y == 0:
-            continue
-        return -y if b else y
+        if bernoulli_exp(Fraction(u, t), rng):
+            y = _signed(s, t, u, _geometric(0, rng), rng)
+            if y is not None:
+                return y
+
+
+def _geometric(v: int, rng) -> int:
+    """``v`` plus the successes of Bernoulli(exp(-1)) before a failure (CKS Alg. 2's V)."""
+    while bernoulli_exp(Fraction(1), rng):
+        v += 1
+    return v
+
+
+def _signed(s: int, t: int, u: int, v: int, rng):
+    """CKS Alg. 2's last step: ``±⌊(u + t v)/s⌋`` with a fair sign, None (rejected) for -0."""
+    y = (u + t * v) // s
+    b = bernoulli(Fraction(1, 2), rng)
+    if b and y == 0:
+        return None
+    return -y if b else y
 
 
 def _sigma2(sigma2) -> Fraction:
@@ -136,10 +162,16 @@ def _sigma2(sigma2) -> Fraction:
     return s2
 
 
+def _gaussian_gamma(s2: Fraction, t: int, y: int) -> Fraction:
+    """CKS Alg. 3's rejection exponent: a candidate ``y`` is kept with probability
+    ``exp(-γ)``, ``γ = (|y| - σ²/t)² / (2σ²)``."""
+    return (abs(y) - s2 / t) ** 2 / (2 * s2)
+
+
 def _discrete_gaussian_one(s2: Fraction, t: int, rng) -> int:
     while True:
         y = discrete_laplace(1, t, rng)
-        if bernoulli_exp((abs(y) - s2 / t) ** 2 / (2 * s2), rng):
+        if bernoulli_exp(_gaussian_gamma(s2, t, y), rng):
             return y
 
 
@@ -152,8 +184,8 @@ def discrete_gaussian(sigma2, size=None, rng=None):
     if size is None:
         return _discrete_gaussian_one(s2, t, rng)
     a, b = s2.numerator, s2.denominator
-    kernel = _kernels() if 2 * t * t * a * b <= _I64_SAFE else None
-    if kernel is not None:  # the kernel needs 2 t² a b in int64
+    kernel = _kernels() if t <= _KERNEL_LIMIT else None
+    if kernel is not None:  # its Laplace part needs t ≤ 2^40 (the acceptance: any σ²)
         array = functools.partial(_compiled_gaussian, kernel, s2, t, rng=rng)
     elif 2 * t * t * a * b < _VEC_LIMIT and t * b + a < (1 << 31):
         # the vectorised form needs (|y| t b + a)² and 2 t² a b (times the loop counter) in int64
@@ -189,6 +221,17 @@ _KERNEL_LIMIT = 1 << 40
 _C_LIMIT = 1 << 31
 #: Most 64-bit words drawn from the generator at once (512 KB).
 _WORDS = 1 << 16
+#: Binary digits of a tabulated ``exp(-x)`` the kernels compare at once (at most 32; ties,
+#: probability ``2^-_PREC`` a comparison, are finished here exactly: :func:`_tie_bernoulli`).
+_PREC = 32
+#: The compiled discrete Laplace tabulates ``exp(-u/t)`` (two tables of ``≤ 2^12`` entries)
+#: for ``t ≤ 2^_TABLE_BITS``; above, CKS Algorithm 1 in rationals.
+_TABLE_BITS = 24
+#: The compiled discrete Gaussian tabulates its acceptance probability for the candidates
+#: ``|y| ≤ _GAUSS_SPAN t`` (98% of them) when it draws at least ``_GAUSS_USE`` times as many
+#: samples as the table has entries (building it costs about a microsecond an entry).
+_GAUSS_SPAN = 4
+_GAUSS_USE = 16
 
 
 def _kernels():
@@ -196,11 +239,130 @@ def _kernels():
     return compiled("mmtoolkit._numba_noise")
 
 
+def array_path() -> str:
+    """The path that draws arrays of exact samples now, as ``MMTOOLKIT_NUMBA`` says and numba
+    allows: ``"compiled"`` or ``"numpy"``. Both draw the same law but not the same values for
+    a seed, so a seeded experiment is reproduced on the same path."""
+    return "numpy" if _kernels() is None else "compiled"
+
+
+def _exp_bounds(x: Fraction, q: int) -> tuple[int, int]:
+    """Integers ``lo ≤ 2^q e^{-x} ≤ hi`` for rational ``x`` (either sign), a few units apart:
+    the series of ``e^{|x|}`` (positive terms) in fixed point, rounded down for ``lo`` and up
+    for ``hi``, its remainder bounded by the last term once ``k + 1 ≥ 2|x|`` (then each term
+    is at most half the one before); ``e^{-|x|}`` as ``2^{2q}`` over it."""
+    p, d = abs(x.numerator), x.denominator
+    one = 1 << q
+    lo = hi = lo_t = hi_t = one
+    k = 0
+    while True:
+        k += 1
+        lo_t = lo_t * p // (d * k)
+        hi_t = -(-hi_t * p // (d * k))
+        lo, hi = lo + lo_t, hi + hi_t
+        if (k + 1) * d >= 2 * p and hi_t <= 1:
+            hi += hi_t  # the remainder: at most the last term
+            break
+    if x <= 0:
+        return lo, hi
+    return (one * one) // hi, -(-(one * one) // lo)
+
+
+@functools.lru_cache(maxsize=4096)
+def _exp_floor(x: Fraction, bits: int) -> int:
+    """``⌊2^bits e^{-x}⌋`` exactly, for rational ``x ≥ 0``: bounds refined until their
+    floors agree (they do: ``e^{-x}`` is irrational for rational ``x ≠ 0``, Lindemann)."""
+    if x == 0:
+        return 1 << bits
+    q = bits + 64
+    while True:
+        lo, hi = _exp_bounds(x, q)
+        if lo >> (q - bits) == hi >> (q - bits):
+            return lo >> (q - bits)
+        q *= 2
+
+
+@functools.lru_cache(maxsize=64)
+def _exp_table(x0: Fraction, d1: Fraction, d2: Fraction, count: int) -> np.ndarray:
+    """``⌊2^32 exp(-x_j)⌋`` for ``j < count``, ``x_j = x0 + j d1 + j(j-1)/2 d2 ≥ 0``, exactly
+    (int64): ``exp(-x_{j+1}) = exp(-x_j) r_j``, ``r_{j+1} = r_j exp(-d2)``, ``r_0 =
+    exp(-d1)``, in fixed-point intervals (``lo`` rounded down, ``hi`` up); an entry whose
+    bounds do not fix its floor is computed alone (:func:`_exp_floor`)."""
+    q = 96 + 2 * count.bit_length()  # the intervals widen by ~j² units over j steps
+    e_lo, e_hi = _exp_bounds(x0, q)
+    r_lo, r_hi = _exp_bounds(d1, q)
+    s_lo, s_hi = _exp_bounds(d2, q)
+    out = np.empty(count, dtype=np.int64)
+    shift = q - 32
+    for j in range(count):
+        f = e_lo >> shift
+        if f != e_hi >> shift:  # pragma: no cover - needs a floor within the interval
+            f = _exp_floor(x0 + j * d1 + Fraction(j * (j - 1), 2) * d2, 32)
+        out[j] = f
+        e_lo, e_hi = (e_lo * r_lo) >> q, -((-e_hi * r_hi) >> q)
+        r_lo, r_hi = (r_lo * s_lo) >> q, -((-r_hi * s_hi) >> q)
+    return out
+
+
+@functools.lru_cache(maxsize=64)
+def _laplace_tables(t: int):
+    """The compiled Laplace's ``exp(-u/t)`` tables ``(elo, ehi, L)``: ``elo[j] = exp(-j/t)``,
+    ``ehi[j] = exp(-j 2^L/t)`` (floors times 2^32), ``u = (u >> L) 2^L + (u mod 2^L)``; empty
+    tables above ``t = 2^_TABLE_BITS`` (CKS Algorithm 1 in the kernel)."""
+    kt = (t - 1).bit_length()
+    if kt > _TABLE_BITS:
+        return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64), 0
+    L = (kt + 1) // 2
+    zero = Fraction(0)
+    return (_exp_table(zero, Fraction(1, t), zero, 1 << L),
+            _exp_table(zero, Fraction(1 << L, t), zero, 1 << (kt - L)), L)  # fmt: skip
+
+
+@functools.lru_cache(maxsize=64)
+def _gaussian_table(s2: Fraction, t: int, count: int) -> np.ndarray:
+    """The acceptance probabilities ``exp(-(y - σ²/t)²/(2σ²))`` of the candidates
+    ``y = 0 … count-1`` (floors times 2^32): ``x_y = (y - c)²/(2σ²)``, ``c = σ²/t``, is
+    ``c²/(2σ²) + y (1 - 2c)/(2σ²) + y(y-1)/2 · 1/σ²``."""
+    c = s2 / t
+    return _exp_table(c * c / (2 * s2), (1 - 2 * c) / (2 * s2), 1 / s2, count)
+
+
+def _e1() -> int:
+    """``⌊2^32 e^{-1}⌋``."""
+    return _exp_floor(Fraction(1), 32)
+
+
+def _tie_bernoulli(x: Fraction, prec: int, rng) -> bool:
+    """``U < e^{-x}`` for a uniform ``U`` whose first ``prec`` binary digits were found equal
+    to ``e^{-x}``'s (a tie of the kernels' comparison): its next digits, 30 at a time from
+    ``rng``, against ``e^{-x}``'s (:func:`_exp_floor`) until they differ (exact)."""
+    m = prec
+    while True:
+        m += 30
+        digits = _exp_floor(x, m) & ((1 << 30) - 1)
+        r = int(rng.integers(0, 1 << 30))
+        if r != digits:
+            return r < digits
+
+
+def _bernoulli_exp_digits(x: Fraction, rng) -> bool:
+    """Bernoulli(e^{-x}) for rational ``x ≥ 0`` as ⌊x⌋ factors Bernoulli(e^{-1}) (stopping at
+    the first failure) and one Bernoulli(e^{-(x - ⌊x⌋)}), each a uniform's digits, 30 at a
+    time from ``rng``, against the constant's (:func:`_tie_bernoulli` from the first digit;
+    exact, and faster than Algorithm 1 when ``x``'s numerator and denominator are large)."""
+    whole = x.numerator // x.denominator
+    for _ in range(whole):
+        if not _tie_bernoulli(Fraction(1), 0, rng):
+            return False
+    frac = x - whole
+    return frac == 0 or _tie_bernoulli(frac, 0, rng)
+
+
 class _BitStream:
     """The compiled samplers' bit stream: uniform 64-bit words from ``rng`` (bulk
-    ``integers``), read by the kernels from the state ``st = [next word, unread bits, how
-    many]`` (``mmtoolkit._numba_noise``). Also an rng with ``integers(low, high)`` reading the
-    same stream, for the exact Python decisions of the far tail."""
+    ``integers``), read by the kernels from the state ``st = [next 32-bit unit, unread bits,
+    how many]`` (``mmtoolkit._numba_noise``). Also an rng with ``integers(low, high)`` reading
+    the same stream, for the exact Python decisions (far tails, ties)."""
 
     def __init__(self, kernel, rng):
         self.kernel, self.rng = kernel, rng
@@ -212,45 +374,92 @@ class _BitStream:
         if self.st[0] < 0:  # pragma: no cover - probability exp(-2^20)
             raise OverflowError("discrete Laplace counter overflow")
         fresh = self.rng.integers(0, 2**64, dtype=np.uint64, size=min(2 * wanted + 64, _WORDS))
-        self.w = np.concatenate([self.w[self.st[0]:], fresh.view(np.int64)])
-        self.st[0] = 0
+        self.w = np.concatenate([self.w[self.st[0] >> 1 :], fresh.view(np.int64)])
+        self.st[0] &= 1
 
     def integers(self, low, high, size=None):
         """One uniform integer in ``[low, high)`` (``high - low ≤ 2^62``) from the stream."""
         if size is not None:
             raise ValueError("the bit stream draws one integer at a time")
+        b = high - low
         while True:
-            b = high - low
-            v, pos, cur, n = self.kernel.below(self.w, *self.st, b, (b - 1).bit_length())
-            if pos <= self.w.size:
-                self.st[:] = pos, cur, n
+            v, pos, acc, n = self.kernel.stream_below(self.w, *self.st, b, (b - 1).bit_length())
+            if pos <= 2 * self.w.size:
+                self.st[:] = pos, acc, n
                 return low + int(v)
             self.refill(1)
 
 
+def _finish_laplace(code: int, s: int, t: int, L: int, u: int, v: int, prec: int, stream):
+    """The rest of a compiled Laplace candidate whose comparison tied (``code``, a ``TIE_*``
+    of the kernel; ``u``, ``v`` its values so far), exactly, from the stream: the sample, or
+    None when the candidate is rejected."""
+    k = stream.kernel
+    if code == k.TIE_UH:
+        low = u & ((1 << L) - 1)
+        if not (_tie_bernoulli(Fraction(u - low, t), prec, stream)
+                and bernoulli_exp(Fraction(low, t), stream)):  # fmt: skip
+            return None
+    elif code == k.TIE_UL:
+        if not _tie_bernoulli(Fraction(u & ((1 << L) - 1), t), prec, stream):
+            return None
+    elif not _tie_bernoulli(Fraction(1), prec, stream):  # TIE_V: the geometric part ends
+        return _signed(s, t, u, v, stream)
+    else:
+        v += 1
+    return _signed(s, t, u, _geometric(v, stream), stream)
+
+
 def _compiled_laplace(kernel, s: int, t: int, count: int, rng) -> np.ndarray:
-    """``count`` samples of ``Lap_Z(t/s)`` by the compiled kernel."""
+    """``count`` samples of ``Lap_Z(t/s)`` by the compiled kernel; the candidates whose
+    comparison tied are finished here, exactly, from the same bit stream."""
     out = np.empty(count, dtype=np.int64)
     stream, i = _BitStream(kernel, rng), 0
+    elo, ehi, L = _laplace_tables(t)
+    e1, prec = _e1(), _PREC
+    code = kernel.MORE_WORDS
     while i < count:
-        stream.refill(count - i)
-        i, _ = kernel.laplace_fill(out, i, stream.w, stream.st, s, t)
+        if code == kernel.MORE_WORDS:
+            stream.refill(count - i)
+        i, code, u, v = kernel.laplace_fill(out, i, stream.w, stream.st, s, t, elo, ehi, L, e1,
+                                            prec)  # fmt: skip
+        if code not in (kernel.DONE, kernel.MORE_WORDS):
+            y = _finish_laplace(code, s, t, L, int(u), int(v), prec, stream)
+            if y is not None:
+                out[i] = y
+                i += 1
     return out
 
 
 def _compiled_gaussian(kernel, s2: Fraction, t: int, count: int, rng) -> np.ndarray:
-    """``count`` samples of ``N_Z(0, σ²)`` by the compiled kernel; the far-tail candidates it
-    hands back are kept or not here, exactly, from the same bit stream."""
+    """``count`` samples of ``N_Z(0, σ²)`` by the compiled kernel; the far-tail candidates and
+    those whose comparison tied are decided here, exactly, from the same bit stream."""
     out = np.empty(count, dtype=np.int64)
     stream, i = _BitStream(kernel, rng), 0
-    a, b = s2.numerator, s2.denominator
+    a, b, c_limit = s2.numerator, s2.denominator, _C_LIMIT
+    if 2 * t * t * a * b >= _I64_SAFE:  # beyond int64: every candidate off the table is BIG
+        a, b, c_limit = 1, 1, 0
+    elo, ehi, L = _laplace_tables(t)
+    span = _GAUSS_SPAN * t + 1
+    gtab = (_gaussian_table(s2, t, span) if _GAUSS_SPAN and count >= _GAUSS_USE * span
+            else np.empty(0, dtype=np.int64))  # fmt: skip
+    e1, prec = _e1(), _PREC
+    code = kernel.MORE_WORDS
     while i < count:
-        if stream.st[0] >= stream.w.size - 1:
-            stream.refill(count - i)
-        i, code, y = kernel.gaussian_fill(out, i, stream.w, stream.st, a, b, t, _C_LIMIT)
         if code == kernel.MORE_WORDS:
             stream.refill(count - i)
-        elif code == kernel.BIG and bernoulli_exp((abs(int(y)) - s2 / t) ** 2 / (2 * s2), stream):
+        i, code, y, u, v = kernel.gaussian_fill(out, i, stream.w, stream.st, a, b, t, c_limit,
+                                                elo, ehi, L, e1, gtab, prec)  # fmt: skip
+        if code in (kernel.DONE, kernel.MORE_WORDS):
+            continue
+        y = int(y)
+        if code == kernel.TIE_G:
+            keep = _tie_bernoulli(_gaussian_gamma(s2, t, y), prec, stream)
+        else:
+            if code != kernel.BIG:  # a Laplace comparison tied: finish the candidate
+                y = _finish_laplace(code, 1, t, L, int(u), int(v), prec, stream)
+            keep = y is not None and _bernoulli_exp_digits(_gaussian_gamma(s2, t, y), stream)
+        if keep:
             out[i] = y
             i += 1
     return out
@@ -342,7 +551,7 @@ def _gaussian_array(a: int, b: int, t: int, count: int, rng) -> np.ndarray:
             ok[small] = _bern_exp_array(num, np.full(small.size, den_value, np.int64), rng)
         s2 = Fraction(a, b)
         for j in np.flatnonzero(big):  # far tails (probability ~exp(-60)): exact big ints
-            ok[j] = bool(bernoulli_exp((abs(int(y[j])) - s2 / t) ** 2 / (2 * s2), rng))
+            ok[j] = bool(bernoulli_exp(_gaussian_gamma(s2, t, int(y[j])), rng))
         out[pending[ok]] = y[ok]
         pending = pending[~ok]
     return out

@@ -377,16 +377,44 @@ class NoisePlan:
             Ax = true_answers(A, x)
             return _add_noise(Ax, R, x, self.noise_stream(rng, Ax.shape[0] * (R or 1)))
         Ax = true_answers(A, x)
-        cal = self.calibration
-        noisy = integer_answers(Ax, cal.scales)
+        scales_of, param_at, kind, params, _, _ = self.row_scale_parts
+        stream = integer_noise_stream(kind, params, rng, A.shape[0], R or 1, param_at)
+        return _add_integer_noise(Ax, R, x, scales_of, stream)
+
+
+#: Rows whose exact integer answers are formed, noised and scaled back at once (cache-sized).
+INTEGER_CHUNK = 1 << 16
+
+
+def _own_answers(Ax: np.ndarray, x, dtypes) -> bool:
+    """Whether ``Ax`` may be overwritten by the release: a fresh writeable C-contiguous array
+    of one of ``dtypes``, not sharing memory with the data ``x``."""
+    own = Ax.dtype in dtypes and Ax.flags.writeable and Ax.flags.c_contiguous
+    return own and not (isinstance(x, np.ndarray) and np.may_share_memory(Ax, x))
+
+
+def _add_integer_noise(Ax: np.ndarray, R: int | None, x, scales_of, stream):
+    """``d (B x + z)`` (``m`` or ``m x R``) for ``A x = d B x`` (``scales_of(lo, hi)``: the row
+    scales ``d``, :class:`~mmtoolkit.discrete.RowScales`), :data:`INTEGER_CHUNK` rows at a
+    time: the exact integer answers ``B x`` (:func:`~mmtoolkit.discrete.integer_answers`),
+    the stream's integer noise added to them, the sum scaled back (post-processing) — into
+    ``Ax`` itself for one release when it is a float64 array of its own, so no ``m``-sized
+    integer array or temporary is made. The stream gives the same values whatever the
+    chunks."""
+    m = Ax.shape[0]
+    if R is None:
+        out = Ax if _own_answers(Ax, x, (np.float64,)) else np.empty(m)
+    else:
+        out = np.empty((m, R))
+    for lo in range(0, m, INTEGER_CHUNK):
+        hi = min(m, lo + INTEGER_CHUNK)
+        d = scales_of(lo, hi)
+        z = integer_answers(Ax[lo:hi], d)
         if R is not None:
-            noisy = np.repeat(noisy[:, None], R, axis=1)
-        row_param = cal.row_param
-        stream = integer_noise_stream(cal.kind, cal.params, rng, A.shape[0], R or 1,
-                                      lambda lo, hi: row_param[lo:hi])  # fmt: skip
-        stream.add(noisy.reshape(-1))
-        # exact integers above; the scaling back to A's rows is post-processing
-        return noisy * (cal.scales if R is None else cal.scales[:, None])
+            z, d = np.repeat(z[:, None], R, axis=1), d[:, None]
+        stream.add(z.reshape(-1))
+        np.multiply(z, d, out=out[lo:hi])
+    return out
 
 
 def _add_noise(Ax: np.ndarray, R: int | None, x, stream: NoiseStream):
@@ -395,10 +423,7 @@ def _add_noise(Ax: np.ndarray, R: int | None, x, stream: NoiseStream):
     array); one release is added into ``Ax`` itself when it is a fresh array of its own (not
     the data)."""
     if R is None:
-        own = Ax.dtype in (np.float64, np.float32) and Ax.flags.writeable
-        own = own and Ax.flags.c_contiguous
-        if own and isinstance(x, np.ndarray) and np.may_share_memory(Ax, x):
-            own = False
+        own = _own_answers(Ax, x, (np.float64, np.float32))
         out = Ax if own else np.array(Ax, dtype=float)
     else:
         out = np.empty((Ax.shape[0], R), dtype=Ax.dtype if Ax.dtype == np.float32 else float)

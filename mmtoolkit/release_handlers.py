@@ -17,6 +17,7 @@ separate-answering union), since selectors sit above this layer.
 
 from __future__ import annotations
 
+import math
 from functools import reduce
 
 import numpy as np
@@ -211,6 +212,10 @@ class CountingQueriesHandler(ReleaseHandler):
         check_dense_size(A.shape[0], 1, "the row scales of a strategy")
         return np.ones(A.shape[0])
 
+    def row_scale_terms(self, A):
+        # every scale is 1: one constant vector over the rows, without an array of them
+        return [((), [_constant(1.0, A.shape[0])])]
+
 
 class KroneckerHandler(ReleaseHandler):
     """A Kronecker product: row scales factor by factor."""
@@ -234,6 +239,25 @@ class TreeHandler(ReleaseHandler):
         d = np.concatenate([np.abs(np.broadcast_to(np.asarray(w, float), g)).ravel()
                             for w, g in levels])
         return None if np.any(d == 0) else d
+
+    def row_scale_terms(self, A):
+        # a level of one weight: a constant vector over its nodes, without an array of them
+        terms = []
+        for w, g in zip(A.weights, A.grid, strict=True):
+            if np.ndim(w) == 0:
+                v = _constant(abs(float(w)), math.prod(g))
+            else:
+                v = np.abs(np.broadcast_to(np.asarray(w, float), g)).ravel()
+            if np.any(v == 0):
+                return None
+            terms.append(((), [v]))
+        return terms
+
+
+def _constant(value: float, n: int) -> np.ndarray:
+    """``n`` copies of ``value`` as a read-only view of one float (no memory over ``n``;
+    :class:`~mmtoolkit.discrete.RowScales` takes its distinct values without sorting it)."""
+    return np.broadcast_to(np.float64(value), (n,))
 
 
 class MarginalsHandler(ReleaseHandler):

@@ -41,6 +41,7 @@ from .jsonsafe import jsonable, stable_text
 from .ledger import Ledger
 from .linalg import Dense, Matrix, NotSupportedByKindError, TooLargeError, normal_form
 from .measurement import Measurement, marginal_measurements
+from .noise import array_path
 from .plan import NoisePlan
 from .privacy import ZCDP, Privacy, PureDP, check_privacy
 from .saved_plans import SavedPlan, load_plan
@@ -756,6 +757,13 @@ def release(
         "expected_total_squared_error": total,
         "expected_rmse": math.sqrt(total / m),
         "noise": noise,
+        # which exact sampler drew the noise: the paths draw other values for one seed
+        "exact_sampler": None if noise != "discrete" else {
+            "path": array_path(),
+            "note": "the compiled (numba) and numpy exact samplers draw the same law but not "
+            "the same values for a seed: a seeded release is reproduced on the same path "
+            "(MMTOOLKIT_NUMBA=1 compiled, 0 numpy)",
+        },
         "intervals": None if half is None else {
             "alpha": alpha,
             "simultaneous": simultaneous,

@@ -155,12 +155,131 @@ def test_compiled_far_tail_decided_exactly(monkeypatch, c_limit):
     pytest.importorskip("numba")
     monkeypatch.setenv(kernels.ENV, "1")
     monkeypatch.setattr(noise, "_C_LIMIT", c_limit)
+    monkeypatch.setattr(noise, "_GAUSS_SPAN", 0)  # no acceptance table: every |y| is checked
     sigma2 = 30
     x = noise.discrete_gaussian(sigma2, 40_000, np.random.default_rng(7))
     edges = _edges(lambda q: stats.norm.ppf(q) * math.sqrt(sigma2))
     assert g_test(x, edges, gaussian_cdf(sigma2)) > ALPHA
     monkeypatch.setattr(noise, "_WORDS", 2)
     assert np.array_equal(x, noise.discrete_gaussian(sigma2, 40_000, np.random.default_rng(7)))
+
+
+#: σ² / (s, t) of the tie tests: the Gaussian's acceptance table in use (σ² = 3: t = 2, 9
+#: entries; σ² = 100: t = 11, 45), the Laplace's exp(-u/t) tables of one or two parts.
+TIE_GAUSSIAN = [3, 100]
+TIE_LAPLACE = [(1, 1), (3, 7), (1, 100)]
+
+
+@pytest.fixture
+def ties(monkeypatch):
+    """The compiled path comparing 2 digits at a time (not 32): one comparison in 4 with a
+    tabulated exp(-x) ties and is finished in Python; returns the list of the ties' x."""
+    pytest.importorskip("numba")
+    monkeypatch.setenv(kernels.ENV, "1")
+    monkeypatch.setattr(noise, "_PREC", 2)
+    seen = []
+    real = noise._tie_bernoulli
+
+    def spy(x, prec, rng):
+        seen.append(x)
+        return real(x, prec, rng)
+
+    monkeypatch.setattr(noise, "_tie_bernoulli", spy)
+    return seen
+
+
+@pytest.mark.parametrize("sigma2", TIE_GAUSSIAN)
+def test_compiled_gaussian_ties_decided_exactly(ties, monkeypatch, sigma2):
+    """Ties of the kernel's comparisons (in exp(-u/t), in exp(-1), in the acceptance table)
+    are decided from the same bit stream by further exact digits: the law is unchanged, the
+    values do not depend on the buffer, and a wrong decision of the ties is detected."""
+    n = 30_000  # the ties' Python path runs ~10^4 decisions a second
+    x = noise.discrete_gaussian(sigma2, n, np.random.default_rng(31))
+    assert len(ties) > n // 20 and {f.denominator for f in ties} != {1}
+    edges = _edges(lambda q: stats.norm.ppf(q) * math.sqrt(sigma2))
+    assert g_test(x, edges, gaussian_cdf(sigma2)) > ALPHA
+    monkeypatch.setattr(noise, "_WORDS", 2)  # a shorter draw: the same first values
+    k = 16 * (noise._GAUSS_SPAN * (math.isqrt(sigma2) + 1) + 1)  # the table still in use
+    assert np.array_equal(x[:k], noise.discrete_gaussian(sigma2, k, np.random.default_rng(31)))
+    # the test can fail: ties all decided "below" give another law
+    monkeypatch.setattr(noise, "_tie_bernoulli", lambda x, prec, rng: True)
+    wrong = noise.discrete_gaussian(sigma2, n, np.random.default_rng(31))
+    assert g_test(wrong, edges, gaussian_cdf(sigma2)) < ALPHA
+
+
+@pytest.mark.parametrize("s, t", TIE_LAPLACE)
+def test_compiled_laplace_ties_decided_exactly(ties, monkeypatch, s, t):
+    n = 50_000
+    x = noise.discrete_laplace(s, t, np.random.default_rng(32), size=n)
+    assert len(ties) > n // 20
+    edges = _edges(lambda q: stats.laplace.ppf(q, scale=t / s))
+    assert g_test(x, edges, laplace_cdf(s, t)) > ALPHA
+    monkeypatch.setattr(noise, "_WORDS", 2)  # a shorter draw: the same first values
+    assert np.array_equal(x[:5000], noise.discrete_laplace(s, t, np.random.default_rng(32),
+                                                           size=5000))  # fmt: skip
+    monkeypatch.setattr(noise, "_tie_bernoulli", lambda x, prec, rng: True)
+    wrong = noise.discrete_laplace(s, t, np.random.default_rng(32), size=n)
+    assert g_test(wrong, edges, laplace_cdf(s, t)) < ALPHA
+
+
+def test_exp_digits_agree_with_decimal():
+    """The tabulated digits ⌊2^32 e^{-x}⌋ (fixed-point intervals) and :func:`_exp_floor` agree
+    with Python's decimal exp at 60 significant digits (correctly rounded), which fixes the
+    floor unless 2^32 e^{-x} is within 1e-50 of an integer (checked)."""
+    import decimal
+    from fractions import Fraction
+
+    ctx = decimal.Context(prec=60)
+
+    def floor_by_decimal(x: Fraction) -> int:
+        v = ctx.multiply(ctx.exp(ctx.divide(-x.numerator, x.denominator)), 2**32)
+        f = int(v)
+        assert v - f > decimal.Decimal("1e-50") and f + 1 - v > decimal.Decimal("1e-50")
+        return f
+
+    elo, ehi, L = noise._laplace_tables(10**6)
+    for j in (1, 2, 999, 1023):
+        assert elo[j] == floor_by_decimal(Fraction(j, 10**6))
+        assert ehi[j] == floor_by_decimal(Fraction(j << L, 10**6))
+    s2, t = Fraction(10**8), 10**4 + 1
+    g = noise._gaussian_table(s2, t, 4 * t + 1)
+    for y in (0, 1, 4_321, 10_000, 25_000, 4 * t):
+        assert g[y] == floor_by_decimal(noise._gaussian_gamma(s2, t, y))
+    for x in (Fraction(1), Fraction(7, 3), Fraction(1, 10**12)):
+        assert noise._exp_floor(x, 32) == floor_by_decimal(x)
+        assert noise._exp_floor(x, 100) >> 68 == floor_by_decimal(x)
+
+
+@pytest.mark.parametrize("span", [4, 0])
+def test_compiled_gaussian_with_a_huge_denominator(monkeypatch, span):
+    """σ² = (s/10^6)² · 100 (ResidualPlanner's rounding of σ, §5 Eq. 4): 2 a b t² is far
+    beyond int64, so the kernel draws the Laplace candidates and hands every one the
+    acceptance table does not cover (all of them without the table) to the exact Python
+    decision; only bulk uniform words are read, and the law is N_Z(0, σ²)."""
+    pytest.importorskip("numba")
+    from fractions import Fraction
+
+    monkeypatch.setenv(kernels.ENV, "1")
+    monkeypatch.setattr(noise, "_GAUSS_SPAN", span)
+    sigma2 = Fraction(3_141_593, 10**6) ** 2 * 100
+    t = math.isqrt(sigma2.numerator // sigma2.denominator) + 1
+    assert 2 * t * t * sigma2.numerator * sigma2.denominator > 2**62
+    calls = []
+
+    class Words:
+        def __init__(self):
+            self.g = np.random.default_rng(41)
+
+        def integers(self, low, high, size=None, dtype=np.int64):
+            calls.append((low, high, dtype))
+            return self.g.integers(low, high, size=size, dtype=dtype)
+
+    x = noise.discrete_gaussian(sigma2, 20_000, Words())
+    assert set(calls) == {(0, 2**64, np.uint64)}
+    edges = _edges(lambda q: stats.norm.ppf(q) * math.sqrt(sigma2))
+    assert g_test(x, edges, gaussian_cdf(float(sigma2))) > ALPHA
+    wrong = float(sigma2) * 1.1  # the test has the power to see a 10% variance error
+    assert g_test(x, edges, gaussian_cdf(wrong)) < ALPHA
 
 
 def test_compiled_path_reads_only_uniform_words(monkeypatch):

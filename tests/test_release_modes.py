@@ -120,6 +120,24 @@ def test_a_seeded_release_repeats_byte_for_byte_and_says_it_is_not_private(files
     assert a["noise"] == "continuous"  # a seeded release's default noise is unchanged
 
 
+def test_a_seeded_release_records_the_exact_sampler_that_drew_its_noise(files, monkeypatch):
+    """The compiled and numpy exact samplers draw other values for one seed: the summary says
+    which drew the noise, and the same path repeats the release byte for byte."""
+    pytest.importorskip("numba")
+    args = ("--selector", "identity", "--noise", "discrete", "--seed", "7")
+    for path, value in (("compiled", "1"), ("numpy", "0")):
+        monkeypatch.setenv("MMTOOLKIT_NUMBA", value)
+        for out in (f"{path}1.csv", f"{path}2.csv"):
+            assert _release(files, out, *args) == 0
+        assert (files / f"{path}1.csv").read_bytes() == (files / f"{path}2.csv").read_bytes()
+        summary = json.loads((files / f"{path}1.csv.json").read_text())
+        assert summary["exact_sampler"]["path"] == path
+        assert "same path" in summary["exact_sampler"]["note"]
+    assert (files / "compiled1.csv").read_bytes() != (files / "numpy1.csv").read_bytes()
+    assert _release(files, "c.csv", "--selector", "identity", "--seed", "7") == 0
+    assert json.loads((files / "c.csv.json").read_text())["exact_sampler"] is None  # float
+
+
 def test_two_private_releases_differ_and_their_summaries_do_not(files):
     for out in ("a.csv", "b.csv"):
         assert _release(files, out, "--selector", "identity") == 0
