@@ -23,11 +23,12 @@ import numpy as np
 from .linalg import Identity, Marginals, Matrix, check_dense_size, peel
 from .linalg.marginals import key_attrs
 from .noise import discrete_gaussian, discrete_laplace
-from .threads import Ahead, worker_threads
+from .threads import Ahead, InOrder, worker_threads
 
-__all__ = ["NOISE_BLOCK", "PREFETCH_CHUNK", "DISCRETE_BLOCK", "FORMS", "Measurement",
-           "marginal_layout", "marginal_measurements", "NoiseStream", "DiscreteNoiseStream",
-           "continuous_stream", "integer_noise_stream", "scaled_gaussian", "integer_gaussian"]
+__all__ = ["NOISE_BLOCK", "PREFETCH_CHUNK", "DISCRETE_BLOCK", "BLOCK_KEY_WORDS", "FORMS",
+           "Measurement", "marginal_layout", "marginal_measurements", "NoiseStream",
+           "DiscreteNoiseStream", "continuous_stream", "integer_noise_stream", "block_generator",
+           "scaled_gaussian", "integer_gaussian"]
 
 # ============================================================================ measurement
 #: How a :class:`Measurement`'s values were formed.
@@ -292,14 +293,38 @@ DISCRETE_BLOCK = 1 << 20
 _NO_VALUES = np.empty(0, dtype=np.int64)
 
 
+#: 64-bit words of the caller's generator that key one block's generator (256 bits).
+BLOCK_KEY_WORDS = 4
+
+
+def block_generator(rng: np.random.Generator, key: np.ndarray) -> np.random.Generator:
+    """The generator of one block of a :class:`DiscreteNoiseStream`: a fresh generator over
+    a bit generator of ``rng``'s type keyed by ``key`` (:data:`BLOCK_KEY_WORDS` uint64 words
+    drawn from ``rng``). randomgen's ``ChaCha`` (the private mode's) takes the 256 bits as
+    its key, with ``rng``'s rounds; every other bit generator (numpy's PCG64, Philox, ...)
+    is seeded by ``SeedSequence(key)``."""
+    bg = rng.bit_generator
+    kind = type(bg)
+    if kind.__module__.startswith("randomgen") and kind.__name__ == "ChaCha":
+        rounds = bg.state["state"]["rounds"]
+        return np.random.Generator(kind(key=int.from_bytes(key.astype("<u8").tobytes(),
+                                                           "little"), rounds=rounds))  # fmt: skip
+    return np.random.Generator(kind(np.random.SeedSequence([int(w) for w in key])))
+
+
 class DiscreteNoiseStream:
     """The integer noise of ``rows x releases`` answers (C order: a row's ``releases`` values
     together), added in order to consecutive pieces (:meth:`add`), exact samplers only.
 
     Drawn :data:`DISCRETE_BLOCK` at a time at fixed offsets, one vectorised draw per noise
     parameter within a block, so the values do not depend on how the answers are cut (the
-    Dask route gets the in-memory values). ``param_at(lo, hi)``: the parameter index (into
-    ``params``) of rows ``lo..hi-1``, so the stream never needs an array over all rows."""
+    Dask route gets the in-memory values). Block ``i`` is drawn from its own generator
+    (:func:`block_generator`) keyed by the ``i``-th :data:`BLOCK_KEY_WORDS` words drawn from
+    ``rng``, so the blocks are drawn on :func:`~mmtoolkit.threads.worker_threads` threads at
+    once (:class:`~mmtoolkit.threads.InOrder`) and the values depend on ``rng``'s state and
+    the block index only. ``param_at(lo, hi)``: the parameter index (into ``params``) of
+    rows ``lo..hi-1``, so the stream never needs an array over all rows. The caller must not
+    use ``rng`` until the stream is used up or closed."""
 
     def __init__(self, kind: str, params, rng: np.random.Generator, rows: int, releases: int,
                  param_at):  # fmt: skip
@@ -309,6 +334,7 @@ class DiscreteNoiseStream:
         self.start = 0  # stream position of buf[0]
         self.buf = _NO_VALUES
         self.pos = 0  # buf[pos:]: drawn, not yet added
+        self._blocks = None  # the blocks (InOrder), from the first draw on
 
     @property
     def left(self) -> int:
@@ -331,32 +357,49 @@ class DiscreteNoiseStream:
             self.pos += take
             done += take
 
+    def close(self) -> None:
+        """Finish the stream early (a product that failed): blocks drawn ahead are dropped
+        and the drawing threads end."""
+        if self._blocks is not None:
+            self._blocks.close()
+
     def _draw(self) -> None:
         a = self.start + self.buf.size
-        b = min(a + DISCRETE_BLOCK, self.size)
         self.buf = _NO_VALUES  # used up: freed before the next block is drawn
-        if len(self.params) == 1:
-            z = self._sample(self.params[0], b - a)
-        else:
-            z = np.empty(b - a, dtype=np.int64)
-            lo, hi = a // self.r, (b - 1) // self.r + 1
-            p = np.asarray(self.param_at(lo, hi))
-            if self.r > 1:
-                p = p[np.arange(a, b) // self.r - lo]
-            # the positions of each parameter in increasing order, parameters in order
-            order = np.argsort(p, kind="stable")
-            ends = np.cumsum(np.bincount(p, minlength=len(self.params)))
-            start = 0
-            for k, end in enumerate(ends):
-                if end > start:
-                    z[order[start:end]] = self._sample(self.params[k], int(end - start))
-                start = end
-        self.start, self.buf, self.pos = a, z, 0
+        if self._blocks is None:
+            count = -(-self.size // DISCRETE_BLOCK)
+            self._blocks = InOrder(self._task, count, worker_threads())
+        self.start, self.buf, self.pos = a, self._blocks.next(), 0
 
-    def _sample(self, p, n: int) -> np.ndarray:
+    def _task(self, i: int):
+        """The task drawing block ``i`` (made in block order: its key is drawn here)."""
+        key = self.rng.integers(0, 2**64, dtype=np.uint64, size=BLOCK_KEY_WORDS)
+        return functools.partial(self._block, i * DISCRETE_BLOCK, block_generator(self.rng, key))
+
+    def _block(self, a: int, rng: np.random.Generator) -> np.ndarray:
+        """The values at stream positions ``a..`` of one block, drawn from ``rng``."""
+        b = min(a + DISCRETE_BLOCK, self.size)
+        if len(self.params) == 1:
+            return self._sample(self.params[0], b - a, rng)
+        z = np.empty(b - a, dtype=np.int64)
+        lo, hi = a // self.r, (b - 1) // self.r + 1
+        p = np.asarray(self.param_at(lo, hi))
+        if self.r > 1:
+            p = p[np.arange(a, b) // self.r - lo]
+        # the positions of each parameter in increasing order, parameters in order
+        order = np.argsort(p, kind="stable")
+        ends = np.cumsum(np.bincount(p, minlength=len(self.params)))
+        start = 0
+        for k, end in enumerate(ends):
+            if end > start:
+                z[order[start:end]] = self._sample(self.params[k], int(end - start), rng)
+            start = end
+        return z
+
+    def _sample(self, p, n: int, rng: np.random.Generator) -> np.ndarray:
         if self.kind == "laplace":
-            return discrete_laplace(p[1], p[2], self.rng, size=n)
-        return discrete_gaussian(p[1], n, self.rng)
+            return discrete_laplace(p[1], p[2], rng, size=n)
+        return discrete_gaussian(p[1], n, rng)
 
 
 def integer_noise_stream(kind: str, params, rng: np.random.Generator, rows: int, releases: int,

@@ -406,14 +406,17 @@ def _add_integer_noise(Ax: np.ndarray, R: int | None, x, scales_of, stream):
         out = Ax if _own_answers(Ax, x, (np.float64,)) else np.empty(m)
     else:
         out = np.empty((m, R))
-    for lo in range(0, m, INTEGER_CHUNK):
-        hi = min(m, lo + INTEGER_CHUNK)
-        d = scales_of(lo, hi)
-        z = integer_answers(Ax[lo:hi], d)
-        if R is not None:
-            z, d = np.repeat(z[:, None], R, axis=1), d[:, None]
-        stream.add(z.reshape(-1))
-        np.multiply(z, d, out=out[lo:hi])
+    try:
+        for lo in range(0, m, INTEGER_CHUNK):
+            hi = min(m, lo + INTEGER_CHUNK)
+            d = scales_of(lo, hi)
+            z = integer_answers(Ax[lo:hi], d)
+            if R is not None:
+                z, d = np.repeat(z[:, None], R, axis=1), d[:, None]
+            stream.add(z.reshape(-1))
+            np.multiply(z, d, out=out[lo:hi])
+    finally:
+        stream.close()  # the threads drawing blocks ahead end, even on a failure
     return out
 
 

@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import os
 import threading
+from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
 
-__all__ = ["MAX_THREADS", "Ahead", "Workers", "worker_threads"]
+__all__ = ["MAX_THREADS", "Ahead", "InOrder", "Workers", "worker_threads"]
 
 #: At most this many threads by default (the pieces are memory-bound beyond a few).
 MAX_THREADS = 2
@@ -123,3 +124,51 @@ class Ahead:
             self._pool.shutdown(wait=True)
             self._pool = None
         self._pending = None
+
+
+class InOrder:
+    """The results of ``count`` independent tasks, taken in order by :meth:`next`, up to
+    ``threads`` of them computed at once on a pool (a stream's blocks of exact noise drawn
+    on every core). ``make(i)`` runs on the calling thread, in order, and returns the task
+    of result ``i`` (a callable of no argument): ``make`` may advance shared state such as
+    a random generator, the tasks must not share any. So the results do not depend on
+    ``threads``, nor on which thread runs a task: with ``threads`` 1 each task runs on the
+    calling thread when its result is taken. At most ``threads`` results are computed or
+    held beside the one taken; nothing runs before the first :meth:`next`; the pool ends
+    with the last result or :meth:`close`."""
+
+    def __init__(self, make, count: int, threads: int):
+        self.make, self.count, self.k = make, int(count), max(1, int(threads))
+        self.made = self.taken = 0  # tasks made, results handed out
+        threaded = self.count > 1 and self.k > 1
+        self._pool = ThreadPoolExecutor(max_workers=self.k) if threaded else None
+        self._pending: deque[Future] = deque()  # the futures of results taken..made-1
+        self.closed = False
+
+    def next(self):
+        """The next result (waiting for it); the tasks of the ``threads`` results after it
+        are running or queued on the pool when it is returned."""
+        if self.closed:
+            raise ValueError("closed: no more results")
+        if self._pool is None:
+            result = self.make(self.taken)()
+        else:
+            while self.made < min(self.count, self.taken + 1 + self.k):
+                self._pending.append(self._pool.submit(self.make(self.made)))
+                self.made += 1
+            result = self._pending.popleft().result()
+        self.taken += 1
+        if self.taken == self.count:
+            self.close()
+        return result
+
+    def close(self) -> None:
+        """No more results: queued tasks are dropped and the pool ends after the tasks it
+        is running."""
+        self.closed = True
+        if self._pool is not None:
+            for f in self._pending:
+                f.cancel()
+            self._pool.shutdown(wait=True)
+            self._pool = None
+        self._pending.clear()

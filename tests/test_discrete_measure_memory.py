@@ -12,9 +12,10 @@ import pytest
 
 from mmtoolkit import mechanism, noise
 from mmtoolkit.linalg import Identity, Weighted
-from mmtoolkit.measurement import DISCRETE_BLOCK
+from mmtoolkit.measurement import BLOCK_KEY_WORDS, DISCRETE_BLOCK, block_generator
 from mmtoolkit.plan import INTEGER_CHUNK, NoisePlan
 from mmtoolkit.privacy import ZCDP
+from mmtoolkit.threads import worker_threads
 
 
 def test_discrete_measure_adds_the_streams_noise_in_the_answers_memory():
@@ -30,14 +31,20 @@ def test_discrete_measure_adds_the_streams_noise_in_the_answers_memory():
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
-    # A x (8 bytes a row, the answers' memory), a block of drawn noise (and the sampler's
-    # buffers, < 1 MB), a few chunk-sized temporaries; the integers over all rows, the row
-    # scales and each temporary of the check of integrality would add 8 bytes a row each
-    assert peak < 8 * m + 8 * DISCRETE_BLOCK + 8 * 8 * INTEGER_CHUNK + (1 << 20)
-    # y = 3 (x + z): z the discrete Gaussian's draws of the stream, block after block
+    # A x (8 bytes a row, the answers' memory), the block being added and the blocks drawn
+    # ahead on the worker threads (and the samplers' buffers, < 1 MB each), a few
+    # chunk-sized temporaries; the integers over all rows, the row scales and each
+    # temporary of the check of integrality would add 8 bytes a row each
+    k = worker_threads()
+    assert peak < 8 * m + 8 * DISCRETE_BLOCK * (k + 1) + 8 * 8 * INTEGER_CHUNK + (k + 1 << 20)
+    # y = 3 (x + z): z the discrete Gaussian's draws of the stream, block after block, each
+    # from its own generator keyed by the next words of the release's
     rng = np.random.default_rng(1)
-    z = np.concatenate([noise.discrete_gaussian(sigma2, DISCRETE_BLOCK, rng)
-                        for _ in range(m // DISCRETE_BLOCK)])  # fmt: skip
+    z = np.concatenate([
+        noise.discrete_gaussian(sigma2, DISCRETE_BLOCK, block_generator(
+            rng, rng.integers(0, 2**64, dtype=np.uint64, size=BLOCK_KEY_WORDS)))
+        for _ in range(m // DISCRETE_BLOCK)
+    ])  # fmt: skip
     assert isinstance(sigma2, Fraction) and np.array_equal(y, 3.0 * (x + z))
 
 

@@ -282,19 +282,22 @@ def test_row_scales_collide_like_in_memory():
 
 
 def _reference_stream(kind, params, rng, row_param, block):
-    """The stream's definition: blocks of ``block`` values at fixed offsets; in each, the
-    positions of each parameter (in order) take one vectorised draw, in order."""
+    """The stream's definition: blocks of ``block`` values at fixed offsets, each from its
+    own generator keyed by the next four words of ``rng``; in each, the positions of each
+    parameter (in order) take one vectorised draw, in order."""
+    from mmtoolkit.measurement import block_generator
     from mmtoolkit.noise import discrete_gaussian, discrete_laplace
 
     z = np.empty(row_param.size, dtype=np.int64)
     for a in range(0, row_param.size, block):
+        g = block_generator(rng, rng.integers(0, 2**64, dtype=np.uint64, size=4))
         p = row_param[a : a + block]
         for k, par in enumerate(params):
             idx = a + np.flatnonzero(p == k)
             if idx.size and kind == "laplace":
-                z[idx] = discrete_laplace(par[1], par[2], rng, size=idx.size)
+                z[idx] = discrete_laplace(par[1], par[2], g, size=idx.size)
             elif idx.size:
-                z[idx] = discrete_gaussian(par[1], idx.size, rng)
+                z[idx] = discrete_gaussian(par[1], idx.size, g)
     return z
 
 
@@ -313,7 +316,7 @@ def test_discrete_stream_draws_one_call_per_parameter_per_block(privacy, monkeyp
     calls = []
     sample = measurement.DiscreteNoiseStream._sample
     monkeypatch.setattr(measurement.DiscreteNoiseStream, "_sample",
-                        lambda self, p, n: calls.append(n) or sample(self, p, n))  # fmt: skip
+                        lambda self, p, n, g: calls.append(n) or sample(self, p, n, g))  # fmt: skip
     row_param = cal.row_param
     stream = measurement.DiscreteNoiseStream(
         cal.kind, cal.params, np.random.default_rng(4), A.shape[0], 1,
