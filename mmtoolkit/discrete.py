@@ -71,6 +71,9 @@ def calibrate(uniq, kind: str, scale: float, budget: float):
             rate = 1.0 / b  # privacy loss per unit of |B_r δ|
             t = 1 << max(0, math.ceil(math.log2(PRECISION / rate)))
             s = math.floor(rate * t * (1 - 1e-9))
+            exact = _dyadic_scale(b, t)
+            if exact is not None:  # b = t/s exactly: no rounding, so none towards more noise
+                s, t = exact
             if s < 1:
                 raise ValueError(f"discrete Laplace scale {b:.3g} is too large to represent")
             params.append((float(dr), s, t))
@@ -85,6 +88,21 @@ def calibrate(uniq, kind: str, scale: float, budget: float):
             var[k] = _discrete_gaussian_variance(sigma2)
             ratios[k] = (b * b) / float(sigma2)
     return kind, params, uniq**2 * var, float(budget * ratios.max())
+
+
+def _dyadic_scale(b: float, limit: int) -> tuple[int, int] | None:
+    """``(s, t)`` with ``t/s == b`` exactly, ``t`` the smallest power of two ≤ ``limit`` for
+    which ``t/b`` is an integer (a Laplace scale such as 1, 2 or 1/2: the discrete Laplace
+    Lap_Z(t/s) then has exactly the scale asked for, and its sampler small parameters); else
+    None."""
+    ratio = Fraction(b)
+    t = 1
+    while t <= limit:
+        s = Fraction(t) / ratio
+        if s.denominator == 1 and s >= 1:
+            return int(s), t
+        t <<= 1
+    return None
 
 
 def _no_scales(A) -> NotSupportedByKindError:

@@ -146,6 +146,20 @@ def test_discrete_noise_is_integer_and_calibrated(privacy):
     np.testing.assert_allclose(emp, cal.variances, rtol=0.2)
 
 
+@pytest.mark.parametrize("epsilon, scale", [(1.0, (1, 1)), (0.5, (2, 1)), (4.0, (1, 4))])
+def test_discrete_laplace_of_a_dyadic_scale_is_not_rounded(epsilon, scale):
+    """A Laplace scale b = t/s with a small power of two t (the identity at ε = 1: b = 1) is
+    taken as it is — Lap_Z(1), not Lap_Z(2^20 / (2^20 − 1)) — so the release spends exactly
+    its budget and the sampler runs on small parameters; other scales round towards more
+    noise as before."""
+    cal = mechanism.discrete_calibration(Identity(5), PureDP(epsilon))
+    assert [(p[2], p[1]) for p in cal.params] == [scale]  # (t, s): Lap_Z(t/s)
+    assert cal.spent == cal.budget == epsilon
+    third = mechanism.discrete_calibration(Identity(5), PureDP(1 / 3))
+    (_, s, t), = third.params
+    assert s / t < 1 / 3 and s / t > (1 / 3) * (1 - 1e-5) and third.spent < third.budget
+
+
 def test_discrete_noise_bad_input():
     rng = np.random.default_rng(0)
     with pytest.raises(ValueError, match="PureDP .* and ZCDP"):
