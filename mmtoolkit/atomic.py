@@ -3,8 +3,9 @@
 Every file goes to a temporary sibling (same directory, so ``os.replace`` is a rename on one
 file system), is flushed and fsynced, and is then renamed into place; on any error the
 temporaries are removed and no target is touched. Used by the runner (results tables, job
-store, scoreboard, figures) and by ``mmtoolkit release``. :func:`same_file` is how the
-commands tell that an output would overwrite an input.
+store, scoreboard, figures) and by ``mmtoolkit release``; :func:`write_png` writes a
+matplotlib figure. :func:`same_file` is how the commands tell that an output would overwrite
+an input.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
-__all__ = ["same_file", "write_atomic", "write_files_atomic"]
+__all__ = ["same_file", "write_atomic", "write_files_atomic", "write_png"]
 
 
 def write_files_atomic(files: Mapping[str | os.PathLike, str | bytes]) -> None:
@@ -46,6 +47,17 @@ def write_files_atomic(files: Mapping[str | os.PathLike, str | bytes]) -> None:
 def write_atomic(path: str | os.PathLike, data: str | bytes) -> None:
     """Write one file atomically (see :func:`write_files_atomic`)."""
     write_files_atomic({path: data})
+
+
+def write_png(path: str | os.PathLike, fig, dpi: int) -> None:
+    """Write the matplotlib figure ``fig`` as a PNG at ``dpi``, atomically, without the
+    "Software" text chunk (the matplotlib version), so the same figure gives the same bytes
+    under any matplotlib version."""
+    import io
+
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=dpi, metadata={"Software": None})
+    write_atomic(path, buf.getvalue())
 
 
 def same_file(a: str | os.PathLike, b: str | os.PathLike) -> bool:

@@ -568,7 +568,7 @@ def plot_ratios(df, path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from .atomic import write_atomic
+    from .atomic import write_png
 
     ok = df[(df["status"] == "ok") & ~df["selector"].isin((BOUND, OPTIMUM))]
     labels = [
@@ -596,8 +596,6 @@ def plot_ratios(df, path) -> None:
             ax.set_title(f"{m:,} queries on {n:.4g} cells; {df.attrs.get('objective')} objective")
         ax.legend(loc="best")
         fig.tight_layout()
-        buf = io.BytesIO()
-        fig.savefig(buf, format="png", dpi=120)
+        write_png(path, fig, dpi=120)
     finally:
         plt.close(fig)
-    write_atomic(path, buf.getvalue())

@@ -593,7 +593,7 @@ def plot_errors(summary, path, metric: str = "l1_error") -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from .atomic import write_atomic
+    from .atomic import write_png
 
     pre = {"l1_error": "l1", "rmse": "rmse"}[metric]
     fig, ax = plt.subplots(figsize=(7.5, 5))
@@ -618,11 +618,9 @@ def plot_errors(summary, path, metric: str = "l1_error") -> None:
         ax.legend(fontsize=8, loc="best")
         ax.grid(True, which="both", alpha=0.3)
         fig.tight_layout()
-        buf = io.BytesIO()
-        fig.savefig(buf, format="png", dpi=120)
+        write_png(path, fig, dpi=120)
     finally:
         plt.close(fig)
-    write_atomic(path, buf.getvalue())
 
 
 # ============================================================================ configs

@@ -8,14 +8,13 @@ backend change); Matplotlib is imported when the first figure is drawn.
 from __future__ import annotations
 
 import csv
-import io
 import math
 import os
 import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..atomic import write_atomic
+from ..atomic import write_png
 from .config import load_config
 from .figures import FigureSheet, FigureSpec, SeriesSpec, is_sheet, load_sheet
 from .schema import ConfigError, Fields
@@ -207,9 +206,7 @@ def _finish(fig, ax, xlabel: str, ylabel: str, logx: bool, logy: bool, path: Pat
         _log_scale(ax, "x")
     if logy:
         _log_scale(ax, "y")
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=110, metadata={"Software": None})
-    write_atomic(path, buf.getvalue())
+    write_png(path, fig, dpi=110)
     return path
 
 
