@@ -1,4 +1,4 @@
-"""Compare whole pipelines on the user's own records: ``mmtoolkit.compare_data(...)``.
+"""Compare whole pipelines on the user's own records: :func:`compare_data`.
 
 :func:`compare_data` answers a marginals workload from records with noise, for every
 method — each selector's strategy followed by least squares, least squares clipped at 0, or
