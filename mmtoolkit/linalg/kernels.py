@@ -14,7 +14,7 @@ import os
 
 import numpy as np
 
-__all__ = ["ENV", "along_views", "compiled", "flat_view", "prepare"]
+__all__ = ["COMPILED_MODULES", "ENV", "along_views", "compiled", "flat_view", "prepare"]
 
 #: Chooses the path: unset (kernels when numba imports), ``0`` (numpy), ``1`` (required).
 ENV = "MMTOOLKIT_NUMBA"
@@ -46,12 +46,19 @@ def compiled(module: str = "mmtoolkit.linalg._numba_kernels"):
     return found
 
 
+#: Every module of compiled kernels: the algebra's and the exact noise samplers'.
+COMPILED_MODULES = ("mmtoolkit.linalg._numba_kernels", "mmtoolkit._numba_noise")
+
+
 def prepare() -> bool:
-    """Compile the kernels ahead of the first large product if in use; returns whether they are."""
-    fast = compiled()
-    if fast is not None:
-        fast.prepare()
-    return fast is not None
+    """Compile every compiled kernel (:data:`COMPILED_MODULES`) ahead of first use, if they are
+    in use (seconds once, then cached on disk), so that no timed or time-limited call pays
+    for it; returns whether they are."""
+    modules = [compiled(name) for name in COMPILED_MODULES]
+    for fast in modules:
+        if fast is not None:
+            fast.prepare()
+    return all(fast is not None for fast in modules)
 
 
 def flat_view(X: np.ndarray):

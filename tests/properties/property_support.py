@@ -40,6 +40,8 @@ from pathlib import Path
 
 from hypothesis import HealthCheck, settings
 
+from mmtoolkit.linalg import kernels
+
 PROFILE = "mmtoolkit-properties"
 settings.register_profile(
     PROFILE,
@@ -86,6 +88,10 @@ def guarded(seconds: float = SECONDS, headroom: int = HEADROOM):
     """Run the body with at most ``seconds`` of wall-clock time and ``headroom`` more bytes
     of address space (Linux; elsewhere the time bound only). Past the time bound the body
     is interrupted and the example fails as a hang."""
+
+    # compiled kernels (the fast extra) are compiled before the clock starts: the first
+    # call that needs one would otherwise spend seconds compiling inside the bound
+    kernels.prepare()
 
     def alarm(signum, frame):
         raise _Overrun
