@@ -31,6 +31,18 @@ def path(request, monkeypatch):
     return request.param
 
 
+class Words:
+    """A generator that records what it is asked for (``calls``: ``(low, high, dtype)``)."""
+
+    def __init__(self, seed: int):
+        self.g = np.random.default_rng(seed)
+        self.calls: list = []
+
+    def integers(self, low, high, size=None, dtype=np.int64):
+        self.calls.append((low, high, dtype))
+        return self.g.integers(low, high, size=size, dtype=dtype)
+
+
 def _edges(ppf):
     """Integer bin edges at the continuous law's quantiles (``ppf``), far tails included."""
     q = np.linspace(0, 1, BINS + 1)[1:-1]
@@ -264,18 +276,9 @@ def test_compiled_gaussian_with_a_huge_denominator(monkeypatch, span):
     sigma2 = Fraction(3_141_593, 10**6) ** 2 * 100
     t = math.isqrt(sigma2.numerator // sigma2.denominator) + 1
     assert 2 * t * t * sigma2.numerator * sigma2.denominator > 2**62
-    calls = []
-
-    class Words:
-        def __init__(self):
-            self.g = np.random.default_rng(41)
-
-        def integers(self, low, high, size=None, dtype=np.int64):
-            calls.append((low, high, dtype))
-            return self.g.integers(low, high, size=size, dtype=dtype)
-
-    x = noise.discrete_gaussian(sigma2, 20_000, Words())
-    assert set(calls) == {(0, 2**64, np.uint64)}
+    words = Words(41)
+    x = noise.discrete_gaussian(sigma2, 20_000, words)
+    assert set(words.calls) == {(0, 2**64, np.uint64)}
     edges = _edges(lambda q: stats.norm.ppf(q) * math.sqrt(sigma2))
     assert g_test(x, edges, gaussian_cdf(float(sigma2))) > ALPHA
     wrong = float(sigma2) * 1.1  # the test has the power to see a 10% variance error
@@ -287,19 +290,11 @@ def test_compiled_path_reads_only_uniform_words(monkeypatch):
     (a cryptographic generator can stand in for numpy's)."""
     pytest.importorskip("numba")
     monkeypatch.setenv(kernels.ENV, "1")
-    calls = []
-
-    class Words:
-        def __init__(self):
-            self.g = np.random.default_rng(8)
-
-        def integers(self, low, high, size=None, dtype=np.int64):
-            calls.append((low, high, dtype))
-            return self.g.integers(low, high, size=size, dtype=dtype)
-
-    x = noise.discrete_gaussian(7, 5000, Words())
-    y = noise.discrete_laplace(2, 9, Words(), size=5000)
+    gw, lw = Words(8), Words(8)
+    x = noise.discrete_gaussian(7, 5000, gw)
+    y = noise.discrete_laplace(2, 9, lw, size=5000)
     assert x.size == y.size == 5000
+    calls = gw.calls + lw.calls
     assert calls and set(calls) == {(0, 2**64, np.uint64)}
 
 
