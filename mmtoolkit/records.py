@@ -108,8 +108,9 @@ def _parse_values(values, name: str, source: str) -> tuple[str, ...]:
     return out
 
 
-def parse_domain(spec: Mapping, source: str = "domain") -> DomainSpec:
-    """A :class:`DomainSpec` from a parsed domain file (docs/guide/records.md)."""
+def parse_domain(spec: object, source: str = "domain") -> DomainSpec:
+    """A :class:`DomainSpec` from a parsed domain file (docs/guide/records.md; anything else
+    is refused)."""
     if not isinstance(spec, Mapping) or not spec:
         raise RecordsError(
             f"{source}: a domain must be a non-empty JSON object {{attribute: size}}, "
