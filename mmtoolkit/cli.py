@@ -217,7 +217,8 @@ def _run(args) -> int:
             if n:
                 summary += f", {n} {status}"
         if agree:
-            summary += f", {sum(c.within_tol for c in agree)}/{len(agree)} agree with the paper"
+            within = sum(bool(c.within_tol) for c in agree)
+            summary += f", {within}/{len(agree)} agree with the paper"
         print(f"{summary} -> {result.csv_path}, {result.md_path}")
     return 1 if failed else 0
 

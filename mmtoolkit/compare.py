@@ -214,11 +214,11 @@ def _workload(W, domain) -> tuple:
 
 
 # --------------------------------------------------------------------------- scoring
-def _applicability(entry: _Entry, W, privacy, objective) -> dict | None:
+def _applicability(selector: Selector, W, privacy, objective) -> dict | None:
     """The row of a selector that does not apply (or whose ``applicability`` crashed), None
     when it is to be selected."""
     try:
-        reason = type(entry.selector).applicability(W, privacy, objective)
+        reason = type(selector).applicability(W, privacy, objective)
     except REFUSALS as exc:
         reason = describe_error(exc)
     except Exception as exc:  # noqa: BLE001 - a bug in applicability: the row fails
@@ -250,7 +250,7 @@ def _reference(label: str, W, privacy) -> tuple[float, str | None]:
 def _score(entry: _Entry, W, privacy, objective) -> dict:
     """Select with one selector (or compute a reference row) and score the strategy (never
     raises)."""
-    rec = {"status": "ok", "reason": None, "strategy": None, "select_seconds": 0.0}
+    rec: dict = {"status": "ok", "reason": None, "strategy": None, "select_seconds": 0.0}
     start = time.perf_counter()
     try:
         if entry.selector is None:
@@ -409,7 +409,7 @@ def compare(
 
     specs = []
     for i, e in enumerate(entries):
-        row = None if e.selector is None else _applicability(e, W, privacy, objective)
+        row = None if e.selector is None else _applicability(e.selector, W, privacy, objective)
         if row is not None:
             report(i, {**row, "select_seconds": 0.0})
             continue

@@ -49,7 +49,7 @@ def _discrete_laplace_variance(s: int, t: int) -> float:
     return 2.0 * q / (1.0 - q) ** 2
 
 
-def _discrete_gaussian_variance(sigma2: float) -> float:
+def _discrete_gaussian_variance(sigma2: float | Fraction) -> float:
     s2 = float(sigma2)
     span = int(math.ceil(40 * math.sqrt(s2))) + 2
     k = np.arange(-span, span + 1, dtype=float)
@@ -64,7 +64,8 @@ def calibrate(uniq, kind: str, scale: float, budget: float):
     ``(kind, params, variances of the released rows of each scale, spent)``
     (:class:`DiscreteCalibration`)."""
     uniq = np.asarray(uniq, dtype=float)
-    params, var, ratios = [], np.empty(len(uniq)), np.empty(len(uniq))
+    params: list[tuple] = []  # (d, s, t) laplace, (d, sigma2) gaussian
+    var, ratios = np.empty(len(uniq)), np.empty(len(uniq))
     for k, dr in enumerate(uniq):
         b = scale / dr  # continuous scale (Laplace b or Gaussian σ) on B_r x
         if kind == "laplace":

@@ -38,6 +38,11 @@ class Domain:
     """
 
     __slots__ = ("_names", "_sizes", "_numeric", "_labels", "_index")
+    _names: tuple[str, ...]
+    _sizes: tuple[int, ...]
+    _numeric: tuple[bool, ...]
+    _labels: tuple[tuple[str, ...] | None, ...]
+    _index: dict[str, int]
 
     def __init__(self, names, sizes, numeric=None, labels=None):
         if isinstance(names, str) or not isinstance(names, Iterable):
@@ -294,7 +299,7 @@ def _check_labels(labels, names, sizes) -> tuple:
             raise ValueError(f"labels given for unknown attribute(s) {unknown}")
         labels = [labels.get(name) for name in names]
     labels = _per_attribute(labels, names, "labels", "entry")
-    out = []
+    out: list[tuple[str, ...] | None] = []
     for name, n, lab in zip(names, sizes, labels, strict=True):
         if lab is None:
             out.append(None)

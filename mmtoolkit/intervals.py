@@ -269,7 +269,7 @@ def laplace_sum_tail(a, h: float, n=None) -> float:
     upper = math.exp(log_u)
     if h * upper < 200 * math.pi:  # ≤ 100 periods: the plain integrand on decades of [0, U]
         edges = [0.0, *np.geomspace(min(1.0, upper) / float(a.max()), upper, 24)]
-        pieces = [(lambda u: (g(u) * cmath.exp(-1j * h * u)).real, lo, hi, {})
+        pieces: list[tuple] = [(lambda u: (g(u) * cmath.exp(-1j * h * u)).real, lo, hi, {})
                   for lo, hi in zip(edges[:-1], edges[1:]) if hi > lo]  # fmt: skip
     else:  # QAWF: the cosine and sine parts on [0, ∞)
         pieces = [(lambda u: g(u).real, 0.0, np.inf, {"weight": "cos", "wvar": h}),

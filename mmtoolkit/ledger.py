@@ -32,7 +32,7 @@ from .checks import (
     check_probability,
     check_str,
 )
-from .privacy import ZCDP, Privacy, PureDP, check_privacy, from_spec
+from .privacy import ZCDP, ApproxDP, Privacy, PureDP, check_privacy, from_spec
 
 __all__ = ["FORMAT", "Ledger", "LedgerError", "Spent", "charge_of"]
 
@@ -64,6 +64,8 @@ def charge_of(privacy: Privacy, releases: int = 1) -> dict:
         return {"rho": r * privacy.rho}
     if isinstance(privacy, PureDP):
         return {"epsilon": r * privacy.epsilon}
+    if not isinstance(privacy, ApproxDP):  # a subclass of Privacy of none of the three kinds
+        raise TypeError(f"privacy must be a PureDP, ApproxDP or ZCDP instance, got {privacy!r}")
     sigma = privacy.noise_scale(1.0)
     return {"epsilon": r * privacy.epsilon, "delta": r * privacy.delta, "rho": r / (2 * sigma**2)}
 
@@ -314,7 +316,7 @@ class Ledger:
                         f"{total[k] - before:.6g}); nothing was released or written"
                     )
             ids = [e["id"] for e in self._data["entries"]]
-            entry = {
+            entry: dict = {
                 "id": max(ids, default=0) + 1,
                 "time": _now(),
                 "status": "pending",

@@ -56,14 +56,21 @@ class Measurement:
         if self.form not in FORMS:
             raise ValueError(f"Measurement form must be one of {FORMS}, got {self.form!r}")
 
+    def _attrs(self) -> tuple:
+        """``attrs`` of a measurement on attributes (TypeError for a strategy measurement)."""
+        if self.attrs is None:
+            raise TypeError(f"a {self.form!r} measurement is on no attributes")
+        return self.attrs
+
     def factors(self) -> tuple:
         """The query's factor on each attribute of ``attrs`` of a marginal measurement, a
         dense array, or None for the identity: all None when ``query`` is None, else the
         factors of the Kronecker product ``query``."""
+        attrs = self._attrs()
         if self.query is None:
-            return (None,) * len(self.attrs)
+            return (None,) * len(attrs)
         terms = self.query.kron_terms()
-        if len(terms) != 1 or terms[0][0] != 1.0 or len(terms[0][1]) != len(self.attrs):
+        if len(terms) != 1 or terms[0][0] != 1.0 or len(terms[0][1]) != len(attrs):
             raise ValueError(
                 f"measurement on attributes {self.attrs}: its query is not one Kronecker "
                 "product with a factor per attribute"
@@ -74,7 +81,7 @@ class Measurement:
         """The dense query over the cells of a marginal measurement's attributes (``sizes``:
         the domain's attribute sizes; size-guarded)."""
         mats = [np.eye(sizes[i]) if f is None else f
-                for i, f in zip(self.attrs, self.factors(), strict=True)]  # fmt: skip
+                for i, f in zip(self._attrs(), self.factors(), strict=True)]  # fmt: skip
         check_dense_size(
             math.prod(m.shape[0] for m in mats), math.prod(m.shape[1] for m in mats),
             "the dense query of a marginal measurement",
@@ -307,7 +314,8 @@ def block_generator(rng: np.random.Generator, key: np.ndarray) -> np.random.Gene
     kind = type(bg)
     if kind.__module__.startswith("randomgen") and kind.__name__ == "ChaCha":
         rounds = bg.state["state"]["rounds"]
-        return np.random.Generator(kind(key=int.from_bytes(key.astype("<u8").tobytes(),
+        # randomgen's ChaCha takes key= and rounds=: mypy sees numpy's BitGenerator type
+        return np.random.Generator(kind(key=int.from_bytes(key.astype("<u8").tobytes(),  # type: ignore[call-arg]
                                                            "little"), rounds=rounds))  # fmt: skip
     return np.random.Generator(kind(np.random.SeedSequence([int(w) for w in key])))
 
@@ -334,7 +342,7 @@ class DiscreteNoiseStream:
         self.start = 0  # stream position of buf[0]
         self.buf = _NO_VALUES
         self.pos = 0  # buf[pos:]: drawn, not yet added
-        self._blocks = None  # the blocks (InOrder), from the first draw on
+        self._blocks: InOrder | None = None  # the blocks, from the first draw on
 
     @property
     def left(self) -> int:

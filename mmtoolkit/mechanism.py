@@ -186,6 +186,8 @@ def release_planned(plan: NoisePlan, data, rng: np.random.Generator,
     data."""
     check_rng(rng)
     W, A = plan.W, plan.A
+    if W is None:
+        raise ValueError("release_planned needs a plan with a workload")
     lazy = dask_release.is_dask_array(data)  # a lazy dask array of answers
     if not (lazy or isinstance(data, Records)):
         data = data_vector(data, W.shape[1])
@@ -333,6 +335,8 @@ def release_errors(plan: NoisePlan, x, truth, releases: int, rng, batch: int = 5
     (measure → the kind's ``workload_answers``, else reconstruct → answer; a kind with a
     mechanism of its own releases its strategy's rows and answers from them)."""
     W, A, none = plan.W, plan.A, plan.none
+    if W is None:
+        raise ValueError("release_errors needs a plan with a workload")
     done = 0
     while done < releases:
         k = min(batch, releases - done)

@@ -17,6 +17,7 @@ import hashlib
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 
@@ -74,7 +75,10 @@ def measure(strategy, data, privacy, rng) -> list[Measurement]:
             "a marginals workload measured directly, or ResidualPlanner)"
         )
     y = plan.measure(data, rng)
-    return marginal_measurements(A, y, math.sqrt(plan.variance), plan.distribution, sizes)
+    found = marginal_measurements(A, y, math.sqrt(plan.variance), plan.distribution, sizes)
+    if found is None:  # pragma: no cover - a bug: its layout was checked above
+        raise RuntimeError(f"{type(A).__name__}: the marginal layout is gone")
+    return found
 
 
 # ============================================================================ queries
@@ -116,7 +120,7 @@ def _total_estimate(measurements, sizes) -> tuple[float, float] | None:
     ``u = ⊗ Q_j⁺ᵀ 1`` gives ``uᵀy`` with variance ``σ² ||u||²``. None if none does."""
     num = den = 0.0
     for m in measurements:
-        u = np.ones(1)
+        u: np.ndarray = np.ones(1)
         for i, F in zip(m.attrs, m.factors(), strict=True):
             ones = np.ones(sizes[i])
             if F is None:
@@ -148,7 +152,8 @@ def _std(m: Measurement) -> float:
 def _by_index(m, domain: Domain):
     """``m`` with its attributes as indices of ``domain``: a release's measurements name
     them (``mmtoolkit.release(...).measurements``), ``measure``'s index them."""
-    if not isinstance(m, Measurement) or not any(isinstance(a, str) for a in m.attrs or ()):
+    if (not isinstance(m, Measurement) or m.attrs is None
+            or not any(isinstance(a, str) for a in m.attrs)):  # fmt: skip
         return m
     try:
         return replace(m, attrs=tuple(domain.index(a) for a in m.attrs))
@@ -157,7 +162,7 @@ def _by_index(m, domain: Domain):
 
 
 def _check_measurement(m, sizes) -> None:
-    if not isinstance(m, Measurement) or m.form != "marginal":
+    if not isinstance(m, Measurement) or m.form != "marginal" or m.attrs is None:
         raise TypeError(
             "measurements must be marginal Measurements (mmtoolkit.measurement), got "
             f"{getattr(m, 'form', type(m).__name__)!r}"
@@ -271,7 +276,7 @@ class PGMResult:
 
     domain: Domain
     model: str
-    fitted: object
+    fitted: Any  # the mbi model (a GraphicalModel or the mixture; mbi has no type stubs)
     total: float
 
     def marginal(self, attrs) -> np.ndarray:

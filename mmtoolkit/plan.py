@@ -307,6 +307,8 @@ class NoisePlan:
         :data:`~mmtoolkit.domain.MAX_VECTOR_SIZE` cells refused). A lower bound on what the
         release holds (docs/guide/at-scale.md)."""
         W, A = self.W, self.A
+        if W is None:
+            raise ValueError("the memory of a release needs a plan with a workload")
         m, rows = int(W.shape[0]), int(A.shape[0])
         cells = 0 if self.none or not handler(A).needs_estimate(A, W) else int(W.shape[1])
         hist = int(W.shape[1]) if isinstance(data, Records) and handler(A).reads_histogram(A) else 0
@@ -378,8 +380,8 @@ class NoisePlan:
             return _add_noise(Ax, R, x, self.noise_stream(rng, Ax.shape[0] * (R or 1)))
         Ax = true_answers(A, x)
         scales_of, param_at, kind, params, _, _ = self.row_scale_parts
-        stream = integer_noise_stream(kind, params, rng, A.shape[0], R or 1, param_at)
-        return _add_integer_noise(Ax, R, x, scales_of, stream)
+        integers = integer_noise_stream(kind, params, rng, A.shape[0], R or 1, param_at)
+        return _add_integer_noise(Ax, R, x, scales_of, integers)
 
 
 #: Rows whose exact integer answers are formed, noised and scaled back at once (cache-sized).

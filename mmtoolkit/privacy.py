@@ -362,10 +362,12 @@ _SPEC_FIELDS = {
 }
 
 
-def check_privacy(privacy) -> None:
-    """Raise TypeError unless ``privacy`` is a :class:`Privacy` (PureDP, ApproxDP or ZCDP)."""
+def check_privacy(privacy) -> Privacy:
+    """Raise TypeError unless ``privacy`` is a :class:`Privacy` (PureDP, ApproxDP or ZCDP);
+    return it."""
     if not isinstance(privacy, Privacy):
         raise TypeError(f"privacy must be a PureDP, ApproxDP or ZCDP instance, got {privacy!r}")
+    return privacy
 
 
 def from_spec(spec) -> Privacy:

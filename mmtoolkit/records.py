@@ -108,8 +108,9 @@ def _parse_values(values, name: str, source: str) -> tuple[str, ...]:
     return out
 
 
-def parse_domain(spec: Mapping, source: str = "domain") -> DomainSpec:
-    """A :class:`DomainSpec` from a parsed domain file (docs/guide/records.md)."""
+def parse_domain(spec: object, source: str = "domain") -> DomainSpec:
+    """A :class:`DomainSpec` from a parsed domain file (docs/guide/records.md; anything else
+    is refused)."""
     if not isinstance(spec, Mapping) or not spec:
         raise RecordsError(
             f"{source}: a domain must be a non-empty JSON object {{attribute: size}}, "
@@ -148,7 +149,8 @@ def parse_domain(spec: Mapping, source: str = "domain") -> DomainSpec:
                 size = len(lab)
             if "other" in entry:
                 o = entry["other"]
-                if "values" not in entry or not isinstance(o, (str, int)) or str(o) not in lab:
+                if ("values" not in entry or not isinstance(o, (str, int)) or lab is None
+                        or str(o) not in lab):  # fmt: skip
                     raise RecordsError(
                         f"{source}: other of attribute {name!r} must be one of its declared "
                         f"values, got {o!r}"
@@ -677,7 +679,7 @@ def draft_domain(source, *, max_values: int = 50, bins: int = 10, out=None) -> d
         frame = _as_pandas(source)
     label = _frame_columns(frame)
     print(DRAFT_WARNING, file=sys.stderr)
-    spec = {}
+    spec: dict = {}
     for name, col in label.items():
         text = [t.strip() for t in _column_text(frame[col])]
         present = list(dict.fromkeys(t for t in text if t))  # distinct, in order of appearance
@@ -688,11 +690,11 @@ def draft_domain(source, *, max_values: int = 50, bins: int = 10, out=None) -> d
                 "leaves them out and a release refuses them",
                 file=sys.stderr,
             )
-        numbers: dict | None = {}
+        numbers: dict = {}  # left empty unless every value is a number
         for t in present:
             x = _number(t)
             if x is None:
-                numbers = None
+                numbers = {}
                 break
             numbers.setdefault(x, t)  # one text per value: its first occurrence
         if numbers and len(numbers) > max_values:
@@ -710,8 +712,8 @@ def draft_domain(source, *, max_values: int = 50, bins: int = 10, out=None) -> d
     if out is not None:
         from .atomic import write_atomic
 
-        text = jsonsafe.dumps(spec, str(out), RecordsError, indent=2, ensure_ascii=False)
-        write_atomic(out, text + "\n")
+        body = jsonsafe.dumps(spec, str(out), RecordsError, indent=2, ensure_ascii=False)
+        write_atomic(out, body + "\n")
     return spec
 
 
@@ -780,11 +782,12 @@ def _spec(domain, bins, other) -> DomainSpec:
             all_bins[name], labels[i] = edges, bin_labels(edges)
         dom = dom.with_labels(labels)
     for name, value in (other or {}).items():
-        if name not in dom or dom.labels[dom.index(name)] is None or name in all_bins:
+        values = dom.labels[dom.index(name)] if name in dom else None
+        if values is None or name in all_bins:
             raise RecordsError(
                 f"other: attribute {name!r} is not a categorical attribute declared with values"
             )
-        if str(value) not in dom.labels[dom.index(name)]:
+        if str(value) not in values:
             raise RecordsError(
                 f"other: {value!r} is not one of the declared values of attribute {name!r}"
             )

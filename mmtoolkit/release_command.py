@@ -340,8 +340,8 @@ def _output_paths(args) -> tuple[Path | None, Path | None, Path]:
         summary = Path(args.summary)
     elif out is not None:
         summary = out.with_name(out.name + ".json")
-    else:
-        summary = out_dir / "summary.json"
+    else:  # --out-dir (exactly one of the two is given)
+        summary = Path(args.out_dir) / "summary.json"
     if out_dir is not None and out_dir.exists() and not out_dir.is_dir():
         raise ReleaseError(f"--out-dir {out_dir} exists and is not a directory")
     outputs = [("--out", out)] if out is not None else []

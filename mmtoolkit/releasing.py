@@ -31,6 +31,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import cast
 
 import numpy as np
 
@@ -147,8 +148,9 @@ class ReleaseResult:
 
     def _answer_columns(self, rows: slice) -> dict:
         a = self.answers[rows]
-        bounds = {} if self.lower is None else {"lower": self.lower[rows],
-                                                "upper": self.upper[rows]}  # fmt: skip
+        bounds: dict = {}
+        if self.lower is not None and self.upper is not None:  # set together
+            bounds = {"lower": self.lower[rows], "upper": self.upper[rows]}
         if a.ndim == 1:
             cols = {"answer": a} | bounds
         else:
@@ -195,11 +197,12 @@ class ReleaseResult:
         if isinstance(attrs, str):
             attrs = (attrs,)
         want = self.domain.indices(attrs) if attrs else ()
-        found = [s for s in self._check_tables() if s.attrs == want]
+        specs = self._check_tables()
+        found = [s for s in specs if s.attrs == want]
         if not found:
             have = ", ".join(
                 "(" + ", ".join(self.domain.names[i] for i in s.attrs) + ")"
-                for s in self.tables_spec
+                for s in specs
             )
             raise ValueError(f"the workload has no table on {tuple(attrs)}; it has {have}")
         df = self._frame(found[0])
@@ -221,7 +224,7 @@ class ReleaseResult:
     def tables(self) -> dict:
         """Every table, ``{attribute-name tuple: DataFrame}`` (:meth:`table`), in workload
         order (a product repeated in the workload keeps its first table)."""
-        out = {}
+        out: dict = {}
         for s in self._check_tables():
             key = tuple(self.domain.names[i] for i in s.attrs)
             out.setdefault(key, self._frame(s))
@@ -262,6 +265,8 @@ def _measurements(meas: Measurement | None, tables, domain, answers, stderr, dis
     marginal-type strategy's noisy marginals, else the strategy's rows; for a kind with a
     mechanism of its own (``meas`` None), the workload's reconstructed value tables."""
     if meas is not None:
+        if meas.query is None:  # no strategy to read marginals from
+            return [meas]
         found = marginal_measurements(meas.query, meas.values, meas.std, meas.distribution,
                                       domain.sizes)  # fmt: skip
         if found is None:
@@ -293,7 +298,8 @@ def split_seed(seed) -> tuple[int, int]:
     returns it, so the release can be repeated. The selection seed is
     ``SeedSequence(seed).spawn(2)[0]`` (docs/guide/release.md, "One seed")."""
     if seed is None:
-        seed = int(np.random.SeedSequence().entropy)
+        # numpy's stub types entropy as given (int, a sequence or None); drawn fresh, an int
+        seed = int(cast(int, np.random.SeedSequence().entropy))
     else:
         seed = check_int(seed, "seed", minimum=0)
     select = np.random.SeedSequence(seed).spawn(2)[0]
@@ -628,7 +634,7 @@ def release(
     private = seed is None
     noise_given = noise is not None
     noise = noise if noise_given else "discrete" if private else "continuous"
-    check_privacy(privacy)  # before the selection (the plan checks it again after)
+    privacy = check_privacy(privacy)  # before the selection (the plan checks it again after)
     check_option(noise, "noise", mechanism.NOISES)
     releases = check_int(releases, "releases", minimum=1)
     recs = _load(data, domain, other)
@@ -668,7 +674,7 @@ def release(
     found = _intervals(stderr, mplan, alpha, simultaneous, workload_tables(W, dom))
     half = None if found is None else found.half
 
-    if private:
+    if seed is None:  # private (else split_seed gave the seed)
         digest = key = None
         rng = secure_generator()
     else:
@@ -693,7 +699,7 @@ def release(
         ledger = ledger if isinstance(ledger, Ledger) else Ledger(ledger)
         # N is private: not recorded
         text = description or f"{workload_text} by {strategy.selector}"
-        seed_key = None if private else seed_fingerprint(seed)  # only a seed is fingerprinted
+        seed_key = None if seed is None else seed_fingerprint(seed)  # only a seed is fingerprinted
         entry = ledger.charge(  # before any noise is drawn
             privacy, releases, text, seed_key=seed_key, release_key=key
         )

@@ -22,6 +22,7 @@ import math
 import sys
 import zipfile
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -133,8 +134,8 @@ def _encode(value, arrays: dict, where: str, active: set):
     active.add(id(value))
     kind = type(value)
     if kind in (list, tuple, set, frozenset):
-        out = [_encode(v, arrays, f"{where}[{i}]", active) for i, v in enumerate(value)]
-        out = out if kind is list else {kind.__name__: out}
+        items = [_encode(v, arrays, f"{where}[{i}]", active) for i, v in enumerate(value)]
+        out: list | dict = items if kind is list else {kind.__name__: items}
     elif kind is dict:
         out = {"dict": [[_encode(k, arrays, f"{where} key", active),
                          _encode(v, arrays, f"{where}[{k!r}]", active)]
@@ -159,6 +160,7 @@ def _decode(node, arrays: dict, where: str):
         return node
     if isinstance(node, list):
         return [_decode(v, arrays, f"{where}[{i}]") for i, v in enumerate(node)]
+    body: Any  # the tagged node's content
     tag, body = next(iter(node.items())) if isinstance(node, dict) and len(node) == 1 else ("", 0)
     pair = isinstance(body, list) and len(body) == 2
     try:
@@ -178,7 +180,7 @@ def _decode(node, arrays: dict, where: str):
         if tag == "domain":
             return Domain(*_decode(body, arrays, where))
         if tag == "object" and pair and isinstance(body[1], dict):
-            obj = object.__new__(_class(body[0], where))
+            obj: object = object.__new__(_class(body[0], where))
             vars(obj).update({k: _decode(v, arrays, f"{where}.{k}") for k, v in body[1].items()})
             return obj
     except (TypeError, ValueError, KeyError) as exc:
@@ -208,8 +210,8 @@ def save_plan(path, plan: SavedPlan) -> str:
     body = {k: _encode(v, arrays, f"plan.{k}", set()) for k, v in values.items()}
     body.update(domain=_declaration(plan.domain), privacy=plan.privacy.to_spec(),
                 noise=plan.noise)  # fmt: skip
-    header = {"format": FORMAT, "format_version": FORMAT_VERSION,
-              "package_version": __version__, "plan": body}  # fmt: skip
+    header: dict[str, Any] = {"format": FORMAT, "format_version": FORMAT_VERSION,
+                              "package_version": __version__, "plan": body}  # fmt: skip
     header["sha256"] = _digest(header, arrays)
     buf = io.BytesIO()
     text = json.dumps(header, allow_nan=False, ensure_ascii=False, indent=1).encode()
@@ -247,7 +249,8 @@ def load_plan(path) -> SavedPlan:
             )
     if get("sha256") != _digest(header, arrays):
         raise PlanError(f"{path}: the content does not match its sha256: damaged or edited")
-    body = get("plan") if isinstance(get("plan"), dict) else {}
+    plan_body = get("plan")
+    body: dict = plan_body if isinstance(plan_body, dict) else {}
 
     def field(key, *kinds):
         try:

@@ -96,9 +96,12 @@ class DomainSpec:
         """The :class:`~mmtoolkit.domain.Domain`."""
         if self.preset is not None:
             return datasets.domain(self.preset, **self.params)
+        sizes = self.sizes
+        if sizes is None:  # neither a preset nor sizes
+            raise TypeError("a DomainSpec needs a preset or sizes")
         if self.names is None:
-            return Domain.from_sizes(list(self.sizes), self.numeric)
-        return Domain(list(self.names), list(self.sizes), numeric=self.numeric)
+            return Domain.from_sizes(list(sizes), self.numeric)
+        return Domain(list(self.names), list(sizes), numeric=self.numeric)
 
     def describe(self) -> str:
         """Short text for error messages: ``synth(n=3)`` or ``sizes=[2, 3]``."""

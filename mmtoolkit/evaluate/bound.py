@@ -42,9 +42,9 @@ def svd_bound(W) -> float:
                 lam = _eigvals_psd(f.gram())
                 total *= np.sum(np.sqrt(lam)) ** 2 / f.shape[1]
             return float(total)
-        lam = _joint_eigenvalues(terms, sizes)
-        if lam is not None:
-            return float(np.sum(np.sqrt(lam)) ** 2 / W.shape[1])
+        joint = _joint_eigenvalues(terms, sizes)
+        if joint is not None:
+            return float(np.sum(np.sqrt(joint)) ** 2 / W.shape[1])
     N = W.shape[1]
     if N > MAX_EIGEN_N:
         raise TooLargeError(

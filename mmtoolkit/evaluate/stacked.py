@@ -5,7 +5,6 @@ the evaluator tries it when the kind offers no route of its own (``Matrix.error_
 
 from __future__ import annotations
 
-import functools
 import itertools
 import math
 
@@ -72,7 +71,7 @@ class StackedKroneckerRoute:
         grams = [[f.gram().dense() for f in fs] for _, fs in parsed]
         basis = TwoProductBasis(grams, [c for c, _ in parsed])
         self.c1, self.c2, self.V, self.lam = basis.c1, basis.c2, basis.V, basis.lam
-        self._q: dict[int, np.ndarray] = {}
+        self._q: dict[int, tuple[Matrix, np.ndarray]] = {}  # f kept with its value
 
     def check_support(self) -> None:
         return  # AᵀA is positive definite
@@ -110,7 +109,9 @@ class StackedKroneckerRoute:
         split = d  # attributes split.. form one slab of cells per index of the head ones
         while split > 0 and math.prod(width[split - 1 :]) <= self.CHUNK:
             split -= 1
-        tail_l = functools.reduce(np.kron, self.lam[split:], np.ones(1))
+        tail_l: np.ndarray = np.ones(1)
+        for lam in self.lam[split:]:
+            tail_l = np.kron(tail_l, lam)
         tail_index = tuple(index[split:])
         per_term = np.zeros(len(self.terms))
         inv = np.empty_like(tail_l)
@@ -120,7 +121,7 @@ class StackedKroneckerRoute:
             inv += self.c1
             np.reciprocal(inv, out=inv)
             # contract the cell axes in order: (K_s..K_{i-1}, n_i, rest) -> (K_s..K_i, rest)
-            X = inv.reshape(1, -1)
+            X: np.ndarray = inv.reshape(1, -1)
             for i in range(split, d):
                 X = np.matmul(Q[i], X.reshape(X.shape[0], self.sizes[i], -1))
                 X = X.reshape(X.shape[0] * X.shape[1], -1)
@@ -134,14 +135,18 @@ class StackedKroneckerRoute:
     def _inv_denominator(self) -> np.ndarray:
         N = math.prod(self.sizes)
         check_dense_size(N, 1, "per-query variances of a stacked Kronecker strategy")
-        return 1.0 / (self.c1 + self.c2 * functools.reduce(np.kron, self.lam, np.ones(1)))
+        lam_all: np.ndarray = np.ones(1)
+        for lam in self.lam:
+            lam_all = np.kron(lam_all, lam)
+        return 1.0 / (self.c1 + self.c2 * lam_all)
 
     def profile(self) -> np.ndarray:
         inv = self._inv_denominator()
         parts = []
         for c, fs in self.terms:
             for f in fs:
-                check_dense_size(*f.shape, "a workload factor (per-query variance)")
+                rows, cols = f.shape
+                check_dense_size(rows, cols, "a workload factor (per-query variance)")
             R = [as_matrix(f.matvec(self.V[i]) ** 2) for i, f in enumerate(fs)]
             parts.append(c * (Kronecker(R) @ inv))
         return np.concatenate(parts)
@@ -171,6 +176,11 @@ class LowRankFactor:
 class LoneProductRoute:
     """One weighted Kronecker product whose large factors have ``diag − low rank`` Gram
     inverses (p-Identity) and whose small factors go through dense eigenvalues; full rank."""
+
+    terms: list  # the workload's (weight, factors) terms
+    parts: list  # per attribute, a LowRankFactor or a StrategyFactor
+    c: float  # the product's squared weight
+    _grams: dict
 
     @classmethod
     def build(cls, terms, block):

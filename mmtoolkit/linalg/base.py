@@ -14,6 +14,7 @@ import os
 from abc import ABC, abstractmethod
 from functools import reduce
 from numbers import Number
+from typing import cast
 
 import numpy as np
 from scipy.sparse.linalg import LinearOperator
@@ -216,7 +217,8 @@ class Matrix(ABC):
     def sensitivity(self, p: int = 1) -> float:
         """Max column Lp norm: the L1 or L2 sensitivity (Li et al. 2010, Prop. 1)."""
         c = self.colnorm_p(p)
-        top = float(c) if np.isscalar(c) else float(np.max(c)) if np.size(c) else 0.0
+        # cast: np.isscalar's stub narrows to any numpy scalar, complex or str; c is a real norm
+        top = float(cast(float, c)) if np.isscalar(c) else float(np.max(c)) if np.size(c) else 0.0
         return top if p == 1 else math.sqrt(top)
 
     def trace(self) -> float:
@@ -424,6 +426,9 @@ class Dense(Matrix):
 
 class Weighted(Matrix):
     """``c · A`` for a scalar ``c`` (a weighted workload block or a scaled strategy)."""
+
+    weight: float
+    base: Matrix
 
     def __init__(self, weight: float, base: Matrix):
         w = float(weight)

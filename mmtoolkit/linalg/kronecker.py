@@ -399,7 +399,9 @@ class StrategyFactor:
     """(AᵀA)⁺ and an orthonormal basis of null(A) for one strategy factor (None: Identity)."""
 
     def __init__(self, A: Matrix | None, gram: Matrix | None = None):
-        self.pinv_gram = self.null = self.half = None
+        self.pinv_gram: np.ndarray | None = None
+        self.null: np.ndarray | None = None
+        self.half: np.ndarray | None = None
         if A is None or isinstance(A, Identity):
             return
         n = A.shape[1]
@@ -442,14 +444,15 @@ class StrategyFactor:
 
     def row_profile(self, wf: Matrix):
         """diag(wf (AᵀA)⁺ wfᵀ) (a float when constant)."""
-        if self.identity:
+        half = self.half
+        if half is None:  # the identity (half and pinv_gram are set together)
             return wf.rownorm_p(2)
-        m, r = wf.shape[0], self.half.shape[1]
+        m, r = wf.shape[0], half.shape[1]
         check_dense_size(m, 1, "a per-query vector")
         width = max(1, min(r, base.MAX_DENSE_ENTRIES // max(m, 1)))
         out = np.zeros(m)
         for s in range(0, r, width):
-            out += np.sum(wf.matvec(self.half[:, s : s + width]) ** 2, axis=1)
+            out += np.sum(wf.matvec(half[:, s : s + width]) ** 2, axis=1)
         return out
 
 
@@ -477,7 +480,7 @@ class FactorPairs:
 class KroneckerRoute:
     """Union of Kronecker products × Kronecker (or Identity) strategy (HDMM Thm 5, 6)."""
 
-    def __init__(self, W: Matrix, A: Matrix):
+    def __init__(self, W: Matrix, A: Kronecker | Identity):
         self.W = W
         self.a_factors = None if isinstance(A, Identity) else A.factors
         self._factors: dict[tuple[int, int], StrategyFactor] = {}
@@ -487,21 +490,23 @@ class KroneckerRoute:
 
     def _groups(self, factors):
         """[(workload factor group, strategy factor)] for one term (alignments cached)."""
-        if self.a_factors is None:
+        a_factors = self.a_factors
+        if a_factors is None:
             return [(f, self._identity) for f in factors]
         sizes = tuple(f.shape[1] for f in factors)
         plan = self._plans.get(sizes)
         if plan is None:
             plan = self._plans[sizes] = [
-                (gw, self._factor(ga.start, ga.stop))
-                for gw, ga in align(list(sizes), [f.shape[1] for f in self.a_factors])
+                (gw, self._factor(a_factors, ga.start, ga.stop))
+                for gw, ga in align(list(sizes), [f.shape[1] for f in a_factors])
             ]
         return [(group(factors[gw]), sf) for gw, sf in plan]
 
-    def _factor(self, start: int, stop: int) -> StrategyFactor:
-        """The (cached) :class:`StrategyFactor` of the strategy factors ``start:stop``."""
+    def _factor(self, a_factors: list[Matrix], start: int, stop: int) -> StrategyFactor:
+        """The (cached) :class:`StrategyFactor` of the strategy factors ``start:stop``
+        (``a_factors``: this route's)."""
         if (start, stop) not in self._factors:
-            self._factors[start, stop] = StrategyFactor(group(self.a_factors[start:stop]))
+            self._factors[start, stop] = StrategyFactor(group(a_factors[start:stop]))
         return self._factors[start, stop]
 
     def _term_value(self, what: str, c: float, factors) -> float:
@@ -515,9 +520,10 @@ class KroneckerRoute:
 
     def _full_column_rank(self) -> bool:
         """A = ⊗A_i (or I) has full column rank, hence supports every workload."""
-        if self.a_factors is None:
+        a_factors = self.a_factors
+        if a_factors is None:
             return True
-        return all(self._factor(k, k + 1).null is None for k in range(len(self.a_factors)))
+        return all(self._factor(a_factors, k, k + 1).null is None for k in range(len(a_factors)))
 
     def check_support(self) -> None:
         if self._full_column_rank():

@@ -466,7 +466,8 @@ def _child_groups(sizes, parent: int, children) -> list[tuple[int | None, list]]
     attrs = key_attrs(parent, len(sizes))
     shape = [sizes[i] for i in attrs]
     cells = math.prod(shape)
-    single, groups = [], []
+    single: list[tuple[int, int]] = []
+    groups: list[tuple[int | None, list]] = []
     for key in children:
         extra = parent & ~key
         if extra & (extra - 1):
@@ -632,7 +633,7 @@ class MarginalsPinv(Matrix):
         """The small tables ``t_C`` with ``A⁺ Y = Σ_C Q_Cᵀ t_C`` (each over ``C``'s attributes
         with a trailing column axis), in closed form with no centring."""
         res = Residuals(self.A, Y)
-        acc = {}
+        acc: dict[int, np.ndarray] = {}
         for S, (theta, _) in res.tables.items():
             for C, c in _between_sums(res.mu_pinv, S, self.A.d):
                 term = (theta * c) * res.mean(S, C)

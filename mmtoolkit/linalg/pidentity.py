@@ -69,7 +69,7 @@ class PIdentity(Matrix):
         self.s = pidentity_scale(self.theta, self.norm)
         self.d = 1.0 / self.s  # D's diagonal
         self.shape = (self.n + self.p, self.n)
-        self._core = None
+        self._core: np.ndarray | None = None
         self._padded = None  # ΘD for the compiled kernel (kernels.compiled)
 
     @property
@@ -220,7 +220,7 @@ class PIdentityPinv(Matrix):
     def __init__(self, A: PIdentity):
         self.A = A
         self.shape = (A.n, A.n + A.p)
-        self._sTM = None
+        self._sTM: np.ndarray | None = None
         self._padded = None  # Θ and (sΘᵀM)ᵀ for the compiled kernel (kernels.compiled)
 
     @property

@@ -8,7 +8,7 @@ User guide: docs/algorithms/implicit-algebra.md ("Error routes").
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Protocol, cast
 
 import numpy as np
 
@@ -69,4 +69,5 @@ def align(sizes_w: list[int], sizes_a: list[int]) -> list[tuple[slice, slice]]:
 
 def as_vector(r, m: int) -> np.ndarray:
     """A per-row value that may be a scalar (all rows equal) as a length-``m`` vector."""
-    return np.full(m, float(r)) if np.isscalar(r) else np.asarray(r, dtype=float)
+    # cast: np.isscalar's stub narrows to any numpy scalar, complex or str; r is a real number
+    return np.full(m, float(cast(float, r))) if np.isscalar(r) else np.asarray(r, dtype=float)

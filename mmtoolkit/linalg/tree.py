@@ -101,9 +101,13 @@ class Intervals:
         self.n = check_int(n, "n", minimum=1)
         if (starts is None) == (width is None):
             raise ValueError("Intervals takes either starts or width")
-        self.width = None if width is None else check_int(width, "width", minimum=1)
+        self.width: int | None = None
         self._starts = starts
-        self.size = len(starts) if width is None else -(-self.n // self.width)
+        if starts is not None:
+            self.size = len(starts)
+        else:
+            self.width = check_int(width, "width", minimum=1)
+            self.size = -(-self.n // self.width)
 
     @classmethod
     def regular(cls, n: int, width: int) -> Intervals:
@@ -135,17 +139,24 @@ class Intervals:
         return self.size == self.n
 
     @property
+    def _explicit(self) -> np.ndarray:
+        """The starts of an explicit partition (``width`` None: ``starts`` was given)."""
+        if self._starts is None:  # pragma: no cover - a bug: a regular partition has none
+            raise RuntimeError("a regular partition has no explicit starts")
+        return self._starts
+
+    @property
     def starts(self) -> np.ndarray:
         """The start offsets (built for a regular partition: ``O(size)``)."""
         if self.width is None:
-            return self._starts
+            return self._explicit
         return np.arange(0, self.n, self.width, dtype=np.int64)
 
     @property
     def counts(self) -> np.ndarray:
         """Cells per interval (built: ``O(size)``)."""
         if self.width is None:
-            return np.diff(self._starts, append=self.n)
+            return np.diff(self._explicit, append=self.n)
         out = np.full(self.size, self.width, dtype=np.int64)
         out[-1] = self.n - self.width * (self.size - 1)
         return out
@@ -154,7 +165,7 @@ class Intervals:
         """The cells ``c0:c1`` that the intervals ``n0:n1`` cover."""
         if self.width is not None:
             return n0 * self.width, min(n1 * self.width, self.n)
-        s = self._starts
+        s = self._explicit
         return int(s[n0]), (int(s[n1]) if n1 < self.size else self.n)
 
     def part(self, n0: int, n1: int) -> Intervals:
@@ -162,7 +173,7 @@ class Intervals:
         c0, c1 = self.cells(n0, n1)
         if self.width is not None:
             return Intervals(c1 - c0, width=min(self.width, c1 - c0))
-        return Intervals(c1 - c0, starts=self._starts[n0:n1] - c0)
+        return Intervals(c1 - c0, starts=self._explicit[n0:n1] - c0)
 
     def blocks(self, rest: int):
         """``(n0, n1, c0, c1)``: runs of whole intervals ``n0:n1`` covering cells ``c0:c1``,
@@ -173,7 +184,7 @@ class Intervals:
             if self.width is not None:  # the first interval ending at or after c0 + step
                 n1 = -(-(c0 + step) // self.width)
             else:
-                n1 = int(np.searchsorted(self._starts[1:], c0 + step)) + 1
+                n1 = int(np.searchsorted(self._explicit[1:], c0 + step)) + 1
             n1 = min(self.size, max(n0 + 1, n1))
             c1 = self.cells(n0, n1)[1]
             yield n0, n1, c0, c1
@@ -184,7 +195,7 @@ class Intervals:
         if self.identity:
             return X
         if self.width is None:
-            return np.add.reduceat(X, self._starts, axis=axis)
+            return np.add.reduceat(X, self._explicit, axis=axis)
         w, size = self.width, self.size
         local = np.arange(0, min(size, SUM_NODES) * w, w, dtype=np.int64)
         lead, out = (slice(None),) * axis, None
@@ -195,6 +206,8 @@ class Intervals:
             if out is None:
                 out = np.empty(part.shape[:axis] + (size,) + part.shape[axis + 1 :], part.dtype)
             out[lead + (slice(q0, q1),)] = part
+        if out is None:  # pragma: no cover - a partition has one interval at least
+            raise RuntimeError("no intervals to sum")
         return out
 
     def repeat(self, Y: np.ndarray, axis: int) -> np.ndarray:
@@ -219,9 +232,9 @@ class Intervals:
                 if self.width % w:
                     return None
                 return Intervals(finer.size, width=self.width // w)
-            if np.any(self._starts % w):
+            if np.any(self._explicit % w):
                 return None
-            return Intervals.of(finer.size, self._starts // w)
+            return Intervals.of(finer.size, self._explicit // w)
         fine, coarse = finer.starts, self.starts
         pos = np.searchsorted(fine, coarse)
         if np.any(pos >= len(fine)) or not np.array_equal(fine[pos], coarse):
@@ -522,8 +535,11 @@ class TreeSolver:
         w_fine = tree.weights[-1]
         self.a_fine = np.broadcast_to(np.asarray(w_fine) ** 2, self.shape)
         self.inv_a = 1.0 / np.asarray(w_fine) ** 2  # a scalar when the level's weight is
-        self.s, self.f, self.c = [None] * L, [None] * L, [None] * L
-        self.K = None  # the level above the finest (None: one level)
+        # each level's arrays, set for the levels 0..K (the finest level's stay None)
+        self.s: list = [None] * L
+        self.f: list = [None] * L
+        self.c: list = [None] * L
+        self.K: int | None = None  # the level above the finest (None: one level)
         if L == 1:
             return
         K = L - 2
@@ -540,12 +556,13 @@ class TreeSolver:
 
     def u(self, li: int) -> np.ndarray:
         """``u_Q = M_Q⁻¹ 1`` of each level-``li`` node, on its reduced cells."""
-        if li == self.tree.depth - 1:
+        K = self.K
+        if li == self.tree.depth - 1 or K is None:  # (K is None: one level, li = 0)
             return np.broadcast_to(self.inv_a, self.shape)
         h = self.f[li]
-        for m in range(li + 1, self.K + 1):
+        for m in range(li + 1, K + 1):
             h = _expand(h, self.tree.nest[m - 1]) * self.f[m]
-        return self.inv_a * _expand(h, self.tree.nest[self.K])
+        return self.inv_a * _expand(h, self.tree.nest[K])
 
     def trace_inverse(self) -> float:
         """``tr(M̃⁻¹) = Σ_j 1/a_j − Σ_Q c_Q ‖v_Q‖²``, summed up the node grids."""
@@ -576,10 +593,10 @@ class TreeSolver:
         inv_a = self.inv_a if np.ndim(self.inv_a) == 0 else self.inv_a[..., None]
         if out is None:
             out = np.empty_like(F)
-        if self.tree.depth == 1:
+        K, nest = self.K, self.tree.nest
+        if K is None:  # one level (depth 1)
             np.multiply(F, inv_a, out=out)
             return out
-        K, nest = self.K, self.tree.nest
         if np.ndim(self.inv_a) == 0:
             D = _block_sum(F, nest[K]).astype(np.float64, copy=False)  # node grid: float64
             D *= self.inv_a
@@ -587,7 +604,7 @@ class TreeSolver:
             D = _scaled_block_sum(F, inv_a, nest[K])
         if C is not None:
             _add_product(D, C, self.r[..., None])
-        t = [None] * (K + 1)
+        t: list = [None] * (K + 1)
         for li in range(K, -1, -1):
             if li < K:  # D − t s in the finer level's D (not needed again), then summed up
                 _add_product(D, t[li + 1], self.s[li + 1][..., None], sign=-1.0)
@@ -763,8 +780,8 @@ class ReducedFactor:
             key = starts.tobytes()
             if key not in self._bd:
                 ends = np.append(starts[1:], g)
-                blocks = [self.dense[s:e, s:e] for s, e in zip(starts, ends)]
-                self._bd[key] = block_diag(blocks, format="csr")
+                diag = [self.dense[s:e, s:e] for s, e in zip(starts, ends)]
+                self._bd[key] = block_diag(diag, format="csr")
             return np.asarray(self._bd[key] @ Z)
         if Z.shape[1] != 1:
             raise ValueError(
@@ -821,7 +838,8 @@ class TreeRoute:
         for c, factors in self.terms:
             if c == 0.0:
                 continue
-            fracs = []
+            fracs: list[float] = []
+            zero = False
             for i, f in enumerate(factors):
                 fine = self.tree.levels[-1][i]
                 if fine.identity:
@@ -836,10 +854,10 @@ class TreeRoute:
                 norms = as_vector(f.rownorm_p(2), f.shape[0])
                 live = norms > 0
                 if not live.any():
-                    fracs = None  # a zero factor: every query of this term is 0
+                    zero = True  # a zero factor: every query of this term is 0
                     break
                 fracs.append(float(np.min(kept[live] / norms[live])))
-            if fracs is None:
+            if zero:
                 continue
             worst = 1.0 - math.prod(fracs)
             if worst > SUPPORT_RTOL:

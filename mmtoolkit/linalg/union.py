@@ -10,7 +10,6 @@ User guide: docs/algorithms/implicit-algebra.md ("Unions of Kronecker products")
 
 from __future__ import annotations
 
-import functools
 import itertools
 import math
 import warnings
@@ -69,7 +68,9 @@ class TwoProductBasis:
         split = len(sizes)
         while split > 0 and math.prod(sizes[split - 1 :]) <= CHUNK:
             split -= 1
-        tail = functools.reduce(np.kron, self.lam[split:], np.ones(1))
+        tail: np.ndarray = np.ones(1)
+        for lam in self.lam[split:]:
+            tail = np.kron(tail, lam)
         rows = [X.reshape(-1, tail.size, *X.shape[1:]) for X in arrays]
         den = np.empty_like(tail)
         for h, head in enumerate(itertools.product(*(range(n) for n in sizes[:split]))):

@@ -17,6 +17,7 @@ import io
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 from ..atomic import write_atomic
 from .jobs import compact_json, split_timings
@@ -127,7 +128,10 @@ def reusable(
     status = record.get("status")
     if status == "ok":
         return True
-    limit = {"timeout": ("timeout", timeout), "out of memory": ("memory", memory)}.get(status)
+    # keyed by the stored status: any JSON value, looked up as it is
+    limits: dict[Any, tuple[str, float | None]] = {"timeout": ("timeout", timeout),
+                                                   "out of memory": ("memory", memory)}
+    limit = limits.get(status)
     if limit is None:  # failed: retried on every run
         return False
     old = (record.get("limits") or {}).get(limit[0])

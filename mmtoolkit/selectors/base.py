@@ -131,7 +131,7 @@ class Selector(ABC):
             if "__init__" not in vars(klass):
                 continue
             forwards = False
-            for p in list(inspect.signature(klass.__init__).parameters.values())[1:]:
+            for p in list(inspect.signature(vars(klass)["__init__"]).parameters.values())[1:]:
                 if p.kind is inspect.Parameter.VAR_KEYWORD:
                     forwards = True
                 elif p.kind is not inspect.Parameter.VAR_POSITIONAL and p.name not in out:
@@ -242,7 +242,7 @@ def register(cls: type[Selector]) -> type[Selector]:
     return cls
 
 
-def accepts_seed(cls: type) -> bool:
+def accepts_seed(cls: type[Selector]) -> bool:
     """Whether the selector class's ``__init__`` takes a ``seed`` parameter."""
     try:
         return "seed" in inspect.signature(cls.__init__).parameters

@@ -131,6 +131,7 @@ class HBSelector(Selector):
     def _select(self, workload, privacy: Privacy, objective: str) -> Strategy:
         sizes = workload_sizes(workload, self.params["dims"])
         b = self.params["branching"]
+        domain: int | list[int]  # the cells of a 1-D tree, the sizes of a 2-D one
         if len(sizes) == 1:
             domain = sizes[0]
             b = hb_branching(domain) if b is None else b

@@ -102,7 +102,8 @@ class PriveletSelector(Selector):
 
     def _select(self, workload, privacy: Privacy, objective: str) -> Strategy:
         sizes = workload_sizes(workload, self.params["dims"])
-        factors, padded = [], []
+        factors: list[Matrix] = []
+        padded = []
         for n in sizes:
             l = 1 << (n - 1).bit_length()
             if l != n and not self.params["pad"]:

@@ -155,6 +155,8 @@ def bmax(
             lo = mid + 1
     theta = float(bounds[lo])
     s = feasible(theta)
+    if s is None:  # pragma: no cover - a bug: the search ends on a feasible bound
+        raise RuntimeError(f"B_max: no feasible cover at the bound {theta:.6g}")
     li = int(np.searchsorted(levels, theta / s**e * (1 + 1e-12), side="right")) - 1
     return _result(keys, cand, greedy(li), wmag, theta, p, levels, cache)
 

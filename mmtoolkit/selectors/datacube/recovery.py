@@ -30,7 +30,7 @@ class FourierEstimate:
     def __init__(self, d: int):
         self.d = check_int(d, "d", minimum=1)
         self._parts: list[_Estimates] = []
-        self._solved = None
+        self._solved: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
 
     def _check_key(self, key) -> int:
         key = check_int(key, "marginal key")

@@ -6,6 +6,8 @@ User guide: docs/algorithms/eigen-design.md.
 
 from __future__ import annotations
 
+from typing import cast
+
 import numpy as np
 
 from ...linalg import Matrix, TooLargeError, as_matrix
@@ -47,7 +49,8 @@ def _normalized_gram(W: Matrix) -> np.ndarray:
     if np.isscalar(r):
         if r == 0:
             raise ValueError("the workload is all zero: no query has a non-zero coefficient")
-        return _gram(W) / float(r)
+        # cast: np.isscalar's stub narrows to any numpy scalar, complex or str; r is a real norm
+        return _gram(W) / float(cast(float, r))
     r = np.asarray(r, dtype=float)
     inv = np.zeros(m)
     inv[r > 0] = 1.0 / r[r > 0]

@@ -263,6 +263,7 @@ class MatrixMechanismSDP(Selector):
         # completion rows only for slack cells: the dual solver's X has X_jj = 1 − O(gap) on
         # tight cells, and rows of norm ~sqrt(gap) there would only make AᵀA ill-conditioned
         d[d < (COMPLETION_MIN if solver == "dual" else 1e-9)] = 0.0
+        matrix: Matrix
         if n * n > _linalg_base.MAX_DENSE_ENTRIES:
             matrix = _eigenbasis_strategy(X, d)  # the evaluator's dense route refuses n x n
         elif d.any():

@@ -6,6 +6,8 @@ User guide: docs/algorithms/hdmm.md.
 
 from __future__ import annotations
 
+from typing import cast
+
 import numpy as np
 from scipy.optimize import minimize
 
@@ -48,7 +50,8 @@ def project_workload(W: Matrix) -> tuple[tuple[int, ...], np.ndarray]:
         for f in factors:
             if id(f) not in cache:
                 rn = f.rownorm_p(2)
-                tr = float(rn) * f.shape[0] if np.isscalar(rn) else float(np.sum(rn))
+                # cast: np.isscalar's stub narrows to any numpy scalar, complex or str; a norm
+                tr = float(cast(float, rn)) * f.shape[0] if np.isscalar(rn) else float(np.sum(rn))
                 r = f.matvec(np.ones(f.shape[1]))
                 cache[id(f)] = (tr, float(r @ r))
             traces.append(cache[id(f)][0])
