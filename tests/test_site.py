@@ -5,6 +5,7 @@ site, and the strict build fails on a tutorial that raises."""
 
 import importlib
 import importlib.util
+import inspect
 import pkgutil
 import re
 import subprocess
@@ -54,6 +55,88 @@ def test_every_public_name_has_a_reference_entry():
         "public names without an API entry (a '::: NAME' line on a page under docs/reference/):"
         "\n" + "\n".join(missing)
     )
+
+
+#: A numpydoc section heading: its name, then a line of dashes.
+SECTION = re.compile(r"^(\w[\w ]*)\n-{3,}\n(.*?)(?=^\w[\w ]*\n-{3,}\n|\Z)", re.M | re.S)
+#: A documented name inside a section: ``name : type`` or ``a, b : type`` at the left margin.
+ITEM = re.compile(r"^(\*{0,2}\w+(?:\s*,\s*\*{0,2}\w+)*)\s*(?::|$)", re.M)
+
+
+def _documented(doc: str, section: str) -> set[str] | None:
+    """The names a numpydoc section lists (None when the docstring has no such section)."""
+    for title, body in SECTION.findall(doc):
+        if title.strip() == section:
+            return {n.strip().lstrip("*") for m in ITEM.findall(body) for n in m.split(",")}
+    return None
+
+
+def _numpydoc_gaps(obj) -> list[str]:
+    """What a public function's or class's docstring leaves out: a Parameters section listing
+    every parameter of its signature (a class's constructor's, in the class docstring or the
+    constructor's, as mkdocstrings merges them), and a Returns (or Yields) section for a
+    function that returns a value."""
+    doc = inspect.getdoc(obj) or ""
+    if inspect.isclass(obj):
+        doc += "\n" + ((inspect.getdoc(obj.__init__) or "") if "__init__" in vars(obj) else "")
+    try:
+        signature = inspect.signature(obj)
+    except (TypeError, ValueError):
+        return []
+    gaps = []
+    wanted = [p for p in signature.parameters if p not in ("self", "cls")]
+    listed = _documented(doc, "Parameters")
+    if wanted and listed is None:
+        gaps.append("no Parameters section")
+    elif wanted:
+        gaps += [f"parameter {p!r} not documented" for p in wanted if p not in listed]
+    returns = signature.return_annotation
+    if not inspect.isclass(obj) and returns not in (None, "None"):
+        if _documented(doc, "Returns") is None and _documented(doc, "Yields") is None:
+            gaps.append("no Returns section")
+    return gaps
+
+
+def test_every_public_name_documents_its_parameters_and_returns():
+    gaps = []
+    for pkg in _public_packages():
+        module = importlib.import_module(pkg)
+        for name in module.__all__:
+            obj = getattr(module, name)
+            if callable(obj):
+                gaps += [f"{pkg}.{name}: {gap}" for gap in _numpydoc_gaps(obj)]
+    assert not gaps, "numpydoc sections missing on the public API:\n" + "\n".join(gaps)
+
+
+def test_the_numpydoc_check_reads_sections():
+    def documented(a, b=1):
+        """Add.
+
+        Parameters
+        ----------
+        a, b : int
+            Terms.
+
+        Returns
+        -------
+        int
+        """
+        return a + b
+
+    def undocumented(a, b=1):
+        """Add.
+
+        Parameters
+        ----------
+        a : int
+        """
+        return a + b
+
+    assert _numpydoc_gaps(documented) == []
+    assert _numpydoc_gaps(undocumented) == [
+        "parameter 'b' not documented",
+        "no Returns section",
+    ]
 
 
 def test_nav_lists_every_page_once():
