@@ -242,19 +242,24 @@ def marginal(domain, attrs) -> la.Matrix:
     return la.Marginal(dom.sizes, key)
 
 
-def marginals(domain, k: int, lower: bool = False) -> la.Matrix:
+def marginals(domain, k: int, lower: bool = False, attrs=None) -> la.Matrix:
     """All ``k``-way marginals, or (``lower=True``) all marginals of order ``≤ k``.
 
     ``lower=True`` includes the 0-way total (ResidualPlanner §8, HDMM Table 5); without it,
-    HDMM §8.1's "k-way Marginals" (the paper names: docs/guide/workloads.md). One
-    :class:`~mmtoolkit.linalg.Marginals`, weight 1 per marginal, stacked in ascending bitmask
-    order (bit i set ⇔ attribute i kept).
+    HDMM §8.1's "k-way Marginals" (the paper names: docs/guide/workloads.md). ``attrs``: the
+    attributes (names or indices) whose ``k``-subsets are taken (default: every attribute of
+    the domain), e.g. AIM's "all 3-way marginals" on a subset of the attributes (McKenna et
+    al., VLDB 2022, §6.1). One :class:`~mmtoolkit.linalg.Marginals`, weight 1 per marginal,
+    stacked in ascending bitmask order (bit i set ⇔ attribute i kept).
     Spec: ``marginals:domain={sizes: [3, 2, 4]},k=2,lower=true``;
-    caller's domain: ``marginals:k=2``.
+    caller's domain: ``marginals:k=2`` or ``marginals:k=2,attrs=[a0,a2]``.
     """
     dom = _as_domain(domain)
-    k = _check_order(dom, k)
-    keys = {sum(1 << i for i in s): 1.0 for s in _attr_sets(len(dom), k, bool(lower))}
+    chosen = range(len(dom)) if attrs is None else dom.indices(attrs)
+    k = _check_order(dom.project(chosen), k)
+    keys = {
+        sum(1 << chosen[i] for i in s): 1.0 for s in _attr_sets(len(chosen), k, bool(lower))
+    }
     return la.Marginals(dom.sizes, keys)
 
 

@@ -177,14 +177,14 @@ def test_unparsable_specs_name_the_kind_and_list_the_kinds(spec, message):
     assert message in str(info.value)
     if isinstance(spec, str) and spec.startswith("marginals:"):
         assert ALL_KINDS in str(info.value)  # the kind is valid, the rest is not: both listed
-        assert "marginals:key=value,... with keys from (domain, k, lower=False)" in str(info.value)
+        assert "marginals:key=value,... with keys from (domain, k, lower=False, attrs=None)" in str(info.value)
 
 
 @pytest.mark.parametrize(
     "spec, message",
     [
         ("marginals:q=1",
-         "marginals(): unknown parameter 'q' (parameters: domain, k, lower=False)"),
+         "marginals(): unknown parameter 'q' (parameters: domain, k, lower=False, attrs=None)"),
         ("prefix:n=3,m=2", "prefix(): unknown parameter 'm' (parameters: n)"),
         ("width_range:n=4", "width_range(): missing a required argument: 'w' (parameters: n, w)"),
         ("permuted:seed=0", "permuted(): missing a required argument: 'W' (parameters: W, seed, "

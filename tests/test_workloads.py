@@ -211,6 +211,23 @@ def test_lower_marginals_vs_numpy():
     assert_same_queries(all_m, ref_kron(ti))
 
 
+def test_k_way_marginals_over_chosen_attributes_vs_numpy():
+    sizes = [2, 3, 2, 2]
+    dom = Domain(["a", "b", "c", "d"], sizes)
+    W = marginals(dom, 2, attrs=["d", "a", "c"])  # any order: the domain's order is kept
+    expected = np.vstack([ref_marginal(sizes, set(s)) for s in combinations([0, 2, 3], 2)])
+    assert_same_queries(W, expected)
+    lower = marginals(dom, 1, lower=True, attrs=[1])
+    assert_same_queries(lower, np.vstack([ref_marginal(sizes, set()), ref_marginal(sizes, {1})]))
+    from mmtoolkit.workload_specs import parse_workload
+
+    assert_same_queries(parse_workload("marginals:k=2,attrs=[d,a,c]", domain=dom).build(), expected)
+    with pytest.raises(ValueError, match="k: must be <= 2"):
+        marginals(dom, 3, attrs=["a", "b"])
+    with pytest.raises(ValueError, match="more than once"):
+        marginals(dom, 1, attrs=["a", "a"])
+
+
 def test_marginals_list_weighted():
     dom = Domain(["x", "y", "z"], [2, 3, 2])
     W = marginals_list(dom, [["x", "y"], ["z"], []], weights=[2.0, 0.5, 3.0])
