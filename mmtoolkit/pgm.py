@@ -48,6 +48,10 @@ def _mbi():
     except ImportError:
         raise ImportError(MISSING_EXTRA) from None
     jax.config.update("jax_enable_x64", True)
+    if not jax.config.jax_compilation_cache_dir:
+        # without a cache directory the persistent cache is off anyway; saying so keeps mbi
+        # from warning (on every import, e.g. once per comparison job) that it is on
+        jax.config.update("jax_enable_compilation_cache", False)
     try:
         import mbi
         import mbi.extensions.mixture_of_products as mixture

@@ -233,3 +233,17 @@ def test_pure_dp_weighted_marginals_std_is_laplace():
     ms = pgm.measure(st, np.ones(6), PureDP(1.0), np.random.default_rng(0))
     b = PureDP(1.0).noise_scale(3.0)  # sens_1 = Σ|θ| = 3
     assert [m.std for m in ms] == pytest.approx([b * math.sqrt(2) / 2.0, b * math.sqrt(2)])
+
+
+def test_loading_mbi_warns_of_nothing_when_no_jax_cache_is_set():
+    """A comparison imports mbi once per job: without a persistent-cache directory (so the
+    cache is off anyway) the import must not print mbi's warning that the cache is on."""
+    pytest.importorskip("mbi")
+    code = (
+        "import os, warnings; os.environ.pop('JAX_COMPILATION_CACHE_DIR', None)\n"
+        "warnings.simplefilter('error')\n"
+        "from mmtoolkit import pgm; pgm._mbi()\n"
+    )
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=300)  # fmt: skip
+    assert run.returncode == 0, run.stderr[-2000:]
