@@ -59,6 +59,7 @@ def binary_workload(workload: Matrix, encode: bool = False) -> tuple[int, dict[i
     other one); ``encode=True``: power-of-two attributes bit by bit (Cormode et al. §4.1)."""
     keys = marginal_keys(workload)  # also checks that the workload is a set of marginals
     sizes = normal_form(workload).sizes
+    assert sizes is not None  # marginal_keys refuses a workload without one factorisation
     if encode:
         bits = []
         for i, n in enumerate(sizes):

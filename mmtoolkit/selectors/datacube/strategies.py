@@ -6,6 +6,8 @@ User guide: docs/algorithms/datacube.md.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from ...checks import check_option
@@ -29,6 +31,7 @@ def plan(d: int, keys: dict[int, float], strategy: str, budget: str, norm: int, 
     if strategy == "I":
         b = np.array([float(sum(w * w for w in keys.values()) * 2**d)])
         return [None], b, np.ones(1), np.ones(1), {}
+    meta: dict[str, Any]
     if strategy == "Q":
         groups = sorted(keys)
         b = np.array([keys[k] ** 2 * 2.0 ** bin(k).count("1") for k in groups])
@@ -92,6 +95,7 @@ class DataCube(Selector):
             d, keys, s, budget, privacy.norm, p=prm["p"], candidates=prm["candidates"]
         )
         budgets = dict(zip(groups, lam.tolist()))
+        matrix: Matrix
         if s == "I":
             matrix = Identity(1 << d)
         elif s == "F":
