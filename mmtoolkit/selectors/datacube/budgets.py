@@ -31,6 +31,8 @@ def _check_b(b) -> np.ndarray:
 
 def _check_C(C, g: int) -> np.ndarray:
     C = np.asarray(C, dtype=float).ravel()
+    if C.size == 0:
+        raise ValueError("need at least one group: C (the group column magnitudes) is empty")
     if C.size != g:
         raise ValueError(f"need one C_k per group: {g} groups, {C.size} values")
     if not np.all(np.isfinite(C)) or np.any(C <= 0):
