@@ -315,6 +315,9 @@ def test_bad_input():
         dc.optimal_budgets([-1.0], [1.0], 1)
     with pytest.raises(ValueError, match="C_k"):
         dc.optimal_budgets([1.0], [0.0], 1)
+    for norm in (1, 2):  # no group: nothing to divide the budget among
+        with pytest.raises(ValueError, match="at least one group"):
+            dc.uniform_budgets([], norm)
     with pytest.raises(ValueError, match="outside the domain"):
         dc.FourierEstimate(3).add_marginal(8, np.ones(2), 1.0)
     with pytest.raises(ValueError, match="variance: must be a number > 0"):

@@ -60,7 +60,22 @@ def refusal(check, *args, **kwargs) -> str | None:
 @dataclass(frozen=True)
 class Parameter:
     """One keyword parameter of a selector, read from its ``__init__`` signature: ``annotation``
-    as written (or ``None``), ``default`` (or :data:`Parameter.REQUIRED`)."""
+    as written (or ``None``), ``default`` (or :data:`Parameter.REQUIRED`).
+
+    :meth:`Selector.parameters` builds them; ``str()`` gives the ``name: type = default`` form
+    that ``mmtoolkit list selectors`` and :class:`UnknownParameterError` messages print.
+
+    Parameters
+    ----------
+    name : str
+        The parameter's name in ``__init__``.
+    annotation : str or None
+        Its annotation as written in the source (for one that is not a string, its
+        ``__name__``, else its ``str()``), or None when it has none.
+    default : Any
+        Its default value, or :data:`Parameter.REQUIRED` (``inspect.Parameter.empty``) when
+        it has none.
+    """
 
     REQUIRED: ClassVar[Any] = inspect.Parameter.empty
 
@@ -70,6 +85,7 @@ class Parameter:
 
     @property
     def required(self) -> bool:
+        """Whether the parameter has no default (it must be given)."""
         return self.default is self.REQUIRED
 
     @property
@@ -89,7 +105,40 @@ class Parameter:
 class Selector(ABC):
     """A strategy-selection method (module docstring). Subclasses take keyword parameters in
     ``__init__`` (in ``self.params``; ``**kwargs`` forwards to the parent's, whose parameters
-    then count too), implement :meth:`_select` and never compute reported error."""
+    then count too), implement :meth:`_select` and never compute reported error.
+
+    A subclass declares the class attributes below, checks its parameters in ``__init__``
+    (a bad value raises ``ValueError`` naming the parameter) and stores them in
+    ``self.params``; :func:`register` adds it to the registry. Every construction path
+    (:func:`get`, configurations, a direct call) first checks the keyword names against
+    :meth:`parameters`.
+
+    Parameters
+    ----------
+    **params : Any
+        The selector's keyword parameters: those of the subclass's ``__init__``
+        (:meth:`parameters`). ``Selector.__init__`` itself takes none.
+
+    Attributes
+    ----------
+    name : str
+        The registry key (``selectors.get(name)``, the ``selector:`` of a configuration).
+    method : str
+        The method's name, as ``mmtoolkit list selectors`` prints it.
+    paper : str
+        The paper (and section) the method comes from.
+    privacy : frozenset of type
+        The privacy definitions it supports (default: PureDP, ApproxDP and ZCDP).
+    params : dict
+        The parameter values the instance was built with; :meth:`select` copies them into
+        ``Strategy.params``, and ``params["seed"]`` (if any) into ``Strategy.seed``.
+
+    Raises
+    ------
+    UnknownParameterError
+        When a keyword is not a parameter of the selector (the message lists the valid
+        ones); it is both a ``TypeError`` and a ``ValueError``.
+    """
 
     name: ClassVar[str]
     method: ClassVar[str]
@@ -123,7 +172,14 @@ class Selector(ABC):
     @classmethod
     def parameters(cls) -> tuple[Parameter, ...]:
         """The keyword parameters of ``__init__`` with annotations and defaults, in order
-        (a ``**kwargs`` adds the parameters of the parent class's ``__init__``)."""
+        (a ``**kwargs`` adds the parameters of the parent class's ``__init__``).
+
+        Returns
+        -------
+        tuple of Parameter
+            One per keyword parameter, the subclass's own first; empty for a selector that
+            takes none. Positional-only ``*args`` are not parameters.
+        """
         out: dict[str, Parameter] = {}
         for klass in cls.__mro__:
             if klass is Selector:
@@ -152,7 +208,31 @@ class Selector(ABC):
         """Why this selector does not apply to ``(workload, privacy, objective)``, or None, without
         selecting (:meth:`select` refuses with it): the privacy kind and objective here, cheap
         conditions for *every* parameter setting in a subclass (after ``super()``). None does not
-        promise success; arguments of the wrong type raise ``TypeError``."""
+        promise success; arguments of the wrong type raise ``TypeError``.
+
+        Parameters
+        ----------
+        workload : Matrix
+            The workload ``W`` (one row per query, one column per cell of the domain).
+        privacy : Privacy
+            The privacy definition the strategy is selected for.
+        objective : str, default "sum"
+            What the selection minimises: ``"sum"`` (total squared error) or another of
+            :meth:`objectives`.
+
+        Returns
+        -------
+        str or None
+            The reason, one sentence naming what does not fit (the privacy kind, the
+            objective, or in a subclass the workload's shape or structure); None when the
+            selector may apply.
+
+        Raises
+        ------
+        TypeError
+            When ``workload`` is not a :class:`~mmtoolkit.linalg.Matrix` or ``privacy`` not a
+            :class:`~mmtoolkit.privacy.Privacy`.
+        """
         if not isinstance(workload, Matrix):
             raise TypeError(f"workload must be a linalg.Matrix, got {type(workload).__name__}")
         if not isinstance(privacy, Privacy):
@@ -171,7 +251,41 @@ class Selector(ABC):
         return None
 
     def select(self, workload: Matrix, privacy: Privacy, objective: str = "sum") -> Strategy:
-        """Choose a strategy for ``workload`` under ``privacy``; returns a :class:`Strategy`."""
+        """Choose a strategy for ``workload`` under ``privacy``; returns a :class:`Strategy`.
+
+        Checks :meth:`applicability`, runs the subclass's :meth:`_select`, then records on the
+        strategy the selection time, the selector's name, its parameters and seed.
+
+        Parameters
+        ----------
+        workload : Matrix
+            The workload ``W``, ``m × N`` (``N`` cells of the domain).
+        privacy : Privacy
+            The privacy definition: it fixes the sensitivity norm (L1 for PureDP, L2 for
+            ApproxDP and ZCDP) the strategy is optimised for.
+        objective : str, default "sum"
+            ``"sum"``: minimise the total squared error; ``"max"`` (where
+            :meth:`objectives` lists it): the largest per-query variance.
+
+        Returns
+        -------
+        Strategy
+            The selected strategy: its ``matrix`` (``p × N``), ``loss`` (the method's own
+            objective value, in its units, or None), ``metadata``, ``seconds``, ``selector``,
+            ``params`` and ``seed``.
+
+        Raises
+        ------
+        NotApplicableError
+            When the selector does not apply: the reason of :meth:`applicability`, or a
+            condition that depends on the parameters, found by :meth:`_select`.
+        TooLargeError
+            When the selection would need an array beyond the dense-size guard.
+        UnsupportedWorkloadError
+            When the strategy kind cannot support the workload's queries.
+        TypeError
+            When ``workload`` or ``privacy`` is of the wrong type.
+        """
         reason = type(self).applicability(workload, privacy, objective)
         if reason is not None:
             raise NotApplicableError(reason)
@@ -185,16 +299,55 @@ class Selector(ABC):
 
     @abstractmethod
     def _select(self, workload: Matrix, privacy: Privacy, objective: str) -> Strategy:
-        """Method-specific selection; ``select`` has validated the arguments."""
+        """Method-specific selection; ``select`` has validated the arguments.
+
+        What a selector implements: read the workload, optimise, and return the strategy
+        (``select`` fills in the time, name, parameters and seed).
+
+        Parameters
+        ----------
+        workload : Matrix
+            The workload ``W``, ``m × N``.
+        privacy : Privacy
+            The privacy definition (``privacy.norm``: the sensitivity norm, 1 or 2).
+        objective : str
+            One of :meth:`objectives`.
+
+        Returns
+        -------
+        Strategy
+            The selected strategy, with ``matrix`` and optionally ``loss`` and ``metadata``.
+
+        Raises
+        ------
+        NotApplicableError
+            When the selector does not apply for a reason that depends on its parameters
+            (any error of :data:`REFUSALS` counts as a refusal, anything else as a failure).
+        """
 
     @classmethod
     def objectives(cls) -> tuple[str, ...]:
-        """The objectives this selector optimises ("sum" = total squared error)."""
+        """The objectives this selector optimises ("sum" = total squared error).
+
+        Returns
+        -------
+        tuple of str
+            ``("sum",)`` unless a subclass adds others (``"max"``: the largest per-query
+            variance).
+        """
         return ("sum",)
 
     @classmethod
     def describe(cls) -> str:
-        """The selector's metadata as the lines ``mmtoolkit list selectors`` prints."""
+        """The selector's metadata as the lines ``mmtoolkit list selectors`` prints.
+
+        Returns
+        -------
+        str
+            Newline-separated lines: the name, then ``method``, ``paper``, ``privacy``,
+            ``objectives`` and one line per parameter (name, type, default or
+            ``(required)``).
+        """
         kinds = ", ".join(sorted(k.__name__ for k in cls.privacy))
         params = cls.parameters()
         width = max((len(p.name) for p in params), default=0)
@@ -219,7 +372,19 @@ class Selector(ABC):
 
 def check_registrable(cls) -> None:
     """Raise ``TypeError`` unless ``cls`` is a Selector subclass declaring a non-empty
-    ``name``, ``method`` and ``paper`` (what :func:`register` requires)."""
+    ``name``, ``method`` and ``paper`` (what :func:`register` requires).
+
+    Parameters
+    ----------
+    cls : type
+        The class to check.
+
+    Raises
+    ------
+    TypeError
+        When ``cls`` is not a subclass of :class:`Selector`, or one of ``name``, ``method``
+        and ``paper`` is missing, not a string or blank (the message names it).
+    """
     if not (inspect.isclass(cls) and issubclass(cls, Selector)):
         raise TypeError(f"only Selector subclasses can be registered, got {cls!r}")
     for attr in ("name", "method", "paper"):
@@ -233,7 +398,25 @@ def check_registrable(cls) -> None:
 
 def register(cls: type[Selector]) -> type[Selector]:
     """Class decorator adding a Selector subclass to the registry under ``cls.name``
-    (it must declare ``name``, ``method`` and ``paper``: :func:`check_registrable`)."""
+    (it must declare ``name``, ``method`` and ``paper``: :func:`check_registrable`).
+
+    Parameters
+    ----------
+    cls : type[Selector]
+        The selector class. Registering the same class twice is allowed.
+
+    Returns
+    -------
+    type[Selector]
+        ``cls`` itself, so that ``@register`` leaves the class unchanged.
+
+    Raises
+    ------
+    TypeError
+        When ``cls`` is not a registrable Selector subclass (:func:`check_registrable`).
+    ValueError
+        When another class is already registered under ``cls.name``.
+    """
     check_registrable(cls)
     name = cls.name
     if name in _REGISTRY and _REGISTRY[name] is not cls:
@@ -251,12 +434,35 @@ def accepts_seed(cls: type[Selector]) -> bool:
 
 
 def available() -> list[str]:
-    """The registered selector names, sorted."""
+    """The registered selector names, sorted.
+
+    Returns
+    -------
+    list of str
+        The names :func:`get` accepts, in alphabetical order.
+    """
     return sorted(_REGISTRY)
 
 
 def get_class(name: str) -> type[Selector]:
-    """The Selector class registered as ``name`` (UnknownSelectorError naming the valid ones)."""
+    """The Selector class registered as ``name`` (UnknownSelectorError naming the valid ones).
+
+    Parameters
+    ----------
+    name : str
+        A registry key (one of :func:`available`).
+
+    Returns
+    -------
+    type[Selector]
+        The registered class, not an instance.
+
+    Raises
+    ------
+    UnknownSelectorError
+        When no selector is registered as ``name`` (the message lists the available ones);
+        it is a ``KeyError``.
+    """
     if name not in _REGISTRY:
         raise UnknownSelectorError(
             f"unknown selector {name!r}; available: {', '.join(available())}"
@@ -266,5 +472,28 @@ def get_class(name: str) -> type[Selector]:
 
 def get(name: str, **params) -> Selector:
     """Instantiate the selector registered as ``name`` with keyword ``params`` (an unknown
-    parameter raises :class:`UnknownParameterError` listing the valid ones)."""
+    parameter raises :class:`UnknownParameterError` listing the valid ones).
+
+    Parameters
+    ----------
+    name : str
+        A registry key (one of :func:`available`).
+    **params : Any
+        The selector's keyword parameters (``mmtoolkit list selectors`` lists them with
+        their defaults).
+
+    Returns
+    -------
+    Selector
+        A new instance, ready for :meth:`Selector.select`.
+
+    Raises
+    ------
+    UnknownSelectorError
+        When no selector is registered as ``name`` (a ``KeyError``).
+    UnknownParameterError
+        When a keyword is not one of the selector's parameters.
+    ValueError
+        When a parameter's value is invalid (the selector's ``__init__`` names it).
+    """
     return get_class(name)(**params)

@@ -10,6 +10,7 @@ from scipy.optimize import check_grad
 from mmtoolkit import evaluate, selectors, workloads
 from mmtoolkit.linalg import AllRange, Dense, PIdentity, Prefix
 from mmtoolkit.privacy import ZCDP, ApproxDP, PureDP
+from mmtoolkit.selectors import NotApplicableError
 from mmtoolkit.selectors.hdmm._common import GramOperator
 from mmtoolkit.selectors.hdmm.kron import KronProblem
 from mmtoolkit.selectors.hdmm.opt0 import optimize_pidentity, pidentity_objective
@@ -18,7 +19,12 @@ from mmtoolkit.selectors.hdmm.opt_marginals import (
     optimize_marginals,
     project_workload,
 )
-from mmtoolkit.selectors.hdmm.union import budget_split, group_terms
+from mmtoolkit.selectors.hdmm.union import (
+    UnionProblem,
+    budget_split,
+    group_terms,
+    optimize_union,
+)
 
 PURE = PureDP(1.0)
 GAUSS = ZCDP(0.5)
@@ -414,6 +420,11 @@ def test_union_grouping_and_budget_split():
 def test_union_needs_distinct_signatures():
     with pytest.raises(ValueError, match="signature"):
         selectors.get("opt_union").select(workloads.prefix(16), PURE)
+    # called directly on a problem with no groups, OPT_+ refuses as the selector does
+    problem = UnionProblem(workloads.prefix(16))
+    assert not problem.applicable
+    with pytest.raises(NotApplicableError, match="two or more groups"):
+        optimize_union(problem, 1, np.random.default_rng(0))
 
 
 # ------------------------------------------------------------------------------- OPT_M

@@ -31,7 +31,32 @@ VARIANTS = ("bmax", "hdmm_table")
 @dataclass
 class BMaxResult:
     """BMAX output: the measured cuboids (pick order), the cuboid each workload cuboid is
-    computed from, the bound ``θ* = s^{3-p} · max mag`` and the search trace."""
+    computed from, the bound ``θ* = s^{3-p} · max mag`` and the search trace.
+
+    Parameters
+    ----------
+    centroids : list of int
+        The cuboids to measure (attribute bitmasks), in the order the greedy cover picked
+        them; ``s = len(centroids)``.
+    assignment : dict of int to int
+        Per workload cuboid, the measured cuboid it is computed from: the one with the
+        smallest weighted ``mag`` (ties: the first picked).
+    theta : float
+        The bound ``θ* = s^{3-p} · max_c w_c² mag(c, κ(c))``: with uniform budgets, the
+        largest weighted per-cell variance in units of the noise variance at sensitivity 1.
+    p : int
+        The exponent used: 1 (L1, Laplace) or 2 (L2, Gaussian).
+    candidates : int
+        The number of candidate cuboids the search considered.
+    levels : dict of float to int, optional
+        The search trace: per weighted ``mag`` level at which the greedy cover ran, the
+        number of cuboids it picked.
+
+    References
+    ----------
+    Ding, Winslett, Han & Li, SIGMOD 2011; as described by McKenna et al. 2018 (HDMM),
+    Section 8, and Cormode et al., ICDE 2013 (Datacube), Section 5.
+    """
 
     centroids: list[int]
     assignment: dict[int, int]
@@ -81,7 +106,52 @@ def bmax(
     keys, sizes, p: int = 1, candidates: str = "workload", weights=None, mag_limit=None
 ) -> BMaxResult:
     """Ding et al.'s BMAX cuboid selection for the workload cuboids ``keys`` (guide page);
-    ``weights`` scale variances by ``w²``; ``mag_limit`` (a number or ``"L"``) fixes the bound."""
+    ``weights`` scale variances by ``w²``; ``mag_limit`` (a number or ``"L"``) fixes the bound.
+
+    A workload cuboid ``c`` computed from a measured ancestor ``κ ⊇ c`` sums
+    ``mag(c, κ) = Π_{i ∈ κ∖c} n_i`` cells per cell, and with ``s`` measured cuboids its
+    per-cell variance is proportional to ``s^{3-p} · w_c² · mag``. BMAX minimises the
+    largest such variance by an exact binary search over the bounds ``θ``, a bound being
+    feasible when a greedy set cover with at most ``s`` candidates, each covering ``c``
+    only when ``w_c² mag(c, κ) ≤ θ / s^{3-p}``, covers every workload cuboid.
+
+    Parameters
+    ----------
+    keys : iterable of int
+        The workload's cuboids, as distinct attribute bitmasks (bit ``i``: attribute ``i``),
+        each below ``2^d``; at least one.
+    sizes : sequence of int
+        The attribute sizes ``n_i``; ``d = len(sizes)``.
+    p : {1, 2}, default 1
+        The exponent: 1 for L1 (Laplace, variance ``∝ s²``), 2 for L2 (Gaussian, ``∝ s``).
+    candidates : {"workload", "lattice"}, default "workload"
+        The cuboids that may be measured: the workload's own, or every union of the
+        workload's attribute atoms (at most :data:`MAX_LATTICE_CANDIDATES`).
+    weights : sequence of float, optional
+        One weight ``w_c`` per key (in the order of ``keys``), scaling the cuboid's variance
+        by ``w_c²``; None: every weight 1.
+    mag_limit : float or "L", optional
+        A fixed bound (at least 1) on the weighted ``mag``: no search, the greedy cover at
+        ``w_c² mag ≤ mag_limit``; ``"L"``: the number of workload cuboids. None: search.
+
+    Returns
+    -------
+    BMaxResult
+        The measured cuboids, the assignment of every workload cuboid, the bound and the
+        search trace.
+
+    Raises
+    ------
+    ValueError
+        When ``p`` is not 1 or 2, ``candidates`` not one of its options, ``keys`` is empty,
+        holds a key outside the ``d`` attributes or a key twice, ``"lattice"`` would need
+        more than :data:`MAX_LATTICE_CANDIDATES` candidates, or ``mag_limit`` is below 1.
+
+    References
+    ----------
+    Ding, Winslett, Han & Li, SIGMOD 2011; as described by McKenna et al. 2018 (HDMM),
+    Section 8, and Cormode et al., ICDE 2013 (Datacube), Sections 2 and 5.
+    """
     if p not in (1, 2):
         raise ValueError(f"p must be 1 (L1, Laplace) or 2 (L2, Gaussian), got {p!r}")
     check_option(candidates, "candidates", CANDIDATES)
@@ -192,7 +262,41 @@ def minimax_budgets(worst, norm: int) -> np.ndarray:
 class DingDataCube(Selector):
     """DataCube (Ding et al. 2011) via BMAX, for marginal workloads on any domain; it minimises
     the max-variance bound whatever the objective ("sum": HDMM's total-error tables).
-    Parameters: ``p``, ``candidates``, ``budget``, ``variant``, ``mag_limit``, ``ranges``."""
+
+    The strategy is the weighted marginals ``[λ_κ Q_κ]`` of the cuboids :func:`bmax` picks;
+    ``Strategy.metadata`` holds the cuboids, the assignment, the bound ``theta`` and the
+    budgets.
+
+    Parameters
+    ----------
+    p : {1, 2} or None, default None
+        BMAX's exponent; None: the privacy's sensitivity norm (1 for PureDP, else 2).
+    candidates : {"workload", "lattice"}, default "workload"
+        BMAX's candidate cuboids.
+    budget : {"uniform", "max"}, default "uniform"
+        ``"uniform"``: Ding et al.'s equal fractions (``1/s`` under L1, ``1/√s`` under L2);
+        ``"max"``: per-cuboid fractions minimising the same max-variance bound (a cuboid
+        nothing is computed from gets 0).
+    mag_limit : float or "L", optional
+        A fixed bound (a number at least 1, or ``"L"``: the number of workload cuboids) that
+        skips the search (:func:`bmax`); None: search.
+    variant : {"bmax", "hdmm_table"}, default "bmax"
+        ``"bmax"``: the exact search; ``"hdmm_table"``: the cover at ``mag_limit = |L|``,
+        which reproduces the DataCube columns printed in HDMM's Tables 3 and 5.
+    ranges : {"refuse", "as_marginals"}, default "refuse"
+        How a range-marginal term is read (:func:`marginal_keys`).
+
+    Raises
+    ------
+    ValueError
+        When a parameter is not one of its options, ``mag_limit`` is not None, ``"L"`` or a
+        finite number at least 1, or ``variant="hdmm_table"`` is given a ``mag_limit``.
+
+    References
+    ----------
+    Ding, Winslett, Han & Li, SIGMOD 2011; McKenna et al. 2018 (HDMM), Section 8 (Tables 3
+    and 5); Cormode et al., ICDE 2013 (Datacube), Section 5.
+    """
 
     name = "ding_datacube"
     method = "DataCube: cuboid selection by BMAX"
@@ -233,6 +337,13 @@ class DingDataCube(Selector):
 
     @classmethod
     def objectives(cls):
+        """The objectives it accepts (it minimises the max-variance bound for both).
+
+        Returns
+        -------
+        tuple of str
+            ``("sum", "max")``.
+        """
         return ("sum", "max")
 
     def _select(self, workload: Matrix, privacy: Privacy, objective: str) -> Strategy:

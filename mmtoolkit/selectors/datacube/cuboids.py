@@ -22,7 +22,38 @@ RANGES = ("refuse", "as_marginals")
 def marginal_keys(W, ranges: str = "refuse") -> dict[int, float]:
     """``{key: weight}`` of a workload of (weighted) marginals on one factorisation of the domain
     (:class:`NotApplicableError` otherwise); ``ranges="as_marginals"`` reads a range-marginal
-    term as the cuboid it is summed from (Ding et al. 2011; Li & Miklau 2012 §5)."""
+    term as the cuboid it is summed from (Ding et al. 2011; Li & Miklau 2012 §5).
+
+    Parameters
+    ----------
+    W : Matrix
+        The workload: a union of Kronecker products of identities and totals (as
+        ``workloads.marginals`` builds), read through its normal form.
+    ranges : {"refuse", "as_marginals"}, default "refuse"
+        ``"refuse"``: a term with a factor other than Identity or a total is not a marginal;
+        ``"as_marginals"``: such a term is read as the cuboid on its non-total attributes.
+
+    Returns
+    -------
+    dict of int to float
+        Per marginal its key, the bitmask of the attributes it keeps (bit ``i``: attribute
+        ``i``), and its weight ``|w| ≥ 0``; a marginal listed twice has the root of its
+        squared weights summed (they add up in ``WᵀW``).
+
+    Raises
+    ------
+    ValueError
+        When ``ranges`` is not one of its two options.
+    NotApplicableError
+        When the workload is not a set of marginals (the message names the first factor
+        that is not Identity or a total), or its terms do not share one factorisation of
+        the domain.
+
+    References
+    ----------
+    Cormode, Procopiuc, Srivastava & Yaroslavtsev, ICDE 2013 (Datacube), Section 4.1; Ding,
+    Winslett, Han & Li, SIGMOD 2011; Li & Miklau 2012 (Eigen-Design), Section 5.
+    """
     check_option(ranges, "ranges", RANGES)
 
     out: dict[int, float] = {}
@@ -56,9 +87,42 @@ def marginal_keys(W, ranges: str = "refuse") -> dict[int, float]:
 
 def binary_workload(workload: Matrix, encode: bool = False) -> tuple[int, dict[int, float]]:
     """``(d, {key: weight})`` of a marginals workload on binary attributes (an error names the first
-    other one); ``encode=True``: power-of-two attributes bit by bit (Cormode et al. §4.1)."""
+    other one); ``encode=True``: power-of-two attributes bit by bit (Cormode et al. §4.1).
+
+    With ``encode=True`` attribute ``i`` of size ``2^{b_i}`` becomes bits ``o_i … o_i + b_i −
+    1`` (``o_i = b_0 + … + b_{i−1}``), which keeps the row-major cell order, and a marginal
+    key covers every bit of its attributes.
+
+    Parameters
+    ----------
+    workload : Matrix
+        A workload of (weighted) marginals (:func:`marginal_keys`).
+    encode : bool, default False
+        Whether attributes whose sizes are powers of two are read bit by bit; False: every
+        attribute must have 2 values.
+
+    Returns
+    -------
+    d : int
+        The number of binary attributes (with ``encode``, of bits: ``Σ_i log2 n_i``).
+    keys : dict of int to float
+        ``{key: weight}`` over those binary attributes, as :func:`marginal_keys` gives it.
+
+    Raises
+    ------
+    NotApplicableError
+        When the workload is not a set of marginals on one factorisation of the domain.
+    ValueError
+        When an attribute is not binary (with ``encode``: its size is not a power of two);
+        the message names the attribute and, without ``encode``, how to encode it.
+
+    References
+    ----------
+    Cormode, Procopiuc, Srivastava & Yaroslavtsev, ICDE 2013 (Datacube), Section 4.1.
+    """
     keys = marginal_keys(workload)  # also checks that the workload is a set of marginals
     sizes = normal_form(workload).sizes
+    assert sizes is not None  # marginal_keys refuses a workload without one factorisation
     if encode:
         bits = []
         for i, n in enumerate(sizes):

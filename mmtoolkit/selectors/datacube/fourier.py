@@ -65,7 +65,50 @@ def fourier_coefficients(
 ) -> tuple[int, dict[int, float]]:
     """``(d, {β: b_β})``: the parity coefficients the Fourier strategy keeps for a workload on
     ``2^d`` cells, ``b_β = ‖W χ_β‖² / 4^d`` (Cormode et al. §3.2, §3.6); ``coefficients``:
-    ``"needed"`` (Li & Miklau §5), ``"attributes"`` or ``"all"``."""
+    ``"needed"`` (Li & Miklau §5), ``"attributes"`` or ``"all"``.
+
+    ``W χ_β`` factorises over a term's Kronecker factors (read bit by bit, most significant
+    first), so ``b_β`` is a product of per-factor Hadamard column norms and no ``2^d``-cell
+    array is built beyond the kept coefficients.
+
+    Parameters
+    ----------
+    workload : Matrix
+        The workload, on ``2^d`` cells (``d ≥ 1``); each Kronecker factor of its normal form
+        has a power-of-two number of columns.
+    coefficients : {"needed", "attributes", "all"}, default "needed"
+        ``"needed"``: those with ``W χ_β ≠ 0`` (all of them when ``W`` has full column
+        rank); ``"attributes"``: every coefficient inside the bits of the attributes a term
+        does not total over; ``"all"``: the whole Hadamard basis (``d ≤ 26``).
+    rtol : float, default 1e-9
+        With ``"needed"``: a factor's local coefficient is kept when its column norm exceeds
+        ``rtol`` times the factor's largest.
+
+    Returns
+    -------
+    d : int
+        ``log2`` of the number of cells.
+    b : dict of int to float
+        ``{β: b_β}`` in ascending ``β`` (the bitmask of the parity ``χ_β``), ``b_β ≥ 0``
+        (0 for a kept coefficient the workload does not need).
+
+    Raises
+    ------
+    ValueError
+        When ``coefficients`` is not one of its options, ``workload`` is not a Matrix, the
+        number of cells (or a factor's number of columns) is not a power of two, the
+        workload has a single cell, a term needs more than :data:`MAX_COEFFICIENTS`
+        coefficients, or ``"all"`` is asked for ``d > 26``.
+    TooLargeError
+        When a factor that is neither Identity, a total nor a short Dense needs its ``n × n``
+        Gram beyond the dense-size guard.
+
+    References
+    ----------
+    Cormode, Procopiuc, Srivastava & Yaroslavtsev, ICDE 2013 (Datacube), Sections 3.2 and
+    3.6; Li & Miklau 2012 (Eigen-Design), Section 5 (the Fourier baseline); Barak et al.,
+    PODS 2007.
+    """
     check_option(coefficients, "coefficients", COEFFICIENTS)
     if not isinstance(workload, Matrix):
         raise ValueError(f"the workload must be a Matrix, got {type(workload).__name__}")
@@ -106,7 +149,32 @@ def fourier_coefficients(
 
 
 def fourier_b(keys: dict[int, float]) -> tuple[np.ndarray, np.ndarray]:
-    """``(F, b)``: the needed coefficients and ``b_β = Σ_{α ∋ β} w_α² 2^{-|α|}`` (§3.6)."""
+    """``(F, b)``: the needed coefficients and ``b_β = Σ_{α ∋ β} w_α² 2^{-|α|}`` (§3.6).
+
+    Parameters
+    ----------
+    keys : dict of int to float
+        ``{α: w_α}``: the workload's marginals (attribute bitmasks over binary attributes) and
+        their weights, as :func:`binary_workload` gives them; at least one.
+
+    Returns
+    -------
+    F : numpy.ndarray
+        The downset ``{β : β ≼ α for some α}``, int64 bitmasks in ascending order.
+    b : numpy.ndarray
+        ``b_β`` per entry of ``F`` (float64, same length): the weighted squared norm of the
+        recovery column of ``χ_β``.
+
+    Raises
+    ------
+    ValueError
+        When ``keys`` is empty or holds a negative key.
+
+    References
+    ----------
+    Cormode, Procopiuc, Srivastava & Yaroslavtsev, ICDE 2013 (Datacube), Sections 3.6 and
+    4.1.
+    """
     F = downset(keys)
     b = np.zeros(F.size)
     for key, w in keys.items():
@@ -118,8 +186,32 @@ def fourier_b(keys: dict[int, float]) -> tuple[np.ndarray, np.ndarray]:
 @register
 class FourierSelector(Selector):
     """Barak et al.'s Fourier strategy (Li & Miklau 2012 §5; Cormode et al. §4): parity rows
-    ``χ_β`` for the coefficients of :func:`fourier_coefficients`. Parameters: ``coefficients``
-    ("needed", "attributes", "all") and ``budget`` ("uniform"; "optimal": F+)."""
+    ``χ_β`` for the coefficients of :func:`fourier_coefficients`.
+
+    Pure marginals on power-of-two attributes with ``"needed"`` take the downset of §4.1
+    directly (:func:`fourier_b`). The strategy is a :class:`~mmtoolkit.linalg.Fourier` with
+    the budget fractions as row weights (sensitivity 1); ``Strategy.loss`` is the budget
+    objective (:func:`budget_objective`).
+
+    Parameters
+    ----------
+    coefficients : {"needed", "attributes", "all"}, default "needed"
+        Which parity coefficients to measure (:func:`fourier_coefficients`).
+    budget : {"uniform", "optimal"}, default "uniform"
+        ``"uniform"``: the same noise on every kept row; ``"optimal"``: the closed-form
+        per-coefficient budgets (F+, :func:`optimal_budgets`).
+
+    Raises
+    ------
+    ValueError
+        When ``coefficients`` or ``budget`` is not one of its options.
+
+    References
+    ----------
+    Barak, Chaudhuri, Dwork, Kale, McSherry & Talwar, PODS 2007; Cormode, Procopiuc,
+    Srivastava & Yaroslavtsev, ICDE 2013 (Datacube), Section 4 and Section 3.6 (F+); Li &
+    Miklau 2012 (Eigen-Design), Section 5.
+    """
 
     name = "fourier"
     method = "Fourier (parity) strategy, uniform or optimal (F+) budgets"
@@ -134,7 +226,23 @@ class FourierSelector(Selector):
 
     @classmethod
     def applicability(cls, workload, privacy, objective="sum"):
-        """Also: a domain of ``2^d`` cells (the Walsh–Hadamard basis)."""
+        """Also: a domain of ``2^d`` cells (the Walsh–Hadamard basis).
+
+        Parameters
+        ----------
+        workload : Matrix
+            The workload ``W``.
+        privacy : Privacy
+            The privacy definition.
+        objective : str, default "sum"
+            The objective (only ``"sum"``).
+
+        Returns
+        -------
+        str or None
+            The reason (the base class's, or a number of cells that is not a power of two),
+            or None.
+        """
         reason = super().applicability(workload, privacy, objective)
         return refusal(_log2, int(workload.shape[1]), "the workload") if reason is None else reason
 

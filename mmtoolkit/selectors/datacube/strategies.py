@@ -6,6 +6,8 @@ User guide: docs/algorithms/datacube.md.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from ...checks import check_option
@@ -29,6 +31,7 @@ def plan(d: int, keys: dict[int, float], strategy: str, budget: str, norm: int, 
     if strategy == "I":
         b = np.array([float(sum(w * w for w in keys.values()) * 2**d)])
         return [None], b, np.ones(1), np.ones(1), {}
+    meta: dict[str, Any]
     if strategy == "Q":
         groups = sorted(keys)
         b = np.array([keys[k] ** 2 * 2.0 ** bin(k).count("1") for k in groups])
@@ -57,8 +60,36 @@ def plan(d: int, keys: dict[int, float], strategy: str, budget: str, norm: int, 
 
 @register
 class DataCube(Selector):
-    """Datacube strategies (Cormode et al. 2013). Parameters: ``strategy`` (I | Q | F | C),
-    ``budget`` (uniform | optimal), for C ``candidates`` and ``p`` (BMAX's)."""
+    """Datacube strategies (Cormode et al. 2013) on a workload of marginals over binary
+    attributes (encode other domains with ``BinaryEncoding`` first).
+
+    The strategy's row groups (I: the cells; Q: the workload's marginals; F: the parity
+    coefficients they need; C: the cuboids BMAX picks) get uniform or optimal budget
+    fractions as row weights (sensitivity 1); ``Strategy.loss`` is the budget objective
+    ``Σ_k b_k / λ_k²`` of the initial recovery (:func:`budget_objective`).
+
+    Parameters
+    ----------
+    strategy : {"I", "Q", "F", "C"}, default "F"
+        Base counts, the workload marginals, the Fourier coefficients, or BMAX's cuboids.
+    budget : {"uniform", "optimal"}, default "optimal"
+        ``"uniform"``: the paper's I, Q, F, C; ``"optimal"``: the closed-form budgets
+        (Q+, F+, C+; :func:`optimal_budgets`). For I both are the same.
+    candidates : {"workload", "lattice"}, default "lattice"
+        For C: BMAX's candidate cuboids (:func:`bmax`).
+    p : {1, 2} or None, default None
+        For C: BMAX's exponent; None: the privacy's sensitivity norm (1 for PureDP, else 2).
+
+    Raises
+    ------
+    ValueError
+        When a parameter is not one of its options.
+
+    References
+    ----------
+    Cormode, Procopiuc, Srivastava & Yaroslavtsev, ICDE 2013 (Datacube), Figure 3 and
+    Sections 3-5 (budgets: Corollary 3.3 and Appendix A).
+    """
 
     name = "datacube"
     method = "Datacube strategies I / Q / F / C with optimal budgets and GLS recovery"
@@ -80,7 +111,23 @@ class DataCube(Selector):
 
     @classmethod
     def applicability(cls, workload, privacy, objective="sum"):
-        """Also: a marginals workload on binary attributes (what ``_select`` reads first)."""
+        """Also: a marginals workload on binary attributes (what ``_select`` reads first).
+
+        Parameters
+        ----------
+        workload : Matrix
+            The workload ``W``.
+        privacy : Privacy
+            The privacy definition.
+        objective : str, default "sum"
+            The objective (only ``"sum"``).
+
+        Returns
+        -------
+        str or None
+            The reason (the base class's, or why :func:`binary_workload` refuses the
+            workload), or None.
+        """
         reason = super().applicability(workload, privacy, objective)
         return refusal(binary_workload, workload) if reason is None else reason
 
@@ -92,6 +139,7 @@ class DataCube(Selector):
             d, keys, s, budget, privacy.norm, p=prm["p"], candidates=prm["candidates"]
         )
         budgets = dict(zip(groups, lam.tolist()))
+        matrix: Matrix
         if s == "I":
             matrix = Identity(1 << d)
         elif s == "F":

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import scipy.linalg
 
+from ...checks import check_int
 from ...linalg import Dense, Haar, OrthoBasis, SymTridiagonal, VStack, as_matrix
 from ...linalg.orthobasis import check_orthonormal_rows
 from ..base import NotApplicableError
@@ -122,8 +123,11 @@ def solve_weighting(
         raise ValueError("Program 1 needs at least one design query with a positive cost")
     if np.any(c <= 0) or not np.all(np.isfinite(c)):
         raise ValueError("design costs c must be positive and finite (drop zero costs first)")
+    if not np.all(np.isfinite(P)):
+        raise ValueError("the design matrix P must be finite")
     if np.any(P < 0) or np.any(P.max(axis=1) <= 0):
         raise ValueError("every design query must touch some cell (P ≥ 0 with non-zero rows)")
+    max_iter = check_int(max_iter, "max_iter", minimum=1)
     if solver not in SOLVERS:
         raise ValueError(f"unknown solver {solver!r} (valid: {', '.join(SOLVERS)})")
     scale = c.max()
@@ -187,6 +191,11 @@ def _dual_multiplicative(c, P, p, tol, max_iter) -> Weighting:
                 break
         if rho < 1e-12:
             break
+    if best_x is None:  # no iterate had a finite objective: S(ν) overflowed from the start
+        raise ValueError(
+            "the dual method found no weighting with a finite objective: the design matrix P "
+            "is too small against the costs c for float64 (rescale P)"
+        )
     return Weighting(
         x=best_x, value=best_value, lower=lower, iterations=it, solver="dual", info={"rho": rho}
     )

@@ -6,12 +6,14 @@ User guide: docs/algorithms/hdmm.md.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
 from ... import evaluate
 from ...checks import check_choice
-from ...linalg import Identity, Matrix, TooLargeError, kron_terms
+from ...linalg import Identity, KroneckerUnion, Matrix, TooLargeError, kron_terms
 from ...linalg.marginals import MAX_MARGINALS_DIM
 from ...privacy import Privacy
 from ...strategy import Strategy
@@ -42,12 +44,12 @@ def identity_loss(W: Matrix) -> float:
         value = c
         for f in factors:
             rn = f.rownorm_p(2)
-            value *= float(rn) * f.shape[0] if np.isscalar(rn) else float(np.sum(rn))
+            value *= float(np.sum(rn)) if isinstance(rn, np.ndarray) else float(rn) * f.shape[0]
         total += value
     return total
 
 
-def union_loss(W: Matrix, matrix: Matrix, bound: float, norm: int) -> tuple[float, str]:
+def union_loss(W: Matrix, matrix: KroneckerUnion, bound: float, norm: int) -> tuple[float, str]:
     """OPT_+'s selection loss and its kind: exact where the evaluator has a structured route
     (two blocks; a SeparateUnion always), else the separate-answering bound (digest §16.10)."""
     if isinstance(matrix, SeparateUnion):
@@ -120,12 +122,17 @@ class HDMMSelector(Selector):
         norm = privacy.norm
         kw = {k: prm[k] for k in ("cycles", "tol", "ftol", "maxiter")}
         ops = self._prepare(workload)
-        best = [Identity(workload.shape[1]), identity_loss(workload), {"operator": "Identity"}]
+        best: tuple[Matrix, float, dict[str, Any]] = (
+            Identity(workload.shape[1]), identity_loss(workload), {"operator": "Identity"}
+        )
         losses = {"Identity": best[1]}
         for ss in np.random.SeedSequence(prm["seed"]).spawn(prm["restarts"]):
             children = dict(zip(OPERATORS, ss.spawn(len(OPERATORS))))
             for op, problem in ops.items():
                 rng = np.random.default_rng(children[op])
+                # (build the strategy, loss, metadata): only the best is built
+                cand: tuple[Callable[..., Matrix], float, dict[str, Any]]
+                meta: dict[str, Any]
                 if op == "kron":
                     thetas, loss = optimize_kron(problem, norm, rng, **kw)
                     meta = {"operator": "OPT_kron", "p": problem.ps}
@@ -144,6 +151,6 @@ class HDMMSelector(Selector):
                 name = cand[2]["operator"]
                 losses[name] = min(losses.get(name, math.inf), cand[1])
                 if cand[1] < best[1]:
-                    best = [cand[0](), cand[1], cand[2]]
+                    best = (cand[0](), cand[1], cand[2])
         meta = dict(best[2], losses=losses, norm=norm)
         return Strategy(matrix=best[0], selector=self.name, loss=best[1], metadata=meta)

@@ -94,7 +94,9 @@ class SeparateRoute:
         key = (ga.start, ga.stop)
         hit = self._slots.get(key)
         if hit is None:
-            factors, index, by_ids = [], np.empty(len(self.A.parsed), dtype=np.intp), {}
+            factors: list[StrategyFactor] = []
+            index = np.empty(len(self.A.parsed), dtype=np.intp)
+            by_ids: dict[tuple[int, ...], int] = {}
             for g, (_, fs) in enumerate(self.A.parsed):
                 ids = tuple(id(f) for f in fs[ga])
                 k = by_ids.get(ids)
@@ -103,8 +105,8 @@ class SeparateRoute:
                     factors.append(StrategyFactor(group(fs[ga])))
                 index[g] = k
             bits = [0] * len(factors)
-            for g, k in enumerate(index):
-                bits[k] |= 1 << g
+            for g, slot in enumerate(index):
+                bits[slot] |= 1 << g
             hit = self._slots[key] = (factors, index, bits)
         return hit
 

@@ -6,6 +6,8 @@ User guide: docs/algorithms/hdmm.md.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from ...checks import check_choice, check_int
@@ -32,7 +34,7 @@ def _signature(factors) -> str:
     return "".join(_LETTERS.get(peel(f)[1].factor_kind, "Q") for f in factors)
 
 
-def check_groups(groups):
+def check_groups(groups) -> int | str:
     """``groups``: an int >= 2 or ``"products"`` (one group per product term)."""
     if isinstance(groups, str):
         if groups != "products":
@@ -45,7 +47,7 @@ def group_terms(terms, groups: int | str = 2) -> list[list[int]] | None:
     """Indices of the product terms in each group (the signature rule, guide page), or None
     when there is no union strategy: one shared signature, or one product (``"products"``)."""
     groups = check_groups(groups)
-    if groups == "products":
+    if isinstance(groups, str):  # "products"
         return [[j] for j in range(len(terms))] if len(terms) > 1 else None
     sigs: dict[str, list[int]] = {}
     for j, (_, factors) in enumerate(terms):
@@ -128,7 +130,8 @@ class ProductFactors:
 def optimize_products(products: ProductFactors, norm: int, rng, ftol=FTOL, maxiter=MAXITER):
     """``(blocks, errors)``: OPT_0 once per distinct (factor Gram, p) (a Total factor: ``1ᵀ``,
     its exact optimum), each product's block ``⊗_i A_i`` sharing them, error ``c_j Π_i C_i``."""
-    factors, costs = [], []
+    factors: list[Matrix] = []
+    costs: list[float] = []
     for (u, q), example in zip(products.keys, products.examples):
         weight, base = peel(example)
         if base.factor_kind == "total":
@@ -140,8 +143,7 @@ def optimize_products(products: ProductFactors, norm: int, rng, ftol=FTOL, maxit
         )  # fmt: skip
         factors.append(PIdentity(theta, norm=norm))
         costs.append(err)
-    costs = np.array(costs)
-    errors = products.coeffs * np.prod(costs[products.slot], axis=1)
+    errors = products.coeffs * np.prod(np.array(costs)[products.slot], axis=1)
     blocks = [group([factors[s] for s in row]) for row in products.slot]
     return blocks, errors
 
@@ -153,13 +155,19 @@ LISTED_WEIGHTS = 32
 def optimize_union(
     problem: UnionProblem, norm: int, rng, answering: str = "least_squares", cycles=CYCLES,
     tol=CYCLE_TOL, ftol=FTOL, maxiter=MAXITER,
-) -> tuple[Matrix, float, dict]:  # fmt: skip
+) -> tuple[KroneckerUnion, float, dict[str, Any]]:  # fmt: skip
     """OPT_+: OPT_⊗ per group, optimal budget split; ``(strategy, bound, metadata)``, the
     strategy a KroneckerUnion, or a SeparateUnion with ``answering="separate"``."""
     answering = check_choice(answering, "answering", ANSWERING)
+    groups: str | list[list[int]]
     if problem.products is not None:
         blocks, errors = optimize_products(problem.products, norm, rng, ftol, maxiter)
         groups = "products"
+    elif problem.problems is None or problem.parts is None:
+        raise NotApplicableError(
+            "OPT_+ needs a workload whose products fall into two or more groups "
+            "(problem.applicable is False)"
+        )
     else:
         blocks, errors = [], []
         for sub in problem.problems:
@@ -170,7 +178,7 @@ def optimize_union(
     w, bound = budget_split(errors, norm)
     stacked = [Weighted(float(wg), b) for wg, b in zip(w, blocks)]
     matrix = SeparateUnion(stacked) if answering == "separate" else KroneckerUnion(stacked)
-    meta = {"operator": "OPT_+", "groups": groups}
+    meta: dict[str, Any] = {"operator": "OPT_+", "groups": groups}
     if len(w) <= LISTED_WEIGHTS:
         meta["weights"] = w.tolist()
     else:

@@ -272,7 +272,7 @@ class _Layout:
 
 
 def _layout(plan: ResidualPlan) -> _Layout:
-    if not hasattr(plan, "_measurement_layout"):
+    if plan._measurement_layout is None:
         plan._measurement_layout = _Layout(plan)
     return plan._measurement_layout
 

@@ -7,6 +7,7 @@ User guide: docs/algorithms/residual-planner.md.
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -22,6 +23,13 @@ from ...linalg import (
 )
 from ...linalg.marginals import is_total
 from ...linalg.route import common_sizes
+
+if TYPE_CHECKING:  # matrix.py imports this module
+    from .matrix import ResidualStrategyMatrix
+
+#: One product of the workload: ``(c, support, factors)``, ``c`` its squared weight, ``support``
+#: the attributes it does not total over, ``factors`` its factors on them (None: identities).
+Term = tuple[float, tuple[int, ...], list[Matrix] | None]
 
 
 def subsets(support):
@@ -56,7 +64,7 @@ def dominant_profiles(h, s) -> np.ndarray:
     h = np.asarray(h, dtype=float)
     s = np.asarray(s, dtype=float)
     order = np.lexsort((-s, -h))  # h descending, then s descending
-    front = []  # Pareto front: h strictly decreasing, s strictly increasing
+    front: list[int] = []  # Pareto front: h strictly decreasing, s strictly increasing
     for r in order:
         if not front or s[r] > s[front[-1]]:
             front.append(int(r))
@@ -77,31 +85,31 @@ class ResidualRoute:
     ``residual_pinv_terms()`` (Thm 4.4, 7.2): variances from the closure sets inside a support."""
 
     @classmethod
-    def build(cls, W: Matrix, A: Matrix):
+    def build(cls, W: Matrix, A: ResidualStrategyMatrix) -> ResidualRoute | None:
         sizes, H, sets, c = A.residual_pinv_terms()
         weight, core = peel(W)
+        terms: list[Term] = []
         if isinstance(core, Marginals):  # fast path: supports from the bitmask keys
             if list(core.sizes) != list(sizes):
                 return None
-            terms = []
             for key, theta in core.weights.items():
-                support, rest = [], key
+                bits: list[int] = []
+                rest = key
                 while rest:  # the set bits only (keys may have hundreds of bits)
                     low = rest & -rest
-                    support.append(low.bit_length() - 1)
+                    bits.append(low.bit_length() - 1)
                     rest ^= low
-                terms.append(((weight * theta) ** 2, tuple(support), None))
+                terms.append(((weight * theta) ** 2, tuple(bits), None))
         else:
             raw = kron_terms(W)
             if common_sizes(raw) != list(sizes):
                 return None
-            terms = []
             for t, factors in raw:
                 support = tuple(i for i, f in enumerate(factors) if not is_total(f))
                 terms.append((t, support, [factors[i] for i in support]))
         return cls(sizes, H, sets, c, terms)
 
-    def __init__(self, sizes, H, sets, c, terms):
+    def __init__(self, sizes, H, sets, c, terms: list[Term]):
         self.sizes = list(sizes)
         self.H = H
         self.coef = {tuple(s): float(v) for s, v in zip(sets, c)}

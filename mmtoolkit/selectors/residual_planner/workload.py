@@ -11,6 +11,7 @@ import math
 from collections.abc import Iterable, Sequence
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from ...checks import check_int
 from ...linalg import Matrix, as_matrix, normal_form
@@ -105,13 +106,17 @@ class SubsetTable:
         base = d + 1
         use_codes = codes and kmax * math.log2(base) < 62  # else np.unique over rows
         raw = []  # (pattern, rows, subset array)
-        codes_all = []
+        codes_all: list[np.ndarray] = []  # per pattern: codes (use_codes) or padded rows
         unit = np.zeros(d + 1, dtype=bool)  # attribute of size 1 (index d = pad)
         unit[:d] = self.sizes == 1
         for pat in range(1 << kmax):
             pos = [j for j in range(kmax) if (pat >> j) & 1]
             rows = np.nonzero(lens > (pos[-1] if pos else -1))[0]
-            sub = P[np.ix_(rows, pos)] if pos else np.zeros((len(rows), 0), dtype=np.int64)
+            sub = (
+                P[np.ix_(rows, np.asarray(pos, dtype=np.intp))]
+                if pos
+                else np.zeros((len(rows), 0), dtype=np.int64)
+            )
             if pos and unit.any():
                 ok = ~unit[sub].any(axis=1)
                 rows, sub = rows[ok], sub[ok]
@@ -125,6 +130,8 @@ class SubsetTable:
                 full = np.full((len(rows), kmax), -1, dtype=np.int64)
                 full[:, : len(pos)] = sub
                 codes_all.append(full)
+        clo: np.ndarray  # the closure sets, -1 padded
+        inv: np.ndarray  # per (pattern, row) its closure set
         if use_codes:
             allc = np.concatenate(codes_all)
             uniq, inv = np.unique(allc, return_inverse=True)
@@ -162,7 +169,7 @@ class SubsetTable:
     def closure_sets(self) -> list[tuple[int, ...]]:
         return [tuple(int(a) for a in row if a >= 0) for row in self.closure]
 
-    def closure_product(self, per_attr: np.ndarray) -> np.ndarray:
+    def closure_product(self, per_attr: ArrayLike) -> np.ndarray:
         """``Π_{i∈A} per_attr[i]`` for every closure set ``A``."""
         ext = np.append(np.asarray(per_attr, dtype=float), 1.0)
         return ext[self.closure].prod(axis=1) if self.kmax else np.ones(len(self.closure))
@@ -246,13 +253,14 @@ def parse_workload(W: Matrix, *, marginals_only: bool = False, bases=None, strat
             )
         s = []
         for i, (f, kind) in enumerate(zip(term.factors, term.kinds, strict=True)):
-            if kind == "total" and not (found[i] is not None and found[i].factor_kind == "total"):
+            known = found[i]
+            if kind == "total" and not (known is not None and known.factor_kind == "total"):
                 continue
-            if found[i] is None:
+            if known is None:
                 found[i] = f
-            elif not _same_basis(found[i], f):
+            elif not _same_basis(known, f):
                 raise NotApplicableError(
-                    f"attribute {i} uses two different basic matrices ({found[i]!r} and {f!r}); "
+                    f"attribute {i} uses two different basic matrices ({known!r} and {f!r}); "
                     "ResidualPlanner+ needs one basic matrix per attribute (§7.1)"
                 )
             s.append(i)

@@ -288,3 +288,18 @@ def test_bad_input():
             selectors.get("eigen_design", **bad)
     with pytest.raises(ValueError, match="positive"):
         solve_weighting([1.0, 0.0], np.ones((2, 3)))
+
+
+@pytest.mark.parametrize(
+    "c, P, max_iter, message",
+    [
+        ([1.0], [[1.0]], 0, "max_iter"),  # no iteration: there would be no weighting at all
+        ([1.0], [[np.inf]], 200, "P must be finite"),
+        ([1.0], [[np.nan]], 200, "P must be finite"),
+        # c / (P ν) overflows float64 at the first iterate: no finite objective is ever seen
+        ([1e300], [[1e-320]], 200, "no weighting with a finite objective"),
+    ],
+)
+def test_solve_weighting_refuses_what_has_no_finite_weighting(c, P, max_iter, message):
+    with np.errstate(all="ignore"), pytest.raises(ValueError, match=message):
+        solve_weighting(c, np.array(P), max_iter=max_iter)
