@@ -80,7 +80,10 @@ def _numpydoc_gaps(obj) -> list[str]:
     if inspect.isclass(obj):
         doc += "\n" + ((inspect.getdoc(obj.__init__) or "") if "__init__" in vars(obj) else "")
     try:
-        signature = inspect.signature(obj)
+        # a class's documented signature is its constructor's (as griffe reads it, also when
+        # the class defines __new__ as well)
+        init = inspect.isclass(obj) and inspect.isfunction(obj.__init__)
+        signature = inspect.signature(obj.__init__ if init else obj)
     except (TypeError, ValueError):
         return []
     gaps = []
