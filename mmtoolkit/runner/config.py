@@ -14,14 +14,16 @@ from __future__ import annotations
 import copy
 import inspect
 import math
+import os
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from .. import privacy
 from ..checks import subfield
+from ..selectors import Selector
 from ..workload_specs import WorkloadSpec
 from .figures import parse_figures
 from .schema import ConfigError, Fields, parse_memory, read_yaml
@@ -41,10 +43,10 @@ __all__ = [
 ]
 
 _TOP_REQUIRED = ("paper", "table", "metric", "privacy", "columns", "rows")
-_TOP_OPTIONAL = ("title", "source", "notes", "tolerance", "seed", "timeout", "memory", "quick")
-_TOP_OPTIONAL += ("figures",)
-_COLUMN_KEYS = ("name", "selector", "params", "svd_bound", "notes", "objective", "timeout")
-_COLUMN_KEYS += ("memory",)
+_TOP_OPTIONAL: tuple[str, ...] = ("title", "source", "notes", "tolerance", "seed", "timeout")
+_TOP_OPTIONAL += ("memory", "quick", "figures")
+_COLUMN_KEYS: tuple[str, ...] = ("name", "selector", "params", "svd_bound", "notes", "objective")
+_COLUMN_KEYS += ("timeout", "memory")
 _QUICK_KEYS = ("rows", "columns", "params", "timeout")
 #: File names of comparison configs (``mmtoolkit.compare_data.run_config``), which
 #: ``mmtoolkit run`` hands to :mod:`mmtoolkit.compare_data` and the scoreboard leaves out.
@@ -88,6 +90,28 @@ class Column:
     objective: str = "sum"  # passed to Selector.select(W, privacy, objective)
     timeout: float | None = None  # seconds; overrides the config's
     memory: int | None = None  # bytes; overrides the config's
+
+    def selector_class(self, search_path: Iterable[str] = ()) -> type[Selector]:
+        """The Selector class of a selector column (:func:`~.specs.resolve_selector`).
+
+        Parameters
+        ----------
+        search_path : iterable of str, optional
+            Directories searched first for a ``module:Class`` selector.
+
+        Returns
+        -------
+        type[Selector]
+            The class ``selector`` names.
+
+        Raises
+        ------
+        ConfigError
+            The column has no selector (the SVD-bound column, or one built without it).
+        """
+        if self.selector is None:
+            raise ConfigError(f"column {self.name!r}: no selector (an svd_bound column?)")
+        return resolve_selector(self.selector, search_path)
 
 
 @dataclass
@@ -360,7 +384,7 @@ def _parse_quick(f: Fields, value, columns: dict[str, Column], rows: list[Row], 
             raise f.error(where, "an svd_bound column has no parameters")
         over = dict(f.mapping(over or {}, where))
         try:
-            resolve_selector(c.selector, ())(**{**c.params, **over})
+            c.selector_class()(**{**c.params, **over})
         except (TypeError, ValueError) as exc:
             raise f.error(where, f"{c.selector}: {exc}") from None
         out["params"][col] = over
@@ -385,7 +409,7 @@ def quick_config(config: Config) -> Config:
         if not c.svd_bound:
             over = q.get("params", {}).get(c.name, {})
             params = {**c.params, **over}
-            cls = resolve_selector(c.selector, config.search_path)
+            cls = c.selector_class(config.search_path)
             if "restarts" in inspect.signature(cls.__init__).parameters and "restarts" not in over:
                 params["restarts"] = 1
             c.params = params
@@ -399,7 +423,7 @@ def quick_config(config: Config) -> Config:
     return cfg
 
 
-def load_config(path: str | Path, *, build_workloads: bool = True) -> Config:
+def load_config(path: str | os.PathLike[str], *, build_workloads: bool = True) -> Config:
     """Read and validate a YAML experiment config (format: docs/guide/configs.md).
 
     Raises :class:`ConfigError` (a ``ValueError``) naming the file and the field path.

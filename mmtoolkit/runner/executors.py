@@ -237,6 +237,7 @@ def run_jobs(
     if executor == "dask":
         if work is not execute:
             raise ExecutorError("a custom work function runs on the local executor only")
+        assert scheduler is not None  # check_executor refused the dask executor without one
         _run_dask(specs, on_result, scheduler)
         return
     if not _can_fork() or (jobs == 1 and not any(s.limited for s in specs)):
