@@ -255,7 +255,9 @@ def run_config(
     stale = 0
     for spec in specs:
         rec = stored.get(spec.key)
-        if reusable(rec, spec.timeout, spec.memory, None if reuse_stale else spec.code):
+        if rec is not None and reusable(
+            rec, spec.timeout, spec.memory, None if reuse_stale else spec.code
+        ):
             records[spec.key] = rec
             stale += rec.get("code") != spec.code
         else:
