@@ -413,6 +413,8 @@ class _Kit(_Checks):
             )
 
     def _select_for(self, objective: str, offset: int) -> None:
+        selector = self.selector
+        assert selector is not None  # made by ``parameters``; the run stops there without one
         done_kinds, untried = set(), []
         for lab, priv, fallback in self._plan(objective, offset):
             if fallback and _kind(priv) in done_kinds:
@@ -425,7 +427,7 @@ class _Kit(_Checks):
                 self.refused.append((lab, W, priv, objective, reason))
                 continue
             try:
-                strategy = self.selector.select(W, priv, objective)
+                strategy = selector.select(W, priv, objective)
             except REFUSALS as exc:
                 self.note(f"{lab} / {_kind(priv)}{obj}: select refused ({_short(exc)})")
                 continue
@@ -807,7 +809,8 @@ def check_against_dense(
 
 # ============================================================================ the kind kit
 #: The checks of :func:`check_strategy_kind`, in the order they run.
-KIND_CHECKS = ("products", "reductions", "gram", "pinv", "reconstruction", "kron_terms")
+KIND_CHECKS: tuple[str, ...] = ("products", "reductions", "gram", "pinv", "reconstruction")
+KIND_CHECKS += ("kron_terms",)
 KIND_CHECKS += ("error_route", "evaluator", "monte_carlo", "release", "release_handlers")
 
 
