@@ -126,7 +126,57 @@ class Row:
 
 @dataclass
 class Config:
-    """A validated experiment config (format: docs/guide/configs.md)."""
+    """A validated experiment config (format: docs/guide/configs.md), as
+    :func:`load_config` returns it.
+
+    Parameters
+    ----------
+    path : Path
+        The YAML file (the Markdown table shows it; ``matrix`` workload files and
+        ``module:Class`` selectors are found relative to it).
+    paper : str
+        The results sub-directory, ``<results>/<paper>/`` (a file name:
+        ``[A-Za-z0-9_][A-Za-z0-9_.-]*``).
+    table : str
+        The table's name: its files are ``<table>.csv`` and ``<table>.md`` (a file name too).
+    title : str
+        The Markdown table's heading (YAML default ``"<paper> <table>"``).
+    source : str
+        Where the paper prints the table (``""``: not given).
+    metric : Metric
+        What each cell holds: RMSE, expected total squared error, maximum per-query
+        variance or the error ratio to another column.
+    privacy_spec : dict
+        The ``privacy:`` mapping as written (it enters every job key).
+    privacy : mmtoolkit.privacy.Privacy
+        The privacy definition built from ``privacy_spec`` (``PureDP``, ``ApproxDP`` or
+        ``ZCDP``).
+    columns : list of Column
+        The selector columns and the SVD-bound column, in order.
+    rows : list of Row
+        The workloads with the paper's values and notes, in order.
+    tolerance : Tolerance or None, optional
+        When a cell agrees with the paper; required (not None) when a row gives paper values.
+    seed : int or None, optional
+        The config seed from which each cell of a seeded selector gets its own
+        (:func:`~.jobs.derive_seed`), unless the column's ``params`` set a seed; None: no
+        derived seeds.
+    notes : str, optional
+        Notes printed under the table.
+    timeout : float or None, optional
+        Seconds per job (a column's own ``timeout`` overrides it); None: no limit.
+    memory : int or None, optional
+        Bytes of address space per job (a column's own ``memory`` overrides it); None: no
+        limit.
+    quick : dict or None, optional
+        The validated ``quick:`` block (``rows``, ``columns``, ``params``, ``timeout``), if
+        any; :func:`quick_config` applies it.
+    search_path : tuple of str, optional
+        Directories searched first for ``module:Class`` selectors (the config's directory,
+        then the working directory).
+    figures : tuple of FigureSpec, optional
+        One :class:`~.figures.FigureSpec` per entry of ``figures:``, drawn after a run.
+    """
 
     path: Path
     paper: str
@@ -141,14 +191,31 @@ class Config:
     tolerance: Tolerance | None = None
     seed: int | None = None
     notes: str = ""
-    timeout: float | None = None  # seconds per job (None: no limit)
-    memory: int | None = None  # bytes per job (None: no limit)
-    quick: dict[str, Any] | None = None  # the validated ``quick:`` block, if any
-    search_path: tuple[str, ...] = ()  # where ``module:Class`` selectors were found
-    figures: tuple = ()  # figures.FigureSpec per entry of ``figures:``
+    timeout: float | None = None
+    memory: int | None = None
+    quick: dict[str, Any] | None = None
+    search_path: tuple[str, ...] = ()
+    figures: tuple = ()
 
     def column(self, name: str) -> Column:
-        """The column called ``name`` (KeyError if none)."""
+        """The column called ``name``.
+
+        Parameters
+        ----------
+        name : str
+            The column's ``name``.
+
+        Returns
+        -------
+        Column
+            The first column of :attr:`columns` with that name (names are unique in a loaded
+            config).
+
+        Raises
+        ------
+        KeyError
+            No column has that name.
+        """
         for c in self.columns:
             if c.name == name:
                 return c
@@ -396,7 +463,27 @@ def _parse_quick(f: Fields, value, columns: dict[str, Column], rows: list[Row], 
 def quick_config(config: Config) -> Config:
     """The smoke-run variant of ``config`` used by ``mmtoolkit run --quick``: its ``quick:``
     rows, columns, parameter overrides (``restarts: 1`` where none is given) and timeout, as
-    table ``<table>.quick`` (docs/guide/configs.md, "Quick runs")."""
+    table ``<table>.quick`` (docs/guide/configs.md, "Quick runs").
+
+    Parameters
+    ----------
+    config : Config
+        The full config (not changed). Without a ``quick:`` block its first row and every
+        column are kept.
+
+    Returns
+    -------
+    Config
+        A copy with the kept rows and columns (columns copied, with the overridden
+        ``params`` and ``timeout``), table ``<table>.quick`` and title
+        ``<title> (quick run)``.
+
+    Raises
+    ------
+    ConfigError
+        A selector column has no selector (a column built without one, not by
+        :func:`load_config`).
+    """
     q = config.quick or {}
     cfg = copy.copy(config)
     keep_rows = q.get("rows") or [config.rows[0].name]
@@ -426,9 +513,30 @@ def quick_config(config: Config) -> Config:
 def load_config(path: str | os.PathLike[str], *, build_workloads: bool = True) -> Config:
     """Read and validate a YAML experiment config (format: docs/guide/configs.md).
 
-    Raises :class:`ConfigError` (a ``ValueError``) naming the file and the field path.
-    ``build_workloads=False`` skips building each row's workload (the slow part of the
-    validation, e.g. for ``mmtoolkit report``, which only needs names and paper values).
+    The whole file is checked up front: every field, each column's selector and parameters
+    (the selector is constructed), and each row's workload (built).
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The config's YAML file (not a figure sheet ``*.plot.yaml`` or a comparison config
+        ``*.compare.yaml``).
+    build_workloads : bool, optional
+        False skips building each row's workload (the slow part of the validation, e.g. for
+        ``mmtoolkit report``, which only needs names and paper values).
+
+    Returns
+    -------
+    Config
+        The validated config.
+
+    Raises
+    ------
+    ConfigError
+        A ``ValueError`` naming the file and the field path (``rows[2].workload: ...``):
+        an unreadable file, a YAML syntax error (with its line and column), an unknown,
+        missing or malformed field, an unknown selector or parameter, a workload that does
+        not build, or a figure sheet or comparison config given as a table config.
     """
     f = Fields(path)
     p = Path(path)

@@ -40,7 +40,8 @@ CONNECT_TIMEOUT = "10s"
 
 
 class ExecutorError(RuntimeError):
-    """The executor could not be used (e.g. dask missing, scheduler unreachable)."""
+    """The executor could not be used: a bad ``jobs``, ``executor`` or ``scheduler``
+    (:func:`check_executor`), dask.distributed missing, or the scheduler unreachable."""
 
 
 def _can_fork() -> bool:

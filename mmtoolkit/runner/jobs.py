@@ -72,7 +72,22 @@ class JobSpec:
 # ----------------------------------------------------------------------------- seeds
 def derive_seed(seed: int, row: str, column: str) -> int:
     """Per-job seed from the config seed and the cell's row and column names
-    (docs/guide/configs.md, "Seeds")."""
+    (docs/guide/configs.md, "Seeds"): the first word of ``np.random.SeedSequence(seed,
+    spawn_key=(crc32(row), crc32(column)))``, so it depends on the names, not on the order of
+    the rows and columns.
+
+    Parameters
+    ----------
+    seed : int
+        The config's ``seed`` (a non-negative integer).
+    row, column : str
+        The cell's row and column names.
+
+    Returns
+    -------
+    int
+        A seed in ``[0, 2**32)``.
+    """
     ss = np.random.SeedSequence(
         int(seed), spawn_key=(zlib.crc32(row.encode()), zlib.crc32(column.encode()))
     )
