@@ -721,7 +721,7 @@ def close(actual, expected, rtol: float = CLOSE_RTOL, what: str = "", scale=None
     Parameters
     ----------
     actual, expected : array_like
-        The values compared (converted to float arrays of the same shape).
+        The values compared (as float arrays; their shapes must match).
     rtol : float, optional
         The relative tolerance.
     what : str, optional
