@@ -317,6 +317,7 @@ def _jump(rng: np.random.Generator) -> None:
     """``rng`` jumped far ahead (``bit_generator.jumped()``), so that later draws of the
     caller never repeat the release's noise (its copy draws it)."""
     bg = rng.bit_generator
+    assert hasattr(bg, "jumped")  # _own_generator refused a bit generator without it
     bg.state = bg.jumped().state
 
 
@@ -402,7 +403,8 @@ def _apply(M: Matrix, X, cells: int, check: bool, r: int | None = None):
         return _marginal_answers(route[1], route[2], X, check, r)
     terms = route[1]
     if len(terms) == 1:
-        return _kron_apply(*terms[0], X, cells, check, r)
+        weight, factors = terms[0]
+        return _kron_apply(weight, factors, X, cells, check, r)
     tail = () if r is None else (r,)
     return da.concatenate(
         [_kron_apply(w, fs, X, cells, check, r).reshape((-1,) + tail) for w, fs in terms]
@@ -469,7 +471,8 @@ def _reconstruct(A: Matrix, y, chunks, cells: int, r: int | None):
         raise _no_pinv(A)
     route = _route(A)
     scale, base = peel(P)
-    if route[0] == "marginals" and not hasattr(base, "tables"):
+    tables_of = getattr(base, "tables", None)  # MarginalsPinv: A⁺ y as small tables
+    if route[0] == "marginals" and tables_of is None:
         route = _route(A, kron_only=True)  # e.g. identities ⊗ totals: a product's pinv
     if route[0] == "kron":
         if not is_dask_array(y):
@@ -477,12 +480,13 @@ def _reconstruct(A: Matrix, y, chunks, cells: int, r: int | None):
         terms = _route(P, kron_only=True)
         if terms[0] != "kron" or len(terms[1]) != 1:
             raise ValueError("the pseudo-inverse of a Kronecker strategy is not one product")
-        return _kron_apply(*terms[1][0], y, cells, False, r)
+        weight, factors = terms[1][0]
+        return _kron_apply(weight, factors, y, cells, False, r)
     dask, da = _dask()
     sizes = route[1]
     if y.shape != (A.shape[0],) + (() if r is None else (r,)):
         raise ValueError(f"y has shape {y.shape}, the strategy has {A.shape[0]} rows")
-    tables = dask.delayed(base.tables)(y.reshape(-1, r or 1))
+    tables = dask.delayed(tables_of)(y.reshape(-1, r or 1))
     if chunks is None:
         chunks = data_chunks(sizes, max(1, cells // (r or 1)))
     chunks = da.core.normalize_chunks(chunks, sizes, dtype=float)

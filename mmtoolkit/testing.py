@@ -75,8 +75,18 @@ RTOL = 1e-7
 
 
 class CheckError(AssertionError):
-    """A conformance kit found a problem. ``failures`` maps each failed check's name to
-    why; ``report`` is the :class:`CheckReport` of the whole run."""
+    """A conformance kit found a problem; the message names every failed check and why.
+
+    Parameters
+    ----------
+    subject : str
+        What was checked: the selector's or the strategy kind's name.
+    failures : dict of str to str
+        Each failed check's name (an entry of :data:`CHECKS` or :data:`KIND_CHECKS`) and
+        why it failed; kept (copied) as ``failures``.
+    report : CheckReport
+        The report of the whole run, kept as ``report``.
+    """
 
     def __init__(self, subject: str, failures: dict[str, str], report: CheckReport):
         self.subject = subject
@@ -88,23 +98,43 @@ class CheckError(AssertionError):
 
 
 class SelectorCheckError(CheckError):
-    """``check_selector`` found a problem (``subject``, also ``selector``: its name)."""
+    """``check_selector`` found a problem (``subject``, also ``selector``: its name; the
+    parameters: :class:`CheckError`'s)."""
 
     @property
     def selector(self) -> str:
+        """The name of the selector checked (``subject``)."""
         return self.subject
 
 
 class KindCheckError(CheckError):
-    """``check_strategy_kind`` found a problem (``subject``: the kind's name)."""
+    """``check_strategy_kind`` found a problem (``subject``: the kind's name; the parameters:
+    :class:`CheckError`'s)."""
 
 
 @dataclass
 class CheckReport:
-    """What a kit did: ``passed`` check names, ``failed`` ``{name: why}``, ``notes``
-    (refused workloads, skipped parts) and, for :func:`check_selector`, the ``selections``
-    it checked as ``(workload label, privacy, seconds)``. ``selector``: the name of the
-    selector (or strategy kind) checked; ``kit``: which kit, ``checks``: its checks."""
+    """What a kit did; its ``str`` is one line per check (``ok   name`` or ``FAIL name:
+    why``), then the notes.
+
+    Parameters
+    ----------
+    selector : str
+        The name of the selector (or strategy kind) checked.
+    passed : list of str, optional
+        The names of the checks that passed, in the order they ran.
+    failed : dict of str to str, optional
+        ``{name: why}`` of the checks that failed.
+    notes : list of str, optional
+        What the checks noted: refused workloads, skipped parts, Monte-Carlo re-runs.
+    selections : list of tuple of (str, str, float), optional
+        For :func:`check_selector`, the selections it checked as ``(workload label,
+        privacy kind, seconds)``.
+    kit : str, optional
+        Which kit ran: ``"check_selector"`` or ``"check_strategy_kind"``.
+    checks : tuple of str, optional
+        The kit's checks in order (:data:`CHECKS` or :data:`KIND_CHECKS`).
+    """
 
     selector: str
     passed: list[str] = field(default_factory=list)
@@ -132,7 +162,15 @@ class _Failed(Exception):
 def default_workloads() -> dict[str, Matrix]:
     """Small workloads of the three shapes selectors are written for (a few dozen cells):
     1-D all ranges, a 2-D product (prefix ⊗ identity) and all ≤2-way marginals on four
-    binary attributes."""
+    binary attributes.
+
+    Returns
+    -------
+    dict of str to Matrix
+        ``{label: workload}``: ``all_range(8)`` (36 x 8), ``prefix(4) x identity(4)``
+        (16 x 16) and ``marginals(2x2x2x2, k=2)`` (33 x 16: every marginal on at most two
+        of the attributes).
+    """
     return {
         "all_range(8)": workloads.all_range(8),
         "prefix(4) x identity(4)": workloads.kron([workloads.prefix(4), workloads.identity(4)]),
@@ -143,7 +181,13 @@ def default_workloads() -> dict[str, Matrix]:
 
 
 def default_privacies() -> tuple[Privacy, ...]:
-    """One privacy of each kind: PureDP(1), ApproxDP(1, 1e-5), ZCDP(1/2)."""
+    """One privacy of each kind, the ones :func:`check_selector` selects under.
+
+    Returns
+    -------
+    tuple of Privacy
+        ``(PureDP(1), ApproxDP(1, 1e-5), ZCDP(1/2))``.
+    """
     return (PureDP(1.0), ApproxDP(1.0, 1e-5), ZCDP(0.5))
 
 
@@ -160,16 +204,48 @@ def check_selector(
 ) -> CheckReport:
     """Run the conformance checks (:data:`CHECKS`, described in the user guide) on a selector.
 
-    ``selector_or_class``: a :class:`~mmtoolkit.selectors.Selector` subclass (constructed
-    with ``params``, and ``seed`` when ``__init__`` takes one that ``params`` does not set) or
-    an instance (copied, never changed). ``workloads``: a ``{label: Matrix}`` mapping or a
-    list (default :func:`default_workloads`); the selector must succeed on one. ``quick``:
-    each workload under one privacy kind, the kinds cycling (else every pair).
-    ``releases``: Monte-Carlo releases per selection. ``objective``: default every one in
-    ``objectives()``.
+    Parameters
+    ----------
+    selector_or_class : type[Selector] or Selector
+        A :class:`~mmtoolkit.selectors.Selector` subclass (constructed with ``params``, and
+        ``seed`` when ``__init__`` takes one that ``params`` does not set) or an instance
+        (copied, never changed).
+    params : dict or None, optional
+        The constructor's keyword arguments (with a class only).
+    workloads : dict or list or None, optional
+        A ``{label: Matrix}`` mapping or a list of :class:`~mmtoolkit.linalg.Matrix`
+        (default :func:`default_workloads`); the selector must succeed on one.
+    seed : int, optional
+        The selector's seed (as above) and the seed of the checks' random streams and data.
+    quick : bool, optional
+        True: each workload under one privacy kind of :func:`default_privacies`, the kinds
+        cycling over the workloads; False: every workload under every kind.
+    releases : int, optional
+        Monte-Carlo releases per selection (a miss is re-run with 4x and 16x as many,
+        :data:`CONFIRM`).
+    objective : str or None, optional
+        The objective selected for; None: every one in the selector's ``objectives()``.
 
-    Returns the :class:`CheckReport`; raises :class:`SelectorCheckError` naming the failed
-    checks.
+    Returns
+    -------
+    CheckReport
+        The checks that passed, the notes and the selections made.
+
+    Raises
+    ------
+    SelectorCheckError
+        Some check failed; the message names each and why, ``report`` holds the run.
+    TypeError
+        ``selector_or_class`` is not a Selector subclass or instance, ``params`` are given
+        with an instance, or a workload is not a ``linalg.Matrix``.
+    ValueError
+        ``workloads`` is empty.
+
+    References
+    ----------
+    The ``monte_carlo`` check compares the empirical error with the expected total squared
+    error of McKenna et al. 2018, HDMM, Section 3.6 (Definition 7), and Li et al. 2010,
+    Matrix Mechanism, Section 4.1 (Proposition 4.4).
     """
     cls, make, kwargs = _factory(selector_or_class, params, seed)
     label = getattr(cls, "name", cls.__name__)
@@ -413,6 +489,8 @@ class _Kit(_Checks):
             )
 
     def _select_for(self, objective: str, offset: int) -> None:
+        selector = self.selector
+        assert selector is not None  # made by ``parameters``; the run stops there without one
         done_kinds, untried = set(), []
         for lab, priv, fallback in self._plan(objective, offset):
             if fallback and _kind(priv) in done_kinds:
@@ -425,7 +503,7 @@ class _Kit(_Checks):
                 self.refused.append((lab, W, priv, objective, reason))
                 continue
             try:
-                strategy = self.selector.select(W, priv, objective)
+                strategy = selector.select(W, priv, objective)
             except REFUSALS as exc:
                 self.note(f"{lab} / {_kind(priv)}{obj}: select refused ({_short(exc)})")
                 continue
@@ -637,9 +715,26 @@ def _rtol(ref: np.ndarray, cond: float = 1.0) -> float:
 
 
 def close(actual, expected, rtol: float = CLOSE_RTOL, what: str = "", scale=None) -> None:
-    """Assert ``|actual − expected| ≤ rtol · (|expected| + max(scale))`` entrywise, where
-    ``scale`` bounds the magnitudes that were summed (``|A| |X|`` for a product; default
-    ``|expected|``; at least 1); an ``AssertionError`` naming ``what`` otherwise."""
+    """Assert ``|actual − expected| ≤ rtol · (|expected| + max(scale))`` entrywise (a NaN
+    never passes).
+
+    Parameters
+    ----------
+    actual, expected : array_like
+        The values compared (as float arrays; their shapes must match).
+    rtol : float, optional
+        The relative tolerance.
+    what : str, optional
+        What is compared, named by the error.
+    scale : array_like or None, optional
+        Bounds the magnitudes that were summed (``|A| |X|`` for a product); its maximum (at
+        least 1) is added to ``|expected|``. None: ``|expected|``.
+
+    Raises
+    ------
+    AssertionError
+        Naming ``what``: the shapes differ, or how many entries differ and the first one.
+    """
     expected = np.asarray(expected, dtype=float)
     actual = np.asarray(actual, dtype=float)
     if actual.shape != expected.shape:
@@ -663,8 +758,23 @@ def _product(got, A: np.ndarray, X: np.ndarray, what: str, cond: float = 1.0) ->
 
 
 def check_colnorms(M: Matrix, ref: np.ndarray, bound: np.ndarray | None = None) -> None:
-    """``colnorm_p``, ``rownorm_p`` (p = 1, 2) and ``sensitivity`` of ``M`` against ``ref``;
-    ``bound`` bounds ``|ref|`` entrywise before rounding (``|A|ᵀ|A|`` for a Gram)."""
+    """Assert that ``colnorm_p``, ``rownorm_p`` (p = 1, 2) and ``sensitivity`` of ``M`` equal
+    those of ``ref``.
+
+    Parameters
+    ----------
+    M : Matrix
+        The implicit matrix checked.
+    ref : numpy.ndarray
+        Its dense reference.
+    bound : numpy.ndarray or None, optional
+        Bounds ``|ref|`` entrywise before rounding (``|A|ᵀ|A|`` for a Gram); None: ``|ref|``.
+
+    Raises
+    ------
+    AssertionError
+        Naming the first norm that differs, or a scalar norm that is not a float.
+    """
     bound = np.abs(ref) if bound is None else bound
     rt = _rtol(ref)
     for p in (1, 2):
@@ -791,11 +901,39 @@ def check_against_dense(
     check_gram_ops: bool = True,
 ) -> None:
     """Assert that every algebra operation of the implicit matrix ``M`` equals plain numpy on
-    the reference array ``ref`` (the list: docs/guide/testing-kit.md, "The dense oracle");
-    an ``AssertionError`` names the first operation that differs. ``check_gram_ops``: also
-    the Gram's trace, diagonal and norms; ``check_pinv``: the pseudo-inverses, when well
-    posed (``pinv_exact``: the kind handles a rank deficiency structurally). Tolerances: the
-    oracle's comment above."""
+    the reference array ``ref`` (the list: docs/guide/testing-kit.md, "The dense oracle").
+
+    Tolerances follow from the conditioning of what is compared (the oracle's comment in this
+    module): products within ``SAFETY · γ_k`` of the magnitudes summed, times κ(A) for
+    ``A⁺`` and κ(A)² for ``(AᵀA)⁺``.
+
+    Parameters
+    ----------
+    M : Matrix
+        The implicit matrix checked.
+    ref : array_like
+        Its dense ``m x n`` reference (converted to a float array).
+    rng : numpy.random.Generator or None, optional
+        The stream of the random vectors it multiplies; None: ``default_rng(0)``.
+    pinv_exact : bool, optional
+        The kind handles a rank deficiency structurally (not by an SVD cut-off), so a
+        rank-deficient ``ref`` with a clear gap in its singular values is compared too.
+    check_pinv : bool, optional
+        Compare ``pinv()`` and ``pinv_operator()`` with numpy's pseudo-inverse, when that is
+        well posed (κ(A) below :data:`MAX_COND`).
+    check_gram_ops : bool, optional
+        Also the Gram's trace, diagonal and norms.
+
+    Raises
+    ------
+    AssertionError
+        Naming the first operation that differs (or has the wrong shape).
+
+    References
+    ----------
+    Higham, "Accuracy and Stability of Numerical Algorithms", Section 3.5 (the γ_k bounds
+    of the products' rounding).
+    """
     rng = np.random.default_rng(0) if rng is None else rng
     ref = np.asarray(ref, dtype=float)
     _check_products(M, ref, rng)
@@ -807,13 +945,29 @@ def check_against_dense(
 
 # ============================================================================ the kind kit
 #: The checks of :func:`check_strategy_kind`, in the order they run.
-KIND_CHECKS = ("products", "reductions", "gram", "pinv", "reconstruction", "kron_terms")
+KIND_CHECKS: tuple[str, ...] = ("products", "reductions", "gram", "pinv", "reconstruction")
+KIND_CHECKS += ("kron_terms",)
 KIND_CHECKS += ("error_route", "evaluator", "monte_carlo", "release", "release_handlers")
 
 
 def kind_workloads(A: Matrix, seed: int = 0) -> dict[str, Matrix]:
     """Workloads on the cells of ``A``: the identity, the prefix queries, three random dense
-    queries and three random combinations of ``A``'s rows (always supported)."""
+    queries and three random combinations of ``A``'s rows (always supported).
+
+    Parameters
+    ----------
+    A : Matrix
+        The strategy (``m x n``).
+    seed : int, optional
+        Seed of the random queries and combinations.
+
+    Returns
+    -------
+    dict of str to Matrix
+        ``{label: workload}`` of four workloads, each with ``n`` columns: ``identity(n)``,
+        ``prefix(n)``, a dense ``3 x n`` and the ``Dense`` combinations ``G A`` with a
+        random ``3 x m`` ``G``.
+    """
     m, n = A.shape
     g = np.random.default_rng([seed, 3])
     return {
@@ -844,18 +998,52 @@ def check_strategy_kind(
     "The strategy-kind protocol") on a small instance against the dense oracle and through the
     evaluator and the mechanism (:data:`KIND_CHECKS`; each described in the user guide).
 
-    ``kind_or_matrix``: a small instance (at most :data:`DENSE_ENTRIES` entries), or the class,
-    constructed with ``params``. ``workloads``: a ``{label: Matrix}`` mapping or a list on the
-    instance's cells, tried before :func:`kind_workloads`. ``privacy``: the noise of the
-    Monte-Carlo and release checks (default ``ZCDP(1/2)``). ``releases``: Monte-Carlo
-    releases (re-run as :func:`check_selector`'s). ``own_answers``: the kind answers by a rule
-    of its own, not ``W A⁺ y`` (HDMM's separate answering of a union), so its error route and
-    the evaluator are checked against its releases and each other instead.
+    The reference is the kind's own ``_matmat`` on the identity's columns; tolerances: the
+    oracle's comment (products γ_n, κ(A) for ``A⁺``, κ(A)² for ``(AᵀA)⁺``).
 
-    Returns the :class:`CheckReport`. Raises :class:`KindCheckError` naming every failed
-    check, ``TypeError`` / ``ValueError`` for a bad argument. The reference is the kind's
-    own ``_matmat`` on the identity's columns; tolerances: the oracle's comment (products
-    γ_n, κ(A) for ``A⁺``, κ(A)² for ``(AᵀA)⁺``).
+    Parameters
+    ----------
+    kind_or_matrix : type[Matrix] or Matrix
+        A small instance (at most :data:`DENSE_ENTRIES` entries), or the class, constructed
+        with ``params``.
+    params : dict or None, optional
+        The constructor's keyword arguments (with a class only).
+    workloads : dict or list or None, optional
+        A ``{label: Matrix}`` mapping or a list on the instance's cells, tried before
+        :func:`kind_workloads`.
+    privacy : Privacy or None, optional
+        The noise of the Monte-Carlo and release checks; None: ``ZCDP(1/2)``.
+    seed : int, optional
+        Seed of the kind's workloads, the data and the checks' random streams.
+    releases : int, optional
+        Monte-Carlo releases (a miss is re-run as :func:`check_selector`'s).
+    own_answers : bool, optional
+        The kind answers by a rule of its own, not ``W A⁺ y`` (HDMM's separate answering of
+        a union), so its error route and the evaluator are checked against its releases and
+        each other instead.
+
+    Returns
+    -------
+    CheckReport
+        The checks that passed and the notes (kit ``"check_strategy_kind"``).
+
+    Raises
+    ------
+    KindCheckError
+        Some check failed; the message names each and why, ``report`` holds the run.
+    TypeError
+        ``kind_or_matrix`` is not a Matrix subclass or instance, ``params`` are given with
+        an instance, or a workload is not a ``linalg.Matrix``.
+    ValueError
+        The instance has more than :data:`DENSE_ENTRIES` entries, ``workloads`` is empty,
+        or a workload's columns are not the instance's.
+
+    References
+    ----------
+    McKenna et al. 2018, HDMM, Section 3.6 (Definition 7: the expected error the
+    ``error_route``, ``evaluator`` and ``monte_carlo`` checks compare) and Section 6.2
+    (Definition 11: the separate answering of a union, ``own_answers``); Li et al. 2010,
+    Matrix Mechanism, Section 4.1 (Proposition 4.4).
     """
     if inspect.isclass(kind_or_matrix) and issubclass(kind_or_matrix, Matrix):
         A = kind_or_matrix(**(params or {}))

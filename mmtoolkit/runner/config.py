@@ -14,14 +14,16 @@ from __future__ import annotations
 import copy
 import inspect
 import math
+import os
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from .. import privacy
 from ..checks import subfield
+from ..selectors import Selector
 from ..workload_specs import WorkloadSpec
 from .figures import parse_figures
 from .schema import ConfigError, Fields, parse_memory, read_yaml
@@ -41,10 +43,10 @@ __all__ = [
 ]
 
 _TOP_REQUIRED = ("paper", "table", "metric", "privacy", "columns", "rows")
-_TOP_OPTIONAL = ("title", "source", "notes", "tolerance", "seed", "timeout", "memory", "quick")
-_TOP_OPTIONAL += ("figures",)
-_COLUMN_KEYS = ("name", "selector", "params", "svd_bound", "notes", "objective", "timeout")
-_COLUMN_KEYS += ("memory",)
+_TOP_OPTIONAL: tuple[str, ...] = ("title", "source", "notes", "tolerance", "seed", "timeout")
+_TOP_OPTIONAL += ("memory", "quick", "figures")
+_COLUMN_KEYS: tuple[str, ...] = ("name", "selector", "params", "svd_bound", "notes", "objective")
+_COLUMN_KEYS += ("timeout", "memory")
 _QUICK_KEYS = ("rows", "columns", "params", "timeout")
 #: File names of comparison configs (``mmtoolkit.compare_data.run_config``), which
 #: ``mmtoolkit run`` hands to :mod:`mmtoolkit.compare_data` and the scoreboard leaves out.
@@ -89,6 +91,28 @@ class Column:
     timeout: float | None = None  # seconds; overrides the config's
     memory: int | None = None  # bytes; overrides the config's
 
+    def selector_class(self, search_path: Iterable[str] = ()) -> type[Selector]:
+        """The Selector class of a selector column (:func:`~.specs.resolve_selector`).
+
+        Parameters
+        ----------
+        search_path : iterable of str, optional
+            Directories searched first for a ``module:Class`` selector.
+
+        Returns
+        -------
+        type[Selector]
+            The class ``selector`` names.
+
+        Raises
+        ------
+        ConfigError
+            The column has no selector (the SVD-bound column, or one built without it).
+        """
+        if self.selector is None:
+            raise ConfigError(f"column {self.name!r}: no selector (an svd_bound column?)")
+        return resolve_selector(self.selector, search_path)
+
 
 @dataclass
 class Row:
@@ -102,7 +126,57 @@ class Row:
 
 @dataclass
 class Config:
-    """A validated experiment config (format: docs/guide/configs.md)."""
+    """A validated experiment config (format: docs/guide/configs.md), as
+    :func:`load_config` returns it.
+
+    Parameters
+    ----------
+    path : Path
+        The YAML file (the Markdown table shows it; ``matrix`` workload files and
+        ``module:Class`` selectors are found relative to it).
+    paper : str
+        The results sub-directory, ``<results>/<paper>/`` (a file name:
+        ``[A-Za-z0-9_][A-Za-z0-9_.-]*``).
+    table : str
+        The table's name: its files are ``<table>.csv`` and ``<table>.md`` (a file name too).
+    title : str
+        The Markdown table's heading (YAML default ``"<paper> <table>"``).
+    source : str
+        Where the paper prints the table (``""``: not given).
+    metric : Metric
+        What each cell holds: RMSE, expected total squared error, maximum per-query
+        variance or the error ratio to another column.
+    privacy_spec : dict
+        The ``privacy:`` mapping as written (it enters every job key).
+    privacy : mmtoolkit.privacy.Privacy
+        The privacy definition built from ``privacy_spec`` (``PureDP``, ``ApproxDP`` or
+        ``ZCDP``).
+    columns : list of Column
+        The selector columns and the SVD-bound column, in order.
+    rows : list of Row
+        The workloads with the paper's values and notes, in order.
+    tolerance : Tolerance or None, optional
+        When a cell agrees with the paper; required (not None) when a row gives paper values.
+    seed : int or None, optional
+        The config seed from which each cell of a seeded selector gets its own
+        (:func:`~.jobs.derive_seed`), unless the column's ``params`` set a seed; None: no
+        derived seeds.
+    notes : str, optional
+        Notes printed under the table.
+    timeout : float or None, optional
+        Seconds per job (a column's own ``timeout`` overrides it); None: no limit.
+    memory : int or None, optional
+        Bytes of address space per job (a column's own ``memory`` overrides it); None: no
+        limit.
+    quick : dict or None, optional
+        The validated ``quick:`` block (``rows``, ``columns``, ``params``, ``timeout``), if
+        any; :func:`quick_config` applies it.
+    search_path : tuple of str, optional
+        Directories searched first for ``module:Class`` selectors (the config's directory,
+        then the working directory).
+    figures : tuple of FigureSpec, optional
+        One :class:`~.figures.FigureSpec` per entry of ``figures:``, drawn after a run.
+    """
 
     path: Path
     paper: str
@@ -117,14 +191,31 @@ class Config:
     tolerance: Tolerance | None = None
     seed: int | None = None
     notes: str = ""
-    timeout: float | None = None  # seconds per job (None: no limit)
-    memory: int | None = None  # bytes per job (None: no limit)
-    quick: dict[str, Any] | None = None  # the validated ``quick:`` block, if any
-    search_path: tuple[str, ...] = ()  # where ``module:Class`` selectors were found
-    figures: tuple = ()  # figures.FigureSpec per entry of ``figures:``
+    timeout: float | None = None
+    memory: int | None = None
+    quick: dict[str, Any] | None = None
+    search_path: tuple[str, ...] = ()
+    figures: tuple = ()
 
     def column(self, name: str) -> Column:
-        """The column called ``name`` (KeyError if none)."""
+        """The column called ``name``.
+
+        Parameters
+        ----------
+        name : str
+            The column's ``name``.
+
+        Returns
+        -------
+        Column
+            The first column of :attr:`columns` with that name (names are unique in a loaded
+            config).
+
+        Raises
+        ------
+        KeyError
+            No column has that name.
+        """
         for c in self.columns:
             if c.name == name:
                 return c
@@ -360,7 +451,7 @@ def _parse_quick(f: Fields, value, columns: dict[str, Column], rows: list[Row], 
             raise f.error(where, "an svd_bound column has no parameters")
         over = dict(f.mapping(over or {}, where))
         try:
-            resolve_selector(c.selector, ())(**{**c.params, **over})
+            c.selector_class()(**{**c.params, **over})
         except (TypeError, ValueError) as exc:
             raise f.error(where, f"{c.selector}: {exc}") from None
         out["params"][col] = over
@@ -372,7 +463,27 @@ def _parse_quick(f: Fields, value, columns: dict[str, Column], rows: list[Row], 
 def quick_config(config: Config) -> Config:
     """The smoke-run variant of ``config`` used by ``mmtoolkit run --quick``: its ``quick:``
     rows, columns, parameter overrides (``restarts: 1`` where none is given) and timeout, as
-    table ``<table>.quick`` (docs/guide/configs.md, "Quick runs")."""
+    table ``<table>.quick`` (docs/guide/configs.md, "Quick runs").
+
+    Parameters
+    ----------
+    config : Config
+        The full config (not changed). Without a ``quick:`` block its first row and every
+        column are kept.
+
+    Returns
+    -------
+    Config
+        A copy with the kept rows and columns (columns copied, with the overridden
+        ``params`` and ``timeout``), table ``<table>.quick`` and title
+        ``<title> (quick run)``.
+
+    Raises
+    ------
+    ConfigError
+        A selector column has no selector (a column built without one, not by
+        :func:`load_config`).
+    """
     q = config.quick or {}
     cfg = copy.copy(config)
     keep_rows = q.get("rows") or [config.rows[0].name]
@@ -385,7 +496,7 @@ def quick_config(config: Config) -> Config:
         if not c.svd_bound:
             over = q.get("params", {}).get(c.name, {})
             params = {**c.params, **over}
-            cls = resolve_selector(c.selector, config.search_path)
+            cls = c.selector_class(config.search_path)
             if "restarts" in inspect.signature(cls.__init__).parameters and "restarts" not in over:
                 params["restarts"] = 1
             c.params = params
@@ -399,12 +510,33 @@ def quick_config(config: Config) -> Config:
     return cfg
 
 
-def load_config(path: str | Path, *, build_workloads: bool = True) -> Config:
+def load_config(path: str | os.PathLike[str], *, build_workloads: bool = True) -> Config:
     """Read and validate a YAML experiment config (format: docs/guide/configs.md).
 
-    Raises :class:`ConfigError` (a ``ValueError``) naming the file and the field path.
-    ``build_workloads=False`` skips building each row's workload (the slow part of the
-    validation, e.g. for ``mmtoolkit report``, which only needs names and paper values).
+    The whole file is checked up front: every field, each column's selector and parameters
+    (the selector is constructed), and each row's workload (built).
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The config's YAML file (not a figure sheet ``*.plot.yaml`` or a comparison config
+        ``*.compare.yaml``).
+    build_workloads : bool, optional
+        False skips building each row's workload (the slow part of the validation, e.g. for
+        ``mmtoolkit report``, which only needs names and paper values).
+
+    Returns
+    -------
+    Config
+        The validated config.
+
+    Raises
+    ------
+    ConfigError
+        A ``ValueError`` naming the file and the field path (``rows[2].workload: ...``):
+        an unreadable file, a YAML syntax error (with its line and column), an unknown,
+        missing or malformed field, an unknown selector or parameter, a workload that does
+        not build, or a figure sheet or comparison config given as a table config.
     """
     f = Fields(path)
     p = Path(path)

@@ -40,7 +40,8 @@ CONNECT_TIMEOUT = "10s"
 
 
 class ExecutorError(RuntimeError):
-    """The executor could not be used (e.g. dask missing, scheduler unreachable)."""
+    """The executor could not be used: a bad ``jobs``, ``executor`` or ``scheduler``
+    (:func:`check_executor`), dask.distributed missing, or the scheduler unreachable."""
 
 
 def _can_fork() -> bool:
@@ -237,6 +238,7 @@ def run_jobs(
     if executor == "dask":
         if work is not execute:
             raise ExecutorError("a custom work function runs on the local executor only")
+        assert scheduler is not None  # check_executor refused the dask executor without one
         _run_dask(specs, on_result, scheduler)
         return
     if not _can_fork() or (jobs == 1 and not any(s.limited for s in specs)):

@@ -233,10 +233,11 @@ def parse_figures(raw, *, file, metric, columns, rows) -> tuple[FigureSpec, ...]
                 vals = [f.number(v, f"{w}.x.values[{j}]") for j, v in enumerate(vals)]
             x_values = tuple(vals)
         flags = {k: f.flag(m.get(k, k == "paper"), f"{w}.{k}") for k in ("logx", "logy", "paper")}
-        if flags["logx"] and x == "rows":
-            raise f.error(f"{w}.logx", "a log x axis needs a numeric x (param or values)")
-        if flags["logx"] and any(v <= 0 for v in x_values):
-            raise f.error(f"{w}.logx", "a log x axis needs positive x values")
+        if flags["logx"]:
+            if x_values is None:  # x: rows
+                raise f.error(f"{w}.logx", "a log x axis needs a numeric x (param or values)")
+            if any(v <= 0 for v in x_values):
+                raise f.error(f"{w}.logx", "a log x axis needs positive x values")
         texts = {
             k: f.text(m.get(k, ""), f"{w}.{k}", nonempty=False)
             for k in ("title", "xlabel", "ylabel")
@@ -316,10 +317,11 @@ def load_sheet(path: str | os.PathLike) -> FigureSheet:
         f.keys(fm, w, _SHEET_FIG_KEYS, ("name", "x", "y"))
         name = _name(f, f"{w}.name", fm["name"], seen)
         kind = _kind(f, f"{w}.kind", fm)
-        cols = {
-            k: (f.text(fm[k], f"{w}.{k}") if fm.get(k) is not None else None)
-            for k in ("x", "y", "paper", "series")
-        }
+        x, y = (f.text(fm[k], f"{w}.{k}") for k in ("x", "y"))
+        paper_col, series_col = (
+            f.text(fm[k], f"{w}.{k}") if fm.get(k) is not None else None
+            for k in ("paper", "series")
+        )
         where = []
         for col, val in f.mapping(fm.get("where") or {}, f"{w}.where").items():
             vals = val if isinstance(val, list) else [val]
@@ -329,5 +331,9 @@ def load_sheet(path: str | os.PathLike) -> FigureSheet:
             k: f.text(fm.get(k, ""), f"{w}.{k}", nonempty=False)
             for k in ("title", "xlabel", "ylabel")
         }
-        out.append(SheetFigure(name=name, kind=kind, where=tuple(where), **cols, **flags, **texts))
+        figure = SheetFigure(
+            name=name, kind=kind, x=x, y=y, paper=paper_col, series=series_col,
+            where=tuple(where), **flags, **texts,
+        )  # fmt: skip
+        out.append(figure)
     return FigureSheet(Path(path), paper, data_name, title, tuple(out))

@@ -72,7 +72,22 @@ class JobSpec:
 # ----------------------------------------------------------------------------- seeds
 def derive_seed(seed: int, row: str, column: str) -> int:
     """Per-job seed from the config seed and the cell's row and column names
-    (docs/guide/configs.md, "Seeds")."""
+    (docs/guide/configs.md, "Seeds"): the first word of ``np.random.SeedSequence(seed,
+    spawn_key=(crc32(row), crc32(column)))``, so it depends on the names, not on the order of
+    the rows and columns.
+
+    Parameters
+    ----------
+    seed : int
+        The config's ``seed`` (a non-negative integer).
+    row, column : str
+        The cell's row and column names.
+
+    Returns
+    -------
+    int
+        A seed in ``[0, 2**32)``.
+    """
     ss = np.random.SeedSequence(
         int(seed), spawn_key=(zlib.crc32(row.encode()), zlib.crc32(column.encode()))
     )
@@ -113,7 +128,8 @@ def code_fingerprint(selector: str | None = None, search_path=(), package: str |
     h = hashlib.sha256(package.encode())
     try:
         source = inspect.getsourcefile(resolve_selector(selector, search_path))
-        h.update(Path(source).read_bytes())
+        if source is not None:
+            h.update(Path(source).read_bytes())
     except (TypeError, OSError):
         pass
     return h.hexdigest()
@@ -203,7 +219,7 @@ def _cell_job(config, row, col, wdata, quantity: str) -> tuple[str, dict, str]:
     objective = col.objective or "sum"
     params: dict = {} if col.svd_bound else dict(col.params)
     if not col.svd_bound and config.seed is not None and "seed" not in params:
-        if accepts_seed(resolve_selector(col.selector, tuple(config.search_path))):
+        if accepts_seed(col.selector_class(config.search_path)):
             params["seed"] = derive_seed(config.seed, row.name, col.name)
     strategy = (
         {"svd_bound": True}
@@ -307,6 +323,8 @@ _BOUNDS = {"rmse": evaluate.svd_bound_rmse, "total_error": evaluate.svd_bound_er
 def _compute(spec: JobSpec) -> tuple[float, float, dict]:
     priv = privacy.from_spec(dict(spec.privacy_spec))
     try:
+        if spec.workload is None:
+            raise ValueError("the job has no workload")
         W = spec.workload.build()
     except MemoryError:
         raise
@@ -319,6 +337,8 @@ def _compute(spec: JobSpec) -> tuple[float, float, dict]:
         v = _BOUNDS[spec.quantity](W, priv)
         return float(v), time.perf_counter() - start, {}
     try:
+        if spec.selector is None:
+            raise ValueError("the job names no selector and is not the SVD bound")
         cls = resolve_selector(spec.selector, spec.search_path)
         sel = cls(**spec.params)
         start = time.perf_counter()

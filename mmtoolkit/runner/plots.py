@@ -145,16 +145,15 @@ def _draw(ax, series: list[_Series], kind: str, categories: list[str] | None):
                 )
                 handles.append(h)
     else:
-        has_paper = [bool(s.paper_x) for s in series]
-        slots = sum(2 if p else 1 for p in has_paper)
+        slots = sum(2 if s.paper_x else 1 for s in series)
         width = 0.8 / max(slots, 1)
         pos = -0.4 + width / 2
-        for s, c, hp in zip(series, colors, has_paper):
+        for s, c in zip(series, colors):
             xs = [i + pos for i in s.x]  # s.x: category positions
             h = ax.bar(xs, s.y, width, color=c, label=s.label, yerr=s.err, capsize=3)
             handles.append(h)
             pos += width
-            if hp:
+            if s.paper_x:
                 any_paper = True
                 h = ax.bar(
                     [i + pos for i in s.paper_x],
@@ -241,7 +240,11 @@ def figure_data(spec: FigureSpec, cells) -> tuple[list[_Series], list[str] | Non
     """The series one figure draws (ours, error bars, paper points) and its categories."""
     by_key = {(c.row, c.column): c for c in cells}
     categories = list(spec.rows) if spec.x == "rows" else None
-    xs = list(range(len(spec.rows))) if categories is not None else list(spec.x_values)
+    if categories is not None:
+        xs: list[float] = list(range(len(spec.rows)))
+    else:
+        assert spec.x_values is not None  # parse_figures gives them for x: param / values
+        xs = list(spec.x_values)
     drawn = []
     for s in spec.series:
         ys, lo, hi, px, py, has_err = [], [], [], [], [], False
@@ -314,8 +317,9 @@ def sheet_figure_data(
     categories = list(dict.fromkeys(r[fs.x] for r in sel)) if fs.kind == "bar" else None
     drawn = []
     for label, rs in groups.items():
-        pts = []
+        pts: list[tuple[float, float | None, float | None]] = []
         for r in rs:
+            xv: float | None
             if categories is not None:
                 xv = categories.index(r[fs.x])
                 if any(p[0] == xv for p in pts):

@@ -206,11 +206,11 @@ def table_status(config: Config, results: str | os.PathLike) -> TableStatus:
         return st
 
     got: dict[tuple[str, str], dict[str, str]] = {}
-    for line in _read_csv(csv_path):
-        key = (line["row"], line["column"])
+    for entry in _read_csv(csv_path):
+        key = (entry["row"], entry["column"])
         if key in got:
             st.stale.append(f"{key[0]} × {key[1]}: appears twice in the CSV")
-        got[key] = line
+        got[key] = entry
     expected = {(r.name, c.name) for r in config.rows for c in config.columns}
     for key in sorted(set(got) - expected):
         st.stale.append(f"{key[0]} × {key[1]}: in the CSV but not in the config")
@@ -241,10 +241,12 @@ def table_status(config: Config, results: str | os.PathLike) -> TableStatus:
             elif want_note and not note.startswith(want_note):
                 st.stale.append(f"{where}: CSV note does not start with the config note")
             if (paper is None) != (csv_paper is None) or (
-                paper is not None and not math.isclose(paper, csv_paper, rel_tol=1e-12)
+                paper is not None
+                and csv_paper is not None
+                and not math.isclose(paper, csv_paper, rel_tol=1e-12)
             ):
                 st.stale.append(f"{where}: CSV paper value {line['paper']!r} != config {paper!r}")
-            if paper is None or ours is None:
+            if paper is None or ours is None or tol is None:  # as run.compare_with_paper
                 if line["within_tol"] not in ("",):
                     st.stale.append(f"{where}: agreement flag set on a cell without a comparison")
                 continue
@@ -448,21 +450,21 @@ def render_results_readme(board: Scoreboard) -> str:
             lines.append("")
 
     unexplained = board.unexplained()
-    stale = [t for t in board.tables if t.stale]
-    if unexplained or stale:
+    stale_tables = [t for t in board.tables if t.stale]
+    if unexplained or stale_tables:
         lines += ["## To fix", ""]
     if unexplained:
         lines += ["Cells outside tolerance without an explanation (add a row `notes` entry):", ""]
-        for t, (row, col, ours, paper) in unexplained:
+        for t, (row, col, ours, published) in unexplained:
             lines.append(
                 f"- {t.paper}/{t.table}: {_esc(row)} × {_esc(col)} "
-                f"(ours {_fmt(ours)}, paper {_fmt(paper)})"
+                f"(ours {_fmt(ours)}, paper {_fmt(published)})"
                 + (" — stale table: re-run it first" if t.stale else "")
             )
         lines.append("")
-    if stale:
+    if stale_tables:
         lines += ["Tables whose CSV disagrees with the config:", ""]
-        for t in stale:
+        for t in stale_tables:
             shown = t.stale[:3] + ([f"… {len(t.stale) - 3} more"] if len(t.stale) > 3 else [])
             lines.append(f"- {t.paper}/{t.table}: " + "; ".join(_esc(s) for s in shown))
         lines.append("")

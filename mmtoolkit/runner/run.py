@@ -64,7 +64,36 @@ QUICK_DIR = "quick"
 
 @dataclass
 class Cell:
-    """One table cell: our value beside the paper's."""
+    """One table cell: our value beside the paper's (a line of the CSV).
+
+    Parameters
+    ----------
+    row, column : str
+        The cell's row and column names.
+    ours : float or None, optional
+        Our value of the config's metric; None when the job did not finish (failed, timed
+        out, out of memory) or, for the ratio metric, its reference column's job did not.
+    paper : float or None, optional
+        The paper's value; None when the config gives none.
+    rel_diff : float or None, optional
+        ``(ours - paper) / |paper|`` (0 when both are 0); None without both values or when
+        only the paper's is 0.
+    within_tol : bool or None, optional
+        Whether ``ours`` agrees with ``paper`` within the config's tolerance; None without
+        both values or a tolerance.
+    seconds : float, optional
+        Selection time in seconds: it goes to the timings sidecar, not the CSV.
+    note : str, optional
+        The config's note for the cell, then the failure, if any (``"; "``-separated).
+    error : str or None, optional
+        ``"Type: message"`` when the job failed (then :attr:`failed` is True).
+    metadata : dict, optional
+        The strategy's metadata, if any (the CSV keeps it without timings).
+    status : str, optional
+        ``"ok"``, ``"failed"``, ``"timeout"`` or ``"out of memory"``.
+    job : str, optional
+        The key of the job that computed the cell (empty in a script's table).
+    """
 
     row: str
     column: str
@@ -72,12 +101,12 @@ class Cell:
     paper: float | None = None
     rel_diff: float | None = None
     within_tol: bool | None = None
-    seconds: float = 0.0  # selection time: goes to the timings sidecar, not the CSV
+    seconds: float = 0.0
     note: str = ""
-    error: str | None = None  # "Type: message" when the job failed
-    metadata: dict[str, Any] = field(default_factory=dict)  # the strategy's metadata, if any
-    status: str = "ok"  # ok | failed | timeout | out of memory
-    job: str = ""  # the key of the job that computed it (empty in a script's table)
+    error: str | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+    status: str = "ok"
+    job: str = ""
 
     @property
     def failed(self) -> bool:
@@ -92,7 +121,19 @@ class Cell:
 
 @dataclass
 class RunResult:
-    """The cells of a run and the files it wrote."""
+    """The cells of a run and the files it wrote.
+
+    Parameters
+    ----------
+    config : Config
+        The config that was run (for a quick run, its :func:`~.config.quick_config`
+        variant).
+    cells : list of Cell
+        One per (row, column) of ``config``, row by row in the config's order.
+    csv_path, md_path : Path
+        The table written: ``<results>/<paper>/<table>.csv`` and ``.md`` (a quick run's
+        under ``<results>/quick/``).
+    """
 
     config: Config
     cells: list[Cell]
@@ -110,7 +151,23 @@ class RunResult:
         return not self.failed
 
     def cell(self, row: str, column: str) -> Cell:
-        """The cell of (row, column) (KeyError if none)."""
+        """The cell of (row, column).
+
+        Parameters
+        ----------
+        row, column : str
+            The row's and the column's names.
+
+        Returns
+        -------
+        Cell
+            That cell.
+
+        Raises
+        ------
+        KeyError
+            The run has no such cell.
+        """
         for c in self.cells:
             if c.row == row and c.column == column:
                 return c
@@ -226,15 +283,47 @@ def run_config(
 ) -> RunResult:
     """Run every (row, column) job of ``config`` and write ``<results>/<paper>/<table>.*``.
 
-    ``config`` is a :class:`Config` or a path to a YAML file. Jobs already in the job store
-    (:mod:`.store`) are not recomputed (``fresh=True`` empties the store first;
-    ``reuse_stale=True`` also reuses records computed by other package code — for edits that
-    do not change values, e.g. a new workload builder; the count is reported). ``jobs``,
-    ``executor`` and ``scheduler`` choose where jobs run (:mod:`.executors`); ``quick`` runs
-    the config's quick variant (:func:`~.config.quick_config`) under :data:`QUICK_DIR`. One
-    progress line per finished job (with an ETA) goes to ``progress`` (default
-    ``sys.stderr``). Returns a :class:`RunResult`. A ``results`` path that is (or lies under)
-    a file raises :class:`~.schema.ConfigError` before any job runs.
+    Jobs already in the job store (:mod:`.store`) are not recomputed; each finished job is
+    appended to it at once, so a killed run resumes where it stopped. The CSV, the Markdown,
+    the timings sidecar and the config's figures are written at the end. One progress line
+    per finished job (with an ETA) goes to ``progress``.
+
+    Parameters
+    ----------
+    config : Config or str or os.PathLike
+        A :class:`Config`, or the path of a YAML config (read by :func:`~.config.load_config`).
+    results : str or os.PathLike, optional
+        The results directory (created if missing).
+    progress : TextIO or None, optional
+        Where the progress lines go; None: ``sys.stderr``.
+    fresh : bool, optional
+        Empty the job store first (recompute every job).
+    reuse_stale : bool, optional
+        Also reuse records computed by other package code — for edits that do not change
+        values, e.g. a new workload builder; the count is reported.
+    jobs : int, optional
+        How many jobs the local executor runs at once (``>= 1``).
+    executor : str, optional
+        ``"local"`` or ``"dask"`` (:mod:`.executors`).
+    scheduler : str or None, optional
+        The Dask scheduler's address (``tcp://host:8786``), required by ``"dask"``.
+    quick : bool, optional
+        Run the config's quick variant (:func:`~.config.quick_config`) under
+        ``<results>/`` :data:`QUICK_DIR`.
+
+    Returns
+    -------
+    RunResult
+        The cells and the paths of the CSV and the Markdown written.
+
+    Raises
+    ------
+    ConfigError
+        Before any job runs: ``results`` is (or lies under) a file, or the config file is
+        invalid (naming the file and the field).
+    ExecutorError
+        Before any job runs: a bad ``jobs``, ``executor`` or ``scheduler``, or the Dask
+        executor without dask.distributed; when running: an unreachable scheduler.
     """
     check_executor(jobs, executor, scheduler)
     _check_results_dir(results)
@@ -255,7 +344,9 @@ def run_config(
     stale = 0
     for spec in specs:
         rec = stored.get(spec.key)
-        if reusable(rec, spec.timeout, spec.memory, None if reuse_stale else spec.code):
+        if rec is not None and reusable(
+            rec, spec.timeout, spec.memory, None if reuse_stale else spec.code
+        ):
             records[spec.key] = rec
             stale += rec.get("code") != spec.code
         else:
@@ -315,11 +406,28 @@ def rerender_config(config: Config | str | os.PathLike, results="results") -> Ru
     note, paper value and agreement flag come from the config, as in a run. Figures and the
     timings sidecar are left as they are (``mmtoolkit plot CONFIG`` redraws the figures).
 
-    A :class:`~.schema.ConfigError` naming the file and the cell is raised, before anything
-    is written, when there is no CSV, a config cell is missing from it, its job key is not
-    the one the config now defines (the table must be re-run), or a cell without a number
-    has a note that does not start with the config's (its failure text is only in the job
-    store).
+    Parameters
+    ----------
+    config : Config or str or os.PathLike
+        A :class:`Config`, or the path of a YAML config (read without building its
+        workloads).
+    results : str or os.PathLike, optional
+        The results directory holding ``<paper>/<table>.csv``.
+
+    Returns
+    -------
+    RunResult
+        The cells as re-rendered and the paths of the CSV and the Markdown rewritten.
+
+    Raises
+    ------
+    ConfigError
+        Naming the file and the cell, before anything is written: there is no CSV, a config
+        cell is missing from it, its job key is not the one the config now defines (the
+        table must be re-run), a cell without a number has a note that does not start with
+        the config's (its failure text is only in the job store), or a cell's metadata is
+        not JSON; also an invalid config file, or a ``results`` path that is (or lies under)
+        a file.
     """
     _check_results_dir(results)
     if not isinstance(config, Config):

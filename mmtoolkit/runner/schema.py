@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 from functools import partialmethod
 from pathlib import Path
@@ -67,7 +68,7 @@ class Fields:
     file and the field path. ``text``, ``integer``, ... are :meth:`check` with the
     :mod:`mmtoolkit.checks` function named beside them."""
 
-    def __init__(self, path: str | Path):
+    def __init__(self, path: str | os.PathLike[str]):
         self.file = str(path)
 
     def error(self, where: str, msg: str) -> ConfigError:
@@ -91,7 +92,7 @@ class Fields:
     keys = partialmethod(check, check_keys)
 
 
-def read_yaml(path: str | Path, what: str = "file"):
+def read_yaml(path: str | os.PathLike[str], what: str = "file"):
     """The parsed YAML of ``path`` (:class:`UniqueKeyLoader`); an unreadable file or a
     syntax error (with its line and column) is a ConfigError naming the file."""
     fields = Fields(path)

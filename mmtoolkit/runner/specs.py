@@ -62,7 +62,7 @@ def parse_workload(f: Fields, where: str, value) -> WorkloadSpec:
 
 
 # --------------------------------------------------------------------------- selectors
-def resolve_selector(name: str, search_path=()) -> type:
+def resolve_selector(name: str, search_path=()) -> type[Selector]:
     """The Selector class for a registry name or a ``"package.module:ClassName"`` path
     (the module is looked for on ``search_path`` first, then ``sys.path``).
 

@@ -23,9 +23,9 @@ from mmtoolkit import evaluate, selectors, workloads
 from mmtoolkit.domain import Domain
 from mmtoolkit.linalg import Dense, Identity
 from mmtoolkit.privacy import ZCDP
-from mmtoolkit.runner import load_config, run_config
+from mmtoolkit.runner import ConfigError, load_config, run_config
 from mmtoolkit.runner.config import quick_config
-from mmtoolkit.runner.jobs import derive_seed, expand_jobs
+from mmtoolkit.runner.jobs import JobSpec, derive_seed, execute, expand_jobs
 from mmtoolkit.runner.schema import parse_memory
 from mmtoolkit.runner.store import JobStore, reusable, store_path
 from mmtoolkit.selectors.base import _REGISTRY, Selector, register
@@ -578,6 +578,23 @@ def test_quick_variant(tmp_path, test_selectors):
     result = run_config(cfg, tmp_path, progress=io.StringIO(), quick=True)
     assert result.csv_path.name == "resume.quick.csv" and len(result.cells) == 4
     assert not (tmp_path / "toy" / "resume.csv").exists()
+
+
+def test_a_column_or_job_without_a_selector_is_a_clear_error(tmp_path, test_selectors):
+    """A selector column built without its selector: its jobs and its quick variant raise a
+    ConfigError naming the column; a job without a workload or a selector fails, naming it."""
+    cfg = load_config(write(tmp_path, counting_config(rows=1)))
+    cfg.column("C").selector = None
+    for make in (expand_jobs, quick_config):
+        with pytest.raises(ConfigError, match="column 'C': no selector"):
+            make(cfg)
+    spec = JobSpec("k", None, {"kind": "zcdp", "rho": 0.5}, "rmse", None)
+    assert execute(spec)["error"] == "building the workload: ValueError: the job has no workload"
+    spec.workload = cfg.rows[0].workload
+    rec = execute(spec)
+    assert rec["status"] == "failed" and rec["error"] == (
+        "selection: ValueError: the job names no selector and is not the SVD bound"
+    )
 
 
 def test_bad_run_arguments(tmp_path, test_selectors):

@@ -400,6 +400,16 @@ def test_sheet_errors_at_render_name_file_and_field(tmp_path, figures, top, wher
             "figures[0].x",
             "missing required field",
         ),
+        (
+            {"paper": "toy", "data": "x.csv", "figures": [{"name": "t", "x": None, "y": "s"}]},
+            "figures[0].x",
+            "expected a string",
+        ),
+        (
+            {"paper": "toy", "data": "x.csv", "figures": [{"name": "t", "x": "d", "y": None}]},
+            "figures[0].y",
+            "expected a string",
+        ),
         ({"paper": "toy", "data": "x.csv", "figures": []}, "figures", "must not be empty"),
         (
             {

@@ -4,6 +4,8 @@ deterministic output, the README block and the command line."""
 from __future__ import annotations
 
 import csv
+import dataclasses
+import io
 import math
 from pathlib import Path
 
@@ -140,6 +142,17 @@ def test_tolerance_is_recomputed_from_the_config(tree):
     st = table_status(load_config(path), tree / "results")
     assert st.agree == 3 and st.unexplained == [] and st.explained == []
     assert sum("within_tol" in s for s in st.stale) == 2
+
+
+def test_a_config_without_a_tolerance_compares_nothing(tmp_path):
+    """A Config built without a tolerance (load_config requires one beside paper values):
+    the run sets no agreement flag, and the scoreboard counts none and finds nothing stale."""
+    cfg = dataclasses.replace(load_config(write_config(tmp_path, TOY)), tolerance=None)
+    result = run_config(cfg, tmp_path / "results", progress=io.StringIO())
+    assert all(c.within_tol is None for c in result.cells)
+    st = table_status(cfg, tmp_path / "results")
+    assert (st.computed, st.published, st.agree, st.stale) == (4, 3, 0, [])
+    assert st.explained == st.unexplained == []
 
 
 def test_other_results_and_script_tables_are_listed(tree):
