@@ -124,10 +124,10 @@ class Matrix(ABC):
 
     A ``Matrix`` is known through its products with dense arrays. Every other operation has a
     correct generic default (dense fallbacks guarded by :data:`MAX_DENSE_ENTRIES`), which a
-    structured kind overrides with a closed form. The operators ``A @ B`` (an implicit
-    :class:`Product`, or a dense product with an array), ``c * A`` and ``A / c`` (a
-    :class:`Weighted`), ``-A``, ``A + B`` and ``A - B`` (a :class:`Sum`) build implicit
-    matrices. The constructor takes no arguments: a subclass defines its own.
+    structured kind overrides with a closed form. The operators build implicit matrices:
+    ``A @ B`` a :class:`Product` (with an array: the dense product), ``c * A``, ``A / c`` and
+    ``-A`` a :class:`Weighted`, ``A + B`` and ``A - B`` a :class:`Sum`. The constructor takes
+    no arguments: a subclass defines its own.
 
     Attributes
     ----------
