@@ -30,11 +30,19 @@ MAX_ROW_INTEGER = 2**20
 
 
 class TooLargeError(ValueError):
-    """A dense fallback was asked for an array larger than :data:`MAX_DENSE_ENTRIES`."""
+    """A dense fallback was asked for an array larger than :data:`MAX_DENSE_ENTRIES`.
+
+    Also raised, never a ``MemoryError``, when an array the structure needs anyway would
+    exceed this machine's physical memory, and for the other size limits of the algebra
+    (:data:`MAX_MARGINALS_DIM`, ``MAX_EIGEN_N``). The message names the array and the limit.
+    """
 
 
 class NotSupportedByKindError(ValueError):
-    """An unsupported operation: "not supported by this strategy kind (<Kind>): <reason>"."""
+    """An unsupported operation: "not supported by this strategy kind (<Kind>): <reason>".
+
+    E.g. exact integer noise for a strategy whose rows are not integer vectors up to a scale.
+    """
 
 
 def integer_row_scales(M: np.ndarray) -> np.ndarray | None:
@@ -54,7 +62,20 @@ def integer_row_scales(M: np.ndarray) -> np.ndarray | None:
 
 
 def check_dense_size(rows: int, cols: int, what: str) -> None:
-    """Raise :class:`TooLargeError` if a ``rows x cols`` dense array would be too large."""
+    """Raise :class:`TooLargeError` if a ``rows x cols`` dense array would be too large.
+
+    Parameters
+    ----------
+    rows, cols : int
+        The shape of the dense array a caller is about to allocate.
+    what : str
+        What the array is for, named in the error message (e.g. ``"dense() of Prefix"``).
+
+    Raises
+    ------
+    TooLargeError
+        When ``rows * cols`` exceeds :data:`MAX_DENSE_ENTRIES`.
+    """
     if rows * cols > MAX_DENSE_ENTRIES:
         raise TooLargeError(
             f"{what} would materialise a dense {rows} x {cols} array "
@@ -99,7 +120,29 @@ def _as_2d(x: np.ndarray) -> tuple[np.ndarray, bool]:
 
 class Matrix(ABC):
     """An implicitly represented real matrix (ARCHITECTURE.md, "The strategy-kind protocol"):
-    subclasses set ``self.shape`` and implement :meth:`_matmat` and :meth:`_rmatmat`."""
+    subclasses set ``self.shape`` and implement :meth:`_matmat` and :meth:`_rmatmat`.
+
+    A ``Matrix`` is known through its products with dense arrays. Every other operation has a
+    correct generic default (dense fallbacks guarded by :data:`MAX_DENSE_ENTRIES`), which a
+    structured kind overrides with a closed form. The operators build implicit matrices:
+    ``A @ B`` a :class:`Product` (with an array: the dense product), ``c * A``, ``A / c`` and
+    ``-A`` a :class:`Weighted`, ``A + B`` and ``A - B`` a :class:`Sum`. The constructor takes
+    no arguments: a subclass defines its own.
+
+    Attributes
+    ----------
+    shape : tuple of int
+        ``(m, n)``: ``m`` rows (queries), ``n`` columns (cells of the data vector, C order).
+    factor_kind : str
+        What this matrix is as a factor of a Kronecker term, one of :data:`FACTOR_KINDS`
+        (``"matrix"`` unless a kind says otherwise).
+
+    References
+    ----------
+    Li, Hay, Rastogi, Miklau & McGregor 2010, "Optimizing linear counting queries under
+    differential privacy" (the matrix mechanism), Sections 2-3. McKenna et al. 2018, HDMM,
+    Section 4 (implicit representations) and Appendix A.1 (C-order vectorisation).
+    """
 
     shape: tuple[int, int]
 
@@ -112,14 +155,54 @@ class Matrix(ABC):
     # ----------------------------------------------------------------- products
     @abstractmethod
     def _matmat(self, X: np.ndarray) -> np.ndarray:
-        """Return ``self @ X`` for a dense ``(n, k)`` array."""
+        """Return ``self @ X`` for a dense ``(n, k)`` array (required of every kind).
+
+        Parameters
+        ----------
+        X : numpy.ndarray
+            A 2-D ``(n, k)`` array, ``n = self.shape[1]``: float64, or float32 on the opt-in
+            float32 data path (it may be a non-contiguous view).
+
+        Returns
+        -------
+        numpy.ndarray
+            ``A X``, an ``(m, k)`` array.
+        """
 
     @abstractmethod
     def _rmatmat(self, Y: np.ndarray) -> np.ndarray:
-        """Return ``self.T @ Y`` for a dense ``(m, k)`` array."""
+        """Return ``self.T @ Y`` for a dense ``(m, k)`` array (required of every kind).
+
+        Parameters
+        ----------
+        Y : numpy.ndarray
+            A 2-D ``(m, k)`` array, ``m = self.shape[0]``.
+
+        Returns
+        -------
+        numpy.ndarray
+            ``Aᵀ Y``, an ``(n, k)`` array.
+        """
 
     def matvec(self, x: np.ndarray) -> np.ndarray:
-        """``self @ x`` for a vector or a 2-D array with ``n`` rows."""
+        """``self @ x`` for a vector or a 2-D array with ``n`` rows.
+
+        Parameters
+        ----------
+        x : numpy.ndarray
+            A vector of length ``n = self.shape[1]`` or an ``(n, k)`` array; float32 data is
+            passed on as float32, anything else is read as float64.
+
+        Returns
+        -------
+        numpy.ndarray
+            ``A x``: a vector of length ``m = self.shape[0]``, or ``(m, k)`` for a 2-D ``x``.
+
+        Raises
+        ------
+        ValueError
+            When ``x`` has more than two dimensions or not ``n`` rows.
+        """
         X, vec = _as_2d(x)
         if X.shape[0] != self.shape[1]:
             raise ValueError(f"shape mismatch: {self.shape} matrix @ array with {X.shape[0]} rows")
@@ -127,7 +210,24 @@ class Matrix(ABC):
         return out[:, 0] if vec else out
 
     def rmatvec(self, y: np.ndarray) -> np.ndarray:
-        """``self.T @ y`` for a vector or a 2-D array with ``m`` rows."""
+        """``self.T @ y`` for a vector or a 2-D array with ``m`` rows.
+
+        Parameters
+        ----------
+        y : numpy.ndarray
+            A vector of length ``m = self.shape[0]`` or an ``(m, k)`` array; float32 data is
+            passed on as float32, anything else is read as float64.
+
+        Returns
+        -------
+        numpy.ndarray
+            ``Aᵀ y``: a vector of length ``n = self.shape[1]``, or ``(n, k)`` for a 2-D ``y``.
+
+        Raises
+        ------
+        ValueError
+            When ``y`` has more than two dimensions or not ``m`` rows.
+        """
         Y, vec = _as_2d(y)
         if Y.shape[0] != self.shape[0]:
             raise ValueError(f"shape mismatch: {self.shape} matrix, transpose @ {Y.shape[0]} rows")
@@ -136,7 +236,25 @@ class Matrix(ABC):
 
     def apply_along(self, X: np.ndarray, out: np.ndarray) -> None:
         """One kmatvec step (HDMM App. A.5): ``self`` along the middle axis of ``X`` (``a x n x b``)
-        into ``out`` (``a x m x b``), which may be ``X``'s memory with its strides (in place)."""
+        into ``out`` (``a x m x b``), which may be ``X``'s memory with its strides (in place).
+
+        The default computes the whole product first, then writes it; a kind with a cheaper
+        batched or in-place form overrides it.
+
+        Parameters
+        ----------
+        X : numpy.ndarray
+            A 3-D ``(a, n, b)`` array, ``n = self.shape[1]``.
+        out : numpy.ndarray
+            The 3-D ``(a, m, b)`` array written, ``m = self.shape[0]``; it may lie in ``X``'s
+            memory with ``X``'s strides (its first ``min(m, n)`` entries along the middle axis
+            those of ``X``).
+
+        References
+        ----------
+        McKenna et al. 2018, HDMM, Appendix A.5 (the Kronecker product's matrix-vector
+        product).
+        """
         a, n, b = X.shape
         m = self.shape[0]
         if a == 1:
@@ -187,26 +305,94 @@ class Matrix(ABC):
 
     @property
     def T(self) -> Matrix:
-        """The transpose, implicit."""
+        """The transpose, implicit.
+
+        Returns
+        -------
+        Matrix
+            ``Aᵀ`` (``n x m``): a :class:`Transposed` unless the kind has a cheaper transpose
+            (a symmetric kind returns itself).
+        """
         return Transposed(self)
 
     def gram(self) -> Matrix:
-        """``AᵀA``, kept implicit; structured kinds return a closed form."""
+        """``AᵀA``, kept implicit; structured kinds return a closed form.
+
+        Returns
+        -------
+        Matrix
+            The ``n x n`` Gram ``AᵀA``: the :class:`Product` ``A.T @ A`` by default.
+        """
         return Product(self.T, self)
 
     def pinv(self) -> Matrix:
-        """The Moore-Penrose pseudo-inverse ``A⁺`` (dense fallback, size-guarded)."""
+        """The Moore-Penrose pseudo-inverse ``A⁺`` (dense fallback, size-guarded).
+
+        The default reads the matrix densely and treats singular values below
+        ``PINV_RCOND · σ_max`` (``PINV_RCOND = 1e-12``) as zero.
+
+        Returns
+        -------
+        Matrix
+            ``A⁺`` (``n x m``): a :class:`Dense` by default, a closed form for structured kinds.
+
+        Raises
+        ------
+        TooLargeError
+            When the default's dense ``m x n`` array would exceed :data:`MAX_DENSE_ENTRIES`.
+        """
         return Dense(np.linalg.pinv(self.dense(), rcond=PINV_RCOND))
 
     # --------------------------------------------------------------- reductions
     def colnorm_p(self, p: int) -> float | np.ndarray:
-        """``Σ_i |a_ij|^p`` per column (p = 1 or 2): a float when all agree, else an array."""
+        """``Σ_i |a_ij|^p`` per column (p = 1 or 2): a float when all agree, else an array.
+
+        Parameters
+        ----------
+        p : int
+            The norm: 1 (sums of absolute values) or 2 (sums of squares, not their root).
+
+        Returns
+        -------
+        float or numpy.ndarray
+            One value per column (length ``n``), or a float standing for every column when a
+            structured kind knows they are all equal (the generic default returns the array).
+
+        Raises
+        ------
+        ValueError
+            When ``p`` is not 1 or 2.
+        TooLargeError
+            When the default's dense read would exceed :data:`MAX_DENSE_ENTRIES`.
+        """
         check_p(p)
         D = self.dense()
         return np.abs(D).sum(axis=0) if p == 1 else (D * D).sum(axis=0)
 
     def rownorm_p(self, p: int) -> float | np.ndarray:
-        """``Σ_j |a_ij|^p`` per row (p = 1 or 2): a float when all rows agree, else an array."""
+        """``Σ_j |a_ij|^p`` per row (p = 1 or 2): a float when all rows agree, else an array.
+
+        The default asks the transpose's :meth:`colnorm_p` when the kind has a transpose of
+        its own, else reads the matrix densely.
+
+        Parameters
+        ----------
+        p : int
+            The norm: 1 (sums of absolute values) or 2 (sums of squares, not their root).
+
+        Returns
+        -------
+        float or numpy.ndarray
+            One value per row (length ``m``), or a float standing for every row when a
+            structured kind knows they are all equal.
+
+        Raises
+        ------
+        ValueError
+            When ``p`` is not 1 or 2.
+        TooLargeError
+            When a dense read would exceed :data:`MAX_DENSE_ENTRIES`.
+        """
         check_p(p)
         T = self.T
         if not isinstance(T, Transposed):
@@ -215,19 +401,75 @@ class Matrix(ABC):
         return np.abs(D).sum(axis=1) if p == 1 else (D * D).sum(axis=1)
 
     def sensitivity(self, p: int = 1) -> float:
-        """Max column Lp norm: the L1 or L2 sensitivity (Li et al. 2010, Prop. 1)."""
+        """Max column Lp norm: the L1 or L2 sensitivity (Li et al. 2010, Prop. 1).
+
+        Sensitivity under add/remove-one neighbours, from :meth:`colnorm_p`; not the induced
+        operator norm.
+
+        Parameters
+        ----------
+        p : int, default 1
+            1 for the L1 sensitivity (Laplace noise), 2 for the L2 sensitivity (Gaussian).
+
+        Returns
+        -------
+        float
+            ``max_j (Σ_i |a_ij|^p)^(1/p)`` (0.0 for a matrix without columns).
+
+        Raises
+        ------
+        ValueError
+            When ``p`` is not 1 or 2.
+        TooLargeError
+            When the column norms need a dense read beyond :data:`MAX_DENSE_ENTRIES`.
+
+        References
+        ----------
+        Li et al. 2010, the matrix mechanism, Proposition 1 (L1); Li & Miklau 2012,
+        Eigen-Design, Proposition 1 (L2); McKenna et al. 2018, HDMM, Theorem 3 (Kronecker
+        products).
+        """
         c = self.colnorm_p(p)
         # cast: np.isscalar's stub narrows to any numpy scalar, complex or str; c is a real norm
         top = float(cast(float, c)) if np.isscalar(c) else float(np.max(c)) if np.size(c) else 0.0
         return top if p == 1 else math.sqrt(top)
 
     def trace(self) -> float:
-        """Sum of the diagonal (square matrices only)."""
+        """Sum of the diagonal (square matrices only).
+
+        Returns
+        -------
+        float
+            ``tr(A)``.
+
+        Raises
+        ------
+        ValueError
+            When the matrix is not square.
+        TooLargeError
+            When the default (through :meth:`diag`) would exceed :data:`MAX_DENSE_ENTRIES`.
+        """
         self._require_square("trace")
         return float(np.sum(self.diag()))
 
     def diag(self) -> np.ndarray:
-        """The diagonal as a dense vector (square matrices only)."""
+        """The diagonal as a dense vector (square matrices only).
+
+        The default computes one product per block of columns, guarded as a dense ``n x n``
+        read.
+
+        Returns
+        -------
+        numpy.ndarray
+            The ``n`` diagonal entries.
+
+        Raises
+        ------
+        ValueError
+            When the matrix is not square.
+        TooLargeError
+            When the default's ``n x n`` read would exceed :data:`MAX_DENSE_ENTRIES`.
+        """
         self._require_square("diag")
         n = self.shape[0]
         check_dense_size(n, n, f"diag() of {type(self).__name__} (generic: one product per column)")
@@ -237,7 +479,19 @@ class Matrix(ABC):
         return out
 
     def dense(self) -> np.ndarray:
-        """The explicit ``m x n`` array (guarded by :data:`MAX_DENSE_ENTRIES`)."""
+        """The explicit ``m x n`` array (guarded by :data:`MAX_DENSE_ENTRIES`).
+
+        Returns
+        -------
+        numpy.ndarray
+            A new float64 ``(m, n)`` array.
+
+        Raises
+        ------
+        TooLargeError
+            When ``m · n`` (or an intermediate column of the products) exceeds
+            :data:`MAX_DENSE_ENTRIES`.
+        """
         m, n = self.shape
         check_dense_size(m, n, f"dense() of {type(self).__name__}")
         out = np.empty((m, n))
@@ -262,7 +516,14 @@ class Matrix(ABC):
             yield s, e, self._matmat(E)
 
     def as_operator(self) -> LinearOperator:
-        """A :class:`scipy.sparse.linalg.LinearOperator` for iterative solvers (LSMR, CG)."""
+        """A :class:`scipy.sparse.linalg.LinearOperator` for iterative solvers (LSMR, CG).
+
+        Returns
+        -------
+        scipy.sparse.linalg.LinearOperator
+            An ``(m, n)`` float64 operator whose products are :meth:`matvec` and
+            :meth:`rmatvec`.
+        """
         return LinearOperator(
             self.shape, matvec=lambda x: self.matvec(np.ravel(x)), matmat=self.matvec,
             rmatvec=lambda y: self.rmatvec(np.ravel(y)), rmatmat=self.rmatvec, dtype=float,
@@ -274,15 +535,67 @@ class Matrix(ABC):
     def kron_terms(self, signed: bool = False) -> list[tuple[float, list[Matrix]]]:
         """This matrix as a union of weighted Kronecker products ``[(c_t, factors_t)]`` in row
         order (HDMM §4.3, ImpVec and eq. 1), ``c_t`` the *squared* weight (HDMM §16, pitfall
-        11); ``signed=True``: the signed weight ``w_t`` instead."""
+        11); ``signed=True``: the signed weight ``w_t`` instead.
+
+        Term ``t``'s rows are ``w_t · (F_1 ⊗ ... ⊗ F_k)``; weights enter a Gram squared, hence
+        ``c_t = w_t²`` by default. The default is one term with one factor, the matrix itself.
+
+        Parameters
+        ----------
+        signed : bool, default False
+            False: each term's squared weight ``c_t``; True: its signed weight ``w_t``.
+
+        Returns
+        -------
+        list of (float, list of Matrix)
+            ``[(c_t or w_t, [F_1, ..., F_k])]``, the terms in the matrix's row order, every
+            factor with its weight peeled off (a sequence of factors; :class:`Marginals`
+            gives a sequence that also knows its marginal).
+
+        References
+        ----------
+        McKenna et al. 2018, HDMM, Section 4.3 (Algorithm 1, ImpVec, and equation 1).
+        """
         return [(1.0, [self])]
 
     def frobenius_sq(self) -> float:
-        """``||A||_F² = tr(AᵀA)``: the Identity strategy's trace term for this workload."""
+        """``||A||_F² = tr(AᵀA)``: the Identity strategy's trace term for this workload.
+
+        Returns
+        -------
+        float
+            The sum of the squares of all entries.
+
+        Raises
+        ------
+        TooLargeError
+            When the default (``self.gram().trace()``) needs a dense read beyond
+            :data:`MAX_DENSE_ENTRIES`.
+        """
         return float(self.gram().trace())
 
     def error_route(self, W: Matrix):
-        """The ErrorRoute of ``W`` against this strategy (default: its Gram's), or None."""
+        """The ErrorRoute of ``W`` against this strategy (default: its Gram's), or None.
+
+        The default asks this matrix's Gram for its :meth:`gram_route`; a Gram too large for
+        the dense fallback gives None.
+
+        Parameters
+        ----------
+        W : Matrix
+            The workload, ``m_W x n`` with the strategy's ``n`` columns.
+
+        Returns
+        -------
+        ErrorRoute or None
+            The closed-form route of ``W`` under this strategy, or None: the evaluator then
+            uses its generic routes.
+
+        References
+        ----------
+        Li et al. 2010, the matrix mechanism, Proposition 4.4; McKenna et al. 2018, HDMM,
+        Definition 7.
+        """
         try:
             gram = self.gram()
         except TooLargeError:  # e.g. marginals beyond the dense 2^d algebra
@@ -290,24 +603,100 @@ class Matrix(ABC):
         return gram.gram_route(W)
 
     def gram_route(self, W: Matrix):
-        """Asked of a Gram ``G``: the route of ``W`` against any ``A`` with ``AᵀA = G``, or None."""
+        """Asked of a Gram ``G``: the route of ``W`` against any ``A`` with ``AᵀA = G``, or None.
+
+        The error depends on ``A`` only through ``AᵀA``, so a kind whose :meth:`gram` is a
+        structured kind with a route needs no :meth:`error_route` of its own.
+
+        Parameters
+        ----------
+        W : Matrix
+            The workload, with as many columns as this Gram.
+
+        Returns
+        -------
+        ErrorRoute or None
+            The route, or None (the default) when there is no closed form.
+        """
         return None
 
     def pinv_operator(self) -> Matrix | None:
-        """``A⁺`` as an implicit matrix when the structure gives it (HDMM §7.2), else None."""
+        """``A⁺`` as an implicit matrix when the structure gives it (HDMM §7.2), else None.
+
+        Returns
+        -------
+        Matrix or None
+            The exact pseudo-inverse (``n x m``) used by ``mechanism.reconstruct`` for
+            ``x̂ = A⁺ y``, or None (the default): the mechanism then solves least squares.
+
+        References
+        ----------
+        McKenna et al. 2018, HDMM, Section 7.2 (efficient MEASURE and RECONSTRUCT).
+        """
         return None
 
     def least_squares(self, y: np.ndarray, tol: float, maxiter: int) -> np.ndarray | None:
-        """The least-squares ``x̂`` of one release by the kind's own solver, or None."""
+        """The least-squares ``x̂`` of one release by the kind's own solver, or None.
+
+        Asked by ``mechanism.reconstruct`` when :meth:`pinv_operator` is None.
+
+        Parameters
+        ----------
+        y : numpy.ndarray
+            One release: a vector of ``m`` noisy answers.
+        tol : float
+            The relative tolerance at which the solver stops.
+        maxiter : int
+            The largest number of iterations.
+
+        Returns
+        -------
+        numpy.ndarray or None
+            ``x̂ = argmin ||A x − y||``, a vector of length ``n``, or None (the default): the
+            mechanism then solves it (a dense pseudo-inverse when small, else LSMR).
+        """
         return None
 
     def apply_overwrite(self, y: np.ndarray) -> np.ndarray:
-        """``self @ y`` for a vector the caller gives up (the result may be built in its memory)."""
+        """``self @ y`` for a vector the caller gives up (the result may be built in its memory).
+
+        Parameters
+        ----------
+        y : numpy.ndarray
+            A vector of length ``n``; the caller does not use it afterwards.
+
+        Returns
+        -------
+        numpy.ndarray
+            ``A y``, a vector of length ``m``, possibly a view of ``y``'s memory (the default:
+            a new array, ``self @ y``).
+        """
         return self @ y
 
     def answers_streamed(self, x: np.ndarray, each, out: np.ndarray | None = None):
         """``self @ x`` for one data vector, calling ``each`` on consecutive final pieces of the
-        result (built in ``out`` when given), or None when the kind has no such product."""
+        result (built in ``out`` when given), or None when the kind has no such product.
+
+        Used by ``mechanism.measure`` (one release, continuous noise) to add the noise to a
+        piece of the answers while it is in cache.
+
+        Parameters
+        ----------
+        x : numpy.ndarray
+            One data vector of length ``n`` (float64, or float32 on the float32 path).
+        each : callable
+            Called once per piece, in order, with a 1-D view of the result that is final
+            (it may modify the piece in place, e.g. add noise to it).
+        out : numpy.ndarray, optional
+            A C-contiguous 1-D array of length ``m`` to build the result in (a block of a
+            stack's result); None: the kind allocates it.
+
+        Returns
+        -------
+        numpy.ndarray or None
+            The ``m`` answers (``out`` when given), every piece of them handed to ``each``;
+            or None (the default): nothing was computed nor handed to ``each``.
+        """
         return None
 
     # ----------------------------------------------------------------- helpers
@@ -320,13 +709,44 @@ class Matrix(ABC):
 
 
 def check_p(p: int) -> None:
-    """Raise ValueError unless ``p`` is a sensitivity norm this package knows (1 or 2)."""
+    """Raise ValueError unless ``p`` is a sensitivity norm this package knows (1 or 2).
+
+    Parameters
+    ----------
+    p : int
+        The norm asked for.
+
+    Raises
+    ------
+    ValueError
+        When ``p`` is not 1 or 2 (e.g. the induced operator norms are not sensitivities here).
+    """
     if p not in (1, 2):
         raise ValueError(f"sensitivity norm p must be 1 or 2, got {p!r}")
 
 
 def as_matrix(A) -> Matrix:
-    """Wrap a numpy array (or pass a Matrix through); a string is refused with a pointer."""
+    """Wrap a numpy array (or pass a Matrix through); a string is refused with a pointer.
+
+    Parameters
+    ----------
+    A : Matrix or array_like
+        A Matrix (returned as it is) or a 1-D or 2-D array of finite real numbers (a 1-D
+        array is one row).
+
+    Returns
+    -------
+    Matrix
+        ``A`` itself, or a :class:`Dense` wrapping a float64 copy of the array.
+
+    Raises
+    ------
+    TypeError
+        When ``A`` is a ``str`` or ``bytes`` (a workload spec is built by
+        ``mmtoolkit.workload_specs.build_workload``, not read as numbers).
+    ValueError
+        When the array has more than two dimensions, or a NaN or infinite entry (named).
+    """
     if isinstance(A, (str, bytes)):
         raise TypeError(
             f"expected a Matrix or an array, got the string {A!r} (build a workload SPEC with "
@@ -336,7 +756,19 @@ def as_matrix(A) -> Matrix:
 
 
 def peel(A: Matrix) -> tuple[float, Matrix]:
-    """``(c, B)`` with ``A = c·B`` and ``B`` not a :class:`Weighted`."""
+    """``(c, B)`` with ``A = c·B`` and ``B`` not a :class:`Weighted`.
+
+    Parameters
+    ----------
+    A : Matrix
+        Any matrix, possibly a (nested) :class:`Weighted`.
+
+    Returns
+    -------
+    tuple of (float, Matrix)
+        The product ``c`` of the weights peeled off (1.0 when ``A`` is not weighted) and the
+        unweighted base ``B``.
+    """
     weight = 1.0
     while isinstance(A, Weighted):
         weight *= A.weight
@@ -345,13 +777,39 @@ def peel(A: Matrix) -> tuple[float, Matrix]:
 
 
 def kron_terms(W) -> list[tuple[float, list[Matrix]]]:
-    """``W`` as ``[(c_t, factors_t)]`` (see :meth:`Matrix.kron_terms`)."""
+    """``W`` as ``[(c_t, factors_t)]`` (see :meth:`Matrix.kron_terms`).
+
+    Parameters
+    ----------
+    W : Matrix or array_like
+        The workload (an array is wrapped by :func:`as_matrix`).
+
+    Returns
+    -------
+    list of (float, list of Matrix)
+        ``W.kron_terms()``: each term's squared weight and factors, in row order.
+
+    Raises
+    ------
+    TypeError
+        When ``W`` is a string (see :func:`as_matrix`).
+    ValueError
+        When ``W`` is an array :func:`as_matrix` refuses.
+
+    References
+    ----------
+    McKenna et al. 2018, HDMM, Section 4.3 (Algorithm 1, ImpVec, and equation 1).
+    """
     return as_matrix(W).kron_terms()
 
 
 # ============================================================================ kinds
 class Symmetric(Matrix):
-    """A Matrix equal to its transpose (the structured Grams)."""
+    """A Matrix equal to its transpose (the structured Grams).
+
+    A subclass implements ``_matmat`` only: ``_rmatmat`` is the same product and ``T`` is the
+    matrix itself. The constructor takes no arguments: a subclass defines its own.
+    """
 
     def _rmatmat(self, Y):
         return self._matmat(Y)
@@ -362,11 +820,29 @@ class Symmetric(Matrix):
 
 
 class CountingQueries(Matrix):
-    """A kind whose rows are 0/1 counting queries: discrete noise needs no row scaling."""
+    """A kind whose rows are 0/1 counting queries: discrete noise needs no row scaling.
+
+    A marker base class (identity, total, prefix, ranges): exact integer noise is calibrated
+    on such a strategy's rows as they are. The constructor takes no arguments: a subclass
+    defines its own.
+    """
 
 
 class Dense(Matrix):
-    """An explicit numpy array of finite real numbers (a NaN or an infinity is refused)."""
+    """An explicit numpy array of finite real numbers (a NaN or an infinity is refused).
+
+    Parameters
+    ----------
+    array : array_like
+        A 2-D array of real numbers, or a 1-D array (one row); copied as float64.
+
+    Raises
+    ------
+    ValueError
+        When ``array`` has neither one nor two dimensions, or an entry that is NaN or
+        infinite (the first such entry is named, with the count of them), or cannot be read
+        as float.
+    """
 
     factor_kind = "dense"
 
@@ -425,7 +901,27 @@ class Dense(Matrix):
 
 
 class Weighted(Matrix):
-    """``c · A`` for a scalar ``c`` (a weighted workload block or a scaled strategy)."""
+    """``c · A`` for a scalar ``c`` (a weighted workload block or a scaled strategy).
+
+    A weighted :class:`Weighted` is flattened: ``Weighted(a, Weighted(b, B))`` keeps the
+    weight ``a·b`` and the base ``B``. Products, norms, the Gram (weight squared), the
+    pseudo-inverse, ``kron_terms`` (squared or signed weights), ``frobenius_sq``,
+    ``pinv_operator``, ``apply_overwrite`` and ``answers_streamed`` are the base's, scaled.
+
+    Parameters
+    ----------
+    weight : float
+        The scalar ``c``; it must be finite (zero and negative weights are allowed).
+    base : Matrix or array_like
+        The matrix ``A`` (an array is wrapped by :func:`as_matrix`).
+
+    Raises
+    ------
+    ValueError
+        When ``weight`` is not finite, or ``base`` is an array :func:`as_matrix` refuses.
+    TypeError
+        When ``base`` is a string (see :func:`as_matrix`).
+    """
 
     weight: float
     base: Matrix
@@ -507,7 +1003,16 @@ class Weighted(Matrix):
 
 
 class Transposed(Matrix):
-    """The implicit transpose of a Matrix that has no cheaper transpose."""
+    """The implicit transpose of a Matrix that has no cheaper transpose.
+
+    ``Matrix.T``'s default; products, norms, trace, diagonal and pseudo-inverse are the
+    base's, transposed.
+
+    Parameters
+    ----------
+    base : Matrix
+        The matrix ``A`` whose transpose ``Aᵀ`` this is.
+    """
 
     def __init__(self, base: Matrix):
         self.base = base
@@ -546,7 +1051,18 @@ class Transposed(Matrix):
 
 
 class Sum(Matrix):
-    """``A_1 + ... + A_k`` (same shape); e.g. the Gram of a union = Σ of block Grams."""
+    """``A_1 + ... + A_k`` (same shape); e.g. the Gram of a union = Σ of block Grams.
+
+    Parameters
+    ----------
+    terms : iterable of Matrix or array_like
+        The terms ``A_i``, all of one shape (arrays are wrapped by :func:`as_matrix`).
+
+    Raises
+    ------
+    ValueError
+        When there is no term, or two terms differ in shape.
+    """
 
     def __init__(self, terms):
         terms = [as_matrix(t) for t in terms]
@@ -586,7 +1102,20 @@ class Sum(Matrix):
 
 
 class Product(Matrix):
-    """``A @ B``, never formed explicitly."""
+    """``A @ B``, never formed explicitly.
+
+    Parameters
+    ----------
+    left : Matrix or array_like
+        ``A`` (``m x k``; an array is wrapped by :func:`as_matrix`).
+    right : Matrix or array_like
+        ``B`` (``k x n``).
+
+    Raises
+    ------
+    ValueError
+        When ``A``'s columns do not match ``B``'s rows.
+    """
 
     def __init__(self, left: Matrix, right: Matrix):
         left, right = as_matrix(left), as_matrix(right)
@@ -610,7 +1139,26 @@ class Product(Matrix):
 
 
 class VStack(Matrix):
-    """Vertical stacking ``[A_1; ...; A_k]`` — a union of query sets (HDMM eq. 1)."""
+    """Vertical stacking ``[A_1; ...; A_k]`` — a union of query sets (HDMM eq. 1).
+
+    Its Gram is the :class:`Sum` of the blocks' Grams, its :meth:`kron_terms` the blocks'
+    terms in order.
+
+    Parameters
+    ----------
+    blocks : iterable of Matrix or array_like
+        The blocks ``A_i``, top to bottom, all with the same number of columns (the domain
+        size; arrays are wrapped by :func:`as_matrix`).
+
+    Raises
+    ------
+    ValueError
+        When there is no block, or two blocks differ in their number of columns.
+
+    References
+    ----------
+    McKenna et al. 2018, HDMM, Section 4.3, equation 1 (a union of products as a stack).
+    """
 
     def __init__(self, blocks):
         blocks = [as_matrix(b) for b in blocks]
@@ -635,7 +1183,26 @@ class VStack(Matrix):
         return out
 
     def answers_streamed(self, x, each, out=None):
-        """Each block's answers built in its rows of one result array and handed to ``each``."""
+        """Each block's answers built in its rows of one result array and handed to ``each``.
+
+        A block that streams its own answers does so into its rows; any other block's
+        product is written there (one temporary of the block's size) and handed on whole.
+
+        Parameters
+        ----------
+        x : numpy.ndarray
+            One data vector of length ``n``.
+        each : callable
+            Called on consecutive final 1-D pieces of the result, in row order.
+        out : numpy.ndarray, optional
+            A 1-D array of length ``m`` to build the result in; None: a new array (float32
+            for float32 data, else float64).
+
+        Returns
+        -------
+        numpy.ndarray or None
+            The ``m`` answers, or None (nothing computed) when ``x`` is not 1-D.
+        """
         if x.ndim != 1:
             return None
         if out is None:
@@ -671,7 +1238,31 @@ class VStack(Matrix):
 
     def sensitivity(self, p=1):
         """Max column Lp norm (Li et al. 2010, Prop. 1); for Kronecker products over common
-        attribute sizes (HDMM eq. 1) by :func:`max_kron_column_sum`, no N-length vector."""
+        attribute sizes (HDMM eq. 1) by :func:`max_kron_column_sum`, no N-length vector.
+
+        Parameters
+        ----------
+        p : int, default 1
+            1 for the L1 sensitivity, 2 for the L2 sensitivity.
+
+        Returns
+        -------
+        float
+            ``max_j (Σ_i |a_ij|^p)^(1/p)`` over the stack's columns.
+
+        Raises
+        ------
+        ValueError
+            When ``p`` is not 1 or 2.
+        TooLargeError
+            When the distinct column classes' grid, or the generic column norms of a stack
+            without common attribute sizes, exceed :data:`MAX_DENSE_ENTRIES`.
+
+        References
+        ----------
+        Li et al. 2010, the matrix mechanism, Proposition 1; McKenna et al. 2018, HDMM,
+        Section 4.3, equation 1.
+        """
         check_p(p)
         terms = self.kron_terms()
         sizes = [f.shape[1] for f in terms[0][1]]

@@ -93,7 +93,35 @@ def _parity(v: np.ndarray) -> np.ndarray:
 
 class Fourier(Matrix):
     """Rows ``w_β χ_β`` (entries ``±w_β``) for the coefficients ``β`` (Cormode et al. §4.1),
-    ascending; ``coefficients``: int bitmasks (weight 1) or a mapping ``{β: w_β}``."""
+    ascending; ``coefficients``: int bitmasks (weight 1) or a mapping ``{β: w_β}``.
+
+    ``χ_β(η) = (−1)^{⟨β, η⟩}`` on the ``2^d`` cells (C order), so the shape is
+    ``(k, 2^d)`` for ``k`` coefficients with nonzero weights. Every product is one fast
+    Walsh–Hadamard transform; the rows are orthogonal, so the pseudo-inverse is a rescaled
+    transpose, and the Gram is a :class:`MarginalsGram` on ``(2,) * d``.
+
+    Parameters
+    ----------
+    d : int
+        The number of binary attributes, at least 1.
+    coefficients : iterable of int or mapping of int to float
+        The coefficients ``β`` as bitmasks ``0 ≤ β < 2^d`` (bit ``i``: attribute ``i``),
+        each of weight 1, or a mapping ``{β: w_β}`` of finite weights; zero weights are
+        dropped.
+
+    Raises
+    ------
+    ValueError
+        When ``d`` is not an integer of at least 1, ``coefficients`` is neither an iterable
+        (a string is refused) nor a mapping, a coefficient is not an integer or is outside
+        ``0 ≤ β < 2^d`` or listed twice, a weight is not finite, or no weight is nonzero.
+
+    References
+    ----------
+    Barak, Chaudhuri, Dwork, Kale, McSherry & Talwar, PODS 2007; Cormode, Procopiuc,
+    Srivastava & Yaroslavtsev, "Accurate and efficient private release of datacubes and
+    contingency tables", ICDE 2013, Section 4.1 (Theorem 4.1) and Proposition 3.1.
+    """
 
     def __init__(self, d, coefficients):
         self.d = check_int(d, "d", minimum=1)
@@ -132,7 +160,13 @@ class Fourier(Matrix):
 
     @property
     def coefficients(self) -> dict[int, float]:
-        """``{β: w_β}`` in row order."""
+        """``{β: w_β}`` in row order.
+
+        Returns
+        -------
+        dict of int to float
+            The coefficients with nonzero weights, ascending.
+        """
         return {int(b): float(w) for b, w in zip(self.betas, self.weights)}
 
     def _intermediate_rows(self):
@@ -177,7 +211,35 @@ class Fourier(Matrix):
 
     @classmethod
     def for_marginals(cls, d, keys, weights=None) -> Fourier:
-        """The coefficients of the marginals ``keys`` (``downset``), weight 1 or ``weights[β]``."""
+        """The coefficients of the marginals ``keys`` (``downset``), weight 1 or ``weights[β]``.
+
+        The marginal on ``α`` needs exactly the coefficients ``{β : β ⊆ α}``.
+
+        Parameters
+        ----------
+        d : int
+            The number of binary attributes, at least 1.
+        keys : iterable of int
+            The marginals, as bitmasks ``0 ≤ key < 2^d``; at least one.
+        weights : mapping or array_like, optional
+            ``weights[β]``, the weight of each needed coefficient ``β`` (e.g. a length-``2^d``
+            array); None: weight 1 for all.
+
+        Returns
+        -------
+        Fourier
+            The strategy on the down-closure of ``keys``.
+
+        Raises
+        ------
+        ValueError
+            When ``d`` is not an integer of at least 1, a key is outside ``0 ≤ key < 2^d``,
+            ``keys`` is empty, or a weight is refused by the constructor.
+
+        References
+        ----------
+        Cormode et al. 2013, ICDE, Section 4.1 (Theorem 4.1).
+        """
         d = check_int(d, "d", minimum=1)
         for k in keys:
             if not 0 <= int(k) < 1 << d:

@@ -87,7 +87,28 @@ def _haar_diag(n: int) -> np.ndarray:
 
 
 class Haar(Matrix):
-    """The unnormalised ±1 Haar wavelet matrix, ``n`` a power of two (implicit-algebra.md)."""
+    """The unnormalised ±1 Haar wavelet matrix, ``n`` a power of two (implicit-algebra.md).
+
+    ``H_1 = [1]``, ``H_n = [H_{n/2} ⊗ [1 1] ; I_{n/2} ⊗ [1 −1]]``: the total, then the detail
+    coefficients level by level. Its rows are orthogonal, so its inverse is
+    ``Hᵀ (H Hᵀ)⁻¹`` (:class:`HaarInverse`); every column has L1 norm ``log2(n) + 1``.
+
+    Parameters
+    ----------
+    n : int
+        The number of cells, a power of two (1 included).
+
+    Raises
+    ------
+    ValueError
+        When ``n`` is not an integer (a ``CheckTypeError``, also a ``TypeError``), is below
+        1 or is not a power of two.
+
+    References
+    ----------
+    Xiao, Wang & Gehrke, "Differential privacy via wavelet transforms" (Privelet), ICDE
+    2010; Li et al. 2010, the matrix mechanism, Section 6 (the wavelet strategy).
+    """
 
     def __init__(self, n: int):
         self.n = _power_of_two(n)
@@ -116,7 +137,23 @@ class Haar(Matrix):
         return float(self.levels + 1)
 
     def rownorm_p(self, p):
-        """The row norms (entries are 0 and ±1, so L1 = squared L2): the diagonal of ``H Hᵀ``."""
+        """The row norms (entries are 0 and ±1, so L1 = squared L2): the diagonal of ``H Hᵀ``.
+
+        Parameters
+        ----------
+        p : int
+            1 or 2 (the same values).
+
+        Returns
+        -------
+        numpy.ndarray
+            ``n`` for the total's row, then ``n/s`` for each row of the size-``s`` block.
+
+        Raises
+        ------
+        ValueError
+            When ``p`` is not 1 or 2.
+        """
         check_p(p)
         return _row_norms_sq(self.n)
 
@@ -129,7 +166,24 @@ class Haar(Matrix):
 
 class HaarInverse(Matrix):
     """``H⁻¹ = Hᵀ Λ⁻¹`` with ``Λ = H Hᵀ`` diagonal (Privelet reconstruction): column ``r`` is
-    row ``r`` of ``H`` divided by its squared norm."""
+    row ``r`` of ``H`` divided by its squared norm.
+
+    Parameters
+    ----------
+    n : int
+        The number of cells, a power of two (1 included).
+
+    Raises
+    ------
+    ValueError
+        When ``n`` is not an integer (a ``CheckTypeError``, also a ``TypeError``), is below
+        1 or is not a power of two.
+
+    References
+    ----------
+    Xiao, Wang & Gehrke, "Differential privacy via wavelet transforms" (Privelet), ICDE
+    2010; Li et al. 2010, the matrix mechanism, Section 6 (the wavelet strategy).
+    """
 
     def __init__(self, n: int):
         self.n = _power_of_two(n)
@@ -163,7 +217,22 @@ class HaarInverse(Matrix):
 
 
 class HaarGram(SymmetricFormula):
-    """``HᵀH`` for the Haar matrix (implicit-algebra.md); column sums ``n`` (``HᵀH1 = n Hᵀe_0``)."""
+    """``HᵀH`` for the Haar matrix (implicit-algebra.md); column sums ``n`` (``HᵀH1 = n Hᵀe_0``).
+
+    Entry ``(a, b)``: ``L − bitlen(a XOR b) + [a = b]`` with ``L = log2 n``; its inverse is
+    ``Hᵀ Λ⁻² H``.
+
+    Parameters
+    ----------
+    n : int
+        The number of cells, a power of two (1 included).
+
+    Raises
+    ------
+    ValueError
+        When ``n`` is not an integer (a ``CheckTypeError``, also a ``TypeError``), is below
+        1 or is not a power of two.
+    """
 
     def __init__(self, n: int):
         super().__init__(_power_of_two(n))

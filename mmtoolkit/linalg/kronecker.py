@@ -201,7 +201,31 @@ def _kron_vectors(vectors, what: str) -> np.ndarray:
 
 
 class Kronecker(Matrix):
-    """``A_1 ⊗ A_2 ⊗ ... ⊗ A_d`` (C-order: the first factor is the most significant axis)."""
+    """``A_1 ⊗ A_2 ⊗ ... ⊗ A_d`` (C-order: the first factor is the most significant axis).
+
+    Gram, pseudo-inverse, trace, diagonal, norms and sensitivity are the factors', combined;
+    products apply one factor at a time (kmatvec), never a dense Kronecker product. Its
+    ``error_route`` scores any union of Kronecker products exactly, factor by factor.
+
+    Parameters
+    ----------
+    factors : iterable of Matrix or array_like
+        The factors ``A_i`` (``m_i x n_i``), first the most significant attribute; arrays are
+        wrapped by :func:`as_matrix`. The product is ``Π m_i x Π n_i``.
+
+    Raises
+    ------
+    ValueError
+        When there is no factor, or a factor is an array :func:`as_matrix` refuses.
+    TypeError
+        When a factor is a string (see :func:`as_matrix`).
+
+    References
+    ----------
+    McKenna et al. 2018, HDMM, Section 4.2 (Theorem 2, vectorized products), Section 4.4
+    (Theorem 3, sensitivity), Section 6.1 (Theorems 5 and 6, error of a product strategy) and
+    Appendix A.5 (the matrix-vector product).
+    """
 
     def __init__(self, factors):
         factors = [as_matrix(f) for f in factors]
@@ -319,7 +343,25 @@ class Kronecker(Matrix):
 
 
 class Identity(CountingQueries):
-    """The n x n identity."""
+    """The n x n identity.
+
+    The Identity strategy (one query per cell) and the ``"identity"`` factor of a marginal;
+    it is its own transpose, Gram and pseudo-inverse, and supports every workload.
+
+    Parameters
+    ----------
+    n : int
+        The size, at least 1.
+
+    Raises
+    ------
+    ValueError
+        When ``n`` is below 1.
+
+    References
+    ----------
+    McKenna et al. 2018, HDMM, Section 3.3 (the predicate set Identity).
+    """
 
     factor_kind = "identity"
 

@@ -125,7 +125,38 @@ def subset_sum(f: np.ndarray, d: int) -> np.ndarray:
 
 
 def projected_traces(sizes, traces, sums) -> np.ndarray:
-    """``tr(P_B Y)`` for all ``B`` from ``tr(Y_i)``, ``1ᵀY_i1`` of ``Y = ⊗ Y_i`` (HDMM App. A.4)."""
+    """``tr(P_B Y)`` for all ``B`` from ``tr(Y_i)``, ``1ᵀY_i1`` of ``Y = ⊗ Y_i`` (HDMM App. A.4).
+
+    ``P_B = ⊗_{i∈B} (I − J/n_i) ⊗_{i∉B} J/n_i`` (``J`` all ones) is the projector on the
+    residual subspace ``S_B``, so ``tr(P_B Y) = Π_{i∈B} (t_i − s_i/n_i) Π_{i∉B} s_i/n_i``.
+
+    Parameters
+    ----------
+    sizes : sequence of int
+        The attribute sizes ``n_i`` (``d`` of them, each at least 1).
+    traces : array_like
+        ``t_i = tr(Y_i)``, one per attribute.
+    sums : array_like
+        ``s_i = 1ᵀ Y_i 1``, the sum of the entries of ``Y_i``, one per attribute.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``tr(P_B Y)`` for every bitmask ``B`` (bit ``i``: attribute ``i``), length ``2^d``.
+
+    Raises
+    ------
+    ValueError
+        When ``sizes`` is not a non-empty sequence of integers of at least 1, or ``traces``
+        or ``sums`` does not have ``d`` values.
+    TooLargeError
+        When ``d`` exceeds :data:`MAX_MARGINALS_DIM`.
+
+    References
+    ----------
+    McKenna et al. 2018, HDMM, Section 6.3 (optimized marginal strategies) and Appendix A.4
+    (marginals parameterization).
+    """
     sizes = _check_sizes(sizes)
     d = len(sizes)
     check_dim(d, "projected_traces")
@@ -221,7 +252,27 @@ class SubsetLattice:
 # ============================================================================ Marginal
 class Marginal(Kronecker):
     """One marginal ``Q_a = ⊗_i (I_{n_i} if bit i of a else 1ᵀ_{n_i})`` (HDMM §6.3, App. A.4):
-    a :class:`Kronecker` of :class:`Identity` / :class:`Total` with ``sizes`` and ``key``."""
+    a :class:`Kronecker` of :class:`Identity` / :class:`Total` with ``sizes`` and ``key``.
+
+    Parameters
+    ----------
+    sizes : sequence of int
+        The attribute sizes ``n_i`` (``d`` of them, each at least 1).
+    key : int
+        The marginal's bitmask, ``0 ≤ key < 2^d``: bit ``i`` set keeps attribute ``i``
+        (an identity factor), else it is summed out (a total); 0 is the total count.
+
+    Raises
+    ------
+    ValueError
+        When ``sizes`` is not a non-empty sequence of integers of at least 1, or ``key`` is
+        not an integer in ``0 ≤ key < 2^d``.
+
+    References
+    ----------
+    McKenna et al. 2018, HDMM, Section 6.3 (optimized marginal strategies) and Appendix A.4
+    (marginals parameterization).
+    """
 
     def __init__(self, sizes, key):
         sizes = _check_sizes(sizes)
@@ -258,7 +309,33 @@ class MarginalFactors(Sequence):
 
 # =========================================================================== Marginals
 class Marginals(Matrix):
-    """Weighted marginals ``[θ_a Q_a]``, keys ascending (HDMM §6.3, App. A.4): ``{key: θ_a}``."""
+    """Weighted marginals ``[θ_a Q_a]``, keys ascending (HDMM §6.3, App. A.4): ``{key: θ_a}``.
+
+    Shape ``(Σ_a Π_{i∈a} n_i, Π_i n_i)``. Every column has the norm ``Σ_a |θ_a|^p``; the Gram
+    is a :class:`MarginalsGram` (dense ``2^d`` algebra: ``d ≤ MAX_MARGINALS_DIM``), the
+    pseudo-inverse works in the marginal domain, and releases are measured from the records'
+    marginal tables (no ``N``-cell histogram).
+
+    Parameters
+    ----------
+    sizes : sequence of int
+        The attribute sizes ``n_i`` (``d`` of them, each at least 1).
+    weights : mapping of int to float
+        ``{key: θ_a}``: each marginal's bitmask (``0 ≤ key < 2^d``, bit ``i`` keeps
+        attribute ``i``) and its finite weight; zero weights are dropped.
+
+    Raises
+    ------
+    ValueError
+        When ``sizes`` is not a non-empty sequence of integers of at least 1, ``weights`` is
+        not a mapping, a key is not an integer in ``0 ≤ key < 2^d``, a weight is not a
+        finite real number, or no weight is nonzero.
+
+    References
+    ----------
+    McKenna et al. 2018, HDMM, Section 6.3 (optimized marginal strategies) and Appendix A.4
+    (marginals parameterization).
+    """
 
     def __init__(self, sizes, weights):
         self.sizes = _check_sizes(sizes)
@@ -290,6 +367,13 @@ class Marginals(Matrix):
 
     @property
     def d(self) -> int:
+        """The number of attributes.
+
+        Returns
+        -------
+        int
+            ``len(self.sizes)``.
+        """
         return len(self.sizes)
 
     def _matmat(self, X):
@@ -310,7 +394,13 @@ class Marginals(Matrix):
         return out.reshape(self.shape[1], k)
 
     def blocks(self) -> list[tuple[float, Marginal]]:
-        """``[(θ_a, Marginal(sizes, a))]`` in ascending key order."""
+        """``[(θ_a, Marginal(sizes, a))]`` in ascending key order.
+
+        Returns
+        -------
+        list of (float, Marginal)
+            Each marginal's weight and unweighted :class:`Marginal`, in row order.
+        """
         return [(theta, Marginal(self.sizes, key)) for key, theta in self.weights.items()]
 
     def gram(self):
@@ -368,7 +458,26 @@ class Marginals(Matrix):
         return tables
 
     def answer_records(self, records):
-        """``A x`` from the records' marginal tables (no N-cell histogram)."""
+        """``A x`` from the records' marginal tables (no N-cell histogram).
+
+        Parameters
+        ----------
+        records : mmtoolkit.records.Records
+            Integer-coded records over a domain with this strategy's attribute sizes.
+
+        Returns
+        -------
+        numpy.ndarray
+            The ``m`` answers ``A x`` (float64), marginal by marginal in ascending key order,
+            each table in C order.
+
+        Raises
+        ------
+        ValueError
+            When the records' attribute sizes differ from the strategy's.
+        TooLargeError
+            When a marginal table exceeds :data:`MAX_DENSE_ENTRIES` cells.
+        """
         if tuple(self.sizes) != tuple(records.domain.sizes):
             raise ValueError(
                 f"the strategy is defined on attribute sizes {list(self.sizes)}, the records "
@@ -381,7 +490,33 @@ class Marginals(Matrix):
 
     def workload_answers(self, W, y):
         """``W A⁺ y`` for a marginals workload ``W`` without the ``N``-cell ``x̂`` (HDMM §6.3,
-        App. A.4), ``y`` one release or ``m_A x R``; None for any other workload."""
+        App. A.4), ``y`` one release or ``m_A x R``; None for any other workload.
+
+        Parameters
+        ----------
+        W : Matrix or array_like
+            The workload: a (weighted) :class:`Marginals` on this strategy's sizes is
+            answered; anything else gives None.
+        y : array_like
+            The noisy strategy answers: one release (length ``m_A``) or ``R`` of them as the
+            columns of an ``m_A x R`` array.
+
+        Returns
+        -------
+        numpy.ndarray or None
+            ``W A⁺ y``: ``m_W`` answers (``m_W x R`` for a 2-D ``y``), in ``W``'s row order;
+            None when ``W`` is not a weighted union of marginals.
+
+        Raises
+        ------
+        ValueError
+            When ``W``'s attribute sizes differ from the strategy's, or ``y`` does not have
+            ``m_A`` rows.
+
+        References
+        ----------
+        McKenna et al. 2018, HDMM, Section 6.3 and Appendix A.4.
+        """
         w, wbase = peel(as_matrix(W))
         if not isinstance(wbase, Marginals):
             return None
@@ -718,7 +853,36 @@ def _kernel_input(table: np.ndarray) -> np.ndarray:
 # ======================================================================= MarginalsGram
 class MarginalsGram(base.Symmetric):
     """``𝔾(v) = Σ_a v_a ℂ(a)``, ``ℂ(a) = ⊗_i (I if bit i of a else J)`` (HDMM §6.3, App. A.4);
-    ``v``: a length-2^d array, or a mapping ``{key: v_key}`` (kept: the closure route)."""
+    ``v``: a length-2^d array, or a mapping ``{key: v_key}`` (kept: the closure route).
+
+    ``J`` is the ``n_i x n_i`` all-ones matrix. The Gram is diagonal in the residual
+    subspaces ``S_B`` (eigenvalue ``μ_B``, :meth:`spectrum`), so its products, pseudo-inverse
+    and error route are computed from ``2^d`` numbers (or from the down-closure of the keys
+    when ``v`` is a mapping). ``MarginalsGram`` objects of one ``sizes`` add, subtract,
+    multiply (``@``) and scale in closed form. Shape ``N x N``, ``N = Π_i n_i``.
+
+    Parameters
+    ----------
+    sizes : sequence of int
+        The attribute sizes ``n_i`` (``d`` of them, each at least 1).
+    v : array_like or mapping of int to float
+        The coefficients ``v_a``: ``2^d`` finite numbers indexed by the bitmask ``a``, or a
+        mapping ``{a: v_a}`` of finite numbers (keys ``0 ≤ a < 2^d``; absent keys are 0).
+
+    Raises
+    ------
+    ValueError
+        When ``sizes`` is not a non-empty sequence of integers of at least 1, an array ``v``
+        does not have ``2^d`` values, a key is not an integer in ``0 ≤ a < 2^d``, or a
+        coefficient is not finite.
+    TooLargeError
+        When ``d`` exceeds :data:`MAX_MARGINALS_DIM`.
+
+    References
+    ----------
+    McKenna et al. 2018, HDMM, Section 6.3 (optimized marginal strategies) and Appendix A.4
+    (marginals parameterization).
+    """
 
     def __init__(self, sizes, v):
         self.sizes = _check_sizes(sizes)
@@ -752,11 +916,24 @@ class MarginalsGram(base.Symmetric):
 
     @property
     def d(self) -> int:
+        """The number of attributes.
+
+        Returns
+        -------
+        int
+            ``len(self.sizes)``.
+        """
         return len(self.sizes)
 
     @property
     def v(self) -> np.ndarray:
-        """The dense coefficient vector over all 2^d subsets."""
+        """The dense coefficient vector over all 2^d subsets.
+
+        Returns
+        -------
+        numpy.ndarray
+            ``v_a`` for every bitmask ``a`` (length ``2^d``; cached, not a copy).
+        """
         if self._v is None:
             if self._keys is not None:
                 v = np.zeros(1 << self.d)
@@ -784,7 +961,28 @@ class MarginalsGram(base.Symmetric):
     # ------------------------------------------------------------------ spectrum
     @classmethod
     def from_spectrum(cls, sizes, mu) -> MarginalsGram:
-        """The Gram whose eigenvalue on ``S_B`` is ``mu[B]`` (Möbius transform back to ``v``)."""
+        """The Gram whose eigenvalue on ``S_B`` is ``mu[B]`` (Möbius transform back to ``v``).
+
+        Parameters
+        ----------
+        sizes : sequence of int
+            The attribute sizes ``n_i`` (``d`` of them, each at least 1).
+        mu : array_like
+            ``2^d`` finite eigenvalues, indexed by the bitmask ``B``.
+
+        Returns
+        -------
+        MarginalsGram
+            The Gram with that spectrum (its coefficients ``v`` computed when asked).
+
+        Raises
+        ------
+        ValueError
+            When ``sizes`` is not a non-empty sequence of integers of at least 1, or ``mu``
+            does not have ``2^d`` finite values.
+        TooLargeError
+            When ``d`` exceeds :data:`MAX_MARGINALS_DIM`.
+        """
         sizes = _check_sizes(sizes)
         d = len(sizes)
         check_dim(d, "MarginalsGram.from_spectrum")
@@ -798,13 +996,29 @@ class MarginalsGram(base.Symmetric):
         return out
 
     def spectrum(self) -> np.ndarray:
-        """``μ_B = Σ_{a ⊇ B} v_a Π_{i∉a} n_i`` for every bitmask ``B``."""
+        """``μ_B = Σ_{a ⊇ B} v_a Π_{i∉a} n_i`` for every bitmask ``B``.
+
+        Returns
+        -------
+        numpy.ndarray
+            The eigenvalue ``μ_B`` on each residual subspace ``S_B``, length ``2^d`` (a copy).
+        """
         if self._mu is None:
             self._mu = superset_sum(self.v * complement_products(self.sizes), self.d)
         return self._mu.copy()
 
     def live_spectrum(self) -> tuple[np.ndarray, np.ndarray]:
-        """``(B, μ_B)`` over the live residual subspaces, ``B`` ascending (keys' down-closure)."""
+        """``(B, μ_B)`` over the live residual subspaces, ``B`` ascending (keys' down-closure).
+
+        A subspace is live when its dimension is positive and ``|μ_B|`` exceeds
+        ``PINV_RTOL = 1e-12`` times the largest such ``|μ|``. For a Gram given by key, only
+        the down-closure of its keys is visited (no ``2^d`` array for low orders).
+
+        Returns
+        -------
+        tuple of numpy.ndarray
+            The live bitmasks ``B`` (int64, ascending) and their eigenvalues ``μ_B``.
+        """
         sizes = self.sizes
         if not self._sparse:
             mu = self.spectrum()
@@ -820,7 +1034,13 @@ class MarginalsGram(base.Symmetric):
         return K[live], mu[live]
 
     def dims(self) -> np.ndarray:
-        """``dim_B = Π_{i∈B}(n_i - 1)`` (floats; 0 when some kept attribute has size 1)."""
+        """``dim_B = Π_{i∈B}(n_i - 1)`` (floats; 0 when some kept attribute has size 1).
+
+        Returns
+        -------
+        numpy.ndarray
+            The dimension of each residual subspace ``S_B``, length ``2^d``.
+        """
         return _subspace_dims(self.sizes)
 
     def _live(self, mu, dims):
@@ -858,11 +1078,33 @@ class MarginalsGram(base.Symmetric):
         return self @ self
 
     def gram_route(self, W):
-        """Any strategy whose Gram is this marginals Gram: the spectral route."""
+        """Any strategy whose Gram is this marginals Gram: the spectral route.
+
+        Parameters
+        ----------
+        W : Matrix
+            The workload, a union of Kronecker products.
+
+        Returns
+        -------
+        ErrorRoute or None
+            The spectral route, or None when ``W``'s Kronecker terms do not all have this
+            Gram's attribute sizes.
+
+        References
+        ----------
+        McKenna et al. 2018, HDMM, Section 6.3 and Appendix A.4.
+        """
         return MarginalsRoute.build(W, self)
 
     def pinv_spectrum(self) -> np.ndarray:
-        """The spectrum of ``self.pinv()``: 1/μ_B on live subspaces, exactly 0 elsewhere."""
+        """The spectrum of ``self.pinv()``: 1/μ_B on live subspaces, exactly 0 elsewhere.
+
+        Returns
+        -------
+        numpy.ndarray
+            Length ``2^d``, indexed by the bitmask ``B``.
+        """
         mu = self.spectrum()
         live = self._live(mu, self.dims())
         inv = np.zeros_like(mu)
@@ -873,6 +1115,20 @@ class MarginalsGram(base.Symmetric):
         return MarginalsGram.from_spectrum(self.sizes, self.pinv_spectrum())
 
     def inverse(self):
+        """The inverse Gram, refused when the Gram is singular (:meth:`pinv` is not).
+
+        Returns
+        -------
+        MarginalsGram
+            The Gram with eigenvalue ``1/μ_B`` on every residual subspace of positive
+            dimension.
+
+        Raises
+        ------
+        ValueError
+            When some residual subspace of positive dimension has a zero eigenvalue (by the
+            rule of :meth:`live_spectrum`).
+        """
         mu = self.spectrum()
         dims = self.dims()
         dead = (dims > 0) & ~self._live(mu, dims)

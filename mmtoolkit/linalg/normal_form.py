@@ -49,7 +49,42 @@ def _bits(key: int) -> tuple[int, ...]:
 
 class Term:
     """One term ``weight · (F_1 ⊗ … ⊗ F_k)`` of a normal form on rows ``start:stop`` (its fields:
-    docs/algorithms/implicit-algebra.md, "The normal form")."""
+    docs/algorithms/implicit-algebra.md, "The normal form").
+
+    Built by :class:`NormalForm`, not by callers.
+
+    Parameters
+    ----------
+    form : NormalForm
+        The normal form the term belongs to (it gives the sign of the weight).
+    index : int
+        The term's position in the form's terms.
+    c : float
+        The squared weight ``w²``.
+    factors : sequence of Matrix
+        The factors ``F_i``, weights peeled; a sequence with a ``marginal = (sizes, key)``
+        attribute (as :class:`Marginals` gives) answers without a pass over its factors.
+    start : int
+        The term's first row in the workload.
+
+    Attributes
+    ----------
+    c : float
+        The squared weight.
+    factors : sequence of Matrix
+        The factors.
+    sizes : tuple of int
+        The factors' column counts (the attribute sizes).
+    key : int or None
+        The marginal's bitmask of identity attributes when every factor is an identity or a
+        total, else None.
+    attrs : tuple of int
+        The attributes whose factor is not a total.
+    start : int
+        The term's first row in the workload.
+    stop : int
+        One past its last row: the term is rows ``start:stop``.
+    """
 
     __slots__ = ("_form", "_index", "_kinds", "attrs", "c", "factors", "key", "sizes", "start",
                  "stop")  # fmt: skip
@@ -75,10 +110,29 @@ class Term:
 
     @property
     def weight(self) -> float:
+        """The signed weight ``±√c`` (its sign read from ``kron_terms(signed=True)``).
+
+        Returns
+        -------
+        float
+            ``w`` with ``w² = c``.
+
+        Raises
+        ------
+        ValueError
+            When the workload matrix no longer exists (see :attr:`NormalForm.signs`).
+        """
         return math.copysign(math.sqrt(self.c), self._form.signs[self._index])
 
     @property
     def kinds(self) -> tuple[str, ...]:
+        """Each factor's ``factor_kind`` (one of :data:`FACTOR_KINDS`).
+
+        Returns
+        -------
+        tuple of str
+            One kind per factor, in attribute order.
+        """
         if self._kinds is None:
             self._kinds = tuple(
                 "identity" if (self.key >> i) & 1 else "total" for i in range(len(self.sizes))
@@ -90,7 +144,36 @@ class Term:
 
 
 class NormalForm:
-    """A workload as its :class:`Term` list, in row order (:func:`normal_form`)."""
+    """A workload as its :class:`Term` list, in row order (:func:`normal_form`).
+
+    Read from ``W.kron_terms()`` (squared weights and factors, in row order); the weights'
+    signs are read from ``W.kron_terms(signed=True)`` when first asked (:attr:`signs`).
+
+    Parameters
+    ----------
+    W : Matrix
+        The workload.
+    hold : bool, default False
+        Whether the form keeps ``W`` alive; False: a weak reference (the cached form of
+        :func:`normal_form` does not keep its matrix alive).
+
+    Attributes
+    ----------
+    shape : tuple of int
+        ``W``'s shape.
+    terms : tuple of Term
+        The terms, in row order.
+
+    Raises
+    ------
+    ValueError
+        When the rows of ``W``'s Kronecker terms do not add up to ``W``'s rows.
+
+    References
+    ----------
+    McKenna et al. 2018, HDMM, Section 4.3 (a workload as a union of weighted Kronecker
+    products, equation 1).
+    """
 
     def __init__(self, W: Matrix, hold: bool = False):
         self._matrix = (lambda: W) if hold else weakref.ref(W)
@@ -108,7 +191,19 @@ class NormalForm:
 
     @functools.cached_property
     def signs(self) -> list[float]:
-        """The sign of each term's weight (``kron_terms(signed=True)``)."""
+        """The sign of each term's weight (``kron_terms(signed=True)``).
+
+        Returns
+        -------
+        list of float
+            ``+1.0`` or ``-1.0`` per term (cached).
+
+        Raises
+        ------
+        ValueError
+            When the matrix, held weakly, no longer exists, or its signed terms disagree in
+            number with its terms.
+        """
         W = self._matrix()
         if W is None:
             raise ValueError("the matrix of this normal form no longer exists")
@@ -122,7 +217,13 @@ class NormalForm:
 
     @functools.cached_property
     def sizes(self) -> tuple[int, ...] | None:
-        """The attribute sizes every term shares, else None."""
+        """The attribute sizes every term shares, else None.
+
+        Returns
+        -------
+        tuple of int or None
+            The common factor sizes (one factorisation of the domain), or None.
+        """
         first = self.terms[0].sizes
         for t in self.terms[1:]:
             if t.sizes is not first and t.sizes != first:
@@ -131,7 +232,13 @@ class NormalForm:
 
     @functools.cached_property
     def marginals(self) -> bool:
-        """Whether the workload is a union of marginals on one factorisation of the domain."""
+        """Whether the workload is a union of marginals on one factorisation of the domain.
+
+        Returns
+        -------
+        bool
+            True when the terms share their sizes and every term is a marginal.
+        """
         return self.sizes is not None and all(t.key is not None for t in self.terms)
 
 
@@ -139,7 +246,31 @@ _CACHE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def normal_form(W) -> NormalForm:
-    """The :class:`NormalForm` of ``W`` (a Matrix, cached per matrix, or an array)."""
+    """The :class:`NormalForm` of ``W`` (a Matrix, cached per matrix, or an array).
+
+    Parameters
+    ----------
+    W : Matrix or array_like
+        The workload. A Matrix's form is cached per matrix without keeping it alive (an
+        unhashable kind's is built every time); an array is wrapped by :func:`as_matrix`.
+
+    Returns
+    -------
+    NormalForm
+        Its weighted Kronecker terms in row order, each factor with its kind.
+
+    Raises
+    ------
+    TypeError
+        When ``W`` is a string (see :func:`as_matrix`).
+    ValueError
+        When ``W`` is an array :func:`as_matrix` refuses, or its Kronecker terms do not
+        cover its rows.
+
+    References
+    ----------
+    McKenna et al. 2018, HDMM, Section 4.3 (Algorithm 1, ImpVec, and equation 1).
+    """
     if not isinstance(W, Matrix):
         return NormalForm(as_matrix(W), hold=True)
     try:

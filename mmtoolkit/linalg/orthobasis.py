@@ -33,7 +33,38 @@ def check_orthonormal_rows(Q: np.ndarray, seed: int = 0, probes: int = 2) -> boo
 
 
 class OrthoBasis(Matrix):
-    """``A = [diag(w) Q ; D_J]``: orthonormal rows ``Q``, ``weights``, optional ``completion``."""
+    """``A = [diag(w) Q ; D_J]``: orthonormal rows ``Q``, ``weights``, optional ``completion``.
+
+    The ``k`` rows ``w_i q_i``, then one row ``d_j e_j`` per cell ``j`` with ``d_j > 0``:
+    shape ``(k + |J|, n)``. ``Q`` is held as the explicit array it is (the representation
+    itself); its Gram is an :class:`OrthoBasisGram` and its ``error_route`` scores any
+    workload exactly.
+
+    Parameters
+    ----------
+    Q : array_like
+        A finite ``k x n`` array with orthonormal rows (``QQᵀ = I_k``, ``1 ≤ k ≤ n``),
+        checked by random probes to ``ORTHO_RTOL = 1e-8``; e.g. the eigen-queries of
+        ``WᵀW``.
+    weights : array_like
+        ``w``: the ``k`` finite row weights (zero: a row not measured).
+    completion : array_like, optional
+        ``d``: ``n`` finite non-negative column-completion weights; None: no completion
+        rows.
+
+    Raises
+    ------
+    ValueError
+        When ``Q`` is not a non-empty 2-D array, has more rows than columns, a non-finite
+        entry or rows that are not orthonormal; when ``weights`` is not ``k`` finite
+        numbers; when ``completion`` is not ``n`` finite non-negative numbers.
+
+    References
+    ----------
+    Li & Miklau 2012, "An adaptive mechanism for accurate query answering under
+    differential privacy" (Eigen-Design), Section 3.2 (Program 2); Li et al. 2010, the
+    matrix mechanism, Theorem 5.27 (the completion).
+    """
 
     def __init__(self, Q, weights, completion=None):
         Q = np.asarray(Q, dtype=float)
@@ -82,7 +113,20 @@ class OrthoBasis(Matrix):
         return OrthoBasisRoute(W, self)
 
     def pinv(self):
-        """``A⁺ = Qᵀ diag(1/w)`` (zero weights: zero columns) without completion, else generic."""
+        """``A⁺ = Qᵀ diag(1/w)`` (zero weights: zero columns) without completion, else generic.
+
+        Returns
+        -------
+        Matrix
+            ``A⁺`` (``n x m``): the transpose of an :class:`OrthoBasis` without completion,
+            else the dense default.
+
+        Raises
+        ------
+        TooLargeError
+            With completion rows, when the dense ``m x n`` read exceeds
+            :data:`MAX_DENSE_ENTRIES`.
+        """
         if self.cells.size:
             return super().pinv()
         w = self.weights
@@ -113,7 +157,17 @@ class OrthoBasis(Matrix):
 
 
 class OrthoBasisGram(Symmetric):
-    """``Qᵀ diag(s) Q + diag(t)`` (the Gram of :class:`OrthoBasis`, ``s = w²``, ``t = d²``)."""
+    """``Qᵀ diag(s) Q + diag(t)`` (the Gram of :class:`OrthoBasis`, ``s = w²``, ``t = d²``).
+
+    Parameters
+    ----------
+    Q : numpy.ndarray
+        The ``k x n`` array of orthonormal rows (held, not copied nor checked).
+    s : array_like
+        The ``k`` row coefficients (``w²``).
+    t : array_like
+        The ``n`` diagonal coefficients (``d²``).
+    """
 
     def __init__(self, Q: np.ndarray, s: np.ndarray, t: np.ndarray):
         self.Q, self.s, self.t = Q, np.asarray(s, dtype=float), np.asarray(t, dtype=float)

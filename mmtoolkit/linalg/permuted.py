@@ -1,4 +1,4 @@
-"""Column-permuted matrices (HDMM §8: the "Permuted Range" workload, ranges
+"""Column-permuted matrices (HDMM §8.1: the "Permuted Range" workload, ranges
 on a randomly permuted domain): ``Permuted(A, perm)`` is ``A P`` with ``P = I[:, perm]``, and
 :class:`PermutedGram` its Gram ``Pᵀ (AᵀA) P``.
 
@@ -29,7 +29,31 @@ def _permute_norms(c, perm):
 
 
 class Permuted(Matrix):
-    """``A P``: the columns of ``A`` permuted, dense form ``A.dense()[:, perm]``."""
+    """``A P``: the columns of ``A`` permuted, dense form ``A.dense()[:, perm]``.
+
+    ``P = I[:, perm]``, so column ``j`` of ``A P`` is column ``perm[j]`` of ``A``. Its Gram is
+    a :class:`PermutedGram`, its pseudo-inverse ``Pᵀ A⁺``; row norms and sensitivity are the
+    base's.
+
+    Parameters
+    ----------
+    base : Matrix or array_like
+        ``A`` (an array is wrapped by :func:`as_matrix`).
+    perm : array_like of int
+        A permutation of ``range(n)``, ``n`` the base's number of columns (copied as int64).
+
+    Raises
+    ------
+    ValueError
+        When ``perm`` is not a 1-D integer array of length ``n`` holding each index once,
+        or ``base`` is an array :func:`as_matrix` refuses.
+    TypeError
+        When ``base`` is a string (see :func:`as_matrix`).
+
+    References
+    ----------
+    McKenna et al. 2018, HDMM, Section 8.1 (the "Permuted Range" workload).
+    """
 
     def __init__(self, base: Matrix, perm):
         self.base = as_matrix(base)
@@ -69,7 +93,24 @@ class Permuted(Matrix):
 
 
 class PermutedGram(Matrix):
-    """``Pᵀ G P`` for a square ``G``: entries ``G[perm[i], perm[j]]``."""
+    """``Pᵀ G P`` for a square ``G``: entries ``G[perm[i], perm[j]]``.
+
+    ``P`` is orthogonal, so the transpose, Gram, pseudo-inverse, trace and diagonal are the
+    base's, conjugated.
+
+    Parameters
+    ----------
+    base : Matrix or array_like
+        The square ``G`` (an array is wrapped by :func:`as_matrix`).
+    perm : array_like of int
+        A permutation of ``range(n)``, ``n`` the size of ``G`` (copied as int64).
+
+    Raises
+    ------
+    ValueError
+        When ``G`` is not square, or ``perm`` is not a 1-D integer array of length ``n``
+        holding each index once.
+    """
 
     def __init__(self, base: Matrix, perm):
         base = as_matrix(base)

@@ -59,7 +59,34 @@ def woodbury_core(theta: np.ndarray) -> np.ndarray:
 
 
 class PIdentity(Matrix):
-    """``A(Θ) = [I_n; Θ] D`` (HDMM Def. 9), columns normalised in the ``norm`` (1 or 2)."""
+    """``A(Θ) = [I_n; Θ] D`` (HDMM Def. 9), columns normalised in the ``norm`` (1 or 2).
+
+    Shape ``(n + p, n)``: the ``n`` scaled identity rows, then the ``p`` rows of ``ΘD``, with
+    ``D = diag(1/s)``: ``s_j = 1 + Σ_k Θ_kj`` for ``norm=1`` (every column sums to 1) and
+    ``s_j = sqrt(1 + Σ_k Θ_kj²)`` for ``norm=2`` (every column has unit L2 norm), so the
+    sensitivity in that norm is 1. Full column rank: it supports every workload. Gram,
+    inverse Gram and pseudo-inverse cost ``O(np)`` per vector (Woodbury).
+
+    Parameters
+    ----------
+    theta : array_like
+        ``Θ``, a finite ``p x n`` array with ``p ≥ 1`` and ``n ≥ 1`` (copied as float64);
+        non-negative for ``norm=1``.
+    norm : int, default 1
+        The column normalisation: 1 (L1, HDMM's, for Laplace noise) or 2 (L2, for Gaussian
+        noise).
+
+    Raises
+    ------
+    ValueError
+        When ``norm`` is not 1 or 2, ``theta`` is not a non-empty 2-D array, has an entry
+        that is not finite, or (``norm=1``) a negative entry.
+
+    References
+    ----------
+    McKenna et al. 2018, HDMM, Section 5.2 (Definition 9, p-Identity strategies; Theorem 4)
+    and Appendix A.3 (the analysis of OPT_0: the Woodbury forms).
+    """
 
     def __init__(self, theta, norm: int = 1):
         check_p(norm)
@@ -74,7 +101,13 @@ class PIdentity(Matrix):
 
     @property
     def core(self) -> np.ndarray:
-        """``M = (I_p + ΘΘᵀ)⁻¹`` (cached)."""
+        """``M = (I_p + ΘΘᵀ)⁻¹`` (cached).
+
+        Returns
+        -------
+        numpy.ndarray
+            The ``p x p`` Woodbury core, by Cholesky.
+        """
         if self._core is None:
             self._core = woodbury_core(self.theta)
         return self._core
@@ -153,7 +186,20 @@ class PIdentity(Matrix):
 
 
 class PIdentityGram(Symmetric):
-    """``AᵀA = D (I + ΘᵀΘ) D``; ``pinv`` = ``inverse`` = a :class:`LowRankUpdate` (HDMM Thm 4)."""
+    """``AᵀA = D (I + ΘᵀΘ) D``; ``pinv`` = ``inverse`` = a :class:`LowRankUpdate` (HDMM Thm 4).
+
+    ``(AᵀA)⁻¹ = D⁻¹ (I − Θᵀ M Θ) D⁻¹`` with ``M = (I_p + ΘΘᵀ)⁻¹`` (Woodbury); ``n x n``,
+    never formed.
+
+    Parameters
+    ----------
+    A : PIdentity
+        The strategy whose Gram this is.
+
+    References
+    ----------
+    McKenna et al. 2018, HDMM, Section 5.2 (Theorem 4) and Appendix A.3.
+    """
 
     def __init__(self, A: PIdentity):
         self.A = A
@@ -184,7 +230,20 @@ class PIdentityGram(Symmetric):
 
 
 class LowRankUpdate(Matrix):
-    """``diag(a) − U Vᵀ`` in O(nr) per vector (a p-Identity's inverse Gram; ``low_rank_form``)."""
+    """``diag(a) − U Vᵀ`` in O(nr) per vector (a p-Identity's inverse Gram; ``low_rank_form``).
+
+    Parameters
+    ----------
+    a : array_like
+        The ``n`` diagonal entries.
+    U, V : array_like
+        Two ``n x r`` arrays.
+
+    Raises
+    ------
+    ValueError
+        When ``U`` and ``V`` are not both 2-D arrays of shape ``n x r``.
+    """
 
     def __init__(self, a, U, V):
         self.a = np.asarray(a, dtype=float)
@@ -198,6 +257,16 @@ class LowRankUpdate(Matrix):
         self.shape = (n, n)
 
     def low_rank_form(self):
+        """The parts ``(a, U, V)`` of ``diag(a) − U Vᵀ``.
+
+        ``tr(Y · self) = Σ_j a_j Y_jj − Σ (Y U) ∘ V`` then needs only ``r`` products with
+        ``Y`` (OPT_0 and the evaluator's structured route use it).
+
+        Returns
+        -------
+        tuple of numpy.ndarray
+            ``a`` (length ``n``), ``U`` and ``V`` (``n x r`` each), the arrays held.
+        """
         return self.a, self.U, self.V
 
     def _matmat(self, X):
@@ -215,7 +284,20 @@ class LowRankUpdate(Matrix):
 
 
 class PIdentityPinv(Matrix):
-    """``A⁺ = (AᵀA)⁻¹Aᵀ`` of a p-Identity strategy (HDMM §7.2 / App. A.3), O(np) per vector."""
+    """``A⁺ = (AᵀA)⁻¹Aᵀ`` of a p-Identity strategy (HDMM §7.2 / App. A.3), O(np) per vector.
+
+    Applied as ``A⁺z = s ∘ z_I + (sΘᵀ) M (z_Θ − Θ z_I)``, ``z_I`` the first ``n`` entries of
+    ``z`` and ``z_Θ`` the last ``p``; shape ``(n, n + p)``.
+
+    Parameters
+    ----------
+    A : PIdentity
+        The strategy whose pseudo-inverse this is.
+
+    References
+    ----------
+    McKenna et al. 2018, HDMM, Section 7.2 (RECONSTRUCT) and Appendix A.3.
+    """
 
     def __init__(self, A: PIdentity):
         self.A = A
@@ -225,7 +307,13 @@ class PIdentityPinv(Matrix):
 
     @property
     def sTM(self) -> np.ndarray:
-        """``(sΘᵀ)M`` (``n x p``, cached)."""
+        """``(sΘᵀ)M`` (``n x p``, cached).
+
+        Returns
+        -------
+        numpy.ndarray
+            The ``n x p`` array ``diag(s) Θᵀ M``.
+        """
         if self._sTM is None:
             A = self.A
             self._sTM = (A.theta.T * A.s[:, None]) @ A.core

@@ -1,4 +1,4 @@
-"""Range-query matrices on one ordered attribute (HDMM §4, Table of predicate sets).
+"""Range-query matrices on one ordered attribute (HDMM §3.3, predicate sets; windows: §8.1).
 
 ``Ones`` / ``Total`` (the total query), ``Prefix`` (CDF queries), ``AllRange`` (every
 interval) and ``WidthRange`` (sliding windows of one width), with their Grams and
@@ -94,7 +94,24 @@ class SymmetricFormula(Symmetric):
 
 
 class SymTridiagonal(Symmetric):
-    """A symmetric tridiagonal matrix (diagonal ``d``, off-diagonal ``e``), O(n) products."""
+    """A symmetric tridiagonal matrix (diagonal ``d``, off-diagonal ``e``), O(n) products.
+
+    The closed-form inverses of the prefix and range Grams, and a diagonal matrix (``e``
+    zero).
+
+    Parameters
+    ----------
+    d : array_like
+        The ``n`` diagonal entries (flattened), ``n ≥ 1``.
+    e : array_like
+        The ``n - 1`` entries above (and below) the diagonal (flattened).
+
+    Raises
+    ------
+    ValueError
+        When ``d`` is empty, ``e`` does not have ``n - 1`` entries, or an entry is not
+        finite.
+    """
 
     def __init__(self, d, e):
         d = np.array(d, dtype=float).ravel()
@@ -134,7 +151,29 @@ class SymTridiagonal(Symmetric):
 
 
 class Ones(CountingQueries):
-    """The all-ones ``m x n`` matrix (HDMM §4, Table of predicate sets: "Total" when m = 1)."""
+    """The all-ones ``m x n`` matrix (HDMM §3.3, predicate sets: "Total" when m = 1).
+
+    Its ``factor_kind`` is ``"total"`` when ``m = 1``, else ``"ones"``; ``gram = m·Ones(n, n)``,
+    ``pinv = Ones(n, m) / (m n)`` and every column norm is ``m``.
+
+    Parameters
+    ----------
+    m : int
+        The number of rows (each the total query), at least 1.
+    n : int
+        The number of columns (cells), at least 1.
+
+    Raises
+    ------
+    ValueError
+        When ``m`` or ``n`` is not an integer (a ``CheckTypeError``, also a ``TypeError``)
+        or is below 1.
+
+    References
+    ----------
+    McKenna et al. 2018, HDMM, Section 3.3 (the predicate sets Identity, Prefix, AllRange
+    and Total).
+    """
 
     def __init__(self, m: int, n: int):
         self.m = check_int(m, "m", minimum=1)
@@ -183,7 +222,24 @@ class Ones(CountingQueries):
 
 
 class Total(Ones):
-    """The total query ``1ᵀ`` (1 x n): ``Ones(1, n)`` (HDMM §4, Table of predicate sets)."""
+    """The total query ``1ᵀ`` (1 x n): ``Ones(1, n)`` (HDMM §3.3, predicate sets).
+
+    Parameters
+    ----------
+    n : int
+        The number of cells, at least 1.
+
+    Raises
+    ------
+    ValueError
+        When ``n`` is not an integer (a ``CheckTypeError``, also a ``TypeError``) or is
+        below 1.
+
+    References
+    ----------
+    McKenna et al. 2018, HDMM, Section 3.3 (the predicate sets Identity, Prefix, AllRange
+    and Total).
+    """
 
     def __init__(self, n: int):
         super().__init__(1, n)
@@ -193,7 +249,28 @@ class Total(Ones):
 
 
 class Prefix(CountingQueries):
-    """Prefix (CDF) queries, row ``i`` summing cells ``0..i`` (HDMM §4, Table of predicate sets)."""
+    """Prefix (CDF) queries, row ``i`` summing cells ``0..i`` (HDMM §3.3, predicate sets).
+
+    The lower-triangular ``n x n`` ones matrix ``L``: products are running sums, its Gram a
+    :class:`PrefixGram`, its inverse the :class:`Difference`; sensitivity ``n`` (L1) or
+    ``√n`` (L2).
+
+    Parameters
+    ----------
+    n : int
+        The number of cells (and queries), at least 1.
+
+    Raises
+    ------
+    ValueError
+        When ``n`` is not an integer (a ``CheckTypeError``, also a ``TypeError``) or is
+        below 1.
+
+    References
+    ----------
+    McKenna et al. 2018, HDMM, Section 3.3 (the predicate sets Identity, Prefix, AllRange
+    and Total).
+    """
 
     factor_kind = "prefix"
 
@@ -240,7 +317,21 @@ class Prefix(CountingQueries):
 
 
 class Difference(Matrix):
-    """The bidiagonal differencing matrix ``D = Prefix(n)⁻¹`` (``(Dx)_i = x_i - x_{i-1}``)."""
+    """The bidiagonal differencing matrix ``D = Prefix(n)⁻¹`` (``(Dx)_i = x_i - x_{i-1}``).
+
+    ``D[i, i] = 1`` and ``D[i, i-1] = -1``; its inverse is :class:`Prefix`.
+
+    Parameters
+    ----------
+    n : int
+        The size, at least 1.
+
+    Raises
+    ------
+    ValueError
+        When ``n`` is not an integer (a ``CheckTypeError``, also a ``TypeError``) or is
+        below 1.
+    """
 
     def __init__(self, n: int):
         self.n = check_int(n, "n", minimum=1)
@@ -286,7 +377,22 @@ class Difference(Matrix):
 
 
 class PrefixGram(SymmetricFormula):
-    """``LᵀL`` for ``L = Prefix(n)``: entry ``n - max(i, j)``, inverse ``D Dᵀ``."""
+    """``LᵀL`` for ``L = Prefix(n)``: entry ``n - max(i, j)``, inverse ``D Dᵀ``.
+
+    ``pinv()`` (also ``inverse()``) is the tridiagonal ``D Dᵀ`` with diagonal
+    ``(1, 2, ..., 2)`` and off-diagonal ``-1``, a :class:`SymTridiagonal`.
+
+    Parameters
+    ----------
+    n : int
+        The size, at least 1.
+
+    Raises
+    ------
+    ValueError
+        When ``n`` is not an integer (a ``CheckTypeError``, also a ``TypeError``) or is
+        below 1.
+    """
 
     def __init__(self, n: int):
         super().__init__(check_int(n, "n", minimum=1))
@@ -317,8 +423,29 @@ class PrefixGram(SymmetricFormula):
 
 
 class AllRange(CountingQueries):
-    """All ``n(n+1)/2`` range queries ``[i, j]`` in lexicographic order of ``(i, j)`` (HDMM §4,
-    Table of predicate sets; Li et al. 2010), products by prefix sums and a difference array."""
+    """All ``n(n+1)/2`` range queries ``[i, j]`` in lexicographic order of ``(i, j)`` (HDMM §3.3,
+    predicate sets; Li et al. 2010), products by prefix sums and a difference array.
+
+    Row ``(i, j)``, ``0 ≤ i ≤ j < n``, sums cells ``i..j``; column ``j`` has ``(j+1)(n−j)``
+    ones. Its Gram is an :class:`AllRangeGram`.
+
+    Parameters
+    ----------
+    n : int
+        The number of cells, at least 1.
+
+    Raises
+    ------
+    ValueError
+        When ``n`` is not an integer (a ``CheckTypeError``, also a ``TypeError``) or is
+        below 1.
+
+    References
+    ----------
+    McKenna et al. 2018, HDMM, Section 3.3 (the predicate sets Identity, Prefix, AllRange
+    and Total).
+    Li et al. 2010, the matrix mechanism, Section 6 (all range queries).
+    """
 
     factor_kind = "all_range"
 
@@ -376,7 +503,21 @@ class AllRange(CountingQueries):
 
 
 class AllRangeGram(SymmetricFormula):
-    """``RᵀR`` for ``R = AllRange(n)``: O(n) products, inverse ``tridiag(−1, 2, −1)/(n+1)``."""
+    """``RᵀR`` for ``R = AllRange(n)``: O(n) products, inverse ``tridiag(−1, 2, −1)/(n+1)``.
+
+    Entry ``(min(i, j) + 1)(n − max(i, j))``, trace ``n(n+1)(n+2)/6``.
+
+    Parameters
+    ----------
+    n : int
+        The size, at least 1.
+
+    Raises
+    ------
+    ValueError
+        When ``n`` is not an integer (a ``CheckTypeError``, also a ``TypeError``) or is
+        below 1.
+    """
 
     def __init__(self, n: int):
         super().__init__(check_int(n, "n", minimum=1))
@@ -412,7 +553,28 @@ class AllRangeGram(SymmetricFormula):
 
 
 class WidthRange(CountingQueries):
-    """The ``n-w+1`` sliding windows of width ``w`` (HDMM §4, Table of predicate sets)."""
+    """The ``n-w+1`` sliding windows of width ``w`` (HDMM §8.1, the "Width 32 Range" workload).
+
+    Row ``s`` sums cells ``s..s+w-1``. ``W Wᵀ`` has full rank, so ``pinv()`` is
+    ``Wᵀ (W Wᵀ)⁻¹`` with a dense ``(n−w+1) x (n−w+1)`` inverse (size-guarded).
+
+    Parameters
+    ----------
+    n : int
+        The number of cells, at least 1.
+    w : int
+        The window width, ``1 ≤ w ≤ n``.
+
+    Raises
+    ------
+    ValueError
+        When ``n`` or ``w`` is not an integer (a ``CheckTypeError``, also a ``TypeError``),
+        or ``w`` is not in ``1..n``.
+
+    References
+    ----------
+    McKenna et al. 2018, HDMM, Section 8.1 (the "Width 32 Range" workload).
+    """
 
     def __init__(self, n: int, w: int):
         self.n = check_int(n, "n", minimum=1)
@@ -467,7 +629,22 @@ class WidthRange(CountingQueries):
 
 
 class WidthRangeGram(SymmetricFormula):
-    """``WᵀW`` for ``W = WidthRange(n, w)``, of rank ``n-w+1``."""
+    """``WᵀW`` for ``W = WidthRange(n, w)``, of rank ``n-w+1``.
+
+    Entry ``(i, j)``: the number of windows containing both cells.
+
+    Parameters
+    ----------
+    n : int
+        The number of cells, at least 1.
+    w : int
+        The window width, ``1 ≤ w ≤ n``.
+
+    Raises
+    ------
+    ValueError
+        As :class:`WidthRange`: ``n`` or ``w`` not an integer, or ``w`` not in ``1..n``.
+    """
 
     def __init__(self, n: int, w: int):
         self.base = WidthRange(n, w)

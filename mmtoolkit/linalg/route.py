@@ -20,23 +20,69 @@ RANK_RTOL = 10.0
 
 
 class UnsupportedWorkloadError(ValueError):
-    """The strategy does not support the workload: some query is outside rowspace(A)."""
+    """The strategy does not support the workload: some query is outside rowspace(A).
+
+    A query ``w`` is supported when ``||w (I − A⁺A)||² ≤ SUPPORT_RTOL · ||w||²``
+    (:data:`SUPPORT_RTOL`); the error's message gives the worst relative component found.
+    """
 
 
 class ErrorRoute(Protocol):
-    """What ``A.error_route(W)`` returns: ``W``'s error under ``A`` (no privacy factor, weight)."""
+    """What ``A.error_route(W)`` returns: ``W``'s error under ``A`` (no privacy factor, weight).
+
+    A :class:`typing.Protocol`, not instantiated: a kind's route is any object with these four
+    methods, built by the kind's ``error_route`` (or its Gram's ``gram_route``) for one
+    workload ``W`` and one strategy ``A``. The evaluator applies the privacy factor and the
+    strategy's sensitivity.
+
+    References
+    ----------
+    Li et al. 2010, the matrix mechanism, Proposition 4.4 (error under a strategy) and
+    Definition 4.6 (error profile); McKenna et al. 2018, HDMM, Definition 7; Xiao et al.
+    2023 and He et al., ResidualPlanner(+), Section 4.1 (sum and maximum of variances).
+    """
 
     def check_support(self) -> None:
-        """Raise :class:`UnsupportedWorkloadError` unless every query of W is in rowspace(A)."""
+        """Raise :class:`UnsupportedWorkloadError` unless every query of W is in rowspace(A).
+
+        Raises
+        ------
+        UnsupportedWorkloadError
+            When some query of ``W`` has a relative component above :data:`SUPPORT_RTOL`
+            outside the row space of ``A``.
+        """
 
     def trace(self) -> float:
-        """``tr(WᵀW (AᵀA)⁺)``."""
+        """``tr(WᵀW (AᵀA)⁺)``.
+
+        Returns
+        -------
+        float
+            The total variance of ``W``'s answers, summed over its queries, for unit noise.
+        """
 
     def profile(self) -> np.ndarray:
-        """``diag(W (AᵀA)⁺ Wᵀ)``, one value per query in W's row order."""
+        """``diag(W (AᵀA)⁺ Wᵀ)``, one value per query in W's row order.
+
+        Returns
+        -------
+        numpy.ndarray
+            The ``m_W`` per-query variances for unit noise.
+
+        Raises
+        ------
+        TooLargeError
+            When the per-query vector (or a route's intermediate) exceeds the dense limits.
+        """
 
     def max_profile(self) -> float:
-        """``max diag(W (AᵀA)⁺ Wᵀ)``, without the per-query vector where possible."""
+        """``max diag(W (AᵀA)⁺ Wᵀ)``, without the per-query vector where possible.
+
+        Returns
+        -------
+        float
+            The largest per-query variance for unit noise.
+        """
 
 
 def common_sizes(terms) -> list[int] | None:

@@ -349,7 +349,43 @@ def _scaled_block_sum(F: np.ndarray, scale: np.ndarray, parts) -> np.ndarray:
 # =================================================================================== Tree
 class Tree(Matrix):
     """A weighted hierarchy of nested interval partitions, one row ``w_Q 1_Q`` per node ``Q``:
-    ``sizes``, ``levels`` (coarse to fine) and ``weights`` (docs/algorithms/trees.md)."""
+    ``sizes``, ``levels`` (coarse to fine) and ``weights`` (docs/algorithms/trees.md).
+
+    Level ``ℓ`` partitions every attribute into contiguous intervals; its nodes are the
+    products of one interval per attribute (rows in C order over the level's node grid),
+    and rows are ordered level by level. Products, Gram and (for an invertible tree) the
+    pseudo-inverse cost ``O(N · L)``. Start arrays of one width are kept as regular
+    :class:`Intervals`; other int64 start arrays are kept, not copied.
+
+    Parameters
+    ----------
+    sizes : int or sequence of int
+        The attribute sizes (an int for one attribute), each at least 1.
+    levels : list or tuple
+        The levels, coarse to fine, at least one. With one attribute a level is a 1-D
+        integer array of interval starts or an :class:`Intervals`; with ``d`` attributes, a
+        sequence of ``d`` such. Starts begin at 0, increase strictly and stay below the
+        attribute size; each level refines the one before it.
+    weights : sequence, optional
+        One per level: a scalar or an array of the level's node-grid shape (for one
+        attribute, a vector of its nodes); finite. None: every weight 1.
+
+    Raises
+    ------
+    ValueError
+        When ``sizes`` is empty or holds a non-integer (``CheckTypeError``) or a size below
+        1; when ``levels`` is not a non-empty list or tuple, a level has not ``d``
+        partitions, its starts (or an :class:`Intervals`' size) do not fit the attribute, or
+        it does not refine the level before it (the message names level and attribute);
+        when the number of weights is not the number of levels, a level's weights do not
+        have its node-grid shape, or are not finite.
+
+    References
+    ----------
+    Hay, Rastogi, Miklau & Suciu, PVLDB 2010 (H_b); Qardaji, Yang & Li, PVLDB 2013 (HB);
+    Cormode et al., ICDE 2012 (Quadtree); Li et al., PVLDB 2014 (GreedyH, DAWA); the
+    baselines of McKenna et al. 2018, HDMM, Section 8.
+    """
 
     def __init__(self, sizes, levels, weights=None):
         if isinstance(sizes, (list, tuple, np.ndarray)):
@@ -408,17 +444,35 @@ class Tree(Matrix):
     # --------------------------------------------------------------------- structure
     @property
     def depth(self) -> int:
-        """The number of levels ``L``."""
+        """The number of levels ``L``.
+
+        Returns
+        -------
+        int
+            ``len(self.levels)``.
+        """
         return len(self.levels)
 
     @functools.cached_property
     def reduced(self) -> bool:
-        """True when some finest node has more than one cell."""
+        """True when some finest node has more than one cell.
+
+        Returns
+        -------
+        bool
+            Whether the strategy cannot tell apart the cells of some finest node.
+        """
         return not all(p.identity for p in self.levels[-1])
 
     @property
     def invertible(self) -> bool:
-        """Whether the reduced Gram ``M̃`` is invertible (every finest node has weight ≠ 0)."""
+        """Whether the reduced Gram ``M̃`` is invertible (every finest node has weight ≠ 0).
+
+        Returns
+        -------
+        bool
+            True when the pseudo-inverse and the exact error route are available.
+        """
         return bool(np.all(np.asarray(self.weights[-1]) != 0.0))
 
     def _tensor(self, X):
@@ -447,7 +501,21 @@ class Tree(Matrix):
         return Y[self.offsets[li] : self.offsets[li + 1]].reshape(self.grid[li] + (Y.shape[1],))
 
     def coarse_sum(self, Y) -> np.ndarray | None:
-        """``Σ_{ℓ<L-1} w_ℓ y_ℓ`` on level ``L-2``'s grid (None for one level), in float64 always."""
+        """``Σ_{ℓ<L-1} w_ℓ y_ℓ`` on level ``L-2``'s grid (None for one level), in float64 always.
+
+        Each coarse level's weighted answers are expanded down to level ``L-2`` and summed.
+
+        Parameters
+        ----------
+        Y : numpy.ndarray
+            The ``(m, k)`` answers, one row per node in the tree's row order.
+
+        Returns
+        -------
+        numpy.ndarray or None
+            A float64 array of level ``L-2``'s node-grid shape plus a trailing axis of
+            ``k``; None for a one-level tree.
+        """
         acc = None
         for li in range(self.depth - 1):
             part = np.multiply(self._slot(Y, li), self._w(li), dtype=np.float64)  # exact sums
@@ -458,7 +526,22 @@ class Tree(Matrix):
 
     def fine_adjoint(self, Y, out=None) -> np.ndarray:
         """``Ãᵀ y`` on the finest node grid (trailing axis): ``w_fine y_fine`` plus the
-        coarse levels expanded, in one pass; ``out`` may be ``Y``'s finest slot."""
+        coarse levels expanded, in one pass; ``out`` may be ``Y``'s finest slot.
+
+        Parameters
+        ----------
+        Y : numpy.ndarray
+            The ``(m, k)`` answers, one row per node in the tree's row order.
+        out : numpy.ndarray, optional
+            Where to write the result (the finest node-grid shape plus ``k``); it may be
+            ``Y``'s finest level's rows, viewed on that grid. None: a new array.
+
+        Returns
+        -------
+        numpy.ndarray
+            ``Ãᵀ y``, the finest node-grid shape plus a trailing axis of ``k`` (``out`` when
+            given).
+        """
         F = self._slot(Y, self.depth - 1)
         out = np.multiply(F, self._w(self.depth - 1), out=out)
         acc = self.coarse_sum(Y)
@@ -635,7 +718,16 @@ class TreeSolver:
 
 
 class TreeGram(base.Symmetric):
-    """``AᵀA = Σ_Q w_Q² 1_Q 1_Qᵀ`` of a :class:`Tree`, ``pinv`` through :class:`TreeSolver`."""
+    """``AᵀA = Σ_Q w_Q² 1_Q 1_Qᵀ`` of a :class:`Tree`, ``pinv`` through :class:`TreeSolver`.
+
+    ``pinv()`` is a :class:`TreeGramInverse` for an invertible tree, else the dense
+    default; its ``gram_route`` is the exact Sherman–Morrison tree route.
+
+    Parameters
+    ----------
+    tree : Tree
+        The strategy ``A`` whose Gram this is (``N x N``, ``N`` the tree's cells).
+    """
 
     def __init__(self, tree: Tree):
         self.tree = tree
@@ -649,7 +741,19 @@ class TreeGram(base.Symmetric):
         return Product(self, self)
 
     def gram_route(self, W):
-        """Any strategy whose Gram is this tree Gram: the Sherman–Morrison tree route."""
+        """Any strategy whose Gram is this tree Gram: the Sherman–Morrison tree route.
+
+        Parameters
+        ----------
+        W : Matrix
+            The workload, a union of Kronecker products.
+
+        Returns
+        -------
+        ErrorRoute or None
+            The tree route, or None when the tree is not invertible or a term's factors do
+            not align one-to-one with the tree's attributes.
+        """
         return TreeRoute.build(W, self)
 
     def pinv(self):
@@ -670,7 +774,23 @@ class TreeGram(base.Symmetric):
 
 
 class TreeGramInverse(base.Symmetric):
-    """``(AᵀA)⁺ = P D⁻¹ M̃⁻¹ D⁻¹ Pᵀ`` for a :class:`Tree`, ``O(N · L)``."""
+    """``(AᵀA)⁺ = P D⁻¹ M̃⁻¹ D⁻¹ Pᵀ`` for a :class:`Tree`, ``O(N · L)``.
+
+    ``P`` maps the finest nodes to their cells, ``D`` holds their sizes, ``M̃`` is the
+    reduced Gram on the finest node grid (docs/algorithms/trees.md).
+
+    Parameters
+    ----------
+    tree : Tree
+        An invertible tree (every finest node has a nonzero weight).
+    solver : TreeSolver, optional
+        The tree's Sherman–Morrison pass, when one is at hand; None: built here.
+
+    Raises
+    ------
+    ValueError
+        When ``solver`` is None and the tree is not invertible.
+    """
 
     def __init__(self, tree: Tree, solver: TreeSolver | None = None):
         self.tree = tree

@@ -86,7 +86,31 @@ class TwoProductBasis:
 
 
 class KroneckerUnion(VStack):
-    """A stack of weighted Kronecker products over one factorisation of the domain (Def. 11)."""
+    """A stack of weighted Kronecker products over one factorisation of the domain (Def. 11).
+
+    ``A = [w_1 𝔸_1; ...; w_l 𝔸_l]`` with ``𝔸_g = ⊗_i A_gi``: a :class:`VStack` whose
+    reconstruction is exact for two products (a common eigenbasis of the factor Grams,
+    ``pinv_operator``) and preconditioned conjugate gradients for more (``least_squares``).
+
+    Parameters
+    ----------
+    blocks : iterable of Matrix or array_like
+        The products ``w_g 𝔸_g``, top to bottom: each one (weighted) Kronecker product (or a
+        single matrix, a one-factor product) with a nonzero weight, all with the same
+        factor sizes (column counts).
+
+    Raises
+    ------
+    ValueError
+        When there is no block, the blocks differ in their number of columns, a block is a
+        union of several Kronecker products or has weight 0, or the blocks do not share one
+        factorisation of the domain.
+
+    References
+    ----------
+    McKenna et al. 2018, HDMM, Section 6.2 (Definition 11, OPT_+: unions of products);
+    Hestenes & Stiefel 1952 (conjugate gradients).
+    """
 
     def __init__(self, blocks):
         super().__init__(blocks)
@@ -122,7 +146,15 @@ class KroneckerUnion(VStack):
         return out
 
     def pinv_operator(self):
-        """``A⁺`` exactly for two dense-readable products, one positive definite; else None."""
+        """``A⁺`` exactly for two dense-readable products, one positive definite; else None.
+
+        Returns
+        -------
+        Matrix or None
+            The exact pseudo-inverse (``n x m``; its ``apply_overwrite`` builds ``x̂`` in
+            ``y``'s memory) when the union has two products whose factors are small enough to
+            read densely and one of which has factor Grams of full rank; else None.
+        """
         factors = self._factor_lists() if len(self.blocks) == 2 else None
         if factors is None:
             return None
@@ -132,7 +164,29 @@ class KroneckerUnion(VStack):
             return None
 
     def least_squares(self, y, tol, maxiter):
-        """Preconditioned CG on the normal equations; None for factors too large to read densely."""
+        """Preconditioned CG on the normal equations; None for factors too large to read densely.
+
+        Parameters
+        ----------
+        y : numpy.ndarray
+            One release: the ``m`` noisy answers, a vector.
+        tol : float
+            The relative residual at which CG stops: ``‖AᵀA x̂ − Aᵀy‖ ≤ tol ‖Aᵀy‖``.
+        maxiter : int
+            The largest number of CG iterations (restarts included).
+
+        Returns
+        -------
+        numpy.ndarray or None
+            ``x̂`` (length ``n``), or None when ``y`` is not 1-D or a factor is too large to
+            read densely (the mechanism then runs LSMR).
+
+        Warns
+        -----
+        RuntimeWarning
+            When ``maxiter`` (or the restarts) end the solve above ``tol``; ``x̂`` is then
+            returned as it is.
+        """
         factors = self._factor_lists()
         if factors is None or y.ndim != 1:
             return None
