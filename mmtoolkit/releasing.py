@@ -114,11 +114,53 @@ def axis_labels(domain: Domain, bins: Mapping, i: int, kind: str) -> list[str]:
 # ============================================================================ result
 @dataclass
 class ReleaseResult:
-    """The result of :func:`release`: ``answers`` (``m`` or ``m x R``) and their ``stderr``,
-    the workload, domain, bins and tables, the privacy of each release and what all of them
-    ``spent`` (:func:`mmtoolkit.ledger.charge_of`), the seeds, the strategy, the
-    ``measurements`` per release and the JSON-ready ``summary``. Each field is described in
-    docs/guide/release.md ("From Python")."""
+    """The result of :func:`release`: the noisy answers with their standard errors and
+    intervals, what was released and how, and labelled tables (:meth:`table`). Each field is
+    described in docs/guide/release.md ("From Python").
+
+    Parameters
+    ----------
+    answers : numpy.ndarray
+        The noisy workload answers in workload row order: shape ``(m,)``, or ``(m, R)`` for
+        ``R > 1`` releases (one column per release).
+    stderr : numpy.ndarray or None
+        Shape ``(m,)``: each answer's analytic standard error; None when the evaluator
+        cannot give per-query variances on this domain.
+    workload : Matrix
+        The workload answered, ``m x N``.
+    domain : Domain
+        The data's domain, with its value labels.
+    bins : dict
+        The bin edges of the binned attributes, by name.
+    privacy : Privacy
+        The guarantee of *each* release.
+    spent : dict
+        What all releases together charge (:func:`mmtoolkit.ledger.charge_of`).
+    seed : int or None
+        The one seed of a reproducible experiment; None in a private release.
+    selection_seed : int or None
+        The seed the selector used (None if it takes none, and in a private release).
+    strategy : Strategy
+        The selected strategy (matrix, selector name, every parameter, metadata).
+    measurements : list
+        Per release, a list of its noisy measurements
+        (:class:`~mmtoolkit.measurement.Measurement`, with their noise scale: what
+        Private-PGM estimates from).
+    summary : dict
+        JSON-ready account of all of the above but the arrays (what ``mmtoolkit release``
+        writes).
+    ledger_entry : int, optional
+        The ledger entry's id when a ledger was charged; default None.
+    tables_spec : list of TableSpec, optional
+        The workload's labelled tables (:func:`workload_tables`); None (default) computes
+        them, and stays None when the workload is not marginal-type.
+    lower, upper : numpy.ndarray, optional
+        Each answer's (1 − alpha) interval, shaped like ``answers``; None without
+        ``stderr``.
+    interval_methods : numpy.ndarray, optional
+        Shape ``(m,)``: each answer's interval method (a key of
+        :data:`mmtoolkit.intervals.METHODS`); None without intervals.
+    """
 
     answers: np.ndarray
     stderr: np.ndarray | None
@@ -144,6 +186,7 @@ class ReleaseResult:
 
     @property
     def releases(self) -> int:
+        """The number of releases ``R`` (the columns of a 2-D :attr:`answers`)."""
         return 1 if self.answers.ndim == 1 else int(self.answers.shape[1])
 
     def _answer_columns(self, rows: slice) -> dict:
@@ -190,10 +233,32 @@ class ReleaseResult:
         return pd.DataFrame(cols, index=index)
 
     def table(self, attrs, release: int | None = None):
-        """The table on ``attrs`` (names, any order; ``()`` for the total) as a DataFrame
-        indexed by the attributes' labels, columns ``answer``, ``lower``, ``upper`` (the
-        release's intervals, :mod:`mmtoolkit.intervals`) and ``stderr``; ``release=r``
-        (``0 ≤ r < releases``) keeps only release ``r``'s answers (docs/guide/release.md)."""
+        """The table on ``attrs`` as a DataFrame indexed by the attributes' labels
+        (docs/guide/release.md).
+
+        Parameters
+        ----------
+        attrs : str or iterable of str
+            The table's attributes, by name in any order; ``()`` for the total.
+        release : int, optional
+            ``r`` with ``0 ≤ r < releases``: keep only release ``r``'s answers and intervals,
+            as ``answer``, ``lower`` and ``upper``. Default (None): every release.
+
+        Returns
+        -------
+        pandas.DataFrame
+            One row per cell, indexed by a MultiIndex of the attributes in domain order (each
+            level categorical, in the declared order; the total: one row ``(total)``);
+            columns ``answer``, ``lower``, ``upper`` (the release's intervals,
+            :mod:`mmtoolkit.intervals`; numbered ``answer_1 …`` for several releases) and
+            ``stderr``, those present.
+
+        Raises
+        ------
+        ValueError
+            The workload is not a union of marginal-type tables, has no table on ``attrs``,
+            or ``attrs`` names an unknown attribute; ``release`` out of range.
+        """
         if isinstance(attrs, str):
             attrs = (attrs,)
         want = self.domain.indices(attrs) if attrs else ()
@@ -222,8 +287,19 @@ class ReleaseResult:
         return df
 
     def tables(self) -> dict:
-        """Every table, ``{attribute-name tuple: DataFrame}`` (:meth:`table`), in workload
-        order (a product repeated in the workload keeps its first table)."""
+        """Every table of the workload (as :meth:`table` gives them, every release).
+
+        Returns
+        -------
+        dict
+            ``{attribute-name tuple: DataFrame}`` in workload order (a product repeated in
+            the workload keeps its first table).
+
+        Raises
+        ------
+        ValueError
+            The workload is not a union of marginal-type tables.
+        """
         out: dict = {}
         for s in self._check_tables():
             key = tuple(self.domain.names[i] for i in s.attrs)
@@ -231,10 +307,22 @@ class ReleaseResult:
         return out
 
     def to_frame(self):
-        """Tidy answers, one row per query: ``query``, ``marginal``, one label column per
-        attribute, the answer column(s) with their intervals (``lower``, ``upper``) and
-        ``stderr`` (the ``--out`` CSV of
-        docs/guide/release.md); ``query`` and the answers only when not marginal-type."""
+        """Tidy answers, one row per query (the ``--out`` CSV of docs/guide/release.md).
+
+        Returns
+        -------
+        pandas.DataFrame
+            ``m`` rows in workload order: ``query`` (the row number), ``marginal`` (the
+            table's attributes joined by ``;``), one label column per attribute (None where
+            the table does not have it), the answer column(s) with their intervals
+            (``lower``, ``upper``) and ``stderr``; ``query`` and the answers only when the
+            workload is not marginal-type.
+
+        Raises
+        ------
+        ValueError
+            An attribute is named like one of the frame's columns.
+        """
         import pandas as pd
 
         m = int(self.workload.shape[0])
@@ -568,9 +656,54 @@ def select_plan(
     select_for=None,
 ) -> SavedPlan:
     """The strategy :func:`release` would select for these arguments (the same selection
-    seed), as a :class:`~mmtoolkit.saved_plans.SavedPlan` on ``domain`` (a domain file,
-    mapping, DomainSpec or Domain), to save and release from later (``release(data,
-    plan=...)``)."""
+    seed), as a :class:`~mmtoolkit.saved_plans.SavedPlan`, to save and release from later
+    (``release(data, plan=...)``).
+
+    Parameters
+    ----------
+    workload : str or Matrix
+        The workload to release: a SPEC (:mod:`mmtoolkit.workload_specs`) or a Matrix on
+        the domain's cells.
+    privacy : Privacy
+        The guarantee of each release.
+    selector : str or Selector, optional
+        A registered selector name (with ``params``) or a Selector instance; default
+        ``"residual_planner"``.
+    domain : str, os.PathLike, Mapping, DomainSpec or Domain
+        The declared domain of the data (a domain file, its parsed mapping, a DomainSpec or
+        a Domain); required.
+    params : Mapping, optional
+        The selector's parameters, with a selector name only.
+    seed : int, optional
+        The one seed of the release (:func:`split_seed` gives the selection seed from it);
+        None (default): fresh entropy.
+    noise : str, optional
+        ``"continuous"`` or ``"discrete"``, saved with the plan; None (default): the
+        release's default.
+    select_for : str or Matrix, optional
+        The workload to select for, when it is not ``workload``.
+
+    Returns
+    -------
+    SavedPlan
+        The strategy and these settings (not yet saved: :func:`~mmtoolkit.save_plan`).
+
+    Raises
+    ------
+    TypeError
+        ``privacy`` is not a PureDP, ApproxDP or ZCDP.
+    ValueError
+        An unknown ``noise``; a workload that does not parse, build or fit the domain's
+        cells; ``params`` with a Selector instance; a bad ``seed``.
+    RecordsError
+        A domain that cannot be read.
+    UnknownSelectorError
+        An unknown selector name (a ``KeyError``); a parameter it does not take raises
+        ``UnknownParameterError``.
+    NotApplicableError
+        The selector refuses the workload or privacy (also ``TooLargeError``,
+        ``UnsupportedWorkloadError``: :data:`mmtoolkit.selectors.REFUSALS`).
+    """
     check_privacy(privacy)
     noise is None or check_choice(noise, "noise", mechanism.NOISES)
     spec = records._spec(domain, None, None)
@@ -602,26 +735,104 @@ def release(
 ) -> ReleaseResult:
     """Release noisy answers to ``workload`` from ``data``: the matrix mechanism (Li et al.
     2010 §3) with the strategy chosen by ``selector`` (e.g. HDMM, McKenna et al. 2018, or
-    ResidualPlanner, He et al. 2023).
+    ResidualPlanner, He et al. 2023). Every check (arguments, memory, exact noise,
+    intervals) is made before the ledger is charged, and the ledger is charged before any
+    noise is drawn. Each argument is described in docs/guide/release.md ("From Python").
 
-    ``data``: Records, or a CSV path / DataFrame / pyarrow Table with its declared
-    ``domain`` (``other``: see :func:`mmtoolkit.records.read_csv`); ``workload``: a SPEC or
-    a Matrix; ``privacy``: the guarantee of each of ``releases``; ``selector``: a name (with
-    ``params``) or a Selector, default ``"residual_planner"``; ``seed``: the one seed of a
-    reproducible experiment (whoever holds it can remove the noise), None (default) for a
-    private release (:func:`secure_generator`, nothing of it written); ``noise``:
-    ``"continuous"`` or ``"discrete"``, default ``"discrete"`` in a private release (refused,
-    with ``noise="continuous"`` named as the explicit opt-in, before any charge when the
-    strategy or privacy definition admits no exact integer noise) and ``"continuous"`` with a
-    seed; ``ledger``: charged (with
-    ``description``) before any noise is drawn; ``select_for``: the workload to select for;
-    ``progress``: progress lines for several releases; ``plan``: a SavedPlan to release
-    without selecting (it fixes the selection arguments); ``alpha``, ``simultaneous``: the
-    intervals' level and what each (1 − ``alpha``) statement covers — each answer
-    (``"none"``), each table or the whole workload jointly (:mod:`mmtoolkit.intervals`; no
-    intervals when the standard errors are too large to compute). Each argument is described in
-    docs/guide/release.md ("From Python"). Returns a :class:`ReleaseResult`; raises
-    :class:`~mmtoolkit.ledger.LedgerError` (nothing drawn) over the ledger's total.
+    Parameters
+    ----------
+    data : Records, str, os.PathLike, pandas.DataFrame or pyarrow.Table
+        The records: :class:`~mmtoolkit.records.Records`, or a CSV path / DataFrame / pyarrow
+        Table read against ``domain``.
+    workload : str or Matrix
+        A SPEC (:mod:`mmtoolkit.workload_specs`) or a Matrix on the domain's cells.
+    privacy : Privacy
+        The guarantee of each of ``releases``.
+    selector : str or Selector, optional
+        A registered name (with ``params``) or a Selector instance; None (default):
+        ``"residual_planner"``.
+    domain : str, os.PathLike, Mapping, DomainSpec or Domain, optional
+        The data's declared domain (never inferred from the data); required unless ``data``
+        is Records, which carry theirs.
+    params : Mapping, optional
+        The selector's parameters, with a selector name only.
+    seed : int, optional
+        The one seed of a reproducible experiment (whoever holds it can remove the noise);
+        None (default) for a private release (:func:`secure_generator`, nothing of it
+        written).
+    noise : str, optional
+        ``"continuous"`` or ``"discrete"``; default ``"discrete"`` in a private release
+        (refused, with ``noise="continuous"`` named as the explicit opt-in, before any
+        charge when the strategy or privacy definition admits no exact integer noise) and
+        ``"continuous"`` with a seed.
+    releases : int, optional
+        The number of independent releases ``R`` (default 1), each under ``privacy``.
+    ledger : Ledger, str or os.PathLike, optional
+        A :class:`~mmtoolkit.ledger.Ledger` or its file, charged (with ``description``)
+        before any noise is drawn.
+    description : str, optional
+        The ledger entry's description; default: the workload and the selector.
+    other : Mapping, optional
+        ``{attribute: value}``: undeclared values of the attribute read as that declared
+        one (:func:`mmtoolkit.records.read_csv`).
+    select_for : str or Matrix, optional
+        The workload to select the strategy for, when it is not ``workload`` (same
+        domain).
+    progress : bool or file, optional
+        With several releases taking longer than ``PROGRESS_SECONDS``, a progress line every
+        ``PROGRESS_SECONDS``: to stderr (True, default), to this file object, or none
+        (False).
+    plan : SavedPlan, str or os.PathLike, optional
+        A plan (or its file) to release without selecting: it fixes ``workload``,
+        ``privacy``, ``selector``, ``params``, ``noise`` and ``select_for``.
+    alpha : float, optional
+        The intervals' level: each statement holds with probability 1 − ``alpha``; in
+        (0, 1), default 0.05.
+    simultaneous : str, optional
+        What each statement covers: each answer (``"none"``, default), each table
+        (``"table"``) or the whole workload jointly (``"workload"``); Bonferroni
+        (:mod:`mmtoolkit.intervals`). No intervals when the standard errors are too large to
+        compute.
+
+    Returns
+    -------
+    ReleaseResult
+        The answers, standard errors, intervals, privacy spent, seeds, strategy,
+        measurements and summary.
+
+    Raises
+    ------
+    TypeError
+        ``privacy`` is not a PureDP, ApproxDP or ZCDP (nor given by a ``plan``).
+    ValueError
+        A bad argument (``noise``, ``releases``, ``alpha``, ``simultaneous``, ``seed``,
+        ``domain`` missing or given with Records, ``data`` of another type, ``params`` with
+        a Selector instance); a workload that does not parse, build or fit the domain's
+        cells; ``simultaneous="table"`` for a workload without tables.
+    RecordsError
+        Records or a domain that cannot be read (naming the file, line and column).
+    UnknownSelectorError
+        An unknown selector name (a ``KeyError``); a parameter it does not take raises
+        ``UnknownParameterError``.
+    NotApplicableError
+        The selector refuses (also ``TooLargeError``, ``UnsupportedWorkloadError``:
+        :data:`mmtoolkit.selectors.REFUSALS`); ``TooLargeError`` also when the release does
+        not fit in memory.
+    NotSupportedByKindError
+        The noise asked for (exact integer noise by default in a private release) is not
+        available for this strategy or privacy definition; nothing charged.
+    PlanError
+        A plan file refused, an argument the plan fixes, or data on another domain than
+        the plan's.
+    LedgerError
+        The release does not fit in the ledger's budget left (nothing drawn), or the ledger
+        cannot be read.
+
+    References
+    ----------
+    Li et al. 2010, the Matrix Mechanism, Section 3, Proposition 3; McKenna et al. 2018,
+    HDMM, Section 7.2 (measure and reconstruct); He et al., ResidualPlanner+ (the default
+    selector); Canonne, Kamath & Steinke 2020 (the exact discrete noise).
     """
     t0 = time.perf_counter()
     if plan is not None:  # the settings saved with the strategy (mmtoolkit.saved_plans)
