@@ -62,10 +62,22 @@ AXES = {"identity": "value", "prefix": "prefix", "all_range": "range"}
 # ============================================================================ tables
 @dataclass(frozen=True)
 class TableSpec:
-    """Rows ``start:stop`` of a workload: a table over ``attrs`` (domain indices, domain
-    order), an axis per attribute of kind ``"value"``, ``"prefix"`` (``[0, i]``) or
-    ``"range"`` (``[i, j]``, lexicographic); cells in C order; ``weight`` the term's signed,
-    unsquared weight (answers are ``weight`` × counts)."""
+    """Rows ``start:stop`` of a workload: a table over ``attrs``, cells in C order.
+
+    Parameters
+    ----------
+    attrs : tuple of int
+        The table's attributes (domain indices, domain order).
+    axes : tuple of str
+        Per attribute, its axis: ``"value"``, ``"prefix"`` (``[0, i]``) or ``"range"``
+        (``[i, j]``, lexicographic).
+    start, stop : int
+        The table's rows in the workload.
+    shape : tuple of int
+        The table's shape (the length of each axis).
+    weight : float
+        The term's signed, unsquared weight (answers are ``weight`` × counts).
+    """
 
     attrs: tuple[int, ...]
     axes: tuple[str, ...]
@@ -76,8 +88,22 @@ class TableSpec:
 
 
 def workload_tables(W: Matrix, domain: Domain) -> list[TableSpec] | None:
-    """The tables of a marginal-type workload over ``domain`` (docs/guide/release.md), in row
-    order, or None when ``W`` is not one (its answers are then labelled by row)."""
+    """The tables of a marginal-type workload over ``domain`` (docs/guide/release.md).
+
+    Parameters
+    ----------
+    W : Matrix
+        The workload, on ``domain``'s cells.
+    domain : Domain
+        Its domain.
+
+    Returns
+    -------
+    list of TableSpec or None
+        One per Kronecker term, in row order; None when ``W`` is not a union of
+        value / prefix / range marginals on ``domain``'s attributes (its answers are then
+        labelled by row).
+    """
     nf = normal_form(W)
     if nf.sizes != domain.sizes:
         return None
@@ -382,9 +408,25 @@ DIGEST_DENSE_ENTRIES = 10**6
 
 
 def split_seed(seed) -> tuple[int, int]:
-    """``(seed, selection seed)`` from the one seed; ``seed=None`` draws fresh entropy and
-    returns it, so the release can be repeated. The selection seed is
-    ``SeedSequence(seed).spawn(2)[0]`` (docs/guide/release.md, "One seed")."""
+    """``(seed, selection seed)`` from the one seed (docs/guide/release.md, "One seed").
+
+    Parameters
+    ----------
+    seed : int or None
+        The one seed, ≥ 0; None draws fresh entropy and returns it, so the release can be
+        repeated.
+
+    Returns
+    -------
+    tuple of int
+        The seed, and the selection seed: the first 32-bit word of
+        ``SeedSequence(seed).spawn(2)[0]``.
+
+    Raises
+    ------
+    ValueError
+        ``seed`` is not an integer ≥ 0.
+    """
     if seed is None:
         # numpy's stub types entropy as given (int, a sequence or None); drawn fresh, an int
         seed = int(cast(int, np.random.SeedSequence().entropy))
@@ -403,7 +445,20 @@ def _seed_key(seed: int) -> bytes:
 def data_digest(recs: records.Records, seed: int) -> str:
     """A keyed digest (HMAC-SHA256 under the seed's key, :func:`_seed_key`) of the domain's
     names and sizes and the multiset of records (rows sorted: the release depends only on
-    the histogram). Without the seed it reveals nothing about the data."""
+    the histogram). Without the seed it reveals nothing about the data.
+
+    Parameters
+    ----------
+    recs : Records
+        The records.
+    seed : int
+        The release's seed.
+
+    Returns
+    -------
+    str
+        64 hex digits.
+    """
     h = hmac.new(_seed_key(seed), digestmod=hashlib.sha256)
     dom = recs.domain
     h.update(json.dumps([list(dom.names), list(dom.sizes)]).encode())
@@ -422,7 +477,18 @@ def matrix_digest(M: Matrix) -> str:
     of its Kronecker terms (weights and factors, :meth:`~mmtoolkit.linalg.Matrix.kron_terms`),
     else its text. Two workloads with the same entries get the same fingerprint (a SPEC and the
     Matrix it builds); different entries, different ones, except two large matrices with no
-    Kronecker structure whose text is the same."""
+    Kronecker structure whose text is the same.
+
+    Parameters
+    ----------
+    M : Matrix
+        The matrix.
+
+    Returns
+    -------
+    str
+        64 hex digits.
+    """
     h = hashlib.sha256()
 
     def walk(A: Matrix) -> None:
@@ -446,14 +512,38 @@ def matrix_digest(M: Matrix) -> str:
 def release_key(seed: int, definition: Mapping) -> str:
     """The key of one release (HMAC-SHA256 under the seed's key) of everything that defines
     it (``definition``: privacy, noise, releases, selector and parameters, strategy kind,
-    workloads, data digest), so releases that differ in any draw independent noise."""
+    workloads, data digest), so releases that differ in any draw independent noise.
+
+    Parameters
+    ----------
+    seed : int
+        The release's seed.
+    definition : Mapping
+        What defines the release, JSON-able (:func:`~mmtoolkit.jsonsafe.jsonable`).
+
+    Returns
+    -------
+    str
+        64 hex digits.
+    """
     text = json.dumps(jsonable(definition), sort_keys=True, ensure_ascii=True)
     return hmac.new(_seed_key(seed), text.encode(), hashlib.sha256).hexdigest()
 
 
 def seed_fingerprint(seed: int) -> str:
     """What a ledger records of a seed (a hash of its key, not the seed), to refuse a second,
-    different release with it (:meth:`Ledger.charge`; docs/guide/ledger.md)."""
+    different release with it (:meth:`Ledger.charge`; docs/guide/ledger.md).
+
+    Parameters
+    ----------
+    seed : int
+        The seed.
+
+    Returns
+    -------
+    str
+        32 hex digits.
+    """
     return hashlib.sha256(b"mmtoolkit seed fingerprint" + _seed_key(seed)).hexdigest()[:32]
 
 
@@ -470,7 +560,13 @@ def secure_generator() -> np.random.Generator:
     ``BitGenerator``, so every user of ``rng`` (the plan's streams, ``integers``,
     ``standard_normal``, ``laplace``, the exact samplers of :mod:`mmtoolkit.noise`) draws
     from it unchanged. (randomgen's ChaCha has no ``jumped()``: the Dask route, which needs
-    it, is not used by :func:`release`.)"""
+    it, is not used by :func:`release`.)
+
+    Returns
+    -------
+    numpy.random.Generator
+        A new generator with a new key.
+    """
     from randomgen import ChaCha
 
     return np.random.Generator(ChaCha(key=int.from_bytes(os.urandom(32), "little"), rounds=20))
@@ -480,7 +576,20 @@ def noise_generator(seed: int, key: str) -> np.random.Generator:
     """The noise generator of the release with key ``key`` (:func:`release_key`):
     ``SeedSequence(seed, spawn_key=(1, *the key's 32-bit words))``. Keyed by the release, a
     seed reused with another budget draws other noise, not the same noise scaled (which two
-    releases would cancel: docs/guide/release.md, "One seed")."""
+    releases would cancel: docs/guide/release.md, "One seed").
+
+    Parameters
+    ----------
+    seed : int
+        The release's seed.
+    key : str
+        The release key, hex (:func:`release_key`).
+
+    Returns
+    -------
+    numpy.random.Generator
+        PCG64 seeded as above.
+    """
     words = np.frombuffer(bytes.fromhex(key), dtype=">u4").astype(np.uint64).tolist()
     return np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(1, *words)))
 
@@ -597,7 +706,30 @@ def workload_matrix(
 ) -> Matrix:
     """The workload Matrix of a SPEC (:mod:`mmtoolkit.workload_specs`) or a Matrix over
     ``dom``'s cells; a ``ValueError`` naming ``where`` for a SPEC that does not parse, does
-    not build, or is not on ``dom``'s cells."""
+    not build, or is not on ``dom``'s cells.
+
+    Parameters
+    ----------
+    workload : str or Matrix
+        A SPEC, or a Matrix on ``dom``'s cells.
+    dom : Domain
+        The domain.
+    where : str, optional
+        The argument's name in messages (default ``"workload"``).
+    domain_source : str, optional
+        What the domain is in messages (default ``"the data"``).
+
+    Returns
+    -------
+    Matrix
+        The workload, ``m x dom.size``, every entry finite.
+
+    Raises
+    ------
+    ValueError
+        A SPEC that does not parse or build, ``binary_marginals`` (a workload on the binary
+        encoding), a workload on another number of cells, or a non-finite entry.
+    """
     if isinstance(workload, Matrix):
         if workload.shape[1] != dom.size:
             raise ValueError(
