@@ -877,9 +877,10 @@ def release(
         The records: :class:`~mmtoolkit.records.Records`, or a CSV path / DataFrame / pyarrow
         Table read against ``domain``.
     workload : str or Matrix
-        A SPEC (:mod:`mmtoolkit.workload_specs`) or a Matrix on the domain's cells.
+        A SPEC (:mod:`mmtoolkit.workload_specs`) or a Matrix on the domain's cells; required
+        unless ``plan`` gives it.
     privacy : Privacy
-        The guarantee of each of ``releases``.
+        The guarantee of each of ``releases``; required unless ``plan`` gives it.
     selector : str or Selector, optional
         A registered name (with ``params``) or a Selector instance; None (default):
         ``"residual_planner"``.
