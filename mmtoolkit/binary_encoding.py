@@ -152,6 +152,38 @@ def binary_marginals(
     ``over="bits"``: the same workloads with every bit as an attribute.
     Spec: ``binary_marginals:domain={sizes: [3, 2, 4]},k=1``;
     caller's domain: ``binary_marginals:k=1``.
+
+    Parameters
+    ----------
+    domain : Domain or str
+        The original domain, or a dataset preset name (:func:`mmtoolkit.datasets.domain`).
+    k : int
+        The order, ``0 ≤ k ≤ d`` (``k < d`` for Q2 and Q3, which add (k+1)-way marginals).
+    lower : bool, optional
+        Every order ``≤ k`` in the base (Q1) part, the 0-way total included; default False.
+    variant : str, optional
+        ``"Q1"`` (default), ``"Q2"`` or ``"Q3"`` (module docstring).
+    seed : int, optional
+        Q2's seed for the half of the (k+1)-way marginals; default 0.
+    fixed : str or int, optional
+        Q3's attribute (name or index); default the last.
+    over : str, optional
+        ``"attributes"`` (default) or ``"bits"``.
+
+    Returns
+    -------
+    Marginals
+        On the binary domain of ``2^D`` cells, weight 1 per marginal.
+
+    Raises
+    ------
+    ValueError
+        A bad domain, ``k``, ``variant``, ``seed``, ``fixed`` or ``over``; an attribute set
+        of 1-value attributes only, or two sets with the same bits.
+
+    References
+    ----------
+    Cormode et al. 2013, datacubes, Sections 4.1 and 5.
     """
     dom = _domain(domain)
     if over not in ("attributes", "bits"):

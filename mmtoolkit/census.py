@@ -119,6 +119,27 @@ def sf1(relationship: bool = True, two_or_more: str = "flags") -> la.Matrix:
     domain as the paper's §8.1 states (N = 500,480); ``False`` drops it (N = 29,440).
     ``two_or_more``: "flags" (≥ 2 race flags) or "race1_complement" (module docstring).
     Spec: ``sf1:relationship=false``; caller's domain: ``sf1:relationship=false``.
+
+    Parameters
+    ----------
+    relationship : bool, optional
+        Keep the Relationship attribute in the domain (default True).
+    two_or_more : str, optional
+        ``"flags"`` (default) or ``"race1_complement"``.
+
+    Returns
+    -------
+    Matrix
+        ``4151 x N``: a union of 33 Kronecker products.
+
+    Raises
+    ------
+    ValueError
+        ``relationship`` is not a bool, or an unknown ``two_or_more``.
+
+    References
+    ----------
+    McKenna et al. 2018, HDMM, Sections 2 and 8.1, Table 3.
     """
     return _build(check_bool(relationship, "relationship"), False, two_or_more)
 
@@ -126,7 +147,29 @@ def sf1(relationship: bool = True, two_or_more: str = "flags") -> la.Matrix:
 def sf1_plus(relationship: bool = True, two_or_more: str = "flags") -> la.Matrix:
     """HDMM's SF1+ workload (Table 3, row "CPH SF1+"): SF1 asked nationally and per state,
     ``SF1 ⊗ [T_51; I_51]`` (215,852 queries; N = 25,524,480 with Relationship).
-    Spec: ``sf1_plus:two_or_more=flags``; caller's domain: ``sf1_plus``."""
+    Spec: ``sf1_plus:two_or_more=flags``; caller's domain: ``sf1_plus``.
+
+    Parameters
+    ----------
+    relationship : bool, optional
+        Keep the Relationship attribute in the domain (default True).
+    two_or_more : str, optional
+        ``"flags"`` (default) or ``"race1_complement"``.
+
+    Returns
+    -------
+    Matrix
+        ``215,852 x N``: SF1's 33 products, each with a State factor.
+
+    Raises
+    ------
+    ValueError
+        ``relationship`` is not a bool, or an unknown ``two_or_more``.
+
+    References
+    ----------
+    McKenna et al. 2018, HDMM, Section 8.1, Table 3.
+    """
     return _build(check_bool(relationship, "relationship"), True, two_or_more)
 
 

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import yaml
 
 from . import evaluate, mechanism
-from .checks import check_positive
+from .checks import check_int, check_positive
 from .domain import Domain
 from .jsonsafe import jsonable
 from .linalg import as_matrix
@@ -87,7 +87,26 @@ class CompareError(ValueError):
 
 # --------------------------------------------------------------------------- selector lists
 def parse_selectors(text: str) -> list[tuple[str, dict]]:
-    """``[(name, params), ...]`` of a selector list (docs/guide/compare.md, "Selector lists")."""
+    """The selectors of a selector list (docs/guide/compare.md, "Selector lists").
+
+    Parameters
+    ----------
+    text : str
+        ``NAME[:key=value,...],...``: selector names, each with its parameters (values
+        read as YAML, e.g. ``hdmm:restarts=5,identity``).
+
+    Returns
+    -------
+    list of tuple
+        ``[(name, params), ...]`` in the list's order, ``params`` a dict (the names are not
+        checked against the registry here).
+
+    Raises
+    ------
+    CompareError
+        An empty list or item, a parameter before any name, a malformed name or
+        ``key=value``, a key given twice, a value YAML cannot parse.
+    """
     if not isinstance(text, str) or not text.strip():
         raise CompareError("the selector list is empty; give NAME[:key=value,...],...")
     out: list[tuple[str, dict]] = []
@@ -360,15 +379,64 @@ def compare(
     """Score selectors on workload ``W`` under ``privacy``; a pandas DataFrame, one row per
     selector plus the SVD bound, sorted by error (docs/guide/compare.md).
 
-    ``W``: a workload Matrix, array or SPEC (built on ``domain``, a
-    :class:`~mmtoolkit.domain.Domain`, when the spec needs one). ``selectors``: None for
-    every registered one, a selector list string, or a list of names, ``(name, params)``
-    pairs, Selector classes or instances (used as they are). ``privacy``: PureDP, ApproxDP or
-    ZCDP (required). ``objective``: ``"sum"`` or ``"max"``, passed to every selector.
-    ``timeout``: seconds per selector, None for no limit. ``seed``: given to every selector
-    that takes one and was not given one. ``jobs``: selectors at once. ``progress``: True
-    (stderr), False, or a file. Raises :class:`CompareError` (a ``ValueError``) for an
-    unknown selector or parameter, a bad SPEC or a bad argument, before anything is selected.
+    Every strategy is scored by the shared evaluator (:mod:`mmtoolkit.evaluate`); a
+    selector that does not apply, fails or runs out of time is a row with its reason, not an
+    exception. Selectors run in forked worker processes where the platform can fork (in
+    this process with ``jobs=1`` and no ``timeout``).
+
+    Parameters
+    ----------
+    W : Matrix, array_like, str or WorkloadSpec
+        The workload, ``m x N``: a Matrix or an array, or a SPEC (string or parsed), built
+        on ``domain`` when it needs one.
+    selectors : str or list, optional
+        None (default) for every registered selector, a selector list string
+        (:func:`parse_selectors`), or a list of names, ``(name, params)`` pairs, Selector
+        classes or instances (used as they are).
+    privacy : Privacy
+        ``PureDP``, ``ApproxDP`` or ``ZCDP``; required.
+    objective : str, optional
+        ``"sum"`` (default: the total squared error) or ``"max"`` (the largest per-query
+        variance), passed to every selector and sorted by.
+    timeout : float or None, optional
+        Seconds per selector (selection and scoring), default ``DEFAULT_TIMEOUT`` (60);
+        None for no limit.
+    seed : int or None, optional
+        Given to every selector that takes one and was not given one (default 0); None
+        leaves each selector's own default.
+    jobs : int, optional
+        How many selectors run at once, at least 1; default ``min(2, CPUs)``.
+    progress : bool or file, optional
+        A line per selector as it finishes: to stderr (True, default), to this file object,
+        or none (False).
+    domain : Domain, optional
+        The domain a SPEC ``W`` is built on (only with a SPEC).
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per selector with the columns :data:`COLUMNS` (``rmse`` in counts,
+        ``total_error`` and ``max_variance`` in squared counts, ``ratio_to_bound`` and
+        ``ratio_to_optimum`` as ratios of RMSEs, ``select_seconds``), the reference rows
+        first (the SVD bound, then the L2 optimum when computed), then by status
+        (:data:`STATUSES`) and error. ``df.attrs`` holds the bound's and the optimum's
+        RMSE, why the optimum was not computed, the privacy, objective, workload size,
+        timeout, seed and the seconds building the workload took.
+
+    Raises
+    ------
+    CompareError
+        Before anything is selected: an unknown selector or parameter, a bad SPEC or
+        workload (a NaN or infinite entry), ``domain`` with a built workload, no
+        ``privacy``, or a bad ``objective``, ``timeout`` or ``jobs``.
+    TypeError
+        ``privacy`` is not a PureDP, ApproxDP or ZCDP.
+
+    References
+    ----------
+    Li et al. 2010, the Matrix Mechanism, Proposition 4.4 (the error) and Section 5,
+    Program 5.2 (the L2 optimum); Li & Miklau 2012, Eigen-Design, Section 3.4, Theorem 2
+    (the SVD bound); McKenna et al. 2018, HDMM, Definition 7 and Section 8.1 (ratios).
     """
     import pandas as pd
 
@@ -382,13 +450,17 @@ def compare(
             timeout = check_positive(timeout, "timeout", what="number of seconds")
         except ValueError as exc:
             raise CompareError(f"{exc} (None: no limit)") from None
+    if jobs is None:
+        jobs = min(2, os.cpu_count() or 1)
+    try:
+        jobs = check_int(jobs, "jobs", minimum=1)
+    except ValueError as exc:
+        raise CompareError(str(exc)) from None
     entries = [_Entry(BOUND, None, {}), *_entries(selectors, seed)]
     W, workload_seconds = _workload(W, domain)
     skipped = _optimum_skipped(W, privacy, objective)
     if skipped is None:
         entries.insert(1, _Entry(OPTIMUM, None, {}))
-    if jobs is None:
-        jobs = min(2, os.cpu_count() or 1)
     out = sys.stderr if progress is True else (io.StringIO() if not progress else progress)
 
     rows: list[dict] = [{} for _ in entries]
@@ -507,7 +579,23 @@ def _note(row, width: int) -> str:
 
 
 def format_table(df, reason_width: int = 90) -> str:
-    """The comparison as an aligned text table (what ``mmtoolkit compare`` prints)."""
+    """The comparison as an aligned text table (what ``mmtoolkit compare`` prints).
+
+    Parameters
+    ----------
+    df : pandas.DataFrame
+        What :func:`compare` returned.
+    reason_width : int, optional
+        The last column's width for a reason, in characters (longer ones are shortened with
+        ``…``); default 90.
+
+    Returns
+    -------
+    str
+        The header, a rule, one line per row (``ratio`` = rmse / SVD-bound rmse, ``vs_opt``
+        = rmse / L2-optimum rmse) and notes on the references and the workload, ending with
+        a newline.
+    """
     header = ["selector", "params", "status", "rmse", "ratio", "vs_opt", "max_var", "seconds",
               "strategy"]  # fmt: skip
     lines = []
@@ -552,7 +640,18 @@ def format_table(df, reason_width: int = 90) -> str:
 
 
 def to_csv(df) -> str:
-    """The comparison as CSV text: ``params`` as JSON, ``strategy`` as the matrix kind."""
+    """The comparison as CSV text: ``params`` as JSON, ``strategy`` as the matrix kind.
+
+    Parameters
+    ----------
+    df : pandas.DataFrame
+        What :func:`compare` returned.
+
+    Returns
+    -------
+    str
+        A header of :data:`COLUMNS`, then one line per row (``\n`` line ends).
+    """
     flat = df.assign(
         params=[json.dumps(jsonable(p), sort_keys=True) for p in df["params"]],
         strategy=[_strategy_text(s) for s in df["strategy"]],
@@ -562,7 +661,16 @@ def to_csv(df) -> str:
 
 def plot_ratios(df, path) -> None:
     """A bar chart of each scored selector's RMSE relative to the SVD bound, written
-    atomically to ``path`` (PNG)."""
+    atomically to ``path`` (PNG; needs matplotlib). The reference rows and rows not
+    ``ok`` are left out; the axis is logarithmic when the ratios span more than 100x.
+
+    Parameters
+    ----------
+    df : pandas.DataFrame
+        What :func:`compare` returned.
+    path : str or os.PathLike
+        The PNG file to write.
+    """
     import matplotlib
 
     matplotlib.use("Agg")

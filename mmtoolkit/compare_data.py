@@ -40,7 +40,7 @@ from typing import Any
 import numpy as np
 
 from . import pgm, records
-from .checks import check_int, check_positive, check_probability
+from .checks import check_choice, check_int, check_positive, check_probability
 from .compare import parse_selectors
 from .mechanism import clip_nonnegative
 from .privacy import ZCDP
@@ -357,18 +357,72 @@ def compare_data(
     """Measure every method's error on ``data``'s marginals at each ε and trial; a tidy
     pandas DataFrame, one row per job (:data:`COLUMNS`; docs/guide/compare.md).
 
-    ``data``: Records, or a CSV path / DataFrame with its declared ``domain`` (a domain
-    file, mapping or Domain); ``workload``: a marginals SPEC (or Matrix) on that domain;
-    ``epsilons``: ε values (list or ``"0.1,1,10"``), each read at ``delta``; ``trials``:
-    trials per (method, ε); ``selectors`` (default :data:`DEFAULT_SELECTORS`; ``"all"``
-    for every registered one; a selector list as :func:`mmtoolkit.compare.parse_selectors`
-    reads it), ``postprocess`` (of
-    :data:`POSTPROCESS`) and ``peers`` (of :data:`PEERS`) choose the methods; ``seed``: the
-    one seed of the selections and the noise; ``timeout``: seconds per job (None: no limit);
-    ``jobs``: jobs at once; ``store``: a job-store path (JSON lines) that makes a rerun
-    reuse finished jobs; ``pgm_iters``: Private-PGM's optimiser steps. Raises
-    :class:`CompareDataError` (or the records' :class:`~mmtoolkit.records.RecordsError`)
-    before any job runs.
+    The methods are each selector's strategy followed by each post-processing, and the
+    peers; every one is charged the same ρ-zCDP at each ε (the module docstring). A job that
+    is refused, fails or runs out of time is a row with its status and reason.
+
+    Parameters
+    ----------
+    data : Records, str, os.PathLike or pandas.DataFrame
+        The records: :class:`~mmtoolkit.records.Records`, or a CSV path / DataFrame read
+        against ``domain``.
+    workload : str or Matrix
+        A marginals SPEC (or a Matrix of marginal-type tables) on the data's domain; a SPEC
+        keeps only the columns of the attributes it uses.
+    epsilons : float, list of float or str
+        The ε values (a list, or text such as ``"0.1,1,10"``), each read at ``delta``.
+    domain : str, os.PathLike, Mapping or Domain, optional
+        The data's declared domain (a domain file, mapping or Domain); required unless
+        ``data`` is Records.
+    delta : float, optional
+        The δ at which each ε is read, in (0, 1); default ``DEFAULT_DELTA`` (1e-9).
+    trials : int, optional
+        Trials per (method, ε), at least 1; default 5.
+    selectors : str or list, optional
+        Default :data:`DEFAULT_SELECTORS`; ``"all"`` for every registered one; or a selector
+        list as :func:`mmtoolkit.compare.parse_selectors` reads it.
+    postprocess : iterable of str, optional
+        The post-processings of each selector's measurements, of :data:`POSTPROCESS`
+        (default all).
+    peers : iterable of str, optional
+        The data-dependent peers, of :data:`PEERS` (default both; they need the ``peers``
+        extra, :data:`PEERS_EXTRA`).
+    seed : int, optional
+        The one seed of the selections and the noise, ≥ 0; default 0.
+    timeout : float or None, optional
+        Seconds per job, default ``DEFAULT_TIMEOUT`` (1800); None: no limit.
+    jobs : int, optional
+        Jobs at once, at least 1; default ``min(2, CPUs)``.
+    store : str or os.PathLike, optional
+        A job-store path (JSON lines) that makes a rerun reuse finished jobs; default none.
+    pgm_iters : int, optional
+        Private-PGM's optimiser steps, at least 1; default 1000.
+    progress : bool or file, optional
+        A line per job as it finishes: to stderr (True, default), to this file object, or
+        none (False).
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per (method, ε, trial) with the columns :data:`COLUMNS`: ``l1_error`` (the
+        mean L1 error of the normalised marginals), ``rmse`` (of the counts), both NaN for a
+        job that is not ``ok``; ``df.attrs`` holds δ, the seed, the numbers of records,
+        queries and tables, of jobs computed and reused, and the privacy conversion.
+
+    Raises
+    ------
+    CompareDataError
+        Before any job runs: a bad argument (the message names it), a workload that does
+        not build on the domain or is not marginal-type, no ``domain``, or peers asked for
+        without a usable ``peers`` extra.
+    RecordsError
+        Records or a domain that cannot be read.
+
+    References
+    ----------
+    McKenna, Mullins, Sheldon & Miklau 2022 (AIM); McKenna, Miklau & Sheldon 2021 (MST);
+    Canonne, Kamath & Steinke 2020, Corollary 13 (ε at δ as ρ-zCDP); McKenna et al. 2018,
+    HDMM, and He et al., ResidualPlanner+ (the default selectors).
     """
     import pandas as pd
 
@@ -525,10 +579,36 @@ def _interval(values: np.ndarray, level: float) -> tuple[float, float, float]:
 
 
 def summarize(df, level: float = 0.95):
-    """One row per (method, ε) of :func:`compare_data`'s frame (:data:`SUMMARY_COLUMNS`):
-    the ``ok`` trials' mean L1 error and RMSE with their ``level`` Student-t intervals, the
-    mean seconds, and the status (``ok``, or the statuses of trials that did not finish)."""
+    """One row per (method, ε) of :func:`compare_data`'s frame: the ``ok`` trials' mean
+    errors with their Student-t intervals.
+
+    Parameters
+    ----------
+    df : pandas.DataFrame
+        What :func:`compare_data` returned.
+    level : float, optional
+        The intervals' confidence level, in (0, 1); default 0.95.
+
+    Returns
+    -------
+    pandas.DataFrame
+        The columns :data:`SUMMARY_COLUMNS`: the number of ``ok`` trials, the mean L1 error
+        and RMSE with their two-sided ``level`` intervals ``mean ± t s/√n`` (NaN bounds
+        with fewer than two ``ok`` trials, NaN means with none), the mean seconds, and the
+        status (``ok``, or the statuses of trials that did not finish with the first
+        reason). ``attrs``: those of ``df`` and ``level``.
+
+    Raises
+    ------
+    CompareDataError
+        ``level`` is not a number strictly between 0 and 1.
+    """
     import pandas as pd
+
+    try:
+        level = check_probability(level, "level")
+    except ValueError as exc:
+        raise CompareDataError(str(exc)) from None
 
     rows = []
     for (method, eps), g in df.groupby(["method", "epsilon"], sort=False):
@@ -553,7 +633,19 @@ def _num(x, fmt: str = ".4g") -> str:
 
 
 def format_summary(summary) -> str:
-    """The summary as an aligned text table (what ``mmtoolkit compare --data`` prints)."""
+    """The summary as an aligned text table (what ``mmtoolkit compare --data`` prints).
+
+    Parameters
+    ----------
+    summary : pandas.DataFrame
+        What :func:`summarize` returned.
+
+    Returns
+    -------
+    str
+        The header, a rule, one line per (method, ε) with its intervals, and a note on the
+        privacy charged, ending with a newline.
+    """
     level = summary.attrs.get("level", 0.95)
     header = ["method", "epsilon", "trials", "l1_error", f"{level:.0%} CI", "rmse",
               f"{level:.0%} CI", "seconds", "status"]  # fmt: skip
@@ -587,7 +679,29 @@ def to_csv(df) -> str:
 
 def plot_errors(summary, path, metric: str = "l1_error") -> None:
     """Error against ε (log-log), one line per method with its interval as error bars,
-    written atomically to ``path`` (PNG)."""
+    written atomically to ``path`` (PNG; needs matplotlib).
+
+    Parameters
+    ----------
+    summary : pandas.DataFrame
+        What :func:`summarize` returned.
+    path : str or os.PathLike
+        The PNG file to write.
+    metric : str, optional
+        ``"l1_error"`` (default: the mean L1 error of the normalised marginals) or
+        ``"rmse"``.
+
+    Raises
+    ------
+    CompareDataError
+        An unknown ``metric``.
+    """
+    prefixes = {"l1_error": "l1", "rmse": "rmse"}  # of the interval columns, e.g. l1_low
+    try:
+        check_choice(metric, "metric", prefixes)
+    except ValueError as exc:
+        raise CompareDataError(str(exc)) from None
+    pre = prefixes[metric]
     import matplotlib
 
     matplotlib.use("Agg")
@@ -595,7 +709,6 @@ def plot_errors(summary, path, metric: str = "l1_error") -> None:
 
     from .atomic import write_png
 
-    pre = {"l1_error": "l1", "rmse": "rmse"}[metric]
     fig, ax = plt.subplots(figsize=(7.5, 5))
     cmap = plt.get_cmap("tab20")  # twenty distinct colours: no two methods share one
     try:

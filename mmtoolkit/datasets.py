@@ -125,7 +125,13 @@ _PRESETS: dict[str, _Preset] = {
 
 
 def available() -> list[str]:
-    """The preset names, sorted."""
+    """The preset names, sorted.
+
+    Returns
+    -------
+    list of str
+        The names :func:`domain` and :func:`source` accept.
+    """
     return sorted(_PRESETS)
 
 
@@ -136,12 +142,47 @@ def _preset(name) -> _Preset:
 
 
 def source(name: str) -> str:
-    """The one-line source note of a preset."""
+    """The one-line source note of a preset: the paper and section it comes from.
+
+    Parameters
+    ----------
+    name : str
+        A preset name (:func:`available`).
+
+    Returns
+    -------
+    str
+        The note.
+
+    Raises
+    ------
+    ValueError
+        An unknown name (the message lists the presets).
+    """
     return _preset(name).note
 
 
 def domain(name: str, **params) -> Domain:
-    """The :class:`~mmtoolkit.Domain` of a named preset (``params`` only for "synth")."""
+    """The :class:`~mmtoolkit.Domain` of a named preset.
+
+    Parameters
+    ----------
+    name : str
+        A preset name (:func:`available`).
+    **params : object
+        Only for ``"synth"`` (Synth-n^d): ``n`` and ``d`` (ints ≥ 1, required) and
+        ``numeric`` (bool, default False).
+
+    Returns
+    -------
+    Domain
+        The preset's attributes, sizes and numeric flags (unlabelled).
+
+    Raises
+    ------
+    ValueError
+        An unknown name, a parameter the preset does not take, a missing or bad one.
+    """
     preset = _preset(name)
     accepted = inspect.signature(preset.build).parameters
     unknown = sorted(set(params).difference(accepted))

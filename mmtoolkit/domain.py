@@ -30,11 +30,35 @@ def _is_int(x) -> bool:
 class Domain:
     """An immutable product domain of named attributes.
 
-    ``names``: unique strings, in data-vector order (first = most significant); ``sizes``:
-    positive ints; ``numeric``: optional bools, ``True`` for an ordered attribute (range and
-    prefix queries make sense on it; default all categorical); ``labels``: optional
-    per-attribute value labels, ``None`` (its codes) or ``n_i`` distinct strings per
-    attribute, or a mapping ``{name: labels}``.
+    Its cells are numbered in C order (the first attribute most significant); two domains
+    are equal when their names, sizes, numeric flags and labels are.
+
+    Parameters
+    ----------
+    names : iterable of str
+        Unique non-empty attribute names, in data-vector order (first = most significant).
+    sizes : iterable of int
+        The number of values ``n_i`` of each attribute: positive ints, one per name.
+    numeric : iterable of bool, optional
+        One flag per attribute, ``True`` for an ordered attribute (range and prefix queries
+        make sense on it); default (None): all categorical.
+    labels : sequence or mapping, optional
+        Value labels: per attribute ``None`` (labelled by its codes) or ``n_i`` distinct
+        strings, as a sequence in attribute order or a mapping ``{name: labels}`` (attributes
+        left out: None); default (None): every attribute labelled by its codes.
+
+    Raises
+    ------
+    ValueError
+        A name that is not a non-empty string or is repeated; a size that is not a positive
+        int; ``sizes``, ``numeric`` or ``labels`` not one entry per attribute; a numeric flag
+        that is not a bool; labels of an unknown attribute, not strings, of the wrong count
+        or repeated. The message names the attribute.
+
+    References
+    ----------
+    McKenna et al. 2018, HDMM, Appendix A.1 (vectorisation in C order); He et al.,
+    ResidualPlanner+, Section 2, Example 1.
     """
 
     __slots__ = ("_names", "_sizes", "_numeric", "_labels", "_index")
@@ -84,7 +108,26 @@ class Domain:
     # ------------------------------------------------------------ constructors
     @classmethod
     def from_sizes(cls, sizes, numeric=None) -> Domain:
-        """A domain with attributes named ``a0, a1, …`` of the given sizes."""
+        """A domain with attributes named ``a0, a1, …`` of the given sizes.
+
+        Parameters
+        ----------
+        sizes : iterable of int
+            The attributes' sizes, positive ints.
+        numeric : iterable of bool, optional
+            One flag per attribute, ``True`` for an ordered one; default: all categorical.
+
+        Returns
+        -------
+        Domain
+            ``len(sizes)`` attributes, unlabelled.
+
+        Raises
+        ------
+        ValueError
+            ``sizes`` is not a sequence of positive ints, or ``numeric`` not one bool per
+            attribute.
+        """
         if isinstance(sizes, (str, bytes)) or not isinstance(sizes, Iterable):
             raise ValueError(f"sizes must be a sequence of positive ints, got {sizes!r}")
         sizes = tuple(sizes)
@@ -92,8 +135,26 @@ class Domain:
 
     @classmethod
     def from_dict(cls, sizes: Mapping, numeric: Iterable[str] = ()) -> Domain:
-        """A domain from ``{name: size}`` (e.g. ``adult-domain.json``), in mapping order;
-        ``numeric`` lists the names of the ordered attributes."""
+        """A domain from ``{name: size}`` (e.g. ``adult-domain.json``), in mapping order.
+
+        Parameters
+        ----------
+        sizes : Mapping
+            ``{name: size}``: the attributes in data-vector order, each with its size.
+        numeric : iterable of str, optional
+            The names of the ordered attributes; default: none.
+
+        Returns
+        -------
+        Domain
+            The attributes of ``sizes``, unlabelled.
+
+        Raises
+        ------
+        ValueError
+            ``sizes`` is not a mapping or holds a bad name or size, or ``numeric`` names an
+            attribute it does not have.
+        """
         if not isinstance(sizes, Mapping):
             raise ValueError(f"from_dict needs a mapping name -> size, got {type(sizes).__name__}")
         names = tuple(sizes)
@@ -106,10 +167,12 @@ class Domain:
     # --------------------------------------------------------------- accessors
     @property
     def names(self) -> tuple[str, ...]:
+        """The attribute names, in data-vector order."""
         return self._names
 
     @property
     def sizes(self) -> tuple[int, ...]:
+        """The attributes' sizes ``n_i``, in the order of :attr:`names`."""
         return self._sizes
 
     @property
@@ -119,6 +182,7 @@ class Domain:
 
     @property
     def numeric(self) -> tuple[bool, ...]:
+        """Per attribute: ``True`` when it is ordered (numeric), ``False`` when categorical."""
         return self._numeric
 
     @property
@@ -127,13 +191,45 @@ class Domain:
         return self._labels
 
     def value_labels(self, attr) -> tuple[str, ...]:
-        """The labels of an attribute's codes ``0 … n−1`` (the codes as strings if unlabelled)."""
+        """The labels of an attribute's codes ``0 … n−1`` (the codes as strings if unlabelled).
+
+        Parameters
+        ----------
+        attr : str or int
+            The attribute, by name or by index.
+
+        Returns
+        -------
+        tuple of str
+            ``n_i`` labels, the label of code ``j`` at position ``j``.
+
+        Raises
+        ------
+        ValueError
+            ``attr`` is not an attribute of this domain (:meth:`index`).
+        """
         i = self.index(attr)
         lab = self._labels[i]
         return lab if lab is not None else tuple(str(j) for j in range(self._sizes[i]))
 
     def with_labels(self, labels) -> Domain:
-        """This domain with the given value labels (see the class docstring)."""
+        """This domain with the given value labels (its own are replaced).
+
+        Parameters
+        ----------
+        labels : sequence or mapping or None
+            As the constructor's ``labels``.
+
+        Returns
+        -------
+        Domain
+            The same names, sizes and numeric flags, with ``labels``.
+
+        Raises
+        ------
+        ValueError
+            Labels as the constructor refuses them.
+        """
         return Domain(self._names, self._sizes, self._numeric, labels)
 
     @property
@@ -151,11 +247,43 @@ class Domain:
         return name in self._index
 
     def __getitem__(self, attr) -> int:
-        """The size of an attribute given by name or index."""
+        """The size of an attribute given by name or index.
+
+        Parameters
+        ----------
+        attr : str or int
+            The attribute, by name or by index.
+
+        Returns
+        -------
+        int
+            Its size ``n_i``.
+
+        Raises
+        ------
+        ValueError
+            ``attr`` is not an attribute of this domain (:meth:`index`).
+        """
         return self._sizes[self.index(attr)]
 
     def index(self, attr) -> int:
-        """Position of an attribute given by name or by index (0 ≤ index < len)."""
+        """Position of an attribute given by name or by index (0 ≤ index < len).
+
+        Parameters
+        ----------
+        attr : str or int
+            The attribute's name, or its index (returned as it is when in range).
+
+        Returns
+        -------
+        int
+            Its position in :attr:`names`.
+
+        Raises
+        ------
+        ValueError
+            An unknown name, an index out of range, or neither a str nor an int.
+        """
         if isinstance(attr, str):
             try:
                 return self._index[attr]
@@ -172,8 +300,24 @@ class Domain:
         raise ValueError(f"attributes are given by name (str) or index (int), got {attr!r}")
 
     def indices(self, attrs) -> tuple[int, ...]:
-        """Positions of several attributes (names or indices), sorted; a single name or index
-        is a one-attribute set, duplicates raise."""
+        """Positions of several attributes (names or indices), sorted.
+
+        Parameters
+        ----------
+        attrs : iterable of str or int, or str or int
+            The attributes; a single name or index is a one-attribute set.
+
+        Returns
+        -------
+        tuple of int
+            Their positions, in increasing order.
+
+        Raises
+        ------
+        ValueError
+            An attribute given twice, one that :meth:`index` refuses, or ``attrs`` not a
+            sequence.
+        """
         if isinstance(attrs, str) or _is_int(attrs):
             attrs = [attrs]
         if not isinstance(attrs, Iterable):
@@ -185,7 +329,23 @@ class Domain:
         return tuple(sorted(idx))
 
     def project(self, attrs) -> Domain:
-        """The sub-domain of the given attributes, kept in this domain's order."""
+        """The sub-domain of the given attributes, kept in this domain's order.
+
+        Parameters
+        ----------
+        attrs : iterable of str or int, or str or int
+            The attributes to keep, by name or index (:meth:`indices`).
+
+        Returns
+        -------
+        Domain
+            Those attributes with their sizes, numeric flags and labels.
+
+        Raises
+        ------
+        ValueError
+            As :meth:`indices`.
+        """
         idx = self.indices(attrs)
         return Domain(
             [self._names[i] for i in idx],
@@ -196,9 +356,30 @@ class Domain:
 
     # --------------------------------------------------------------- records
     def vectorize(self, records, dtype=np.int64) -> np.ndarray:
-        """The C-order count vector (length :attr:`size`, int64 or float64, counted straight
-        into that type) of integer-coded ``records``, shape ``(num_records, len(self))`` (1-D
-        for a one-attribute domain), column ``i`` holding values ``0 … n_i − 1``."""
+        """The C-order count vector of integer-coded ``records`` (the data vector ``x``).
+
+        Parameters
+        ----------
+        records : array_like
+            Shape ``(num_records, len(self))`` (1-D for a one-attribute domain), column ``i``
+            holding integer codes ``0 … n_i − 1`` (integer-valued floats are accepted).
+        dtype : numpy dtype, optional
+            ``numpy.float64`` counts straight into float64; anything else (default
+            ``numpy.int64``) gives int64 counts.
+
+        Returns
+        -------
+        numpy.ndarray
+            Shape ``(size,)``: the number of records in each cell, in C order (a domain of no
+            attributes: one cell, the number of records).
+
+        Raises
+        ------
+        ValueError
+            The domain has more than :data:`MAX_VECTOR_SIZE` cells; ``records`` of another
+            shape, not integer codes, or with a value outside its attribute's range (the
+            message names the attribute and the record).
+        """
         N = self.size
         if N > MAX_VECTOR_SIZE:
             raise ValueError(

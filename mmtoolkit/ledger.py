@@ -55,9 +55,34 @@ class LedgerError(ValueError):
 
 
 def charge_of(privacy: Privacy, releases: int = 1) -> dict:
-    """What ``releases`` releases under ``privacy`` charge: ``{"rho": R·ρ}`` (zCDP),
-    ``{"epsilon": R·ε}`` (pure) or ``{"epsilon": R·ε, "delta": R·δ, "rho": R/(2σ²)}`` ((ε, δ):
-    the Gaussian mechanism's σ per unit sensitivity gives its zCDP ρ too)."""
+    """What ``releases`` releases under ``privacy`` charge (``R`` = ``releases``).
+
+    Parameters
+    ----------
+    privacy : Privacy
+        The guarantee of each release: ``PureDP``, ``ApproxDP`` or ``ZCDP``.
+    releases : int, optional
+        The number of releases, at least 1 (default 1).
+
+    Returns
+    -------
+    dict
+        ``{"rho": R·ρ}`` (zCDP), ``{"epsilon": R·ε}`` (pure) or ``{"epsilon": R·ε, "delta":
+        R·δ, "rho": R/(2σ²)}`` ((ε, δ): the Gaussian mechanism's σ per unit sensitivity
+        gives its zCDP ρ too).
+
+    Raises
+    ------
+    TypeError
+        ``privacy`` is not a PureDP, ApproxDP or ZCDP.
+    ValueError
+        ``releases`` is not an integer ≥ 1.
+
+    References
+    ----------
+    Bun & Steinke 2016, zCDP, Lemma 2.3 (ρ adds) and Proposition 1.6 (the Gaussian
+    mechanism's ρ); Dwork & Roth 2014, Theorem 3.16 (basic composition).
+    """
     check_privacy(privacy)
     r = check_int(releases, "releases", minimum=1)
     if isinstance(privacy, ZCDP):
@@ -72,7 +97,24 @@ def charge_of(privacy: Privacy, releases: int = 1) -> dict:
 
 @dataclass(frozen=True)
 class Spent:
-    """Budget spent (pending entries included), per kind of guarantee."""
+    """Budget spent (pending entries included), per kind of guarantee.
+
+    Parameters
+    ----------
+    rho : float
+        Σ ρ of the zCDP releases.
+    epsilon_pure : float
+        Σ ε of the pure-DP releases.
+    epsilon_approx : float
+        Σ ε of the (ε, δ) releases.
+    delta_approx : float
+        Σ δ of the (ε, δ) releases.
+    rho_approx : float
+        Σ 1/(2σ²) of the (ε, δ) releases (their zCDP guarantee).
+    rho_pure : float
+        Σ ε²/2 over the pure-DP releases (their zCDP guarantee, Bun & Steinke 2016,
+        Proposition 1.4).
+    """
 
     rho: float  # Σ ρ of the zCDP releases
     epsilon_pure: float  # Σ ε of the pure-DP releases
@@ -101,7 +143,25 @@ def _zcdp_to_dp_prop_1_3(rho: float, delta: float) -> float:
 class Ledger:
     """The privacy ledger in the JSON file ``path`` (docs/guide/ledger.md): :meth:`create`
     starts one, ``Ledger(path)`` opens one, :meth:`charge` / :meth:`commit` bracket a
-    release, :meth:`remaining`, :meth:`spent` and :meth:`report` read it."""
+    release, :meth:`remaining`, :meth:`spent` and :meth:`report` read it.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The ledger file (a symbolic link is followed: every path to one file is one ledger).
+
+    Raises
+    ------
+    LedgerError
+        The file does not exist, cannot be read, is not UTF-8 strict JSON, or is not a
+        ledger with every field valid (the message names the file and the field).
+
+    References
+    ----------
+    Bun & Steinke 2016, zCDP, Lemma 2.3 (ρ adds) and Propositions 1.3, 1.4, 1.6;
+    Dwork & Roth 2014, Theorem 3.16 (basic composition of ε and of (ε, δ));
+    Canonne, Kamath & Steinke 2020, Corollary 13 (ρ-zCDP stated as (ε, δ)).
+    """
 
     def __init__(self, path):
         self.path = Path(path)
@@ -113,9 +173,38 @@ class Ledger:
         cls, path, *, rho=None, epsilon=None, delta=None, conversion_delta=None, dataset=""
     ) -> Ledger:
         """Create a ledger file with a declared total: ``rho`` (zCDP), ``epsilon`` (pure DP)
-        or ``epsilon`` and ``delta``. ``conversion_delta`` is the δ at which zCDP totals are
-        stated as (ε, δ) (default: ``delta`` / 2 for an (ε, δ) total, else 1e-6). Refuses to
-        overwrite an existing file."""
+        or ``epsilon`` and ``delta``. Refuses to overwrite an existing file.
+
+        Parameters
+        ----------
+        path : str or os.PathLike
+            The file to create (it must not exist).
+        rho : float, optional
+            A zCDP total ρ > 0 (not with ``epsilon`` or ``delta``).
+        epsilon : float, optional
+            A pure-DP total ε > 0, or the ε of an (ε, δ) total with ``delta``.
+        delta : float, optional
+            The δ of an (ε, δ) total, in (0, 1).
+        conversion_delta : float, optional
+            The δ in (0, 1) at which zCDP releases are stated as (ε, δ); default ``delta`` / 2
+            for an (ε, δ) total, else 1e-6. Below ``delta``.
+        dataset : str, optional
+            A name for the dataset, shown by :meth:`report` (default empty).
+
+        Returns
+        -------
+        Ledger
+            The new ledger, with no entries.
+
+        Raises
+        ------
+        LedgerError
+            No total, ``rho`` with ``epsilon`` or ``delta``, ``conversion_delta`` not below
+            ``delta``, an existing file, or a lock that cannot be taken.
+        ValueError
+            A total or ``conversion_delta`` that is not a positive number (a probability
+            in (0, 1) for the δs); the message names the field.
+        """
         path = Path(path)
         if rho is not None:
             if epsilon is not None or delta is not None:
@@ -169,19 +258,42 @@ class Ledger:
     # ------------------------------------------------------------------ reading
     @property
     def total(self) -> dict:
+        """The declared total: ``{"rho": ρ}``, ``{"epsilon": ε}`` or ``{"epsilon": ε,
+        "delta": δ}`` (a copy)."""
         return dict(self._data["total"])
 
     @property
     def conversion_delta(self) -> float:
+        """The δ at which zCDP releases are stated as (ε, δ)."""
         return float(self._data["conversion_delta"])
 
     @property
     def entries(self) -> list[dict]:
+        """The entries as read when the ledger was opened or last written (copies), oldest
+        first: one dict per charge (docs/guide/ledger.md lists the fields)."""
         return [dict(e) for e in self._data["entries"]]
 
     def spent(self, extra: dict | None = None, releases: int = 1) -> Spent:
-        """The budget spent by every entry (pending included), plus ``extra`` (the charge of
-        ``releases`` releases, :func:`charge_of`)."""
+        """The budget spent by every entry (pending included), plus ``extra``.
+
+        Parameters
+        ----------
+        extra : dict, optional
+            A charge counted as well (:func:`charge_of` of ``releases`` releases); default:
+            none.
+        releases : int, optional
+            The number of releases ``extra`` charges for, at least 1 (default 1).
+
+        Returns
+        -------
+        Spent
+            The sums per kind of guarantee.
+
+        Raises
+        ------
+        ValueError
+            ``extra`` is given and ``releases`` is not an integer ≥ 1.
+        """
         charges = [(e["charge"], e["releases"]) for e in self._data["entries"]]
         if extra:
             charges.append((extra, check_int(releases, "releases", minimum=1)))
@@ -199,9 +311,30 @@ class Ledger:
         return Spent(rho, eps_p, eps_a, delta_a, rho_a, rho_p)
 
     def usage(self, extra: dict | None = None, releases: int = 1) -> dict:
-        """The spent budget in the units of the total (``{"rho": …}``, ``{"epsilon": …}`` or
-        ``{"epsilon": …, "delta": …}``); None values where a charge cannot be expressed.
-        ``extra``: a charge of ``releases`` releases counted as well."""
+        """The spent budget in the units of the total, all entries composed.
+
+        Parameters
+        ----------
+        extra : dict, optional
+            A charge counted as well (:func:`charge_of` of ``releases`` releases); default:
+            none.
+        releases : int, optional
+            The number of releases ``extra`` charges for, at least 1 (default 1).
+
+        Returns
+        -------
+        dict
+            ``{"rho": …}`` (zCDP total: the ρ of every release, pure and (ε, δ) ones by
+            their zCDP guarantee), ``{"epsilon": …}`` (pure total;
+            None when a zCDP or (ε, δ) release cannot be expressed as ε) or ``{"epsilon": …,
+            "delta": …}`` ((ε, δ) total: the zCDP releases stated at
+            :attr:`conversion_delta`).
+
+        Raises
+        ------
+        ValueError
+            ``extra`` is given and ``releases`` is not an integer ≥ 1.
+        """
         s = self.spent(extra, releases)
         total = self._data["total"]
         if "rho" in total:
@@ -217,21 +350,45 @@ class Ledger:
 
     def zcdp_as_approx_dp(self) -> dict:
         """The zCDP releases' ρ (pending entries included) stated as (ε, δ) at the ledger's
-        ``conversion_delta``: ``epsilon`` by Canonne, Kamath & Steinke 2020 (Cor. 13, the
-        conversion the ledger uses) and ``epsilon_prop_1_3`` by Bun & Steinke 2016 (Prop.
-        1.3, looser)."""
+        ``conversion_delta``.
+
+        Returns
+        -------
+        dict
+            ``rho`` (their Σ ρ), ``delta`` (:attr:`conversion_delta`), ``epsilon`` by
+            Canonne, Kamath & Steinke 2020 (the conversion the ledger uses; 0 for ρ = 0) and
+            ``epsilon_prop_1_3`` by Bun & Steinke 2016 (looser).
+
+        References
+        ----------
+        Canonne, Kamath & Steinke 2020, Corollary 13; Bun & Steinke 2016, Proposition 1.3.
+        """
         rho, dc = self.spent().rho, self.conversion_delta
         return {"rho": rho, "delta": dc, "epsilon": _zcdp_to_dp(rho, dc),
                 "epsilon_prop_1_3": _zcdp_to_dp_prop_1_3(rho, dc)}  # fmt: skip
 
     def remaining(self) -> dict:
-        """The budget left, in the units of the total."""
+        """The budget left, in the units of the total.
+
+        Returns
+        -------
+        dict
+            Per key of :attr:`total`: the total minus :meth:`usage` (negative when more than
+            the total is spent), or None where the usage cannot be expressed in that unit.
+        """
         used = self.usage()
         return {k: (None if used[k] is None else self._data["total"][k] - used[k]) for k in used}
 
     def report(self) -> str:
-        """A human-readable account: total, spent per kind, the zCDP total as (ε, δ) by both
-        conversions (:meth:`zcdp_as_approx_dp`), the use against the total, entries."""
+        """A human-readable account of the ledger (what ``mmtoolkit ledger show`` prints).
+
+        Returns
+        -------
+        str
+            Lines: the total, the budget spent per kind, the zCDP total as (ε, δ) by both
+            conversions (:meth:`zcdp_as_approx_dp`), the use against the total, and one line
+            per entry (pending ones marked).
+        """
         s = self.spent()
         total = self._data["total"]
         z = self.zcdp_as_approx_dp()
@@ -277,10 +434,40 @@ class Ledger:
     def charge(self, privacy: Privacy, releases: int = 1, description: str = "", *,
                seed_key: str | None = None, release_key: str | None = None) -> int:
         """Check that ``releases`` releases under ``privacy`` fit in the budget left and record
-        them as a pending entry (atomically) — call before any noise is drawn. Returns the
-        entry id for :meth:`commit`. Raises :class:`LedgerError` (nothing written) when they
-        do not fit, or when ``seed_key`` (:func:`~mmtoolkit.releasing.seed_fingerprint`) was
-        charged for another ``release_key``: one seed, one release."""
+        them as a pending entry (atomically) — call before any noise is drawn.
+
+        Parameters
+        ----------
+        privacy : Privacy
+            The guarantee of each release.
+        releases : int, optional
+            The number of releases charged, at least 1 (default 1).
+        description : str, optional
+            What is released, recorded with the entry (default empty).
+        seed_key : str, optional
+            The seed's fingerprint (:func:`~mmtoolkit.releasing.seed_fingerprint`) of a
+            seeded release; given with ``release_key``. Default: none (a private release).
+        release_key : str, optional
+            The key of everything that defines the release
+            (:func:`~mmtoolkit.releasing.release_key`); given with ``seed_key``.
+
+        Returns
+        -------
+        int
+            The id of the pending entry, for :meth:`commit` or :meth:`cancel`.
+
+        Raises
+        ------
+        LedgerError
+            Nothing written: the releases do not fit in the budget left; a release that is
+            not ε-DP charged to a pure ε total; ``seed_key`` already charged for another
+            ``release_key`` (one seed, one release); the file cannot be read or locked.
+        TypeError
+            ``privacy`` is not a PureDP, ApproxDP or ZCDP.
+        ValueError
+            ``releases`` is not an integer ≥ 1, or only one of ``seed_key`` and
+            ``release_key`` is given.
+        """
         charge = charge_of(privacy, releases)
         if (seed_key is None) != (release_key is None):
             raise ValueError("seed_key and release_key: give both or neither")
@@ -334,7 +521,19 @@ class Ledger:
     def cancel(self, entry_id: int) -> None:
         """Remove a pending entry whose release failed *before drawing any noise* (the
         caller's random generator is untouched): nothing was spent. A release that may have
-        drawn noise must stay charged."""
+        drawn noise must stay charged.
+
+        Parameters
+        ----------
+        entry_id : int
+            The id :meth:`charge` returned.
+
+        Raises
+        ------
+        LedgerError
+            The ledger has no pending entry ``entry_id`` (a committed one is never removed),
+            or the file cannot be read or locked.
+        """
         with self._update():
             entries = self._data["entries"]
             keep = [e for e in entries if not (e["id"] == entry_id and e["status"] == "pending")]
@@ -343,7 +542,18 @@ class Ledger:
             self._data["entries"] = keep
 
     def commit(self, entry_id: int) -> None:
-        """Mark a pending entry as committed (its release completed)."""
+        """Mark a pending entry as committed (its release completed).
+
+        Parameters
+        ----------
+        entry_id : int
+            The id :meth:`charge` returned.
+
+        Raises
+        ------
+        LedgerError
+            The ledger has no entry ``entry_id``, or the file cannot be read or locked.
+        """
         with self._update():
             for e in self._data["entries"]:
                 if e["id"] == entry_id:

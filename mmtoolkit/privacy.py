@@ -113,10 +113,45 @@ class Privacy(ABC):
 
     @abstractmethod
     def noise_scale(self, sensitivity: float = 1.0) -> float:
-        """Laplace scale ``b`` or Gaussian standard deviation ``σ`` for this sensitivity."""
+        """Laplace scale ``b`` or Gaussian standard deviation ``σ`` for this sensitivity.
+
+        Parameters
+        ----------
+        sensitivity : float, optional
+            The strategy's sensitivity ``Δ`` in the definition's norm (:attr:`norm`), a
+            finite number ≥ 0; default 1.
+
+        Returns
+        -------
+        float
+            The scale, proportional to ``sensitivity``.
+
+        Raises
+        ------
+        ValueError
+            ``sensitivity`` is negative or not finite, or the scale overflows float64.
+        """
 
     def noise_variance(self, sensitivity: float = 1.0) -> float:
-        """Variance of the noise added to each strategy answer (strategy sensitivity given)."""
+        """Variance of the noise added to each strategy answer (strategy sensitivity given):
+        ``2b²`` for Laplace, ``σ²`` for Gaussian noise.
+
+        Parameters
+        ----------
+        sensitivity : float, optional
+            The strategy's sensitivity ``Δ`` in the definition's norm, a finite number ≥ 0;
+            default 1 (the variance per unit sensitivity, ``v`` of the evaluator).
+
+        Returns
+        -------
+        float
+            The variance, proportional to ``sensitivity²``; finite.
+
+        Raises
+        ------
+        ValueError
+            ``sensitivity`` is negative or not finite, or the variance overflows float64.
+        """
         s = self.noise_scale(sensitivity)
         return self._finite_noise(2.0 * s * s if self.family == "laplace" else s * s,
                                   "variance", sensitivity)  # fmt: skip
@@ -155,12 +190,24 @@ class Privacy(ABC):
         return tuple(getattr(self, f) for f in self._fields)
 
     def to_spec(self) -> dict:
-        """The configuration mapping that :func:`from_spec` turns back into this object."""
+        """The configuration mapping that :func:`from_spec` turns back into this object.
+
+        Returns
+        -------
+        dict
+            ``{"kind": "pure" | "approx" | "zcdp", <its parameters>}``.
+        """
         return {"kind": self._kind, **dict(zip(self._fields, self._params(), strict=True))}
 
     @abstractmethod
     def describe(self) -> str:
-        """A one-line human-readable description (guarantee, noise, calibration)."""
+        """A one-line human-readable description (guarantee, noise, calibration).
+
+        Returns
+        -------
+        str
+            E.g. ``"ρ-zCDP, ρ = 0.5: Gaussian noise, L2 sensitivity, σ² = Δ²/(2ρ) = 1·Δ²"``.
+        """
 
     def __eq__(self, other):
         if not isinstance(other, Privacy):
@@ -186,7 +233,23 @@ class Privacy(ABC):
 class PureDP(Privacy):
     """ε-differential privacy through the Laplace mechanism: ``Lap(b)``, ``b = Δ₁/ε``, on each
     answer, variance ``2Δ₁²/ε²`` (Dwork & Roth 2014, Thm 3.6; HDMM Def. 5 and Thm 7); ``Δ₁``
-    the strategy's max column L1 norm."""
+    the strategy's max column L1 norm.
+
+    Parameters
+    ----------
+    epsilon : float
+        ε, a finite number > 0.
+
+    Raises
+    ------
+    ValueError
+        ``epsilon`` is not a finite number > 0, or so small or large that the noise variance
+        at sensitivity 1 is not a positive finite float64.
+
+    References
+    ----------
+    Dwork & Roth 2014, Theorem 3.6; McKenna et al. 2018, HDMM, Definition 5 and Theorem 7.
+    """
 
     norm = 1
     family = "laplace"
@@ -201,7 +264,13 @@ class PureDP(Privacy):
         return self._scaled(sensitivity, 1.0 / self.epsilon)
 
     def to_zcdp(self) -> ZCDP:
-        """ε-DP implies (ε²/2)-zCDP (Bun & Steinke 2016, Prop. 1.4)."""
+        """ε-DP implies (ε²/2)-zCDP (Bun & Steinke 2016, Prop. 1.4).
+
+        Returns
+        -------
+        ZCDP
+            ``ZCDP(ε²/2)``.
+        """
         return ZCDP(self.epsilon**2 / 2.0)
 
     def describe(self):
@@ -220,6 +289,27 @@ class ApproxDP(Privacy):
     (``σ = Δ·sqrt(2 ln(1.25/δ))/ε``, Dwork & Roth 2014, Thm A.1) or ``"eigen_design"``
     (``σ = Δ·sqrt(2 ln(2/δ))/ε``, Li & Miklau 2012, Prop. 2). The closed forms are proven
     only for ε < 1 and refuse ε ≥ 1 (docs/guide/privacy-and-noise.md).
+
+    Parameters
+    ----------
+    epsilon : float
+        ε, a finite number > 0 (below 1 for the closed-form calibrations).
+    delta : float
+        δ, strictly between 0 and 1.
+    calibration : str, optional
+        One of :data:`CALIBRATIONS`: ``"analytic"`` (default), ``"classic"`` or
+        ``"eigen_design"``.
+
+    Raises
+    ------
+    ValueError
+        ``epsilon`` or ``delta`` out of range, an unknown ``calibration``, a closed-form
+        calibration with ε ≥ 1, or a noise variance that is not a positive finite float64.
+
+    References
+    ----------
+    Balle & Wang 2018, Theorem 8 (analytic); Dwork & Roth 2014, Theorem A.1 (classic);
+    Li & Miklau 2012, Eigen-Design, Proposition 2.
     """
 
     norm = 2
@@ -264,7 +354,24 @@ class ApproxDP(Privacy):
 class ZCDP(Privacy):
     """ρ-zero-concentrated DP through the Gaussian mechanism (Bun & Steinke 2016):
     ``σ² = Δ₂²/(2ρ)`` (Prop. 1.6). ResidualPlanner's ``pcost = 2ρ`` (§2, Def. 1–2): its
-    ``pcost = 1`` is ``ZCDP(0.5)``, unit noise variance per unit sensitivity."""
+    ``pcost = 1`` is ``ZCDP(0.5)``, unit noise variance per unit sensitivity.
+
+    Parameters
+    ----------
+    rho : float
+        ρ, a finite number > 0.
+
+    Raises
+    ------
+    ValueError
+        ``rho`` is not a finite number > 0, or the noise variance at sensitivity 1 is not a
+        positive finite float64.
+
+    References
+    ----------
+    Bun & Steinke 2016, Proposition 1.6; He et al., ResidualPlanner+, Section 2,
+    Definitions 1 and 2.
+    """
 
     norm = 2
     family = "gaussian"
@@ -290,7 +397,23 @@ class ZCDP(Privacy):
     def to_approx_dp(self, delta: float) -> float:
         """ε such that ρ-zCDP implies (ε, δ)-DP: ``ε = ρ + 2 sqrt(ρ ln(1/δ))`` (Bun & Steinke
         2016, Prop. 1.3, any ρ-zCDP mechanism; :meth:`to_approx_dp_tight` is tighter for any
-        such mechanism, :meth:`gaussian_delta` exact for the continuous Gaussian mechanism)."""
+        such mechanism, :meth:`gaussian_delta` exact for the continuous Gaussian mechanism).
+
+        Parameters
+        ----------
+        delta : float
+            δ, strictly between 0 and 1.
+
+        Returns
+        -------
+        float
+            ε > 0.
+
+        Raises
+        ------
+        ValueError
+            ``delta`` is not strictly between 0 and 1.
+        """
         d = check_probability(delta, "delta")
         return self.rho + 2.0 * math.sqrt(self.rho * math.log(1.0 / d))
 
@@ -305,7 +428,27 @@ class ZCDP(Privacy):
         ``ln δ = −ρt² − ln(1+t)``. So ε at ``δ`` is that ε at the one ``t > 0`` with
         ``ρt² + ln(1+t) = ln(1/δ)`` (a strictly increasing function of ``t``: Brent's method),
         and 0 when it is negative (the bound at ε = 0 is then below ``δ``). The root is
-        taken on the side where the bound is ≤ ``δ``, so ε is never understated."""
+        taken on the side where the bound is ≤ ``δ``, so ε is never understated.
+
+        Parameters
+        ----------
+        delta : float
+            δ, strictly between 0 and 1.
+
+        Returns
+        -------
+        float
+            ε ≥ 0.
+
+        Raises
+        ------
+        ValueError
+            ``delta`` is not strictly between 0 and 1.
+
+        References
+        ----------
+        Canonne, Kamath & Steinke 2020, Proposition 12 and Corollary 13.
+        """
         d = check_probability(delta, "delta")
         rho, target = self.rho, math.log(1.0 / d)
 
@@ -325,7 +468,29 @@ class ZCDP(Privacy):
         ``epsilon``: a ρ-zCDP mechanism with this ρ is (ε, δ)-DP (Canonne, Kamath & Steinke
         2020, Prop. 12). The conversion is increasing in ρ, so the root is bracketed by ρ
         near 0 (ε near 0) and ρ = ε (ε at least ρ) and found by Brent's method, then stepped
-        down until the conversion is at most ``epsilon`` (ε is never understated)."""
+        down until the conversion is at most ``epsilon`` (ε is never understated).
+
+        Parameters
+        ----------
+        epsilon : float
+            ε, a finite number > 0.
+        delta : float
+            δ, strictly between 0 and 1.
+
+        Returns
+        -------
+        ZCDP
+            The definition with that ρ.
+
+        Raises
+        ------
+        ValueError
+            ``epsilon`` or ``delta`` out of range.
+
+        References
+        ----------
+        Canonne, Kamath & Steinke 2020, Proposition 12.
+        """
         eps = check_positive(epsilon, "epsilon")
         d = check_probability(delta, "delta")
 
@@ -343,7 +508,23 @@ class ZCDP(Privacy):
     def gaussian_delta(self, epsilon: float) -> float:
         """The exact δ(ε) of the Gaussian mechanism calibrated to this ρ: with ``μ =
         sqrt(2ρ)``, ``δ = Φ(μ/2 − ε/μ) − e^ε Φ(−μ/2 − ε/μ)`` (Balle & Wang 2018, Thm 8;
-        ResidualPlanner §2 with ``pcost = μ²``)."""
+        ResidualPlanner §2 with ``pcost = μ²``).
+
+        Parameters
+        ----------
+        epsilon : float
+            ε, a finite number > 0.
+
+        Returns
+        -------
+        float
+            δ in [0, 1).
+
+        Raises
+        ------
+        ValueError
+            ``epsilon`` is not a finite number > 0.
+        """
         eps = check_positive(epsilon, "epsilon")
         return _gaussian_delta(math.sqrt(2.0 * self.rho), eps)
 
@@ -364,7 +545,24 @@ _SPEC_FIELDS = {
 
 def check_privacy(privacy) -> Privacy:
     """Raise TypeError unless ``privacy`` is a :class:`Privacy` (PureDP, ApproxDP or ZCDP);
-    return it."""
+    return it.
+
+    Parameters
+    ----------
+    privacy : object
+        The argument to check.
+
+    Returns
+    -------
+    Privacy
+        ``privacy`` itself.
+
+    Raises
+    ------
+    TypeError
+        ``privacy`` is not a Privacy (a programming error, like any argument of the wrong
+        type in Python).
+    """
     if not isinstance(privacy, Privacy):
         raise TypeError(f"privacy must be a PureDP, ApproxDP or ZCDP instance, got {privacy!r}")
     return privacy
@@ -373,8 +571,25 @@ def check_privacy(privacy) -> Privacy:
 def from_spec(spec) -> Privacy:
     """Build a :class:`Privacy` from a configuration mapping (``{"kind": "pure", "epsilon":
     1}``, ``"approx"`` with ``epsilon``, ``delta`` and an optional ``calibration``, or
-    ``"zcdp"`` with ``rho``: docs/guide/privacy-and-noise.md). A missing or unexpected field
-    raises ValueError naming it; a :class:`Privacy` is passed through unchanged."""
+    ``"zcdp"`` with ``rho``: docs/guide/privacy-and-noise.md).
+
+    Parameters
+    ----------
+    spec : Mapping or Privacy
+        The mapping (e.g. read from a config or :meth:`Privacy.to_spec`); a Privacy is
+        passed through unchanged.
+
+    Returns
+    -------
+    Privacy
+        The ``PureDP``, ``ApproxDP`` or ``ZCDP`` it describes.
+
+    Raises
+    ------
+    ValueError
+        Not a mapping, a missing or unknown ``kind``, a missing or unexpected field (named),
+        or a value the class refuses.
+    """
     if isinstance(spec, Privacy):
         return spec
     if not isinstance(spec, Mapping):
@@ -428,8 +643,27 @@ def add_budget_arguments(parser, epsilon_list: bool = False) -> None:
 
 def from_budget(epsilon=None, delta=None, rho=None) -> Privacy:
     """The :class:`Privacy` of the command line's budget: ``epsilon`` (:class:`PureDP`),
-    ``epsilon`` and ``delta`` (:class:`ApproxDP`, analytic) or ``rho`` (:class:`ZCDP`); a
-    ValueError naming the flags for a missing or conflicting flag or a value out of range."""
+    ``epsilon`` and ``delta`` (:class:`ApproxDP`, analytic) or ``rho`` (:class:`ZCDP`).
+
+    Parameters
+    ----------
+    epsilon : float, optional
+        ``--epsilon``: ε.
+    delta : float, optional
+        ``--delta``: δ, with ``epsilon``.
+    rho : float, optional
+        ``--rho``: ρ, alone.
+
+    Returns
+    -------
+    Privacy
+        ``PureDP(ε)``, ``ApproxDP(ε, δ)`` or ``ZCDP(ρ)``.
+
+    Raises
+    ------
+    ValueError
+        A missing or conflicting flag, or a value out of range; the message names the flags.
+    """
     if rho is not None:
         if epsilon is not None or delta is not None:
             raise ValueError("give either --rho or --epsilon [--delta], not both")

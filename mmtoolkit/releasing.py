@@ -62,10 +62,22 @@ AXES = {"identity": "value", "prefix": "prefix", "all_range": "range"}
 # ============================================================================ tables
 @dataclass(frozen=True)
 class TableSpec:
-    """Rows ``start:stop`` of a workload: a table over ``attrs`` (domain indices, domain
-    order), an axis per attribute of kind ``"value"``, ``"prefix"`` (``[0, i]``) or
-    ``"range"`` (``[i, j]``, lexicographic); cells in C order; ``weight`` the term's signed,
-    unsquared weight (answers are ``weight`` × counts)."""
+    """Rows ``start:stop`` of a workload: a table over ``attrs``, cells in C order.
+
+    Parameters
+    ----------
+    attrs : tuple of int
+        The table's attributes (domain indices, domain order).
+    axes : tuple of str
+        Per attribute, its axis: ``"value"``, ``"prefix"`` (``[0, i]``) or ``"range"``
+        (``[i, j]``, lexicographic).
+    start, stop : int
+        The table's rows in the workload.
+    shape : tuple of int
+        The table's shape (the length of each axis).
+    weight : float
+        The term's signed, unsquared weight (answers are ``weight`` × counts).
+    """
 
     attrs: tuple[int, ...]
     axes: tuple[str, ...]
@@ -76,8 +88,22 @@ class TableSpec:
 
 
 def workload_tables(W: Matrix, domain: Domain) -> list[TableSpec] | None:
-    """The tables of a marginal-type workload over ``domain`` (docs/guide/release.md), in row
-    order, or None when ``W`` is not one (its answers are then labelled by row)."""
+    """The tables of a marginal-type workload over ``domain`` (docs/guide/release.md).
+
+    Parameters
+    ----------
+    W : Matrix
+        The workload, on ``domain``'s cells.
+    domain : Domain
+        Its domain.
+
+    Returns
+    -------
+    list of TableSpec or None
+        One per Kronecker term, in row order; None when ``W`` is not a union of
+        value / prefix / range marginals on ``domain``'s attributes (its answers are then
+        labelled by row).
+    """
     nf = normal_form(W)
     if nf.sizes != domain.sizes:
         return None
@@ -114,11 +140,53 @@ def axis_labels(domain: Domain, bins: Mapping, i: int, kind: str) -> list[str]:
 # ============================================================================ result
 @dataclass
 class ReleaseResult:
-    """The result of :func:`release`: ``answers`` (``m`` or ``m x R``) and their ``stderr``,
-    the workload, domain, bins and tables, the privacy of each release and what all of them
-    ``spent`` (:func:`mmtoolkit.ledger.charge_of`), the seeds, the strategy, the
-    ``measurements`` per release and the JSON-ready ``summary``. Each field is described in
-    docs/guide/release.md ("From Python")."""
+    """The result of :func:`release`: the noisy answers with their standard errors and
+    intervals, what was released and how, and labelled tables (:meth:`table`). Each field is
+    described in docs/guide/release.md ("From Python").
+
+    Parameters
+    ----------
+    answers : numpy.ndarray
+        The noisy workload answers in workload row order: shape ``(m,)``, or ``(m, R)`` for
+        ``R > 1`` releases (one column per release).
+    stderr : numpy.ndarray or None
+        Shape ``(m,)``: each answer's analytic standard error; None when the evaluator
+        cannot give per-query variances on this domain.
+    workload : Matrix
+        The workload answered, ``m x N``.
+    domain : Domain
+        The data's domain, with its value labels.
+    bins : dict
+        The bin edges of the binned attributes, by name.
+    privacy : Privacy
+        The guarantee of *each* release.
+    spent : dict
+        What all releases together charge (:func:`mmtoolkit.ledger.charge_of`).
+    seed : int or None
+        The one seed of a reproducible experiment; None in a private release.
+    selection_seed : int or None
+        The seed the selector used (None if it takes none, and in a private release).
+    strategy : Strategy
+        The selected strategy (matrix, selector name, every parameter, metadata).
+    measurements : list
+        Per release, a list of its noisy measurements
+        (:class:`~mmtoolkit.measurement.Measurement`, with their noise scale: what
+        Private-PGM estimates from).
+    summary : dict
+        JSON-ready account of all of the above but the arrays (what ``mmtoolkit release``
+        writes).
+    ledger_entry : int, optional
+        The ledger entry's id when a ledger was charged; default None.
+    tables_spec : list of TableSpec, optional
+        The workload's labelled tables (:func:`workload_tables`); None (default) computes
+        them, and stays None when the workload is not marginal-type.
+    lower, upper : numpy.ndarray, optional
+        Each answer's (1 − alpha) interval, shaped like ``answers``; None without
+        ``stderr``.
+    interval_methods : numpy.ndarray, optional
+        Shape ``(m,)``: each answer's interval method (a key of
+        :data:`mmtoolkit.intervals.METHODS`); None without intervals.
+    """
 
     answers: np.ndarray
     stderr: np.ndarray | None
@@ -144,6 +212,7 @@ class ReleaseResult:
 
     @property
     def releases(self) -> int:
+        """The number of releases ``R`` (the columns of a 2-D :attr:`answers`)."""
         return 1 if self.answers.ndim == 1 else int(self.answers.shape[1])
 
     def _answer_columns(self, rows: slice) -> dict:
@@ -190,10 +259,32 @@ class ReleaseResult:
         return pd.DataFrame(cols, index=index)
 
     def table(self, attrs, release: int | None = None):
-        """The table on ``attrs`` (names, any order; ``()`` for the total) as a DataFrame
-        indexed by the attributes' labels, columns ``answer``, ``lower``, ``upper`` (the
-        release's intervals, :mod:`mmtoolkit.intervals`) and ``stderr``; ``release=r``
-        (``0 ≤ r < releases``) keeps only release ``r``'s answers (docs/guide/release.md)."""
+        """The table on ``attrs`` as a DataFrame indexed by the attributes' labels
+        (docs/guide/release.md).
+
+        Parameters
+        ----------
+        attrs : str or iterable of str
+            The table's attributes, by name in any order; ``()`` for the total.
+        release : int, optional
+            ``r`` with ``0 ≤ r < releases``: keep only release ``r``'s answers and intervals,
+            as ``answer``, ``lower`` and ``upper``. Default (None): every release.
+
+        Returns
+        -------
+        pandas.DataFrame
+            One row per cell, indexed by a MultiIndex of the attributes in domain order (each
+            level categorical, in the declared order; the total: one row ``(total)``);
+            columns ``answer``, ``lower``, ``upper`` (the release's intervals,
+            :mod:`mmtoolkit.intervals`; numbered ``answer_1 …`` for several releases) and
+            ``stderr``, those present.
+
+        Raises
+        ------
+        ValueError
+            The workload is not a union of marginal-type tables, has no table on ``attrs``,
+            or ``attrs`` names an unknown attribute; ``release`` out of range.
+        """
         if isinstance(attrs, str):
             attrs = (attrs,)
         want = self.domain.indices(attrs) if attrs else ()
@@ -222,8 +313,19 @@ class ReleaseResult:
         return df
 
     def tables(self) -> dict:
-        """Every table, ``{attribute-name tuple: DataFrame}`` (:meth:`table`), in workload
-        order (a product repeated in the workload keeps its first table)."""
+        """Every table of the workload (as :meth:`table` gives them, every release).
+
+        Returns
+        -------
+        dict
+            ``{attribute-name tuple: DataFrame}`` in workload order (a product repeated in
+            the workload keeps its first table).
+
+        Raises
+        ------
+        ValueError
+            The workload is not a union of marginal-type tables.
+        """
         out: dict = {}
         for s in self._check_tables():
             key = tuple(self.domain.names[i] for i in s.attrs)
@@ -231,10 +333,22 @@ class ReleaseResult:
         return out
 
     def to_frame(self):
-        """Tidy answers, one row per query: ``query``, ``marginal``, one label column per
-        attribute, the answer column(s) with their intervals (``lower``, ``upper``) and
-        ``stderr`` (the ``--out`` CSV of
-        docs/guide/release.md); ``query`` and the answers only when not marginal-type."""
+        """Tidy answers, one row per query (the ``--out`` CSV of docs/guide/release.md).
+
+        Returns
+        -------
+        pandas.DataFrame
+            ``m`` rows in workload order: ``query`` (the row number), ``marginal`` (the
+            table's attributes joined by ``;``), one label column per attribute (None where
+            the table does not have it), the answer column(s) with their intervals
+            (``lower``, ``upper``) and ``stderr``; ``query`` and the answers only when the
+            workload is not marginal-type.
+
+        Raises
+        ------
+        ValueError
+            An attribute is named like one of the frame's columns.
+        """
         import pandas as pd
 
         m = int(self.workload.shape[0])
@@ -294,9 +408,25 @@ DIGEST_DENSE_ENTRIES = 10**6
 
 
 def split_seed(seed) -> tuple[int, int]:
-    """``(seed, selection seed)`` from the one seed; ``seed=None`` draws fresh entropy and
-    returns it, so the release can be repeated. The selection seed is
-    ``SeedSequence(seed).spawn(2)[0]`` (docs/guide/release.md, "One seed")."""
+    """``(seed, selection seed)`` from the one seed (docs/guide/release.md, "One seed").
+
+    Parameters
+    ----------
+    seed : int or None
+        The one seed, ≥ 0; None draws fresh entropy and returns it, so the release can be
+        repeated.
+
+    Returns
+    -------
+    tuple of int
+        The seed, and the selection seed: the first 32-bit word of
+        ``SeedSequence(seed).spawn(2)[0]``.
+
+    Raises
+    ------
+    ValueError
+        ``seed`` is not an integer ≥ 0.
+    """
     if seed is None:
         # numpy's stub types entropy as given (int, a sequence or None); drawn fresh, an int
         seed = int(cast(int, np.random.SeedSequence().entropy))
@@ -315,7 +445,20 @@ def _seed_key(seed: int) -> bytes:
 def data_digest(recs: records.Records, seed: int) -> str:
     """A keyed digest (HMAC-SHA256 under the seed's key, :func:`_seed_key`) of the domain's
     names and sizes and the multiset of records (rows sorted: the release depends only on
-    the histogram). Without the seed it reveals nothing about the data."""
+    the histogram). Without the seed it reveals nothing about the data.
+
+    Parameters
+    ----------
+    recs : Records
+        The records.
+    seed : int
+        The release's seed.
+
+    Returns
+    -------
+    str
+        64 hex digits.
+    """
     h = hmac.new(_seed_key(seed), digestmod=hashlib.sha256)
     dom = recs.domain
     h.update(json.dumps([list(dom.names), list(dom.sizes)]).encode())
@@ -334,7 +477,18 @@ def matrix_digest(M: Matrix) -> str:
     of its Kronecker terms (weights and factors, :meth:`~mmtoolkit.linalg.Matrix.kron_terms`),
     else its text. Two workloads with the same entries get the same fingerprint (a SPEC and the
     Matrix it builds); different entries, different ones, except two large matrices with no
-    Kronecker structure whose text is the same."""
+    Kronecker structure whose text is the same.
+
+    Parameters
+    ----------
+    M : Matrix
+        The matrix.
+
+    Returns
+    -------
+    str
+        64 hex digits.
+    """
     h = hashlib.sha256()
 
     def walk(A: Matrix) -> None:
@@ -358,14 +512,38 @@ def matrix_digest(M: Matrix) -> str:
 def release_key(seed: int, definition: Mapping) -> str:
     """The key of one release (HMAC-SHA256 under the seed's key) of everything that defines
     it (``definition``: privacy, noise, releases, selector and parameters, strategy kind,
-    workloads, data digest), so releases that differ in any draw independent noise."""
+    workloads, data digest), so releases that differ in any draw independent noise.
+
+    Parameters
+    ----------
+    seed : int
+        The release's seed.
+    definition : Mapping
+        What defines the release, JSON-able (:func:`~mmtoolkit.jsonsafe.jsonable`).
+
+    Returns
+    -------
+    str
+        64 hex digits.
+    """
     text = json.dumps(jsonable(definition), sort_keys=True, ensure_ascii=True)
     return hmac.new(_seed_key(seed), text.encode(), hashlib.sha256).hexdigest()
 
 
 def seed_fingerprint(seed: int) -> str:
     """What a ledger records of a seed (a hash of its key, not the seed), to refuse a second,
-    different release with it (:meth:`Ledger.charge`; docs/guide/ledger.md)."""
+    different release with it (:meth:`Ledger.charge`; docs/guide/ledger.md).
+
+    Parameters
+    ----------
+    seed : int
+        The seed.
+
+    Returns
+    -------
+    str
+        32 hex digits.
+    """
     return hashlib.sha256(b"mmtoolkit seed fingerprint" + _seed_key(seed)).hexdigest()[:32]
 
 
@@ -382,7 +560,13 @@ def secure_generator() -> np.random.Generator:
     ``BitGenerator``, so every user of ``rng`` (the plan's streams, ``integers``,
     ``standard_normal``, ``laplace``, the exact samplers of :mod:`mmtoolkit.noise`) draws
     from it unchanged. (randomgen's ChaCha has no ``jumped()``: the Dask route, which needs
-    it, is not used by :func:`release`.)"""
+    it, is not used by :func:`release`.)
+
+    Returns
+    -------
+    numpy.random.Generator
+        A new generator with a new key.
+    """
     from randomgen import ChaCha
 
     return np.random.Generator(ChaCha(key=int.from_bytes(os.urandom(32), "little"), rounds=20))
@@ -392,7 +576,20 @@ def noise_generator(seed: int, key: str) -> np.random.Generator:
     """The noise generator of the release with key ``key`` (:func:`release_key`):
     ``SeedSequence(seed, spawn_key=(1, *the key's 32-bit words))``. Keyed by the release, a
     seed reused with another budget draws other noise, not the same noise scaled (which two
-    releases would cancel: docs/guide/release.md, "One seed")."""
+    releases would cancel: docs/guide/release.md, "One seed").
+
+    Parameters
+    ----------
+    seed : int
+        The release's seed.
+    key : str
+        The release key, hex (:func:`release_key`).
+
+    Returns
+    -------
+    numpy.random.Generator
+        PCG64 seeded as above.
+    """
     words = np.frombuffer(bytes.fromhex(key), dtype=">u4").astype(np.uint64).tolist()
     return np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(1, *words)))
 
@@ -509,7 +706,30 @@ def workload_matrix(
 ) -> Matrix:
     """The workload Matrix of a SPEC (:mod:`mmtoolkit.workload_specs`) or a Matrix over
     ``dom``'s cells; a ``ValueError`` naming ``where`` for a SPEC that does not parse, does
-    not build, or is not on ``dom``'s cells."""
+    not build, or is not on ``dom``'s cells.
+
+    Parameters
+    ----------
+    workload : str or Matrix
+        A SPEC, or a Matrix on ``dom``'s cells.
+    dom : Domain
+        The domain.
+    where : str, optional
+        The argument's name in messages (default ``"workload"``).
+    domain_source : str, optional
+        What the domain is in messages (default ``"the data"``).
+
+    Returns
+    -------
+    Matrix
+        The workload, ``m x dom.size``, every entry finite.
+
+    Raises
+    ------
+    ValueError
+        A SPEC that does not parse or build, ``binary_marginals`` (a workload on the binary
+        encoding), a workload on another number of cells, or a non-finite entry.
+    """
     if isinstance(workload, Matrix):
         if workload.shape[1] != dom.size:
             raise ValueError(
@@ -568,9 +788,54 @@ def select_plan(
     select_for=None,
 ) -> SavedPlan:
     """The strategy :func:`release` would select for these arguments (the same selection
-    seed), as a :class:`~mmtoolkit.saved_plans.SavedPlan` on ``domain`` (a domain file,
-    mapping, DomainSpec or Domain), to save and release from later (``release(data,
-    plan=...)``)."""
+    seed), as a :class:`~mmtoolkit.saved_plans.SavedPlan`, to save and release from later
+    (``release(data, plan=...)``).
+
+    Parameters
+    ----------
+    workload : str or Matrix
+        The workload to release: a SPEC (:mod:`mmtoolkit.workload_specs`) or a Matrix on
+        the domain's cells.
+    privacy : Privacy
+        The guarantee of each release.
+    selector : str or Selector, optional
+        A registered selector name (with ``params``) or a Selector instance; default
+        ``"residual_planner"``.
+    domain : str, os.PathLike, Mapping, DomainSpec or Domain
+        The declared domain of the data (a domain file, its parsed mapping, a DomainSpec or
+        a Domain); required.
+    params : Mapping, optional
+        The selector's parameters, with a selector name only.
+    seed : int, optional
+        The one seed of the release (:func:`split_seed` gives the selection seed from it);
+        None (default): fresh entropy.
+    noise : str, optional
+        ``"continuous"`` or ``"discrete"``, saved with the plan; None (default): the
+        release's default.
+    select_for : str or Matrix, optional
+        The workload to select for, when it is not ``workload``.
+
+    Returns
+    -------
+    SavedPlan
+        The strategy and these settings (not yet saved: :func:`~mmtoolkit.save_plan`).
+
+    Raises
+    ------
+    TypeError
+        ``privacy`` is not a PureDP, ApproxDP or ZCDP.
+    ValueError
+        An unknown ``noise``; a workload that does not parse, build or fit the domain's
+        cells; ``params`` with a Selector instance; a bad ``seed``.
+    RecordsError
+        A domain that cannot be read.
+    UnknownSelectorError
+        An unknown selector name (a ``KeyError``); a parameter it does not take raises
+        ``UnknownParameterError``.
+    NotApplicableError
+        The selector refuses the workload or privacy (also ``TooLargeError``,
+        ``UnsupportedWorkloadError``: :data:`mmtoolkit.selectors.REFUSALS`).
+    """
     check_privacy(privacy)
     noise is None or check_choice(noise, "noise", mechanism.NOISES)
     spec = records._spec(domain, None, None)
@@ -602,26 +867,105 @@ def release(
 ) -> ReleaseResult:
     """Release noisy answers to ``workload`` from ``data``: the matrix mechanism (Li et al.
     2010 §3) with the strategy chosen by ``selector`` (e.g. HDMM, McKenna et al. 2018, or
-    ResidualPlanner, He et al. 2023).
+    ResidualPlanner, He et al. 2023). Every check (arguments, memory, exact noise,
+    intervals) is made before the ledger is charged, and the ledger is charged before any
+    noise is drawn. Each argument is described in docs/guide/release.md ("From Python").
 
-    ``data``: Records, or a CSV path / DataFrame / pyarrow Table with its declared
-    ``domain`` (``other``: see :func:`mmtoolkit.records.read_csv`); ``workload``: a SPEC or
-    a Matrix; ``privacy``: the guarantee of each of ``releases``; ``selector``: a name (with
-    ``params``) or a Selector, default ``"residual_planner"``; ``seed``: the one seed of a
-    reproducible experiment (whoever holds it can remove the noise), None (default) for a
-    private release (:func:`secure_generator`, nothing of it written); ``noise``:
-    ``"continuous"`` or ``"discrete"``, default ``"discrete"`` in a private release (refused,
-    with ``noise="continuous"`` named as the explicit opt-in, before any charge when the
-    strategy or privacy definition admits no exact integer noise) and ``"continuous"`` with a
-    seed; ``ledger``: charged (with
-    ``description``) before any noise is drawn; ``select_for``: the workload to select for;
-    ``progress``: progress lines for several releases; ``plan``: a SavedPlan to release
-    without selecting (it fixes the selection arguments); ``alpha``, ``simultaneous``: the
-    intervals' level and what each (1 − ``alpha``) statement covers — each answer
-    (``"none"``), each table or the whole workload jointly (:mod:`mmtoolkit.intervals`; no
-    intervals when the standard errors are too large to compute). Each argument is described in
-    docs/guide/release.md ("From Python"). Returns a :class:`ReleaseResult`; raises
-    :class:`~mmtoolkit.ledger.LedgerError` (nothing drawn) over the ledger's total.
+    Parameters
+    ----------
+    data : Records, str, os.PathLike, pandas.DataFrame or pyarrow.Table
+        The records: :class:`~mmtoolkit.records.Records`, or a CSV path / DataFrame / pyarrow
+        Table read against ``domain``.
+    workload : str or Matrix
+        A SPEC (:mod:`mmtoolkit.workload_specs`) or a Matrix on the domain's cells; required
+        unless ``plan`` gives it.
+    privacy : Privacy
+        The guarantee of each of ``releases``; required unless ``plan`` gives it.
+    selector : str or Selector, optional
+        A registered name (with ``params``) or a Selector instance; None (default):
+        ``"residual_planner"``.
+    domain : str, os.PathLike, Mapping, DomainSpec or Domain, optional
+        The data's declared domain (never inferred from the data); required unless ``data``
+        is Records, which carry theirs.
+    params : Mapping, optional
+        The selector's parameters, with a selector name only.
+    seed : int, optional
+        The one seed of a reproducible experiment (whoever holds it can remove the noise);
+        None (default) for a private release (:func:`secure_generator`, nothing of it
+        written).
+    noise : str, optional
+        ``"continuous"`` or ``"discrete"``; default ``"discrete"`` in a private release
+        (refused, with ``noise="continuous"`` named as the explicit opt-in, before any
+        charge when the strategy or privacy definition admits no exact integer noise) and
+        ``"continuous"`` with a seed.
+    releases : int, optional
+        The number of independent releases ``R`` (default 1), each under ``privacy``.
+    ledger : Ledger, str or os.PathLike, optional
+        A :class:`~mmtoolkit.ledger.Ledger` or its file, charged (with ``description``)
+        before any noise is drawn.
+    description : str, optional
+        The ledger entry's description; default: the workload and the selector.
+    other : Mapping, optional
+        ``{attribute: value}``: undeclared values of the attribute read as that declared
+        one (:func:`mmtoolkit.records.read_csv`).
+    select_for : str or Matrix, optional
+        The workload to select the strategy for, when it is not ``workload`` (same
+        domain).
+    progress : bool or file, optional
+        With several releases taking longer than ``PROGRESS_SECONDS``, a progress line every
+        ``PROGRESS_SECONDS``: to stderr (True, default), to this file object, or none
+        (False).
+    plan : SavedPlan, str or os.PathLike, optional
+        A plan (or its file) to release without selecting: it fixes ``workload``,
+        ``privacy``, ``selector``, ``params``, ``noise`` and ``select_for``.
+    alpha : float, optional
+        The intervals' level: each statement holds with probability 1 − ``alpha``; in
+        (0, 1), default 0.05.
+    simultaneous : str, optional
+        What each statement covers: each answer (``"none"``, default), each table
+        (``"table"``) or the whole workload jointly (``"workload"``); Bonferroni
+        (:mod:`mmtoolkit.intervals`). No intervals when the standard errors are too large to
+        compute.
+
+    Returns
+    -------
+    ReleaseResult
+        The answers, standard errors, intervals, privacy spent, seeds, strategy,
+        measurements and summary.
+
+    Raises
+    ------
+    TypeError
+        ``privacy`` is not a PureDP, ApproxDP or ZCDP (nor given by a ``plan``).
+    ValueError
+        A bad argument (``noise``, ``releases``, ``alpha``, ``simultaneous``, ``seed``,
+        ``domain`` missing or given with Records, ``data`` of another type, ``params`` with
+        a Selector instance); a workload that does not parse, build or fit the domain's
+        cells; ``simultaneous="table"`` for a workload without tables.
+    RecordsError
+        Records or a domain that cannot be read (naming the file, line and column).
+    UnknownSelectorError
+        An unknown selector name (a ``KeyError``); a parameter it does not take raises
+        ``UnknownParameterError``.
+    NotApplicableError
+        The selector refuses (also ``TooLargeError``, ``UnsupportedWorkloadError``:
+        :data:`mmtoolkit.selectors.REFUSALS`); ``TooLargeError`` also when the release does
+        not fit in memory.
+    NotSupportedByKindError
+        The noise asked for (exact integer noise by default in a private release) is not
+        available for this strategy or privacy definition; nothing charged.
+    PlanError
+        A plan file refused, an argument the plan fixes, or data on another domain than
+        the plan's.
+    LedgerError
+        The release does not fit in the ledger's budget left (nothing drawn), or the ledger
+        cannot be read.
+
+    References
+    ----------
+    Li et al. 2010, the Matrix Mechanism, Section 3, Proposition 3; McKenna et al. 2018,
+    HDMM, Section 7.2 (measure and reconstruct); He et al., ResidualPlanner+ (the default
+    selector); Canonne, Kamath & Steinke 2020 (the exact discrete noise).
     """
     t0 = time.perf_counter()
     if plan is not None:  # the settings saved with the strategy (mmtoolkit.saved_plans)

@@ -46,9 +46,33 @@ class PlanError(ValueError):
 
 @dataclass
 class SavedPlan:
-    """A selected strategy and the settings of its release (module docstring): ``domain`` is
-    the :class:`~mmtoolkit.records.DomainSpec` it was selected on; ``source`` and ``sha256``
-    the file it was loaded from or last saved to and its content hash."""
+    """A selected strategy and the settings of its release (module docstring); made by
+    :func:`~mmtoolkit.releasing.select_plan` or :func:`load_plan`, released by
+    ``mmtoolkit.release(data, plan=...)``.
+
+    Parameters
+    ----------
+    strategy : Strategy
+        The selected strategy.
+    workload : str or Matrix
+        The workload released: a SPEC or a Matrix on the domain's cells.
+    domain : DomainSpec
+        The declared domain (:class:`~mmtoolkit.records.DomainSpec`: attributes, sizes,
+        labels, bins) it was selected on; the data released must declare the same.
+    privacy : Privacy
+        The guarantee of each release.
+    noise : str, optional
+        ``"continuous"`` or ``"discrete"``; None (default): the release's default (discrete
+        in a private release).
+    select_for : str or Matrix, optional
+        The workload the strategy was selected for, when it is not ``workload``; default
+        None.
+    source : str, optional
+        The file the plan was loaded from or last saved to (messages name it); default
+        ``"the plan"``.
+    sha256 : str, optional
+        That file's content hash (hex); None for a plan never saved.
+    """
 
     strategy: Strategy
     workload: str | Matrix
@@ -60,7 +84,19 @@ class SavedPlan:
     sha256: str | None = None
 
     def check_domain(self, recs: records.Records) -> None:
-        """Refuse records whose domain (attributes, sizes, labels, bins) is not the plan's."""
+        """Refuse records whose domain (attributes, sizes, labels, bins) is not the plan's.
+
+        Parameters
+        ----------
+        recs : Records
+            The records to release from (:class:`~mmtoolkit.records.Records`).
+
+        Raises
+        ------
+        PlanError
+            Their declared domain differs from the plan's (the message shows the first
+            attribute that differs, as each declares it).
+        """
         have = _declaration(records.DomainSpec(recs.domain, recs.bins, {}))
         want = _declaration(self.domain._replace(other={}))
         pairs = itertools.zip_longest(have.items(), want.items())
@@ -72,13 +108,52 @@ class SavedPlan:
             )
 
     def refuse(self, **given) -> None:
-        """Refuse release arguments that the plan fixes (any given: not None or empty)."""
+        """Refuse release arguments that the plan fixes (any given: not None or empty).
+
+        Parameters
+        ----------
+        **given : object
+            The release's arguments that a plan fixes, by name (``workload=..., privacy=...``).
+
+        Raises
+        ------
+        PlanError
+            One of them is given (not None, ``{}`` or ``[]``); the message names them.
+        """
         fixed = [k for k, v in given.items() if v not in (None, {}, [])]
         if fixed:
             raise PlanError(
                 f"{', '.join(fixed)}: fixed by the plan {self.source} (its workload, privacy, "
                 "selector, parameters, noise and select_for); drop it, or select a new plan"
             )
+
+
+#: The type of each field of a :class:`SavedPlan` that a plan file holds (``noise`` is
+#: checked by value).
+_FIELD_TYPES = {"strategy": (Strategy,), "workload": (str, Matrix),
+                "domain": (records.DomainSpec,), "privacy": (Privacy,),
+                "select_for": (str, Matrix, type(None))}  # fmt: skip
+
+
+def _check_fields(plan: SavedPlan, where: str) -> None:
+    """Raise :class:`PlanError` (``where``, then the field) for a field of ``plan`` that a
+    plan cannot hold: what :func:`save_plan` refuses to write and :func:`load_plan` to read
+    (so that every plan saved loads)."""
+    for key, kinds in _FIELD_TYPES.items():
+        value = getattr(plan, key)
+        if not isinstance(value, kinds) or isinstance(value, bool):
+            what = " or ".join(k.__name__ for k in kinds)
+            raise PlanError(f"{where}plan.{key} must be a {what}, got {type(value).__name__}")
+    field = "plan.strategy"
+    try:
+        plan.strategy.__post_init__()  # the Strategy's own checks: a Matrix, a known inference
+        check_str(plan.strategy.selector, "selector")
+        check_mapping(plan.strategy.params, "params")
+        check_mapping(plan.strategy.metadata, "metadata")
+        field = "plan"
+        plan.noise is None or check_choice(plan.noise, "noise", mechanism.NOISES)
+    except (TypeError, ValueError, AttributeError) as exc:
+        raise PlanError(f"{where}{field}: {exc}") from None
 
 
 def _declaration(spec: records.DomainSpec) -> dict:
@@ -200,11 +275,32 @@ def _digest(header: dict, arrays: dict) -> str:
 
 # ============================================================================ files
 def save_plan(path, plan: SavedPlan) -> str:
-    """Write ``plan`` to ``path`` atomically (module docstring); returns its sha256 (also set
-    as ``plan.sha256``, with ``plan.source``). A value that cannot be saved raises
-    :class:`PlanError` naming it, and nothing is written."""
+    """Write ``plan`` to ``path`` atomically (module docstring); ``plan.sha256`` and
+    ``plan.source`` are set to the file's.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The file to write (an ``.npz`` archive; an existing file is replaced).
+    plan : SavedPlan
+        The plan.
+
+    Returns
+    -------
+    str
+        The SHA-256 of the file's content (64 hex digits), as :func:`load_plan` checks it.
+
+    Raises
+    ------
+    PlanError
+        Nothing written: ``plan`` is not a SavedPlan; a field of the wrong type or value
+        (what :func:`load_plan` would refuse); a value that is not plain data, such as an
+        object of a class outside the package (the message names it); the file cannot be
+        written.
+    """
     if not isinstance(plan, SavedPlan):
         raise PlanError(f"save_plan needs a SavedPlan, got {type(plan).__name__}")
+    _check_fields(plan, "cannot save: ")
     arrays: dict = {}
     values = {"workload": plan.workload, "select_for": plan.select_for, "strategy": plan.strategy}
     body = {k: _encode(v, arrays, f"plan.{k}", set()) for k, v in values.items()}
@@ -225,8 +321,26 @@ def save_plan(path, plan: SavedPlan) -> str:
 
 
 def load_plan(path) -> SavedPlan:
-    """The :class:`SavedPlan` in ``path``; an incompatible, altered or malformed file raises
-    :class:`PlanError` naming the file and what is wrong (module docstring)."""
+    """The :class:`SavedPlan` in ``path``, every field checked; no code from the file runs.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        A file written by :func:`save_plan`.
+
+    Returns
+    -------
+    SavedPlan
+        The plan, with ``source`` = ``str(path)`` and ``sha256`` its content hash.
+
+    Raises
+    ------
+    PlanError
+        The file cannot be read or is not a saved plan; another format or package version;
+        content that does not match its sha256 (damaged or edited); a class outside the
+        package; a field of the wrong type or value. The message names the file and what is
+        wrong.
+    """
     try:
         with np.load(path, allow_pickle=False) as z:
             arrays = {k: z[k] for k in z.files}
@@ -252,31 +366,22 @@ def load_plan(path) -> SavedPlan:
     plan_body = get("plan")
     body: dict = plan_body if isinstance(plan_body, dict) else {}
 
-    def field(key, *kinds):
+    def field(key):
         try:
-            value = _decode(body.get(key), arrays, f"plan.{key}")
+            return _decode(body.get(key), arrays, f"plan.{key}")
         except (PlanError, RecursionError) as exc:
             why = exc if isinstance(exc, PlanError) else f"plan.{key} is nested too deeply"
             raise PlanError(f"{path}: {why}") from None
-        if not isinstance(value, kinds) or isinstance(value, bool):
-            what = " or ".join(k.__name__ for k in kinds)
-            raise PlanError(f"{path}: plan.{key} must be a {what}, got {type(value).__name__}")
-        return value
 
-    strategy, where = field("strategy", Strategy), "plan.strategy"
+    values = {key: field(key) for key in ("strategy", "workload", "select_for")}
+    where = "plan.domain"
     try:
-        strategy.__post_init__()  # the Strategy's own checks: a Matrix, a known inference
-        check_str(strategy.selector, "selector")
-        check_mapping(strategy.params, "params"), check_mapping(strategy.metadata, "metadata")
-        where = "plan.domain"
         domain = records.parse_domain(body.get("domain"), where)
         where = "plan.privacy"
         privacy = from_spec(body.get("privacy"))
-        where = "plan"
-        noise = body.get("noise")
-        noise = None if noise is None else check_choice(noise, "noise", mechanism.NOISES)
     except (TypeError, ValueError, AttributeError) as exc:
         raise PlanError(f"{path}: {where}: {exc}") from None
-    select_for = field("select_for", str, Matrix, type(None))
-    return SavedPlan(strategy, field("workload", str, Matrix), domain, privacy, noise,
-                     select_for, str(path), get("sha256"))  # fmt: skip
+    plan = SavedPlan(domain=domain, privacy=privacy, noise=body.get("noise"), source=str(path),
+                     sha256=get("sha256"), **values)  # fmt: skip
+    _check_fields(plan, f"{path}: ")
+    return plan

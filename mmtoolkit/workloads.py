@@ -107,31 +107,134 @@ def _weights(weights, count: int, what: str) -> list[float]:
 # ----------------------------------------------------------------- 1-D predicate sets
 def identity(n: int) -> la.Matrix:
     """``I_n``: one query per value (the histogram; HDMM §3.2 "Identity").
-    Spec: ``identity:n=5``; caller's domain: ``identity``."""
+    Spec: ``identity:n=5``; caller's domain: ``identity``.
+
+    Parameters
+    ----------
+    n : int
+        The number of values (cells), ≥ 1.
+
+    Returns
+    -------
+    Matrix
+        ``n x n`` (:class:`~mmtoolkit.linalg.Identity`).
+
+    Raises
+    ------
+    ValueError
+        ``n`` is not an integer ≥ 1.
+
+    References
+    ----------
+    McKenna et al. 2018, HDMM, Section 3.2.
+    """
     return la.Identity(check_int(n, "n", minimum=1))
 
 
 def total(n: int) -> la.Matrix:
     """``1ᵀ_n``: the single query counting every record (HDMM §3.2 "Total").
-    Spec: ``total:n=9``; caller's domain: ``total``."""
+    Spec: ``total:n=9``; caller's domain: ``total``.
+
+    Parameters
+    ----------
+    n : int
+        The number of values (cells), ≥ 1.
+
+    Returns
+    -------
+    Matrix
+        ``1 x n`` (:class:`~mmtoolkit.linalg.Total`).
+
+    Raises
+    ------
+    ValueError
+        ``n`` is not an integer ≥ 1.
+
+    References
+    ----------
+    McKenna et al. 2018, HDMM, Section 3.2.
+    """
     return la.Total(check_int(n, "n", minimum=1))
 
 
 def prefix(n: int) -> la.Matrix:
     """The ``n`` prefix (CDF) queries ``[0, i]``, lower-triangular ones (HDMM §3.2, §8.1).
-    Spec: ``prefix:n=7``; caller's domain: ``prefix``."""
+    Spec: ``prefix:n=7``; caller's domain: ``prefix``.
+
+    Parameters
+    ----------
+    n : int
+        The number of values (cells), ≥ 1.
+
+    Returns
+    -------
+    Matrix
+        ``n x n``, row ``i`` the query ``[0, i]`` (:class:`~mmtoolkit.linalg.Prefix`).
+
+    Raises
+    ------
+    ValueError
+        ``n`` is not an integer ≥ 1.
+
+    References
+    ----------
+    McKenna et al. 2018, HDMM, Sections 3.2 and 8.1.
+    """
     return la.Prefix(check_int(n, "n", minimum=1))
 
 
 def all_range(n: int) -> la.Matrix:
     """All ``n(n+1)/2`` range queries ``[i, j]``, ``i ≤ j`` (HDMM §3.2 "AllRange", §8.1).
-    Spec: ``all_range:n=16``; caller's domain: ``all_range``."""
+    Spec: ``all_range:n=16``; caller's domain: ``all_range``.
+
+    Parameters
+    ----------
+    n : int
+        The number of values (cells), ≥ 1.
+
+    Returns
+    -------
+    Matrix
+        ``n(n+1)/2 x n``, the ranges in lexicographic order of ``(i, j)``
+        (:class:`~mmtoolkit.linalg.AllRange`).
+
+    Raises
+    ------
+    ValueError
+        ``n`` is not an integer ≥ 1.
+
+    References
+    ----------
+    McKenna et al. 2018, HDMM, Sections 3.2 and 8.1.
+    """
     return la.AllRange(check_int(n, "n", minimum=1))
 
 
 def width_range(n: int, w: int) -> la.Matrix:
     """The ``n − w + 1`` ranges of exactly ``w`` contiguous values (HDMM §8.1 "Width 32 Range").
-    Spec: ``width_range:n=10,w=3``; caller's domain: ``width_range:w=4``."""
+    Spec: ``width_range:n=10,w=3``; caller's domain: ``width_range:w=4``.
+
+    Parameters
+    ----------
+    n : int
+        The number of values (cells), ≥ 1.
+    w : int
+        The width of every range, ``1 ≤ w ≤ n``.
+
+    Returns
+    -------
+    Matrix
+        ``(n − w + 1) x n``, row ``i`` the range ``[i, i + w − 1]``.
+
+    Raises
+    ------
+    ValueError
+        ``n`` or ``w`` is not an integer ≥ 1, or ``w > n``.
+
+    References
+    ----------
+    McKenna et al. 2018, HDMM, Section 8.1.
+    """
     n = check_int(n, "n", minimum=1)
     w = check_int(w, "w", minimum=1)
     if w > n:
@@ -150,6 +253,33 @@ def permuted(W, seed, legacy: bool = False) -> la.Matrix:
     the published cells. Same seed (and ``legacy``) → same workload.
     Spec: ``permuted:workload={kind: all_range, n: 8},seed=3,legacy=true``;
     caller's domain: ``permuted:workload=all_range,seed=0``.
+
+    Parameters
+    ----------
+    W : Matrix or array_like
+        The workload, ``m x n``.
+    seed : int
+        The permutation's seed, ≥ 0.
+    legacy : bool, optional
+        Draw the permutation from ``RandomState(seed)`` (HDMM's experiments) instead of
+        ``default_rng(seed)``; default False.
+
+    Returns
+    -------
+    Matrix
+        ``m x n``, dense form ``W[:, perm]`` for the permutation ``perm`` drawn
+        (:class:`~mmtoolkit.linalg.Permuted`).
+
+    Raises
+    ------
+    ValueError
+        A ``seed`` that is not an integer ≥ 0, or a ``legacy`` that is not a bool.
+    TooLargeError
+        The permutation (``n`` integers) exceeds ``MAX_VECTOR_SIZE`` or the memory.
+
+    References
+    ----------
+    McKenna et al. 2018, HDMM, Section 8.1 ("Permuted Range").
     """
     seed = check_int(seed, "seed", minimum=0)
     check_bool(legacy, "legacy")
@@ -175,6 +305,31 @@ def random_predicates(n: int, m: int, seed) -> la.Dense:
     seed)`` → same workload; explicit (``m · n`` entries, size-guarded).
     Spec: ``random_predicates:n=6,m=4,seed=0``;
     caller's domain: ``random_predicates:m=5,seed=1``.
+
+    Parameters
+    ----------
+    n : int
+        The number of cells, ≥ 1.
+    m : int
+        The number of queries, ≥ 1.
+    seed : int
+        The generator's seed, ≥ 0.
+
+    Returns
+    -------
+    Dense
+        ``m x n`` of zeros and ones.
+
+    Raises
+    ------
+    ValueError
+        ``n``, ``m`` or ``seed`` out of range.
+    TooLargeError
+        ``m · n`` exceeds ``linalg.MAX_DENSE_ENTRIES``.
+
+    References
+    ----------
+    Li & Miklau 2012, Eigen-Design, Section 5.1 and Table 2 ("Predicate").
     """
     n = check_int(n, "n", minimum=1)
     m = check_int(m, "m", minimum=1)
@@ -192,6 +347,27 @@ def kron(factors) -> la.Matrix:
     attribute, most significant in the data vector).
     Spec: ``kron:factors=[{kind: prefix, n: 3}, 'identity:n=2']``;
     caller's domain: ``kron:prefix,identity,total``.
+
+    Parameters
+    ----------
+    factors : list of Matrix or array_like
+        The per-attribute predicate sets ``Φ_i`` (``m_i x n_i``), at least one.
+
+    Returns
+    -------
+    Matrix
+        ``(Π m_i) x (Π n_i)`` (:class:`~mmtoolkit.linalg.Kronecker`, never a dense array).
+
+    Raises
+    ------
+    ValueError
+        ``factors`` is not a list (a single Matrix or array is not), or is empty.
+    TypeError
+        A factor is a string.
+
+    References
+    ----------
+    McKenna et al. 2018, HDMM, Section 4.2, Definition 2 and Theorem 2.
     """
     if isinstance(factors, (la.Matrix, np.ndarray)) or not isinstance(factors, Iterable):
         raise ValueError("kron needs a list of factors (Matrices or arrays)")
@@ -208,6 +384,30 @@ def union(workloads, weights=None) -> la.Matrix:
     positive and finite, one per workload (default 1). Blocks with weight 1 are not wrapped.
     Spec: ``union:workloads=[total:n=4, 'prefix:n=4'],weights=[1, 2]``;
     caller's domain: ``union:workloads=[prefix,total],weights=[1,2]``.
+
+    Parameters
+    ----------
+    workloads : sequence of Matrix or array_like
+        The workloads ``W_j`` (``m_j x n``, one ``n``), at least one.
+    weights : sequence of float, optional
+        One finite weight > 0 per workload; default all 1.
+
+    Returns
+    -------
+    Matrix
+        ``(Σ m_j) x n``, the blocks in the given order (:class:`~mmtoolkit.linalg.VStack`).
+
+    Raises
+    ------
+    ValueError
+        Not a sequence or empty; workloads on different numbers of cells; weights not one
+        positive finite number per workload.
+    TypeError
+        A workload is a string.
+
+    References
+    ----------
+    McKenna et al. 2018, HDMM, Section 3.3, equation (1).
     """
     if isinstance(workloads, (la.Matrix, np.ndarray)) or not isinstance(workloads, Sequence):
         raise ValueError("union needs a list of workloads")
@@ -236,6 +436,28 @@ def marginal(domain, attrs) -> la.Matrix:
     or indices (an empty list gives the 0-way total).
     Spec: ``marginal:domain={sizes: [3, 2, 4]},attrs=[a0,a2]``;
     caller's domain: ``marginal:a0,a2``.
+
+    Parameters
+    ----------
+    domain : Domain or sequence of int
+        The domain, or its attributes' sizes (named ``a0, a1, …``).
+    attrs : iterable of str or int, or str or int
+        The kept attributes, by name or index.
+
+    Returns
+    -------
+    Matrix
+        ``(Π_{i∈A} n_i) x N`` (:class:`~mmtoolkit.linalg.Marginal`).
+
+    Raises
+    ------
+    ValueError
+        A bad domain, or an attribute that is unknown or given twice.
+
+    References
+    ----------
+    He et al., ResidualPlanner+, Section 2, Example 1; McKenna et al. 2018, HDMM,
+    Section 3.3.
     """
     dom = _as_domain(domain)
     key = _key(dom, attrs)
@@ -248,11 +470,41 @@ def marginals(domain, k: int, lower: bool = False, attrs=None) -> la.Matrix:
     ``lower=True`` includes the 0-way total (ResidualPlanner §8, HDMM Table 5); without it,
     HDMM §8.1's "k-way Marginals" (the paper names: docs/guide/workloads.md). ``attrs``: the
     attributes (names or indices) whose ``k``-subsets are taken (default: every attribute of
-    the domain), e.g. AIM's "all 3-way marginals" on a subset of the attributes (McKenna et
-    al., VLDB 2022, §6.1). One :class:`~mmtoolkit.linalg.Marginals`, weight 1 per marginal,
+    the domain), e.g. AIM's "all 3-way marginals" workload on a subset of the attributes. One :class:`~mmtoolkit.linalg.Marginals`, weight 1 per marginal,
     stacked in ascending bitmask order (bit i set ⇔ attribute i kept).
     Spec: ``marginals:domain={sizes: [3, 2, 4]},k=2,lower=true``;
     caller's domain: ``marginals:k=2`` or ``marginals:k=2,attrs=[a0,a2]``.
+
+    Parameters
+    ----------
+    domain : Domain or sequence of int
+        The domain, or its attributes' sizes.
+    k : int
+        The order, ``0 ≤ k ≤ d`` (``d`` the number of attributes in ``attrs``).
+    lower : bool, optional
+        Every order ``≤ k`` (default False: exactly ``k``).
+    attrs : sequence of str or int, optional
+        The attributes whose ``k``-subsets are taken (default None: all of the domain's).
+
+    Returns
+    -------
+    Matrix
+        One row per cell of each marginal (:class:`~mmtoolkit.linalg.Marginals`), ``N``
+        columns.
+
+    Raises
+    ------
+    ValueError
+        A bad domain, an unknown or repeated attribute in ``attrs``, or ``k`` not an
+        integer in ``0 … d``.
+    TooLargeError
+        More than ``MAX_ATTRIBUTE_SETS`` marginals.
+
+    References
+    ----------
+    He et al., ResidualPlanner+, Sections 2 and 8; McKenna et al. 2018, HDMM, Section 8.1
+    and Table 5; McKenna, Mullins, Sheldon & Miklau 2022, AIM (VLDB), whose experiments
+    use all 3-way marginals.
     """
     dom = _as_domain(domain)
     chosen = range(len(dom)) if attrs is None else dom.indices(attrs)
@@ -271,6 +523,31 @@ def marginals_list(domain, attr_sets, weights=None) -> la.Matrix:
     in ascending bitmask order (bit i set ⇔ attribute i kept), not in list order.
     Spec: ``marginals_list:domain={sizes: [3, 2, 4]},attr_sets=[[a0],[a1,a2]],weights=[1,2.5]``;
     caller's domain: ``marginals_list:attr_sets=[[a0],[a1,a2]]``.
+
+    Parameters
+    ----------
+    domain : Domain or sequence of int
+        The domain, or its attributes' sizes.
+    attr_sets : iterable
+        The attribute sets (names or indices each), at least one, no set twice.
+    weights : sequence of float, optional
+        One finite weight > 0 per set; default all 1.
+
+    Returns
+    -------
+    Matrix
+        One block per set, in ascending bitmask order
+        (:class:`~mmtoolkit.linalg.Marginals`), ``N`` columns.
+
+    Raises
+    ------
+    ValueError
+        A bad domain, no sets, a set listed twice, an unknown attribute, or weights not one
+        positive finite number per set.
+
+    References
+    ----------
+    He et al., ResidualPlanner+, Section 4 (weighted marginal workloads).
     """
     dom = _as_domain(domain)
     if isinstance(attr_sets, (str, bytes)) or not isinstance(attr_sets, Iterable):
@@ -321,6 +598,32 @@ def range_marginals(domain, k: int, lower: bool = False) -> la.Matrix:
     in the order of ``itertools.combinations``.
     Spec: ``range_marginals:domain={sizes: [3, 4], numeric: [true, true]},k=1,lower=true``;
     caller's domain: ``range_marginals:1:lower``.
+
+    Parameters
+    ----------
+    domain : Domain or sequence of int
+        The domain (its numeric flags choose ranges or the identity), or its sizes (all
+        categorical).
+    k : int
+        The number of attributes per set, ``0 ≤ k ≤ d``.
+    lower : bool, optional
+        Every set of size ``≤ k`` (default False: exactly ``k``).
+
+    Returns
+    -------
+    Matrix
+        One Kronecker block per attribute set, ``N`` columns.
+
+    Raises
+    ------
+    ValueError
+        A bad domain, or ``k`` not an integer in ``0 … d``.
+    TooLargeError
+        More than ``MAX_ATTRIBUTE_SETS`` attribute sets.
+
+    References
+    ----------
+    McKenna et al. 2018, HDMM, Section 8.1; He et al., ResidualPlanner+, Section 7.1.
     """
     return _generalized_marginals(_as_domain(domain), k, lower, la.AllRange)
 
@@ -335,18 +638,69 @@ def prefix_marginals(domain, k: int, lower: bool = False, max_cells=None) -> la.
     max-variance experiments do with 5000 (Table 9; He et al. §8 "small marginals").
     Spec: ``prefix_marginals:domain={sizes: [3, 4], numeric: [true, true]},k=2``;
     caller's domain: ``prefix_marginals:k=3``.
+
+    Parameters
+    ----------
+    domain : Domain or sequence of int
+        The domain (its numeric flags choose prefixes or the identity), or its sizes (all
+        categorical).
+    k : int
+        The number of attributes per set, ``0 ≤ k ≤ d``.
+    lower : bool, optional
+        Every set of size ``≤ k`` (default False: exactly ``k``).
+    max_cells : int, optional
+        Leave out the sets whose marginal has more cells; default: keep all.
+
+    Returns
+    -------
+    Matrix
+        One Kronecker block per attribute set kept, ``N`` columns.
+
+    Raises
+    ------
+    ValueError
+        A bad domain, ``k`` not an integer in ``0 … d``, ``max_cells`` not an integer ≥ 1,
+        or no set within ``max_cells``.
+    TooLargeError
+        More than ``MAX_ATTRIBUTE_SETS`` attribute sets.
+
+    References
+    ----------
+    He et al., ResidualPlanner+, Sections 7.1 and 9.3, Tables 8, 9 and 12-14.
     """
     return _generalized_marginals(_as_domain(domain), k, lower, la.Prefix, max_cells)
 
 
 # --------------------------------------------------------------------------- sizes
 def num_queries(W) -> int:
-    """The number of queries (rows) of a workload, an exact Python int."""
+    """The number of queries (rows) of a workload, an exact Python int.
+
+    Parameters
+    ----------
+    W : Matrix or numpy.ndarray
+        The workload.
+
+    Returns
+    -------
+    int
+        ``m``.
+    """
     return int(W.shape[0])
 
 
 def domain_size(W) -> int:
-    """The number of cells (columns) a workload is defined on, an exact Python int."""
+    """The number of cells (columns) a workload is defined on, an exact Python int.
+
+    Parameters
+    ----------
+    W : Matrix or numpy.ndarray
+        The workload.
+
+    Returns
+    -------
+    int
+        ``N``.
+    """
     return int(W.shape[1])
 
 
@@ -354,7 +708,17 @@ def domain_size(W) -> int:
 def eigen_design_figure1() -> la.Dense:
     """The 8-query running example of Li & Miklau 2012, Fig. 1(b) (8 cells: gender × four
     gpa ranges; rank 4): totals, per-gender, per-gpa-half, two conjunctions and a difference.
-    Spec: ``eigen_design_figure1``; caller's domain: ``eigen_design_figure1``."""
+    Spec: ``eigen_design_figure1``; caller's domain: ``eigen_design_figure1``.
+
+    Returns
+    -------
+    Dense
+        ``8 x 8``.
+
+    References
+    ----------
+    Li & Miklau 2012, Eigen-Design, Figure 1(b).
+    """
     return la.Dense(
         [
             [1, 1, 1, 1, 1, 1, 1, 1],

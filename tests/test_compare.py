@@ -670,6 +670,14 @@ def test_compare_refuses_a_timeout_that_is_not_a_finite_positive_number(bad):
         compare(workloads.identity(4), "identity", privacy=PureDP(1), timeout=bad)
 
 
+@pytest.mark.parametrize("bad", [0, -1, 1.5, True, "2"])
+def test_compare_refuses_a_jobs_that_is_not_a_positive_int(bad):
+    """A CompareError before anything runs (it was the executor's RuntimeError, raised after
+    the workload was built and the applicability checked)."""
+    with pytest.raises(CompareError, match="^jobs: "):
+        compare(workloads.identity(4), "identity", privacy=PureDP(1), jobs=bad, progress=False)
+
+
 def test_a_far_timeout_does_not_overflow_the_executor():
     """A finite timeout far beyond select()'s range (1e12 s) waits in bounded steps (it
     raised OverflowError: timestamp out of range for platform time_t)."""

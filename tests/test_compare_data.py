@@ -115,6 +115,25 @@ def test_plot_is_a_png(frame, tmp_path):
     assert b"Software" not in data and b"Matplotlib" not in data
 
 
+@pytest.mark.parametrize("bad", [1.5, 0, "0.9", True])
+def test_summary_level_is_checked(bad):
+    """A level outside (0, 1) gave NaN intervals: a CompareDataError naming it."""
+    import pandas as pd
+
+    with pytest.raises(CompareDataError, match="^level: "):
+        summarize(pd.DataFrame(columns=list(cd.COLUMNS)), level=bad)
+
+
+def test_plot_metric_is_checked(tmp_path):
+    """An unknown metric was a KeyError: a CompareDataError naming it, nothing written."""
+    import pandas as pd
+
+    path = tmp_path / "errors.png"
+    with pytest.raises(CompareDataError, match="^metric: unknown 'l2'"):
+        cd.plot_errors(summarize(pd.DataFrame(columns=list(cd.COLUMNS))), path, metric="l2")
+    assert not path.exists()
+
+
 def test_resume_recomputes_none_of_the_finished_jobs(recs, tmp_path, monkeypatch):
     store = tmp_path / "jobs.jsonl"
     kw = {"selectors": "residual_planner", "store": store, "eps": [1.0], "trials": 3}

@@ -579,3 +579,28 @@ def test_an_error_that_overflows_is_refused_not_returned_as_inf():
         evaluate.svd_bound_rmse(W, tiny)
     # one unit-variance query is finite: the check refuses overflow only
     assert evaluate.expected_error(Total(1), Identity(1), tiny) == tiny.noise_variance()
+
+
+def test_a_workload_without_queries_is_refused():
+    """A workload of 0 rows has no error to evaluate: every function says so (the dense route
+    failed inside numpy, the Kronecker route returned 0 and rmse divided by zero)."""
+    empty = np.zeros((0, 4))
+    for A in (I4, Identity(4)):
+        for f in (evaluate.expected_error, evaluate.rmse, evaluate.max_variance,
+                  evaluate.per_query_variance):  # fmt: skip
+            with pytest.raises(ValueError, match=r"no queries \(0 rows, 4 cells\)"):
+                f(empty, A, ZCDP(0.5))
+        for f in (evaluate.supports, evaluate.trace_term):
+            with pytest.raises(ValueError, match="no queries"):
+                f(empty, A)
+    with pytest.raises(ValueError, match="no queries"):
+        evaluate.svd_bound_rmse(empty, ZCDP(0.5))
+
+
+def test_error_ratio_against_a_zero_error_is_refused():
+    """Every query zero: Err(W, B) = 0 and the ratio 0/0 is a ValueError, not a
+    ZeroDivisionError."""
+    W = np.zeros((2, 4))
+    assert evaluate.expected_error(W, Identity(4), ZCDP(0.5)) == 0.0
+    with pytest.raises(ValueError, match="Err\\(W, B\\) is 0 .* the ratio is undefined"):
+        evaluate.error_ratio(W, I4, Identity(4), ZCDP(0.5))

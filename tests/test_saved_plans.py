@@ -6,6 +6,7 @@ release --plan."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -303,6 +304,27 @@ def test_what_cannot_be_saved_is_refused_and_nothing_is_written(tmp_path):
     with pytest.raises(PlanError, match="needs a SavedPlan"):
         save_plan(target, plan.strategy)
     assert isinstance(plan, SavedPlan)
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (lambda p: {"domain": p.domain.domain}, r"plan.domain must be a DomainSpec, got Domain"),
+        (lambda p: {"privacy": 0.5}, r"plan.privacy must be a Privacy, got float"),
+        (lambda p: {"strategy": None}, r"plan.strategy must be a Strategy, got NoneType"),
+        (lambda p: {"workload": 3}, r"plan.workload must be a str or Matrix, got int"),
+        (lambda p: {"noise": "exact"}, r"plan: noise: unknown 'exact'"),
+    ],
+)  # fmt: skip
+def test_a_plan_that_would_not_load_is_not_saved(tmp_path, change, message):
+    """save_plan refuses, naming the field, what load_plan would refuse to read (it wrote
+    such a plan, or failed with an AttributeError on a Domain or a float privacy)."""
+    _, plan, _ = _saved(tmp_path)
+    target = tmp_path / "new.npz"
+    bad = dataclasses.replace(plan, **change(plan))
+    with pytest.raises(PlanError, match=f"^cannot save: {message}"):
+        save_plan(target, bad)
+    assert not target.exists()
 
 
 # ============================================================================ CLI

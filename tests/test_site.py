@@ -76,6 +76,8 @@ def _numpydoc_gaps(obj) -> list[str]:
     every parameter of its signature (a class's constructor's, in the class docstring or the
     constructor's, as mkdocstrings merges them), and a Returns (or Yields) section for a
     function that returns a value."""
+    if getattr(obj, "_is_protocol", False):
+        return []  # a typing.Protocol is not constructed: its signature is Protocol's own
     doc = inspect.getdoc(obj) or ""
     if inspect.isclass(obj):
         doc += "\n" + ((inspect.getdoc(obj.__init__) or "") if "__init__" in vars(obj) else "")

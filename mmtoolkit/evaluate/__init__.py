@@ -33,7 +33,7 @@ from ..linalg import (
 )
 from ..privacy import Privacy, check_privacy
 from ..strategy import Strategy
-from .bound import _finite, svd_bound, svd_bound_error, svd_bound_rmse
+from .bound import _finite, _queries, svd_bound, svd_bound_error, svd_bound_rmse
 from .dense import DenseRoute
 from .stacked import StackedKroneckerRoute
 
@@ -47,8 +47,44 @@ def expected_error(W, A, privacy: Privacy) -> float:
     """Expected total squared error of answering ``W`` with strategy ``A`` under ``privacy``.
 
     ``A`` is a :class:`~mmtoolkit.strategy.Strategy` or a strategy Matrix (least-squares
-    inference). A Strategy with ``inference="none"`` answers its own rows directly
-    (Laplace/Gaussian mechanism on W; HDMM §15 "LM"): Err = v · m · sens_p(W)².
+    inference): Err = v · sens_p(A)² · tr(WᵀW (AᵀA)⁺), ``v`` the noise variance per unit
+    sensitivity of ``privacy`` and ``p`` its sensitivity norm. A Strategy with
+    ``inference="none"`` answers its own rows directly (Laplace/Gaussian mechanism on W: the
+    "LM" baseline of HDMM's Table 3): Err = v · m · sens_p(W)².
+
+    Parameters
+    ----------
+    W : Matrix or array_like
+        The workload, ``m x N``: one linear query per row over the ``N`` cells.
+    A : Strategy, Matrix or array_like
+        The strategy, ``p x N``, on the same ``N`` cells.
+    privacy : Privacy
+        ``PureDP``, ``ApproxDP`` or ``ZCDP``: gives the noise variance per unit sensitivity
+        ``v`` and the sensitivity norm ``p`` (1 for pure DP, else 2).
+
+    Returns
+    -------
+    float
+        The sum over the ``m`` queries of each answer's variance, in squared counts; finite.
+
+    Raises
+    ------
+    TypeError
+        ``privacy`` is not a Privacy, or ``W`` / ``A`` is a string.
+    ValueError
+        ``W`` has no rows, or another number of columns than ``A``; a Strategy with
+        ``inference="none"`` was selected for another workload; the error overflows float64.
+    UnsupportedWorkloadError
+        ``A`` (least-squares inference) does not support ``W``: a query of ``W`` lies outside
+        rowspace(A) beyond ``SUPPORT_RTOL``, or ``A`` is the zero matrix.
+    TooLargeError
+        No structured error route applies and the dense one would exceed
+        ``linalg.MAX_DENSE_ENTRIES``.
+
+    References
+    ----------
+    Li et al. 2010, the Matrix Mechanism, Section 4, Proposition 4.4; McKenna et al. 2018,
+    HDMM, Section 3.6, Definition 7 (the LM baseline: Section 8, Table 3).
     """
     W, matrix, inference = _unpack(W, A, privacy)
     v = privacy.noise_variance(1.0)
@@ -60,19 +96,105 @@ def expected_error(W, A, privacy: Privacy) -> float:
 
 
 def rmse(W, A, privacy: Privacy) -> float:
-    """Root mean squared error per query: sqrt(Err / m)."""
+    """Root mean squared error per query: sqrt(Err / m), Err from :func:`expected_error`.
+
+    Parameters
+    ----------
+    W : Matrix or array_like
+        The workload, ``m x N``.
+    A : Strategy, Matrix or array_like
+        The strategy, ``p x N``.
+    privacy : Privacy
+        ``PureDP``, ``ApproxDP`` or ``ZCDP``.
+
+    Returns
+    -------
+    float
+        The root mean squared error of one answer, in counts.
+
+    Raises
+    ------
+    TypeError, ValueError, UnsupportedWorkloadError, TooLargeError
+        As :func:`expected_error` (a workload without rows: ValueError).
+    """
     W = as_matrix(W)
-    return math.sqrt(expected_error(W, A, privacy) / W.shape[0])
+    m = _queries(W)
+    return math.sqrt(expected_error(W, A, privacy) / m)
 
 
 def error_ratio(W, A, B, privacy: Privacy) -> float:
-    """HDMM's Ratio(W, A) = sqrt(Err(W, A) / Err(W, B)) (HDMM §8: a ratio of RMSEs)."""
-    return math.sqrt(expected_error(W, A, privacy) / expected_error(W, B, privacy))
+    """HDMM's Ratio(W, A) = sqrt(Err(W, A) / Err(W, B)) (HDMM §8: a ratio of RMSEs).
+
+    Parameters
+    ----------
+    W : Matrix or array_like
+        The workload, ``m x N``.
+    A : Strategy, Matrix or array_like
+        The strategy whose error is the numerator.
+    B : Strategy, Matrix or array_like
+        The reference strategy (HDMM's in the paper's tables), the denominator.
+    privacy : Privacy
+        ``PureDP``, ``ApproxDP`` or ``ZCDP`` (the ratio does not depend on its budget).
+
+    Returns
+    -------
+    float
+        The ratio of the two strategies' RMSEs on ``W`` (dimensionless; above 1: ``A`` is
+        worse than ``B``).
+
+    Raises
+    ------
+    ValueError
+        Err(W, B) is 0 (every query of ``W`` is zero): the ratio is undefined; and as
+        :func:`expected_error`.
+    TypeError, UnsupportedWorkloadError, TooLargeError
+        As :func:`expected_error`, for ``A`` or ``B``.
+
+    References
+    ----------
+    McKenna et al. 2018, HDMM, Section 8.1 ("Error measures").
+    """
+    numerator = expected_error(W, A, privacy)
+    denominator = expected_error(W, B, privacy)
+    if denominator == 0.0:
+        raise ValueError(
+            "error_ratio: Err(W, B) is 0 (every query of the workload is zero, so no strategy "
+            "has any error): the ratio is undefined"
+        )
+    return math.sqrt(numerator / denominator)
 
 
 def per_query_variance(W, A, privacy: Privacy) -> np.ndarray:
     """Variance of every workload answer, in W's row order: v · sens² · diag(W (AᵀA)⁺ Wᵀ)
-    (Li et al. 2010, eq. 1)."""
+    (v · sens_p(W)² for each query of a Strategy with ``inference="none"``).
+
+    Parameters
+    ----------
+    W : Matrix or array_like
+        The workload, ``m x N``.
+    A : Strategy, Matrix or array_like
+        The strategy, ``p x N``.
+    privacy : Privacy
+        ``PureDP``, ``ApproxDP`` or ``ZCDP``.
+
+    Returns
+    -------
+    numpy.ndarray
+        Shape ``(m,)``, float64: the variance of each answer, in squared counts; its sum is
+        :func:`expected_error`.
+
+    Raises
+    ------
+    TooLargeError
+        ``m`` exceeds ``linalg.MAX_DENSE_ENTRIES`` (the vector is not built), or a route
+        would need a dense array above it.
+    TypeError, ValueError, UnsupportedWorkloadError
+        As :func:`expected_error` (ValueError: a variance overflows float64).
+
+    References
+    ----------
+    Li et al. 2010, the Matrix Mechanism, Section 4, Proposition 4.4, equation (1).
+    """
     m = as_matrix(W).shape[0]
     check_dense_size(m, 1, "per_query_variance")
     out = _variance(W, A, privacy, lambda route: route.profile(), lambda v: np.full(m, v))
@@ -82,7 +204,31 @@ def per_query_variance(W, A, privacy: Privacy) -> np.ndarray:
 
 def max_variance(W, A, privacy: Privacy) -> float:
     """Largest per-query variance (the max-variance objective of ResidualPlanner §4.1),
-    without materialising the per-query vector where the structure allows."""
+    without materialising the per-query vector where the structure allows.
+
+    Parameters
+    ----------
+    W : Matrix or array_like
+        The workload, ``m x N``.
+    A : Strategy, Matrix or array_like
+        The strategy, ``p x N``.
+    privacy : Privacy
+        ``PureDP``, ``ApproxDP`` or ``ZCDP``.
+
+    Returns
+    -------
+    float
+        max over the queries of :func:`per_query_variance`, in squared counts; finite.
+
+    Raises
+    ------
+    TypeError, ValueError, UnsupportedWorkloadError, TooLargeError
+        As :func:`expected_error`.
+
+    References
+    ----------
+    He et al., ResidualPlanner+, Section 4.1 (loss functions: the maximum variance).
+    """
     value = _variance(W, A, privacy, lambda route: route.max_profile(), float)
     return _finite(value, "the largest per-query variance", privacy)
 
@@ -101,7 +247,36 @@ def _variance(W, A, privacy, of_route, of_constant):
 
 
 def supports(W, A) -> bool:
-    """Whether every query of ``W`` lies in the row space of the strategy ``A``."""
+    """Whether every query of ``W`` lies in the row space of the strategy ``A`` (up to
+    ``SUPPORT_RTOL``): the condition for ``A``'s least-squares answers to be unbiased.
+
+    Parameters
+    ----------
+    W : Matrix or array_like
+        The workload, ``m x N``.
+    A : Strategy, Matrix or array_like
+        The strategy, ``p x N`` (a Strategy's matrix is tested, whatever its inference).
+
+    Returns
+    -------
+    bool
+        True when ``A`` supports ``W`` (the zero strategy supports nothing).
+
+    Raises
+    ------
+    TypeError
+        ``W`` or ``A`` is a string.
+    ValueError
+        ``W`` has no rows, or another number of columns than ``A``.
+    TooLargeError
+        No structured route applies and the dense one would exceed
+        ``linalg.MAX_DENSE_ENTRIES``.
+
+    References
+    ----------
+    Li et al. 2010, the Matrix Mechanism, Section 3.3 (a strategy supporting the workload);
+    McKenna et al. 2018, HDMM, Section 3.6.
+    """
     W = as_matrix(W)
     matrix = as_matrix(A.matrix if isinstance(A, Strategy) else A)
     _check_domains(W, matrix)
@@ -113,7 +288,38 @@ def supports(W, A) -> bool:
 
 
 def trace_term(W, A) -> float:
-    """tr(WᵀW (AᵀA)⁺) with a support check, dispatched on structure (no privacy factor)."""
+    """tr(WᵀW (AᵀA)⁺) with a support check, dispatched on structure (no privacy factor).
+
+    Parameters
+    ----------
+    W : Matrix or array_like
+        The workload, ``m x N``.
+    A : Matrix or array_like
+        The strategy matrix, ``p x N`` (not a Strategy: its matrix).
+
+    Returns
+    -------
+    float
+        The trace term of the matrix mechanism's error: :func:`expected_error` divided by
+        v · sens_p(A)².
+
+    Raises
+    ------
+    TypeError
+        ``W`` or ``A`` is a string.
+    ValueError
+        ``W`` has no rows, or another number of columns than ``A``.
+    UnsupportedWorkloadError
+        ``A`` does not support ``W``, or is the zero matrix.
+    TooLargeError
+        No structured route applies and the dense one would exceed
+        ``linalg.MAX_DENSE_ENTRIES``.
+
+    References
+    ----------
+    Li et al. 2010, the Matrix Mechanism, Section 4, Proposition 4.4; McKenna et al. 2018,
+    HDMM, Section 3.6, Definition 7 (Theorems 5 and 6 for Kronecker products).
+    """
     W, A = as_matrix(W), as_matrix(A)
     _check_domains(W, A)
     route, scale = _route(W, A)
@@ -122,6 +328,8 @@ def trace_term(W, A) -> float:
 
 
 def _check_domains(W: Matrix, A: Matrix) -> None:
+    """A ValueError unless the workload has queries and both are on the same cells."""
+    _queries(W)
     if W.shape[1] != A.shape[1]:
         raise ValueError(
             f"workload and strategy disagree on the domain size: W has {W.shape[1]} columns, "

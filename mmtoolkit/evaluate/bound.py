@@ -23,6 +23,31 @@ def svd_bound(W) -> float:
     a single Kronecker product (product of factor bounds); unions whose per-attribute Grams
     are jointly diagonalisable (needs N ≤ MAX_DENSE_ENTRIES); else dense eigenvalues (N ≤
     MAX_EIGEN_N).
+
+    Parameters
+    ----------
+    W : Matrix or array_like
+        The workload, ``m x N``.
+
+    Returns
+    -------
+    float
+        The bound, in units of the trace term (no privacy factor): multiply by the noise
+        variance per unit sensitivity for a total squared error (:func:`svd_bound_error`).
+
+    Raises
+    ------
+    TypeError
+        ``W`` is a string.
+    TooLargeError
+        A Gram to decompose densely (``W``'s, when no exact structured route applies, or a
+        factor's) has more than ``linalg.spectral.MAX_EIGEN_N`` rows, or the marginals
+        closed form would need more than 5e7 subset terms.
+
+    References
+    ----------
+    Li & Miklau 2012, Eigen-Design, Section 3.4, Theorem 2; He et al., ResidualPlanner+,
+    Table 4 (the bound for marginal workloads).
     """
     W = as_matrix(W)
     weight, base = peel(W)
@@ -57,15 +82,79 @@ def svd_bound(W) -> float:
 
 
 def svd_bound_error(W, privacy: Privacy) -> float:
-    """Lower bound on the expected total squared error of any strategy: v · svd_bound(W)."""
+    """Lower bound on the expected total squared error of any strategy: v · svd_bound(W).
+
+    Parameters
+    ----------
+    W : Matrix or array_like
+        The workload, ``m x N``.
+    privacy : Privacy
+        ``PureDP``, ``ApproxDP`` or ``ZCDP``: ``v`` is its noise variance per unit
+        sensitivity.
+
+    Returns
+    -------
+    float
+        The bound on :func:`~mmtoolkit.evaluate.expected_error`, in squared counts; finite.
+
+    Raises
+    ------
+    TypeError
+        ``privacy`` is not a Privacy, or ``W`` is a string.
+    ValueError
+        The bound overflows float64 under ``privacy``.
+    TooLargeError
+        As :func:`svd_bound`.
+
+    References
+    ----------
+    Li & Miklau 2012, Eigen-Design, Section 3.4, Theorem 2.
+    """
     check_privacy(privacy)
     return _finite(privacy.noise_variance(1.0) * svd_bound(W), "the SVD lower bound", privacy)
 
 
 def svd_bound_rmse(W, privacy: Privacy) -> float:
-    """Lower bound on the RMSE of any strategy: sqrt(v · svd_bound(W) / m)."""
+    """Lower bound on the RMSE of any strategy: sqrt(v · svd_bound(W) / m).
+
+    Parameters
+    ----------
+    W : Matrix or array_like
+        The workload, ``m x N``.
+    privacy : Privacy
+        ``PureDP``, ``ApproxDP`` or ``ZCDP``.
+
+    Returns
+    -------
+    float
+        The bound on :func:`~mmtoolkit.evaluate.rmse`, in counts.
+
+    Raises
+    ------
+    ValueError
+        ``W`` has no rows; and as :func:`svd_bound_error`.
+    TypeError, TooLargeError
+        As :func:`svd_bound_error`.
+
+    References
+    ----------
+    Li & Miklau 2012, Eigen-Design, Section 3.4, Theorem 2.
+    """
     W = as_matrix(W)
-    return math.sqrt(svd_bound_error(W, privacy) / W.shape[0])
+    m = _queries(W)
+    return math.sqrt(svd_bound_error(W, privacy) / m)
+
+
+def _queries(W: Matrix) -> int:
+    """The number of queries (rows) of ``W``; a ValueError for a workload with none (its
+    RMSE, a mean over its queries, is undefined, and no error route takes it)."""
+    m = int(W.shape[0])
+    if m == 0:
+        raise ValueError(
+            f"the workload has no queries (0 rows, {W.shape[1]} cells): there is no error to "
+            "evaluate"
+        )
+    return m
 
 
 def _finite(value, what: str, privacy: Privacy):
