@@ -164,3 +164,11 @@ def test_hdmm_table_variant_reproduces_hdmm_printed_values():
         selectors.get("ding_datacube", variant="fitted")
     with pytest.raises(ValueError, match="do not pass mag_limit"):
         selectors.get("ding_datacube", variant="hdmm_table", mag_limit=10)
+
+
+def test_a_mag_limit_below_every_weighted_mag_is_refused():
+    """With weights above 1 every w²·mag can exceed the limit: no cover exists within it
+    (it used to take the largest level instead, silently ignoring the limit)."""
+    with pytest.raises(ValueError, match="below every weighted mag"):
+        bmax([1, 2, 3], (2, 2), weights=[2, 2, 2], mag_limit=1)
+    assert bmax([1, 2, 3], (2, 2), weights=[2, 2, 2], mag_limit=4).centroids

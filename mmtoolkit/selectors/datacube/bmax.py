@@ -145,7 +145,8 @@ def bmax(
     ValueError
         When ``p`` is not 1 or 2, ``candidates`` not one of its options, ``keys`` is empty,
         holds a key outside the ``d`` attributes or a key twice, ``"lattice"`` would need
-        more than :data:`MAX_LATTICE_CANDIDATES` candidates, or ``mag_limit`` is below 1.
+        more than :data:`MAX_LATTICE_CANDIDATES` candidates, or ``mag_limit`` is below 1 or
+        below every weighted mag (so no cuboid covers within it).
 
     References
     ----------
@@ -211,6 +212,11 @@ def bmax(
         if not limit >= 1:
             raise ValueError(f"mag_limit must be >= 1 or 'L', got {mag_limit!r}")
         li = int(np.searchsorted(levels, limit * (1 + 1e-12), side="right")) - 1
+        if li < 0:
+            raise ValueError(
+                f"mag_limit: {limit:g} is below every weighted mag w_c²·mag (the smallest is "
+                f"{levels[0]:.6g}): no cuboid covers a workload cuboid within it"
+            )
         chosen = greedy(li)
         worst = max(float(np.min(wmag[chosen, i])) for i in range(L.size))
         theta = len(chosen) ** e * worst
