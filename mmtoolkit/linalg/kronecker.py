@@ -15,6 +15,7 @@ from functools import reduce
 
 import numpy as np
 
+from ..checks import check_int
 from ..threads import Workers, worker_threads
 from . import base
 from .base import CountingQueries, Matrix, as_matrix, check_dense_size, check_p, float_dtype, peel
@@ -366,9 +367,7 @@ class Identity(CountingQueries):
     factor_kind = "identity"
 
     def __init__(self, n: int):
-        if int(n) < 1:
-            raise ValueError(f"Identity size must be >= 1, got {n}")
-        self.n = int(n)
+        self.n = check_int(n, "Identity size", minimum=1)
         self.shape = (self.n, self.n)
 
     def _matmat(self, X):

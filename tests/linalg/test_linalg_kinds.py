@@ -360,3 +360,13 @@ def test_all_range_builds_and_scores_without_arrays_of_its_size():
         assert AllRangeGram(k).trace() == np.trace(AllRange(k).dense().T @ AllRange(k).dense())
     with pytest.raises(TooLargeError, match="row norms of AllRange"):
         W.rownorm_p(2)
+
+
+@pytest.mark.parametrize("n, error", [(2.7, TypeError), (None, TypeError), (0, ValueError)])
+def test_identity_size_must_be_a_positive_integer(n, error):
+    """``Identity(2.7)`` was silently the 2 × 2 identity; ``Identity(None)`` a raw TypeError."""
+    from mmtoolkit.checks import CheckTypeError
+    from mmtoolkit.linalg import Identity
+
+    with pytest.raises(CheckTypeError if error is TypeError else ValueError, match="Identity size"):
+        Identity(n)
