@@ -122,6 +122,27 @@ def test_every_public_name_documents_its_parameters_and_returns():
     assert not gaps, "numpydoc sections missing on the public API:\n" + "\n".join(gaps)
 
 
+def test_every_public_name_is_annotated():
+    """``py.typed`` promises annotations: every parameter of every public function and
+    constructor has one, and every public function its return type."""
+    gaps = []
+    for pkg in _public_packages():
+        module = importlib.import_module(pkg)
+        for name in module.__all__:
+            obj = getattr(module, name)
+            if not callable(obj) or getattr(obj, "_is_protocol", False):
+                continue
+            cls = inspect.isclass(obj)
+            if cls and not inspect.isfunction(obj.__init__):
+                continue  # no constructor of its own (an exception, a plain container)
+            signature = inspect.signature(obj.__init__ if cls else obj)
+            gaps += [f"{pkg}.{name}: parameter {p!r}" for p, v in signature.parameters.items()
+                     if p not in ("self", "cls") and v.annotation is inspect.Parameter.empty]
+            if not cls and signature.return_annotation is inspect.Signature.empty:
+                gaps.append(f"{pkg}.{name}: return")
+    assert not gaps, "public names without annotations:\n" + "\n".join(gaps)
+
+
 def test_the_numpydoc_check_reads_sections():
     def documented(a, b=1):
         """Add.
