@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import Any
 
 import numpy as np
 
@@ -16,9 +16,6 @@ from ...checks import check_option
 from ...linalg import TooLargeError
 from ...privacy import ZCDP, ApproxDP, Privacy
 from .workload import ResidualWorkload
-
-if TYPE_CHECKING:  # measurements.py imports this module
-    from .measurements import _Layout
 
 #: Default solver: "auto" (:func:`select_max`; CLARABEL for user losses, digest pitfall 9).
 DEFAULT_SOLVER = "auto"
@@ -53,7 +50,8 @@ class ResidualPlan:
         self.value = value
         self.info: dict = {}
         self._rows = None  # row_constraints(workload), built on first use
-        self._measurement_layout: _Layout | None = None  # measurements' index, on first use
+        # measurements' index (a measurements._Layout; that module imports this one), on first use
+        self._measurement_layout: Any = None
 
     @property
     def bases(self):

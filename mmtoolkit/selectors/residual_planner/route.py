@@ -7,7 +7,7 @@ User guide: docs/algorithms/residual-planner.md.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -24,8 +24,12 @@ from ...linalg import (
 from ...linalg.marginals import is_total
 from ...linalg.route import common_sizes
 
-if TYPE_CHECKING:  # matrix.py imports this module
-    from .matrix import ResidualStrategyMatrix
+
+class ResidualTerms(Protocol):
+    """What the route reads from a ResidualPlanner strategy (``ResidualStrategyMatrix``, whose
+    module imports this one): the terms of its pseudo-inverse's Gram."""
+
+    def residual_pinv_terms(self) -> tuple[Any, list[np.ndarray], Any, np.ndarray]: ...
 
 #: One product of the workload: ``(c, support, factors)``, ``c`` its squared weight, ``support``
 #: the attributes it does not total over, ``factors`` its factors on them (None: identities).
@@ -85,7 +89,7 @@ class ResidualRoute:
     ``residual_pinv_terms()`` (Thm 4.4, 7.2): variances from the closure sets inside a support."""
 
     @classmethod
-    def build(cls, W: Matrix, A: ResidualStrategyMatrix) -> ResidualRoute | None:
+    def build(cls, W: Matrix, A: ResidualTerms) -> ResidualRoute | None:
         sizes, H, sets, c = A.residual_pinv_terms()
         weight, core = peel(W)
         terms: list[Term] = []
