@@ -12,11 +12,13 @@ from __future__ import annotations
 import math
 import os
 from abc import ABC, abstractmethod
+from collections.abc import Iterable
 from functools import reduce
 from numbers import Number
 from typing import cast
 
 import numpy as np
+from numpy.typing import ArrayLike
 from scipy.sparse.linalg import LinearOperator
 
 #: Largest number of entries a dense fallback may allocate (float64: 8 bytes each).
@@ -725,7 +727,7 @@ def check_p(p: int) -> None:
         raise ValueError(f"sensitivity norm p must be 1 or 2, got {p!r}")
 
 
-def as_matrix(A) -> Matrix:
+def as_matrix(A: Matrix | ArrayLike) -> Matrix:
     """Wrap a numpy array (or pass a Matrix through); a string is refused with a pointer.
 
     Parameters
@@ -776,7 +778,7 @@ def peel(A: Matrix) -> tuple[float, Matrix]:
     return weight, A
 
 
-def kron_terms(W) -> list[tuple[float, list[Matrix]]]:
+def kron_terms(W: Matrix | ArrayLike) -> list[tuple[float, list[Matrix]]]:
     """``W`` as ``[(c_t, factors_t)]`` (see :meth:`Matrix.kron_terms`).
 
     Parameters
@@ -846,7 +848,7 @@ class Dense(Matrix):
 
     factor_kind = "dense"
 
-    def __init__(self, array):
+    def __init__(self, array: ArrayLike):
         A = np.array(array, dtype=float)
         if A.ndim == 1:
             A = A[None, :]
@@ -1064,15 +1066,15 @@ class Sum(Matrix):
         When there is no term, or two terms differ in shape.
     """
 
-    def __init__(self, terms):
-        terms = [as_matrix(t) for t in terms]
-        if not terms:
+    def __init__(self, terms: Iterable[Matrix | ArrayLike]):
+        matrices = [as_matrix(t) for t in terms]
+        if not matrices:
             raise ValueError("Sum needs at least one term")
-        shape = terms[0].shape
-        for t in terms:
+        shape = matrices[0].shape
+        for t in matrices:
             if t.shape != shape:
                 raise ValueError(f"Sum terms disagree in shape: {shape} vs {t.shape}")
-        self.terms = terms
+        self.terms = matrices
         self.shape = shape
 
     def _matmat(self, X):
@@ -1117,7 +1119,7 @@ class Product(Matrix):
         When ``A``'s columns do not match ``B``'s rows.
     """
 
-    def __init__(self, left: Matrix, right: Matrix):
+    def __init__(self, left: Matrix | ArrayLike, right: Matrix | ArrayLike):
         left, right = as_matrix(left), as_matrix(right)
         if left.shape[1] != right.shape[0]:
             raise ValueError(f"Product shape mismatch: {left.shape} @ {right.shape}")
@@ -1160,20 +1162,20 @@ class VStack(Matrix):
     McKenna et al. 2018, HDMM, Section 4.3, equation 1 (a union of products as a stack).
     """
 
-    def __init__(self, blocks):
-        blocks = [as_matrix(b) for b in blocks]
-        if not blocks:
+    def __init__(self, blocks: Iterable[Matrix | ArrayLike]):
+        matrices = [as_matrix(b) for b in blocks]
+        if not matrices:
             raise ValueError("VStack needs at least one block")
-        n = blocks[0].shape[1]
-        for b in blocks:
+        n = matrices[0].shape[1]
+        for b in matrices:
             if b.shape[1] != n:
                 raise ValueError(
                     f"VStack blocks disagree in their number of columns (domain size): "
                     f"{n} vs {b.shape[1]}"
                 )
-        self.blocks = blocks
-        self.shape = (sum(b.shape[0] for b in blocks), n)
-        self._offsets = np.cumsum([0] + [b.shape[0] for b in blocks])
+        self.blocks = matrices
+        self.shape = (sum(b.shape[0] for b in matrices), n)
+        self._offsets = np.cumsum([0] + [b.shape[0] for b in matrices])
 
     def _matmat(self, X):
         o = self._offsets
