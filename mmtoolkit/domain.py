@@ -12,7 +12,7 @@ User guide: docs/guide/records.md (cells and labels).
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from numbers import Integral
 
 import numpy as np
@@ -68,7 +68,13 @@ class Domain:
     _labels: tuple[tuple[str, ...] | None, ...]
     _index: dict[str, int]
 
-    def __init__(self, names, sizes, numeric=None, labels=None):
+    def __init__(
+        self,
+        names: Iterable[str],
+        sizes: Iterable[int],
+        numeric: Iterable[bool] | None = None,
+        labels: Sequence[Sequence[str] | None] | Mapping[str, Sequence[str] | None] | None = None,
+    ):
         if isinstance(names, str) or not isinstance(names, Iterable):
             raise ValueError(f"names must be a sequence of strings, got {names!r}")
         if isinstance(sizes, (str, bytes)) or not isinstance(sizes, Iterable):
@@ -107,7 +113,7 @@ class Domain:
 
     # ------------------------------------------------------------ constructors
     @classmethod
-    def from_sizes(cls, sizes, numeric=None) -> Domain:
+    def from_sizes(cls, sizes: Iterable[int], numeric: Iterable[bool] | None = None) -> Domain:
         """A domain with attributes named ``a0, a1, …`` of the given sizes.
 
         Parameters

@@ -163,7 +163,7 @@ class Ledger:
     Canonne, Kamath & Steinke 2020, Corollary 13 (ρ-zCDP stated as (ε, δ)).
     """
 
-    def __init__(self, path):
+    def __init__(self, path: str | os.PathLike[str]):
         self.path = Path(path)
         self._data = self._read()
 
