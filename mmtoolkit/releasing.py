@@ -28,7 +28,7 @@ import os
 import pickle
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO, cast
@@ -262,7 +262,7 @@ class ReleaseResult:
         )
         return pd.DataFrame(cols, index=index)
 
-    def table(self, attrs, release: int | None = None):
+    def table(self, attrs: str | Iterable[str], release: int | None = None) -> pd.DataFrame:
         """The table on ``attrs`` as a DataFrame indexed by the attributes' labels
         (docs/guide/release.md).
 
@@ -336,7 +336,7 @@ class ReleaseResult:
             out.setdefault(key, self._frame(s))
         return out
 
-    def to_frame(self):
+    def to_frame(self) -> pd.DataFrame:
         """Tidy answers, one row per query (the ``--out`` CSV of docs/guide/release.md).
 
         Returns
@@ -368,9 +368,10 @@ class ReleaseResult:
                 names = [self.domain.names[i] for i in s.attrs]
                 marg[s.start : s.stop] = ";".join(names) or "(total)"
                 labels = self._labels(s)
-                grid = np.indices(s.shape).reshape(len(s.shape), -1) if s.shape else None
-                for a, (name, lab) in enumerate(zip(names, labels, strict=True)):
-                    cells[name][s.start : s.stop] = np.asarray(lab, dtype=object)[grid[a]]
+                if s.shape:  # the total has no label columns
+                    grid = np.indices(s.shape).reshape(len(s.shape), -1)
+                    for a, (name, lab) in enumerate(zip(names, labels, strict=True)):
+                        cells[name][s.start : s.stop] = np.asarray(lab, dtype=object)[grid[a]]
             data["marginal"] = marg
             data.update(cells)
         data.update(self._answer_columns(slice(None)))

@@ -108,7 +108,7 @@ class SavedPlan:
                 f"plan {b}; select a plan for this domain"
             )
 
-    def refuse(self, **given) -> None:
+    def refuse(self, **given: object) -> None:
         """Refuse release arguments that the plan fixes (any given: not None or empty).
 
         Parameters

@@ -12,14 +12,17 @@ from __future__ import annotations
 import math
 import os
 from abc import ABC, abstractmethod
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from functools import reduce
 from numbers import Number
-from typing import cast
+from typing import TYPE_CHECKING, cast, overload
 
 import numpy as np
 from numpy.typing import ArrayLike
 from scipy.sparse.linalg import LinearOperator
+
+if TYPE_CHECKING:  # route.py is the protocol's error half; nothing here needs it at run time
+    from .route import ErrorRoute
 
 #: Largest number of entries a dense fallback may allocate (float64: 8 bytes each).
 MAX_DENSE_ENTRIES = 50_000_000
@@ -267,12 +270,16 @@ class Matrix(ABC):
             res = self._matmat(X.transpose(1, 0, 2).reshape(n, a * b))
             out[...] = res.reshape(m, a, b).transpose(1, 0, 2)
 
-    def __matmul__(self, other):
+    @overload
+    def __matmul__(self, other: Matrix) -> Matrix: ...
+    @overload
+    def __matmul__(self, other: np.ndarray) -> np.ndarray: ...
+    def __matmul__(self, other: Matrix | np.ndarray) -> Matrix | np.ndarray:
         if isinstance(other, Matrix):
             return Product(self, other)
         return self.matvec(other)
 
-    def __rmatmul__(self, other):
+    def __rmatmul__(self, other: ArrayLike) -> np.ndarray:
         # dense @ Matrix  ==  (Matrix.T @ dense.T).T
         X = np.asarray(other, dtype=float)
         if X.ndim == 1:
@@ -280,27 +287,27 @@ class Matrix(ABC):
         return self.rmatvec(X.T).T
 
     # ---------------------------------------------------------------- algebra
-    def __mul__(self, c):
+    def __mul__(self, c: float) -> Matrix:
         if isinstance(c, Number):
             return Weighted(float(c), self)
         return NotImplemented
 
     __rmul__ = __mul__
 
-    def __truediv__(self, c):
+    def __truediv__(self, c: float) -> Matrix:
         if isinstance(c, Number):
             return Weighted(1.0 / float(c), self)
         return NotImplemented
 
-    def __neg__(self):
+    def __neg__(self) -> Matrix:
         return Weighted(-1.0, self)
 
-    def __add__(self, other):
+    def __add__(self, other: Matrix) -> Matrix:
         if isinstance(other, Matrix):
             return Sum([self, other])
         return NotImplemented
 
-    def __sub__(self, other):
+    def __sub__(self, other: Matrix) -> Matrix:
         if isinstance(other, Matrix):
             return Sum([self, Weighted(-1.0, other)])
         return NotImplemented
@@ -576,7 +583,7 @@ class Matrix(ABC):
         """
         return float(self.gram().trace())
 
-    def error_route(self, W: Matrix):
+    def error_route(self, W: Matrix) -> ErrorRoute | None:
         """The ErrorRoute of ``W`` against this strategy (default: its Gram's), or None.
 
         The default asks this matrix's Gram for its :meth:`gram_route`; a Gram too large for
@@ -604,7 +611,7 @@ class Matrix(ABC):
             return None
         return gram.gram_route(W)
 
-    def gram_route(self, W: Matrix):
+    def gram_route(self, W: Matrix) -> ErrorRoute | None:
         """Asked of a Gram ``G``: the route of ``W`` against any ``A`` with ``AᵀA = G``, or None.
 
         The error depends on ``A`` only through ``AᵀA``, so a kind whose :meth:`gram` is a
@@ -675,7 +682,9 @@ class Matrix(ABC):
         """
         return self @ y
 
-    def answers_streamed(self, x: np.ndarray, each, out: np.ndarray | None = None):
+    def answers_streamed(
+        self, x: np.ndarray, each: Callable[[np.ndarray], object], out: np.ndarray | None = None
+    ) -> np.ndarray | None:
         """``self @ x`` for one data vector, calling ``each`` on consecutive final pieces of the
         result (built in ``out`` when given), or None when the kind has no such product.
 
@@ -817,7 +826,7 @@ class Symmetric(Matrix):
         return self._matmat(Y)
 
     @property
-    def T(self):
+    def T(self) -> Matrix:
         return self
 
 

@@ -349,7 +349,7 @@ class DingDataCube(Selector):
         }
 
     @classmethod
-    def objectives(cls):
+    def objectives(cls) -> tuple[str, ...]:
         """The objectives it accepts (it minimises the max-variance bound for both).
 
         Returns
