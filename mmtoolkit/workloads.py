@@ -470,8 +470,9 @@ def marginals(domain, k: int, lower: bool = False, attrs=None) -> la.Matrix:
     ``lower=True`` includes the 0-way total (ResidualPlanner §8, HDMM Table 5); without it,
     HDMM §8.1's "k-way Marginals" (the paper names: docs/guide/workloads.md). ``attrs``: the
     attributes (names or indices) whose ``k``-subsets are taken (default: every attribute of
-    the domain), e.g. AIM's "all 3-way marginals" workload on a subset of the attributes. One :class:`~mmtoolkit.linalg.Marginals`, weight 1 per marginal,
-    stacked in ascending bitmask order (bit i set ⇔ attribute i kept).
+    the domain), e.g. AIM's "all 3-way marginals" workload on a subset of the attributes.
+    One :class:`~mmtoolkit.linalg.Marginals`, weight 1 per marginal, stacked in ascending
+    bitmask order (bit i set ⇔ attribute i kept).
     Spec: ``marginals:domain={sizes: [3, 2, 4]},k=2,lower=true``;
     caller's domain: ``marginals:k=2`` or ``marginals:k=2,attrs=[a0,a2]``.
 
