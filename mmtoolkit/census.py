@@ -175,9 +175,9 @@ def sf1_plus(relationship: bool = True, two_or_more: str = "flags") -> la.Matrix
 
 def _build(relationship: bool, state: bool, two_or_more: str) -> la.Matrix:
     b = blocks(two_or_more)
-    rel = [la.Total(SIZES["relationship"])] if relationship else []
+    rel: list[la.Matrix] = [la.Total(SIZES["relationship"])] if relationship else []
     n = SIZES["state"]
-    st = [la.VStack([la.Total(n), la.Identity(n)])] if state else []
+    st: list[la.Matrix] = [la.VStack([la.Total(n), la.Identity(n)])] if state else []
     products = [
         la.Kronecker([b[sex], b[hisp], b[race]] + rel + [b[age]] + st)
         for _, sex, hisp, race, age in PRODUCTS

@@ -21,21 +21,27 @@ import os
 import pickle
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TextIO
 
 import yaml
+from numpy.typing import ArrayLike
 
 from . import evaluate, mechanism
 from .checks import check_int, check_positive
 from .domain import Domain
 from .jsonsafe import jsonable
-from .linalg import as_matrix
+from .linalg import Matrix, as_matrix
 from .privacy import Privacy, check_privacy
 from .runner.executors import run_jobs
 from .runner.jobs import JobSpec, describe_error
 from .selectors.base import REFUSALS, Selector, accepts_seed, available, get_class
 from .selectors.eigen_design.optimum import solve_program_5_2
 from .workload_specs import SpecError, WorkloadSpec, build_spec, parse_workload, split_top_level
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = [
     "COLUMNS",
@@ -210,7 +216,9 @@ def _entries(selectors, seed) -> list[_Entry]:
 
 
 # --------------------------------------------------------------------------- workload
-def _workload(W, domain) -> tuple:
+def _workload(
+    W: Matrix | ArrayLike | WorkloadSpec, domain: Domain | None
+) -> tuple[Matrix, float]:
     """``(matrix, seconds)``: ``W`` as a Matrix — a SPEC string or a parsed
     :class:`~mmtoolkit.workload_specs.WorkloadSpec` built (on ``domain``), an array wrapped —
     checked finite, and the seconds that took. A bad SPEC is a :class:`CompareError` naming
@@ -365,17 +373,19 @@ def _unpack(rec: dict, W) -> dict:
 
 # --------------------------------------------------------------------------- compare
 def compare(
-    W,
-    selectors=None,
+    W: Matrix | ArrayLike | str | WorkloadSpec,
+    selectors: str
+    | Sequence[str | tuple[str | type[Selector], dict[str, Any]] | type[Selector] | Selector]
+    | None = None,
     privacy: Privacy | None = None,
     objective: str = "sum",
     timeout: float | None = DEFAULT_TIMEOUT,
     seed: int | None = 0,
     *,
     jobs: int | None = None,
-    progress=True,
+    progress: bool | TextIO = True,
     domain: Domain | None = None,
-):
+) -> pd.DataFrame:
     """Score selectors on workload ``W`` under ``privacy``; a pandas DataFrame, one row per
     selector plus the SVD bound, sorted by error (docs/guide/compare.md).
 

@@ -12,10 +12,12 @@ User guide: docs/guide/records.md (cells and labels).
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from numbers import Integral
+from typing import TypeGuard
 
 import numpy as np
+from numpy.typing import ArrayLike, DTypeLike
 
 __all__ = ["Domain", "MAX_VECTOR_SIZE"]
 
@@ -23,7 +25,8 @@ __all__ = ["Domain", "MAX_VECTOR_SIZE"]
 MAX_VECTOR_SIZE = 10**9
 
 
-def _is_int(x) -> bool:
+def _is_int(x: object) -> TypeGuard[int]:
+    """An integer of any integer type (numpy's too), not a bool."""
     return isinstance(x, Integral) and not isinstance(x, (bool, np.bool_))
 
 
@@ -68,7 +71,13 @@ class Domain:
     _labels: tuple[tuple[str, ...] | None, ...]
     _index: dict[str, int]
 
-    def __init__(self, names, sizes, numeric=None, labels=None):
+    def __init__(
+        self,
+        names: Iterable[str],
+        sizes: Iterable[int],
+        numeric: Iterable[bool] | None = None,
+        labels: Sequence[Sequence[str] | None] | Mapping[str, Sequence[str] | None] | None = None,
+    ):
         if isinstance(names, str) or not isinstance(names, Iterable):
             raise ValueError(f"names must be a sequence of strings, got {names!r}")
         if isinstance(sizes, (str, bytes)) or not isinstance(sizes, Iterable):
@@ -107,7 +116,7 @@ class Domain:
 
     # ------------------------------------------------------------ constructors
     @classmethod
-    def from_sizes(cls, sizes, numeric=None) -> Domain:
+    def from_sizes(cls, sizes: Iterable[int], numeric: Iterable[bool] | None = None) -> Domain:
         """A domain with attributes named ``a0, a1, …`` of the given sizes.
 
         Parameters
@@ -190,7 +199,7 @@ class Domain:
         """Per attribute: its value labels, or ``None`` when it is labelled by its codes."""
         return self._labels
 
-    def value_labels(self, attr) -> tuple[str, ...]:
+    def value_labels(self, attr: str | int) -> tuple[str, ...]:
         """The labels of an attribute's codes ``0 … n−1`` (the codes as strings if unlabelled).
 
         Parameters
@@ -212,7 +221,9 @@ class Domain:
         lab = self._labels[i]
         return lab if lab is not None else tuple(str(j) for j in range(self._sizes[i]))
 
-    def with_labels(self, labels) -> Domain:
+    def with_labels(
+        self, labels: Sequence[Sequence[str] | None] | Mapping[str, Sequence[str] | None] | None
+    ) -> Domain:
         """This domain with the given value labels (its own are replaced).
 
         Parameters
@@ -240,13 +251,13 @@ class Domain:
     def __len__(self) -> int:
         return len(self._names)
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[str]:
         return iter(self._names)
 
-    def __contains__(self, name) -> bool:
+    def __contains__(self, name: object) -> bool:
         return name in self._index
 
-    def __getitem__(self, attr) -> int:
+    def __getitem__(self, attr: str | int) -> int:
         """The size of an attribute given by name or index.
 
         Parameters
@@ -266,7 +277,7 @@ class Domain:
         """
         return self._sizes[self.index(attr)]
 
-    def index(self, attr) -> int:
+    def index(self, attr: str | int) -> int:
         """Position of an attribute given by name or by index (0 ≤ index < len).
 
         Parameters
@@ -299,7 +310,7 @@ class Domain:
             )
         raise ValueError(f"attributes are given by name (str) or index (int), got {attr!r}")
 
-    def indices(self, attrs) -> tuple[int, ...]:
+    def indices(self, attrs: str | int | Iterable[str | int]) -> tuple[int, ...]:
         """Positions of several attributes (names or indices), sorted.
 
         Parameters
@@ -328,7 +339,7 @@ class Domain:
             raise ValueError(f"attribute {dup!r} is given more than once")
         return tuple(sorted(idx))
 
-    def project(self, attrs) -> Domain:
+    def project(self, attrs: str | int | Iterable[str | int]) -> Domain:
         """The sub-domain of the given attributes, kept in this domain's order.
 
         Parameters
@@ -355,7 +366,7 @@ class Domain:
         )
 
     # --------------------------------------------------------------- records
-    def vectorize(self, records, dtype=np.int64) -> np.ndarray:
+    def vectorize(self, records: ArrayLike, dtype: DTypeLike = np.int64) -> np.ndarray:
         """The C-order count vector of integer-coded ``records`` (the data vector ``x``).
 
         Parameters

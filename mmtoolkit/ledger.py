@@ -163,14 +163,21 @@ class Ledger:
     Canonne, Kamath & Steinke 2020, Corollary 13 (ρ-zCDP stated as (ε, δ)).
     """
 
-    def __init__(self, path):
+    def __init__(self, path: str | os.PathLike[str]):
         self.path = Path(path)
         self._data = self._read()
 
     # ------------------------------------------------------------------ files
     @classmethod
     def create(
-        cls, path, *, rho=None, epsilon=None, delta=None, conversion_delta=None, dataset=""
+        cls,
+        path: str | os.PathLike[str],
+        *,
+        rho: float | None = None,
+        epsilon: float | None = None,
+        delta: float | None = None,
+        conversion_delta: float | None = None,
+        dataset: str = "",
     ) -> Ledger:
         """Create a ledger file with a declared total: ``rho`` (zCDP), ``epsilon`` (pure DP)
         or ``epsilon`` and ``delta``. Refuses to overwrite an existing file.

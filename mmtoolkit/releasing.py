@@ -28,10 +28,10 @@ import os
 import pickle
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import cast
+from typing import TYPE_CHECKING, Any, TextIO, cast
 
 import numpy as np
 
@@ -49,6 +49,10 @@ from .saved_plans import SavedPlan, load_plan
 from .selectors.base import accepts_seed, get_class
 from .strategy import Strategy
 from .workload_specs import SpecError, build_spec, parse_workload
+
+if TYPE_CHECKING:
+    import pandas as pd
+    import pyarrow as pa
 
 __all__ = ["Measurement", "ReleaseResult", "TableSpec", "data_digest", "matrix_digest",
            "noise_generator", "release", "release_key", "secure_generator", "seed_fingerprint",
@@ -258,7 +262,7 @@ class ReleaseResult:
         )
         return pd.DataFrame(cols, index=index)
 
-    def table(self, attrs, release: int | None = None):
+    def table(self, attrs: str | Iterable[str], release: int | None = None) -> pd.DataFrame:
         """The table on ``attrs`` as a DataFrame indexed by the attributes' labels
         (docs/guide/release.md).
 
@@ -332,7 +336,7 @@ class ReleaseResult:
             out.setdefault(key, self._frame(s))
         return out
 
-    def to_frame(self):
+    def to_frame(self) -> pd.DataFrame:
         """Tidy answers, one row per query (the ``--out`` CSV of docs/guide/release.md).
 
         Returns
@@ -364,9 +368,10 @@ class ReleaseResult:
                 names = [self.domain.names[i] for i in s.attrs]
                 marg[s.start : s.stop] = ";".join(names) or "(total)"
                 labels = self._labels(s)
-                grid = np.indices(s.shape).reshape(len(s.shape), -1) if s.shape else None
-                for a, (name, lab) in enumerate(zip(names, labels, strict=True)):
-                    cells[name][s.start : s.stop] = np.asarray(lab, dtype=object)[grid[a]]
+                if s.shape:  # the total has no label columns
+                    grid = np.indices(s.shape).reshape(len(s.shape), -1)
+                    for a, (name, lab) in enumerate(zip(names, labels, strict=True)):
+                        cells[name][s.start : s.stop] = np.asarray(lab, dtype=object)[grid[a]]
             data["marginal"] = marg
             data.update(cells)
         data.update(self._answer_columns(slice(None)))
@@ -777,15 +782,15 @@ def _selector(selector, params: Mapping | None, derived_seed: int):
 
 
 def select_plan(
-    workload,
+    workload: str | Matrix,
     privacy: Privacy,
-    selector="residual_planner",
+    selector: str | selectors.Selector = "residual_planner",
     *,
-    domain,
+    domain: str | os.PathLike[str] | Mapping[str, Any] | records.DomainSpec | Domain,
     params: Mapping | None = None,
     seed: int | None = None,
     noise: str | None = None,
-    select_for=None,
+    select_for: str | Matrix | None = None,
 ) -> SavedPlan:
     """The strategy :func:`release` would select for these arguments (the same selection
     seed), as a :class:`~mmtoolkit.saved_plans.SavedPlan`, to save and release from later
@@ -846,22 +851,22 @@ def select_plan(
 
 
 def release(
-    data,
-    workload=None,
+    data: records.Records | str | os.PathLike[str] | pd.DataFrame | pa.Table,
+    workload: str | Matrix | None = None,
     privacy: Privacy | None = None,
-    selector=None,
+    selector: str | selectors.Selector | None = None,
     *,
-    domain=None,
+    domain: str | os.PathLike[str] | Mapping[str, Any] | records.DomainSpec | Domain | None = None,
     params: Mapping | None = None,
     seed: int | None = None,
     noise: str | None = None,
     releases: int = 1,
-    ledger=None,
+    ledger: Ledger | str | os.PathLike[str] | None = None,
     description: str = "",
     other: Mapping | None = None,
-    select_for=None,
-    progress=True,
-    plan=None,
+    select_for: str | Matrix | None = None,
+    progress: bool | TextIO = True,
+    plan: SavedPlan | str | os.PathLike[str] | None = None,
     alpha: float = 0.05,
     simultaneous: str = "none",
 ) -> ReleaseResult:
@@ -1038,15 +1043,16 @@ def release(
             },
         )
         rng = noise_generator(seed, key)
-    entry = None
+    charged: tuple[Ledger, int] | None = None  # the ledger and its pending entry
     if ledger is not None:
-        ledger = ledger if isinstance(ledger, Ledger) else Ledger(ledger)
+        book = ledger if isinstance(ledger, Ledger) else Ledger(ledger)
         # N is private: not recorded
         text = description or f"{workload_text} by {strategy.selector}"
         seed_key = None if seed is None else seed_fingerprint(seed)  # only a seed is fingerprinted
-        entry = ledger.charge(  # before any noise is drawn
+        charged = book, book.charge(  # before any noise is drawn
             privacy, releases, text, seed_key=seed_key, release_key=key
         )
+    entry = None if charged is None else charged[1]
     t3 = time.perf_counter()
     untouched = _state(rng)
     try:
@@ -1059,14 +1065,14 @@ def release(
                 print(f"release {r + 1}/{releases}, {now - t3:.1f} s", file=out, flush=True)
                 shown = now
     except BaseException:
-        if entry is not None and _state(rng) == untouched:
-            ledger.cancel(entry)  # failed before any noise was drawn: nothing spent
+        if charged is not None and _state(rng) == untouched:
+            charged[0].cancel(charged[1])  # failed before any noise was drawn: nothing spent
         raise  # else the entry stays pending: noise was drawn, the budget is spent
     answers = measured[0][0] if releases == 1 else np.stack([a for a, _ in measured], 1)
     h = None if half is None else (half if answers.ndim == 1 else half[:, None])
     t_release = time.perf_counter() - t3
-    if entry is not None:
-        ledger.commit(entry)
+    if charged is not None:
+        charged[0].commit(charged[1])
 
     tables = workload_tables(W, dom)
     meas = [_measurements(m, tables, dom, a, stderr, mplan.distribution) for a, m in measured]
@@ -1082,10 +1088,10 @@ def release(
             if releases > 1
             else None
         ),
-        "ledger": None if entry is None else {
-            "path": str(ledger.path),
-            "entry": entry,
-            "zcdp_spent": ledger.zcdp_as_approx_dp(),  # the ledger's zCDP total, both (ε, δ)
+        "ledger": None if charged is None else {
+            "path": str(charged[0].path),
+            "entry": charged[1],
+            "zcdp_spent": charged[0].zcdp_as_approx_dp(),  # the ledger's zCDP total, both (ε, δ)
         },
         "mode": _mode_text(private, mplan.distribution),
         "selector": strategy.selector,

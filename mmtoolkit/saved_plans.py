@@ -19,6 +19,7 @@ import io
 import itertools
 import json
 import math
+import os
 import sys
 import zipfile
 from dataclasses import dataclass
@@ -107,7 +108,7 @@ class SavedPlan:
                 f"plan {b}; select a plan for this domain"
             )
 
-    def refuse(self, **given) -> None:
+    def refuse(self, **given: object) -> None:
         """Refuse release arguments that the plan fixes (any given: not None or empty).
 
         Parameters
@@ -274,7 +275,7 @@ def _digest(header: dict, arrays: dict) -> str:
 
 
 # ============================================================================ files
-def save_plan(path, plan: SavedPlan) -> str:
+def save_plan(path: str | os.PathLike[str], plan: SavedPlan) -> str:
     """Write ``plan`` to ``path`` atomically (module docstring); ``plan.sha256`` and
     ``plan.source`` are set to the file's.
 
@@ -320,7 +321,7 @@ def save_plan(path, plan: SavedPlan) -> str:
     return plan.sha256
 
 
-def load_plan(path) -> SavedPlan:
+def load_plan(path: str | os.PathLike[str]) -> SavedPlan:
     """The :class:`SavedPlan` in ``path``, every field checked; no code from the file runs.
 
     Parameters

@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from ..linalg import (
     RANK_RTOL,
@@ -43,7 +44,9 @@ __all__ = ["RANK_RTOL", "SUPPORT_RTOL", "UnsupportedWorkloadError", "error_ratio
 
 
 # ============================================================================ public API
-def expected_error(W, A, privacy: Privacy) -> float:
+def expected_error(
+    W: Matrix | ArrayLike, A: Strategy | Matrix | ArrayLike, privacy: Privacy
+) -> float:
     """Expected total squared error of answering ``W`` with strategy ``A`` under ``privacy``.
 
     ``A`` is a :class:`~mmtoolkit.strategy.Strategy` or a strategy Matrix (least-squares
@@ -95,7 +98,9 @@ def expected_error(W, A, privacy: Privacy) -> float:
     return _finite(err, "the expected total squared error", privacy)
 
 
-def rmse(W, A, privacy: Privacy) -> float:
+def rmse(
+    W: Matrix | ArrayLike, A: Strategy | Matrix | ArrayLike, privacy: Privacy
+) -> float:
     """Root mean squared error per query: sqrt(Err / m), Err from :func:`expected_error`.
 
     Parameters
@@ -122,7 +127,12 @@ def rmse(W, A, privacy: Privacy) -> float:
     return math.sqrt(expected_error(W, A, privacy) / m)
 
 
-def error_ratio(W, A, B, privacy: Privacy) -> float:
+def error_ratio(
+    W: Matrix | ArrayLike,
+    A: Strategy | Matrix | ArrayLike,
+    B: Strategy | Matrix | ArrayLike,
+    privacy: Privacy,
+) -> float:
     """HDMM's Ratio(W, A) = sqrt(Err(W, A) / Err(W, B)) (HDMM §8: a ratio of RMSEs).
 
     Parameters
@@ -164,7 +174,9 @@ def error_ratio(W, A, B, privacy: Privacy) -> float:
     return math.sqrt(numerator / denominator)
 
 
-def per_query_variance(W, A, privacy: Privacy) -> np.ndarray:
+def per_query_variance(
+    W: Matrix | ArrayLike, A: Strategy | Matrix | ArrayLike, privacy: Privacy
+) -> np.ndarray:
     """Variance of every workload answer, in W's row order: v · sens² · diag(W (AᵀA)⁺ Wᵀ)
     (v · sens_p(W)² for each query of a Strategy with ``inference="none"``).
 
@@ -202,7 +214,9 @@ def per_query_variance(W, A, privacy: Privacy) -> np.ndarray:
     return out
 
 
-def max_variance(W, A, privacy: Privacy) -> float:
+def max_variance(
+    W: Matrix | ArrayLike, A: Strategy | Matrix | ArrayLike, privacy: Privacy
+) -> float:
     """Largest per-query variance (the max-variance objective of ResidualPlanner §4.1),
     without materialising the per-query vector where the structure allows.
 
@@ -246,7 +260,7 @@ def _variance(W, A, privacy, of_route, of_constant):
         return v * matrix.sensitivity(privacy.norm) ** 2 * scale * of_route(route)
 
 
-def supports(W, A) -> bool:
+def supports(W: Matrix | ArrayLike, A: Strategy | Matrix | ArrayLike) -> bool:
     """Whether every query of ``W`` lies in the row space of the strategy ``A`` (up to
     ``SUPPORT_RTOL``): the condition for ``A``'s least-squares answers to be unbiased.
 
@@ -287,7 +301,7 @@ def supports(W, A) -> bool:
     return True
 
 
-def trace_term(W, A) -> float:
+def trace_term(W: Matrix | ArrayLike, A: Matrix | ArrayLike) -> float:
     """tr(WᵀW (AᵀA)⁺) with a support check, dispatched on structure (no privacy factor).
 
     Parameters
@@ -337,7 +351,9 @@ def _check_domains(W: Matrix, A: Matrix) -> None:
         )
 
 
-def _unpack(W, A, privacy: Privacy) -> tuple[Matrix, Matrix, str]:
+def _unpack(
+    W: Matrix | ArrayLike, A: Strategy | Matrix | ArrayLike, privacy: Privacy
+) -> tuple[Matrix, Matrix, str]:
     check_privacy(privacy)
     W = as_matrix(W)
     if isinstance(A, Strategy):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from ..linalg import Matrix, TooLargeError, as_matrix, normal_form, peel
 from ..linalg import base as _linalg_base
@@ -14,7 +15,7 @@ from ..linalg.spectral import MAX_EIGEN_N, dense_for_eigen
 from ..privacy import Privacy, check_privacy
 
 
-def svd_bound(W) -> float:
+def svd_bound(W: Matrix | ArrayLike) -> float:
     """The singular value bound (Σ_j sqrt(λ_j(WᵀW)))² / N (Li & Miklau 2012, Thm 2).
 
     A lower bound on sens₂(A)² · tr(WᵀW (AᵀA)⁺) over every strategy A, hence (since
@@ -81,7 +82,7 @@ def svd_bound(W) -> float:
     return float(np.sum(np.sqrt(lam)) ** 2 / N)
 
 
-def svd_bound_error(W, privacy: Privacy) -> float:
+def svd_bound_error(W: Matrix | ArrayLike, privacy: Privacy) -> float:
     """Lower bound on the expected total squared error of any strategy: v · svd_bound(W).
 
     Parameters
@@ -114,7 +115,7 @@ def svd_bound_error(W, privacy: Privacy) -> float:
     return _finite(privacy.noise_variance(1.0) * svd_bound(W), "the SVD lower bound", privacy)
 
 
-def svd_bound_rmse(W, privacy: Privacy) -> float:
+def svd_bound_rmse(W: Matrix | ArrayLike, privacy: Privacy) -> float:
     """Lower bound on the RMSE of any strategy: sqrt(v · svd_bound(W) / m).
 
     Parameters

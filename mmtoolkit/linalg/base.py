@@ -12,12 +12,17 @@ from __future__ import annotations
 import math
 import os
 from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterable
 from functools import reduce
 from numbers import Number
-from typing import cast
+from typing import TYPE_CHECKING, cast, overload
 
 import numpy as np
+from numpy.typing import ArrayLike
 from scipy.sparse.linalg import LinearOperator
+
+if TYPE_CHECKING:  # route.py is the protocol's error half; nothing here needs it at run time
+    from .route import ErrorRoute
 
 #: Largest number of entries a dense fallback may allocate (float64: 8 bytes each).
 MAX_DENSE_ENTRIES = 50_000_000
@@ -265,12 +270,16 @@ class Matrix(ABC):
             res = self._matmat(X.transpose(1, 0, 2).reshape(n, a * b))
             out[...] = res.reshape(m, a, b).transpose(1, 0, 2)
 
-    def __matmul__(self, other):
+    @overload
+    def __matmul__(self, other: Matrix) -> Matrix: ...
+    @overload
+    def __matmul__(self, other: np.ndarray) -> np.ndarray: ...
+    def __matmul__(self, other: Matrix | np.ndarray) -> Matrix | np.ndarray:
         if isinstance(other, Matrix):
             return Product(self, other)
         return self.matvec(other)
 
-    def __rmatmul__(self, other):
+    def __rmatmul__(self, other: ArrayLike) -> np.ndarray:
         # dense @ Matrix  ==  (Matrix.T @ dense.T).T
         X = np.asarray(other, dtype=float)
         if X.ndim == 1:
@@ -278,27 +287,27 @@ class Matrix(ABC):
         return self.rmatvec(X.T).T
 
     # ---------------------------------------------------------------- algebra
-    def __mul__(self, c):
+    def __mul__(self, c: float) -> Matrix:
         if isinstance(c, Number):
             return Weighted(float(c), self)
         return NotImplemented
 
     __rmul__ = __mul__
 
-    def __truediv__(self, c):
+    def __truediv__(self, c: float) -> Matrix:
         if isinstance(c, Number):
             return Weighted(1.0 / float(c), self)
         return NotImplemented
 
-    def __neg__(self):
+    def __neg__(self) -> Matrix:
         return Weighted(-1.0, self)
 
-    def __add__(self, other):
+    def __add__(self, other: Matrix) -> Matrix:
         if isinstance(other, Matrix):
             return Sum([self, other])
         return NotImplemented
 
-    def __sub__(self, other):
+    def __sub__(self, other: Matrix) -> Matrix:
         if isinstance(other, Matrix):
             return Sum([self, Weighted(-1.0, other)])
         return NotImplemented
@@ -574,7 +583,7 @@ class Matrix(ABC):
         """
         return float(self.gram().trace())
 
-    def error_route(self, W: Matrix):
+    def error_route(self, W: Matrix) -> ErrorRoute | None:
         """The ErrorRoute of ``W`` against this strategy (default: its Gram's), or None.
 
         The default asks this matrix's Gram for its :meth:`gram_route`; a Gram too large for
@@ -602,7 +611,7 @@ class Matrix(ABC):
             return None
         return gram.gram_route(W)
 
-    def gram_route(self, W: Matrix):
+    def gram_route(self, W: Matrix) -> ErrorRoute | None:
         """Asked of a Gram ``G``: the route of ``W`` against any ``A`` with ``AᵀA = G``, or None.
 
         The error depends on ``A`` only through ``AᵀA``, so a kind whose :meth:`gram` is a
@@ -673,7 +682,9 @@ class Matrix(ABC):
         """
         return self @ y
 
-    def answers_streamed(self, x: np.ndarray, each, out: np.ndarray | None = None):
+    def answers_streamed(
+        self, x: np.ndarray, each: Callable[[np.ndarray], object], out: np.ndarray | None = None
+    ) -> np.ndarray | None:
         """``self @ x`` for one data vector, calling ``each`` on consecutive final pieces of the
         result (built in ``out`` when given), or None when the kind has no such product.
 
@@ -725,7 +736,7 @@ def check_p(p: int) -> None:
         raise ValueError(f"sensitivity norm p must be 1 or 2, got {p!r}")
 
 
-def as_matrix(A) -> Matrix:
+def as_matrix(A: Matrix | ArrayLike) -> Matrix:
     """Wrap a numpy array (or pass a Matrix through); a string is refused with a pointer.
 
     Parameters
@@ -776,7 +787,7 @@ def peel(A: Matrix) -> tuple[float, Matrix]:
     return weight, A
 
 
-def kron_terms(W) -> list[tuple[float, list[Matrix]]]:
+def kron_terms(W: Matrix | ArrayLike) -> list[tuple[float, list[Matrix]]]:
     """``W`` as ``[(c_t, factors_t)]`` (see :meth:`Matrix.kron_terms`).
 
     Parameters
@@ -815,7 +826,7 @@ class Symmetric(Matrix):
         return self._matmat(Y)
 
     @property
-    def T(self):
+    def T(self) -> Matrix:
         return self
 
 
@@ -846,7 +857,7 @@ class Dense(Matrix):
 
     factor_kind = "dense"
 
-    def __init__(self, array):
+    def __init__(self, array: ArrayLike):
         A = np.array(array, dtype=float)
         if A.ndim == 1:
             A = A[None, :]
@@ -1064,15 +1075,15 @@ class Sum(Matrix):
         When there is no term, or two terms differ in shape.
     """
 
-    def __init__(self, terms):
-        terms = [as_matrix(t) for t in terms]
-        if not terms:
+    def __init__(self, terms: Iterable[Matrix | ArrayLike]):
+        matrices = [as_matrix(t) for t in terms]
+        if not matrices:
             raise ValueError("Sum needs at least one term")
-        shape = terms[0].shape
-        for t in terms:
+        shape = matrices[0].shape
+        for t in matrices:
             if t.shape != shape:
                 raise ValueError(f"Sum terms disagree in shape: {shape} vs {t.shape}")
-        self.terms = terms
+        self.terms = matrices
         self.shape = shape
 
     def _matmat(self, X):
@@ -1117,7 +1128,7 @@ class Product(Matrix):
         When ``A``'s columns do not match ``B``'s rows.
     """
 
-    def __init__(self, left: Matrix, right: Matrix):
+    def __init__(self, left: Matrix | ArrayLike, right: Matrix | ArrayLike):
         left, right = as_matrix(left), as_matrix(right)
         if left.shape[1] != right.shape[0]:
             raise ValueError(f"Product shape mismatch: {left.shape} @ {right.shape}")
@@ -1160,20 +1171,20 @@ class VStack(Matrix):
     McKenna et al. 2018, HDMM, Section 4.3, equation 1 (a union of products as a stack).
     """
 
-    def __init__(self, blocks):
-        blocks = [as_matrix(b) for b in blocks]
-        if not blocks:
+    def __init__(self, blocks: Iterable[Matrix | ArrayLike]):
+        matrices = [as_matrix(b) for b in blocks]
+        if not matrices:
             raise ValueError("VStack needs at least one block")
-        n = blocks[0].shape[1]
-        for b in blocks:
+        n = matrices[0].shape[1]
+        for b in matrices:
             if b.shape[1] != n:
                 raise ValueError(
                     f"VStack blocks disagree in their number of columns (domain size): "
                     f"{n} vs {b.shape[1]}"
                 )
-        self.blocks = blocks
-        self.shape = (sum(b.shape[0] for b in blocks), n)
-        self._offsets = np.cumsum([0] + [b.shape[0] for b in blocks])
+        self.blocks = matrices
+        self.shape = (sum(b.shape[0] for b in matrices), n)
+        self._offsets = np.cumsum([0] + [b.shape[0] for b in matrices])
 
     def _matmat(self, X):
         o = self._offsets

@@ -123,7 +123,7 @@ class Fourier(Matrix):
     contingency tables", ICDE 2013, Section 4.1 (Theorem 4.1) and Proposition 3.1.
     """
 
-    def __init__(self, d, coefficients):
+    def __init__(self, d: int, coefficients: Iterable[int] | Mapping[int, float]):
         self.d = check_int(d, "d", minimum=1)
         if isinstance(coefficients, Mapping):
             items = list(coefficients.items())

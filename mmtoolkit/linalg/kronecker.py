@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Iterable
 from functools import reduce
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from ..checks import check_int
 from ..threads import Workers, worker_threads
@@ -228,12 +230,12 @@ class Kronecker(Matrix):
     Appendix A.5 (the matrix-vector product).
     """
 
-    def __init__(self, factors):
-        factors = [as_matrix(f) for f in factors]
-        if not factors:
+    def __init__(self, factors: Iterable[Matrix | ArrayLike]):
+        matrices = [as_matrix(f) for f in factors]
+        if not matrices:
             raise ValueError("Kronecker needs at least one factor")
-        self.factors = factors
-        rows, cols = zip(*(f.shape for f in factors))
+        self.factors = matrices
+        rows, cols = zip(*(f.shape for f in matrices))
         self.shape = (math.prod(rows), math.prod(cols))
 
     @property

@@ -18,6 +18,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from numbers import Number
 
 import numpy as np
+from numpy.typing import ArrayLike
 from scipy.fft import dct, idct
 
 from ..checks import check_int
@@ -124,7 +125,7 @@ def subset_sum(f: np.ndarray, d: int) -> np.ndarray:
     return _bit_sweep(f, d, 1, np.add)
 
 
-def projected_traces(sizes, traces, sums) -> np.ndarray:
+def projected_traces(sizes: Sequence[int], traces: ArrayLike, sums: ArrayLike) -> np.ndarray:
     """``tr(P_B Y)`` for all ``B`` from ``tr(Y_i)``, ``1ᵀY_i1`` of ``Y = ⊗ Y_i`` (HDMM App. A.4).
 
     ``P_B = ⊗_{i∈B} (I − J/n_i) ⊗_{i∉B} J/n_i`` (``J`` all ones) is the projector on the
@@ -274,7 +275,7 @@ class Marginal(Kronecker):
     (marginals parameterization).
     """
 
-    def __init__(self, sizes, key):
+    def __init__(self, sizes: Sequence[int], key: int):
         sizes = _check_sizes(sizes)
         key = _check_key(key, len(sizes))
         super().__init__([Identity(n) if (key >> i) & 1 else Total(n) for i, n in enumerate(sizes)])
@@ -337,7 +338,7 @@ class Marginals(Matrix):
     (marginals parameterization).
     """
 
-    def __init__(self, sizes, weights):
+    def __init__(self, sizes: Sequence[int], weights: Mapping[int, float]):
         self.sizes = _check_sizes(sizes)
         d = len(self.sizes)
         if not isinstance(weights, Mapping):
@@ -884,13 +885,15 @@ class MarginalsGram(base.Symmetric):
     (marginals parameterization).
     """
 
-    def __init__(self, sizes, v):
+    def __init__(self, sizes: Sequence[int], v: ArrayLike | Mapping[int, float]):
         self.sizes = _check_sizes(sizes)
         d = len(self.sizes)
         check_dim(d, "MarginalsGram")
-        self._v = self._keys = self._coefs = None
+        self._v: np.ndarray | None = None
+        self._keys: np.ndarray | None = None
+        self._coefs: np.ndarray | None = None
         self._sparse = isinstance(v, Mapping)  # coefficients given by key: the closure route
-        if self._sparse:
+        if isinstance(v, Mapping):
             keys = [_check_key(k, d) for k in v]
             coefs = np.array([float(c) for c in v.values()], dtype=float)
             order = np.argsort(keys, kind="stable")
@@ -911,8 +914,8 @@ class MarginalsGram(base.Symmetric):
             raise ValueError("MarginalsGram coefficients must be finite")
         N = math.prod(self.sizes)
         self.shape = (N, N)
-        self._mu = None
-        self._bidx = None
+        self._mu: np.ndarray | None = None
+        self._bidx: np.ndarray | None = None
 
     @property
     def d(self) -> int:
@@ -935,27 +938,37 @@ class MarginalsGram(base.Symmetric):
             ``v_a`` for every bitmask ``a`` (length ``2^d``; cached, not a copy).
         """
         if self._v is None:
-            if self._keys is not None:
+            keyed = self._by_key()
+            if keyed is not None:
                 v = np.zeros(1 << self.d)
-                v[self._keys] = self._coefs
+                v[keyed[0]] = keyed[1]
             else:  # a Gram given by its spectrum
-                v = superset_mobius(self._mu, self.d) / complement_products(self.sizes)
+                mu = self._mu
+                assert mu is not None  # every MarginalsGram has coefficients or a spectrum
+                v = superset_mobius(mu, self.d) / complement_products(self.sizes)
             self._v = v
         return self._v
 
+    def _by_key(self) -> tuple[np.ndarray, np.ndarray] | None:
+        """``(keys, coefficients)``, keys ascending, of a Gram given by key; else None."""
+        keys, coefs = self._keys, self._coefs
+        return (keys, coefs) if self._sparse and keys is not None and coefs is not None else None
+
     def _combine(self, other: MarginalsGram, sign: float) -> MarginalsGram:
         """``self + sign · other``, keyed when both are (coefficients add key by key)."""
-        if not (self._sparse and other._sparse):
+        mine, theirs = self._by_key(), other._by_key()
+        if mine is None or theirs is None:
             return MarginalsGram(self.sizes, self.v + sign * other.v)
-        coefs = dict(zip(self._keys.tolist(), self._coefs.tolist()))
-        for k, c in zip(other._keys.tolist(), other._coefs.tolist()):
+        coefs = dict(zip(mine[0].tolist(), mine[1].tolist()))
+        for k, c in zip(theirs[0].tolist(), theirs[1].tolist()):
             coefs[k] = coefs.get(k, 0.0) + sign * c
         return MarginalsGram(self.sizes, {k: c for k, c in coefs.items() if c != 0.0})
 
     def _scaled(self, c: float) -> MarginalsGram:
-        if self._sparse:
-            coefs = (c * self._coefs).tolist()
-            return MarginalsGram(self.sizes, dict(zip(self._keys.tolist(), coefs)))
+        keyed = self._by_key()
+        if keyed is not None:
+            coefs = (c * keyed[1]).tolist()
+            return MarginalsGram(self.sizes, dict(zip(keyed[0].tolist(), coefs)))
         return MarginalsGram(self.sizes, c * self.v)
 
     # ------------------------------------------------------------------ spectrum
@@ -1020,11 +1033,12 @@ class MarginalsGram(base.Symmetric):
             The live bitmasks ``B`` (int64, ascending) and their eigenvalues ``μ_B``.
         """
         sizes = self.sizes
-        if not self._sparse:
+        keyed = self._by_key()
+        if keyed is None:
             mu = self.spectrum()
             live = np.flatnonzero(self._live(mu, self.dims()))
             return live.astype(np.int64), mu[live]
-        keys, coefs = self._keys, self._coefs
+        keys, coefs = keyed
         lattice = SubsetLattice(closed_family(keys, self.d), self.d)
         K = lattice.keys
         f = np.zeros(K.size)
@@ -1143,7 +1157,8 @@ class MarginalsGram(base.Symmetric):
 
     # ---------------------------------------------------------------- reductions
     def _coef_sum(self) -> float:
-        return float(np.sum(self._coefs if self._sparse else self.v))
+        keyed = self._by_key()
+        return float(np.sum(keyed[1] if keyed is not None else self.v))
 
     def trace(self):
         return float(self.shape[0]) * self._coef_sum()

@@ -15,6 +15,8 @@ import math
 import weakref
 from collections.abc import Sequence
 
+from numpy.typing import ArrayLike
+
 from .base import Matrix, as_matrix
 
 __all__ = ["FACTOR_KINDS", "NormalForm", "Term", "marginal_key", "normal_form"]
@@ -89,7 +91,9 @@ class Term:
     __slots__ = ("_form", "_index", "_kinds", "attrs", "c", "factors", "key", "sizes", "start",
                  "stop")  # fmt: skip
 
-    def __init__(self, form: NormalForm, index: int, c: float, factors: Sequence[Matrix], start):
+    def __init__(
+        self, form: NormalForm, index: int, c: float, factors: Sequence[Matrix], start: int
+    ):
         self._form, self._index = form, index
         self.c = float(c)
         self.factors = factors
@@ -245,7 +249,7 @@ class NormalForm:
 _CACHE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
-def normal_form(W) -> NormalForm:
+def normal_form(W: Matrix | ArrayLike) -> NormalForm:
     """The :class:`NormalForm` of ``W`` (a Matrix, cached per matrix, or an array).
 
     Parameters

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 import scipy.linalg
+from numpy.typing import ArrayLike
 
 from . import base
 from .base import Matrix, Symmetric, TooLargeError, check_dense_size, check_p
@@ -66,7 +67,7 @@ class OrthoBasis(Matrix):
     matrix mechanism, Theorem 5.27 (the completion).
     """
 
-    def __init__(self, Q, weights, completion=None):
+    def __init__(self, Q: ArrayLike, weights: ArrayLike, completion: ArrayLike | None = None):
         Q = np.asarray(Q, dtype=float)
         if Q.ndim != 2 or Q.shape[0] == 0 or Q.shape[1] == 0:
             raise ValueError(f"OrthoBasis needs a non-empty 2-D array Q, got shape {Q.shape}")

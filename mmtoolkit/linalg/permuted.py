@@ -8,6 +8,7 @@ User guide: docs/algorithms/implicit-algebra.md ("Column-permuted matrices").
 from __future__ import annotations
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from .base import Matrix, as_matrix, check_dense_size, check_p
 
@@ -55,7 +56,7 @@ class Permuted(Matrix):
     McKenna et al. 2018, HDMM, Section 8.1 (the "Permuted Range" workload).
     """
 
-    def __init__(self, base: Matrix, perm):
+    def __init__(self, base: Matrix | ArrayLike, perm: ArrayLike):
         self.base = as_matrix(base)
         self.perm = _check_perm(perm, self.base.shape[1])
         self.inv = np.argsort(self.perm)
@@ -112,7 +113,7 @@ class PermutedGram(Matrix):
         holding each index once.
     """
 
-    def __init__(self, base: Matrix, perm):
+    def __init__(self, base: Matrix | ArrayLike, perm: ArrayLike):
         base = as_matrix(base)
         base._require_square("PermutedGram")
         self.base = base

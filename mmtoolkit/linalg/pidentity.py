@@ -10,6 +10,7 @@ User guide: docs/algorithms/implicit-algebra.md ("p-Identity strategies").
 from __future__ import annotations
 
 import numpy as np
+from numpy.typing import ArrayLike
 from scipy.linalg import cho_factor, cho_solve
 
 from . import kernels
@@ -88,7 +89,7 @@ class PIdentity(Matrix):
     and Appendix A.3 (the analysis of OPT_0: the Woodbury forms).
     """
 
-    def __init__(self, theta, norm: int = 1):
+    def __init__(self, theta: ArrayLike, norm: int = 1):
         check_p(norm)
         self.norm = int(norm)
         self.theta = _theta_array(theta, self.norm)
@@ -245,7 +246,7 @@ class LowRankUpdate(Matrix):
         When ``U`` and ``V`` are not both 2-D arrays of shape ``n x r``.
     """
 
-    def __init__(self, a, U, V):
+    def __init__(self, a: ArrayLike, U: ArrayLike, V: ArrayLike):
         self.a = np.asarray(a, dtype=float)
         self.U = np.asarray(U, dtype=float)
         self.V = np.asarray(V, dtype=float)

@@ -10,6 +10,7 @@ User guide: docs/algorithms/implicit-algebra.md ("Range queries on one ordered a
 from __future__ import annotations
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from ..checks import check_int
 from .base import (
@@ -113,7 +114,7 @@ class SymTridiagonal(Symmetric):
         finite.
     """
 
-    def __init__(self, d, e):
+    def __init__(self, d: ArrayLike, e: ArrayLike):
         d = np.array(d, dtype=float).ravel()
         e = np.array(e, dtype=float).ravel()
         if d.size < 1:

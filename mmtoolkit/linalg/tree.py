@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Sequence
 
 import numpy as np
+from numpy.typing import ArrayLike
 from scipy.sparse import block_diag
 
 from ..checks import check_int, check_option
@@ -387,7 +389,12 @@ class Tree(Matrix):
     baselines of McKenna et al. 2018, HDMM, Section 8.
     """
 
-    def __init__(self, sizes, levels, weights=None):
+    def __init__(
+        self,
+        sizes: int | Sequence[int],
+        levels: Sequence[ArrayLike | Intervals | Sequence[ArrayLike | Intervals]],
+        weights: Sequence[ArrayLike] | None = None,
+    ):
         if isinstance(sizes, (list, tuple, np.ndarray)):
             sizes = tuple(check_int(s, "attribute size", minimum=1) for s in sizes)
         else:
@@ -425,7 +432,7 @@ class Tree(Matrix):
         ws = []
         for li, (w, g) in enumerate(zip(weights, self.grid)):
             if np.ndim(w) == 0:
-                w = float(w)
+                w = float(np.asarray(w))
             else:
                 w = np.asarray(w, dtype=float)
                 if d == 1 and w.ndim == 1 and w.size == g[0]:

@@ -13,8 +13,10 @@ from __future__ import annotations
 import itertools
 import math
 import warnings
+from collections.abc import Iterable
 
 import numpy as np
+from numpy.typing import ArrayLike
 from scipy.linalg import blas
 
 from . import base
@@ -112,7 +114,7 @@ class KroneckerUnion(VStack):
     Hestenes & Stiefel 1952 (conjugate gradients).
     """
 
-    def __init__(self, blocks):
+    def __init__(self, blocks: Iterable[Matrix | ArrayLike]):
         super().__init__(blocks)
         self.parsed = []
         for g, b in enumerate(self.blocks):

@@ -399,7 +399,9 @@ def run_config(
     return RunResult(config=config, cells=cells, csv_path=csv_path, md_path=md_path)
 
 
-def rerender_config(config: Config | str | os.PathLike, results="results") -> RunResult:
+def rerender_config(
+    config: Config | str | os.PathLike[str], results: str | os.PathLike[str] = "results"
+) -> RunResult:
     """Rewrite ``<results>/<paper>/<table>.{csv,md}`` from the committed CSV and the config,
     computing nothing: for config edits that change no job (a note, a paper value, the
     title). Every cell keeps its number, status, metadata and job key from the CSV; its

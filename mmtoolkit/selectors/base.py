@@ -153,7 +153,7 @@ class Selector(ABC):
             raise cls._unknown_parameters(unknown)
         return super().__new__(cls)
 
-    def __init__(self, **params):
+    def __init__(self, **params: Any):
         if params:
             raise self._unknown_parameters(sorted(params))
         self.params: dict = {}
@@ -470,7 +470,7 @@ def get_class(name: str) -> type[Selector]:
     return _REGISTRY[name]
 
 
-def get(name: str, **params) -> Selector:
+def get(name: str, **params: Any) -> Selector:
     """Instantiate the selector registered as ``name`` with keyword ``params`` (an unknown
     parameter raises :class:`UnknownParameterError` listing the valid ones).
 

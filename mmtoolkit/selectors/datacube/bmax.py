@@ -7,7 +7,9 @@ User guide: docs/algorithms/datacube.md.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Literal
 
 import numpy as np
 
@@ -103,7 +105,12 @@ def _candidates(keys: list[int], d: int, mode: str) -> np.ndarray:
 
 
 def bmax(
-    keys, sizes, p: int = 1, candidates: str = "workload", weights=None, mag_limit=None
+    keys: Iterable[int],
+    sizes: Sequence[int],
+    p: int = 1,
+    candidates: str = "workload",
+    weights: Sequence[float] | None = None,
+    mag_limit: float | Literal["L"] | None = None,
 ) -> BMaxResult:
     """Ding et al.'s BMAX cuboid selection for the workload cuboids ``keys`` (guide page);
     ``weights`` scale variances by ``w²``; ``mag_limit`` (a number or ``"L"``) fixes the bound.
@@ -313,7 +320,7 @@ class DingDataCube(Selector):
         p: int | None = None,
         candidates: str = "workload",
         budget: str = "uniform",
-        mag_limit=None,
+        mag_limit: float | Literal["L"] | None = None,
         variant: str = "bmax",
         ranges: str = "refuse",
     ):
@@ -342,7 +349,7 @@ class DingDataCube(Selector):
         }
 
     @classmethod
-    def objectives(cls):
+    def objectives(cls) -> tuple[str, ...]:
         """The objectives it accepts (it minimises the max-variance bound for both).
 
         Returns
@@ -354,7 +361,8 @@ class DingDataCube(Selector):
 
     def _select(self, workload: Matrix, privacy: Privacy, objective: str) -> Strategy:
         keys = marginal_keys(workload, ranges=self.params["ranges"])
-        sizes = normal_form(workload).sizes  # marginal_keys checked that the terms share them
+        sizes = normal_form(workload).sizes
+        assert sizes is not None  # marginal_keys checked that the terms share them
         p = self.params["p"] or privacy.norm
         res = bmax(
             list(keys),

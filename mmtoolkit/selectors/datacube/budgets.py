@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 __all__ = ["BUDGETS", "budget_objective", "optimal_budgets", "uniform_budgets"]
 
@@ -40,7 +41,7 @@ def _check_C(C, g: int) -> np.ndarray:
     return C
 
 
-def optimal_budgets(b, C, norm: int) -> tuple[np.ndarray, float]:
+def optimal_budgets(b: ArrayLike, C: ArrayLike, norm: int) -> tuple[np.ndarray, float]:
     """Closed-form optimal group budget fractions (L1: Cor. 3.3; L2: App. A; guide page) and the
     objective ``Σ_k b_k / λ_k²`` (times ``privacy.noise_variance(1)``: the total variance).
 
@@ -94,7 +95,7 @@ def optimal_budgets(b, C, norm: int) -> tuple[np.ndarray, float]:
     return lam, s**2
 
 
-def uniform_budgets(C, norm: int) -> np.ndarray:
+def uniform_budgets(C: ArrayLike, norm: int) -> np.ndarray:
     """The same fraction for every group, ``1/Σ C_k`` (L1) or ``1/√Σ C_k²`` (L2): the paper's
     "uniform" baselines.
 
@@ -128,7 +129,7 @@ def uniform_budgets(C, norm: int) -> np.ndarray:
     return np.full(C.size, 1.0 / s)
 
 
-def budget_objective(b, lam) -> float:
+def budget_objective(b: ArrayLike, lam: ArrayLike) -> float:
     """``Σ_i b_i / λ_i²`` (0/0 = 0, b > 0 with λ = 0 is +inf): the total variance of ``R y``
     per unit noise variance (eq. 1 without the noise constant).
 

@@ -19,7 +19,7 @@ __all__ = ["RANGES", "binary_workload", "marginal_keys"]
 RANGES = ("refuse", "as_marginals")
 
 
-def marginal_keys(W, ranges: str = "refuse") -> dict[int, float]:
+def marginal_keys(W: Matrix, ranges: str = "refuse") -> dict[int, float]:
     """``{key: weight}`` of a workload of (weighted) marginals on one factorisation of the domain
     (:class:`NotApplicableError` otherwise); ``ranges="as_marginals"`` reads a range-marginal
     term as the cuboid it is summed from (Ding et al. 2011; Li & Miklau 2012 §5).

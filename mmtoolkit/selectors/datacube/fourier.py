@@ -225,7 +225,9 @@ class FourierSelector(Selector):
         self.params = {"coefficients": coefficients, "budget": budget}
 
     @classmethod
-    def applicability(cls, workload, privacy, objective="sum"):
+    def applicability(
+        cls, workload: Matrix, privacy: Privacy, objective: str = "sum"
+    ) -> str | None:
         """Also: a domain of ``2^d`` cells (the Walsh–Hadamard basis).
 
         Parameters

@@ -6,9 +6,11 @@ User guide: docs/algorithms/datacube.md.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from ...checks import check_int, check_positive
 from ...linalg.fourier import fwht, local_index, submasks
@@ -61,7 +63,7 @@ class FourierEstimate:
             )
         return key
 
-    def add_marginal(self, key: int, answers, variance: float) -> None:
+    def add_marginal(self, key: int, answers: ArrayLike, variance: float) -> None:
         """A noisy marginal on ``key`` (cells in C order over its attributes).
 
         Parameters
@@ -93,7 +95,9 @@ class FourierEstimate:
         self._parts.append(_Estimates(betas, theta, w))
         self._solved = None
 
-    def add_coefficients(self, betas, answers, variances) -> None:
+    def add_coefficients(
+        self, betas: Iterable[int], answers: ArrayLike, variances: ArrayLike
+    ) -> None:
         """Noisy unnormalised coefficients ``θ̃_β`` with their variances.
 
         Parameters
@@ -113,13 +117,13 @@ class FourierEstimate:
             When a ``β`` is not an integer or outside the ``d`` attributes, or there is not
             one answer and one positive variance per coefficient.
         """
-        betas = np.asarray([self._check_key(b) for b in betas], dtype=np.int64)
+        keys = np.asarray([self._check_key(b) for b in betas], dtype=np.int64)
         y = np.asarray(answers, dtype=float)
         y = y[:, None] if y.ndim == 1 else y
-        var = np.broadcast_to(np.asarray(variances, dtype=float), betas.shape)
-        if y.shape[0] != betas.size or np.any(var <= 0):
+        var = np.broadcast_to(np.asarray(variances, dtype=float), keys.shape)
+        if y.shape[0] != keys.size or np.any(var <= 0):
             raise ValueError("need one answer and one positive variance per coefficient")
-        self._parts.append(_Estimates(betas, y, 1.0 / var))
+        self._parts.append(_Estimates(keys, y, 1.0 / var))
         self._solved = None
 
     def solve(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -110,7 +110,9 @@ class DataCube(Selector):
         self.params = {"strategy": strategy, "budget": budget, "candidates": candidates, "p": p}
 
     @classmethod
-    def applicability(cls, workload, privacy, objective="sum"):
+    def applicability(
+        cls, workload: Matrix, privacy: Privacy, objective: str = "sum"
+    ) -> str | None:
         """Also: a marginals workload on binary attributes (what ``_select`` reads first).
 
         Parameters
