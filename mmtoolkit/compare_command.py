@@ -85,9 +85,10 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument(
         "--pgm-iters",
         type=int,
-        default=1000,
+        default=None,
         metavar="N",
-        help="with --data: Private-PGM's optimiser steps (default 1000)",
+        help="with --data: at most N Private-PGM optimiser steps (default: until the fit "
+        "converges)",
     )
     p.add_argument(
         "--store",

@@ -89,7 +89,7 @@ DEFAULT_DELTA = 1e-9
 #: Default time limit of one job (seconds).
 DEFAULT_TIMEOUT = 1800.0
 #: Version of the job keys (bump when the meaning of a stored value changes).
-KEY_VERSION = 1
+KEY_VERSION = 2
 #: The environment variable naming the interpreter that runs the peers.
 PEERS_ENV = "MMTOOLKIT_PEERS_PYTHON"
 #: The message when the peers' extra is not usable.
@@ -247,7 +247,7 @@ class _Context:
     truth: list
     plans: dict  # (selector, ε) -> SavedPlan, or the refusal text
     rhos: dict  # ε -> ρ
-    pgm_iters: int
+    pgm_iters: int | None
     timeout: float | None
 
 
@@ -351,7 +351,7 @@ def compare_data(
     timeout: float | None = DEFAULT_TIMEOUT,
     jobs: int | None = None,
     store=None,
-    pgm_iters: int = 1000,
+    pgm_iters: int | None = None,
     progress=True,
 ):
     """Measure every method's error on ``data``'s marginals at each ε and trial; a tidy
@@ -396,7 +396,8 @@ def compare_data(
     store : str or os.PathLike, optional
         A job-store path (JSON lines) that makes a rerun reuse finished jobs; default none.
     pgm_iters : int, optional
-        Private-PGM's optimiser steps, at least 1; default 1000.
+        At most this many Private-PGM optimiser steps, at least 1; default None: until the
+        fit converges (:func:`mmtoolkit.pgm.estimate`).
     progress : bool or file, optional
         A line per job as it finishes: to stderr (True, default), to this file object, or
         none (False).
@@ -431,7 +432,8 @@ def compare_data(
         delta = check_probability(delta, "delta")
         trials = check_int(trials, "trials", minimum=1)
         seed = check_int(seed, "seed", minimum=0)
-        pgm_iters = check_int(pgm_iters, "pgm_iters", minimum=1)
+        if pgm_iters is not None:
+            pgm_iters = check_int(pgm_iters, "pgm_iters", minimum=1)
         if timeout is not None:
             timeout = check_positive(timeout, "timeout", what="number of seconds")
         jobs = min(2, os.cpu_count() or 1) if jobs is None else check_int(jobs, "jobs", minimum=1)
@@ -460,7 +462,7 @@ def compare_data(
     code = code_fingerprint()
     digest = data_digest(recs, seed)
     base = {"v": KEY_VERSION, "data": digest, "workload": matrix_digest(W), "delta": delta,
-            "seed": seed, "pgm_iters": pgm_iters}  # fmt: skip
+            "seed": seed}  # fmt: skip
 
     all_jobs = []
     for m in methods:
@@ -469,7 +471,9 @@ def compare_data(
                 job: dict[str, Any] = {"method": m.name, "selector": m.selector, "params": m.params,
                        "postprocess": m.postprocess, "peer": m.peer, "epsilon": e,
                        "rho": rhos[e], "trial": t}  # fmt: skip
-                text = json.dumps({**base, **job}, sort_keys=True, default=str)
+                # the fit's settings key the Private-PGM jobs only
+                fit = {"pgm_iters": pgm_iters, "pgm_tol": pgm.TOL} if m.postprocess == "pgm" else {}
+                text = json.dumps({**base, **job, **fit}, sort_keys=True, default=str)
                 all_jobs.append((hashlib.sha256(text.encode()).hexdigest(), job))
     job_store = None if store is None else JobStore(store)
     stored = {} if job_store is None else job_store.load()

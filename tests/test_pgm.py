@@ -247,3 +247,47 @@ def test_loading_mbi_warns_of_nothing_when_no_jax_cache_is_set():
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=300)  # fmt: skip
     assert run.returncode == 0, run.stderr[-2000:]
+
+
+#: The fit below, run in its own interpreter: JAX must not start in the test process, which
+#: later tests fork (a forked copy of JAX's threads can deadlock).
+CONVERGENCE = """
+import numpy as np
+from mmtoolkit import pgm
+from mmtoolkit.measurement import Measurement
+
+def simplex_projection(y, total):
+    # the Euclidean projection of y onto {x >= 0, sum x = total} (sort-based: Held, Wolfe &
+    # Crowder 1974), an independent computation of the maximum-likelihood fit
+    u = np.sort(y)[::-1]
+    css = np.cumsum(u) - total
+    k = np.nonzero(u - css / np.arange(1, y.size + 1) > 0)[0][-1]
+    return np.maximum(y - css[k] / (k + 1), 0.0)
+
+rng = np.random.default_rng(3)
+x = rng.multinomial(2000, rng.dirichlet(np.full(60, 0.3))).astype(float)
+y = x + rng.normal(0.0, 0.5, 60)
+m = Measurement("marginal", (0, 1, 2), y, 0.5, "gaussian")
+fit = pgm.estimate([m], (3, 4, 5), model="graphical", total=2000.0)
+print(np.abs(fit.marginal((0, 1, 2)).ravel() - simplex_projection(y, 2000.0)).max())
+"""
+
+
+def test_the_fit_runs_to_convergence():
+    """One Gaussian measurement of the whole table, total known: the maximum-likelihood model
+    is the projection of the answers onto the scaled simplex. The default fit reaches it to
+    2% of the noise's σ (it stops on its loss, not after a fixed 1,000 steps: those left
+    cells 0.095 away here, 19% of σ)."""
+    pytest.importorskip("mbi")
+    run = subprocess.run([sys.executable, "-c", CONVERGENCE], capture_output=True, text=True,
+                         timeout=600)  # fmt: skip
+    assert run.returncode == 0, run.stderr[-2000:]
+    gap = float(run.stdout.split()[-1])
+    assert gap <= 0.01, gap
+
+
+def test_estimate_refuses_a_tolerance_that_is_not_positive():
+    pytest.importorskip("mbi")
+    m = Measurement("marginal", (0,), np.array([1.0, 2.0]), 1.0, "gaussian")
+    with pytest.raises(ValueError, match="tol"):
+        pgm.estimate([m], [2], tol=0.0)
