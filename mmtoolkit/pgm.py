@@ -213,7 +213,8 @@ def estimate(
     :data:`MAX_ITERS`); ``tol``: the graphical model's mirror descent stops once its loss
     improves by at most ``tol`` (relative) over two blocks of 50 steps — run to convergence:
     a fixed 1,000 steps left precise measurements far from their fit (e.g. the identity on
-    13,440 cells at ρ = 1.09: L1 error 0.068 after 1,000 steps, 0.022 converged);
+    13,440 cells at ρ = 1.09: L1 error 0.068 after 1,000 steps, 0.022 converged; stopping
+    early regularises, and on noisier measurements can be the better fit: docs/guide/pgm.md);
     ``components``, ``learning_rate``, ``seed``: the mixture's size, Adam step and
     initialisation seed; ``total``: the number of records if known (else estimated:
     docs/guide/pgm.md).
