@@ -85,8 +85,6 @@ def _numpydoc_gaps(obj) -> list[str]:
     every parameter of its signature (a class's constructor's, in the class docstring or the
     constructor's, as mkdocstrings merges them), and a Returns (or Yields) section for a
     function that returns a value."""
-    if getattr(obj, "_is_protocol", False):
-        return []  # a typing.Protocol is not constructed: its signature is Protocol's own
     doc = inspect.getdoc(obj) or ""
     if inspect.isclass(obj):
         doc += "\n" + ((inspect.getdoc(obj.__init__) or "") if "__init__" in vars(obj) else "")
@@ -111,14 +109,21 @@ def _numpydoc_gaps(obj) -> list[str]:
     return gaps
 
 
-def test_every_public_name_documents_its_parameters_and_returns():
-    gaps = []
+def _public_callables():
+    """``(dotted name, object)`` of every public function and class but typing.Protocols
+    (never constructed: their signature is Protocol's own)."""
     for pkg in _public_packages():
         module = importlib.import_module(pkg)
         for name in module.__all__:
             obj = getattr(module, name)
-            if callable(obj):
-                gaps += [f"{pkg}.{name}: {gap}" for gap in _numpydoc_gaps(obj)]
+            if callable(obj) and not getattr(obj, "_is_protocol", False):
+                yield f"{pkg}.{name}", obj
+
+
+def test_every_public_name_documents_its_parameters_and_returns():
+    gaps = []
+    for name, obj in _public_callables():
+        gaps += [f"{name}: {gap}" for gap in _numpydoc_gaps(obj)]
     assert not gaps, "numpydoc sections missing on the public API:\n" + "\n".join(gaps)
 
 
@@ -126,20 +131,15 @@ def test_every_public_name_is_annotated():
     """``py.typed`` promises annotations: every parameter of every public function and
     constructor has one, and every public function its return type."""
     gaps = []
-    for pkg in _public_packages():
-        module = importlib.import_module(pkg)
-        for name in module.__all__:
-            obj = getattr(module, name)
-            if not callable(obj) or getattr(obj, "_is_protocol", False):
-                continue
-            cls = inspect.isclass(obj)
-            if cls and not inspect.isfunction(obj.__init__):
-                continue  # no constructor of its own (an exception, a plain container)
-            signature = inspect.signature(obj.__init__ if cls else obj)
-            gaps += [f"{pkg}.{name}: parameter {p!r}" for p, v in signature.parameters.items()
-                     if p not in ("self", "cls") and v.annotation is inspect.Parameter.empty]
-            if not cls and signature.return_annotation is inspect.Signature.empty:
-                gaps.append(f"{pkg}.{name}: return")
+    for name, obj in _public_callables():
+        cls = inspect.isclass(obj)
+        if cls and not inspect.isfunction(obj.__init__):
+            continue  # no constructor of its own (an exception, a plain container)
+        signature = inspect.signature(obj.__init__ if cls else obj)
+        gaps += [f"{name}: parameter {p!r}" for p, v in signature.parameters.items()
+                 if p not in ("self", "cls") and v.annotation is inspect.Parameter.empty]
+        if not cls and signature.return_annotation is inspect.Signature.empty:
+            gaps.append(f"{name}: return")
     assert not gaps, "public names without annotations:\n" + "\n".join(gaps)
 
 
