@@ -52,7 +52,7 @@ from .releasing import (
     workload_matrix,
     workload_tables,
 )
-from .runner.executors import run_jobs
+from .runner.executors import forks, run_jobs
 from .runner.jobs import JobSpec, code_fingerprint, derive_seed, describe_error, job_record
 from .runner.store import JobStore, reusable
 from .selectors.base import REFUSALS, available, get_class
@@ -414,8 +414,9 @@ def compare_data(
     ------
     CompareDataError
         Before any job runs: a bad argument (the message names it), a workload that does
-        not build on the domain or is not marginal-type, no ``domain``, or peers asked for
-        without a usable ``peers`` extra.
+        not build on the domain or is not marginal-type, no ``domain``, peers asked for
+        without a usable ``peers`` extra, or Private-PGM jobs that would run in forked
+        workers (``jobs`` > 1 or a ``timeout``) of a process where JAX has already started.
     RecordsError
         Records or a domain that cannot be read.
 
@@ -531,6 +532,14 @@ def compare_data(
         print(f"[{done}/{len(specs)}] {rec['method']} ε={rec['epsilon']:g} trial "
               f"{rec['trial']}: {shown}, {rec['seconds']:.1f} s", file=out, flush=True)  # fmt: skip
 
+    if (forks(specs, jobs) and pgm.jax_running()
+            and any(by_key[s.key]["postprocess"] == "pgm" for s in specs)):  # fmt: skip
+        raise CompareDataError(
+            f"Private-PGM jobs would run in forked workers (jobs={jobs}, timeout={timeout}), "
+            "but JAX has already started in this process (a Private-PGM fit ran here), and "
+            "a fork of a process running JAX deadlocks in its first JAX call: run the "
+            "comparison in a fresh Python process, or with jobs=1 and timeout=None"
+        )
     run_jobs(specs, on_result, jobs=jobs,
              work=lambda spec: _work(spec, by_key[spec.key], ctx, seed))  # fmt: skip
 

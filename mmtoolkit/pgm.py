@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -44,6 +45,23 @@ MODELS = ("auto", "graphical", "mixture")
 MAX_ITERS = {"graphical": 20000, "mixture": 1000}
 #: Relative loss improvement per 50 mirror-descent steps below which the fit has converged.
 TOL = 1e-6
+
+
+def jax_running() -> bool:
+    """Whether JAX has started its backend in this process (a fit ran here). A forked
+    child of such a process deadlocks in its first JAX call: JAX is multithreaded and its
+    runtime's locks are copied held.
+
+    Returns
+    -------
+    bool
+        False when JAX was never imported or has not started a backend.
+    """
+    if "jax" not in sys.modules:
+        return False
+    from jax._src import xla_bridge  # no public API says whether the backends have started
+
+    return bool(xla_bridge.backends_are_initialized())
 
 
 def _mbi():

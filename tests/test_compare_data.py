@@ -81,6 +81,45 @@ def test_private_pgm_is_a_job_per_trial_with_its_own_noise(recs):
     assert df["l1_error"].iloc[0] != df["l1_error"].iloc[1]  # two trials, two noise draws
 
 
+_FORK_AFTER_JAX = """
+import numpy as np
+from mmtoolkit import pgm, records
+from mmtoolkit.compare_data import CompareDataError, compare_data
+from mmtoolkit.domain import Domain
+
+recs = records.synthetic(Domain(["a", "b"], [3, 4]), 500, seed=1)
+args = dict(selectors="residual_planner", postprocess=("pgm",), peers=(), trials=1,
+            pgm_iters=50, progress=False)
+assert not pgm.jax_running()
+df = compare_data(recs, "marginals:k=1", [1.0], jobs=1, timeout=None, **args)  # in process
+assert (df["status"] == "ok").all() and pgm.jax_running()
+for jobs, timeout in ((1, 600.0), (2, None)):
+    try:
+        compare_data(recs, "marginals:k=1", [1.0], jobs=jobs, timeout=timeout, **args)
+    except CompareDataError as exc:
+        assert "JAX has already started in this process" in str(exc), exc
+        assert f"jobs={jobs}, timeout={timeout}" in str(exc), exc
+    else:
+        raise AssertionError("forked Private-PGM jobs after JAX started were not refused")
+print("refused")
+"""
+
+
+def test_forked_private_pgm_after_jax_started_here_is_refused_not_a_deadlock():
+    """A fork of a process running JAX deadlocks in the child's first JAX call: after a fit in
+    this process, forked Private-PGM jobs are refused at once (in a subprocess: JAX must not
+    start in the test process, which later tests fork)."""
+    import subprocess
+    import sys
+
+    pytest.importorskip("mbi")
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    out = subprocess.run([sys.executable, "-c", _FORK_AFTER_JAX], capture_output=True,
+                         text=True, timeout=300, env=env)  # fmt: skip
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip().endswith("refused")
+
+
 def test_errors_are_the_mean_normalised_l1_and_the_rmse_of_counts(recs):
     truth = [recs.marginal(["a", "b"]), recs.marginal(["c"])]
     assert cd.errors(truth, truth, len(recs)) == (0.0, 0.0)

@@ -48,6 +48,26 @@ def _can_fork() -> bool:
     return hasattr(os, "fork")
 
 
+def forks(specs: Sequence[JobSpec], jobs: int) -> bool:
+    """Whether the local executor runs ``specs`` in forked worker processes (more than one
+    job at once, or a job with a time or memory limit, where the platform can fork) rather
+    than in the calling process.
+
+    Parameters
+    ----------
+    specs : sequence of JobSpec
+        The jobs to run.
+    jobs : int
+        Jobs at once.
+
+    Returns
+    -------
+    bool
+        True when :func:`run_jobs` would fork a worker per job.
+    """
+    return _can_fork() and (jobs > 1 or any(s.limited for s in specs))
+
+
 # --------------------------------------------------------------------------- fork worker
 class _Worker:
     """One forked process computing one job; its record comes back through a pipe."""
@@ -241,7 +261,7 @@ def run_jobs(
         assert scheduler is not None  # check_executor refused the dask executor without one
         _run_dask(specs, on_result, scheduler)
         return
-    if not _can_fork() or (jobs == 1 and not any(s.limited for s in specs)):
+    if not forks(specs, jobs):
         for spec in specs:
             on_result(spec, work(spec))
         return
